@@ -1,0 +1,3 @@
+//! The Leasehold benchmark binary (scenarios land in the next commits).
+
+fn main() {}

@@ -1,0 +1,538 @@
+//! The elector: campaign, lead, renew, step down, release.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::backoff::Backoff;
+use crate::config::ElectorConfig;
+use crate::error::StoreError;
+use crate::fence::Fence;
+use crate::keys::{DutyKeys, new_token};
+use crate::leadership::Leadership;
+use crate::metrics as m;
+use crate::status::{Role, Status, TermEnd, TermEndReason};
+use crate::store::{Acquire, LeaseStore};
+
+/// The error a duty may return; it is logged, counted and reported in the status.
+pub type DutyError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a duty returns. `Ok(())` ends the term normally (the lease is released and the
+/// elector campaigns again); `Err` ends it as failed (released, then backoff).
+pub type DutyResult = Result<(), DutyError>;
+
+/// The elector has stopped; returned by [`ElectorHandle::wait_until_leader`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the elector has stopped")]
+pub struct ElectorStopped;
+
+/// Campaigns for one duty and runs it while leading. Start it with [`Elector::spawn`].
+///
+/// The loop:
+/// 1. **Campaign**: one atomic script takes the lease if free and issues a fence. On a
+///    loss it learns the holder and the time left on its lease, sleeps until exactly
+///    then (capped by the retry interval, plus a little jitter), and is woken at once
+///    by a release notification.
+/// 2. **Lead**: the duty runs as its own task with a [`Leadership`]. The elector renews
+///    every renew interval; each call is capped by the time left on the lease. The
+///    local deadline is `sent + lease - safety_margin` of the last successful call.
+/// 3. **Step down** when renewal is refused, the deadline passes (even if a call never
+///    returns), the duty ends, or on shutdown: cancel the duty, give it its grace
+///    (never past the deadline; none at all if the lease may already be lost), abort
+///    it, join it, and only then release the lease and notify followers.
+pub struct Elector<S, F> {
+    store: S,
+    config: Arc<ElectorConfig>,
+    duty: F,
+    shutdown: CancellationToken,
+}
+
+impl<S, F> std::fmt::Debug for Elector<S, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Elector")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, F, Fut> Elector<S, F>
+where
+    S: LeaseStore,
+    F: Fn(Leadership) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = DutyResult> + Send + 'static,
+{
+    /// An elector running `duty` whenever it leads.
+    pub fn new(store: S, config: ElectorConfig, duty: F) -> Self {
+        Self {
+            store,
+            config: Arc::new(config),
+            duty,
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    /// Stops gracefully when `token` is cancelled (in addition to
+    /// [`ElectorHandle::shutdown`]). The elector uses a child of it.
+    pub fn shutdown_on(mut self, token: &CancellationToken) -> Self {
+        self.shutdown = token.child_token();
+        self
+    }
+
+    /// Spawns the elector on the current tokio runtime.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn spawn(self) -> ElectorHandle {
+        m::describe();
+        let (tx, rx) = watch::channel(Status::new());
+        let shutdown = self.shutdown.clone();
+        let span =
+            info_span!("elector", duty = %self.config.duty, replica = %self.config.replica_id);
+        let runner = Runner {
+            keys: DutyKeys::new(&self.config.key_prefix, &self.config.duty),
+            labels: Labels::new(&self.config),
+            store: self.store,
+            config: self.config,
+            duty: self.duty,
+            status: tx,
+            shutdown: self.shutdown,
+        };
+        let task = tokio::spawn(runner.run().instrument(span));
+        ElectorHandle {
+            status: rx,
+            shutdown,
+            task: Mutex::new(Some(task)),
+        }
+    }
+}
+
+/// Controls a running elector. Dropping it stops the elector gracefully in the
+/// background (the duty is cancelled and the lease released); call
+/// [`ElectorHandle::shutdown`] to wait for that.
+#[derive(Debug)]
+pub struct ElectorHandle {
+    status: watch::Receiver<Status>,
+    shutdown: CancellationToken,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl ElectorHandle {
+    /// A receiver of status changes.
+    pub fn subscribe(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+
+    /// The status now.
+    pub fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    /// Waits until this elector leads; returns the term's fence.
+    ///
+    /// # Errors
+    /// [`ElectorStopped`] if the elector stops first.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn wait_until_leader(&self) -> Result<Fence, ElectorStopped> {
+        let mut rx = self.status.clone();
+        let status = rx
+            .wait_for(|s| s.is_leader() || s.role == Role::Stopped)
+            .await
+            .map_err(|_| ElectorStopped)?;
+        status.fence().ok_or(ElectorStopped)
+    }
+
+    /// The token that stops this elector gracefully when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stops gracefully: cancels the duty (with its grace), releases the lease, notifies
+    /// followers, and returns once all of that is done.
+    ///
+    /// # Cancel safety
+    /// Not cancel safe in the sense that the elector keeps stopping in the background
+    /// if this future is dropped.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        let task = self.task.lock().ok().and_then(|mut t| t.take());
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for ElectorHandle {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Labels {
+    duty: String,
+    replica: String,
+}
+
+impl Labels {
+    fn new(c: &ElectorConfig) -> Self {
+        Self {
+            duty: c.duty.clone(),
+            replica: c.replica_id.clone(),
+        }
+    }
+
+    fn pair(&self) -> [(&'static str, String); 2] {
+        [
+            ("duty", self.duty.clone()),
+            ("replica", self.replica.clone()),
+        ]
+    }
+}
+
+struct Runner<S, F> {
+    store: S,
+    config: Arc<ElectorConfig>,
+    keys: DutyKeys,
+    duty: F,
+    status: watch::Sender<Status>,
+    shutdown: CancellationToken,
+    labels: Labels,
+}
+
+impl<S, F, Fut> Runner<S, F>
+where
+    S: LeaseStore,
+    F: Fn(Leadership) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = DutyResult> + Send + 'static,
+{
+    async fn run(self) {
+        self.self_check().await;
+        let notify = self.store.release_notifier(&self.keys);
+        let cfg = self.config.clone();
+        let mut backoff = Backoff::new(cfg.backoff_initial, cfg.backoff_max);
+        let mut token = new_token(&cfg.replica_id);
+        let mut campaign_start = Instant::now();
+        while !self.shutdown.is_cancelled() {
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let floor = Fence(self.status.borrow().highest_fence.0 + 1);
+            let sent = Instant::now();
+            let result = timeout(
+                cfg.call_timeout,
+                self.store.acquire(&self.keys, &token, cfg.lease, floor),
+            )
+            .await
+            .unwrap_or(Err(StoreError::Timeout(cfg.call_timeout)));
+            match result {
+                Ok(Acquire::Won { fence, regressed }) => {
+                    backoff.reset();
+                    self.observe_fence(fence, regressed);
+                    histogram!(m::TIME_TO_LEADER, &self.labels.pair())
+                        .record(campaign_start.elapsed().as_secs_f64());
+                    let end = self.lead(fence, sent, &token).await;
+                    token = new_token(&cfg.replica_id);
+                    campaign_start = Instant::now();
+                    let pause = match end.reason {
+                        TermEndReason::Shutdown => break,
+                        TermEndReason::DutyReturned => cfg.backoff_initial,
+                        TermEndReason::DutyFailed(_)
+                        | TermEndReason::DutyPanicked(_)
+                        | TermEndReason::BackendError(_) => backoff.next_delay(),
+                        _ => Duration::ZERO,
+                    };
+                    if !pause.is_zero() && self.sleep_unless_shutdown(pause).await {
+                        break;
+                    }
+                }
+                Ok(Acquire::Lost {
+                    holder,
+                    remaining,
+                    fence,
+                }) => {
+                    backoff.reset();
+                    self.observe_fence(fence, false);
+                    self.status.send_if_modified(|s| {
+                        let role = Role::Follower {
+                            leader: Some(holder.clone()),
+                        };
+                        let changed = s.role != role || s.last_error.is_some();
+                        s.role = role;
+                        s.last_error = None;
+                        changed
+                    });
+                    let wait = remaining.map_or(cfg.retry_interval, |r| r.min(cfg.retry_interval));
+                    let jitter = cfg.follower_jitter.mul_f64(rand::random::<f64>());
+                    tokio::select! {
+                        () = self.shutdown.cancelled() => break,
+                        () = &mut notified => debug!("woken by a release notification"),
+                        () = sleep_until(sent + wait + jitter) => {}
+                    }
+                }
+                Err(e) => {
+                    self.record_error(e, "acquire");
+                    self.status.send_if_modified(|s| {
+                        let role = Role::Follower { leader: None };
+                        let changed = s.role != role;
+                        s.role = role;
+                        changed
+                    });
+                    if self.sleep_unless_shutdown(backoff.next_delay()).await {
+                        break;
+                    }
+                }
+            }
+        }
+        self.status.send_modify(|s| s.role = Role::Stopped);
+        gauge!(m::IS_LEADER, &self.labels.pair()).set(0.0);
+        info!("elector stopped");
+    }
+
+    /// Leads one term; returns once the duty has ended and the lease is released.
+    async fn lead(&self, fence: Fence, sent: Instant, token: &str) -> TermEnd {
+        let cfg = &self.config;
+        let mut deadline = sent + cfg.lease - cfg.safety_margin;
+        let cancel = CancellationToken::new();
+        let leadership = Leadership {
+            fence,
+            replica_id: cfg.replica_id.as_str().into(),
+            duty: cfg.duty.as_str().into(),
+            cancel: cancel.clone(),
+            deadline: Arc::new(Mutex::new(deadline)),
+        };
+        let span = info_span!("duty", fence = fence.0);
+        let mut duty = AbortOnDropHandle::new(tokio::spawn(
+            (self.duty)(leadership.clone()).instrument(span),
+        ));
+        let since = Instant::now();
+        gauge!(m::IS_LEADER, &self.labels.pair()).set(1.0);
+        gauge!(m::LEADER_FENCE, "duty" => cfg.duty.clone()).set(fence.0 as f64);
+        gauge!(m::VALIDITY_LEFT, &self.labels.pair()).set(
+            deadline
+                .saturating_duration_since(Instant::now())
+                .as_secs_f64(),
+        );
+        counter!(m::TERMS_STARTED, &self.labels.pair()).increment(1);
+        // Gauges first, then the status: whoever sees the status sees the gauges too.
+        self.status.send_modify(|s| {
+            s.role = Role::Leader { fence, since };
+            s.last_error = None;
+        });
+        info!(fence = fence.0, "became leader");
+
+        let mut next_renew = sent + cfg.renew_interval;
+        let mut duty_done = false;
+        let reason = loop {
+            tokio::select! {
+                biased;
+                () = sleep_until(deadline) => break TermEndReason::DeadlinePassed,
+                () = self.shutdown.cancelled() => break TermEndReason::Shutdown,
+                joined = &mut duty => {
+                    duty_done = true;
+                    break match joined {
+                        Ok(Ok(())) => TermEndReason::DutyReturned,
+                        Ok(Err(e)) => TermEndReason::DutyFailed(e.to_string().into()),
+                        Err(e) => TermEndReason::DutyPanicked(panic_message(e).into()),
+                    };
+                }
+                () = sleep_until(next_renew) => {
+                    let sent = Instant::now();
+                    let limit = cfg.call_timeout.min(deadline.saturating_duration_since(sent));
+                    let renewed = tokio::select! {
+                        biased;
+                        () = self.shutdown.cancelled() => break TermEndReason::Shutdown,
+                        r = timeout(limit, self.store.renew(&self.keys, token, cfg.lease)) => {
+                            r.unwrap_or(Err(StoreError::Timeout(limit)))
+                        }
+                    };
+                    match renewed {
+                        Ok(true) => {
+                            deadline = sent + cfg.lease - cfg.safety_margin;
+                            leadership.set_deadline(deadline);
+                            next_renew = sent + cfg.renew_interval;
+                            histogram!(m::RENEW_RTT, &self.labels.pair()).record(sent.elapsed().as_secs_f64());
+                            gauge!(m::VALIDITY_LEFT, &self.labels.pair())
+                                .set(deadline.saturating_duration_since(Instant::now()).as_secs_f64());
+                            if self.status.borrow().last_error.is_some() {
+                                self.status.send_modify(|s| s.last_error = None);
+                            }
+                        }
+                        Ok(false) => break TermEndReason::RenewalRefused,
+                        Err(e) if !e.is_retryable() => {
+                            self.record_error(e.clone(), "renew");
+                            break TermEndReason::BackendError(e);
+                        }
+                        Err(e) => {
+                            self.record_error(e, "renew");
+                            next_renew = Instant::now() + (cfg.renew_interval / 4).max(Duration::from_millis(1));
+                        }
+                    }
+                }
+            }
+        };
+        self.step_down(fence, reason, duty, duty_done, &cancel, deadline, token)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn step_down(
+        &self,
+        fence: Fence,
+        reason: TermEndReason,
+        mut duty: AbortOnDropHandle<DutyResult>,
+        duty_done: bool,
+        cancel: &CancellationToken,
+        deadline: Instant,
+        token: &str,
+    ) -> TermEnd {
+        let cfg = &self.config;
+        // From here on this replica does not consider itself leader: the duty's token
+        // fires first, then the status and gauges say so.
+        cancel.cancel();
+        gauge!(m::IS_LEADER, &self.labels.pair()).set(0.0);
+        gauge!(m::VALIDITY_LEFT, &self.labels.pair()).set(0.0);
+        self.status
+            .send_modify(|s| s.role = Role::Follower { leader: None });
+        let lease_lost = reason.lease_may_be_lost()
+            || matches!(
+                &reason,
+                TermEndReason::BackendError(StoreError::WrongType(_))
+            );
+        let mut grace_overrun = false;
+        if !duty_done {
+            let now = Instant::now();
+            let grace_end = if lease_lost {
+                now
+            } else {
+                (now + cfg.grace).min(deadline)
+            };
+            tokio::select! {
+                biased;
+                _ = &mut duty => {}
+                () = sleep_until(grace_end) => {
+                    grace_overrun = grace_end > now;
+                    duty.abort();
+                    let _ = (&mut duty).await;
+                }
+            }
+            if grace_overrun {
+                counter!(m::GRACE_OVERRUNS, &self.labels.pair()).increment(1);
+                warn!(fence = fence.0, "duty outran its grace and was aborted");
+            }
+        }
+        // The duty has provably ended (joined): only now give the lease back.
+        let released = if matches!(reason, TermEndReason::RenewalRefused) {
+            false
+        } else {
+            match timeout(cfg.call_timeout, self.store.release(&self.keys, token)).await {
+                Ok(Ok(released)) => released,
+                Ok(Err(e)) => {
+                    self.record_error(e, "release");
+                    false
+                }
+                Err(_) => {
+                    self.record_error(StoreError::Timeout(cfg.call_timeout), "release");
+                    false
+                }
+            }
+        };
+        let labels = [
+            ("duty", self.labels.duty.clone()),
+            ("replica", self.labels.replica.clone()),
+            ("reason", reason.label().to_owned()),
+        ];
+        counter!(m::TERMS_ENDED, &labels).increment(1);
+        match &reason {
+            TermEndReason::Shutdown | TermEndReason::DutyReturned => {
+                info!(fence = fence.0, %reason, released, "stepped down");
+            }
+            _ => warn!(fence = fence.0, %reason, released, "stepped down"),
+        }
+        let end = TermEnd {
+            fence,
+            reason,
+            grace_overrun,
+            released,
+        };
+        self.status.send_modify(|s| s.last_term = Some(end.clone()));
+        end
+    }
+
+    /// Returns true if shutdown was requested while sleeping.
+    async fn sleep_unless_shutdown(&self, d: Duration) -> bool {
+        tokio::select! {
+            () = self.shutdown.cancelled() => true,
+            () = sleep(d) => false,
+        }
+    }
+
+    fn observe_fence(&self, fence: Fence, regressed: bool) {
+        let highest = self.status.borrow().highest_fence;
+        let regression = regressed || fence < highest;
+        if regression {
+            counter!(m::FENCE_REGRESSIONS, &self.labels.pair()).increment(1);
+            warn!(
+                fence = fence.0,
+                highest = highest.0,
+                "fence regression: the store's fence counter was behind a fence seen before \
+                 (did Redis lose data?)"
+            );
+        }
+        self.status.send_if_modified(|s| {
+            let changed = fence > s.highest_fence || regression;
+            s.highest_fence = s.highest_fence.max(fence);
+            if regression {
+                s.fence_regressions += 1;
+            }
+            changed
+        });
+        gauge!(m::LEADER_FENCE, "duty" => self.labels.duty.clone()).set(fence.0 as f64);
+    }
+
+    fn record_error(&self, e: StoreError, op: &'static str) {
+        let labels = [
+            ("duty", self.labels.duty.clone()),
+            ("replica", self.labels.replica.clone()),
+            ("op", op.to_owned()),
+            ("kind", e.kind().to_owned()),
+        ];
+        counter!(m::REDIS_ERRORS, &labels).increment(1);
+        warn!(op, error = %e, "redis call failed");
+        self.status.send_modify(|s| s.last_error = Some(e));
+    }
+
+    async fn self_check(&self) {
+        match timeout(self.config.call_timeout, self.store.self_check()).await {
+            Ok(Ok(warnings)) => {
+                for w in &warnings {
+                    warn!(warning = %w, "backend self-check");
+                }
+                self.status.send_modify(|s| s.warnings = warnings);
+            }
+            Ok(Err(e)) => debug!(error = %e, "backend self-check unavailable"),
+            Err(_) => debug!("backend self-check timed out"),
+        }
+    }
+}
+
+fn panic_message(e: tokio::task::JoinError) -> String {
+    if e.is_cancelled() {
+        return "cancelled".to_owned();
+    }
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned())
+}

@@ -1,0 +1,89 @@
+//! Errors of the lease store.
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+/// A lease-store operation failed.
+///
+/// [`StoreError::is_retryable`] tells transient faults (timeouts, lost connections,
+/// a server still loading) from errors that need an operator (a key of the wrong type,
+/// an ACL refusal). The elector retries both with backoff and reports them in its
+/// status; the difference decides whether a leader steps down at once.
+#[derive(Debug, Clone, Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The call did not answer in time.
+    #[error("redis call timed out after {0:?}")]
+    Timeout(Duration),
+    /// Could not reach the server, or the connection broke.
+    #[error("redis connection failed: {0}")]
+    Connection(String),
+    /// A Leasehold key holds a value of another type (someone else wrote it).
+    #[error("a leasehold key holds the wrong type of value: {0}")]
+    WrongType(String),
+    /// The server refused the command for lack of ACL permission.
+    #[error("redis refused the command (ACL): {0}")]
+    NoPermission(String),
+    /// Any other server error.
+    #[error("redis error: {0}")]
+    Server(String),
+    /// The server's reply did not have the expected shape.
+    #[error("unexpected reply from redis: {0}")]
+    Protocol(String),
+}
+
+impl StoreError {
+    /// Whether retrying the same call may succeed without anyone changing anything.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Timeout(_) | Self::Connection(_))
+    }
+
+    /// A short, stable label for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Timeout(_) => "timeout",
+            Self::Connection(_) => "connection",
+            Self::WrongType(_) => "wrong_type",
+            Self::NoPermission(_) => "no_permission",
+            Self::Server(_) => "server",
+            Self::Protocol(_) => "protocol",
+        }
+    }
+}
+
+impl From<redis::RedisError> for StoreError {
+    fn from(e: redis::RedisError) -> Self {
+        let text = e.to_string();
+        let code = e.code().unwrap_or_default();
+        if code == "WRONGTYPE" || text.contains("WRONGTYPE") {
+            Self::WrongType(text)
+        } else if code == "NOPERM" || text.contains("NOPERM") || text.contains("NOAUTH") {
+            Self::NoPermission(text)
+        } else if e.is_timeout() {
+            Self::Timeout(Duration::ZERO)
+        } else if e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || matches!(code, "LOADING" | "MASTERDOWN" | "TRYAGAIN")
+        {
+            Self::Connection(text)
+        } else if e.kind() == redis::ErrorKind::UnexpectedReturnType
+            || e.kind() == redis::ErrorKind::Parse
+        {
+            Self::Protocol(text)
+        } else {
+            Self::Server(text)
+        }
+    }
+}
+
+impl From<deadpool_redis::PoolError> for StoreError {
+    fn from(e: deadpool_redis::PoolError) -> Self {
+        match e {
+            deadpool_redis::PoolError::Backend(e) => e.into(),
+            deadpool_redis::PoolError::Timeout(_) => Self::Timeout(Duration::ZERO),
+            other => Self::Connection(other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! The Redis key layout.
+//!
+//! Every key of one duty shares the Redis Cluster hash tag `{<duty>}`, so the scripts
+//! that touch several of them stay valid on a cluster:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `<prefix>:{<duty>}:lease` | string with TTL | the holder's token `<replica-id>:<128-bit hex>` |
+//! | `<prefix>:{<duty>}:fence` | string (integer) | the last fencing token issued |
+//!
+//! Release notifications go to the channel `<prefix>:released` with the lease key as
+//! the message.
+
+/// The Redis names of one duty.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DutyKeys {
+    /// The lease key.
+    pub lease: String,
+    /// The fence counter key.
+    pub fence: String,
+    /// The release-notification channel (shared by every duty under one prefix).
+    pub channel: String,
+}
+
+impl DutyKeys {
+    /// The keys of `duty` under `prefix`.
+    pub fn new(prefix: &str, duty: &str) -> Self {
+        Self {
+            lease: format!("{prefix}:{{{duty}}}:lease"),
+            fence: format!("{prefix}:{{{duty}}}:fence"),
+            channel: release_channel(prefix),
+        }
+    }
+}
+
+/// The release-notification channel of a key prefix.
+pub fn release_channel(prefix: &str) -> String {
+    format!("{prefix}:released")
+}
+
+/// The replica id inside a lease token (`<replica-id>:<hex>`).
+pub fn replica_of_token(token: &str) -> &str {
+    token.rsplit_once(':').map_or(token, |(replica, _)| replica)
+}
+
+/// A fresh, unguessable lease token for `replica`.
+pub fn new_token(replica: &str) -> String {
+    format!("{replica}:{:032x}", rand::random::<u128>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_one_hash_tag() {
+        let k = DutyKeys::new("lh", "scheduler");
+        assert_eq!(k.lease, "lh:{scheduler}:lease");
+        assert_eq!(k.fence, "lh:{scheduler}:fence");
+        assert_eq!(k.channel, "lh:released");
+    }
+
+    #[test]
+    fn token_names_its_replica() {
+        let t = new_token("node:a");
+        assert_eq!(replica_of_token(&t), "node:a");
+        assert_eq!(t.len(), "node:a:".len() + 32);
+        assert_ne!(new_token("x"), new_token("x"));
+    }
+}

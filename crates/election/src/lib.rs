@@ -1,0 +1,36 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations, unreachable_pub)]
+
+mod backoff;
+pub mod config;
+mod elector;
+mod error;
+mod fence;
+mod fenced;
+pub mod keys;
+mod leadership;
+pub mod metrics;
+mod status;
+pub mod store;
+
+pub use self::config::{ConfigError, ElectorConfig, ElectorConfigBuilder};
+pub use self::elector::{DutyError, DutyResult, Elector, ElectorHandle, ElectorStopped};
+pub use self::error::StoreError;
+pub use self::fence::Fence;
+pub use self::fenced::{FencedWriteError, FencedWriter};
+pub use self::leadership::Leadership;
+pub use self::status::{Role, Status, TermEnd, TermEndReason};
+pub use self::store::{Acquire, BackendWarning, LeaderInfo, LeaseStore, MemoryStore, RedisStore};
+
+/// Asks the store who leads `duty` (under key prefix `prefix`) right now.
+///
+/// # Errors
+/// The [`StoreError`] of the read.
+pub async fn current_leader<S: LeaseStore>(
+    store: &S,
+    prefix: &str,
+    duty: &str,
+) -> Result<Option<LeaderInfo>, StoreError> {
+    store.leader(&keys::DutyKeys::new(prefix, duty)).await
+}

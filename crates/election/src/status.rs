@@ -1,0 +1,140 @@
+//! What an elector reports through its `watch` channel.
+
+use std::fmt;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use crate::error::StoreError;
+use crate::fence::Fence;
+use crate::store::BackendWarning;
+
+/// The role of an elector right now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// Not campaigned yet.
+    Starting,
+    /// Campaigning; `leader` is the holder seen at the last attempt, if any.
+    Follower {
+        /// The current holder's replica id, if the lease is held.
+        leader: Option<String>,
+    },
+    /// This elector leads.
+    Leader {
+        /// This term's fencing token.
+        fence: Fence,
+        /// When the term started.
+        since: Instant,
+    },
+    /// The elector has stopped (shutdown).
+    Stopped,
+}
+
+/// Why a term ended.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum TermEndReason {
+    /// Redis refused a renewal: the key was gone or held by another token.
+    RenewalRefused,
+    /// The local validity deadline passed without a successful renewal.
+    DeadlinePassed,
+    /// A renewal failed with an error that retrying cannot fix (wrong type, ACL).
+    BackendError(StoreError),
+    /// The elector was shut down.
+    Shutdown,
+    /// The duty returned `Ok(())`.
+    DutyReturned,
+    /// The duty returned an error.
+    DutyFailed(Arc<str>),
+    /// The duty panicked.
+    DutyPanicked(Arc<str>),
+}
+
+impl TermEndReason {
+    /// A short, stable label (used as the `reason` metric label).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::RenewalRefused => "renewal_refused",
+            Self::DeadlinePassed => "deadline_passed",
+            Self::BackendError(_) => "backend_error",
+            Self::Shutdown => "shutdown",
+            Self::DutyReturned => "duty_returned",
+            Self::DutyFailed(_) => "duty_failed",
+            Self::DutyPanicked(_) => "duty_panicked",
+        }
+    }
+
+    /// Whether someone else may hold the lease already, so the duty must stop at once.
+    pub(crate) fn lease_may_be_lost(&self) -> bool {
+        matches!(self, Self::RenewalRefused | Self::DeadlinePassed)
+    }
+}
+
+impl fmt::Display for TermEndReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BackendError(e) => write!(f, "backend error: {e}"),
+            Self::DutyFailed(e) => write!(f, "duty failed: {e}"),
+            Self::DutyPanicked(e) => write!(f, "duty panicked: {e}"),
+            other => f.write_str(other.label()),
+        }
+    }
+}
+
+/// How a term ended.
+#[derive(Debug, Clone)]
+pub struct TermEnd {
+    /// The term's fence.
+    pub fence: Fence,
+    /// Why it ended.
+    pub reason: TermEndReason,
+    /// Whether the duty had to be aborted because it outran its grace.
+    pub grace_overrun: bool,
+    /// Whether the lease was released (false if it was lost, or the release failed).
+    pub released: bool,
+}
+
+/// A snapshot of an elector, published on every change.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Status {
+    /// The role now.
+    pub role: Role,
+    /// The last Redis error, cleared by the next successful call.
+    pub last_error: Option<StoreError>,
+    /// How the previous term ended.
+    pub last_term: Option<TermEnd>,
+    /// Highest fence this elector has seen for its duty.
+    pub highest_fence: Fence,
+    /// Times the store's fence counter was found behind `highest_fence` (the store lost
+    /// data); each time the issued fence was raised above it.
+    pub fence_regressions: u64,
+    /// Warnings from the backend self-check at start.
+    pub warnings: Vec<BackendWarning>,
+}
+
+impl Status {
+    pub(crate) fn new() -> Self {
+        Self {
+            role: Role::Starting,
+            last_error: None,
+            last_term: None,
+            highest_fence: Fence(0),
+            fence_regressions: 0,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Whether this elector leads right now.
+    pub fn is_leader(&self) -> bool {
+        matches!(self.role, Role::Leader { .. })
+    }
+
+    /// This term's fence, when leading.
+    pub fn fence(&self) -> Option<Fence> {
+        match self.role {
+            Role::Leader { fence, .. } => Some(fence),
+            _ => None,
+        }
+    }
+}

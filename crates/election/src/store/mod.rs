@@ -1,0 +1,128 @@
+//! The lease store: the few atomic operations an elector needs, behind one trait.
+//!
+//! [`RedisStore`] is the real thing. [`MemoryStore`] keeps the same semantics in
+//! process memory, on tokio's clock, for unit tests, simulations under paused time and
+//! the embedded demo; it is never a stand-in for Redis in integration tests.
+
+mod memory;
+mod notify;
+mod redis_store;
+pub(crate) mod scripts;
+
+pub(crate) use self::redis_store::parse_u64;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+pub use self::memory::MemoryStore;
+pub use self::redis_store::{RedisStore, RedisStoreBuilder};
+use crate::error::StoreError;
+use crate::fence::Fence;
+use crate::keys::DutyKeys;
+
+/// What an acquire attempt found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acquire {
+    /// The caller holds the lease now.
+    Won {
+        /// The fencing token of this term.
+        fence: Fence,
+        /// The store's counter was behind the floor the caller passed: the store lost
+        /// data (a restart without persistence) and the fence was raised to the floor.
+        regressed: bool,
+    },
+    /// Someone else holds the lease.
+    Lost {
+        /// The holder's replica id.
+        holder: String,
+        /// Time left on the holder's lease; `None` when the key has no expiry (which
+        /// Leasehold never writes).
+        remaining: Option<Duration>,
+        /// The store's fence counter: the holder's fence.
+        fence: Fence,
+    },
+}
+
+/// The holder of a lease, as the store sees it now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderInfo {
+    /// The holder's replica id.
+    pub replica_id: String,
+    /// The holder's fencing token.
+    pub fence: Fence,
+    /// Time left on its lease (`None`: no expiry).
+    pub remaining: Option<Duration>,
+}
+
+/// A warning from [`LeaseStore::self_check`] about settings that weaken the guarantees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendWarning {
+    /// `maxmemory-policy` may evict lease or fence keys.
+    EvictionPolicy(String),
+    /// Neither AOF nor RDB persistence is on: a restart loses every lease.
+    NoPersistence,
+}
+
+impl std::fmt::Display for BackendWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::EvictionPolicy(p) => write!(
+                f,
+                "maxmemory-policy is {p}: Redis may evict lease keys; set it to noeviction"
+            ),
+            Self::NoPersistence => f.write_str(
+                "persistence is off: a Redis restart loses every lease, so an old leader may \
+                 overlap a new one until its next renewal (fences still reject its writes)",
+            ),
+        }
+    }
+}
+
+/// The atomic operations behind an elector.
+///
+/// Implementations must make `acquire`, `renew` and `release` atomic with respect to one
+/// another for the same keys, and must issue fences that strictly increase for a duty.
+pub trait LeaseStore: Clone + Send + Sync + 'static {
+    /// Takes the lease if it is free (or already held with `token`), issuing a fence
+    /// that is greater than every fence issued before and at least `floor`.
+    fn acquire(
+        &self,
+        keys: &DutyKeys,
+        token: &str,
+        lease: Duration,
+        floor: Fence,
+    ) -> impl Future<Output = Result<Acquire, StoreError>> + Send;
+
+    /// Extends the lease to `lease` from now if `token` still holds it; `false` if not.
+    fn renew(
+        &self,
+        keys: &DutyKeys,
+        token: &str,
+        lease: Duration,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Deletes the lease if `token` holds it and notifies waiting followers.
+    fn release(
+        &self,
+        keys: &DutyKeys,
+        token: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Who holds the lease now, if anyone.
+    fn leader(
+        &self,
+        keys: &DutyKeys,
+    ) -> impl Future<Output = Result<Option<LeaderInfo>, StoreError>> + Send;
+
+    /// The notifier woken when the lease of `keys` is released (or when notifications
+    /// may have been missed). One per duty per store; share the store across electors.
+    fn release_notifier(&self, keys: &DutyKeys) -> Arc<Notify>;
+
+    /// Reads server settings that weaken the guarantees. Best effort: a store that
+    /// cannot tell returns an empty list.
+    fn self_check(&self) -> impl Future<Output = Result<Vec<BackendWarning>, StoreError>> + Send;
+}

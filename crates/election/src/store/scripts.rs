@@ -1,0 +1,137 @@
+//! The server-side Lua scripts. Every key a script touches is passed in `KEYS`, and
+//! the keys of one duty share a hash tag, so they run unchanged on Redis Cluster.
+
+use std::sync::LazyLock;
+
+/// A Lua script run with `EVALSHA`, falling back to `EVAL` of its body on `NOSCRIPT`
+/// (one extra round trip, and the server caches it again). redis-rs's own fallback
+/// takes two extra round trips (`SCRIPT LOAD`, then `EVALSHA`), which under latency
+/// can outlast a leader's remaining budget again and again.
+#[derive(Debug)]
+pub(crate) struct Script {
+    code: &'static str,
+    hash: String,
+}
+
+impl Script {
+    fn new(code: &'static str) -> Self {
+        Self {
+            code,
+            hash: redis::Script::new(code).get_hash().to_owned(),
+        }
+    }
+
+    /// `EVALSHA hash numkeys keys... args...`
+    pub(crate) fn evalsha(&self, keys: &[&str], args: &[&str]) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.hash).arg(keys.len()).arg(keys).arg(args);
+        cmd
+    }
+
+    /// `EVAL body numkeys keys... args...`
+    pub(crate) fn eval(&self, keys: &[&str], args: &[&str]) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(self.code).arg(keys.len()).arg(keys).arg(args);
+        cmd
+    }
+}
+
+/// KEYS: lease, fence. ARGV: token, lease ms, fence floor.
+///
+/// Free lease: take it, and issue fence = max(counter + 1, floor, server TIME in µs).
+/// The TIME floor keeps fences increasing after a restart that lost the counter; the
+/// caller's floor keeps them increasing even if the server clock went backwards.
+/// Reply `{1, fence, regressed}` on a win (also when `token` already holds the lease:
+/// a retried acquire whose first reply was lost), `{0, holder token, pttl, fence}` on a
+/// loss.
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local cur = redis.call('GET', KEYS[1])
+if cur == false then
+  local stored = tonumber(redis.call('GET', KEYS[2]) or '0')
+  local floor = tonumber(ARGV[3])
+  local t = redis.call('TIME')
+  local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local fence = stored + 1
+  local regressed = 0
+  if fence < floor then fence = floor; regressed = 1 end
+  if fence < now_us then fence = now_us end
+  local f = string.format('%.0f', fence)
+  redis.call('SET', KEYS[2], f)
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {1, f, regressed}
+elseif cur == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, redis.call('GET', KEYS[2]) or '0', 0}
+else
+  return {0, cur, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '0'}
+end
+"#,
+    )
+});
+
+/// KEYS: lease. ARGV: token, lease ms. Compare-and-extend; replies 1 or 0.
+pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"#,
+    )
+});
+
+/// KEYS: lease. ARGV: token, channel. Compare-and-delete, then publish the lease key
+/// on the channel; replies 1 or 0.
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], KEYS[1])
+  return 1
+end
+return 0
+"#,
+    )
+});
+
+/// KEYS: lease, fence. A consistent snapshot: `{holder token or false, pttl, fence}`.
+pub(crate) static LEADER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '0'}
+"#,
+    )
+});
+
+/// KEYS: guard, target. ARGV: fence, op, args...
+///
+/// Performs the write only if `fence` is not lower than the highest fence the guard has
+/// seen, then raises the guard. The write runs first, so a failing write (wrong type)
+/// leaves the guard unchanged. Replies `{1, fence}` or `{0, highest}`.
+pub(crate) static FENCED_WRITE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local high = tonumber(redis.call('GET', KEYS[1]) or '0')
+local fence = tonumber(ARGV[1])
+if fence < high then return {0, string.format('%.0f', high)} end
+local op = ARGV[2]
+if op == 'SET' then
+  redis.call('SET', KEYS[2], ARGV[3])
+elseif op == 'HSET' then
+  redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])
+elseif op == 'RPUSH' then
+  redis.call('RPUSH', KEYS[2], ARGV[3])
+elseif op == 'DEL' then
+  redis.call('DEL', KEYS[2])
+else
+  return redis.error_reply('ERR unknown fenced op ' .. op)
+end
+if fence > high then redis.call('SET', KEYS[1], ARGV[1]) end
+return {1, ARGV[1]}
+"#,
+    )
+});

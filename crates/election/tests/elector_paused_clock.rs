@@ -1,0 +1,306 @@
+//! The elector's state machine on the in-memory store under tokio's paused clock:
+//! exact timing without a server. Redis behaviour is tested against real servers in
+//! the other test files.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use leasehold_election::keys::DutyKeys;
+use leasehold_election::{
+    Acquire, BackendWarning, Elector, ElectorConfig, ElectorHandle, Fence, LeaderInfo, Leadership,
+    LeaseStore, MemoryStore, Role, StoreError, TermEndReason,
+};
+use tokio::sync::Notify;
+use tokio::time::{Instant, sleep, timeout};
+
+const LEASE: Duration = Duration::from_millis(300);
+
+fn config(replica: &str) -> ElectorConfig {
+    ElectorConfig::builder("job", replica)
+        .lease(LEASE)
+        .build()
+        .unwrap()
+}
+
+fn spawn<S: LeaseStore>(store: S, replica: &str) -> ElectorHandle {
+    Elector::new(store, config(replica), |lead: Leadership| async move {
+        lead.cancelled().await;
+        Ok(())
+    })
+    .spawn()
+}
+
+fn leaders(handles: &[ElectorHandle]) -> usize {
+    handles.iter().filter(|h| h.status().is_leader()).count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn exactly_one_of_three_leads_over_time() {
+    let store = MemoryStore::new();
+    let handles: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|r| spawn(store.clone(), r))
+        .collect();
+    handles[0].wait_until_leader().await.unwrap();
+    for _ in 0..200 {
+        sleep(Duration::from_millis(7)).await;
+        assert_eq!(leaders(&handles), 1, "exactly one leader at every instant");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn graceful_shutdown_hands_over_at_once() {
+    let store = MemoryStore::new();
+    let a = spawn(store.clone(), "a");
+    let first = a.wait_until_leader().await.unwrap();
+    let b = spawn(store.clone(), "b");
+    sleep(Duration::from_millis(50)).await;
+    assert!(!b.status().is_leader());
+    let start = Instant::now();
+    a.shutdown().await;
+    let second = b.wait_until_leader().await.unwrap();
+    assert!(
+        start.elapsed() < Duration::from_millis(5),
+        "hand-over took {:?}",
+        start.elapsed()
+    );
+    assert!(second > first, "fence must grow: {first} -> {second}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn crashed_leader_is_replaced_right_after_its_lease_expires() {
+    let store = MemoryStore::new();
+    let keys = DutyKeys::new("leasehold", "job");
+    // A "crashed" leader: holds the lease and never renews.
+    let Acquire::Won { .. } = store
+        .acquire(&keys, "dead:0", LEASE, Fence(1))
+        .await
+        .unwrap()
+    else {
+        panic!("lease should be free");
+    };
+    let taken = Instant::now();
+    let b = spawn(store.clone(), "b");
+    b.wait_until_leader().await.unwrap();
+    let after = taken.elapsed();
+    assert!(
+        after >= LEASE,
+        "took over before the lease expired: {after:?}"
+    );
+    assert!(
+        after <= LEASE + Duration::from_millis(5),
+        "overshoot too large: {after:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn duty_errors_and_panics_end_the_term_and_never_the_elector() {
+    let store = MemoryStore::new();
+    let calls = Arc::new(AtomicU64::new(0));
+    let c = calls.clone();
+    let h = Elector::new(store, config("a"), move |_lead: Leadership| {
+        let n = c.fetch_add(1, Ordering::SeqCst);
+        async move {
+            match n {
+                0 => Err("boom".into()),
+                1 => panic!("duty panicked on purpose"),
+                _ => {
+                    std::future::pending::<()>().await;
+                    Ok(())
+                }
+            }
+        }
+    })
+    .spawn();
+    let mut rx = h.subscribe();
+    let s = rx
+        .wait_for(|s| s.last_term.is_some())
+        .await
+        .unwrap()
+        .clone();
+    assert!(
+        matches!(s.last_term.unwrap().reason, TermEndReason::DutyFailed(ref e) if e.contains("boom"))
+    );
+    let s = rx
+        .wait_for(|s| {
+            matches!(
+                s.last_term.as_ref().map(|t| &t.reason),
+                Some(TermEndReason::DutyPanicked(_))
+            )
+        })
+        .await
+        .unwrap()
+        .clone();
+    let TermEndReason::DutyPanicked(msg) = s.last_term.unwrap().reason else {
+        unreachable!()
+    };
+    assert!(msg.contains("on purpose"));
+    h.wait_until_leader().await.unwrap();
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "campaigned again after both failures"
+    );
+}
+
+/// Wraps a store; while `hang` is set, renew calls never return.
+#[derive(Clone)]
+struct HangingRenew {
+    inner: MemoryStore,
+    hang: Arc<AtomicBool>,
+}
+
+impl LeaseStore for HangingRenew {
+    async fn acquire(
+        &self,
+        k: &DutyKeys,
+        t: &str,
+        l: Duration,
+        f: Fence,
+    ) -> Result<Acquire, StoreError> {
+        self.inner.acquire(k, t, l, f).await
+    }
+    async fn renew(&self, k: &DutyKeys, t: &str, l: Duration) -> Result<bool, StoreError> {
+        if self.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.inner.renew(k, t, l).await
+    }
+    async fn release(&self, k: &DutyKeys, t: &str) -> Result<bool, StoreError> {
+        if self.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.inner.release(k, t).await
+    }
+    async fn leader(&self, k: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
+        self.inner.leader(k).await
+    }
+    fn release_notifier(&self, k: &DutyKeys) -> Arc<Notify> {
+        self.inner.release_notifier(k)
+    }
+    async fn self_check(&self) -> Result<Vec<BackendWarning>, StoreError> {
+        Ok(vec![])
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn hung_renewal_steps_down_at_the_local_deadline_before_the_lease_expires() {
+    let inner = MemoryStore::new();
+    let hang = Arc::new(AtomicBool::new(false));
+    let store = HangingRenew {
+        inner: inner.clone(),
+        hang: hang.clone(),
+    };
+    let term = Arc::new(std::sync::Mutex::new(None));
+    let t = term.clone();
+    let h = Elector::new(store, config("a"), move |lead: Leadership| {
+        t.lock().unwrap().get_or_insert_with(|| lead.clone());
+        async move {
+            lead.cancelled().await;
+            Ok(())
+        }
+    })
+    .spawn();
+    h.wait_until_leader().await.unwrap();
+    sleep(Duration::from_millis(150)).await;
+    hang.store(true, Ordering::SeqCst);
+    let mut rx = h.subscribe();
+    rx.wait_for(|s| !s.is_leader()).await.unwrap();
+    let stepped_down = Instant::now();
+    let info = inner
+        .leader(&DutyKeys::new("leasehold", "job"))
+        .await
+        .unwrap()
+        .expect("key still in store");
+    let left = info.remaining.unwrap();
+    assert!(
+        left > Duration::ZERO,
+        "stepped down before the store expired the key (left {left:?})"
+    );
+    let cfg = config("a");
+    assert!(
+        left >= cfg.safety_margin - Duration::from_millis(1),
+        "left {left:?}"
+    );
+    let s = rx
+        .wait_for(|s| s.last_term.is_some())
+        .await
+        .unwrap()
+        .clone();
+    assert!(matches!(
+        s.last_term.unwrap().reason,
+        TermEndReason::DeadlinePassed
+    ));
+    let lead = term.lock().unwrap().clone().expect("the duty ran");
+    assert!(lead.is_cancelled(), "the duty's token fired");
+    assert_eq!(lead.remaining(), Duration::ZERO);
+    assert!(lead.deadline() <= stepped_down);
+}
+
+#[tokio::test(start_paused = true)]
+async fn duty_outrunning_its_grace_is_aborted_and_counted() {
+    let store = MemoryStore::new();
+    let cfg = ElectorConfig::builder("job", "a")
+        .lease(LEASE)
+        .grace(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let h = Elector::new(store, cfg, |_lead: Leadership| async move {
+        // Ignores cancellation.
+        std::future::pending::<()>().await;
+        Ok(())
+    })
+    .spawn();
+    h.wait_until_leader().await.unwrap();
+    let mut rx = h.subscribe();
+    let start = Instant::now();
+    h.shutdown_token().cancel();
+    let s = rx
+        .wait_for(|s| s.role == Role::Stopped)
+        .await
+        .unwrap()
+        .clone();
+    let end = s.last_term.unwrap();
+    assert!(end.grace_overrun);
+    assert!(end.released);
+    assert!(start.elapsed() >= Duration::from_millis(20));
+    assert!(start.elapsed() < Duration::from_millis(25));
+}
+
+#[tokio::test(start_paused = true)]
+async fn fences_grow_across_terms_and_a_wipe_is_flagged() {
+    let store = MemoryStore::new();
+    let mut seen = Vec::new();
+    let a = spawn(store.clone(), "a");
+    seen.push(a.wait_until_leader().await.unwrap());
+    a.shutdown().await;
+    let b = spawn(store.clone(), "b");
+    seen.push(b.wait_until_leader().await.unwrap());
+    store.wipe(); // data loss: b's renewal is refused, b campaigns again
+    let mut rx = b.subscribe();
+    let s = rx
+        .wait_for(|s| s.is_leader() && s.fence() > Some(seen[1]))
+        .await
+        .unwrap()
+        .clone();
+    seen.push(s.fence().unwrap());
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+    assert_eq!(s.fence_regressions, 1, "the lost counter is flagged once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_handle_releases_the_lease() {
+    let store = MemoryStore::new();
+    let a = spawn(store.clone(), "a");
+    a.wait_until_leader().await.unwrap();
+    drop(a);
+    let keys = DutyKeys::new("leasehold", "job");
+    timeout(Duration::from_millis(50), async {
+        while store.leader(&keys).await.unwrap().is_some() {
+            sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("a dropped handle stops leading and releases");
+}

@@ -1,0 +1,321 @@
+//! Election semantics against a real redis-server started for each test.
+
+mod support;
+
+use std::time::Duration;
+
+use leasehold_election::keys::DutyKeys;
+use leasehold_election::{
+    BackendWarning, Elector, Leadership, LeaseStore, Role, StoreError, TermEndReason,
+    current_leader,
+};
+use leasehold_testkit::RedisServer;
+use support::{Terms, config, eventually, leader_count, store};
+use tokio::time::{Instant, sleep, timeout};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_one_of_three_leads_over_time() {
+    let redis = RedisServer::start();
+    let terms = Terms::default();
+    let s = store(&redis.url());
+    let a = terms.spawn(s.clone(), config("job", "a", 300));
+    let b = terms.spawn(s.clone(), config("job", "b", 300));
+    let c = terms.spawn(s.clone(), config("job", "c", 300));
+    eventually("a leader", WAIT, || leader_count(&[&a, &b, &c]) == 1).await;
+    // Over ~5 leases (15 renewals), never two leaders, and the first keeps leading.
+    for _ in 0..150 {
+        sleep(Duration::from_millis(10)).await;
+        assert!(leader_count(&[&a, &b, &c]) <= 1);
+    }
+    assert_eq!(
+        terms.all().len(),
+        1,
+        "leadership flapped: {:?}",
+        terms.all()
+    );
+    // Hand the duty around by shutting down each leader in turn.
+    let mut live = vec![a, b, c];
+    while let Some(pos) = live.iter().position(|h| h.status().is_leader()) {
+        live.remove(pos).shutdown().await;
+        if live.is_empty() {
+            break;
+        }
+        let refs: Vec<_> = live.iter().collect();
+        eventually("the next leader", WAIT, || leader_count(&refs) == 1).await;
+    }
+    assert_eq!(terms.all().len(), 3);
+    terms.assert_no_overlap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_hands_over_without_waiting_for_expiry() {
+    let redis = RedisServer::start();
+    let terms = Terms::default();
+    let s = store(&redis.url());
+    // A long lease: only the release notification can make this fast.
+    let a = terms.spawn(s.clone(), config("job", "a", 30_000));
+    a.wait_until_leader().await.unwrap();
+    let b = terms.spawn(store(&redis.url()), config("job", "b", 30_000));
+    eventually(
+        "b follows",
+        WAIT,
+        || matches!(b.status().role, Role::Follower { leader: Some(ref l) } if l == "a"),
+    )
+    .await;
+    let start = Instant::now();
+    a.shutdown().await;
+    timeout(Duration::from_secs(2), b.wait_until_leader())
+        .await
+        .expect("b must lead long before a's 30 s lease would expire")
+        .unwrap();
+    assert!(start.elapsed() < Duration::from_secs(2));
+    terms.assert_no_overlap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_or_overwritten_lease_ends_the_term() {
+    let redis = RedisServer::start();
+    let s = store(&redis.url());
+    let keys = DutyKeys::new("leasehold", "job");
+    for (step, action) in [
+        ("deleted", vec!["DEL", keys.lease.as_str()]),
+        (
+            "overwritten",
+            vec!["SET", keys.lease.as_str(), "intruder:1", "PX", "60000"],
+        ),
+    ] {
+        let h = Elector::new(
+            s.clone(),
+            config("job", "a", 300),
+            |lead: Leadership| async move {
+                lead.cancelled().await;
+                Ok(())
+            },
+        )
+        .spawn();
+        h.wait_until_leader().await.unwrap();
+        redis.redis_cli(&action);
+        let mut rx = h.subscribe();
+        let st = timeout(WAIT, rx.wait_for(|s| s.last_term.is_some()))
+            .await
+            .expect("the term must end")
+            .unwrap()
+            .clone();
+        let end = st.last_term.unwrap();
+        assert!(
+            matches!(end.reason, TermEndReason::RenewalRefused),
+            "{step}: {:?}",
+            end.reason
+        );
+        assert!(!end.released, "{step}: nothing of ours to release");
+        h.shutdown().await;
+        redis.redis_cli(&["DEL", &keys.lease]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fence_grows_across_a_redis_restart_that_loses_all_data() {
+    let mut redis = RedisServer::start();
+    let terms = Terms::default();
+    let a = terms.spawn(store(&redis.url()), config("job", "a", 300));
+    let first = a.wait_until_leader().await.unwrap();
+    redis.restart();
+    // The old term ends (renewal refused or deadline), then a new one starts.
+    let mut rx = a.subscribe();
+    let st = timeout(WAIT, rx.wait_for(|s| s.fence().is_some_and(|f| f > first)))
+        .await
+        .expect("a new term after the restart")
+        .unwrap()
+        .clone();
+    let second = st.fence().unwrap();
+    assert!(second > first, "{first} -> {second}");
+    a.shutdown().await;
+    // A brand-new elector that never saw the old fence still gets a larger one: the
+    // counter is floored at the server clock.
+    redis.restart();
+    let b = terms.spawn(store(&redis.url()), config("job", "b", 300));
+    let third = b.wait_until_leader().await.unwrap();
+    assert!(third > second, "{second} -> {third}");
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn script_flush_mid_term_is_survived() {
+    let redis = RedisServer::start();
+    let terms = Terms::default();
+    let a = terms.spawn(store(&redis.url()), config("job", "a", 300));
+    a.wait_until_leader().await.unwrap();
+    for _ in 0..5 {
+        redis.redis_cli(&["SCRIPT", "FLUSH"]);
+        sleep(Duration::from_millis(120)).await;
+    }
+    assert_eq!(
+        terms.all().len(),
+        1,
+        "the term survived five SCRIPT FLUSHes"
+    );
+    assert!(a.status().is_leader());
+    // And a follower still loses correctly with a flushed cache.
+    redis.redis_cli(&["SCRIPT", "FLUSH"]);
+    let b = terms.spawn(store(&redis.url()), config("job", "b", 300));
+    eventually("b follows", WAIT, || {
+        matches!(b.status().role, Role::Follower { leader: Some(_) })
+    })
+    .await;
+    a.shutdown().await;
+    b.wait_until_leader().await.unwrap();
+    terms.assert_no_overlap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_at_start_then_up_elects_a_leader() {
+    let mut redis = RedisServer::start();
+    redis.stop();
+    let terms = Terms::default();
+    let a = terms.spawn(store(&redis.url()), config("job", "a", 300));
+    let mut rx = a.subscribe();
+    let st = timeout(WAIT, rx.wait_for(|s| s.last_error.is_some()))
+        .await
+        .expect("the outage is reported")
+        .unwrap()
+        .clone();
+    assert!(st.last_error.unwrap().is_retryable());
+    assert!(!a.status().is_leader());
+    redis.restart();
+    timeout(WAIT, a.wait_until_leader())
+        .await
+        .expect("a leader once redis is up")
+        .unwrap();
+    assert!(
+        a.status().last_error.is_none(),
+        "the error clears on success"
+    );
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_key_type_is_a_typed_error_in_the_status() {
+    let redis = RedisServer::start();
+    let keys = DutyKeys::new("leasehold", "job");
+    redis.redis_cli(&["HSET", &keys.fence, "not", "a counter"]);
+    let a = Elector::new(
+        store(&redis.url()),
+        config("job", "a", 300),
+        |lead: Leadership| async move {
+            lead.cancelled().await;
+            Ok(())
+        },
+    )
+    .spawn();
+    let mut rx = a.subscribe();
+    let st = timeout(WAIT, rx.wait_for(|s| s.last_error.is_some()))
+        .await
+        .expect("the error is reported")
+        .unwrap()
+        .clone();
+    assert!(
+        matches!(st.last_error, Some(StoreError::WrongType(_))),
+        "{:?}",
+        st.last_error
+    );
+    assert!(!st.is_leader());
+    // The operator fixes the key: the elector recovers by itself.
+    redis.redis_cli(&["DEL", &keys.fence]);
+    timeout(WAIT, a.wait_until_leader())
+        .await
+        .expect("recovers")
+        .unwrap();
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn current_leader_reports_holder_fence_and_lease_left() {
+    let redis = RedisServer::start();
+    let s = store(&redis.url());
+    assert_eq!(current_leader(&s, "leasehold", "job").await.unwrap(), None);
+    let a = Elector::new(
+        s.clone(),
+        config("job", "replica-a", 2_000),
+        |lead: Leadership| async move {
+            lead.cancelled().await;
+            Ok(())
+        },
+    )
+    .spawn();
+    let fence = a.wait_until_leader().await.unwrap();
+    let info = current_leader(&s, "leasehold", "job")
+        .await
+        .unwrap()
+        .expect("a leads");
+    assert_eq!(info.replica_id, "replica-a");
+    assert_eq!(info.fence, fence);
+    let left = info.remaining.unwrap();
+    assert!(
+        left > Duration::from_millis(500) && left <= Duration::from_millis(2_000),
+        "{left:?}"
+    );
+    // GET on the lease key tells an operator who leads.
+    let raw = redis.redis_cli(&["GET", &DutyKeys::new("leasehold", "job").lease]);
+    assert!(raw.starts_with("replica-a:"), "{raw}");
+    a.shutdown().await;
+    assert_eq!(
+        current_leader(&s, "leasehold", "job").await.unwrap(),
+        None,
+        "released on shutdown"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_check_warns_about_eviction_and_missing_persistence() {
+    let redis = RedisServer::start_with_args(&["--maxmemory-policy", "allkeys-lru"]);
+    let warnings = store(&redis.url()).self_check().await.unwrap();
+    assert!(
+        warnings.contains(&BackendWarning::EvictionPolicy("allkeys-lru".into())),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.contains(&BackendWarning::NoPersistence),
+        "{warnings:?}"
+    );
+    let safe = RedisServer::start_with_args(&["--appendonly", "yes"]);
+    assert_eq!(store(&safe.url()).self_check().await.unwrap(), vec![]);
+    // The elector surfaces them in its status.
+    let a = Elector::new(
+        store(&redis.url()),
+        config("job", "a", 300),
+        |l: Leadership| async move {
+            l.cancelled().await;
+            Ok(())
+        },
+    )
+    .spawn();
+    a.wait_until_leader().await.unwrap();
+    assert_eq!(a.status().warnings.len(), 2);
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_follow_the_documented_layout_with_a_custom_prefix() {
+    let redis = RedisServer::start();
+    let cfg = leasehold_election::ElectorConfig::builder("job", "a")
+        .lease(Duration::from_millis(500))
+        .key_prefix("myapp")
+        .build()
+        .unwrap();
+    let a = Elector::new(store(&redis.url()), cfg, |l: Leadership| async move {
+        l.cancelled().await;
+        Ok(())
+    })
+    .spawn();
+    a.wait_until_leader().await.unwrap();
+    let mut keys: Vec<String> = redis
+        .redis_cli(&["KEYS", "*"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    keys.sort();
+    assert_eq!(keys, vec!["myapp:{job}:fence", "myapp:{job}:lease"]);
+    a.shutdown().await;
+}

@@ -1,0 +1,1 @@
+//! Runnable examples for Leasehold; see `examples/README.md`.
