@@ -177,6 +177,13 @@ pub struct ElectorConfig {
     pub follower_jitter: Duration,
     /// Prefix of every Redis key and channel. Default: `leasehold`.
     pub key_prefix: String,
+    /// Group whose Redis Cluster hash tag the keys use instead of the duty's own
+    /// (`<prefix>:{<group>}:<duty>:lease`), so a whole group can be renewed in one
+    /// script. Default: none.
+    pub group: Option<String>,
+    /// Epoch of a renew grid: renewals happen at `epoch + k × renew_interval` (never
+    /// later than one renew interval after the last). Default: none.
+    pub renew_grid: Option<tokio::time::Instant>,
 }
 
 impl ElectorConfig {
@@ -195,6 +202,8 @@ impl ElectorConfig {
             backoff_max: Duration::from_secs(2),
             follower_jitter: None,
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            group: None,
+            renew_grid: None,
         }
     }
 }
@@ -215,6 +224,8 @@ pub struct ElectorConfigBuilder {
     backoff_max: Duration,
     follower_jitter: Option<Duration>,
     key_prefix: String,
+    group: Option<String>,
+    renew_grid: Option<tokio::time::Instant>,
 }
 
 macro_rules! setter {
@@ -271,6 +282,18 @@ impl ElectorConfigBuilder {
         self
     }
 
+    /// Puts the keys under `group`'s hash tag (see [`ElectorConfig::group`]).
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
+        self
+    }
+
+    /// Aligns renewals to a grid starting at `epoch` (see [`ElectorConfig::renew_grid`]).
+    pub fn renew_grid(mut self, epoch: tokio::time::Instant) -> Self {
+        self.renew_grid = Some(epoch);
+        self
+    }
+
     /// Validates every value and fills in the defaults.
     ///
     /// # Errors
@@ -279,6 +302,9 @@ impl ElectorConfigBuilder {
         validate_name("duty name", &self.duty)?;
         validate_name("replica id", &self.replica_id)?;
         validate_name("key prefix", &self.key_prefix)?;
+        if let Some(group) = &self.group {
+            validate_name("group name", group)?;
+        }
         validate_lease(self.lease)?;
         let lease = self.lease;
         let renew_interval = self.renew_interval.unwrap_or(lease / 3);
@@ -334,6 +360,8 @@ impl ElectorConfigBuilder {
             backoff_max: self.backoff_max,
             follower_jitter,
             key_prefix: self.key_prefix,
+            group: self.group,
+            renew_grid: self.renew_grid,
         })
     }
 }

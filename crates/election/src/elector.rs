@@ -1,7 +1,7 @@
 //! The elector: campaign, lead, renew, step down, release.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use metrics::{counter, gauge, histogram};
@@ -91,13 +91,27 @@ where
     /// # Panics
     /// Outside a tokio runtime.
     pub fn spawn(self) -> ElectorHandle {
+        let (handle, run) = self.pair();
+        let task = tokio::spawn(run);
+        *handle.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
+        handle
+    }
+
+    /// The handle and the elector's future, for callers who spawn it themselves (for
+    /// example into a `JoinSet` that supervises many electors). The future ends when
+    /// the elector has stopped; dropping it stops the elector without a release.
+    pub fn pair(self) -> (ElectorHandle, impl Future<Output = ()> + Send + 'static) {
         m::describe();
         let (tx, rx) = watch::channel(Status::new());
         let shutdown = self.shutdown.clone();
         let span =
             info_span!("elector", duty = %self.config.duty, replica = %self.config.replica_id);
+        let keys = match &self.config.group {
+            Some(group) => DutyKeys::grouped(&self.config.key_prefix, group, &self.config.duty),
+            None => DutyKeys::new(&self.config.key_prefix, &self.config.duty),
+        };
         let runner = Runner {
-            keys: DutyKeys::new(&self.config.key_prefix, &self.config.duty),
+            keys,
             labels: Labels::new(&self.config),
             store: self.store,
             config: self.config,
@@ -105,12 +119,12 @@ where
             status: tx,
             shutdown: self.shutdown,
         };
-        let task = tokio::spawn(runner.run().instrument(span));
-        ElectorHandle {
+        let handle = ElectorHandle {
             status: rx,
             shutdown,
-            task: Mutex::new(Some(task)),
-        }
+            task: Mutex::new(None),
+        };
+        (handle, runner.run().instrument(span))
     }
 }
 
@@ -164,9 +178,21 @@ impl ElectorHandle {
     /// if this future is dropped.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
-        let task = self.task.lock().ok().and_then(|mut t| t.take());
-        if let Some(task) = task {
-            let _ = task.await;
+        let task = self
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match task {
+            Some(task) => {
+                let _ = task.await;
+            }
+            // Spawned by the caller (`Elector::pair`): wait for the stopped status, or
+            // for the future to be dropped.
+            None => {
+                let mut rx = self.status.clone();
+                let _ = rx.wait_for(|s| s.role == Role::Stopped).await;
+            }
         }
     }
 }
@@ -330,7 +356,7 @@ where
         });
         info!(fence = fence.0, "became leader");
 
-        let mut next_renew = sent + cfg.renew_interval;
+        let mut next_renew = self.next_renew(sent);
         let mut duty_done = false;
         let reason = loop {
             tokio::select! {
@@ -359,7 +385,7 @@ where
                         Ok(true) => {
                             deadline = sent + cfg.lease - cfg.safety_margin;
                             leadership.set_deadline(deadline);
-                            next_renew = sent + cfg.renew_interval;
+                            next_renew = self.next_renew(sent);
                             histogram!(m::RENEW_RTT, &self.labels.pair()).record(sent.elapsed().as_secs_f64());
                             gauge!(m::VALIDITY_LEFT, &self.labels.pair())
                                 .set(deadline.saturating_duration_since(Instant::now()).as_secs_f64());
@@ -466,6 +492,23 @@ where
         };
         self.status.send_modify(|s| s.last_term = Some(end.clone()));
         end
+    }
+
+    /// When to renew after a call sent at `sent`: one renew interval later, rounded
+    /// down onto the renew grid if one is configured (never later, so always safe), so
+    /// that many electors of one process renew together and can share a round trip.
+    fn next_renew(&self, sent: Instant) -> Instant {
+        let cfg = &self.config;
+        let due = sent + cfg.renew_interval;
+        match cfg.renew_grid {
+            Some(epoch) if due > epoch => {
+                let step = cfg.renew_interval.as_nanos();
+                let since = (due - epoch).as_nanos();
+                let back = u64::try_from(since % step).unwrap_or(0);
+                due - Duration::from_nanos(back)
+            }
+            _ => due,
+        }
     }
 
     /// Returns true if shutdown was requested while sleeping.

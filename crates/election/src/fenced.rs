@@ -107,7 +107,7 @@ impl FencedWriter {
         argv.extend_from_slice(args);
         let reply = self
             .store
-            .run_script(&FENCED_WRITE, &[&guard, key], &argv)
+            .eval(&FENCED_WRITE, &[&guard, key], &argv)
             .await?;
         let Value::Array(items) = reply else {
             return Err(StoreError::Protocol(format!("fenced write replied {reply:?}")).into());

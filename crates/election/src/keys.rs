@@ -33,6 +33,18 @@ impl DutyKeys {
     }
 }
 
+impl DutyKeys {
+    /// The keys of `name` inside `group`: they carry the group's hash tag, so every
+    /// key of a group lives in one Redis Cluster slot.
+    pub fn grouped(prefix: &str, group: &str, name: &str) -> Self {
+        Self {
+            lease: format!("{prefix}:{{{group}}}:{name}:lease"),
+            fence: format!("{prefix}:{{{group}}}:{name}:fence"),
+            channel: release_channel(prefix),
+        }
+    }
+}
+
 /// The release-notification channel of a key prefix.
 pub fn release_channel(prefix: &str) -> String {
     format!("{prefix}:released")

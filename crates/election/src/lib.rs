@@ -21,7 +21,9 @@ pub use self::fence::Fence;
 pub use self::fenced::{FencedWriteError, FencedWriter};
 pub use self::leadership::Leadership;
 pub use self::status::{Role, Status, TermEnd, TermEndReason};
-pub use self::store::{Acquire, BackendWarning, LeaderInfo, LeaseStore, MemoryStore, RedisStore};
+pub use self::store::{
+    Acquire, BackendWarning, LeaderInfo, LeaseStore, LuaScript, MemoryStore, RedisStore,
+};
 
 /// Asks the store who leads `duty` (under key prefix `prefix`) right now.
 ///

@@ -179,6 +179,9 @@ impl LeaseStore for HangingRenew {
     fn release_notifier(&self, k: &DutyKeys) -> Arc<Notify> {
         self.inner.release_notifier(k)
     }
+    fn release_events(&self, k: &DutyKeys) -> tokio::sync::broadcast::Receiver<String> {
+        self.inner.release_events(k)
+    }
     async fn self_check(&self) -> Result<Vec<BackendWarning>, StoreError> {
         Ok(vec![])
     }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 use tokio::time::Instant;
 
 use super::notify::Notifiers;
@@ -62,6 +62,28 @@ impl MemoryStore {
         let mut s = self.lock();
         s.leases.clear();
         s.fences.clear();
+    }
+
+    /// Scans many leases under one lock: for each key (by position) whose holder is
+    /// missing or not `live`, its position, the holder's replica id and the time left.
+    /// Group backends use it to find partitions without a live owner cheaply.
+    pub fn unowned(
+        &self,
+        keys: &[DutyKeys],
+        live: impl Fn(&str) -> bool,
+    ) -> Vec<(usize, Option<String>, Option<Duration>)> {
+        let now = Instant::now();
+        let s = self.lock();
+        keys.iter()
+            .enumerate()
+            .filter_map(|(i, k)| match s.leases.get(&k.lease) {
+                Some((holder, exp)) if *exp > now => {
+                    let replica = replica_of_token(holder);
+                    (!live(replica)).then(|| (i, Some(replica.to_owned()), Some(*exp - now)))
+                }
+                _ => Some((i, None, None)),
+            })
+            .collect()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -170,6 +192,10 @@ impl LeaseStore for MemoryStore {
 
     fn release_notifier(&self, keys: &DutyKeys) -> Arc<Notify> {
         self.inner.notifiers.get(&keys.lease)
+    }
+
+    fn release_events(&self, _keys: &DutyKeys) -> broadcast::Receiver<String> {
+        self.inner.notifiers.events()
     }
 
     async fn self_check(&self) -> Result<Vec<BackendWarning>, StoreError> {

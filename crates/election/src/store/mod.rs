@@ -9,19 +9,24 @@ mod notify;
 mod redis_store;
 pub(crate) mod scripts;
 
+pub use self::scripts::LuaScript;
+
 pub(crate) use self::redis_store::parse_u64;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 
 pub use self::memory::MemoryStore;
 pub use self::redis_store::{RedisStore, RedisStoreBuilder};
 use crate::error::StoreError;
 use crate::fence::Fence;
 use crate::keys::DutyKeys;
+
+/// The release event meaning "notifications may have been missed".
+pub const ANY_RELEASE: &str = "*";
 
 /// What an acquire attempt found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,6 +126,11 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
     /// The notifier woken when the lease of `keys` is released (or when notifications
     /// may have been missed). One per duty per store; share the store across electors.
     fn release_notifier(&self, keys: &DutyKeys) -> Arc<Notify>;
+
+    /// A stream of released lease keys on `keys`' channel (every duty under one
+    /// prefix). The item [`ANY_RELEASE`] means notifications may have been missed
+    /// (a reconnect): re-check everything. A lagged receiver should do the same.
+    fn release_events(&self, keys: &DutyKeys) -> broadcast::Receiver<String>;
 
     /// Reads server settings that weaken the guarantees. Best effort: a store that
     /// cannot tell returns an empty list.

@@ -8,12 +8,12 @@ use deadpool_redis::{Pool, PoolConfig, Runtime, Timeouts};
 use futures::StreamExt;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, OnceCell, broadcast, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, warn};
 
 use super::notify::Notifiers;
-use super::scripts::{ACQUIRE, LEADER, RELEASE, RENEW, Script};
+use super::scripts::{ACQUIRE, LEADER, LuaScript, RELEASE, RENEW};
 use super::{Acquire, BackendWarning, LeaderInfo, LeaseStore};
 use crate::error::StoreError;
 use crate::fence::Fence;
@@ -92,6 +92,8 @@ struct Inner {
     generation: std::sync::atomic::AtomicU64,
     notifiers: Arc<Notifiers>,
     subscriber: Subscriber,
+    // The self-check runs once per store, however many electors share it.
+    checked: OnceCell<Vec<BackendWarning>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -179,6 +181,7 @@ impl RedisStore {
                 conn: Mutex::new(None),
                 generation: Default::default(),
                 notifiers,
+                checked: OnceCell::new(),
                 subscriber: Subscriber {
                     channels: Mutex::new(HashSet::new()),
                     tx,
@@ -249,12 +252,20 @@ impl RedisStore {
         }
     }
 
-    /// Runs one script under the store's call timeout: `EVALSHA`, then `EVAL` on
-    /// `NOSCRIPT`; a call that fails because the cached connection had dropped is
-    /// retried once on a fresh one (every Leasehold script is idempotent for its token).
-    pub(crate) async fn run_script(
+    /// Runs a script under the store's call timeout: `EVALSHA`, then `EVAL` on
+    /// `NOSCRIPT`. A call that fails because the cached connection had dropped is
+    /// retried once on a fresh one, so the script must be safe to run twice (every
+    /// Leasehold script is idempotent for its token).
+    ///
+    /// # Errors
+    /// The [`StoreError`] of the call.
+    ///
+    /// # Cancel safety
+    /// Dropping the future hands the connection back for a health check; the script
+    /// may or may not have run.
+    pub async fn eval(
         &self,
-        script: &Script,
+        script: &LuaScript,
         keys: &[&str],
         args: &[&str],
     ) -> Result<Value, StoreError> {
@@ -389,7 +400,7 @@ impl LeaseStore for RedisStore {
     ) -> Result<Acquire, StoreError> {
         let (lease_ms, floor) = (millis(lease).to_string(), floor.0.to_string());
         let reply = self
-            .run_script(
+            .eval(
                 &ACQUIRE,
                 &[&keys.lease, &keys.fence],
                 &[token, &lease_ms, &floor],
@@ -420,22 +431,21 @@ impl LeaseStore for RedisStore {
     ) -> Result<bool, StoreError> {
         let lease_ms = millis(lease).to_string();
         let reply = self
-            .run_script(&RENEW, &[&keys.lease], &[token, &lease_ms])
+            .eval(&RENEW, &[&keys.lease], &[token, &lease_ms])
             .await?;
         Ok(parse_i64(&reply)? == 1)
     }
 
     async fn release(&self, keys: &DutyKeys, token: &str) -> Result<bool, StoreError> {
         let reply = self
-            .run_script(&RELEASE, &[&keys.lease], &[token, &keys.channel])
+            .eval(&RELEASE, &[&keys.lease], &[token, &keys.channel])
             .await?;
         Ok(parse_i64(&reply)? == 1)
     }
 
     async fn leader(&self, keys: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
         let items = array(
-            self.run_script(&LEADER, &[&keys.lease, &keys.fence], &[])
-                .await?,
+            self.eval(&LEADER, &[&keys.lease, &keys.fence], &[]).await?,
             3,
         )?;
         let Some(token) = parse_string(&items[0])? else {
@@ -453,7 +463,22 @@ impl LeaseStore for RedisStore {
         self.inner.notifiers.get(&keys.lease)
     }
 
+    fn release_events(&self, keys: &DutyKeys) -> broadcast::Receiver<String> {
+        self.ensure_subscribed(&keys.channel);
+        self.inner.notifiers.events()
+    }
+
     async fn self_check(&self) -> Result<Vec<BackendWarning>, StoreError> {
+        self.inner
+            .checked
+            .get_or_try_init(|| self.read_settings())
+            .await
+            .cloned()
+    }
+}
+
+impl RedisStore {
+    async fn read_settings(&self) -> Result<Vec<BackendWarning>, StoreError> {
         let mut warnings = Vec::new();
         let get = |name: &str| {
             let mut cmd = redis::cmd("CONFIG");

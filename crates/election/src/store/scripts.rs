@@ -7,14 +7,18 @@ use std::sync::LazyLock;
 /// (one extra round trip, and the server caches it again). redis-rs's own fallback
 /// takes two extra round trips (`SCRIPT LOAD`, then `EVALSHA`), which under latency
 /// can outlast a leader's remaining budget again and again.
+///
+/// Run one with [`super::RedisStore::eval`]. Pass every key the script touches in
+/// `KEYS`, all with one hash tag, so it also runs on Redis Cluster.
 #[derive(Debug)]
-pub(crate) struct Script {
+pub struct LuaScript {
     code: &'static str,
     hash: String,
 }
 
-impl Script {
-    fn new(code: &'static str) -> Self {
+impl LuaScript {
+    /// A script with this body.
+    pub fn new(code: &'static str) -> Self {
         Self {
             code,
             hash: redis::Script::new(code).get_hash().to_owned(),
@@ -44,8 +48,8 @@ impl Script {
 /// Reply `{1, fence, regressed}` on a win (also when `token` already holds the lease:
 /// a retried acquire whose first reply was lost), `{0, holder token, pttl, fence}` on a
 /// loss.
-pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
         r#"
 local cur = redis.call('GET', KEYS[1])
 if cur == false then
@@ -72,8 +76,8 @@ end
 });
 
 /// KEYS: lease. ARGV: token, lease ms. Compare-and-extend; replies 1 or 0.
-pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+pub(crate) static RENEW: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
         r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -85,8 +89,8 @@ return 0
 
 /// KEYS: lease. ARGV: token, channel. Compare-and-delete, then publish the lease key
 /// on the channel; replies 1 or 0.
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+pub(crate) static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
         r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
@@ -99,8 +103,8 @@ return 0
 });
 
 /// KEYS: lease, fence. A consistent snapshot: `{holder token or false, pttl, fence}`.
-pub(crate) static LEADER: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+pub(crate) static LEADER: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
         r#"
 return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '0'}
 "#,
@@ -112,8 +116,8 @@ return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET
 /// Performs the write only if `fence` is not lower than the highest fence the guard has
 /// seen, then raises the guard. The write runs first, so a failing write (wrong type)
 /// leaves the guard unchanged. Replies `{1, fence}` or `{0, highest}`.
-pub(crate) static FENCED_WRITE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+pub(crate) static FENCED_WRITE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
         r#"
 local high = tonumber(redis.call('GET', KEYS[1]) or '0')
 local fence = tonumber(ARGV[1])

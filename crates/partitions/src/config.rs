@@ -1,0 +1,253 @@
+//! Configuration of a partition group member.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use leasehold_election::config::{DEFAULT_KEY_PREFIX, validate_lease, validate_name};
+use leasehold_election::{ConfigError, ElectorConfig};
+use thiserror::Error;
+
+/// A group configuration was rejected by [`GroupConfigBuilder::build`].
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum GroupConfigError {
+    /// The partition list is empty.
+    #[error("the partition list is empty")]
+    EmptyPartitionList,
+    /// A partition appears twice.
+    #[error("partition {0:?} appears more than once")]
+    DuplicatePartition(String),
+    /// A name or duration broke one of the election rules.
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
+}
+
+/// Validated settings of one replica's membership in a partition group.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct GroupConfig {
+    /// The group name; all its keys share this Redis Cluster hash tag.
+    pub group: String,
+    /// The partitions, in a fixed order. Every replica of a group must use the same
+    /// list (checked through the group's metadata in Redis).
+    pub partitions: Vec<String>,
+    /// This replica's id.
+    pub replica_id: String,
+    /// Lease of each partition, and the heartbeat's time-to-live. Default: 10 s.
+    pub lease: Duration,
+    /// Renew and heartbeat interval. Default: lease / 3.
+    pub renew_interval: Duration,
+    /// Longest a campaigning elector waits between attempts. Default: lease / 3.
+    pub retry_interval: Duration,
+    /// How long a starting replica heartbeats before it claims anything, so replicas
+    /// started together see each other first. Default: the lease.
+    pub settle: Duration,
+    /// Grace a partition callback gets after its cancellation. Default: 5 s (never past
+    /// the lease's validity).
+    pub grace: Duration,
+    /// Key prefix. Default: `leasehold`.
+    pub key_prefix: String,
+}
+
+impl GroupConfig {
+    /// Starts a builder.
+    pub fn builder(
+        group: impl Into<String>,
+        partitions: impl IntoIterator<Item = impl Into<String>>,
+        replica_id: impl Into<String>,
+    ) -> GroupConfigBuilder {
+        GroupConfigBuilder {
+            group: group.into(),
+            partitions: partitions.into_iter().map(Into::into).collect(),
+            replica_id: replica_id.into(),
+            lease: Duration::from_secs(10),
+            renew_interval: None,
+            retry_interval: None,
+            settle: None,
+            grace: Duration::from_secs(5),
+            key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+        }
+    }
+
+    /// The elector configuration of one partition.
+    pub(crate) fn elector(
+        &self,
+        partition: &str,
+        grid: tokio::time::Instant,
+    ) -> Result<ElectorConfig, ConfigError> {
+        ElectorConfig::builder(partition, self.replica_id.as_str())
+            .lease(self.lease)
+            .renew_interval(self.renew_interval)
+            .retry_interval(self.retry_interval)
+            .grace(self.grace)
+            .key_prefix(self.key_prefix.as_str())
+            .group(self.group.as_str())
+            .renew_grid(grid)
+            .build()
+    }
+
+    /// A digest of the partition list, to detect replicas configured differently.
+    pub(crate) fn digest(&self) -> String {
+        // FNV-1a over the newline-joined list: stable across processes and releases.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in self.partitions.join("\n").bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        format!("{}:{h:016x}", self.partitions.len())
+    }
+}
+
+/// Builder of [`GroupConfig`].
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing by itself; call .build()"]
+pub struct GroupConfigBuilder {
+    group: String,
+    partitions: Vec<String>,
+    replica_id: String,
+    lease: Duration,
+    renew_interval: Option<Duration>,
+    retry_interval: Option<Duration>,
+    settle: Option<Duration>,
+    grace: Duration,
+    key_prefix: String,
+}
+
+impl GroupConfigBuilder {
+    /// Lease (10 ms ..= 1 day).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Renew and heartbeat interval.
+    pub fn renew_interval(mut self, d: Duration) -> Self {
+        self.renew_interval = Some(d);
+        self
+    }
+
+    /// Retry interval of campaigning electors.
+    pub fn retry_interval(mut self, d: Duration) -> Self {
+        self.retry_interval = Some(d);
+        self
+    }
+
+    /// Settle time before the first claim.
+    pub fn settle(mut self, d: Duration) -> Self {
+        self.settle = Some(d);
+        self
+    }
+
+    /// Grace of a cancelled partition callback.
+    pub fn grace(mut self, d: Duration) -> Self {
+        self.grace = d;
+        self
+    }
+
+    /// Key prefix.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Validates and fills in defaults.
+    ///
+    /// # Errors
+    /// The first [`GroupConfigError`] found.
+    pub fn build(self) -> Result<GroupConfig, GroupConfigError> {
+        validate_name("group name", &self.group)?;
+        validate_name("replica id", &self.replica_id)?;
+        validate_lease(self.lease)?;
+        if self.partitions.is_empty() {
+            return Err(GroupConfigError::EmptyPartitionList);
+        }
+        let mut seen = HashSet::new();
+        for p in &self.partitions {
+            validate_name("partition name", p)?;
+            if !seen.insert(p.as_str()) {
+                return Err(GroupConfigError::DuplicatePartition(p.clone()));
+            }
+        }
+        let config = GroupConfig {
+            renew_interval: self.renew_interval.unwrap_or(self.lease / 3),
+            retry_interval: self.retry_interval.unwrap_or(self.lease / 3),
+            settle: self.settle.unwrap_or(self.lease),
+            group: self.group,
+            partitions: self.partitions,
+            replica_id: self.replica_id,
+            lease: self.lease,
+            grace: self.grace,
+            key_prefix: self.key_prefix,
+        };
+        // Every election rule (intervals, margin, prefix) is checked once here.
+        config.elector(&config.partitions[0], tokio::time::Instant::now())?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_input_gets_typed_errors() {
+        let none: [&str; 0] = [];
+        assert_eq!(
+            GroupConfig::builder("g", none, "a").build().unwrap_err(),
+            GroupConfigError::EmptyPartitionList
+        );
+        assert_eq!(
+            GroupConfig::builder("g", ["x", "y", "x"], "a")
+                .build()
+                .unwrap_err(),
+            GroupConfigError::DuplicatePartition("x".into())
+        );
+        assert!(matches!(
+            GroupConfig::builder("g", ["ok", "bad\n"], "a")
+                .build()
+                .unwrap_err(),
+            GroupConfigError::Invalid(ConfigError::ControlCharacter {
+                what: "partition name",
+                ..
+            })
+        ));
+        assert!(matches!(
+            GroupConfig::builder("g", ["x"], "a")
+                .lease(Duration::ZERO)
+                .build()
+                .unwrap_err(),
+            GroupConfigError::Invalid(ConfigError::LeaseOutOfRange { .. })
+        ));
+        assert!(matches!(
+            GroupConfig::builder("g", ["x"], "a")
+                .lease(Duration::from_secs(2 * 86_400))
+                .build()
+                .unwrap_err(),
+            GroupConfigError::Invalid(ConfigError::LeaseOutOfRange { .. })
+        ));
+        assert!(matches!(
+            GroupConfig::builder("", ["x"], "a").build().unwrap_err(),
+            GroupConfigError::Invalid(ConfigError::EmptyName { what: "group name" })
+        ));
+        assert!(matches!(
+            GroupConfig::builder("g", ["x"], "a")
+                .renew_interval(Duration::from_secs(20))
+                .build()
+                .unwrap_err(),
+            GroupConfigError::Invalid(ConfigError::IntervalOutOfRange { .. })
+        ));
+    }
+
+    #[test]
+    fn digest_depends_on_the_list_and_its_order() {
+        let d = |ps: &[&str]| {
+            GroupConfig::builder("g", ps.to_vec(), "a")
+                .build()
+                .unwrap()
+                .digest()
+        };
+        assert_eq!(d(&["a", "b"]), d(&["a", "b"]));
+        assert_ne!(d(&["a", "b"]), d(&["b", "a"]));
+        assert_ne!(d(&["a", "b"]), d(&["a", "b", "c"]));
+    }
+}

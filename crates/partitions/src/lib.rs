@@ -1,0 +1,54 @@
+//! Spread a fixed list of partitions (tenants, shards) over a fleet: each partition has
+//! exactly one owner, each replica its fair share.
+//!
+//! Every replica runs a [`Coordinator`]. It heartbeats into the group's Redis sorted
+//! set, runs one elector (from `leasehold-election`: same lease, fence, deadline and
+//! release logic) per partition it claims, inside a `JoinSet`, and renews all its
+//! leases in one round trip per renew interval. A replica never claims beyond
+//! ceil(P/N); while any replica holds fewer than floor(P/N), the most loaded ones
+//! hand partitions over gracefully, so at steady state every replica holds floor(P/N)
+//! or ceil(P/N). See `docs/partitions.md` for the rules and the key layout.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use leasehold_election::{Leadership, RedisStore};
+//! use leasehold_partitions::{Coordinator, GroupConfig};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = RedisStore::connect("redis://127.0.0.1:6379/")?;
+//! let tenants: Vec<String> = (0..32).map(|i| format!("tenant-{i}")).collect();
+//! let config = GroupConfig::builder("tenants", tenants, "replica-a")
+//!     .lease(Duration::from_secs(10))
+//!     .build()?;
+//! let coordinator = Coordinator::new(store, config, |tenant: String, lead: Leadership| async move {
+//!     println!("now serving {tenant} (fence {})", lead.fence());
+//!     lead.cancelled().await; // ownership ended: stop
+//!     Ok(())
+//! })
+//! .spawn();
+//! tokio::signal::ctrl_c().await?;
+//! coordinator.shutdown().await; // leave, release every partition, wake the others
+//! # Ok(())
+//! # }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations, unreachable_pub)]
+
+mod backend;
+mod balance;
+mod batch;
+mod config;
+mod coordinator;
+mod error;
+pub mod keys;
+mod memory_backend;
+pub mod metrics;
+mod redis_backend;
+mod view;
+
+pub use self::backend::{GroupBackend, GroupStatus, PartitionOwner};
+pub use self::config::{GroupConfig, GroupConfigBuilder, GroupConfigError};
+pub use self::coordinator::{Coordinator, CoordinatorHandle, group_status};
+pub use self::error::PartitionsError;
+pub use self::memory_backend::MemoryGroupStore;
+pub use self::view::GroupView;

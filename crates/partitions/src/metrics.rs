@@ -1,0 +1,36 @@
+//! Metric names of the partition coordinator.
+
+use std::sync::Once;
+
+use metrics::{Unit, describe_counter, describe_gauge};
+
+/// Gauge: partitions this replica owns. Labels: `group`, `replica`.
+pub const OWNED: &str = "leasehold_owned_partitions";
+/// Gauge: live replicas in the group's heartbeat set. Labels: `group`.
+pub const LIVE_REPLICAS: &str = "leasehold_live_replicas";
+/// Counter: partitions acquired. Labels: `group`, `replica`.
+pub const ACQUISITIONS: &str = "leasehold_partition_acquisitions_total";
+/// Counter: partitions no longer owned. Labels: `group`, `replica`, `reason`
+/// (a term-end reason, or `stopped` when this replica let it go).
+pub const RELEASES: &str = "leasehold_partition_releases_total";
+/// Counter: partitions handed off so an under-loaded replica gets its share.
+/// Labels: `group`, `replica`.
+pub const HANDOFFS: &str = "leasehold_partition_handoffs_total";
+/// Counter: failed group ticks. Labels: `group`, `replica`.
+pub const TICK_ERRORS: &str = "leasehold_group_tick_errors_total";
+
+pub(crate) fn describe() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        describe_gauge!(OWNED, Unit::Count, "partitions this replica owns");
+        describe_gauge!(LIVE_REPLICAS, Unit::Count, "live replicas in the group");
+        describe_counter!(ACQUISITIONS, Unit::Count, "partitions acquired");
+        describe_counter!(
+            RELEASES,
+            Unit::Count,
+            "partitions no longer owned, by reason"
+        );
+        describe_counter!(HANDOFFS, Unit::Count, "partitions handed off to rebalance");
+        describe_counter!(TICK_ERRORS, Unit::Count, "failed group ticks");
+    });
+}

@@ -1,0 +1,28 @@
+//! What a coordinator reports about itself.
+
+use std::collections::BTreeSet;
+
+use crate::error::PartitionsError;
+
+/// This replica's view of its group, published on every change.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct GroupView {
+    /// Partitions this replica owns now.
+    pub owned: BTreeSet<String>,
+    /// Live replicas in the heartbeat set (this one included once it has joined).
+    pub live_replicas: Vec<String>,
+    /// ceil(P/N): the most partitions a replica holds at steady state.
+    pub cap: usize,
+    /// floor(P/N): the least.
+    pub floor: usize,
+    /// Still settling (heartbeating, claiming nothing yet).
+    pub settling: bool,
+    /// Whether the first group tick has succeeded.
+    pub joined: bool,
+    /// The last error (a Redis failure, or a conflict that stops this replica from
+    /// claiming: duplicate replica id, different partition list).
+    pub error: Option<PartitionsError>,
+    /// Partitions released so that an under-loaded replica could take them.
+    pub handoffs: u64,
+}

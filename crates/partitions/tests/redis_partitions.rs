@@ -1,0 +1,239 @@
+//! The partition balancer against a real redis-server started for each test.
+
+mod support;
+
+use std::time::Duration;
+
+use leasehold_election::RedisStore;
+use leasehold_partitions::{Coordinator, GroupConfig, PartitionsError, group_status};
+use leasehold_testkit::RedisServer;
+use support::Fleet;
+use tokio::time::{Instant, sleep};
+
+const LEASE: Duration = Duration::from_millis(600);
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn store(redis: &RedisServer) -> RedisStore {
+    RedisStore::builder(redis.url())
+        .call_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_partitions_on_four_replicas_sixteen_each() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 64, LEASE);
+    for r in ["a", "b", "c", "d"] {
+        fleet.start(r);
+    }
+    fleet.converge(LIMIT).await;
+    assert!(
+        fleet.counts().values().all(|c| *c == 16),
+        "{:?}",
+        fleet.counts()
+    );
+    // The store agrees with the replicas' views.
+    let status = group_status(&fleet.backend, "leasehold", "g")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.partitions.len(), 64);
+    assert!(
+        status
+            .partitions
+            .iter()
+            .all(|p| p.owner.is_some() && p.fence.get() > 0)
+    );
+    assert_eq!(status.spread(), 0);
+    assert_eq!(status.owned_counts().len(), 4);
+    let handoffs: u64 = fleet.replicas.values().map(|h| h.view().handoffs).sum();
+    assert_eq!(
+        handoffs, 0,
+        "replicas started together settle without hand-offs"
+    );
+    sleep(LEASE * 2).await;
+    assert!(fleet.balanced(), "stable membership: no flapping");
+    fleet.ledger.assert_no_double_ownership();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn join_moves_only_the_joiners_share_and_leave_hands_over_at_once() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 24, LEASE);
+    for r in ["a", "b", "c"] {
+        fleet.start(r);
+    }
+    fleet.converge(LIMIT).await;
+    let before = fleet.ledger.terms().len();
+    fleet.start("d");
+    fleet.converge(LIMIT).await;
+    assert_eq!(fleet.counts()["d"], 6, "{:?}", fleet.counts());
+    assert_eq!(
+        fleet.ledger.terms().len() - before,
+        6,
+        "only the joiner's share moved"
+    );
+
+    let leaver = fleet.replicas.remove("b").unwrap();
+    let start = Instant::now();
+    leaver.shutdown().await;
+    fleet.converge(LIMIT).await;
+    let took = start.elapsed();
+    assert!(
+        took < LEASE,
+        "a graceful leave must not wait for leases to expire: {took:?}"
+    );
+    fleet.ledger.assert_no_double_ownership();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_replicas_partitions_are_owned_again_within_a_lease_and_a_renew_interval() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 30, LEASE);
+    for r in ["a", "b", "c"] {
+        fleet.start(r);
+    }
+    fleet.converge(LIMIT).await;
+    let killed = Instant::now();
+    fleet.replicas.remove("c").unwrap().abort();
+    fleet.converge(LIMIT).await;
+    let took = killed.elapsed();
+    // Generous slack for a busy 2-core machine; the bench measures the real figure.
+    assert!(
+        took <= LEASE + LEASE / 3 + Duration::from_millis(400),
+        "took {took:?}"
+    );
+    fleet.ledger.assert_no_double_ownership();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restart_mid_run_converges_again() {
+    let mut redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 20, LEASE);
+    for r in ["a", "b"] {
+        fleet.start(r);
+    }
+    fleet.converge(LIMIT).await;
+    redis.restart();
+    sleep(LEASE).await;
+    fleet.converge(LIMIT).await;
+    let status = group_status(&fleet.backend, "leasehold", "g")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.partitions.iter().all(|p| p.owner.is_some()));
+    // Fences keep growing per partition across the data loss.
+    let terms = fleet.ledger.terms();
+    for p in &fleet.partitions {
+        let mut fences: Vec<_> = terms
+            .iter()
+            .filter(|t| &t.partition == p)
+            .map(|t| (t.start, t.fence))
+            .collect();
+        fences.sort();
+        assert!(
+            fences.windows(2).all(|w| w[0].1 < w[1].1),
+            "{p}: {fences:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_duplicate_replica_id_and_a_different_partition_list_are_refused() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 8, LEASE);
+    fleet.start("a");
+    fleet.converge(LIMIT).await;
+    let noop = |_: String, l: leasehold_election::Leadership| async move {
+        l.cancelled().await;
+        Ok(())
+    };
+    // Same id, another process (another instance).
+    let dup = Coordinator::new(store(&redis), fleet.config("a"), noop).spawn();
+    let err = tokio::time::timeout(LIMIT, dup.ready())
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(err, PartitionsError::DuplicateReplica(ref r) if r == "a"),
+        "{err}"
+    );
+    sleep(LEASE).await;
+    assert!(dup.view().owned.is_empty(), "a duplicate claims nothing");
+    dup.abort();
+    // Another replica with a different list.
+    let other = GroupConfig::builder("g", ["x", "y"], "b")
+        .lease(LEASE)
+        .build()
+        .unwrap();
+    let wrong = Coordinator::new(store(&redis), other, noop).spawn();
+    let err = tokio::time::timeout(LIMIT, wrong.ready())
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(err, PartitionsError::PartitionListMismatch(_)),
+        "{err}"
+    );
+    assert!(wrong.view().owned.is_empty());
+    assert_eq!(fleet.counts()["a"], 8, "the live replica is undisturbed");
+    wrong.shutdown().await;
+}
+
+/// Client requests (round trips) so far: script calls and PINGs. Commands that the
+/// scripts run inside Redis are not requests and are not counted.
+fn commands(redis: &RedisServer) -> u64 {
+    let info = redis.redis_cli(&["INFO", "commandstats"]);
+    info.lines()
+        .filter(|l| {
+            ["cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_ping:"]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+/// Requests per second at steady state for `partitions` on three replicas.
+async fn steady_traffic(partitions: usize) -> f64 {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), partitions, LEASE);
+    for r in ["a", "b", "c"] {
+        fleet.start(r);
+    }
+    fleet.converge(LIMIT).await;
+    sleep(LEASE).await;
+    let (start, before) = (Instant::now(), commands(&redis));
+    sleep(Duration::from_secs(2)).await;
+    let rate = (commands(&redis) - before) as f64 / start.elapsed().as_secs_f64();
+    assert!(fleet.balanced());
+    for (_, h) in std::mem::take(&mut fleet.replicas) {
+        h.shutdown().await;
+    }
+    rate
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steady_traffic_grows_with_replicas_not_partitions() {
+    let small = steady_traffic(12).await;
+    let large = steady_traffic(240).await;
+    eprintln!("steady requests/s on 3 replicas: {small:.1} for 12 partitions, {large:.1} for 240");
+    // One tick per replica per renew interval (3 × 5/s = 15/s) plus the PING the
+    // release subscription sends every second: the same for 12 or 240 partitions.
+    assert!(
+        small < 40.0 && large < 40.0,
+        "small {small:.1}/s, large {large:.1}/s"
+    );
+    assert!(
+        large < small * 1.5 + 5.0,
+        "small {small:.1}/s, large {large:.1}/s"
+    );
+}

@@ -1,0 +1,80 @@
+//! The partition balancer on the in-memory store under tokio's paused clock.
+
+mod support;
+
+use std::time::Duration;
+
+use leasehold_partitions::MemoryGroupStore;
+use support::Fleet;
+
+const LEASE: Duration = Duration::from_millis(1_000);
+
+#[tokio::test(start_paused = true)]
+async fn cold_start_balances_without_handoffs() {
+    let mut fleet = Fleet::new(MemoryGroupStore::new(), 64, LEASE);
+    for r in ["a", "b", "c", "d"] {
+        fleet.start(r);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    fleet.converge(Duration::from_secs(10)).await;
+    assert!(
+        fleet.counts().values().all(|c| *c == 16),
+        "{:?}",
+        fleet.counts()
+    );
+    let handoffs: u64 = fleet.replicas.values().map(|h| h.view().handoffs).sum();
+    assert_eq!(handoffs, 0);
+    fleet.ledger.assert_no_double_ownership();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_joiner_gets_its_share_even_when_the_cap_does_not_move() {
+    let mut fleet = Fleet::new(MemoryGroupStore::new(), 12, LEASE);
+    for r in ["a", "b", "c", "d"] {
+        fleet.start(r);
+    }
+    fleet.converge(Duration::from_secs(10)).await;
+    let before = fleet.ledger.terms().len();
+    fleet.start("e");
+    fleet.converge(Duration::from_secs(10)).await;
+    let counts = fleet.counts();
+    assert_eq!(counts["e"], 2, "{counts:?}");
+    let moved = fleet.ledger.terms().len() - before;
+    assert_eq!(moved, 2, "only the joiner's share moves");
+    fleet.ledger.assert_no_double_ownership();
+}
+
+#[tokio::test(start_paused = true)]
+async fn graceful_leave_hands_partitions_over_at_once() {
+    let mut fleet = Fleet::new(MemoryGroupStore::new(), 30, LEASE);
+    for r in ["a", "b", "c"] {
+        fleet.start(r);
+    }
+    fleet.converge(Duration::from_secs(10)).await;
+    let leaver = fleet.replicas.remove("c").unwrap();
+    let start = tokio::time::Instant::now();
+    leaver.shutdown().await;
+    let took = fleet.converge(Duration::from_secs(10)).await + start.elapsed();
+    assert!(took < Duration::from_millis(100), "took {took:?}");
+    assert_eq!(fleet.counts().values().sum::<usize>(), 30);
+    fleet.ledger.assert_no_double_ownership();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_replicas_partitions_move_within_a_lease_and_a_renew_interval() {
+    let mut fleet = Fleet::new(MemoryGroupStore::new(), 30, LEASE);
+    for r in ["a", "b", "c"] {
+        fleet.start(r);
+    }
+    fleet.converge(Duration::from_secs(10)).await;
+    let killed = tokio::time::Instant::now();
+    fleet.replicas.remove("c").unwrap().abort();
+    let took = fleet.converge(Duration::from_secs(10)).await;
+    let bound = LEASE + LEASE / 3;
+    assert!(took <= bound, "re-owned after {took:?}, bound {bound:?}");
+    assert!(
+        killed.elapsed() >= LEASE / 2,
+        "cannot be re-owned before the leases expire"
+    );
+    fleet.ledger.assert_no_double_ownership();
+}

@@ -1,0 +1,164 @@
+//! A fleet of coordinators in one process, with an ownership ledger checked for
+//! double ownership on this process's clock.
+#![allow(dead_code, unreachable_pub)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leasehold_election::Leadership;
+use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupBackend, GroupConfig};
+use tokio::time::Instant;
+
+#[derive(Debug, Clone)]
+pub struct Term {
+    pub partition: String,
+    pub replica: String,
+    pub fence: u64,
+    pub start: Instant,
+    pub end: Option<Instant>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Ledger(Arc<Mutex<Vec<Term>>>);
+
+struct EndOnDrop(Ledger, usize);
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        self.0.0.lock().unwrap()[self.1].end = Some(Instant::now());
+    }
+}
+
+impl Ledger {
+    pub fn terms(&self) -> Vec<Term> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// No partition ever had two owners at once, and fences grow per partition.
+    pub fn assert_no_double_ownership(&self) {
+        let mut by: HashMap<String, Vec<Term>> = HashMap::new();
+        for t in self.terms() {
+            by.entry(t.partition.clone()).or_default().push(t);
+        }
+        for (p, mut terms) in by {
+            terms.sort_by_key(|t| t.start);
+            for w in terms.windows(2) {
+                let end = w[0]
+                    .end
+                    .unwrap_or_else(|| panic!("{p}: an earlier term never ended: {:?}", w[0]));
+                assert!(
+                    end <= w[1].start,
+                    "{p}: two owners at once: {:?} / {:?}",
+                    w[0],
+                    w[1]
+                );
+                assert!(
+                    w[0].fence < w[1].fence,
+                    "{p}: fence did not grow: {:?} / {:?}",
+                    w[0],
+                    w[1]
+                );
+            }
+        }
+    }
+}
+
+pub struct Fleet<B: GroupBackend> {
+    pub backend: B,
+    pub partitions: Vec<String>,
+    pub lease: Duration,
+    pub ledger: Ledger,
+    pub replicas: BTreeMap<String, CoordinatorHandle<B>>,
+}
+
+impl<B: GroupBackend> Fleet<B> {
+    pub fn new(backend: B, partitions: usize, lease: Duration) -> Self {
+        Self {
+            backend,
+            partitions: (0..partitions).map(|i| format!("p{i:05}")).collect(),
+            lease,
+            ledger: Ledger::default(),
+            replicas: BTreeMap::new(),
+        }
+    }
+
+    pub fn config(&self, replica: &str) -> GroupConfig {
+        GroupConfig::builder("g", self.partitions.clone(), replica)
+            .lease(self.lease)
+            .build()
+            .unwrap()
+    }
+
+    pub fn start(&mut self, replica: &str) {
+        let ledger = self.ledger.clone();
+        let handle = Coordinator::new(
+            self.backend.clone(),
+            self.config(replica),
+            move |partition: String, lead: Leadership| {
+                let ledger = ledger.clone();
+                async move {
+                    let index = {
+                        let mut all = ledger.0.lock().unwrap();
+                        all.push(Term {
+                            partition,
+                            replica: lead.replica_id().to_owned(),
+                            fence: lead.fence().get(),
+                            start: Instant::now(),
+                            end: None,
+                        });
+                        all.len() - 1
+                    };
+                    let _end = EndOnDrop(ledger, index);
+                    lead.cancelled().await;
+                    Ok(())
+                }
+            },
+        )
+        .spawn();
+        self.replicas.insert(replica.to_owned(), handle);
+    }
+
+    /// Owned count per replica, from each replica's own view.
+    pub fn counts(&self) -> BTreeMap<String, usize> {
+        self.replicas
+            .iter()
+            .map(|(r, h)| (r.clone(), h.view().owned.len()))
+            .collect()
+    }
+
+    /// Every partition owned by exactly one live replica (per their views).
+    pub fn all_owned_once(&self) -> bool {
+        let mut owners: HashMap<String, usize> = HashMap::new();
+        for h in self.replicas.values() {
+            for p in h.view().owned {
+                *owners.entry(p).or_default() += 1;
+            }
+        }
+        owners.len() == self.partitions.len() && owners.values().all(|n| *n == 1)
+    }
+
+    pub fn spread(&self) -> usize {
+        let c = self.counts();
+        c.values().max().unwrap_or(&0) - c.values().min().unwrap_or(&0)
+    }
+
+    pub fn balanced(&self) -> bool {
+        self.all_owned_once() && self.spread() <= 1
+    }
+
+    /// Waits (on the tokio clock) until balanced; returns how long it took.
+    pub async fn converge(&self, limit: Duration) -> Duration {
+        let start = Instant::now();
+        while !self.balanced() {
+            assert!(
+                start.elapsed() < limit,
+                "not balanced after {limit:?}: counts {:?}, all owned once: {}",
+                self.counts(),
+                self.all_owned_once()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        start.elapsed()
+    }
+}
