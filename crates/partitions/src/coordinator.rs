@@ -601,12 +601,12 @@ where
             self.cooldown_until = now + 2 * self.config.renew_interval;
         }
 
-        self.claim(now);
+        self.claim();
     }
 
     /// Stops campaigns beyond the allowance and starts new ones up to it; orphans are
     /// claimed whatever the allowance.
-    fn claim(&mut self, now: Instant) {
+    fn claim(&mut self) {
         let Some(plan) = self.plan else { return };
         let settling = self.settling() || self.conflict.is_some();
         // Stop campaigns beyond the allowance (orphans are always worth taking).
@@ -629,13 +629,19 @@ where
         // Claim every orphan, then free or dead-held partitions up to the allowance,
         // taken from a queue shuffled at each tick so that replicas claiming together
         // rarely collide, and so that each claim costs O(1), not O(P).
+        // A settling or conflicted replica (duplicate id, different partition list)
+        // claims nothing, not even orphans.
+        if settling {
+            self.publish();
+            return;
+        }
         let mut picks: Vec<usize> = self
             .orphans
             .iter()
             .copied()
             .filter(|i| matches!(self.slots[*i], Slot::Idle))
             .collect();
-        while !settling && budget > 0 {
+        while budget > 0 {
             let Some(i) = self.free_queue.pop() else {
                 break;
             };
@@ -658,10 +664,7 @@ where
             };
             self.campaign(i, spread.mul_f64(rand::random::<f64>()));
         }
-        if !settling {
-            self.claimed_once = true;
-        }
-        let _ = now;
+        self.claimed_once = true;
         self.publish();
     }
 
@@ -774,7 +777,7 @@ where
         };
         self.set_slot(ev.index, next);
         if lost {
-            self.claim(Instant::now());
+            self.claim();
         }
         self.publish();
     }
