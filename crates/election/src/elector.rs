@@ -203,10 +203,14 @@ impl Drop for ElectorHandle {
     }
 }
 
+/// Metric labels: `duty`, `replica`, and `group` (empty for a duty outside a
+/// partition group), so a partition name in two groups, or a partition named like a
+/// duty, never share a series.
 #[derive(Debug, Clone)]
 struct Labels {
     duty: String,
     replica: String,
+    group: String,
 }
 
 impl Labels {
@@ -214,14 +218,21 @@ impl Labels {
         Self {
             duty: c.duty.clone(),
             replica: c.replica_id.clone(),
+            group: c.group.clone().unwrap_or_default(),
         }
     }
 
-    fn pair(&self) -> [(&'static str, String); 2] {
+    fn pair(&self) -> [(&'static str, String); 3] {
         [
             ("duty", self.duty.clone()),
             ("replica", self.replica.clone()),
+            ("group", self.group.clone()),
         ]
+    }
+
+    fn with(&self, key: &'static str, value: &str) -> [(&'static str, String); 4] {
+        let [a, b, c] = self.pair();
+        [a, b, c, (key, value.to_owned())]
     }
 }
 
@@ -242,6 +253,10 @@ where
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
     async fn run(self) {
+        // Export the series from the start, so "nobody leads" sums to 0 rather than
+        // to nothing, and `increase()` sees a replica's first term.
+        gauge!(m::IS_LEADER, &self.labels.pair()).set(0.0);
+        counter!(m::TERMS_STARTED, &self.labels.pair()).increment(0);
         self.self_check().await;
         let notify = self.store.release_notifier(&self.keys);
         let cfg = self.config.clone();
@@ -342,7 +357,8 @@ where
         ));
         let since = Instant::now();
         gauge!(m::IS_LEADER, &self.labels.pair()).set(1.0);
-        gauge!(m::LEADER_FENCE, "duty" => cfg.duty.clone()).set(fence.0 as f64);
+        gauge!(m::LEADER_FENCE, "duty" => cfg.duty.clone(), "group" => self.labels.group.clone())
+            .set(fence.0 as f64);
         gauge!(m::VALIDITY_LEFT, &self.labels.pair()).set(
             deadline
                 .saturating_duration_since(Instant::now())
@@ -472,12 +488,7 @@ where
                 }
             }
         };
-        let labels = [
-            ("duty", self.labels.duty.clone()),
-            ("replica", self.labels.replica.clone()),
-            ("reason", reason.label().to_owned()),
-        ];
-        counter!(m::TERMS_ENDED, &labels).increment(1);
+        counter!(m::TERMS_ENDED, &self.labels.with("reason", reason.label())).increment(1);
         match &reason {
             TermEndReason::Shutdown | TermEndReason::DutyReturned => {
                 info!(fence = fence.0, %reason, released, "stepped down");
@@ -539,13 +550,15 @@ where
             }
             changed
         });
-        gauge!(m::LEADER_FENCE, "duty" => self.labels.duty.clone()).set(fence.0 as f64);
+        gauge!(m::LEADER_FENCE, "duty" => self.labels.duty.clone(), "group" => self.labels.group.clone()).set(fence.0 as f64);
     }
 
     fn record_error(&self, e: StoreError, op: &'static str) {
+        let [a, b, c] = self.labels.pair();
         let labels = [
-            ("duty", self.labels.duty.clone()),
-            ("replica", self.labels.replica.clone()),
+            a,
+            b,
+            c,
             ("op", op.to_owned()),
             ("kind", e.kind().to_owned()),
         ];

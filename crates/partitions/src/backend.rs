@@ -48,6 +48,8 @@ pub struct TickReply {
     pub renewed: Vec<bool>,
     /// Live members and their published counts (`None`: settling).
     pub members: Vec<(String, Option<usize>)>,
+    /// Time left on each member's heartbeat, in the order of `members`.
+    pub heartbeat_left: Vec<Duration>,
     pub unowned: Vec<Unowned>,
     pub conflict: Option<Conflict>,
 }

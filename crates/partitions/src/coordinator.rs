@@ -28,6 +28,8 @@ use crate::view::GroupView;
 /// How long after the first queued renewal a batch waits for the rest (renewals are
 /// aligned on a grid, so they arrive within microseconds of each other).
 const BATCH_WINDOW: Duration = Duration::from_millis(1);
+/// Shortest delay of an extra tick while ownership is changing.
+const QUICK_TICK: Duration = Duration::from_millis(5);
 /// Ticks run this long after each grid point, so aligned renewals are already queued.
 const TICK_OFFSET: Duration = Duration::from_millis(2);
 
@@ -512,7 +514,19 @@ where
         }
         let now = Instant::now();
         self.members = reply.members;
+        // A member that stops heartbeating drops out when its heartbeat expires; live
+        // members refresh every renew interval, long before. Look again right after
+        // the earliest expiry if that comes before the next regular tick, so a dead
+        // replica's partitions move within one lease of its last heartbeat plus a
+        // tick, not plus a renew interval.
+        if let Some(left) = reply.heartbeat_left.iter().min()
+            && *left < self.config.renew_interval
+        {
+            let at = now + *left + QUICK_TICK;
+            self.tick_soon = Some(self.tick_soon.map_or(at, |t| t.min(at)));
+        }
         let unowned: HashMap<usize, _> = reply.unowned.into_iter().map(|u| (u.index, u)).collect();
+        let free_now = unowned.values().filter(|u| u.holder.is_none()).count();
         self.unowned_since.retain(|i, _| unowned.contains_key(i));
         // A settling member will claim its share soon: partitions are not orphaned
         // while anyone is settling (a member that dies while settling drops out of the
@@ -545,6 +559,8 @@ where
         if let Some(e) = &error {
             warn!(error = %e, "not claiming partitions");
         }
+        gauge!(m::GROUP_PARTITIONS, "group" => self.config.group.clone())
+            .set(self.config.partitions.len() as f64);
         gauge!(m::LIVE_REPLICAS, "group" => self.config.group.clone())
             .set(self.members.len() as f64);
         self.view.send_modify(|v| {
@@ -552,6 +568,14 @@ where
             v.error = error;
         });
         self.rebalance(now);
+        // While partitions are free and this replica may still grow, the counts it
+        // planned with go stale with every acquisition (its own and the others'):
+        // look again soon instead of a renew interval later.
+        let below_cap = self.plan.is_some_and(|p| self.owned() < p.cap);
+        if free_now > 0 && below_cap && self.conflict.is_none() && !self.settling() {
+            let at = Instant::now() + QUICK_TICK.max(self.config.renew_interval / 20);
+            self.tick_soon = Some(self.tick_soon.map_or(at, |t| t.min(at)));
+        }
     }
 
     fn tick_failed(
@@ -750,6 +774,13 @@ where
                 debug!(partition = %self.config.partitions[ev.index], fence = fence.get(), "acquired");
                 counter!(m::ACQUISITIONS, &self.labels.pair()).increment(1);
                 self.unowned_since.remove(&ev.index);
+                if !self.unowned_since.is_empty() {
+                    // Partitions are still free: the others' counts we planned with are
+                    // stale now. Refresh them soon rather than a renew interval later
+                    // (debounced, so a burst of acquisitions costs one extra tick).
+                    let at = Instant::now() + QUICK_TICK.max(self.config.renew_interval / 20);
+                    self.tick_soon = Some(self.tick_soon.map_or(at, |t| t.min(at)));
+                }
                 Slot::Leading { handle, generation }
             }
             (Slot::Leading { handle, generation }, Role::Follower { .. } | Role::Stopped) => {

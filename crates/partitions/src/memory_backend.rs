@@ -113,14 +113,16 @@ impl GroupBackend for MemoryGroupStore {
                     (now + req.ttl, req.owned, req.instance.clone()),
                 );
             }
-            let mut live: Vec<(String, Option<usize>)> = g
+            let mut live: Vec<(String, Option<usize>, Duration)> = g
                 .members
                 .iter()
-                .map(|(r, (_, c, _))| (r.clone(), *c))
+                .map(|(r, (exp, c, _))| (r.clone(), *c, *exp - now))
                 .collect();
-            live.sort();
+            live.sort_by(|a, b| a.0.cmp(&b.0));
             (conflict, live)
         };
+        let heartbeat_left = live.iter().map(|m| m.2).collect();
+        let live: Vec<(String, Option<usize>)> = live.into_iter().map(|(r, c, _)| (r, c)).collect();
         let mut renewed = Vec::with_capacity(req.renewals.len());
         for (index, token) in &req.renewals {
             let ok = conflict.is_none()
@@ -145,6 +147,7 @@ impl GroupBackend for MemoryGroupStore {
         Ok(TickReply {
             renewed,
             members: live,
+            heartbeat_left,
             unowned,
             conflict,
         })

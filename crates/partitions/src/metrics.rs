@@ -16,6 +16,8 @@ pub const RELEASES: &str = "leasehold_partition_releases_total";
 /// Counter: partitions handed off so an under-loaded replica gets its share.
 /// Labels: `group`, `replica`.
 pub const HANDOFFS: &str = "leasehold_partition_handoffs_total";
+/// Gauge: partitions configured in the group (P). Labels: `group`.
+pub const GROUP_PARTITIONS: &str = "leasehold_group_partitions";
 /// Counter: failed group ticks. Labels: `group`, `replica`.
 pub const TICK_ERRORS: &str = "leasehold_group_tick_errors_total";
 
@@ -32,5 +34,10 @@ pub(crate) fn describe() {
         );
         describe_counter!(HANDOFFS, Unit::Count, "partitions handed off to rebalance");
         describe_counter!(TICK_ERRORS, Unit::Count, "failed group ticks");
+        describe_gauge!(
+            GROUP_PARTITIONS,
+            Unit::Count,
+            "partitions configured in the group"
+        );
     });
 }

@@ -19,7 +19,7 @@ use crate::keys::GroupKeys;
 /// Heartbeats (unless another live instance holds the replica id), expires dead
 /// members, checks the partition list, renews, and scans for partitions without a
 /// live owner. Reply: {renewed[], members[], counts[], unowned[{index, holder, pttl}],
-/// conflict}.
+/// conflict, heartbeat ms left per member[]}.
 static TICK: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         r#"
@@ -69,9 +69,13 @@ for i = 1, n do
   end
 end
 
-local members = redis.call('ZRANGE', KEYS[1], 0, -1)
-local live = {}
-for _, m in ipairs(members) do live[m] = true end
+local scored = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local members, lefts, live = {}, {}, {}
+for i = 1, #scored, 2 do
+  table.insert(members, scored[i])
+  table.insert(lefts, tonumber(scored[i + 1]) - now)
+  live[scored[i]] = true
+end
 local counts = {}
 if #members > 0 then counts = redis.call('HMGET', KEYS[2], unpack(members)) end
 for i, c in ipairs(counts) do if not c then counts[i] = '-1' end end
@@ -88,7 +92,7 @@ for i = 5, #KEYS do
     end
   end
 end
-return {renewed, members, counts, unowned, conflict}
+return {renewed, members, counts, unowned, conflict, lefts}
 "#,
     )
 });
@@ -218,7 +222,7 @@ impl GroupBackend for RedisStore {
             a.push(t);
         }
         let reply = items(self.eval(&TICK, &k, &a).await?)?;
-        let [renewed, names, counts, unowned, conflict] = <[Value; 5]>::try_from(reply)
+        let [renewed, names, counts, unowned, conflict, lefts] = <[Value; 6]>::try_from(reply)
             .map_err(|v| StoreError::Protocol(format!("tick replied {v:?}")))?;
         let renewed = items(renewed)?
             .iter()
@@ -251,6 +255,10 @@ impl GroupBackend for RedisStore {
         Ok(TickReply {
             renewed,
             members: members(names, counts)?,
+            heartbeat_left: items(lefts)?
+                .iter()
+                .map(|v| int(v).map(|ms| Duration::from_millis(ms.max(0).unsigned_abs())))
+                .collect::<Result<_, _>>()?,
             unowned,
             conflict,
         })
