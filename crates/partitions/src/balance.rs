@@ -41,6 +41,7 @@ pub(crate) fn plan(
     mine: usize,
     settling: bool,
     members: &[Member],
+    unowned: usize,
 ) -> Plan {
     let mut view: Vec<Member> = members
         .iter()
@@ -67,18 +68,28 @@ pub(crate) fn plan(
         .filter_map(|m| m.owned.map(|c| (m.replica.as_str(), c)))
         .collect();
     let deficit: usize = active.iter().map(|(_, c)| floor.saturating_sub(*c)).sum();
-    let allowance = if deficit > 0 {
-        if mine < floor { floor } else { mine }
-    } else {
-        cap
-    };
     let active_cap = partitions.div_ceil(active.len());
     let shed = if mine > active_cap {
         mine - active_cap
-    } else if deficit > 0 && mine > floor {
-        shed_share(me, floor, deficit, &active)
+    } else if deficit > unowned && mine > floor {
+        // Free partitions already cover part of the deficit: shed only the rest, so a
+        // hand-off in flight is never answered by a second one.
+        shed_share(me, floor, deficit - unowned, &active)
     } else {
         0
+    };
+    let allowance = if shed > 0 {
+        // Never claim while handing partitions over.
+        mine - shed
+    } else if deficit > 0 {
+        let base = mine.max(floor);
+        // Free partitions beyond what the under-loaded replicas need go to replicas
+        // below the cap right away, dealt by (projected count, id) so that replicas
+        // reading the same view never claim the same surplus twice.
+        let surplus = unowned.saturating_sub(deficit);
+        base + usize::from(gets_surplus(me, floor, cap, surplus, &active))
+    } else {
+        cap
     };
     Plan {
         allowance,
@@ -86,6 +97,27 @@ pub(crate) fn plan(
         cap,
         floor,
     }
+}
+
+/// Whether `me` is among the first `surplus` active replicas below `cap`, ordered by
+/// their count once every under-loaded replica has reached `floor`, then by id.
+fn gets_surplus(
+    me: &str,
+    floor: usize,
+    cap: usize,
+    surplus: usize,
+    active: &[(&str, usize)],
+) -> bool {
+    if surplus == 0 {
+        return false;
+    }
+    let mut below: Vec<(usize, &str)> = active
+        .iter()
+        .map(|(r, c)| ((*c).max(floor), *r))
+        .filter(|(c, _)| *c < cap)
+        .collect();
+    below.sort();
+    below.iter().take(surplus).any(|(_, r)| *r == me)
 }
 
 /// Deals `deficit` releases round-robin over the replicas above `floor`, most loaded
@@ -133,12 +165,22 @@ mod tests {
             .collect()
     }
 
-    /// Plans every member of a view at once.
+    /// Plans every member of a view at once; partitions nobody holds are unowned.
     fn all(p: usize, counts: &[(&str, Option<usize>)]) -> Vec<Plan> {
         let ms = members(counts);
+        let held: usize = counts.iter().filter_map(|(_, c)| *c).sum();
         counts
             .iter()
-            .map(|(r, c)| plan(p, r, c.unwrap_or(0), c.is_none(), &ms))
+            .map(|(r, c)| {
+                plan(
+                    p,
+                    r,
+                    c.unwrap_or(0),
+                    c.is_none(),
+                    &ms,
+                    p.saturating_sub(held),
+                )
+            })
             .collect()
     }
 
@@ -204,12 +246,17 @@ mod tests {
 
     #[test]
     fn cold_start_claims_stop_at_floor_then_cap() {
+        // Everything free: floors for all, the remainder dealt by id, summing to P.
         let plans = all(10, &[("a", Some(0)), ("b", Some(0)), ("c", Some(0))]);
-        assert!(plans.iter().all(|p| p.allowance == 3 && p.shed == 0));
-        let plans = all(10, &[("a", Some(3)), ("b", Some(3)), ("c", Some(3))]);
+        let allowances: Vec<_> = plans.iter().map(|p| p.allowance).collect();
+        assert_eq!(allowances, vec![4, 3, 3]);
+        assert!(plans.iter().all(|p| p.shed == 0));
+        // Once everyone reached floor with nothing free, anyone may claim up to cap.
+        let ms = members(&[("a", Some(3)), ("b", Some(3)), ("c", Some(3))]);
         assert!(
-            plans.iter().all(|p| p.allowance == 4),
-            "the remainder goes to whoever claims it first"
+            ["a", "b", "c"]
+                .iter()
+                .all(|r| plan(10, r, 3, false, &ms, 1).allowance == 4)
         );
     }
 
@@ -222,9 +269,49 @@ mod tests {
     }
 
     #[test]
-    fn a_dead_replicas_share_is_claimed_by_the_survivors() {
+    fn the_remainder_is_dealt_at_once_when_free_partitions_exceed_the_deficit() {
+        // A dead replica's 16 partitions are free; 3 survivors hold 16 each, P=64:
+        // floor 21 needs 15, the 16th goes to exactly one survivor right away.
         let plans = all(64, &[("a", Some(16)), ("b", Some(16)), ("c", Some(16))]);
-        assert!(plans.iter().all(|p| p.allowance == 21 && p.shed == 0));
+        let total: usize = plans.iter().map(|p| p.allowance - 16).sum();
+        assert_eq!(total, 16, "{plans:?}");
+        assert_eq!(plans.iter().filter(|p| p.allowance == 22).count(), 1);
+    }
+
+    #[test]
+    fn a_replica_that_sheds_claims_nothing() {
+        let plans = all(
+            12,
+            &[
+                ("a", Some(3)),
+                ("b", Some(3)),
+                ("c", Some(3)),
+                ("d", Some(3)),
+                ("e", Some(0)),
+            ],
+        );
+        for p in &plans[..2] {
+            assert_eq!(p.shed, 1);
+            assert_eq!(
+                p.allowance, 2,
+                "after shedding one, no budget to claim: {p:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_dead_replicas_share_is_claimed_by_the_survivors() {
+        // 15 free, deficit 5 + 5 + 4 = 14: one surplus, dealt to the first by id.
+        let ms = members(&[("a", Some(16)), ("b", Some(16)), ("c", Some(17))]);
+        let plans: Vec<_> = ["a", "b", "c"]
+            .iter()
+            .zip([16, 16, 17])
+            .map(|(r, c)| plan(64, r, c, false, &ms, 15))
+            .collect();
+        assert_eq!(
+            plans.iter().map(|p| p.allowance).collect::<Vec<_>>(),
+            vec![22, 21, 21]
+        );
     }
 
     #[test]

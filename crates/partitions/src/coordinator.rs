@@ -31,7 +31,7 @@ const BATCH_WINDOW: Duration = Duration::from_millis(1);
 /// Shortest delay of an extra tick while ownership is changing.
 const QUICK_TICK: Duration = Duration::from_millis(5);
 /// Ticks run this long after each grid point, so aligned renewals are already queued.
-const TICK_OFFSET: Duration = Duration::from_millis(2);
+const TICK_OFFSET: Duration = Duration::from_millis(5);
 
 /// Spreads a fixed list of partitions over every replica of a group; start it with
 /// [`Coordinator::spawn`].
@@ -609,6 +609,7 @@ where
             owned,
             settling,
             &members,
+            self.unowned_since.len(),
         );
         self.plan = Some(plan);
 

@@ -134,14 +134,21 @@ impl GroupBackend for MemoryGroupStore {
         }
         let live_set: std::collections::HashSet<&str> =
             live.iter().map(|(r, _)| r.as_str()).collect();
-        let unowned = self
-            .leases
-            .unowned(&keys.partitions, |r| live_set.contains(r))
+        let (unowned, held) = self.leases.scan(&keys.partitions, |r| live_set.contains(r));
+        let unowned = unowned
             .into_iter()
             .map(|(index, holder, remaining)| Unowned {
                 index,
                 holder,
                 remaining,
+            })
+            .collect();
+        // Counts come from the leases; the published value only marks settling members.
+        let live: Vec<(String, Option<usize>)> = live
+            .into_iter()
+            .map(|(r, c)| {
+                let n = c.map(|_| held.get(&r).copied().unwrap_or(0));
+                (r, n)
             })
             .collect();
         Ok(TickReply {

@@ -17,8 +17,8 @@ use crate::keys::GroupKeys;
 ///       renewal count, then (partition index, token) pairs.
 ///
 /// Heartbeats (unless another live instance holds the replica id), expires dead
-/// members, checks the partition list, renews, and scans for partitions without a
-/// live owner. Reply: {renewed[], members[], counts[], unowned[{index, holder, pttl}],
+/// members, checks the partition list, renews, scans for partitions without a live
+/// owner, and counts each live member's partitions from the leases themselves. Reply: {renewed[], members[], counts[], unowned[{index, holder, pttl}],
 /// conflict, heartbeat ms left per member[]}.
 static TICK: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
@@ -76,21 +76,27 @@ for i = 1, #scored, 2 do
   table.insert(lefts, tonumber(scored[i + 1]) - now)
   live[scored[i]] = true
 end
-local counts = {}
-if #members > 0 then counts = redis.call('HMGET', KEYS[2], unpack(members)) end
-for i, c in ipairs(counts) do if not c then counts[i] = '-1' end end
-
-local unowned = {}
+local unowned, held = {}, {}
 for i = 5, #KEYS do
   local holder = redis.call('GET', KEYS[i])
   if not holder then
     table.insert(unowned, {i - 5, '', -2})
   else
     local who = string.match(holder, '^(.*):[^:]*$') or holder
-    if not live[who] then
+    if live[who] then
+      held[who] = (held[who] or 0) + 1
+    else
       table.insert(unowned, {i - 5, who, redis.call('PTTL', KEYS[i])})
     end
   end
+end
+
+-- Counts come from the leases themselves (consistent at this instant); the published
+-- value only says whether a member is still settling (-1).
+local counts = {}
+if #members > 0 then counts = redis.call('HMGET', KEYS[2], unpack(members)) end
+for i, m in ipairs(members) do
+  if counts[i] == '-1' or not counts[i] then counts[i] = '-1' else counts[i] = held[m] or 0 end
 end
 return {renewed, members, counts, unowned, conflict, lefts}
 "#,

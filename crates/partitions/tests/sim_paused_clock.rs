@@ -40,7 +40,12 @@ async fn a_joiner_gets_its_share_even_when_the_cap_does_not_move() {
     let counts = fleet.counts();
     assert_eq!(counts["e"], 2, "{counts:?}");
     let moved = fleet.ledger.terms().len() - before;
-    assert_eq!(moved, 2, "only the joiner's share moves");
+    assert_eq!(
+        moved,
+        2,
+        "only the joiner's share moves: {:#?}",
+        &fleet.ledger.terms()[before..]
+    );
     fleet.ledger.assert_no_double_ownership();
 }
 

@@ -64,26 +64,42 @@ impl MemoryStore {
         s.fences.clear();
     }
 
-    /// Scans many leases under one lock: for each key (by position) whose holder is
-    /// missing or not `live`, its position, the holder's replica id and the time left.
-    /// Group backends use it to find partitions without a live owner cheaply.
-    pub fn unowned(
+    /// Scans many leases under one lock. Returns, by position in `keys`, the leases
+    /// whose holder is missing or not `live` (with that holder's replica id and the
+    /// time left), and how many of the leases each live holder has. Group backends use
+    /// it to find partitions without a live owner and to count ownership cheaply.
+    #[allow(clippy::type_complexity)]
+    pub fn scan(
         &self,
         keys: &[DutyKeys],
         live: impl Fn(&str) -> bool,
-    ) -> Vec<(usize, Option<String>, Option<Duration>)> {
+    ) -> (
+        Vec<(usize, Option<String>, Option<Duration>)>,
+        HashMap<String, usize>,
+    ) {
         let now = Instant::now();
         let s = self.lock();
-        keys.iter()
-            .enumerate()
-            .filter_map(|(i, k)| match s.leases.get(&k.lease) {
+        let mut held: HashMap<String, usize> = HashMap::new();
+        let mut unowned = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            match s.leases.get(&k.lease) {
                 Some((holder, exp)) if *exp > now => {
                     let replica = replica_of_token(holder);
-                    (!live(replica)).then(|| (i, Some(replica.to_owned()), Some(*exp - now)))
+                    if live(replica) {
+                        match held.get_mut(replica) {
+                            Some(n) => *n += 1,
+                            None => {
+                                held.insert(replica.to_owned(), 1);
+                            }
+                        }
+                    } else {
+                        unowned.push((i, Some(replica.to_owned()), Some(*exp - now)));
+                    }
                 }
-                _ => Some((i, None, None)),
-            })
-            .collect()
+                _ => unowned.push((i, None, None)),
+            }
+        }
+        (unowned, held)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
