@@ -22,9 +22,24 @@ pub enum StoreError {
     /// A Leasehold key holds a value of another type (someone else wrote it).
     #[error("a leasehold key holds the wrong type of value: {0}")]
     WrongType(String),
-    /// The server refused the command for lack of ACL permission.
+    /// The server refused the command, or a command inside a Leasehold script, for lack
+    /// of ACL permission, or refused the credentials. See `docs/topologies.md` for the
+    /// minimal ACL rule.
     #[error("redis refused the command (ACL): {0}")]
     NoPermission(String),
+    /// The write succeeded on the primary, but fewer replicas than
+    /// [`wait_for_replicas`](crate::store::RedisStoreBuilder::wait_for_replicas) asked
+    /// for acknowledged it in time. Retryable: the acquire or renewal is not counted.
+    #[error("only {acked} of {wanted} replicas acknowledged the write in time")]
+    Replication {
+        /// Replicas that acknowledged.
+        acked: u64,
+        /// Replicas required.
+        wanted: u64,
+    },
+    /// A [`RedisStoreBuilder`](crate::store::RedisStoreBuilder) setting is invalid.
+    #[error("invalid redis store configuration: {0}")]
+    InvalidConfig(String),
     /// Any other server error.
     #[error("redis error: {0}")]
     Server(String),
@@ -36,7 +51,10 @@ pub enum StoreError {
 impl StoreError {
     /// Whether retrying the same call may succeed without anyone changing anything.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Timeout(_) | Self::Connection(_))
+        matches!(
+            self,
+            Self::Timeout(_) | Self::Connection(_) | Self::Replication { .. }
+        )
     }
 
     /// A short, stable label for metrics.
@@ -46,6 +64,8 @@ impl StoreError {
             Self::Connection(_) => "connection",
             Self::WrongType(_) => "wrong_type",
             Self::NoPermission(_) => "no_permission",
+            Self::Replication { .. } => "replication",
+            Self::InvalidConfig(_) => "invalid_config",
             Self::Server(_) => "server",
             Self::Protocol(_) => "protocol",
         }
@@ -58,14 +78,27 @@ impl From<redis::RedisError> for StoreError {
         let code = e.code().unwrap_or_default();
         if code == "WRONGTYPE" || text.contains("WRONGTYPE") {
             Self::WrongType(text)
-        } else if code == "NOPERM" || text.contains("NOPERM") || text.contains("NOAUTH") {
+        } else if matches!(code, "NOPERM" | "NOAUTH" | "WRONGPASS")
+            || e.kind() == redis::ErrorKind::AuthenticationFailed
+            || text.contains("NOPERM")
+            || text.contains("NOAUTH")
+            || text.contains("WRONGPASS")
+            // An ACL refusal inside a script is a plain ERR in Redis 7.
+            || text.contains("The user executing the script can't")
+        {
             Self::NoPermission(text)
         } else if e.is_timeout() {
             Self::Timeout(Duration::ZERO)
         } else if e.is_io_error()
             || e.is_connection_dropped()
             || e.is_connection_refusal()
-            || matches!(code, "LOADING" | "MASTERDOWN" | "TRYAGAIN")
+            // READONLY: the node was demoted (failover); NOREPLICAS: a primary with
+            // `min-replicas-to-write` lost its replicas (it may be cut off); CLUSTERDOWN:
+            // a slot has no primary until the cluster fails over.
+            || matches!(
+                code,
+                "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "READONLY" | "NOREPLICAS" | "CLUSTERDOWN"
+            )
         {
             Self::Connection(text)
         } else if e.kind() == redis::ErrorKind::UnexpectedReturnType
@@ -78,11 +111,11 @@ impl From<redis::RedisError> for StoreError {
     }
 }
 
-impl From<deadpool_redis::PoolError> for StoreError {
-    fn from(e: deadpool_redis::PoolError) -> Self {
+impl From<deadpool::managed::PoolError<redis::RedisError>> for StoreError {
+    fn from(e: deadpool::managed::PoolError<redis::RedisError>) -> Self {
         match e {
-            deadpool_redis::PoolError::Backend(e) => e.into(),
-            deadpool_redis::PoolError::Timeout(_) => Self::Timeout(Duration::ZERO),
+            deadpool::managed::PoolError::Backend(e) => e.into(),
+            deadpool::managed::PoolError::Timeout(_) => Self::Timeout(Duration::ZERO),
             other => Self::Connection(other.to_string()),
         }
     }

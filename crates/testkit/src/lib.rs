@@ -6,6 +6,15 @@
 //!   missing, starting one panics with installation guidance.
 //! - [`FaultProxy`] is an in-process tokio TCP relay placed between a client and Redis that
 //!   can add latency, black-hole traffic (a healable partition) or reset connections.
+//! - Production topologies, each from real processes:
+//!   - [`TlsRedisServer`]: a server with a TLS port and certificates from a throwaway
+//!     [`TestCa`] (generated with `rcgen`);
+//!   - [`RedisSentinelSet`]: a primary, replicas and three Sentinels;
+//!   - [`RedisCluster`]: a Redis Cluster created with `redis-cli --cluster create`.
+//!
+//!   Each panics with an installation hint if a binary it needs (`redis-server`,
+//!   `redis-cli`) is missing. ACL users need no helper: pass `--user` rules to
+//!   [`RedisServer::start_with_args`], one rule per argument.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -24,8 +33,16 @@
 //! [`pause`]: RedisServer::pause
 //! [`resume`]: RedisServer::resume
 
+mod cluster;
 mod proxy;
+mod sentinel;
 mod server;
+mod tls;
+mod tools;
 
+pub use cluster::RedisCluster;
 pub use proxy::FaultProxy;
+pub use sentinel::{MASTER_NAME, RedisSentinelSet};
 pub use server::{REDIS_SERVER_ENV, RedisServer};
+pub use tls::{ClientAuth, TestCa, TlsRedisServer};
+pub use tools::REDIS_CLI_ENV;

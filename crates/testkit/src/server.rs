@@ -73,7 +73,13 @@ impl RedisServer {
         Self::try_start_with_args(&[])
     }
 
-    fn try_start_with_args(extra: &[&str]) -> io::Result<Self> {
+    /// Like [`start_with_args`](Self::start_with_args), returning an error instead of
+    /// panicking.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_start`](Self::try_start).
+    pub fn try_start_with_args(extra: &[&str]) -> io::Result<Self> {
         let bin = find_binary()?;
         let dir = tempfile::Builder::new()
             .prefix("leasehold-redis-")
@@ -119,6 +125,11 @@ impl RedisServer {
     /// If the server is stopped.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("redis-server is stopped").id()
+    }
+
+    /// Whether the process is up (not [`stop`](Self::stop)ped; a paused server counts as up).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// A `redis` client for [`url`](Self::url) (no connection is made yet).
@@ -273,7 +284,7 @@ impl Drop for RedisServer {
     }
 }
 
-fn find_binary() -> io::Result<PathBuf> {
+pub(crate) fn find_binary() -> io::Result<PathBuf> {
     find_binary_in(std::env::var_os(REDIS_SERVER_ENV), std::env::var_os("PATH"))
 }
 
@@ -294,7 +305,7 @@ fn find_binary_in(override_path: Option<OsString>, path: Option<OsString>) -> io
 }
 
 /// A port the kernel just handed out (and we released), below [`MAX_PORT`].
-fn free_port() -> io::Result<u16> {
+pub(crate) fn free_port() -> io::Result<u16> {
     loop {
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
             .local_addr()?
@@ -306,7 +317,7 @@ fn free_port() -> io::Result<u16> {
 }
 
 /// One raw RESP `PING`, expecting `+PONG`.
-fn ping(port: u16) -> io::Result<()> {
+pub(crate) fn ping(port: u16) -> io::Result<()> {
     let timeout = Duration::from_millis(500);
     let mut stream =
         TcpStream::connect_timeout(&SocketAddr::from((Ipv4Addr::LOCALHOST, port)), timeout)?;

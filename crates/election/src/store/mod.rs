@@ -6,6 +6,9 @@
 
 mod memory;
 mod notify;
+mod redis_builder;
+mod redis_conn;
+mod redis_pubsub;
 mod redis_store;
 pub(crate) mod scripts;
 
@@ -20,7 +23,8 @@ use std::time::Duration;
 use tokio::sync::{Notify, broadcast};
 
 pub use self::memory::MemoryStore;
-pub use self::redis_store::{RedisStore, RedisStoreBuilder};
+pub use self::redis_builder::RedisStoreBuilder;
+pub use self::redis_store::RedisStore;
 use crate::error::StoreError;
 use crate::fence::Fence;
 use crate::keys::DutyKeys;

@@ -1,95 +1,71 @@
 //! The Redis lease store.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use deadpool_redis::{Pool, PoolConfig, Runtime, Timeouts};
-use futures::StreamExt;
-use redis::aio::MultiplexedConnection;
+use deadpool::managed::{Object, Pool};
 use redis::{AsyncConnectionConfig, Value};
 use tokio::sync::{Notify, OnceCell, broadcast, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use super::notify::Notifiers;
+use super::redis_builder::RedisStoreBuilder;
+use super::redis_conn::{Conn, Manager, Target};
+use super::redis_pubsub::subscriber_loop;
 use super::scripts::{ACQUIRE, LEADER, LuaScript, RELEASE, RENEW};
 use super::{Acquire, BackendWarning, LeaderInfo, LeaseStore};
 use crate::error::StoreError;
 use crate::fence::Fence;
 use crate::keys::{DutyKeys, replica_of_token};
 
-/// Builder of a [`RedisStore`].
-#[derive(Debug, Clone)]
-#[must_use = "a builder does nothing by itself; call .build()"]
-pub struct RedisStoreBuilder {
-    url: String,
-    call_timeout: Duration,
-    pool_size: usize,
-}
-
-impl RedisStoreBuilder {
-    /// Timeout of each Redis call, connection set-up and pool checkout. Default: 1 s.
-    /// Electors cap their own calls further by the time left on their lease.
-    pub fn call_timeout(mut self, timeout: Duration) -> Self {
-        self.call_timeout = timeout;
-        self
-    }
-
-    /// Largest number of pooled connections. Default: 4. The store multiplexes every
-    /// call over one connection and takes another from the pool only after a fault.
-    pub fn pool_size(mut self, size: usize) -> Self {
-        self.pool_size = size.max(1);
-        self
-    }
-
-    /// Creates the pool. Connects lazily: a server that is down now is not an error.
-    ///
-    /// # Errors
-    /// [`StoreError::Connection`] if the URL is malformed.
-    pub fn build(self) -> Result<RedisStore, StoreError> {
-        let client = redis::Client::open(self.url.as_str())
-            .map_err(|e| StoreError::Connection(e.to_string()))?;
-        let conn_config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.call_timeout))
-            .set_response_timeout(Some(self.call_timeout));
-        let manager = deadpool_redis::Manager::new_with_config(self.url.as_str(), conn_config)
-            .map_err(|e| StoreError::Connection(e.to_string()))?;
-        let mut pool_config = PoolConfig::new(self.pool_size);
-        pool_config.timeouts = Timeouts {
-            wait: Some(self.call_timeout),
-            create: Some(self.call_timeout),
-            recycle: Some(self.call_timeout),
-        };
-        let pool = Pool::builder(manager)
-            .config(pool_config)
-            .runtime(Runtime::Tokio1)
-            .build()
-            .map_err(|e| StoreError::Connection(e.to_string()))?;
-        Ok(RedisStore::from_parts(pool, client, self.call_timeout))
-    }
-}
-
-/// A [`LeaseStore`] on one Redis server (or a proxy in front of one).
+/// A [`LeaseStore`] on Redis: one server (or a proxy in front of one), the primary of a
+/// Sentinel-managed group, or a Redis Cluster.
+///
+/// ```no_run
+/// # fn demo() -> Result<(), leasehold_election::StoreError> {
+/// use leasehold_election::RedisStore;
+///
+/// // One server; `rediss://` for TLS, `user:password@` for an ACL user.
+/// let single = RedisStore::connect("redis://leasehold:secret@127.0.0.1:6379/")?;
+/// // The primary named `leasehold` by these Sentinels, followed across failovers.
+/// let sentinel = RedisStore::sentinel_builder(
+///     "leasehold",
+///     ["redis://10.0.0.1:26379/", "redis://10.0.0.2:26379/", "redis://10.0.0.3:26379/"],
+/// )
+/// .primary_url("redis://leasehold:secret@primary/")
+/// .build()?;
+/// // A Redis Cluster, from any of its nodes.
+/// let cluster = RedisStore::cluster_builder(["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"])
+///     .build()?;
+/// # Ok(()) }
+/// ```
 ///
 /// Cheap to clone; clones share the connection, the pool and one pub/sub subscription,
 /// so create one store per process and hand clones to every elector.
 ///
 /// Calls are multiplexed over one connection. After a timeout or a connection error
-/// that connection goes back to the deadpool pool, which health-checks it (PING) before
-/// handing it out again and replaces it if it is dead; so a black-holed or restarted
-/// server never leaves the store stuck on a dead socket.
+/// that connection goes back to the pool, which health-checks it (PING) before handing
+/// it out again and replaces it if it is dead; so a black-holed or restarted server
+/// never leaves the store stuck on a dead socket. A connection to a node that answers
+/// `READONLY` (a demoted primary) is discarded with every idle one, so the next call
+/// asks Sentinel again. A cluster connection is discarded after any fault and rebuilt
+/// from the seed nodes.
 #[derive(Debug, Clone)]
 pub struct RedisStore {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    pool: Pool,
+    pool: Pool<Manager>,
+    cluster: bool,
     call_timeout: Duration,
+    wait_for_replicas: Option<(usize, Duration)>,
     // The cached connection and its generation; a std mutex never held across awaits.
-    conn: Mutex<Option<(u64, deadpool_redis::Connection)>>,
-    generation: std::sync::atomic::AtomicU64,
+    conn: Mutex<Option<(u64, Object<Manager>)>>,
+    generation: AtomicU64,
     notifiers: Arc<Notifiers>,
     subscriber: Subscriber,
     // The self-check runs once per store, however many electors share it.
@@ -100,7 +76,9 @@ impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisStore")
             .field("pool", &self.pool.status())
+            .field("cluster", &self.cluster)
             .field("call_timeout", &self.call_timeout)
+            .field("wait_for_replicas", &self.wait_for_replicas)
             .finish_non_exhaustive()
     }
 }
@@ -113,8 +91,18 @@ struct Subscriber {
     _stop: DropGuard,
 }
 
-/// Marks a call in flight; if it is dropped before `done()` (a timeout from outside)
-/// or finishes with a connection fault, the connection is handed back for a health check.
+/// What to do with the cached connection after a fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// Hand it back to the pool, which health-checks it before reuse.
+    Recycle,
+    /// Drop it for good (and every idle one): it points at the wrong node.
+    Discard,
+}
+
+/// Marks a call in flight; if it is dropped before `finish()` (a timeout from outside)
+/// or finishes with a connection fault, the connection is handed back for a health check
+/// (discarded, on a cluster or after `READONLY`).
 struct InFlight<'a> {
     store: &'a RedisStore,
     generation: u64,
@@ -125,9 +113,12 @@ impl InFlight<'_> {
     fn finish<T>(mut self, result: Result<T, redis::RedisError>) -> Result<T, StoreError> {
         self.done = true;
         result.map_err(|e| {
+            let readonly = is_readonly(&e);
             let err = StoreError::from(e);
-            if err.is_retryable() || matches!(err, StoreError::Protocol(_)) {
-                self.store.invalidate(self.generation);
+            if readonly {
+                self.store.invalidate(self.generation, Fault::Discard);
+            } else if err.is_retryable() || matches!(err, StoreError::Protocol(_)) {
+                self.store.invalidate(self.generation, self.store.fault());
             }
             err
         })
@@ -137,22 +128,53 @@ impl InFlight<'_> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.store.invalidate(self.generation);
+            self.store.invalidate(self.generation, self.store.fault());
         }
     }
 }
 
+/// The node is no (longer a) writable primary: a demoted primary answers `READONLY`, a
+/// primary cut off from its replicas under `min-replicas-to-write` answers `NOREPLICAS`.
+/// Its connections are discarded, so the next one is resolved afresh (via Sentinel).
+fn is_readonly(e: &redis::RedisError) -> bool {
+    matches!(e.code(), Some("READONLY" | "NOREPLICAS"))
+}
+
 impl RedisStore {
-    /// Starts a builder for the server at `url` (`redis://host:port/db`).
+    /// Starts a builder for one server at `url`: `redis://[user:password@]host:port[/db]`,
+    /// or `rediss://...` for TLS (feature `tls`).
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
-        RedisStoreBuilder {
-            url: url.into(),
-            call_timeout: Duration::from_secs(1),
-            pool_size: 4,
-        }
+        RedisStoreBuilder::node(url.into())
     }
 
-    /// A store with default settings.
+    /// Starts a builder for the primary that the Sentinels at `sentinel_urls` name for
+    /// `master_name`. The store asks them (in order) on every (re)connect, checks the
+    /// answer with `ROLE`, and so follows failovers. Set the primary's credentials and
+    /// TLS with [`RedisStoreBuilder::primary_url`].
+    pub fn sentinel_builder(
+        master_name: impl Into<String>,
+        sentinel_urls: impl IntoIterator<Item = impl Into<String>>,
+    ) -> RedisStoreBuilder {
+        RedisStoreBuilder::sentinel(
+            master_name.into(),
+            sentinel_urls.into_iter().map(Into::into).collect(),
+        )
+    }
+
+    /// Starts a builder for a Redis Cluster reachable through any of `node_urls` (give
+    /// several: they are the seeds for every reconnect and for the release
+    /// subscription). Credentials and TLS come from the URLs, which must agree.
+    ///
+    /// Every script's keys share one hash tag (a duty's, or a partition group's), so
+    /// each call runs on the one node that owns that slot; different duties and groups
+    /// spread over the primaries.
+    pub fn cluster_builder(
+        node_urls: impl IntoIterator<Item = impl Into<String>>,
+    ) -> RedisStoreBuilder {
+        RedisStoreBuilder::cluster(node_urls.into_iter().map(Into::into).collect())
+    }
+
+    /// A store on one server with default settings.
     ///
     /// # Errors
     /// [`StoreError::Connection`] if the URL is malformed.
@@ -160,15 +182,20 @@ impl RedisStore {
         Self::builder(url).build()
     }
 
-    /// A store on a pool you built (set its `wait`/`create`/`recycle` timeouts: deadpool
-    /// leaves them unset, and a checkout could then wait forever). `pubsub` is the
-    /// client used for the one release-notification subscription.
-    pub fn from_parts(pool: Pool, pubsub: redis::Client, call_timeout: Duration) -> Self {
+    pub(super) fn new(
+        pool: Pool<Manager>,
+        target: Arc<Target>,
+        config: AsyncConnectionConfig,
+        call_timeout: Duration,
+        wait_for_replicas: Option<(usize, Duration)>,
+    ) -> Self {
         let notifiers = Arc::new(Notifiers::default());
         let stop = CancellationToken::new();
         let (tx, rx) = mpsc::unbounded_channel();
+        let cluster = target.is_cluster();
         tokio::spawn(subscriber_loop(
-            pubsub,
+            target,
+            config,
             notifiers.clone(),
             rx,
             stop.clone(),
@@ -177,9 +204,11 @@ impl RedisStore {
         Self {
             inner: Arc::new(Inner {
                 pool,
+                cluster,
                 call_timeout,
+                wait_for_replicas,
                 conn: Mutex::new(None),
-                generation: Default::default(),
+                generation: AtomicU64::default(),
                 notifiers,
                 checked: OnceCell::new(),
                 subscriber: Subscriber {
@@ -191,18 +220,42 @@ impl RedisStore {
         }
     }
 
-    /// The pool behind this store (for your own commands, e.g. fenced writes).
-    pub fn pool(&self) -> &Pool {
-        &self.inner.pool
-    }
-
     /// The per-call timeout this store was built with.
     pub fn call_timeout(&self) -> Duration {
         self.inner.call_timeout
     }
 
+    /// Runs one command of your own under the store's call timeout, on the store's
+    /// connection (routed by its first key on a cluster; a command without keys goes
+    /// wherever the cluster client sends it).
+    ///
+    /// # Errors
+    /// The [`StoreError`] of the call.
+    ///
+    /// # Cancel safety
+    /// As [`eval`](Self::eval): the command may or may not have run.
+    pub async fn query(&self, cmd: &redis::Cmd) -> Result<Value, StoreError> {
+        let timeout = self.inner.call_timeout;
+        let call = async {
+            let (mut conn, flight) = self.conn().await?;
+            let result = cmd.query_async::<Value>(&mut conn).await;
+            flight.finish(result)
+        };
+        tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| StoreError::Timeout(timeout))?
+    }
+
+    fn fault(&self) -> Fault {
+        if self.inner.cluster {
+            Fault::Discard
+        } else {
+            Fault::Recycle
+        }
+    }
+
     /// A connection for one call, with its in-flight guard.
-    async fn conn(&self) -> Result<(MultiplexedConnection, InFlight<'_>), StoreError> {
+    async fn conn(&self) -> Result<(Conn, InFlight<'_>), StoreError> {
         let cached = self
             .inner
             .conn
@@ -216,11 +269,7 @@ impl RedisStore {
                 let pooled = tokio::time::timeout(self.inner.call_timeout, self.inner.pool.get())
                     .await
                     .map_err(|_| StoreError::Timeout(self.inner.call_timeout))??;
-                let generation = self
-                    .inner
-                    .generation
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                    + 1;
+                let generation = self.inner.generation.fetch_add(1, Ordering::Relaxed) + 1;
                 let conn = (*pooled).clone();
                 *self
                     .inner
@@ -240,22 +289,40 @@ impl RedisStore {
         ))
     }
 
-    fn invalidate(&self, generation: u64) {
-        let mut slot = self
-            .inner
-            .conn
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if slot.as_ref().is_some_and(|(g, _)| *g == generation) {
-            debug!("dropping the redis connection after a fault");
-            *slot = None;
+    fn invalidate(&self, generation: u64, fault: Fault) {
+        let taken = {
+            let mut slot = self
+                .inner
+                .conn
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if slot.as_ref().is_some_and(|(g, _)| *g == generation) {
+                slot.take()
+            } else {
+                None
+            }
+        };
+        if let Some((_, conn)) = taken {
+            match fault {
+                Fault::Recycle => debug!("handing the redis connection back after a fault"),
+                Fault::Discard => {
+                    debug!("discarding the redis connection after a fault");
+                    drop(Object::take(conn));
+                    if !self.inner.cluster {
+                        // Idle connections point at the same demoted node.
+                        self.inner.pool.retain(|_, _| false);
+                    }
+                }
+            }
         }
     }
 
     /// Runs a script under the store's call timeout: `EVALSHA`, then `EVAL` on
-    /// `NOSCRIPT`. A call that fails because the cached connection had dropped is
-    /// retried once on a fresh one, so the script must be safe to run twice (every
-    /// Leasehold script is idempotent for its token).
+    /// `NOSCRIPT`. A call that fails because the cached connection had dropped (or
+    /// reached a demoted primary) is retried once on a fresh one, so the script must be
+    /// safe to run twice (every Leasehold script is idempotent for its token). On a
+    /// cluster the call goes to the node that owns the slot of the first key; every key
+    /// must share its hash tag.
     ///
     /// # Errors
     /// The [`StoreError`] of the call.
@@ -268,6 +335,18 @@ impl RedisStore {
         script: &LuaScript,
         keys: &[&str],
         args: &[&str],
+    ) -> Result<Value, StoreError> {
+        self.eval_then_wait(script, keys, args, |_| false).await
+    }
+
+    /// [`eval`](Self::eval), then, if replication waits are on and `wrote` says the
+    /// reply is a successful write, `WAIT` on the same connection.
+    async fn eval_then_wait(
+        &self,
+        script: &LuaScript,
+        keys: &[&str],
+        args: &[&str],
+        wrote: fn(&Value) -> bool,
     ) -> Result<Value, StoreError> {
         let timeout = self.inner.call_timeout;
         let call = async {
@@ -286,10 +365,24 @@ impl RedisStore {
                         .query_async::<Value>(&mut conn)
                         .await;
                 }
-                let dropped =
-                    matches!(&result, Err(e) if e.is_connection_dropped() || e.is_io_error());
+                let retry = matches!(&result, Err(e) if e.is_connection_dropped() || e.is_io_error() || is_readonly(e));
+                if let (Ok(reply), Some((replicas, wait)), Some(key)) =
+                    (&result, self.inner.wait_for_replicas, keys.first())
+                    && wrote(reply)
+                {
+                    let acked = conn.wait(key, replicas, wait).await;
+                    let acked = flight.finish(acked)?;
+                    let acked = parse_u64(&acked)?;
+                    if acked < replicas as u64 {
+                        return Err(StoreError::Replication {
+                            acked,
+                            wanted: replicas as u64,
+                        });
+                    }
+                    return result.map_err(StoreError::from);
+                }
                 let result = flight.finish(result);
-                if dropped && attempt == 0 {
+                if retry && attempt == 0 {
                     attempt += 1;
                     continue;
                 }
@@ -305,7 +398,7 @@ impl RedisStore {
         let timeout = self.inner.call_timeout;
         let call = async {
             let (mut conn, flight) = self.conn().await?;
-            let result = cmd.query_async::<Value>(&mut conn).await;
+            let result = conn.query_one_node(cmd).await;
             flight.finish(result)
         };
         tokio::time::timeout(timeout, call)
@@ -400,10 +493,11 @@ impl LeaseStore for RedisStore {
     ) -> Result<Acquire, StoreError> {
         let (lease_ms, floor) = (millis(lease).to_string(), floor.0.to_string());
         let reply = self
-            .eval(
+            .eval_then_wait(
                 &ACQUIRE,
                 &[&keys.lease, &keys.fence],
                 &[token, &lease_ms, &floor],
+                |reply| matches!(reply, Value::Array(items) if items.first() == Some(&Value::Int(1))),
             )
             .await?;
         let items = array(reply, 3)?;
@@ -431,7 +525,9 @@ impl LeaseStore for RedisStore {
     ) -> Result<bool, StoreError> {
         let lease_ms = millis(lease).to_string();
         let reply = self
-            .eval(&RENEW, &[&keys.lease], &[token, &lease_ms])
+            .eval_then_wait(&RENEW, &[&keys.lease], &[token, &lease_ms], |reply| {
+                *reply == Value::Int(1)
+            })
             .await?;
         Ok(parse_i64(&reply)? == 1)
     }
@@ -471,7 +567,16 @@ impl LeaseStore for RedisStore {
     async fn self_check(&self) -> Result<Vec<BackendWarning>, StoreError> {
         self.inner
             .checked
-            .get_or_try_init(|| self.read_settings())
+            .get_or_try_init(|| async {
+                match self.read_settings().await {
+                    // An ACL user without `config|get`: the check is optional.
+                    Err(StoreError::NoPermission(e)) => {
+                        debug!(error = %e, "self-check skipped: CONFIG GET is not permitted");
+                        Ok(Vec::new())
+                    }
+                    other => other,
+                }
+            })
             .await
             .cloned()
     }
@@ -499,103 +604,5 @@ impl RedisStore {
             warnings.push(BackendWarning::NoPersistence);
         }
         Ok(warnings)
-    }
-}
-
-/// Keeps one pub/sub subscription per store alive: reconnects with backoff, resubscribes,
-/// PINGs so a black-holed link is noticed, and wakes every follower after a reconnect
-/// (a release may have been missed; followers then re-check at once).
-async fn subscriber_loop(
-    client: redis::Client,
-    notifiers: Arc<Notifiers>,
-    mut new_channels: mpsc::UnboundedReceiver<String>,
-    stop: CancellationToken,
-    call_timeout: Duration,
-) {
-    let mut channels: Vec<String> = Vec::new();
-    let mut backoff = Duration::from_millis(50);
-    let ping_every = Duration::from_secs(1).max(call_timeout);
-    loop {
-        // Wait for the first channel before connecting at all.
-        if channels.is_empty() {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                ch = new_channels.recv() => match ch {
-                    Some(ch) => channels.push(ch),
-                    None => return,
-                },
-            }
-        }
-        let connected = async {
-            let pubsub = client.get_async_pubsub().await?;
-            let (mut sink, stream) = pubsub.split();
-            sink.subscribe(&channels).await?;
-            Ok::<_, redis::RedisError>((sink, stream))
-        };
-        let (mut sink, mut stream) = tokio::select! {
-            () = stop.cancelled() => return,
-            r = tokio::time::timeout(call_timeout, connected) => match r {
-                Ok(Ok(pair)) => pair,
-                Ok(Err(e)) => {
-                    debug!(error = %e, "release subscription failed; retrying");
-                    sleep_or_stop(&stop, &mut backoff).await;
-                    continue;
-                }
-                Err(_) => {
-                    debug!("release subscription timed out; retrying");
-                    sleep_or_stop(&stop, &mut backoff).await;
-                    continue;
-                }
-            },
-        };
-        if stop.is_cancelled() {
-            return;
-        }
-        backoff = Duration::from_millis(50);
-        notifiers.wake_all();
-        let mut ping = tokio::time::interval(ping_every);
-        ping.tick().await;
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return,
-                msg = stream.next() => match msg {
-                    Some(msg) => {
-                        if let Ok(key) = msg.get_payload::<String>() {
-                            notifiers.wake(&key);
-                        }
-                    }
-                    None => {
-                        debug!("release subscription closed; reconnecting");
-                        break;
-                    }
-                },
-                ch = new_channels.recv() => match ch {
-                    Some(ch) => {
-                        let ok = tokio::time::timeout(call_timeout, sink.subscribe(&ch)).await;
-                        channels.push(ch);
-                        if !matches!(ok, Ok(Ok(()))) {
-                            break;
-                        }
-                    }
-                    None => return,
-                },
-                _ = ping.tick() => {
-                    let ok = tokio::time::timeout(call_timeout, sink.ping::<Value>()).await;
-                    if !matches!(ok, Ok(Ok(_))) {
-                        warn!("release subscription stopped answering; reconnecting");
-                        break;
-                    }
-                }
-            }
-        }
-    }
-}
-
-async fn sleep_or_stop(stop: &CancellationToken, backoff: &mut Duration) {
-    let d = *backoff;
-    *backoff = (*backoff * 2).min(Duration::from_secs(2));
-    tokio::select! {
-        () = stop.cancelled() => {}
-        () = tokio::time::sleep(d) => {}
     }
 }

@@ -1,0 +1,216 @@
+//! Redis Cluster: scripts route by their hash tag, duties spread over the primaries,
+//! release notifications (a PUBLISH inside a script) reach a subscriber on any node,
+//! and electors recover after the primary of their slot fails over to its replica.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use leasehold_election::keys::{DutyKeys, new_token};
+use leasehold_election::{
+    Acquire, Fence, FencedWriter, LeaseStore, RedisStore, StoreError, current_leader,
+};
+use leasehold_testkit::RedisCluster;
+use support::{Terms, config, eventually};
+use tokio::time::{Instant, timeout};
+
+const WAIT: Duration = Duration::from_secs(10);
+/// Node timeout (1 s) plus a replica election; generous for a busy machine.
+const FAILOVER: Duration = Duration::from_secs(40);
+
+fn cluster_store(cluster: &RedisCluster) -> RedisStore {
+    RedisStore::cluster_builder(cluster.node_urls())
+        .call_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap()
+}
+
+/// The keys of a duty named `<prefix>-<i>` whose slot `node` serves.
+fn duty_on(cluster: &RedisCluster, node: usize, prefix: &str) -> DutyKeys {
+    (0..)
+        .map(|i| DutyKeys::new("leasehold", &format!("{prefix}-{i}")))
+        .find(|k| cluster.primary_for_key(&k.lease) == node)
+        .unwrap()
+}
+
+/// Duty names whose keys land on `n` different primaries (one per primary).
+fn duties_on_distinct_primaries(cluster: &RedisCluster, n: usize) -> Vec<(String, usize)> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for i in 0.. {
+        let duty = format!("duty-{i}");
+        let node = cluster.primary_for_key(&DutyKeys::new("leasehold", &duty).lease);
+        if seen.insert(node) {
+            out.push((duty, node));
+        }
+        if out.len() == n {
+            return out;
+        }
+    }
+    unreachable!()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duties_spread_over_primaries_and_hand_over_by_notification() {
+    let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
+    let duties = tokio::task::block_in_place(|| duties_on_distinct_primaries(&cluster, 3));
+    let store_a = cluster_store(&cluster);
+    let store_b = cluster_store(&cluster);
+    let mut pairs = Vec::new();
+    for (duty, _) in &duties {
+        // One record per duty; a long lease: b only takes over quickly through the
+        // release notification.
+        let terms = Terms::default();
+        let a = terms.spawn(store_a.clone(), config(duty, "a", 30_000));
+        timeout(WAIT, a.wait_until_leader())
+            .await
+            .expect("a leads")
+            .unwrap();
+        let b = terms.spawn(store_b.clone(), config(duty, "b", 30_000));
+        pairs.push((duty.clone(), a, b, terms));
+    }
+    // Each duty's lease lives on its own primary.
+    for (duty, node) in &duties {
+        let keys = DutyKeys::new("leasehold", duty);
+        assert_ne!(
+            cluster.nodes()[*node].redis_cli(&["GET", &keys.lease]),
+            "(nil)"
+        );
+        let leader = current_leader(&store_b, "leasehold", duty)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(leader.replica_id, "a");
+    }
+    // Fenced writes route by the key's slot, with the guard in the same slot.
+    let fence = pairs[0].1.status().fence().unwrap();
+    FencedWriter::new(store_a.clone())
+        .set("report", "v1", fence)
+        .await
+        .unwrap();
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (duty, a, b, terms) in pairs {
+        let start = Instant::now();
+        a.shutdown().await;
+        timeout(WAIT, b.wait_until_leader())
+            .await
+            .expect("b leads")
+            .unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{duty}: hand-over took {:?}; the release notification did not cross nodes",
+            start.elapsed()
+        );
+        b.shutdown().await;
+        terms.assert_no_overlap();
+    }
+    // The self-check reads one primary's settings.
+    assert!(store_a.self_check().await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn electors_recover_after_their_primary_fails_over() {
+    let mut cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 1));
+    let duties = tokio::task::block_in_place(|| duties_on_distinct_primaries(&cluster, 3));
+    let terms = Terms::default();
+    // One store waits for a replica after every acquire and renewal (WAIT routed to the
+    // slot's primary).
+    let waiting = RedisStore::cluster_builder(cluster.node_urls())
+        .call_timeout(Duration::from_millis(500))
+        .wait_for_replicas(1, Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let plain = cluster_store(&cluster);
+    let mut electors = Vec::new();
+    for (duty, _) in &duties {
+        electors.push(terms.spawn(waiting.clone(), config(duty, "a", 1_000)));
+        electors.push(terms.spawn(plain.clone(), config(duty, "b", 1_000)));
+    }
+    eventually("every duty has a leader", WAIT, || {
+        electors
+            .chunks(2)
+            .all(|pair| pair.iter().any(|e| e.status().is_leader()))
+    })
+    .await;
+
+    // WAIT goes to the primary of the key's slot: freezing the replica of the first
+    // duty's primary fails a waiting acquire there, and only there.
+    let replica_of = |primary: usize| {
+        let port = format!("(integer) {}", cluster.nodes()[primary].port());
+        cluster
+            .nodes()
+            .iter()
+            .position(|n| {
+                let role = n.redis_cli(&["ROLE"]);
+                role.starts_with("slave") && role.lines().nth(2) == Some(port.as_str())
+            })
+            .expect("every primary has a replica")
+    };
+    let frozen = tokio::task::block_in_place(|| replica_of(duties[0].1));
+    let (on_frozen, on_healthy) = tokio::task::block_in_place(|| {
+        (
+            duty_on(&cluster, duties[0].1, "probe-frozen"),
+            duty_on(&cluster, duties[1].1, "probe-healthy"),
+        )
+    });
+    cluster.nodes()[frozen].pause();
+    let lease = Duration::from_secs(5);
+    let healthy = waiting
+        .acquire(&on_healthy, &new_token("p"), lease, Fence(0))
+        .await;
+    let stalled = waiting
+        .acquire(&on_frozen, &new_token("p"), lease, Fence(0))
+        .await;
+    cluster.nodes()[frozen].resume();
+    assert!(matches!(healthy, Ok(Acquire::Won { .. })), "{healthy:?}");
+    assert!(
+        matches!(
+            stalled,
+            Err(StoreError::Replication {
+                acked: 0,
+                wanted: 1
+            })
+        ),
+        "{stalled:?}"
+    );
+
+    // Kill the primary of the first duty.
+    let (victim_duty, victim) = duties[0].clone();
+    let before = electors[0]
+        .status()
+        .highest_fence
+        .max(electors[1].status().highest_fence);
+    let killed = Instant::now();
+    cluster.nodes_mut()[victim].stop();
+    eventually(
+        "the victim duty leads again on the promoted replica",
+        FAILOVER,
+        || {
+            electors[..2]
+                .iter()
+                .any(|e| e.status().fence().is_some_and(|f| f > before))
+        },
+    )
+    .await;
+    eprintln!(
+        "cluster failover: {victim_duty} led again {:?} after its primary was killed",
+        killed.elapsed()
+    );
+    // The other duties never lost their leader for long and still have one.
+    eventually("every duty has a leader", FAILOVER, || {
+        electors
+            .chunks(2)
+            .all(|pair| pair.iter().any(|e| e.status().is_leader()))
+    })
+    .await;
+    let promoted = tokio::task::block_in_place(|| {
+        cluster.wait_until_healthy();
+        cluster.primary_for_key(&DutyKeys::new("leasehold", &victim_duty).lease)
+    });
+    assert_ne!(promoted, victim);
+    for e in electors {
+        e.shutdown().await;
+    }
+}

@@ -1,0 +1,79 @@
+//! A partition group run by an ACL user limited to the Leasehold prefix and channel,
+//! with the minimal rule from `docs/topologies.md`.
+
+mod support;
+
+use std::time::Duration;
+
+use leasehold_election::RedisStore;
+use leasehold_partitions::group_status;
+use leasehold_testkit::RedisServer;
+use support::Fleet;
+
+const LEASE: Duration = Duration::from_millis(600);
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// The commands of the minimal rule, exactly as `docs/topologies.md` prints it.
+const MINIMAL_COMMANDS: &str = "-@all +evalsha +eval +get +set +del +pexpire +pttl +time +publish +zadd +zrem +zcard +zscore +zrange +zrangebyscore +hget +hset +hdel +hmget +rpush +ping +subscribe";
+
+#[test]
+fn the_documented_rule_is_the_tested_one() {
+    let docs = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/topologies.md"),
+    )
+    .expect("docs/topologies.md");
+    assert!(
+        docs.contains(&format!(
+            "user leasehold on >secret resetchannels ~leasehold:* &leasehold:* {MINIMAL_COMMANDS}"
+        )),
+        "docs/topologies.md must print the rule this test checks"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minimal_acl_user_balances_a_group() {
+    let rule =
+        format!("leasehold on >secret resetchannels ~leasehold:* &leasehold:* {MINIMAL_COMMANDS}");
+    let args: Vec<&str> = std::iter::once("--user")
+        .chain(rule.split_whitespace())
+        .collect();
+    let redis = RedisServer::start_with_args(&args);
+    let store = RedisStore::builder(format!(
+        "redis://leasehold:secret@127.0.0.1:{}/",
+        redis.port()
+    ))
+    .call_timeout(Duration::from_millis(300))
+    .build()
+    .unwrap();
+    let mut fleet = Fleet::new(store, 12, LEASE);
+    for r in ["a", "b", "c"] {
+        fleet.start(r);
+    }
+    fleet.converge(LIMIT).await;
+    assert!(
+        fleet.counts().values().all(|c| *c == 4),
+        "{:?}",
+        fleet.counts()
+    );
+    // The operator view (its own scripts) works with the same rights.
+    let status = group_status(&fleet.backend, "leasehold", "g")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.spread(), 0);
+    // A graceful leave hands over (release scripts publish on the channel).
+    fleet.replicas.remove("c").unwrap().shutdown().await;
+    fleet.converge(LIMIT).await;
+    fleet.ledger.assert_no_double_ownership();
+    let log = redis.redis_cli(&["ACL", "LOG"]);
+    let refused: Vec<&str> = log
+        .lines()
+        .zip(log.lines().skip(1))
+        .filter(|(k, _)| *k == "object")
+        .map(|(_, v)| v)
+        .collect();
+    assert!(
+        refused.iter().all(|o| *o == "config|get"),
+        "refused: {refused:?}"
+    );
+}
