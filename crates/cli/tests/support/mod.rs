@@ -1,0 +1,134 @@
+//! Runs the `leasehold` binary, and starts real electors and coordinators to give it
+//! something to read.
+#![allow(dead_code, unreachable_pub)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use leasehold_election::{DutyResult, Leadership, RedisStore};
+use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupConfig, group_status};
+use leasehold_testkit::RedisServer;
+use tokio::process::Command;
+use tokio::time::{Instant, sleep, timeout};
+
+/// Longest any single run of the binary may take before the test fails.
+pub const RUN_LIMIT: Duration = Duration::from_secs(20);
+/// Longest a fleet may take to settle.
+pub const SETTLE_LIMIT: Duration = Duration::from_secs(20);
+/// Lease of the test fleets.
+pub const LEASE: Duration = Duration::from_secs(2);
+
+/// What a run of the binary left behind.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub took: Duration,
+}
+
+/// The binary with `REDIS_URL` cleared, so only the arguments count.
+pub fn leasehold() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_leasehold"));
+    cmd.env_remove("REDIS_URL").kill_on_drop(true);
+    cmd
+}
+
+/// Runs the binary to completion.
+pub async fn run(args: &[&str]) -> Run {
+    let start = Instant::now();
+    let out = timeout(
+        RUN_LIMIT,
+        leasehold().args(args).stdin(Stdio::null()).output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("leasehold {args:?} hung for {RUN_LIMIT:?}"))
+    .expect("the leasehold binary runs");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+        took: start.elapsed(),
+    }
+}
+
+/// Runs the binary and parses its stdout as JSON; it must succeed.
+pub async fn run_json(args: &[&str]) -> serde_json::Value {
+    let r = run(args).await;
+    assert_eq!(r.code, Some(0), "{r:?}");
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {r:?}"))
+}
+
+/// A failed run: the exit code and exactly one line on stderr, nothing on stdout.
+pub fn assert_failed(r: &Run, code: i32, contains: &str) {
+    assert_eq!(r.code, Some(code), "{r:?}");
+    assert!(r.stdout.is_empty(), "{r:?}");
+    assert_eq!(r.stderr.lines().count(), 1, "one line on stderr: {r:?}");
+    assert!(r.stderr.starts_with("leasehold: error: "), "{r:?}");
+    assert!(r.stderr.contains(contains), "expected {contains:?}: {r:?}");
+}
+
+pub fn store(redis: &RedisServer) -> RedisStore {
+    RedisStore::builder(redis.url())
+        .call_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap()
+}
+
+async fn hold(_partition: String, lead: Leadership) -> DutyResult {
+    lead.cancelled().await;
+    Ok(())
+}
+
+/// Starts replica `replica` of `group` (partitions `p0..p{n-1}`) under `prefix`.
+pub fn replica(
+    store: &RedisStore,
+    prefix: &str,
+    group: &str,
+    partitions: usize,
+    replica: &str,
+) -> CoordinatorHandle<RedisStore> {
+    let config = GroupConfig::builder(group, (0..partitions).map(|i| format!("p{i}")), replica)
+        .lease(LEASE)
+        .key_prefix(prefix)
+        .build()
+        .unwrap();
+    Coordinator::new(store.clone(), config, hold).spawn()
+}
+
+/// Waits until the store shows every partition owned and every live replica with
+/// `counts[replica]` partitions, as counted from the leases and as published.
+pub async fn wait_for_counts(
+    store: &RedisStore,
+    prefix: &str,
+    group: &str,
+    counts: &[(&str, usize)],
+) {
+    let deadline = Instant::now() + SETTLE_LIMIT;
+    let want: Vec<(String, Option<usize>)> = counts
+        .iter()
+        .map(|(r, n)| ((*r).to_owned(), Some(*n)))
+        .collect();
+    loop {
+        let status = group_status(store, prefix, group).await;
+        if let Ok(Some(s)) = &status {
+            let mut published = s.replicas.clone();
+            published.sort();
+            let mut owned: Vec<(String, Option<usize>)> = s
+                .owned_counts()
+                .into_iter()
+                .map(|(r, n)| (r, Some(n)))
+                .collect();
+            owned.sort();
+            if published == want && owned == want && s.partitions.iter().all(|p| p.owner.is_some())
+            {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "group {group} did not settle on {counts:?}: {status:?}"
+        );
+        sleep(Duration::from_millis(50)).await;
+    }
+}
