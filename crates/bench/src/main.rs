@@ -1,27 +1,47 @@
-//! `leasehold-bench`: measures Leasehold's failover and hand-over across processes.
+//! `leasehold-bench`: measures Leasehold across processes.
 //!
-//! Each run puts the leader in a child OS process (this binary, re-executed in its
-//! hidden `child` mode) and the follower in this process, on a fresh duty:
+//! Single duty: each run puts the leader in a child OS process (this binary,
+//! re-executed in its hidden `child` mode) and the follower in this process, on a
+//! fresh duty:
 //!
 //! - `failover`: SIGKILL the leader at a random point of its renew cycle; report the
 //!   time until the follower leads and the overshoot beyond the lease's expiry;
 //! - `handover`: SIGTERM the leader, which shuts down gracefully (release plus
 //!   notification); report the time until the follower leads.
 //!
+//! Partitions: every replica is a child OS process (hidden `partition-child` mode) and
+//! the bench watches the group through `group_status`:
+//!
+//! - `rebalance`: cold start, SIGKILL of one replica, join of a new one;
+//! - `load`: the steady-state request rate of a balanced group;
+//! - `chaos`: a seeded fault schedule against replicas doing fenced ledger writes,
+//!   then a check of every ledger.
+//!
 //! Progress goes to stderr; the last line of stdout is one JSON report.
 //!
 //! ```text
 //! leasehold-bench failover --lease-ms 1000 --runs 10 [--redis-url URL]
 //! leasehold-bench handover --lease-ms 1000 --runs 10 [--redis-url URL]
+//! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--redis-url URL]
+//! leasehold-bench load --partitions 1000 --replicas 4 --lease-ms 1000 --seconds 10
+//! leasehold-bench chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 60 --seed 42
 //! ```
 
+mod chaos;
 mod child;
 mod event;
 mod failover;
+mod fleet;
 mod follower;
+mod group;
 mod handover;
 mod harness;
 mod leader;
+mod load;
+mod partition_child;
+mod partition_event;
+mod rebalance;
+mod replica;
 mod setup;
 mod stats;
 
@@ -49,9 +69,18 @@ enum Command {
     Failover(ScenarioArgs),
     /// SIGTERM the leader process (graceful release); time until the follower leads.
     Handover(ScenarioArgs),
+    /// Partition replicas as processes: cold start, SIGKILL of one, join of another.
+    Rebalance(RebalanceArgs),
+    /// Steady-state requests per second of a balanced partition group.
+    Load(LoadArgs),
+    /// Seeded faults against replicas doing fenced writes; checks every ledger.
+    Chaos(ChaosArgs),
     /// Run one elector and report its events as JSON lines (used by the scenarios).
     #[command(hide = true)]
     Child(ChildArgs),
+    /// Run one partition coordinator and report its events as JSON lines.
+    #[command(hide = true)]
+    PartitionChild(PartitionChildArgs),
 }
 
 /// Options of the `failover` and `handover` scenarios.
@@ -85,12 +114,124 @@ pub struct ChildArgs {
     pub lease_ms: u64,
 }
 
+/// Options of the `rebalance` scenario.
+#[derive(Debug, Args)]
+pub struct RebalanceArgs {
+    /// Number of partitions.
+    #[arg(long, default_value_t = 64, value_parser = parse_count)]
+    pub partitions: usize,
+    /// Replicas at the start (one more joins at the end).
+    #[arg(long, default_value_t = 4, value_parser = parse_replicas)]
+    pub replicas: usize,
+    /// Lease of every partition, in milliseconds.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
+    pub lease_ms: u64,
+    /// Settle time of a starting replica, in milliseconds. Default: one lease.
+    #[arg(long)]
+    pub settle_ms: Option<u64>,
+    /// Use this Redis instead of starting a throwaway redis-server.
+    #[arg(long)]
+    pub redis_url: Option<String>,
+}
+
+/// Options of the `load` scenario.
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// Number of partitions.
+    #[arg(long, default_value_t = 1000, value_parser = parse_count)]
+    pub partitions: usize,
+    /// Number of replicas.
+    #[arg(long, default_value_t = 4, value_parser = parse_count)]
+    pub replicas: usize,
+    /// Lease of every partition, in milliseconds.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
+    pub lease_ms: u64,
+    /// Length of the measurement window, in seconds.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub seconds: u64,
+    /// Use this Redis instead of starting a throwaway redis-server.
+    #[arg(long)]
+    pub redis_url: Option<String>,
+}
+
+/// Options of the `chaos` scenario (it always starts its own two redis-servers).
+#[derive(Debug, Args)]
+pub struct ChaosArgs {
+    /// Number of replicas.
+    #[arg(long, default_value_t = 5, value_parser = parse_replicas)]
+    pub replicas: usize,
+    /// Number of partitions.
+    #[arg(long, default_value_t = 32, value_parser = parse_count)]
+    pub partitions: usize,
+    /// Lease of every partition, in milliseconds.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    pub lease_ms: u64,
+    /// Length of the fault schedule, in seconds.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub seconds: u64,
+    /// Seed of the fault schedule: the same seed gives the same schedule.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// How often each partition callback appends a ledger record, in milliseconds.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub write_every_ms: u64,
+}
+
+/// Options of the hidden `partition-child` mode.
+#[derive(Debug, Args)]
+pub struct PartitionChildArgs {
+    /// Redis URL of the coordination server.
+    #[arg(long)]
+    pub redis_url: String,
+    /// Group name.
+    #[arg(long)]
+    pub group: String,
+    /// Number of partitions (named `p0000`, `p0001`, ...).
+    #[arg(long, value_parser = parse_count)]
+    pub partitions: usize,
+    /// Replica id.
+    #[arg(long)]
+    pub replica: String,
+    /// Lease in milliseconds.
+    #[arg(long)]
+    pub lease_ms: u64,
+    /// Settle time in milliseconds. Default: one lease.
+    #[arg(long)]
+    pub settle_ms: Option<u64>,
+    /// Redis URL of a resource store: each partition callback appends fenced ledger
+    /// records there.
+    #[arg(long)]
+    pub ledger_url: Option<String>,
+    /// How often a callback appends a ledger record, in milliseconds.
+    #[arg(long, default_value_t = 10)]
+    pub write_every_ms: u64,
+}
+
+fn parse_count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=100_000).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?} is not a count in 1..=100000")),
+    }
+}
+
+fn parse_replicas(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (2..=100).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?} is not a replica count in 2..=100")),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Every elector warns at start that the throwaway server has no persistence; that is
     // expected here, so the elector's own warnings are off unless RUST_LOG asks for them.
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("warn,leasehold_election::elector=error"));
+    // Partition replicas under faults warn about every failed tick: errors only.
+    let default_filter = match cli.command {
+        Command::PartitionChild(_) => "error",
+        _ => "warn,leasehold_election::elector=error",
+    };
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
@@ -113,6 +254,17 @@ fn main() -> ExitCode {
 async fn dispatch(command: Command) -> Result<(), BoxError> {
     match command {
         Command::Child(args) => child::run(&args).await,
+        Command::PartitionChild(args) => partition_child::run(&args).await,
+        Command::Rebalance(args) => print_last(&rebalance::run(&args).await?),
+        Command::Load(args) => print_last(&load::run(&args).await?),
+        Command::Chaos(args) => {
+            let report = chaos::run(&args).await?;
+            print_last(&report)?;
+            match report.violations {
+                0 => Ok(()),
+                n => Err(format!("{n} violations (seed {})", args.seed).into()),
+            }
+        }
         Command::Failover(args) => {
             let harness = Harness::start(&args)?;
             print_last(&failover::run(&harness, runs(&args)?).await?)

@@ -1,0 +1,184 @@
+//! Watching a partition group from the outside: `group_status` polls on the bench's
+//! clock, and what a status says (owned by the live replicas, balanced, who moved).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use leasehold_election::RedisStore;
+use leasehold_partitions::{GroupStatus, group_status};
+use tokio::time::{Instant, MissedTickBehavior, interval};
+
+use crate::event::now_us;
+use crate::setup::BoxError;
+
+/// The key prefix every bench group uses (the library default).
+pub const PREFIX: &str = "leasehold";
+
+/// Reads one group's status from Redis, directly (never through a fault proxy).
+#[derive(Debug, Clone)]
+pub struct GroupWatch {
+    store: RedisStore,
+    group: String,
+    every: Duration,
+}
+
+impl GroupWatch {
+    /// Watches `group` through `store`, polling every `every`.
+    pub fn new(store: RedisStore, group: &str, every: Duration) -> Self {
+        Self {
+            store,
+            group: group.to_owned(),
+            every,
+        }
+    }
+
+    /// The group now; `None` before any replica has joined.
+    ///
+    /// # Errors
+    /// The store's error.
+    pub async fn status(&self) -> Result<Option<GroupStatus>, BoxError> {
+        Ok(group_status(&self.store, PREFIX, &self.group).await?)
+    }
+
+    /// Polls until `done` holds; returns that status and when its reply arrived (wall
+    /// µs). Every status read is also shown to `done`, so it can track changes. Failed
+    /// reads are skipped.
+    ///
+    /// # Errors
+    /// If `done` does not hold within `limit` (the message says what was last seen).
+    pub async fn poll_until(
+        &self,
+        what: &str,
+        limit: Duration,
+        mut done: impl FnMut(&GroupStatus) -> bool,
+    ) -> Result<(GroupStatus, u64), BoxError> {
+        let deadline = Instant::now() + limit;
+        let mut tick = interval(self.every);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let mut last: Option<GroupStatus> = None;
+        loop {
+            tick.tick().await;
+            if let Ok(Some(status)) = self.status().await {
+                let at = now_us();
+                if done(&status) {
+                    return Ok((status, at));
+                }
+                last = Some(status);
+            }
+            if Instant::now() >= deadline {
+                let seen = last.as_ref().map_or_else(|| "nothing".to_owned(), describe);
+                return Err(format!("{what}: not within {limit:?}; last seen {seen}").into());
+            }
+        }
+    }
+
+    /// Polls for `span`, showing every status to `observe`.
+    pub async fn observe_for(&self, span: Duration, mut observe: impl FnMut(&GroupStatus)) {
+        let _ = self
+            .poll_until("observation", span, |s| {
+                observe(s);
+                false
+            })
+            .await;
+    }
+}
+
+/// Whether every partition is leased by one of `live`.
+pub fn owned_by(status: &GroupStatus, live: &[String]) -> bool {
+    status
+        .partitions
+        .iter()
+        .all(|p| p.owner.as_ref().is_some_and(|o| live.contains(o)))
+}
+
+/// Partitions leased per replica of `live` (0 for one that holds none).
+pub fn counts(status: &GroupStatus, live: &[String]) -> BTreeMap<String, usize> {
+    let mut counts: BTreeMap<String, usize> = live.iter().map(|r| (r.clone(), 0)).collect();
+    for p in &status.partitions {
+        if let Some(n) = p.owner.as_ref().and_then(|o| counts.get_mut(o)) {
+            *n += 1;
+        }
+    }
+    counts
+}
+
+/// max − min of [`counts`] (0 with no replicas).
+pub fn spread_of(counts: &BTreeMap<String, usize>) -> usize {
+    let max = counts.values().max().copied().unwrap_or(0);
+    let min = counts.values().min().copied().unwrap_or(0);
+    max - min
+}
+
+/// Every partition owned by `live`, every one of `live` in the heartbeat set (and no
+/// one else), and spread ≤ 1 among them.
+pub fn balanced(status: &GroupStatus, live: &[String]) -> bool {
+    status.replicas.len() == live.len()
+        && status.replicas.iter().all(|(r, _)| live.contains(r))
+        && owned_by(status, live)
+        && spread_of(&counts(status, live)) <= 1
+}
+
+/// A one-line summary of a status, for error messages and progress.
+pub fn describe(status: &GroupStatus) -> String {
+    let unowned = status
+        .partitions
+        .iter()
+        .filter(|p| p.owner.is_none())
+        .count();
+    let counts: Vec<String> = status
+        .owned_counts()
+        .iter()
+        .map(|(r, n)| format!("{r}={n}"))
+        .collect();
+    format!("{} unowned, heartbeating [{}]", unowned, counts.join(", "))
+}
+
+/// Counts owner changes across successive statuses: a partition whose owner differs
+/// from the last owner seen for it (an unowned gap in between does not hide a move).
+#[derive(Debug, Clone, Default)]
+pub struct OwnerTracker {
+    last: HashMap<String, String>,
+    /// Owner changes seen so far.
+    pub changes: u64,
+    /// The same changes by (from, to).
+    pub moves: BTreeMap<(String, String), u64>,
+}
+
+impl OwnerTracker {
+    /// A tracker that starts from the owners in `status`.
+    pub fn from_status(status: &GroupStatus) -> Self {
+        let mut t = Self::default();
+        t.observe(status);
+        t.changes = 0;
+        t.moves.clear();
+        t
+    }
+
+    /// The moves as `from→to ×n` text, for progress lines.
+    pub fn describe_moves(&self) -> String {
+        let moves: Vec<String> = self
+            .moves
+            .iter()
+            .map(|((from, to), n)| format!("{from}→{to} ×{n}"))
+            .collect();
+        moves.join(", ")
+    }
+
+    /// Takes in one status.
+    pub fn observe(&mut self, status: &GroupStatus) {
+        for p in &status.partitions {
+            let Some(owner) = &p.owner else { continue };
+            match self.last.get_mut(&p.partition) {
+                Some(last) if last != owner => {
+                    self.changes += 1;
+                    *self.moves.entry((last.clone(), owner.clone())).or_default() += 1;
+                    last.clone_from(owner);
+                }
+                Some(_) => {}
+                None => {
+                    self.last.insert(p.partition.clone(), owner.clone());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! The JSON lines a `partition-child` prints on stdout, and the partition names every
+//! process of a group derives from the partition count.
+
+use std::io::Write;
+
+use serde::{Deserialize, Serialize};
+
+/// One event of a partition replica, printed as one JSON line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum PartitionEvent {
+    /// The replica's first group tick succeeded (it heartbeats in the group).
+    Joined {
+        /// When the replica saw it (wall µs).
+        at_us: u64,
+    },
+    /// A partition callback started: this replica owns the partition.
+    Owned {
+        /// The partition.
+        partition: String,
+        /// The term's fence.
+        fence: u64,
+        /// When the callback started (wall µs).
+        at_us: u64,
+    },
+    /// A partition callback saw its term end and returns.
+    Released {
+        /// The partition.
+        partition: String,
+        /// The term's fence.
+        fence: u64,
+        /// When the callback saw the cancellation (wall µs).
+        at_us: u64,
+        /// Ledger records the term wrote (and saw accepted); 0 without `--ledger-url`.
+        #[serde(default)]
+        writes: u64,
+        /// Ledger writes that failed with a store error (they may or may not have landed).
+        #[serde(default)]
+        write_errors: u64,
+    },
+    /// A fenced ledger write was rejected as stale: a later term has written. The
+    /// callback writes no more in this term.
+    Rejected {
+        /// The partition.
+        partition: String,
+        /// The term's fence.
+        fence: u64,
+        /// The highest fence the ledger has accepted.
+        highest: u64,
+        /// When the rejection arrived (wall µs).
+        at_us: u64,
+    },
+    /// The replica's hand-off count (partitions released to rebalance) went up.
+    Handoffs {
+        /// Hand-offs since the replica started.
+        total: u64,
+        /// When the replica saw it (wall µs).
+        at_us: u64,
+    },
+    /// The replica received SIGTERM (printed after the shutdown).
+    Sigterm {
+        /// When the signal was received (wall µs).
+        at_us: u64,
+    },
+    /// The graceful shutdown finished (left the group, released every lease); the
+    /// process exits 0 next.
+    Stopped {
+        /// When `shutdown().await` returned (wall µs).
+        at_us: u64,
+    },
+}
+
+impl PartitionEvent {
+    /// Prints the event as one JSON line on stdout and flushes it. A closed stdout (the
+    /// parent is gone) is ignored.
+    pub fn emit(&self) {
+        let mut out = std::io::stdout().lock();
+        if serde_json::to_writer(&mut out, self).is_ok() {
+            let _ = out.write_all(b"\n");
+            let _ = out.flush();
+        }
+    }
+}
+
+/// The partition names of a group of `count` partitions: `p0000`, `p0001`, ...
+pub fn partition_names(count: usize) -> Vec<String> {
+    (0..count).map(|i| format!("p{i:04}")).collect()
+}
+
+/// The ledger key of a partition on the resource store. The hash tag keeps it and its
+/// fence guard in one Redis Cluster slot.
+pub fn ledger_key(partition: &str) -> String {
+    format!("ledger:{{{partition}}}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_use_the_documented_json_shape() {
+        let e = PartitionEvent::Owned {
+            partition: "p0001".into(),
+            fence: 7,
+            at_us: 10,
+        };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"event":"owned","partition":"p0001","fence":7,"at_us":10}"#
+        );
+        let back: PartitionEvent = serde_json::from_str(
+            r#"{"event":"released","partition":"p0001","fence":7,"at_us":12}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            back,
+            PartitionEvent::Released {
+                partition: "p0001".into(),
+                fence: 7,
+                at_us: 12,
+                writes: 0,
+                write_errors: 0,
+            }
+        );
+    }
+
+    #[test]
+    fn names_and_ledger_keys() {
+        assert_eq!(partition_names(2), ["p0000", "p0001"]);
+        assert_eq!(ledger_key("p0003"), "ledger:{p0003}");
+    }
+}
