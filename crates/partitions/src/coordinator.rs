@@ -422,7 +422,7 @@ where
                 }
                 () = self.batch.arrived.notified(), if !leaving => {
                     // A renewal off the grid (or the tick is far): flush it on its own.
-                    if next_tick.saturating_duration_since(Instant::now()) > 3 * BATCH_WINDOW {
+                    if next_tick.saturating_duration_since(Instant::now()) > TICK_OFFSET + BATCH_WINDOW {
                         sleep(BATCH_WINDOW).await;
                         self.tick().await;
                     }

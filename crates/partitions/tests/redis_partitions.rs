@@ -227,9 +227,11 @@ async fn steady_traffic_grows_with_replicas_not_partitions() {
     let large = steady_traffic(240).await;
     eprintln!("steady requests/s on 3 replicas: {small:.1} for 12 partitions, {large:.1} for 240");
     // One tick per replica per renew interval (3 × 5/s = 15/s) plus the PING the
-    // release subscription sends every second: the same for 12 or 240 partitions.
+    // release subscription sends every second (3/s): 18/s, measured 16. Renewals that
+    // missed the tick and went out on their own would double it. The same for 12 or
+    // 240 partitions.
     assert!(
-        small < 40.0 && large < 40.0,
+        small < 25.0 && large < 25.0,
         "small {small:.1}/s, large {large:.1}/s"
     );
     assert!(
