@@ -570,8 +570,10 @@ where
     async fn self_check(&self) {
         match timeout(self.config.call_timeout, self.store.self_check()).await {
             Ok(Ok(warnings)) => {
+                // The store logs them once (a process may run thousands of electors);
+                // each elector reports them in its status.
                 for w in &warnings {
-                    warn!(warning = %w, "backend self-check");
+                    debug!(warning = %w, "backend self-check");
                 }
                 self.status.send_modify(|s| s.warnings = warnings);
             }

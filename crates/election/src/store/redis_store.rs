@@ -9,7 +9,7 @@ use deadpool::managed::{Object, Pool};
 use redis::{AsyncConnectionConfig, Value};
 use tokio::sync::{Notify, OnceCell, broadcast, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::notify::Notifiers;
 use super::redis_builder::RedisStoreBuilder;
@@ -573,6 +573,13 @@ impl LeaseStore for RedisStore {
                     Err(StoreError::NoPermission(e)) => {
                         debug!(error = %e, "self-check skipped: CONFIG GET is not permitted");
                         Ok(Vec::new())
+                    }
+                    // Logged once per store, however many electors share it.
+                    Ok(warnings) => {
+                        for w in &warnings {
+                            warn!(warning = %w, "redis self-check");
+                        }
+                        Ok(warnings)
                     }
                     other => other,
                 }
