@@ -180,17 +180,15 @@ impl deadpool::managed::Manager for Manager {
         conn: &mut Conn,
         metrics: &deadpool::managed::Metrics,
     ) -> deadpool::managed::RecycleResult<RedisError> {
-        match conn {
-            Conn::Node(c) if let Target::Node { manager, .. } = &*self.target => {
-                manager.recycle(c, metrics).await
-            }
-            Conn::Node(c) => {
+        match (conn, &*self.target) {
+            (Conn::Node(c), Target::Node { manager, .. }) => manager.recycle(c, metrics).await,
+            (Conn::Node(c), _) => {
                 redis::cmd("PING").query_async::<Value>(c).await?;
                 Ok(())
             }
             // A cluster connection reconnects to nodes and refreshes its slot map by
             // itself; the store discards it after a fault rather than handing it back.
-            Conn::Cluster(_) => Ok(()),
+            (Conn::Cluster(_), _) => Ok(()),
         }
     }
 }
