@@ -23,7 +23,7 @@ const POLL: Duration = Duration::from_millis(1);
 /// Bad settings, or the SIGTERM handler could not be installed.
 pub async fn run(args: &ChildArgs) -> Result<(), BoxError> {
     let lease = Duration::from_millis(args.lease_ms);
-    let store = setup::store(&args.redis_url, lease)?;
+    let store = setup::build_store(&args.conn.spec()?, lease)?;
     let config = setup::config(&args.duty, &args.replica, lease)?;
     // The renewal was sent at `deadline - (lease - margin)`.
     let validity = config.lease - config.safety_margin;

@@ -15,6 +15,7 @@ use crate::harness::Harness;
 use crate::leader::ChildLeader;
 use crate::setup::BoxError;
 use crate::stats::{Summary, round3};
+use crate::topology::Topology;
 
 /// Longest a killed child takes to be reaped.
 const REAP: Duration = Duration::from_secs(5);
@@ -42,6 +43,8 @@ pub struct FailoverRun {
 pub struct FailoverReport {
     /// Always `failover`.
     pub scenario: &'static str,
+    /// The Redis set-up.
+    pub topology: Topology,
     /// The lease.
     pub lease_ms: u64,
     /// Every run, in order.
@@ -72,6 +75,7 @@ pub async fn run(harness: &Harness, runs: usize) -> Result<FailoverReport, BoxEr
     let summary = |v: Vec<f64>| Summary::of(&v).ok_or("no runs");
     Ok(FailoverReport {
         scenario: "failover",
+        topology: harness.topology(),
         lease_ms: micros(harness.lease()) / 1000,
         failover_ms: summary(series(|r| r.failover_ms))?,
         overshoot_ms: summary(series(|r| r.overshoot_ms))?,

@@ -1,14 +1,13 @@
-//! A group of `partition-child` processes on one Redis, watched from the bench: what
-//! the `rebalance` and `load` scenarios share.
+//! A group of `partition-child` processes on one Redis set-up, watched from the bench:
+//! what the `rebalance` and `load` scenarios share.
 
 use std::time::Duration;
-
-use leasehold_testkit::RedisServer;
 
 use crate::event::now_us;
 use crate::group::GroupWatch;
 use crate::replica::{EventLog, ReplicaProcess, ReplicaSpec};
 use crate::setup::{self, BoxError};
+use crate::topology::{Servers, TargetArgs};
 
 /// Longest a replica may take to leave gracefully after SIGTERM.
 pub const EXIT: Duration = Duration::from_secs(15);
@@ -18,40 +17,32 @@ pub const EXIT: Duration = Duration::from_secs(15);
 pub struct Fleet {
     /// What every replica process shares.
     pub spec: ReplicaSpec,
-    /// The coordination server.
-    pub url: String,
+    /// The coordination servers (ours unless a URL was given; killed on drop).
+    pub servers: Servers,
     /// `group_status` polls.
     pub watch: GroupWatch,
     /// Every event of every replica.
     pub log: EventLog,
     /// The replica processes started and not yet taken out.
     procs: Vec<ReplicaProcess>,
-    /// Our own server, unless a URL was given; killed on drop.
-    _server: Option<RedisServer>,
 }
 
 impl Fleet {
-    /// Starts a redis-server unless `redis_url` names one; the group is named after
-    /// `scenario`, this process and the time, so runs never meet each other's keys.
+    /// Starts the servers of `target`'s topology unless it names a server; the group is
+    /// named after `scenario`, this process and the time, so runs never meet each
+    /// other's keys.
     ///
     /// # Errors
-    /// If redis-server cannot start or the settings are invalid.
+    /// If the servers cannot start or the settings are invalid.
     pub fn start(
-        redis_url: Option<&str>,
+        target: &TargetArgs,
         scenario: &str,
         partitions: usize,
         lease_ms: u64,
         settle_ms: Option<u64>,
         poll: Duration,
     ) -> Result<Self, BoxError> {
-        let (server, url) = match redis_url {
-            Some(url) => (None, url.to_owned()),
-            None => {
-                let server = RedisServer::try_start()?;
-                let url = server.url();
-                (Some(server), url)
-            }
-        };
+        let servers = Servers::start(target)?;
         let lease = Duration::from_millis(lease_ms);
         let group = format!(
             "bench-{scenario}-{}-{}",
@@ -67,11 +58,10 @@ impl Fleet {
                 settle_ms,
                 write_every_ms: 5,
             },
-            watch: GroupWatch::new(setup::store(&url, lease)?, &group, poll),
-            url,
+            watch: GroupWatch::new(setup::build_store(&servers.spec, lease)?, &group, poll),
+            servers,
             log: EventLog::default(),
             procs: Vec::new(),
-            _server: server,
         })
     }
 
@@ -85,7 +75,7 @@ impl Fleet {
     /// # Errors
     /// If the process cannot be started.
     pub fn spawn(&mut self, replica: &str) -> Result<(), BoxError> {
-        let p = ReplicaProcess::spawn(&self.spec, replica, 1, &self.url, None, &self.log)?;
+        let p = ReplicaProcess::spawn(&self.spec, replica, 1, &self.servers.spec, None, &self.log)?;
         self.procs.push(p);
         Ok(())
     }

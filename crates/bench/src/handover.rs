@@ -10,6 +10,7 @@ use crate::event::{micros, now_us, span_ms};
 use crate::harness::Harness;
 use crate::setup::BoxError;
 use crate::stats::{Summary, round3};
+use crate::topology::Topology;
 
 /// Longest a terminated child may take to exit.
 const EXIT: Duration = Duration::from_secs(10);
@@ -32,6 +33,8 @@ pub struct HandoverRun {
 pub struct HandoverReport {
     /// Always `handover`.
     pub scenario: &'static str,
+    /// The Redis set-up.
+    pub topology: Topology,
     /// The lease.
     pub lease_ms: u64,
     /// Every run, in order.
@@ -62,6 +65,7 @@ pub async fn run(harness: &Harness, runs: usize) -> Result<HandoverReport, BoxEr
     let summary = |v: Vec<f64>| Summary::of(&v).ok_or("no runs");
     Ok(HandoverReport {
         scenario: "handover",
+        topology: harness.topology(),
         lease_ms: micros(harness.lease()) / 1000,
         handover_ms: summary(series(|r| r.handover_ms))?,
         signal_ms: summary(series(|r| r.signal_ms))?,

@@ -60,13 +60,14 @@ pub struct ChildLeader {
 }
 
 impl ChildLeader {
-    /// Starts `exe child ...` for `duty` as `replica`.
+    /// Starts `exe child ...` for `duty` as `replica`, on the store `spec_arg` (a
+    /// `StoreSpec` as JSON).
     ///
     /// # Errors
     /// If the process cannot be started.
     pub fn spawn(
         exe: &Path,
-        url: &str,
+        spec_arg: &str,
         duty: &str,
         replica: &str,
         lease: Duration,
@@ -74,8 +75,8 @@ impl ChildLeader {
         let mut child = Command::new(exe)
             .args([
                 "child",
-                "--redis-url",
-                url,
+                "--store",
+                spec_arg,
                 "--duty",
                 duty,
                 "--replica",

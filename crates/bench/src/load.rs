@@ -5,7 +5,10 @@
 //! lease has passed), the bench reads the `calls` of `evalsha`, `eval` and `ping` (the
 //! commands a replica sends; the commands a script runs inside Redis are counted
 //! separately and are not requests) at the start and end of the window, without
-//! polling the group in between.
+//! polling the group in between. A window of the same length before any replica
+//! starts measures the servers' own traffic (the Sentinels' `PING`s), which is
+//! subtracted. On a cluster it sums the stats of every node; under
+//! Sentinel it reads the primary; under TLS, the server's plain port.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,6 +21,7 @@ use crate::fleet::Fleet;
 use crate::group::{balanced, describe};
 use crate::setup::BoxError;
 use crate::stats::round3;
+use crate::topology::Topology;
 
 /// The commands a replica sends.
 const REQUESTS: [&str; 3] = ["evalsha", "eval", "ping"];
@@ -27,6 +31,8 @@ const REQUESTS: [&str; 3] = ["evalsha", "eval", "ping"];
 pub struct LoadReport {
     /// Always `load`.
     pub scenario: &'static str,
+    /// The Redis set-up.
+    pub topology: Topology,
     /// Partition count.
     pub partitions: usize,
     /// Replica count.
@@ -35,13 +41,17 @@ pub struct LoadReport {
     pub lease_ms: u64,
     /// Length of the window.
     pub seconds: u64,
-    /// Requests per second, all replicas together.
+    /// Requests per second, all replicas together: the window's rate minus
+    /// `background_per_sec`.
     pub requests_per_sec: f64,
     /// `requests_per_sec` / replicas.
     pub per_replica_per_sec: f64,
     /// Share of one core the server spent executing those requests (scripts included),
-    /// in percent, from `INFO commandstats` `usec`.
+    /// in percent, from `INFO commandstats` `usec` (background subtracted).
     pub redis_cpu_pct: f64,
+    /// Requests per second the servers saw over a window of the same length before any
+    /// replica started: the Sentinels' `PING`s under Sentinel, 0 elsewhere.
+    pub background_per_sec: f64,
 }
 
 /// Runs the scenario.
@@ -50,7 +60,7 @@ pub struct LoadReport {
 /// If the group does not balance in time, or Redis cannot be read.
 pub async fn run(args: &LoadArgs) -> Result<LoadReport, BoxError> {
     let mut fleet = Fleet::start(
-        args.redis_url.as_deref(),
+        &args.target,
         "load",
         args.partitions,
         args.lease_ms,
@@ -66,6 +76,21 @@ pub async fn run(args: &LoadArgs) -> Result<LoadReport, BoxError> {
 
 async fn measure(fleet: &mut Fleet, args: &LoadArgs) -> Result<LoadReport, BoxError> {
     let lease = fleet.lease();
+    let window = Duration::from_secs(args.seconds);
+    let mut conns = Vec::new();
+    for url in &fleet.servers.stats_urls {
+        let client = redis::Client::open(url.as_str())?;
+        conns.push(client.get_multiplexed_async_connection().await?);
+    }
+    // What the servers see before any replica runs (the Sentinels' PINGs, say): not
+    // the replicas' traffic, so it is subtracted below.
+    let background = Window::measure(&mut conns, window).await?;
+    eprintln!(
+        "background before any replica, over {:.3} s: {}",
+        background.secs,
+        background.describe()
+    );
+
     let start_us = now_us();
     for i in 1..=args.replicas {
         fleet.spawn(&format!("replica-{i}"))?;
@@ -84,12 +109,7 @@ async fn measure(fleet: &mut Fleet, args: &LoadArgs) -> Result<LoadReport, BoxEr
     );
     tokio::time::sleep(lease).await;
 
-    let client = redis::Client::open(fleet.url.as_str())?;
-    let mut conn = client.get_multiplexed_async_connection().await?;
-    let (before, t0) = (requests(&mut conn).await?, now_us());
-    tokio::time::sleep(Duration::from_secs(args.seconds)).await;
-    let (after, t1) = (requests(&mut conn).await?, now_us());
-
+    let measured = Window::measure(&mut conns, window).await?;
     let status = fleet.watch.status().await?.ok_or("the group is gone")?;
     if !balanced(&status, &live) {
         return Err(format!(
@@ -98,41 +118,88 @@ async fn measure(fleet: &mut Fleet, args: &LoadArgs) -> Result<LoadReport, BoxEr
         )
         .into());
     }
-    let secs = span_ms(t0, t1) / 1000.0;
-    let delta = |name: &str| {
-        let at = |m: &BTreeMap<String, Stat>| m.get(name).copied().unwrap_or_default();
-        let (a, b) = (at(&before), at(&after));
-        Stat {
-            calls: b.calls.saturating_sub(a.calls),
-            usec: b.usec.saturating_sub(a.usec),
-        }
-    };
-    let total: u64 = REQUESTS.iter().map(|c| delta(c).calls).sum();
-    let usec: u64 = REQUESTS.iter().map(|c| delta(c).usec).sum();
-    let each: Vec<String> = REQUESTS
-        .iter()
-        .map(|c| {
-            let d = delta(c);
-            format!(
-                "{c} {:.1}/s ({:.0} µs each)",
-                d.calls as f64 / secs,
-                d.usec as f64 / d.calls.max(1) as f64
-            )
-        })
-        .collect();
-    eprintln!("requests over {secs:.3} s: {}", each.join(", "));
-    let rate = total as f64 / secs;
+    eprintln!(
+        "requests over {:.3} s: {}",
+        measured.secs,
+        measured.describe()
+    );
+    let background_rate = background.calls_per_sec();
+    let rate = (measured.calls_per_sec() - background_rate).max(0.0);
+    let cpu = (measured.usec_per_sec() - background.usec_per_sec()).max(0.0);
     let replicas = args.replicas;
     Ok(LoadReport {
         scenario: "load",
+        topology: fleet.servers.topology,
         partitions: args.partitions,
         replicas,
         lease_ms: args.lease_ms,
         seconds: args.seconds,
         requests_per_sec: round3(rate),
         per_replica_per_sec: round3(rate / replicas as f64),
-        redis_cpu_pct: round3(usec as f64 / (secs * 1e6) * 100.0),
+        redis_cpu_pct: round3(cpu / 1e6 * 100.0),
+        background_per_sec: round3(background_rate),
     })
+}
+
+/// The request stats of one measurement window.
+#[derive(Debug, Clone)]
+struct Window {
+    /// Each of [`REQUESTS`]: calls and server time during the window.
+    delta: BTreeMap<String, Stat>,
+    /// Its length.
+    secs: f64,
+}
+
+impl Window {
+    /// Reads the stats, waits `length`, reads them again.
+    async fn measure(
+        conns: &mut [redis::aio::MultiplexedConnection],
+        length: Duration,
+    ) -> Result<Self, BoxError> {
+        let (before, t0) = (requests(conns).await?, now_us());
+        tokio::time::sleep(length).await;
+        let (after, t1) = (requests(conns).await?, now_us());
+        let delta = REQUESTS
+            .iter()
+            .map(|&name| {
+                let at = |m: &BTreeMap<String, Stat>| m.get(name).copied().unwrap_or_default();
+                let (a, b) = (at(&before), at(&after));
+                let d = Stat {
+                    calls: b.calls.saturating_sub(a.calls),
+                    usec: b.usec.saturating_sub(a.usec),
+                };
+                (name.to_owned(), d)
+            })
+            .collect();
+        Ok(Self {
+            delta,
+            secs: span_ms(t0, t1) / 1000.0,
+        })
+    }
+
+    fn calls_per_sec(&self) -> f64 {
+        self.delta.values().map(|d| d.calls).sum::<u64>() as f64 / self.secs
+    }
+
+    fn usec_per_sec(&self) -> f64 {
+        self.delta.values().map(|d| d.usec).sum::<u64>() as f64 / self.secs
+    }
+
+    /// Per command: calls per second and server time per call.
+    fn describe(&self) -> String {
+        let each: Vec<String> = REQUESTS
+            .iter()
+            .map(|&c| {
+                let d = self.delta.get(c).copied().unwrap_or_default();
+                format!(
+                    "{c} {:.1}/s ({:.0} µs each)",
+                    d.calls as f64 / self.secs,
+                    d.usec as f64 / d.calls.max(1) as f64
+                )
+            })
+            .collect();
+        each.join(", ")
+    }
 }
 
 /// Calls of a command and the server time they took.
@@ -142,15 +209,24 @@ struct Stat {
     usec: u64,
 }
 
-/// Each request command's stats so far, from `INFO commandstats`.
+/// Each request command's stats so far, from `INFO commandstats`, summed over the
+/// nodes `conns` reach.
 async fn requests(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conns: &mut [redis::aio::MultiplexedConnection],
 ) -> Result<BTreeMap<String, Stat>, BoxError> {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(conn)
-        .await?;
-    Ok(request_calls(&info))
+    let mut total: BTreeMap<String, Stat> = BTreeMap::new();
+    for conn in conns {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(conn)
+            .await?;
+        for (name, stat) in request_calls(&info) {
+            let sum = total.entry(name).or_default();
+            sum.calls += stat.calls;
+            sum.usec += stat.usec;
+        }
+    }
+    Ok(total)
 }
 
 /// The `calls` and `usec` of each of [`REQUESTS`] in an `INFO commandstats` reply.

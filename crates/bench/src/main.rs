@@ -17,13 +17,22 @@
 //! - `chaos`: a seeded fault schedule against replicas doing fenced ledger writes,
 //!   then a check of every ledger.
 //!
-//! Progress goes to stderr; the last line of stdout is one JSON report.
+//! `--topology single|tls|sentinel|cluster` (default `single`) picks the Redis set-up
+//! the `failover`, `handover`, `rebalance` and `load` scenarios start for themselves:
+//! one server, one server over mutual TLS, a primary with one replica under three
+//! Sentinels, or a three-primary cluster. The servers stay healthy throughout: only
+//! replica processes die. Children get the store as a JSON `--store` spec and build it
+//! with the same code as the bench. `--redis-url` uses an existing server instead
+//! (single only).
+//!
+//! Progress goes to stderr; the last line of stdout is one JSON report, with
+//! `"topology"` in the four scenarios above.
 //!
 //! ```text
-//! leasehold-bench failover --lease-ms 1000 --runs 10 [--redis-url URL]
-//! leasehold-bench handover --lease-ms 1000 --runs 10 [--redis-url URL]
-//! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--redis-url URL]
-//! leasehold-bench load --partitions 1000 --replicas 4 --lease-ms 1000 --seconds 10
+//! leasehold-bench failover --lease-ms 1000 --runs 10 [--topology T | --redis-url URL]
+//! leasehold-bench handover --lease-ms 1000 --runs 10 [--topology T | --redis-url URL]
+//! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--topology T]
+//! leasehold-bench load --partitions 1000 --replicas 4 --lease-ms 1000 --seconds 10 [--topology T]
 //! leasehold-bench chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 60 --seed 42
 //! ```
 
@@ -44,6 +53,7 @@ mod rebalance;
 mod replica;
 mod setup;
 mod stats;
+mod topology;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -54,6 +64,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::harness::Harness;
 use crate::setup::BoxError;
+use crate::topology::{ConnArgs, TargetArgs};
 
 /// Measures Leasehold's failover and hand-over across processes.
 #[derive(Debug, Parser)]
@@ -92,17 +103,17 @@ pub struct ScenarioArgs {
     /// Number of runs.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub runs: u64,
-    /// Use this Redis instead of starting a throwaway redis-server.
-    #[arg(long)]
-    pub redis_url: Option<String>,
+    /// The Redis set-up.
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 /// Options of the hidden `child` mode.
 #[derive(Debug, Args)]
 pub struct ChildArgs {
-    /// Redis URL.
-    #[arg(long)]
-    pub redis_url: String,
+    /// The coordination store.
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Duty to campaign for.
     #[arg(long)]
     pub duty: String,
@@ -129,9 +140,9 @@ pub struct RebalanceArgs {
     /// Settle time of a starting replica, in milliseconds. Default: one lease.
     #[arg(long)]
     pub settle_ms: Option<u64>,
-    /// Use this Redis instead of starting a throwaway redis-server.
-    #[arg(long)]
-    pub redis_url: Option<String>,
+    /// The Redis set-up.
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 /// Options of the `load` scenario.
@@ -149,9 +160,9 @@ pub struct LoadArgs {
     /// Length of the measurement window, in seconds.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub seconds: u64,
-    /// Use this Redis instead of starting a throwaway redis-server.
-    #[arg(long)]
-    pub redis_url: Option<String>,
+    /// The Redis set-up.
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 /// Options of the `chaos` scenario (it always starts its own two redis-servers).
@@ -180,9 +191,9 @@ pub struct ChaosArgs {
 /// Options of the hidden `partition-child` mode.
 #[derive(Debug, Args)]
 pub struct PartitionChildArgs {
-    /// Redis URL of the coordination server.
-    #[arg(long)]
-    pub redis_url: String,
+    /// The coordination store.
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Group name.
     #[arg(long)]
     pub group: String,

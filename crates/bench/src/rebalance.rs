@@ -20,6 +20,7 @@ use crate::group::{OwnerTracker, balanced, counts, describe, owned_by, spread_of
 use crate::partition_event::PartitionEvent;
 use crate::setup::BoxError;
 use crate::stats::{Summary, round3};
+use crate::topology::Topology;
 
 /// How often the bench reads the group.
 const POLL: Duration = Duration::from_millis(5);
@@ -70,6 +71,8 @@ pub struct Join {
 pub struct RebalanceReport {
     /// Always `rebalance`.
     pub scenario: &'static str,
+    /// The Redis set-up.
+    pub topology: Topology,
     /// Partition count.
     pub partitions: usize,
     /// Replicas at the start.
@@ -94,7 +97,7 @@ pub struct RebalanceReport {
 /// If a phase does not complete in time, or a replica misbehaves.
 pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
     let mut fleet = Fleet::start(
-        args.redis_url.as_deref(),
+        &args.target,
         "rebalance",
         args.partitions,
         args.lease_ms,
@@ -242,6 +245,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     }
     Ok(RebalanceReport {
         scenario: "rebalance",
+        topology: fleet.servers.topology,
         partitions: args.partitions,
         replicas: n,
         lease_ms: args.lease_ms,

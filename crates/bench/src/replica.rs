@@ -13,6 +13,7 @@ use tokio::time::timeout;
 
 use crate::partition_event::PartitionEvent;
 use crate::setup::BoxError;
+use crate::topology::StoreSpec;
 
 /// One event of a replica process, as the bench logged it.
 #[derive(Debug, Clone)]
@@ -101,8 +102,8 @@ pub struct ReplicaProcess {
 }
 
 impl ReplicaProcess {
-    /// Starts replica `replica` of `spec`'s group on the coordination server at
-    /// `redis_url`; with `ledger_url`, its callbacks write fenced ledger records there.
+    /// Starts replica `replica` of `spec`'s group on the coordination store `store`;
+    /// with `ledger_url`, its callbacks write fenced ledger records there.
     /// Its events go to `log` under `incarnation`.
     ///
     /// # Errors
@@ -111,12 +112,12 @@ impl ReplicaProcess {
         spec: &ReplicaSpec,
         replica: &str,
         incarnation: u32,
-        redis_url: &str,
+        store: &StoreSpec,
         ledger_url: Option<&str>,
         log: &EventLog,
     ) -> Result<Self, BoxError> {
         let mut cmd = Command::new(&spec.exe);
-        cmd.args(["partition-child", "--redis-url", redis_url])
+        cmd.args(["partition-child", "--store", &store.to_arg()?])
             .args(["--group", &spec.group, "--replica", replica])
             .args(["--partitions", &spec.partitions.to_string()])
             .args(["--lease-ms", &spec.lease_ms.to_string()]);

@@ -9,6 +9,7 @@ use leasehold_testkit::{FaultProxy, RedisServer};
 use crate::fleet::EXIT;
 use crate::replica::{EventLog, ReplicaProcess, ReplicaSpec};
 use crate::setup::BoxError;
+use crate::topology::StoreSpec;
 
 /// One replica id with its two links, and its current process (if any).
 #[derive(Debug)]
@@ -123,7 +124,7 @@ impl Cluster {
             &self.spec,
             &slot.id,
             slot.incarnation,
-            &slot.coordination.url(),
+            &StoreSpec::single(slot.coordination.url()),
             Some(&slot.resource.url()),
             &self.log,
         )?);

@@ -33,6 +33,7 @@ use crate::partition_event::{PartitionEvent, ledger_key, partition_names};
 use crate::replica::{EventLog, ReplicaSpec};
 use crate::setup::{self, BoxError};
 use crate::stats::round3;
+use crate::topology::StoreSpec;
 
 /// Violation sentences kept in the report (all of them go to stderr).
 const DETAILS: usize = 20;
@@ -143,7 +144,7 @@ pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
     };
     let mut cluster = Cluster::start(spec, log.clone())?;
     let watch = GroupWatch::new(
-        setup::store(&cluster.coordination_url(), lease)?,
+        setup::build_store(&StoreSpec::single(cluster.coordination_url()), lease)?,
         &group,
         Duration::from_millis(20),
     );
