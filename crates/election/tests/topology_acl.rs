@@ -9,41 +9,28 @@ use std::time::Duration;
 use leasehold_election::{
     Elector, Fence, FencedWriter, Leadership, LeaseStore, RedisStore, StoreError, current_leader,
 };
-use leasehold_testkit::{MASTER_NAME, RedisCluster, RedisSentinelSet, RedisServer};
+use leasehold_testkit::{
+    MASTER_NAME, MINIMAL_ACL_COMMANDS as MINIMAL_COMMANDS, MINIMAL_ACL_PATTERNS, RedisCluster,
+    RedisSentinelSet, RedisServer, acl_user_args as user_args, minimal_acl_user_args,
+};
 use support::{Terms, config, store};
 use tokio::time::{Instant, timeout};
 
 const WAIT: Duration = Duration::from_secs(10);
 
-/// The commands of the minimal rule, exactly as `docs/topologies.md` prints it.
-const MINIMAL_COMMANDS: &str = "-@all +evalsha +eval +get +set +del +pexpire +pttl +time +publish +zadd +zrem +zcard +zscore +zrange +zrangebyscore +hget +hset +hdel +hmget +rpush +ping +subscribe";
-
-/// `user <name> on >secret resetchannels <patterns> <commands>` as `--user` arguments.
-fn user_args(name: &str, patterns: &str, commands: &str) -> Vec<String> {
-    let rule = format!("{name} on >secret resetchannels {patterns} {commands}");
-    std::iter::once("--user")
-        .chain(rule.split_whitespace())
-        .map(str::to_owned)
-        .collect()
-}
-
 fn acl_server() -> RedisServer {
-    let mut args = user_args("leasehold", "~leasehold:* &leasehold:*", MINIMAL_COMMANDS);
+    let mut args = minimal_acl_user_args();
     // Everything, but on other keys.
     args.extend(user_args("stranger", "~other:* &other:*", "+@all"));
     // The minimal rule without scripting.
     let no_scripts = MINIMAL_COMMANDS
         .replace(" +evalsha", "")
         .replace(" +eval", "");
-    args.extend(user_args(
-        "noscripts",
-        "~leasehold:* &leasehold:*",
-        &no_scripts,
-    ));
+    args.extend(user_args("noscripts", MINIMAL_ACL_PATTERNS, &no_scripts));
     // The minimal rule without the commands the scripts call.
     args.extend(user_args(
         "nowrites",
-        "~leasehold:* &leasehold:*",
+        MINIMAL_ACL_PATTERNS,
         "-@all +evalsha +eval +ping +subscribe",
     ));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -52,20 +39,6 @@ fn acl_server() -> RedisServer {
 
 fn url_as(redis: &RedisServer, user: &str, password: &str) -> String {
     format!("redis://{user}:{password}@127.0.0.1:{}/", redis.port())
-}
-
-#[test]
-fn the_documented_rule_is_the_tested_one() {
-    let docs = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/topologies.md"),
-    )
-    .expect("docs/topologies.md");
-    assert!(
-        docs.contains(&format!(
-            "user leasehold on >secret resetchannels ~leasehold:* &leasehold:* {MINIMAL_COMMANDS}"
-        )),
-        "docs/topologies.md must print the rule this test checks"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -189,14 +162,10 @@ async fn users_without_rights_get_no_permission_in_the_status() {
 fn topology_users(extra: &str) -> Vec<String> {
     let mut args = user_args(
         "leasehold",
-        "~leasehold:* &leasehold:*",
+        MINIMAL_ACL_PATTERNS,
         &format!("{MINIMAL_COMMANDS} {extra}"),
     );
-    args.extend(user_args(
-        "lacking",
-        "~leasehold:* &leasehold:*",
-        MINIMAL_COMMANDS,
-    ));
+    args.extend(user_args("lacking", MINIMAL_ACL_PATTERNS, MINIMAL_COMMANDS));
     args
 }
 

@@ -7,36 +7,16 @@ use std::time::Duration;
 
 use leasehold_election::RedisStore;
 use leasehold_partitions::group_status;
-use leasehold_testkit::RedisServer;
+use leasehold_testkit::{RedisServer, minimal_acl_user_args};
 use support::Fleet;
 
 const LEASE: Duration = Duration::from_millis(600);
 const LIMIT: Duration = Duration::from_secs(20);
 
-/// The commands of the minimal rule, exactly as `docs/topologies.md` prints it.
-const MINIMAL_COMMANDS: &str = "-@all +evalsha +eval +get +set +del +pexpire +pttl +time +publish +zadd +zrem +zcard +zscore +zrange +zrangebyscore +hget +hset +hdel +hmget +rpush +ping +subscribe";
-
-#[test]
-fn the_documented_rule_is_the_tested_one() {
-    let docs = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/topologies.md"),
-    )
-    .expect("docs/topologies.md");
-    assert!(
-        docs.contains(&format!(
-            "user leasehold on >secret resetchannels ~leasehold:* &leasehold:* {MINIMAL_COMMANDS}"
-        )),
-        "docs/topologies.md must print the rule this test checks"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn minimal_acl_user_balances_a_group() {
-    let rule =
-        format!("leasehold on >secret resetchannels ~leasehold:* &leasehold:* {MINIMAL_COMMANDS}");
-    let args: Vec<&str> = std::iter::once("--user")
-        .chain(rule.split_whitespace())
-        .collect();
+    let args = minimal_acl_user_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let redis = RedisServer::start_with_args(&args);
     let store = RedisStore::builder(format!(
         "redis://leasehold:secret@127.0.0.1:{}/",

@@ -33,6 +33,7 @@
 //! [`pause`]: RedisServer::pause
 //! [`resume`]: RedisServer::resume
 
+mod acl;
 mod cluster;
 mod proxy;
 mod sentinel;
@@ -40,6 +41,10 @@ mod server;
 mod tls;
 mod tools;
 
+pub use acl::{
+    MINIMAL_ACL_COMMANDS, MINIMAL_ACL_PATTERNS, acl_user_args, minimal_acl_rule,
+    minimal_acl_user_args,
+};
 pub use cluster::RedisCluster;
 pub use proxy::FaultProxy;
 pub use sentinel::{MASTER_NAME, RedisSentinelSet};
