@@ -57,6 +57,15 @@ impl StoreError {
         )
     }
 
+    /// Fills in the duration of a timeout reported by the client or the pool, which
+    /// do not say how long they waited (they use the store's call timeout).
+    pub(crate) fn timed_out_after(self, d: Duration) -> Self {
+        match self {
+            Self::Timeout(z) if z.is_zero() => Self::Timeout(d),
+            other => other,
+        }
+    }
+
     /// A short, stable label for metrics.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -118,5 +127,24 @@ impl From<deadpool::managed::PoolError<redis::RedisError>> for StoreError {
             deadpool::managed::PoolError::Timeout(_) => Self::Timeout(Duration::ZERO),
             other => Self::Connection(other.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_timeout_reports_the_stores_call_timeout() {
+        let e = StoreError::Timeout(Duration::ZERO).timed_out_after(Duration::from_millis(250));
+        assert_eq!(e.to_string(), "redis call timed out after 250ms");
+        // A measured timeout and other errors are left alone.
+        let measured =
+            StoreError::Timeout(Duration::from_millis(80)).timed_out_after(Duration::from_secs(1));
+        assert!(matches!(measured, StoreError::Timeout(d) if d == Duration::from_millis(80)));
+        assert!(matches!(
+            StoreError::Connection("x".into()).timed_out_after(Duration::from_secs(1)),
+            StoreError::Connection(_)
+        ));
     }
 }

@@ -244,6 +244,7 @@ impl RedisStore {
         tokio::time::timeout(timeout, call)
             .await
             .map_err(|_| StoreError::Timeout(timeout))?
+            .map_err(|e| e.timed_out_after(timeout))
     }
 
     fn fault(&self) -> Fault {
@@ -392,6 +393,7 @@ impl RedisStore {
         tokio::time::timeout(timeout, call)
             .await
             .map_err(|_| StoreError::Timeout(timeout))?
+            .map_err(|e| e.timed_out_after(timeout))
     }
 
     async fn command(&self, cmd: &redis::Cmd) -> Result<Value, StoreError> {
@@ -404,6 +406,7 @@ impl RedisStore {
         tokio::time::timeout(timeout, call)
             .await
             .map_err(|_| StoreError::Timeout(timeout))?
+            .map_err(|e| e.timed_out_after(timeout))
     }
 
     fn ensure_subscribed(&self, channel: &str) {
