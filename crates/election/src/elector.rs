@@ -16,6 +16,7 @@ use crate::backoff::Backoff;
 use crate::config::ElectorConfig;
 use crate::error::StoreError;
 use crate::fence::Fence;
+use crate::grid::RenewGrid;
 use crate::keys::{DutyKeys, new_token};
 use crate::leadership::Leadership;
 use crate::metrics as m;
@@ -53,6 +54,23 @@ pub struct Elector<S, F> {
     config: Arc<ElectorConfig>,
     duty: F,
     shutdown: CancellationToken,
+    grant: Option<Grant>,
+}
+
+/// A lease already taken for this elector by someone else on its behalf (a partition
+/// coordinator's batch claim): the elector leads that one term at once, without
+/// campaigning, and stops when the term ends.
+///
+/// For Leasehold's own crates; no semver promise.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct Grant {
+    /// The term's fence.
+    pub fence: Fence,
+    /// When the call that took the lease was *sent*: the local deadline is anchored here.
+    pub sent: Instant,
+    /// The token the lease is held with (renewals and the release use it).
+    pub token: String,
 }
 
 impl<S, F> std::fmt::Debug for Elector<S, F> {
@@ -76,7 +94,16 @@ where
             config: Arc::new(config),
             duty,
             shutdown: CancellationToken::new(),
+            grant: None,
         }
+    }
+
+    /// Leads the term of `grant` at once instead of campaigning, and stops once that
+    /// term has ended (after the release). For Leasehold's own crates.
+    #[doc(hidden)]
+    pub fn granted(mut self, grant: Grant) -> Self {
+        self.grant = Some(grant);
+        self
     }
 
     /// Stops gracefully when `token` is cancelled (in addition to
@@ -110,8 +137,14 @@ where
             Some(group) => DutyKeys::grouped(&self.config.key_prefix, group, &self.config.duty),
             None => DutyKeys::new(&self.config.key_prefix, &self.config.duty),
         };
+        let grid = self
+            .config
+            .renew_grid
+            .map(|epoch| RenewGrid::new(epoch, self.config.renew_interval));
         let runner = Runner {
             keys,
+            grid,
+            grant: self.grant,
             labels: Labels::new(&self.config),
             store: self.store,
             config: self.config,
@@ -240,6 +273,10 @@ struct Runner<S, F> {
     store: S,
     config: Arc<ElectorConfig>,
     keys: DutyKeys,
+    /// Renewals fall on this grid when set (see [`ElectorConfig::renew_grid`]).
+    grid: Option<RenewGrid>,
+    /// A term to lead at once, instead of campaigning (see [`Elector::granted`]).
+    grant: Option<Grant>,
     duty: F,
     status: watch::Sender<Status>,
     shutdown: CancellationToken,
@@ -252,12 +289,27 @@ where
     F: Fn(Leadership) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
-    async fn run(self) {
+    async fn run(mut self) {
         // Export the series from the start, so "nobody leads" sums to 0 rather than
         // to nothing, and `increase()` sees a replica's first term.
         gauge!(m::IS_LEADER, &self.labels.pair()).set(0.0);
         counter!(m::TERMS_STARTED, &self.labels.pair()).increment(0);
         self.self_check().await;
+        if let Some(grant) = self.grant.take() {
+            self.observe_fence(grant.fence, false);
+            if !self.shutdown.is_cancelled() {
+                self.lead(grant.fence, grant.sent, &grant.token).await;
+            }
+        } else {
+            self.campaign().await;
+        }
+        self.status.send_modify(|s| s.role = Role::Stopped);
+        gauge!(m::IS_LEADER, &self.labels.pair()).set(0.0);
+        info!("elector stopped");
+    }
+
+    /// Campaigns, leads and campaigns again until shut down.
+    async fn campaign(&self) {
         let notify = self.store.release_notifier(&self.keys);
         let cfg = self.config.clone();
         let mut backoff = Backoff::new(cfg.backoff_initial, cfg.backoff_max);
@@ -334,9 +386,6 @@ where
                 }
             }
         }
-        self.status.send_modify(|s| s.role = Role::Stopped);
-        gauge!(m::IS_LEADER, &self.labels.pair()).set(0.0);
-        info!("elector stopped");
     }
 
     /// Leads one term; returns once the duty has ended and the lease is released.
@@ -509,17 +558,8 @@ where
     /// down onto the renew grid if one is configured (never later, so always safe), so
     /// that many electors of one process renew together and can share a round trip.
     fn next_renew(&self, sent: Instant) -> Instant {
-        let cfg = &self.config;
-        let due = sent + cfg.renew_interval;
-        match cfg.renew_grid {
-            Some(epoch) if due > epoch => {
-                let step = cfg.renew_interval.as_nanos();
-                let since = (due - epoch).as_nanos();
-                let back = u64::try_from(since % step).unwrap_or(0);
-                due - Duration::from_nanos(back)
-            }
-            _ => due,
-        }
+        let due = sent + self.config.renew_interval;
+        self.grid.map_or(due, |grid| grid.floor(due))
     }
 
     /// Returns true if shutdown was requested while sleeping.

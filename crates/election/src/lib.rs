@@ -8,6 +8,7 @@ mod elector;
 mod error;
 mod fence;
 mod fenced;
+mod grid;
 pub mod keys;
 mod leadership;
 pub mod metrics;
@@ -15,10 +16,11 @@ mod status;
 pub mod store;
 
 pub use self::config::{ConfigError, ElectorConfig, ElectorConfigBuilder};
-pub use self::elector::{DutyError, DutyResult, Elector, ElectorHandle, ElectorStopped};
+pub use self::elector::{DutyError, DutyResult, Elector, ElectorHandle, ElectorStopped, Grant};
 pub use self::error::StoreError;
 pub use self::fence::Fence;
 pub use self::fenced::{FencedWriteError, FencedWriter};
+pub use self::grid::RenewGrid;
 pub use self::leadership::Leadership;
 pub use self::status::{Role, Status, TermEnd, TermEndReason};
 pub use self::store::{

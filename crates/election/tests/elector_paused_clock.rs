@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use leasehold_election::keys::DutyKeys;
 use leasehold_election::{
-    Acquire, BackendWarning, Elector, ElectorConfig, ElectorHandle, Fence, LeaderInfo, Leadership,
+    Acquire, Elector, ElectorConfig, ElectorHandle, Fence, Grant, LeaderInfo, Leadership,
     LeaseStore, MemoryStore, Role, StoreError, TermEndReason,
 };
 use tokio::sync::Notify;
@@ -182,9 +182,6 @@ impl LeaseStore for HangingRenew {
     fn release_events(&self, k: &DutyKeys) -> tokio::sync::broadcast::Receiver<String> {
         self.inner.release_events(k)
     }
-    async fn self_check(&self) -> Result<Vec<BackendWarning>, StoreError> {
-        Ok(vec![])
-    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -239,6 +236,50 @@ async fn hung_renewal_steps_down_at_the_local_deadline_before_the_lease_expires(
     assert!(lead.is_cancelled(), "the duty's token fired");
     assert_eq!(lead.remaining(), Duration::ZERO);
     assert!(lead.deadline() <= stepped_down);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_granted_elector_leads_at_once_from_the_grants_send_time_and_never_campaigns() {
+    let inner = MemoryStore::new();
+    let keys = DutyKeys::new("leasehold", "job");
+    // A batch claim taken on the elector's behalf, sent 100 ms before the elector starts.
+    let sent = Instant::now();
+    let Acquire::Won { fence, .. } = inner
+        .acquire(&keys, "a:granted", LEASE, Fence(1))
+        .await
+        .unwrap()
+    else {
+        panic!("the lease was free");
+    };
+    sleep(Duration::from_millis(100)).await;
+    let store = HangingRenew {
+        inner: inner.clone(),
+        hang: Arc::new(AtomicBool::new(true)),
+    };
+    let h = Elector::new(store, config("a"), |lead: Leadership| async move {
+        lead.cancelled().await;
+        Ok(())
+    })
+    .granted(Grant {
+        fence,
+        sent,
+        token: "a:granted".into(),
+    })
+    .spawn();
+    assert_eq!(h.wait_until_leader().await.unwrap(), fence, "no campaign");
+    let mut rx = h.subscribe();
+    rx.wait_for(|s| !s.is_leader()).await.unwrap();
+    // Renewals hang: the deadline is the grant's send time + lease - margin, not the
+    // elector's start + lease.
+    let margin = config("a").safety_margin;
+    assert_eq!(Instant::now(), sent + LEASE - margin);
+    rx.wait_for(|s| s.role == Role::Stopped).await.unwrap();
+    sleep(LEASE).await;
+    assert_eq!(
+        inner.leader(&keys).await.unwrap(),
+        None,
+        "after its one term the elector never campaigned again"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -8,7 +8,7 @@ use tokio::sync::{Notify, broadcast};
 use tokio::time::Instant;
 
 use super::notify::Notifiers;
-use super::{Acquire, BackendWarning, LeaderInfo, LeaseStore};
+use super::{Acquire, LeaderInfo, LeaseStore};
 use crate::error::StoreError;
 use crate::fence::Fence;
 use crate::keys::{DutyKeys, replica_of_token};
@@ -212,9 +212,5 @@ impl LeaseStore for MemoryStore {
 
     fn release_events(&self, _keys: &DutyKeys) -> broadcast::Receiver<String> {
         self.inner.notifiers.events()
-    }
-
-    async fn self_check(&self) -> Result<Vec<BackendWarning>, StoreError> {
-        Ok(Vec::new())
     }
 }
