@@ -1,6 +1,6 @@
 //! Errors of the partition coordinator.
 
-use leasehold_election::StoreError;
+use leasehold_election::{ConfigError, StoreError};
 use thiserror::Error;
 
 /// Why a coordinator is not (fully) taking part in its group.
@@ -18,7 +18,23 @@ pub enum PartitionsError {
     /// A Redis call failed; retried on the next tick.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The configuration's public fields were changed after it was built, to values
+    /// the builder rejects.
+    #[error("invalid group configuration: {0}")]
+    Config(#[source] ConfigError),
     /// The coordinator has stopped.
     #[error("the partition coordinator has stopped")]
     Stopped,
+}
+
+impl PartitionsError {
+    /// Whether this error keeps the replica out of its group until someone changes
+    /// something (another process, or the configuration), as opposed to a Redis fault
+    /// that is retried.
+    pub fn keeps_out(&self) -> bool {
+        matches!(
+            self,
+            Self::DuplicateReplica(_) | Self::PartitionListMismatch(_) | Self::Config(_)
+        )
+    }
 }

@@ -1,6 +1,10 @@
-//! The Redis key layout of a partition group. Every key carries the group's hash tag.
+//! The Redis key layout of a partition group. Every key carries the group's hash tag,
+//! so every script of a group runs on one Redis Cluster slot.
+//!
+//! A fixed number of keys per group, whatever the number of partitions: a partition is
+//! a field or a member in them, not a key of its own.
 
-use leasehold_election::keys::DutyKeys;
+use leasehold_election::keys::release_channel;
 
 /// The keys of one group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -9,41 +13,73 @@ pub struct GroupKeys {
     pub prefix: String,
     /// The group name (the hash tag).
     pub group: String,
-    /// Sorted set: replica id → heartbeat expiry (server clock, ms).
+    /// Sorted set: replica id → expiry of its session (server clock, ms). A replica's
+    /// partitions are held exactly as long as its session lives.
     pub members: String,
-    /// Hash: replica id → partitions it owns (`-1` while settling).
-    pub owned: String,
-    /// Hash: replica id → instance nonce of the process heartbeating with it.
-    pub instances: String,
-    /// Hash: `digest` and `partitions` (the newline-separated list).
+    /// Hash: replica id → its current session token (`<replica>:<hex>`).
+    pub sessions: String,
+    /// Hash: replica id → `settling`, `active` or `leaving`.
+    pub states: String,
+    /// Hash: `digest` and `count` of the partition list, `seeded` (how many of them are
+    /// stored so far), `grant_after` (server ms before which no partition is granted).
     pub meta: String,
-    /// Lease and fence keys of every partition, in configured order.
-    pub partitions: Vec<DutyKeys>,
+    /// Sorted set: partition → its position in the list.
+    pub partitions: String,
+    /// Sorted set: partition with no live owner → since when (server ms).
+    pub free: String,
+    /// Hash: partition → session token of its owner.
+    pub owners: String,
+    /// Hash: partition → the last fence issued for it.
+    pub fences: String,
+    /// Sorted set (by name): `<session token>\x01<partition>` for every partition a
+    /// session holds, so one session's partitions are one range.
+    pub held: String,
+    /// Sorted set: session token → expiry, for sessions that ended holding partitions
+    /// not yet moved to `free`.
+    pub dead: String,
+    /// The channel a release or a leave publishes on (shared with single duties under
+    /// the same prefix).
+    pub channel: String,
+    /// The message published on `channel` when the group's free set grows.
+    pub notice: String,
 }
 
 impl GroupKeys {
-    /// The keys of `group` under `prefix` with these partitions.
-    pub fn new(prefix: &str, group: &str, partitions: &[String]) -> Self {
+    /// The keys of `group` under `prefix`.
+    pub fn new(prefix: &str, group: &str) -> Self {
         let key = |name: &str| format!("{prefix}:{{{group}}}:{name}");
         Self {
             prefix: prefix.to_owned(),
             group: group.to_owned(),
             members: key("members"),
-            owned: key("owned"),
-            instances: key("instances"),
+            sessions: key("sessions"),
+            states: key("states"),
             meta: key("meta"),
-            partitions: partitions
-                .iter()
-                .map(|p| DutyKeys::grouped(prefix, group, p))
-                .collect(),
+            partitions: key("partitions"),
+            free: key("free"),
+            owners: key("owners"),
+            fences: key("fences"),
+            held: key("held"),
+            dead: key("dead"),
+            channel: release_channel(prefix),
+            notice: format!("{prefix}:{{{group}}}"),
         }
     }
-}
 
-impl GroupKeys {
-    /// The same group with another partition list (read from the group's metadata).
-    pub fn with_partitions(&self, partitions: &[String]) -> Self {
-        Self::new(&self.prefix, &self.group, partitions)
+    /// Every key, in the order the group scripts take them as `KEYS`.
+    pub(crate) fn all(&self) -> [&str; 10] {
+        [
+            &self.members,
+            &self.sessions,
+            &self.states,
+            &self.meta,
+            &self.partitions,
+            &self.free,
+            &self.owners,
+            &self.fences,
+            &self.held,
+            &self.dead,
+        ]
     }
 }
 
@@ -53,9 +89,11 @@ mod tests {
 
     #[test]
     fn every_key_carries_the_group_tag() {
-        let k = GroupKeys::new("lh", "tenants", &["t1".into()]);
+        let k = GroupKeys::new("lh", "tenants");
         assert_eq!(k.members, "lh:{tenants}:members");
-        assert_eq!(k.partitions[0].lease, "lh:{tenants}:t1:lease");
-        assert_eq!(k.partitions[0].fence, "lh:{tenants}:t1:fence");
+        assert_eq!(k.held, "lh:{tenants}:held");
+        assert!(k.all().iter().all(|key| key.starts_with("lh:{tenants}:")));
+        assert_eq!(k.channel, "lh:released");
+        assert_eq!(k.notice, "lh:{tenants}");
     }
 }

@@ -36,19 +36,18 @@
 
 mod backend;
 mod balance;
-mod batch;
 mod config;
 mod coordinator;
 mod error;
 pub mod keys;
-mod memory_backend;
 pub mod metrics;
-mod redis_backend;
 mod view;
 
+pub use self::backend::memory::MemoryGroupStore;
+#[doc(hidden)]
+pub use self::backend::redis::observer_script_hashes;
 pub use self::backend::{GroupBackend, GroupStatus, PartitionOwner};
 pub use self::config::{GroupConfig, GroupConfigBuilder, GroupConfigError};
 pub use self::coordinator::{Coordinator, CoordinatorHandle, group_status};
 pub use self::error::PartitionsError;
-pub use self::memory_backend::MemoryGroupStore;
 pub use self::view::GroupView;

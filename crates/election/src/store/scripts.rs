@@ -25,6 +25,11 @@ impl LuaScript {
         }
     }
 
+    /// The SHA1 digest `EVALSHA` names the script by.
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+
     /// `EVALSHA hash numkeys keys... args...`
     pub(crate) fn evalsha(&self, keys: &[&str], args: &[&str]) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");

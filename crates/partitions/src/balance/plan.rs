@@ -68,6 +68,9 @@ pub(crate) fn plan(
         .filter_map(|m| m.owned.map(|c| (m.replica.as_str(), c)))
         .collect();
     let deficit: usize = active.iter().map(|(_, c)| floor.saturating_sub(*c)).sum();
+    // Settling members will claim their floor as soon as they are done: free partitions
+    // beyond the active replicas' deficit are theirs first, not surplus.
+    let reserved = floor * (n_all - active.len());
     let active_cap = partitions.div_ceil(active.len());
     let shed = if mine > active_cap {
         mine - active_cap
@@ -86,7 +89,7 @@ pub(crate) fn plan(
         // Free partitions beyond what the under-loaded replicas need go to replicas
         // below the cap right away, dealt by (projected count, id) so that replicas
         // reading the same view never claim the same surplus twice.
-        let surplus = unowned.saturating_sub(deficit);
+        let surplus = unowned.saturating_sub(deficit + reserved);
         base + usize::from(gets_surplus(me, floor, cap, surplus, &active))
     } else {
         cap
@@ -311,6 +314,26 @@ mod tests {
         assert_eq!(
             plans.iter().map(|p| p.allowance).collect::<Vec<_>>(),
             vec![22, 21, 21]
+        );
+    }
+
+    #[test]
+    fn free_partitions_a_settling_replica_will_need_are_not_dealt_as_surplus() {
+        // P=10 on 3 replicas, b and c still settling: a claims its floor (3) plus the
+        // one partition left once everyone has its floor, not the 7 "spare" ones.
+        let ms = members(&[("a", Some(0)), ("b", None), ("c", None)]);
+        let first = plan(10, "a", 0, false, &ms, 10);
+        assert_eq!(first.allowance, 4);
+        // b finishes settling next and takes its floor; c's floor stays reserved.
+        let ms = members(&[("a", Some(4)), ("b", Some(0)), ("c", None)]);
+        assert_eq!(plan(10, "b", 0, false, &ms, 6).allowance, 3);
+        let ms = members(&[("a", Some(4)), ("b", Some(3)), ("c", Some(0))]);
+        assert_eq!(plan(10, "c", 0, false, &ms, 3).allowance, 3);
+        assert!(
+            [("a", 4), ("b", 3)]
+                .iter()
+                .all(|(r, c)| plan(10, r, *c, false, &ms, 3).shed == 0),
+            "every claim fits: nobody hands anything over"
         );
     }
 

@@ -1,0 +1,1223 @@
+//! One replica's decisions over time, as a pure state machine: no I/O, no clock, no
+//! random numbers of its own. The driver ([`crate::coordinator`]) feeds it what
+//! happened (a tick's reply, a claim's reply, an elector that ended, a notice, the
+//! clock) and performs the [`Action`]s it returns.
+//!
+//! The rules it keeps, each unit-tested below:
+//! - **Sessions.** The first tick of a session joins with a fresh token; a session the
+//!   store reports lost is never renewed again: a new one starts at once, and every
+//!   elector of the old one is refused its next renewal.
+//! - **Settling.** After joining, claim nothing for `settle` (one renew interval after
+//!   a lost session), so replicas started together see each other first.
+//! - **Claims.** Up to the plan's allowance, in batches, one batch in flight at a time;
+//!   nothing before the group's grant wait has passed.
+//! - **Hysteresis.** Hand partitions over only when the plan asked for it on two ticks
+//!   in a row, then not again for two renew intervals.
+//! - **Availability before balance.** Partitions without a live owner for longer than
+//!   lease + retry interval, while nobody is settling, are claimed above the cap.
+//! - **Reconciling.** When the store's count of this session's partitions and the
+//!   replica's own differ on two ticks in a row with nothing in flight (a claim or a
+//!   release whose reply was lost), ask the store which partitions the session holds.
+//! - **Leaving.** Tell the group first (so nobody waits for this replica's share), then
+//!   stop every elector, and end the session once the last one has released.
+//!
+//! The timing constants are tuned for the tests and benchmarks in this repository and
+//! should not be considered stable.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use leasehold_election::{Fence, RenewGrid, StoreError};
+use rand::seq::IndexedRandom;
+use rand::{Rng, RngExt};
+use tokio::time::Instant;
+
+use super::plan::{Member, Plan, plan};
+use crate::backend::CLAIM_BATCH;
+use crate::backend::protocol::{
+    ClaimReply, Conflict, MemberState, SeedNeed, SeedReply, SessionReply, TickReply, TickRequest,
+};
+
+/// Ticks run this long after each grid point, so the electors' renewals (due on the grid
+/// points) are already waiting for them.
+pub(crate) const TICK_OFFSET: Duration = Duration::from_millis(5);
+/// How soon after something changed (a notice, an expiring member) to look again.
+pub(crate) const QUICK: Duration = Duration::from_millis(5);
+/// How soon after a release notice to tick: releases come in bursts of a few ms.
+pub(crate) const NOTICE_DELAY: Duration = Duration::from_millis(1);
+
+/// The settings the rules need.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) replica: String,
+    /// P, the number of partitions in this replica's list.
+    pub(crate) partitions: usize,
+    pub(crate) lease: Duration,
+    pub(crate) renew_interval: Duration,
+    pub(crate) retry_interval: Duration,
+    pub(crate) settle: Duration,
+    /// The digest of the partition list.
+    pub(crate) digest: String,
+}
+
+/// How this replica stands in its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// The next tick starts a session.
+    Joining,
+    /// Admitted; claims from `settled_at` on.
+    Member { settled_at: Instant },
+    /// Refused by the group; the next tick asks again.
+    Refused(Conflict),
+}
+
+/// Where a graceful leave stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leaving {
+    No,
+    /// Waiting for the tick that tells the group this replica is leaving.
+    Announcing,
+    /// Electors told to stop; waiting for the last one to end.
+    Stopping,
+    /// The session is being ended.
+    Ending,
+}
+
+/// Something for the driver to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Send this heartbeat (its renewal outcome goes to every waiting elector).
+    Tick(TickRequest),
+    /// Claim up to `count` free partitions, issuing fences of at least `floor`.
+    Claim { count: usize, floor: Fence },
+    /// Store the partition list from `offset` on.
+    Seed { offset: usize, replace: bool },
+    /// Hand these partitions over gracefully (cancel, grace, release).
+    Stop(Vec<usize>),
+    /// Stop every elector (leaving).
+    StopAll,
+    /// Ask the store which partitions this session holds.
+    Reconcile,
+    /// Give back these partitions, which the session holds but no elector runs.
+    Release(Vec<usize>),
+    /// These electors no longer hold their partition: refuse their next renewal.
+    Revoke(Vec<usize>),
+    /// End the session (the last step of a leave, or after a refused list).
+    End { token: String, done: bool },
+}
+
+/// What a tick means for the electors waiting on it.
+#[derive(Debug, Clone)]
+pub(crate) enum Renewal {
+    /// The session `token` was extended: its electors' renewals succeed.
+    Renewed { token: String },
+    /// No session was extended: every waiting renewal is refused.
+    Refused,
+    /// The tick failed; waiting renewals get this error and retry.
+    Failed(StoreError),
+}
+
+/// The set of indices an elector serves, with O(1) insert, remove and random pick.
+#[derive(Debug, Default)]
+struct IndexSet {
+    items: Vec<usize>,
+    pos: HashMap<usize, usize>,
+}
+
+impl IndexSet {
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        self.pos.contains_key(&i)
+    }
+
+    fn insert(&mut self, i: usize) -> bool {
+        if self.contains(i) {
+            return false;
+        }
+        self.pos.insert(i, self.items.len());
+        self.items.push(i);
+        true
+    }
+
+    fn remove(&mut self, i: usize) -> bool {
+        let Some(p) = self.pos.remove(&i) else {
+            return false;
+        };
+        self.items.swap_remove(p);
+        if let Some(&moved) = self.items.get(p) {
+            self.pos.insert(moved, p);
+        }
+        true
+    }
+
+    fn drain(&mut self) -> Vec<usize> {
+        self.pos.clear();
+        std::mem::take(&mut self.items)
+    }
+}
+
+/// One replica's view of its group and what it is doing about it.
+#[derive(Debug)]
+pub(crate) struct GroupState {
+    s: Settings,
+    grid: RenewGrid,
+    /// The current session's token (`<replica>:<hex>`); a new one per session.
+    token: String,
+    standing: Standing,
+    /// Whether a session has been admitted before (a later join settles briefly).
+    joined_once: bool,
+    leaving: Leaving,
+    /// Live members other than leaving ones, for the plan.
+    members: Vec<Member>,
+    /// Every live member's id, for the view.
+    live: Vec<String>,
+    /// This session's partitions as the store counted them at the last tick.
+    server_held: usize,
+    /// Partitions without a live owner at the last reply.
+    unowned: usize,
+    plan: Option<Plan>,
+    /// This session's electors that serve their partition.
+    serving: IndexSet,
+    /// This session's electors told to hand over, not ended yet.
+    stopping: HashSet<usize>,
+    /// Electors of earlier sessions, not ended yet (they hold nothing any more).
+    stale: HashSet<usize>,
+    tick_in_flight: bool,
+    claiming: bool,
+    seeding: bool,
+    reconciling: bool,
+    /// No claim before this instant (the group's grant wait).
+    claim_after: Option<Instant>,
+    /// Consecutive ticks whose count of this session's partitions differed from ours.
+    mismatch: u32,
+    /// Consecutive ticks whose plan asked to hand partitions over.
+    shed_streak: u32,
+    /// No hand-over before this instant.
+    cooldown_until: Option<Instant>,
+    /// Since when partitions have been without a live owner while nobody settles.
+    unowned_since: Option<Instant>,
+    /// The next regular tick, and an earlier one if something changed.
+    next_tick: Instant,
+    soon: Option<Instant>,
+    /// The highest fence this replica has seen in the group.
+    highest: Fence,
+    /// Partitions handed over to rebalance, in total.
+    handoffs: u64,
+}
+
+fn new_token(replica: &str, rng: &mut impl Rng) -> String {
+    format!("{replica}:{:032x}", rng.random::<u128>())
+}
+
+impl GroupState {
+    /// A replica that joins at its first tick, at `now`.
+    pub(crate) fn new(s: Settings, grid: RenewGrid, now: Instant, rng: &mut impl Rng) -> Self {
+        Self {
+            token: new_token(&s.replica, rng),
+            s,
+            grid,
+            standing: Standing::Joining,
+            joined_once: false,
+            leaving: Leaving::No,
+            members: Vec::new(),
+            live: Vec::new(),
+            server_held: 0,
+            unowned: 0,
+            plan: None,
+            serving: IndexSet::default(),
+            stopping: HashSet::new(),
+            stale: HashSet::new(),
+            tick_in_flight: false,
+            claiming: false,
+            seeding: false,
+            reconciling: false,
+            claim_after: None,
+            mismatch: 0,
+            shed_streak: 0,
+            cooldown_until: None,
+            unowned_since: None,
+            next_tick: now,
+            soon: None,
+            highest: Fence(0),
+            handoffs: 0,
+        }
+    }
+
+    // ---- What the driver and the view read. ----
+
+    /// The current session's token.
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// When [`GroupState::poll`] has something to do next (`None`: only when some
+    /// reply or event arrives).
+    pub(crate) fn wake_at(&self) -> Option<Instant> {
+        let tick = self
+            .may_tick()
+            .then(|| self.soon.map_or(self.next_tick, |s| s.min(self.next_tick)));
+        [tick, self.claim_after].into_iter().flatten().min()
+    }
+
+    /// No tick while one is in flight (its reply comes first), once the session is
+    /// being ended, or while leaving without a session (nothing left to renew).
+    fn may_tick(&self) -> bool {
+        !self.tick_in_flight
+            && self.leaving != Leaving::Ending
+            && (self.leaving == Leaving::No || matches!(self.standing, Standing::Member { .. }))
+    }
+
+    /// Still settling, not admitted, or refused: claiming nothing.
+    pub(crate) fn settling(&self, now: Instant) -> bool {
+        match self.standing {
+            Standing::Member { settled_at } => now < settled_at,
+            _ => true,
+        }
+    }
+
+    /// Whether a session has ever been admitted.
+    pub(crate) fn joined(&self) -> bool {
+        self.joined_once
+    }
+
+    /// The conflict that keeps this replica out, if any.
+    pub(crate) fn conflict(&self) -> Option<Conflict> {
+        match self.standing {
+            Standing::Refused(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Live members at the last tick.
+    pub(crate) fn live(&self) -> &[String] {
+        &self.live
+    }
+
+    /// The last plan (cap and floor for the view).
+    pub(crate) fn plan(&self) -> Option<Plan> {
+        self.plan
+    }
+
+    /// Partitions handed over so far.
+    pub(crate) fn handoffs(&self) -> u64 {
+        self.handoffs
+    }
+
+    /// Whether the leave is complete up to ending the session.
+    pub(crate) fn leaving(&self) -> Leaving {
+        self.leaving
+    }
+
+    /// Electors still running, of any session.
+    pub(crate) fn running(&self) -> usize {
+        self.serving.len() + self.stopping.len() + self.stale.len()
+    }
+
+    fn held(&self) -> usize {
+        self.serving.len() + self.stopping.len()
+    }
+
+    fn member_state(&self, now: Instant) -> MemberState {
+        if self.leaving != Leaving::No {
+            MemberState::Leaving
+        } else if self.settling(now) {
+            MemberState::Settling
+        } else {
+            MemberState::Active
+        }
+    }
+
+    fn wake(&mut self, at: Instant) {
+        self.soon = Some(self.soon.map_or(at, |s| s.min(at)));
+    }
+
+    // ---- Inputs. ----
+
+    /// The clock reached [`GroupState::wake_at`].
+    pub(crate) fn poll(&mut self, now: Instant) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if self.claim_after.is_some_and(|c| c <= now) {
+            self.claim_after = None;
+            actions.extend(self.claim(now));
+        }
+        if self.wake_at().is_some_and(|at| now >= at) && self.may_tick() {
+            self.soon = None;
+            // The next regular tick is just after the next grid point.
+            self.next_tick = self.grid.next_after(now) + TICK_OFFSET;
+            self.tick_in_flight = true;
+            actions.push(Action::Tick(TickRequest {
+                replica: self.s.replica.clone(),
+                token: self.token.clone(),
+                join: !matches!(self.standing, Standing::Member { .. }),
+                state: self.member_state(now),
+                ttl: self.s.lease,
+                digest: self.s.digest.clone(),
+            }));
+        }
+        actions
+    }
+
+    /// A tick sent at `sent` came back.
+    pub(crate) fn on_tick(
+        &mut self,
+        reply: Result<TickReply, StoreError>,
+        now: Instant,
+        rng: &mut impl Rng,
+    ) -> (Renewal, Vec<Action>) {
+        self.tick_in_flight = false;
+        let mut actions = Vec::new();
+        if self.leaving == Leaving::Announcing {
+            // Told the group (or could not): now hand everything back.
+            self.leaving = Leaving::Stopping;
+            actions.push(Action::StopAll);
+            self.stopping.extend(self.serving.drain());
+            actions.extend(self.end_if_done());
+        }
+        let reply = match reply {
+            Ok(r) => r,
+            Err(e) => return (Renewal::Failed(e), actions),
+        };
+        let renewal = match reply.session {
+            SessionReply::Live => {
+                if !matches!(self.standing, Standing::Member { .. }) {
+                    let settle = if self.joined_once {
+                        self.s.renew_interval
+                    } else {
+                        self.s.settle
+                    };
+                    self.standing = Standing::Member {
+                        settled_at: now + settle,
+                    };
+                    self.joined_once = true;
+                    // Look again once settled, not a renew interval later.
+                    self.wake(now + settle);
+                }
+                Renewal::Renewed {
+                    token: self.token.clone(),
+                }
+            }
+            SessionReply::Lost => {
+                // Whatever this session held is gone; its electors are refused at their
+                // next renewal. Start a new session at once.
+                self.session_over(now, rng);
+                Renewal::Refused
+            }
+            SessionReply::Refused(c) => {
+                self.standing = Standing::Refused(c);
+                Renewal::Refused
+            }
+        };
+        self.observe(&reply, now);
+        if matches!(self.standing, Standing::Member { .. }) && self.leaving == Leaving::No {
+            match reply.seed {
+                SeedNeed::No => {}
+                SeedNeed::From(offset) if !self.seeding => {
+                    self.seeding = true;
+                    actions.push(Action::Seed {
+                        offset,
+                        replace: false,
+                    });
+                }
+                SeedNeed::Replace if !self.seeding => {
+                    self.seeding = true;
+                    actions.push(Action::Seed {
+                        offset: 0,
+                        replace: true,
+                    });
+                }
+                SeedNeed::From(_) | SeedNeed::Replace => {}
+            }
+            actions.extend(self.check_count());
+            actions.extend(self.decide(now, rng));
+        }
+        (renewal, actions)
+    }
+
+    /// Takes in the members, counts and timers of a tick reply.
+    fn observe(&mut self, reply: &TickReply, now: Instant) {
+        self.unowned = reply.unowned;
+        self.claim_after = (!reply.grant_wait.is_zero()).then(|| now + reply.grant_wait);
+        self.live = reply.members.iter().map(|m| m.replica.clone()).collect();
+        self.members = reply
+            .members
+            .iter()
+            .filter(|m| m.state != MemberState::Leaving)
+            .map(|m| Member {
+                replica: m.replica.clone(),
+                owned: (m.state == MemberState::Active).then_some(m.held),
+            })
+            .collect();
+        self.server_held = reply
+            .members
+            .iter()
+            .find(|m| m.replica == self.s.replica)
+            .map_or(0, |m| m.held);
+        // A member that stops heartbeating ends when its session expires: look again
+        // right after the earliest expiry if that comes before the next regular tick,
+        // so its partitions move within one lease of its last heartbeat plus a tick.
+        if let Some(left) = reply
+            .members
+            .iter()
+            .filter(|m| m.replica != self.s.replica)
+            .map(|m| m.left)
+            .min()
+            && now + left < self.next_tick
+        {
+            self.wake(now + left + QUICK);
+        }
+        // Ended sessions whose partitions are still being freed, chunk by chunk.
+        if reply.draining > 0 {
+            self.wake(now + QUICK);
+        }
+    }
+
+    /// Starts over with a new session (the last one ended).
+    fn session_over(&mut self, now: Instant, rng: &mut impl Rng) {
+        self.token = new_token(&self.s.replica, rng);
+        self.standing = Standing::Joining;
+        self.stale.extend(self.serving.drain());
+        self.stale.extend(self.stopping.drain());
+        self.server_held = 0;
+        self.mismatch = 0;
+        self.shed_streak = 0;
+        self.plan = None;
+        self.wake(now);
+    }
+
+    /// Two ticks in a row with the store counting this session's partitions otherwise
+    /// than we do, and nothing in flight that explains it: reconcile.
+    fn check_count(&mut self) -> Vec<Action> {
+        let quiet = !self.claiming && !self.reconciling && self.stopping.is_empty();
+        if quiet && self.server_held != self.held() {
+            self.mismatch += 1;
+        } else {
+            self.mismatch = 0;
+        }
+        if self.mismatch >= 2 {
+            self.mismatch = 0;
+            self.reconciling = true;
+            return vec![Action::Reconcile];
+        }
+        Vec::new()
+    }
+
+    /// Applies the balancing rule to the last tick's view: hand over, then claim.
+    fn decide(&mut self, now: Instant, rng: &mut impl Rng) -> Vec<Action> {
+        let settling = self.settling(now);
+        let plan = plan(
+            self.s.partitions,
+            &self.s.replica,
+            self.server_held,
+            settling,
+            &self.members,
+            self.unowned,
+        );
+        self.plan = Some(plan);
+        let anyone_settling = settling || self.members.iter().any(|m| m.owned.is_none());
+        if self.unowned > 0 && !anyone_settling {
+            self.unowned_since.get_or_insert(now);
+        } else {
+            self.unowned_since = None;
+        }
+        let mut actions = Vec::new();
+        self.shed_streak = if plan.shed > 0 {
+            self.shed_streak + 1
+        } else {
+            0
+        };
+        if self.shed_streak >= 2 && self.cooldown_until.is_none_or(|c| now >= c) {
+            let chosen: Vec<usize> = self.serving.items.sample(rng, plan.shed).copied().collect();
+            for &i in &chosen {
+                self.serving.remove(i);
+                self.stopping.insert(i);
+            }
+            self.handoffs += chosen.len() as u64;
+            self.shed_streak = 0;
+            self.cooldown_until = Some(now + 2 * self.s.renew_interval);
+            if !chosen.is_empty() {
+                actions.push(Action::Stop(chosen));
+            }
+        }
+        actions.extend(self.claim(now));
+        actions
+    }
+
+    /// How many partitions to claim now beyond what this replica holds.
+    fn budget(&self, now: Instant) -> usize {
+        let Some(plan) = self.plan else { return 0 };
+        let held = self.held().max(self.server_held);
+        let mut budget = plan.allowance.saturating_sub(held);
+        // Availability before balance: partitions nobody has claimed for longer than
+        // lease + retry interval while nobody settles go to whoever asks, above the cap.
+        let orphaned = self.unowned_since.is_some_and(|t| {
+            now.saturating_duration_since(t) > self.s.lease + self.s.retry_interval
+        });
+        if orphaned && plan.shed == 0 {
+            budget = budget.max(self.unowned);
+        }
+        budget.min(self.unowned)
+    }
+
+    fn claim(&mut self, now: Instant) -> Vec<Action> {
+        let admitted = matches!(self.standing, Standing::Member { .. });
+        if !admitted
+            || self.settling(now)
+            || self.leaving != Leaving::No
+            || self.claiming
+            || self.claim_after.is_some_and(|c| c > now)
+        {
+            return Vec::new();
+        }
+        let count = self.budget(now).min(CLAIM_BATCH);
+        if count == 0 {
+            return Vec::new();
+        }
+        self.claiming = true;
+        vec![Action::Claim {
+            count,
+            floor: Fence(self.highest.get() + 1),
+        }]
+    }
+
+    /// A claim came back; `granted` are the partitions won (by index) with their fences,
+    /// for the driver to start electors for.
+    pub(crate) fn on_claimed(
+        &mut self,
+        reply: Result<(Vec<(usize, Fence)>, usize), ClaimError>,
+        now: Instant,
+    ) -> Vec<Action> {
+        self.claiming = false;
+        match reply {
+            Ok((granted, unowned)) => {
+                let won = !granted.is_empty();
+                for (i, fence) in granted {
+                    self.stale.remove(&i);
+                    self.stopping.remove(&i);
+                    self.serving.insert(i);
+                    self.highest = self.highest.max(fence);
+                }
+                self.unowned = unowned;
+                // More to take, and the last batch was not empty-handed: go on at once.
+                if won { self.claim(now) } else { Vec::new() }
+            }
+            Err(ClaimError::Wait(d)) => {
+                self.claim_after = Some(now + d);
+                Vec::new()
+            }
+            Err(ClaimError::Lost) => {
+                // The next tick confirms it and starts a new session.
+                self.wake(now);
+                Vec::new()
+            }
+            Err(ClaimError::Failed) => {
+                // It may have taken partitions we never heard of: ask.
+                self.reconciling = true;
+                vec![Action::Reconcile]
+            }
+        }
+    }
+
+    /// The store said which partitions this session holds (by index; names outside
+    /// this replica's list are the driver's to give back).
+    pub(crate) fn on_reconciled(&mut self, held: Option<HashSet<usize>>) -> Vec<Action> {
+        self.reconciling = false;
+        let Some(held) = held else {
+            return Vec::new();
+        };
+        let extra: Vec<usize> = held
+            .iter()
+            .copied()
+            .filter(|i| !self.serving.contains(*i) && !self.stopping.contains(i))
+            .collect();
+        let missing: Vec<usize> = self
+            .serving
+            .items
+            .iter()
+            .copied()
+            .filter(|i| !held.contains(i))
+            .collect();
+        let mut actions = Vec::new();
+        if !extra.is_empty() {
+            actions.push(Action::Release(extra));
+        }
+        if !missing.is_empty() {
+            actions.push(Action::Revoke(missing));
+        }
+        actions
+    }
+
+    /// A chunk of the partition list was stored (or not).
+    pub(crate) fn on_seeded(
+        &mut self,
+        reply: Result<SeedReply, StoreError>,
+        now: Instant,
+        rng: &mut impl Rng,
+    ) -> Vec<Action> {
+        self.seeding = false;
+        match reply {
+            Ok(SeedReply::Seeded(n) | SeedReply::Moved(n)) if n < self.s.partitions => {
+                self.seeding = true;
+                vec![Action::Seed {
+                    offset: n,
+                    replace: false,
+                }]
+            }
+            Ok(SeedReply::Seeded(_) | SeedReply::Moved(_)) => {
+                self.wake(now);
+                Vec::new()
+            }
+            Ok(SeedReply::Mismatch) => {
+                // Another replica stored its (different) list first: withdraw, and be
+                // refused at the next join while it is live.
+                let token = self.token.clone();
+                self.session_over(now, rng);
+                self.standing = Standing::Refused(Conflict::PartitionListMismatch);
+                vec![Action::End { token, done: false }]
+            }
+            // Retried from the next tick's answer.
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The elector of partition `i` has ended (after its release).
+    pub(crate) fn on_stopped(&mut self, i: usize) -> Vec<Action> {
+        self.serving.remove(i);
+        self.stopping.remove(&i);
+        self.stale.remove(&i);
+        self.end_if_done()
+    }
+
+    fn end_if_done(&mut self) -> Vec<Action> {
+        if self.leaving == Leaving::Stopping && self.running() == 0 {
+            self.leaving = Leaving::Ending;
+            return vec![Action::End {
+                token: self.token.clone(),
+                done: true,
+            }];
+        }
+        Vec::new()
+    }
+
+    /// A release or a leave was published in the group: look again right away.
+    pub(crate) fn on_notice(&mut self, now: Instant) {
+        if self.leaving == Leaving::No {
+            self.wake(now + NOTICE_DELAY);
+        }
+    }
+
+    /// An elector is waiting for a renewal: tick soon if the next tick is far.
+    pub(crate) fn on_renew_wanted(&mut self, now: Instant) {
+        if self.next_tick > now + TICK_OFFSET + NOTICE_DELAY {
+            self.wake(now + NOTICE_DELAY);
+        }
+    }
+
+    /// Shut down: announce, stop every elector, end the session.
+    pub(crate) fn on_shutdown(&mut self, now: Instant) -> Vec<Action> {
+        if self.leaving != Leaving::No {
+            return Vec::new();
+        }
+        if matches!(self.standing, Standing::Member { .. }) {
+            self.leaving = Leaving::Announcing;
+            self.wake(now);
+            return Vec::new();
+        }
+        self.leaving = Leaving::Stopping;
+        self.stopping.extend(self.serving.drain());
+        let mut actions = vec![Action::StopAll];
+        actions.extend(self.end_if_done());
+        actions
+    }
+}
+
+/// Why a claim won nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ClaimError {
+    /// The group grants nothing for this long yet.
+    Wait(Duration),
+    /// The session has ended.
+    Lost,
+    /// The call failed; it may or may not have taken partitions.
+    Failed,
+}
+
+impl ClaimError {
+    /// The claim reply as the state machine sees it (names already mapped to indices).
+    pub(crate) fn split(
+        reply: Result<ClaimReply, StoreError>,
+    ) -> Result<(Vec<(String, Fence)>, usize), ClaimError> {
+        match reply {
+            Ok(ClaimReply::Claimed {
+                partitions,
+                unowned,
+            }) => Ok((partitions, unowned)),
+            Ok(ClaimReply::Wait(d)) => Err(Self::Wait(d)),
+            Ok(ClaimReply::Lost) => Err(Self::Lost),
+            Err(_) => Err(Self::Failed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::protocol::MemberInfo;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    const LEASE: Duration = Duration::from_millis(900);
+    const RI: Duration = Duration::from_millis(300);
+
+    fn settings(p: usize) -> Settings {
+        Settings {
+            replica: "a".into(),
+            partitions: p,
+            lease: LEASE,
+            renew_interval: RI,
+            retry_interval: RI,
+            settle: LEASE,
+            digest: "d".into(),
+        }
+    }
+
+    struct Sim {
+        st: GroupState,
+        now: Instant,
+        rng: StdRng,
+    }
+
+    fn member(r: &str, state: MemberState, held: usize) -> MemberInfo {
+        MemberInfo {
+            replica: r.into(),
+            state,
+            left: LEASE,
+            held,
+        }
+    }
+
+    fn reply(session: SessionReply, members: Vec<MemberInfo>, unowned: usize) -> TickReply {
+        TickReply {
+            session,
+            seed: SeedNeed::No,
+            members,
+            unowned,
+            grant_wait: Duration::ZERO,
+            draining: 0,
+        }
+    }
+
+    impl Sim {
+        fn new(p: usize) -> Self {
+            let now = Instant::now();
+            let mut rng = StdRng::seed_from_u64(1);
+            let st = GroupState::new(settings(p), RenewGrid::new(now, RI), now, &mut rng);
+            Self { st, now, rng }
+        }
+
+        fn advance(&mut self, d: Duration) {
+            self.now += d;
+        }
+
+        /// Moves the clock to the next wake-up if that is later.
+        fn until_wake(&mut self) {
+            let at = self.st.wake_at().expect("something to wake for");
+            self.now = self.now.max(at);
+        }
+
+        /// Waits for the next tick (if not due yet), polls, answers it.
+        fn tick(&mut self, r: TickReply) -> (Renewal, Vec<Action>) {
+            self.until_wake();
+            let actions = self.st.poll(self.now);
+            assert!(
+                actions.iter().any(|a| matches!(a, Action::Tick(_))),
+                "a tick was due: {actions:?}"
+            );
+            self.st.on_tick(Ok(r), self.now, &mut self.rng)
+        }
+
+        /// Joins and settles with `others` active, then returns the first decisions.
+        fn settled(&mut self, others: &[(&str, usize)], unowned: usize) -> Vec<Action> {
+            let mut members = vec![member("a", MemberState::Settling, 0)];
+            members.extend(
+                others
+                    .iter()
+                    .map(|(r, h)| member(r, MemberState::Active, *h)),
+            );
+            self.tick(reply(SessionReply::Live, members, unowned));
+            self.advance(LEASE);
+            let mut members = vec![member("a", MemberState::Active, 0)];
+            members.extend(
+                others
+                    .iter()
+                    .map(|(r, h)| member(r, MemberState::Active, *h)),
+            );
+            self.tick(reply(SessionReply::Live, members, unowned)).1
+        }
+
+        fn claimed(&mut self, from: usize, n: usize, unowned: usize) -> Vec<Action> {
+            let granted = (from..from + n)
+                .map(|i| (i, Fence(100 + i as u64)))
+                .collect();
+            self.st.on_claimed(Ok((granted, unowned)), self.now)
+        }
+    }
+
+    #[test]
+    fn a_settling_replica_claims_nothing_then_claims_its_share_in_batches() {
+        let mut sim = Sim::new(1_200);
+        let (renewal, actions) = sim.tick(reply(
+            SessionReply::Live,
+            vec![
+                member("a", MemberState::Settling, 0),
+                member("b", MemberState::Active, 0),
+            ],
+            1_200,
+        ));
+        assert!(matches!(renewal, Renewal::Renewed { .. }));
+        assert!(actions.is_empty(), "settling: {actions:?}");
+        assert!(sim.st.settling(sim.now));
+        sim.advance(LEASE);
+        let actions = sim.tick(reply(
+            SessionReply::Live,
+            vec![
+                member("a", MemberState::Active, 0),
+                member("b", MemberState::Active, 0),
+            ],
+            1_200,
+        ));
+        assert_eq!(
+            actions.1,
+            vec![Action::Claim {
+                count: CLAIM_BATCH,
+                floor: Fence(1)
+            }]
+        );
+        // One batch in flight at a time; the next one as soon as it is back.
+        assert!(
+            sim.st
+                .poll(sim.now)
+                .iter()
+                .all(|a| !matches!(a, Action::Claim { .. }))
+        );
+        let next = sim.claimed(0, CLAIM_BATCH, 700);
+        assert_eq!(
+            next,
+            vec![Action::Claim {
+                count: 600 - CLAIM_BATCH,
+                floor: Fence(100 + CLAIM_BATCH as u64)
+            }],
+            "up to floor(1200/2), with fences above every fence seen"
+        );
+        assert!(
+            sim.claimed(CLAIM_BATCH, 100, 600).is_empty(),
+            "allowance reached"
+        );
+    }
+
+    #[test]
+    fn nothing_is_claimed_before_the_groups_grant_wait() {
+        let mut sim = Sim::new(10);
+        sim.tick(reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Settling, 0)],
+            10,
+        ));
+        sim.advance(LEASE);
+        let mut r = reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Active, 0)],
+            10,
+        );
+        r.grant_wait = Duration::from_millis(200);
+        let (_, actions) = sim.tick(r);
+        assert!(actions.is_empty(), "{actions:?}");
+        assert_eq!(sim.st.wake_at(), Some(sim.now + Duration::from_millis(200)));
+        sim.advance(Duration::from_millis(200));
+        let actions = sim.st.poll(sim.now);
+        assert!(
+            actions
+                .iter()
+                .any(|a| matches!(a, Action::Claim { count: 10, .. })),
+            "{actions:?}"
+        );
+    }
+
+    #[test]
+    fn a_lost_session_refuses_its_electors_and_starts_a_new_one_that_settles_briefly() {
+        let mut sim = Sim::new(4);
+        sim.settled(&[], 4);
+        sim.claimed(0, 4, 0);
+        let old = sim.st.token().to_owned();
+        sim.advance(RI);
+        let (renewal, actions) = sim.tick(reply(SessionReply::Lost, vec![], 4));
+        assert!(matches!(renewal, Renewal::Refused));
+        assert!(actions.is_empty());
+        assert_ne!(sim.st.token(), old, "a lost session is never renewed again");
+        assert_eq!(sim.st.wake_at(), Some(sim.now), "rejoin at once");
+        let Some(Action::Tick(req)) = sim.st.poll(sim.now).into_iter().next() else {
+            panic!("a join was due");
+        };
+        assert!(req.join);
+        sim.st.on_tick(
+            Ok(reply(
+                SessionReply::Live,
+                vec![member("a", MemberState::Settling, 0)],
+                4,
+            )),
+            sim.now,
+            &mut sim.rng,
+        );
+        assert!(sim.st.settling(sim.now + RI - Duration::from_millis(1)));
+        assert!(
+            !sim.st.settling(sim.now + RI),
+            "a rejoin settles one renew interval"
+        );
+        // The old electors still run until they are refused, but hold nothing.
+        assert_eq!(sim.st.running(), 4);
+        assert_eq!(sim.st.held(), 0);
+    }
+
+    #[test]
+    fn hand_overs_need_two_ticks_in_a_row_and_then_wait_out_a_cooldown() {
+        let mut sim = Sim::new(12);
+        sim.settled(&[("b", 6)], 6);
+        sim.claimed(0, 6, 0);
+        // c joined and finished settling: 6 / 6 / 0, floor 4.
+        let view = || {
+            vec![
+                member("a", MemberState::Active, 6),
+                member("b", MemberState::Active, 6),
+                member("c", MemberState::Active, 0),
+            ]
+        };
+        let (_, first) = sim.tick(reply(SessionReply::Live, view(), 0));
+        assert!(
+            first.is_empty(),
+            "one tick of imbalance is not enough: {first:?}"
+        );
+        let (_, second) = sim.tick(reply(SessionReply::Live, view(), 0));
+        let shed_at = sim.now;
+        let [Action::Stop(chosen)] = second.as_slice() else {
+            panic!("{second:?}");
+        };
+        assert_eq!(chosen.len(), 2, "a hands over its half of c's floor");
+        assert_eq!(sim.st.handoffs(), 2);
+        // Counts lag behind the hand-over: no second one during the cooldown, even with
+        // the imbalance seen twice more.
+        while sim.st.wake_at().is_some_and(|w| w < shed_at + 2 * RI) {
+            let (_, actions) = sim.tick(reply(SessionReply::Live, view(), 0));
+            assert!(actions.is_empty(), "{actions:?}");
+        }
+    }
+
+    #[test]
+    fn unowned_partitions_are_claimed_above_the_cap_after_lease_plus_retry() {
+        // b is live and active but never claims its share.
+        let mut sim = Sim::new(10);
+        sim.settled(&[("b", 0)], 10);
+        let since = sim.now;
+        sim.claimed(0, 5, 5);
+        let view = vec![
+            member("a", MemberState::Active, 5),
+            member("b", MemberState::Active, 0),
+        ];
+        loop {
+            let (_, actions) = sim.tick(reply(SessionReply::Live, view.clone(), 5));
+            if let Some(Action::Claim { count, .. }) = actions.first() {
+                assert_eq!(*count, 5, "every orphan, above the cap");
+                break;
+            }
+            assert!(
+                sim.now - since <= LEASE + 3 * RI,
+                "never claimed the orphans"
+            );
+        }
+        let waited = sim.now - since;
+        assert!(waited > LEASE + RI, "claimed orphans too early: {waited:?}");
+    }
+
+    #[test]
+    fn orphan_clocks_stop_while_anyone_settles() {
+        let mut sim = Sim::new(10);
+        sim.settled(&[("b", 0)], 10);
+        sim.claimed(0, 5, 5);
+        for _ in 0..20 {
+            let (_, actions) = sim.tick(reply(
+                SessionReply::Live,
+                vec![
+                    member("a", MemberState::Active, 5),
+                    member("b", MemberState::Settling, 0),
+                ],
+                5,
+            ));
+            assert!(actions.is_empty(), "{actions:?}");
+        }
+    }
+
+    #[test]
+    fn a_replica_refused_by_the_group_claims_nothing_and_asks_again_each_tick() {
+        let mut sim = Sim::new(4);
+        let (renewal, actions) = sim.tick(reply(
+            SessionReply::Refused(Conflict::DuplicateReplica),
+            vec![member("a", MemberState::Active, 4)],
+            0,
+        ));
+        assert!(matches!(renewal, Renewal::Refused));
+        assert!(actions.is_empty());
+        assert_eq!(sim.st.conflict(), Some(Conflict::DuplicateReplica));
+        sim.until_wake();
+        let Some(Action::Tick(req)) = sim.st.poll(sim.now).into_iter().next() else {
+            panic!("a join was due");
+        };
+        assert!(req.join);
+    }
+
+    #[test]
+    fn a_count_mismatch_seen_twice_with_nothing_in_flight_reconciles() {
+        let mut sim = Sim::new(4);
+        sim.settled(&[], 4);
+        sim.claimed(0, 2, 0);
+        // The store says 3: a claim whose reply was lost took one more.
+        for expect in [false, true] {
+            let (_, actions) = sim.tick(reply(
+                SessionReply::Live,
+                vec![member("a", MemberState::Active, 3)],
+                0,
+            ));
+            assert_eq!(actions.contains(&Action::Reconcile), expect, "{actions:?}");
+        }
+        let actions = sim.st.on_reconciled(Some([0, 3].into_iter().collect()));
+        assert_eq!(
+            actions,
+            vec![Action::Release(vec![3]), Action::Revoke(vec![1])],
+            "give back what no elector runs; refuse what the store no longer lists"
+        );
+    }
+
+    #[test]
+    fn a_failed_claim_reconciles_at_once() {
+        let mut sim = Sim::new(4);
+        let actions = sim.settled(&[], 4);
+        assert!(matches!(actions[..], [Action::Claim { .. }]));
+        let actions = sim.st.on_claimed(Err(ClaimError::Failed), sim.now);
+        assert_eq!(actions, vec![Action::Reconcile]);
+    }
+
+    #[test]
+    fn a_leave_announces_then_stops_everything_then_ends_the_session() {
+        let mut sim = Sim::new(4);
+        sim.settled(&[], 4);
+        sim.claimed(0, 4, 0);
+        assert!(sim.st.on_shutdown(sim.now).is_empty());
+        let Some(Action::Tick(req)) = sim.st.poll(sim.now).into_iter().next() else {
+            panic!("the announcing tick is due at once");
+        };
+        assert_eq!(req.state, MemberState::Leaving);
+        let (_, actions) = sim.st.on_tick(
+            Ok(reply(
+                SessionReply::Live,
+                vec![member("a", MemberState::Leaving, 4)],
+                0,
+            )),
+            sim.now,
+            &mut sim.rng,
+        );
+        assert_eq!(actions, vec![Action::StopAll], "and no claim while leaving");
+        for i in 0..3 {
+            assert!(sim.st.on_stopped(i).is_empty());
+        }
+        let token = sim.st.token().to_owned();
+        assert_eq!(
+            sim.st.on_stopped(3),
+            vec![Action::End { token, done: true }]
+        );
+    }
+
+    #[test]
+    fn seeding_goes_on_chunk_by_chunk_and_a_different_list_withdraws() {
+        let mut sim = Sim::new(2_500);
+        let mut r = reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Settling, 0)],
+            2_500,
+        );
+        r.seed = SeedNeed::From(0);
+        let (_, actions) = sim.tick(r);
+        assert_eq!(
+            actions,
+            vec![Action::Seed {
+                offset: 0,
+                replace: false
+            }]
+        );
+        let next = sim
+            .st
+            .on_seeded(Ok(SeedReply::Seeded(1_000)), sim.now, &mut sim.rng);
+        assert_eq!(
+            next,
+            vec![Action::Seed {
+                offset: 1_000,
+                replace: false
+            }]
+        );
+        // Someone else seeds concurrently: go on from where the list stands.
+        let next = sim
+            .st
+            .on_seeded(Ok(SeedReply::Moved(2_000)), sim.now, &mut sim.rng);
+        assert!(matches!(next[..], [Action::Seed { offset: 2_000, .. }]));
+        assert!(
+            sim.st
+                .on_seeded(Ok(SeedReply::Seeded(2_500)), sim.now, &mut sim.rng)
+                .is_empty()
+        );
+        // Another replica stored another list first.
+        let old = sim.st.token().to_owned();
+        let next = sim
+            .st
+            .on_seeded(Ok(SeedReply::Mismatch), sim.now, &mut sim.rng);
+        assert_eq!(
+            next,
+            vec![Action::End {
+                token: old,
+                done: false
+            }]
+        );
+        assert_eq!(sim.st.conflict(), Some(Conflict::PartitionListMismatch));
+    }
+
+    #[test]
+    fn a_dying_member_is_looked_at_right_after_its_session_expires() {
+        let mut sim = Sim::new(4);
+        sim.settled(&[("b", 2)], 2);
+        let mut b = member("b", MemberState::Active, 2);
+        b.left = Duration::from_millis(40);
+        sim.tick(reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Active, 2), b],
+            0,
+        ));
+        assert_eq!(
+            sim.st.wake_at(),
+            Some(sim.now + Duration::from_millis(40) + QUICK)
+        );
+    }
+
+    #[test]
+    fn the_index_set_removes_and_picks_in_constant_time() {
+        let mut set = IndexSet::default();
+        for i in 0..5 {
+            assert!(set.insert(i));
+        }
+        assert!(!set.insert(3));
+        assert!(set.remove(0));
+        assert!(!set.remove(0));
+        assert_eq!(set.len(), 4);
+        for i in 1..5 {
+            assert!(set.contains(i));
+            assert_eq!(set.items[set.pos[&i]], i);
+        }
+    }
+}

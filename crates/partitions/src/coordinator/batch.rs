@@ -1,0 +1,335 @@
+//! Both ends of the batch between a coordinator and its partition electors.
+//!
+//! Electors see an ordinary [`LeaseStore`] ([`GroupStore`]). Their renewals wait for
+//! the next group tick *sent after they asked* and take its answer: one heartbeat of
+//! the replica's session extends every partition it holds, so there is no per-renewal
+//! queue at all, only a `watch` of the latest tick's outcome. Their releases are queued
+//! and sent together, one script per batch. Acquisitions never happen here: the
+//! coordinator claims partitions in batches and grants each elector its term.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use leasehold_election::keys::DutyKeys;
+use leasehold_election::{Acquire, BackendWarning, Fence, LeaderInfo, LeaseStore, StoreError};
+use tokio::sync::{Notify, broadcast, oneshot, watch};
+use tokio::time::Instant;
+use tracing::Span;
+
+use crate::backend::GroupBackend;
+use crate::keys::GroupKeys;
+
+/// The error renewals and releases get once the coordinator has stopped.
+pub(crate) fn stopped() -> StoreError {
+    StoreError::Connection("the partition coordinator has stopped".into())
+}
+
+/// The latest tick's outcome, as the electors see it.
+#[derive(Debug, Clone)]
+pub(crate) struct Outcome {
+    /// When the tick was sent: it answers renewals asked for at or before then.
+    pub(crate) sent: Instant,
+    /// The session it extended (`None`: it extended none), or why it failed.
+    pub(crate) result: Result<Option<Arc<str>>, StoreError>,
+}
+
+/// A release waiting for the next release batch.
+#[derive(Debug)]
+pub(crate) struct PendingRelease {
+    pub(crate) partition: Arc<str>,
+    pub(crate) token: String,
+    pub(crate) reply: oneshot::Sender<Result<bool, StoreError>>,
+    /// The elector's span, so the batch's work is traced to it.
+    pub(crate) span: Span,
+}
+
+/// What the coordinator and its electors share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    outcome: watch::Sender<Option<Outcome>>,
+    /// An elector is waiting for a renewal.
+    pub(crate) wanted: Notify,
+    releases: Mutex<Vec<PendingRelease>>,
+    /// A release was queued.
+    pub(crate) released: Notify,
+    /// Partitions whose electors must be refused their next renewal.
+    revoked: Mutex<HashSet<usize>>,
+    closed: AtomicBool,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self {
+            outcome: watch::channel(None).0,
+            wanted: Notify::new(),
+            releases: Mutex::new(Vec::new()),
+            released: Notify::new(),
+            revoked: Mutex::new(HashSet::new()),
+            closed: AtomicBool::new(false),
+        }
+    }
+}
+
+impl Shared {
+    /// Answers every renewal asked for at or before `outcome.sent`.
+    pub(crate) fn answer(&self, outcome: Outcome) {
+        self.outcome.send_replace(Some(outcome));
+    }
+
+    /// Takes up to `max` queued releases of one token (the oldest first).
+    pub(crate) fn take_releases(&self, max: usize) -> Vec<PendingRelease> {
+        let mut queue = self.releases.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(token) = queue.first().map(|p| p.token.clone()) else {
+            return Vec::new();
+        };
+        let mut taken = Vec::new();
+        let mut rest = Vec::with_capacity(queue.len());
+        for p in queue.drain(..) {
+            if p.token == token && taken.len() < max {
+                taken.push(p);
+            } else {
+                rest.push(p);
+            }
+        }
+        *queue = rest;
+        taken
+    }
+
+    /// Whether releases are waiting.
+    pub(crate) fn has_releases(&self) -> bool {
+        !self
+            .releases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    }
+
+    /// Refuses the next renewal of these partitions' electors.
+    pub(crate) fn revoke(&self, indices: impl IntoIterator<Item = usize>) {
+        self.revoked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(indices);
+    }
+
+    /// A new elector of partition `index` starts clean.
+    pub(crate) fn unrevoke(&self, index: usize) {
+        self.revoked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&index);
+    }
+
+    fn is_revoked(&self, index: usize) -> bool {
+        self.revoked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&index)
+    }
+
+    /// The coordinator has stopped: fail every waiting and later call.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.outcome.send_modify(|_| {});
+        for p in std::mem::take(&mut *self.releases.lock().unwrap_or_else(PoisonError::into_inner))
+        {
+            let _ = p.reply.send(Err(stopped()));
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    async fn renew(&self, index: usize, token: &str) -> Result<bool, StoreError> {
+        let asked = Instant::now();
+        let mut rx = self.outcome.subscribe();
+        self.wanted.notify_one();
+        let outcome = rx
+            .wait_for(|o| self.is_closed() || o.as_ref().is_some_and(|o| o.sent >= asked))
+            .await
+            .map_err(|_| stopped())?;
+        let Some(outcome) = outcome.as_ref().filter(|_| !self.is_closed()) else {
+            return Err(stopped());
+        };
+        match &outcome.result {
+            Ok(Some(session)) => Ok(**session == *token && !self.is_revoked(index)),
+            Ok(None) => Ok(false),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    /// Queues the release of `partition` held with `token`; the reply comes with the
+    /// next release batch.
+    pub(crate) fn queue_release(
+        &self,
+        partition: Arc<str>,
+        token: &str,
+    ) -> oneshot::Receiver<Result<bool, StoreError>> {
+        let (reply, rx) = oneshot::channel();
+        if self.is_closed() {
+            let _ = reply.send(Err(stopped()));
+            return rx;
+        }
+        self.releases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(PendingRelease {
+                partition,
+                token: token.to_owned(),
+                reply,
+                span: Span::current(),
+            });
+        self.released.notify_one();
+        rx
+    }
+}
+
+/// The store one partition elector uses: renewals and releases through the batch.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupStore<B> {
+    pub(crate) backend: B,
+    pub(crate) keys: Arc<GroupKeys>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) partition: Arc<str>,
+    pub(crate) index: usize,
+}
+
+impl<B: GroupBackend> LeaseStore for GroupStore<B> {
+    async fn acquire(
+        &self,
+        _keys: &DutyKeys,
+        _token: &str,
+        _lease: Duration,
+        _floor: Fence,
+    ) -> Result<Acquire, StoreError> {
+        Err(StoreError::Protocol(
+            "partition electors are granted their leases by the coordinator".into(),
+        ))
+    }
+
+    async fn renew(
+        &self,
+        _keys: &DutyKeys,
+        token: &str,
+        _lease: Duration,
+    ) -> Result<bool, StoreError> {
+        self.shared.renew(self.index, token).await
+    }
+
+    async fn release(&self, _keys: &DutyKeys, token: &str) -> Result<bool, StoreError> {
+        self.shared
+            .queue_release(self.partition.clone(), token)
+            .await
+            .unwrap_or_else(|_| Err(stopped()))
+    }
+
+    async fn leader(&self, _keys: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
+        let owner = self.backend.owner(&self.keys, &self.partition).await?;
+        Ok(owner.owner.map(|replica_id| LeaderInfo {
+            replica_id,
+            fence: owner.fence,
+            remaining: owner.remaining,
+        }))
+    }
+
+    fn release_notifier(&self, _keys: &DutyKeys) -> Arc<Notify> {
+        // Granted electors never follow, so nothing ever waits on this.
+        Arc::new(Notify::new())
+    }
+
+    fn release_events(&self, _keys: &DutyKeys) -> broadcast::Receiver<String> {
+        broadcast::channel(1).1
+    }
+
+    async fn self_check(&self) -> Result<Vec<BackendWarning>, StoreError> {
+        self.backend.warnings().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(sent: Instant, session: Option<&str>) -> Outcome {
+        Outcome {
+            sent,
+            result: Ok(session.map(Arc::from)),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_takes_the_answer_of_the_first_tick_sent_after_it_asked() {
+        let shared = Arc::new(Shared::default());
+        let before = Instant::now();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        // An answer from before the renewal asked does not count.
+        shared.answer(outcome(before, Some("a:1")));
+        let s = shared.clone();
+        let renewal = tokio::spawn(async move { s.renew(0, "a:1").await });
+        tokio::task::yield_now().await;
+        assert!(!renewal.is_finished());
+        shared.answer(outcome(Instant::now(), Some("a:1")));
+        assert!(renewal.await.unwrap().unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn another_session_a_revoked_partition_and_a_stop_refuse_renewals() {
+        let shared = Arc::new(Shared::default());
+        for (token, revoke, expect) in [("a:old", false, false), ("a:1", true, false)] {
+            if revoke {
+                shared.revoke([0]);
+            }
+            let s = shared.clone();
+            let renewal = tokio::spawn(async move { s.renew(0, token).await });
+            tokio::task::yield_now().await;
+            shared.answer(outcome(Instant::now(), Some("a:1")));
+            assert_eq!(renewal.await.unwrap().unwrap(), expect, "{token}");
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let s = shared.clone();
+        let renewal = tokio::spawn(async move { s.renew(1, "a:1").await });
+        let release = shared.queue_release("p1".into(), "a:1");
+        tokio::task::yield_now().await;
+        shared.close();
+        assert!(renewal.await.unwrap().is_err());
+        assert!(release.await.unwrap().is_err());
+        assert!(
+            shared
+                .queue_release("p1".into(), "a:1")
+                .await
+                .unwrap()
+                .is_err(),
+            "and every later one"
+        );
+    }
+
+    #[tokio::test]
+    async fn releases_are_taken_one_token_at_a_time_in_batches() {
+        let shared = Shared::default();
+        let mut rxs = Vec::new();
+        for (i, token) in ["a:1", "a:1", "a:0", "a:1"].iter().enumerate() {
+            let (reply, rx) = oneshot::channel();
+            rxs.push(rx);
+            shared.releases.lock().unwrap().push(PendingRelease {
+                partition: i.to_string().into(),
+                token: (*token).into(),
+                reply,
+                span: Span::none(),
+            });
+        }
+        let take = |max| -> Vec<String> {
+            shared
+                .take_releases(max)
+                .iter()
+                .map(|p| p.partition.to_string())
+                .collect()
+        };
+        assert_eq!(take(2), ["0", "1"]);
+        assert_eq!(take(10), ["2"], "then the oldest waiting token's");
+        assert_eq!(take(10), ["3"]);
+        assert!(!shared.has_releases());
+    }
+}

@@ -1,0 +1,618 @@
+//! The coordinator's driver: performs what [`GroupState`] decides and feeds it what
+//! happened. It never waits on I/O in its loop: every store call runs in a lane of its
+//! own (tick, claim, release, chores), so a slow claim or a burst of elector events
+//! never delays the tick that carries the renewals, and the renewal answer is handed to
+//! the electors before anything else is done with a tick's reply.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold_election::store::ANY_RELEASE;
+use leasehold_election::{
+    DutyResult, Elector, ElectorConfig, Fence, Grant, Leadership, RenewGrid, StoreError,
+};
+use metrics::{counter, gauge};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tokio::sync::{broadcast, watch};
+use tokio::time::{Instant, sleep_until, timeout};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, info_span, warn};
+
+use super::batch::{GroupStore, Outcome, PendingRelease, Shared};
+use super::slots::{Ended, Slots};
+use crate::backend::protocol::{
+    ClaimReply, ClaimRequest, Conflict, SeedReply, SeedRequest, TickReply,
+};
+use crate::backend::{GroupBackend, RELEASE_BATCH, SEED_CHUNK};
+use crate::balance::state::{Action, ClaimError, GroupState, Leaving, Renewal, Settings};
+use crate::config::GroupConfig;
+use crate::error::PartitionsError;
+use crate::keys::GroupKeys;
+use crate::metrics as m;
+use crate::view::GroupView;
+
+/// How long a queued release waits for others to share its batch.
+const BATCH_WINDOW: Duration = Duration::from_millis(1);
+
+type Lane<T> = Option<Pin<Box<dyn Future<Output = T> + Send>>>;
+/// A tick's send time and reply.
+type Ticked = (Instant, Result<TickReply, StoreError>);
+/// A claim's send time, the session it was for, and its reply.
+type Claimed = (Instant, String, Result<ClaimReply, StoreError>);
+/// A release batch and its reply (one flag per release).
+type Released = (Vec<PendingRelease>, Result<Vec<bool>, StoreError>);
+
+/// Waits for the lane's call to finish (pending forever when the lane is idle).
+async fn next_of<T>(lane: &mut Lane<T>) -> T {
+    match lane {
+        Some(call) => {
+            let out = call.await;
+            *lane = None;
+            out
+        }
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Calls that run one at a time beside the tick, claim and release lanes.
+enum Chore {
+    Seeded(Result<SeedReply, StoreError>),
+    Reconciled(String, Result<Vec<String>, StoreError>),
+    Ended { done: bool },
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Labels {
+    group: String,
+    replica: String,
+}
+
+impl Labels {
+    pub(crate) fn new(c: &GroupConfig) -> Self {
+        Self {
+            group: c.group.clone(),
+            replica: c.replica_id.clone(),
+        }
+    }
+
+    fn pair(&self) -> [(&'static str, String); 2] {
+        [
+            ("group", self.group.clone()),
+            ("replica", self.replica.clone()),
+        ]
+    }
+}
+
+pub(crate) struct Driver<B, F> {
+    backend: B,
+    keys: Arc<GroupKeys>,
+    config: Arc<GroupConfig>,
+    /// Every partition elector's configuration but its duty name.
+    template: ElectorConfig,
+    names: Arc<[Arc<str>]>,
+    index: HashMap<Arc<str>, usize>,
+    callback: Arc<F>,
+    state: GroupState,
+    shared: Arc<Shared>,
+    slots: Slots,
+    view: watch::Sender<GroupView>,
+    labels: Labels,
+    shutdown: CancellationToken,
+    notices: broadcast::Receiver<String>,
+    rng: StdRng,
+    tick: Lane<Ticked>,
+    claim: Lane<Claimed>,
+    release: Lane<Released>,
+    chore: Lane<Chore>,
+    chores: VecDeque<Action>,
+    /// When to send the queued releases.
+    release_due: Option<Instant>,
+    /// The last store error, for the view (cleared by a successful tick).
+    error: Option<StoreError>,
+}
+
+impl<B, F, Fut> Driver<B, F>
+where
+    B: GroupBackend,
+    F: Fn(String, Leadership) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = DutyResult> + Send + 'static,
+{
+    /// A driver for this replica, its first tick due at once.
+    pub(crate) fn new(
+        backend: B,
+        config: GroupConfig,
+        template: ElectorConfig,
+        callback: Arc<F>,
+        view: watch::Sender<GroupView>,
+        shutdown: CancellationToken,
+        epoch: Instant,
+    ) -> Self {
+        let names: Arc<[Arc<str>]> = config
+            .partitions
+            .iter()
+            .map(|p| Arc::from(p.as_str()))
+            .collect();
+        let index = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.clone(), i))
+            .collect();
+        let mut rng = StdRng::from_rng(&mut rand::rng());
+        let state = GroupState::new(
+            Settings {
+                replica: config.replica_id.clone(),
+                partitions: names.len(),
+                lease: config.lease,
+                renew_interval: config.renew_interval,
+                retry_interval: config.retry_interval,
+                settle: config.settle,
+                digest: config.digest(),
+            },
+            RenewGrid::new(epoch, config.renew_interval),
+            epoch,
+            &mut rng,
+        );
+        let keys = Arc::new(GroupKeys::new(&config.key_prefix, &config.group));
+        Self {
+            notices: backend.notices(&keys),
+            backend,
+            keys,
+            labels: Labels::new(&config),
+            config: Arc::new(config),
+            template,
+            names,
+            index,
+            callback,
+            state,
+            shared: Arc::new(Shared::default()),
+            slots: Slots::default(),
+            view,
+            shutdown,
+            rng,
+            tick: None,
+            claim: None,
+            release: None,
+            chore: None,
+            chores: VecDeque::new(),
+            release_due: None,
+            error: None,
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        let mut shutting = false;
+        let mut notices_open = true;
+        loop {
+            let timer = [self.state.wake_at(), self.release_due]
+                .into_iter()
+                .flatten()
+                .min();
+            tokio::select! {
+                biased;
+                (sent, reply) = next_of(&mut self.tick) => self.on_tick(sent, reply),
+                () = self.shutdown.cancelled(), if !shutting => {
+                    shutting = true;
+                    info!("leaving the group");
+                    let actions = self.state.on_shutdown(Instant::now());
+                    self.perform(actions);
+                }
+                (sent, token, reply) = next_of(&mut self.claim) => self.on_claim(sent, &token, reply),
+                (batch, reply) = next_of(&mut self.release) => self.on_release(batch, reply),
+                chore = next_of(&mut self.chore) => {
+                    if self.on_chore(chore) {
+                        break;
+                    }
+                }
+                ended = self.slots.next() => self.on_ended(ended),
+                () = self.shared.wanted.notified() => self.state.on_renew_wanted(Instant::now()),
+                () = self.shared.released.notified() => {
+                    self.release_due.get_or_insert(Instant::now() + BATCH_WINDOW);
+                }
+                notice = self.notices.recv(), if notices_open => match notice {
+                    Ok(n) if n != self.keys.notice && n != ANY_RELEASE => {}
+                    Err(broadcast::error::RecvError::Closed) => notices_open = false,
+                    _ => self.state.on_notice(Instant::now()),
+                },
+                () = sleep_until_opt(timer) => self.on_timer(),
+            }
+        }
+        self.shared.close();
+        self.view.send_modify(|v| {
+            v.owned.clear();
+            v.error = Some(PartitionsError::Stopped);
+        });
+        gauge!(m::OWNED, &self.labels.pair()).set(0.0);
+        info!("left the group");
+    }
+
+    fn limit(&self) -> Duration {
+        self.config.renew_interval
+    }
+
+    fn on_timer(&mut self) {
+        let now = Instant::now();
+        if self.release_due.is_some_and(|at| at <= now) {
+            self.release_due = None;
+            self.flush_releases();
+        }
+        let actions = self.state.poll(now);
+        self.perform(actions);
+    }
+
+    fn perform(&mut self, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Tick(req) => {
+                    let (backend, keys, limit) =
+                        (self.backend.clone(), self.keys.clone(), self.limit());
+                    let sent = Instant::now();
+                    self.tick = Some(Box::pin(async move {
+                        let reply = timeout(limit, backend.tick(&keys, &req))
+                            .await
+                            .unwrap_or(Err(StoreError::Timeout(limit)));
+                        (sent, reply)
+                    }));
+                }
+                Action::Claim { count, floor } => self.send_claim(count, floor),
+                Action::Stop(indices) => {
+                    for i in indices {
+                        info!(partition = %self.names[i], "handing off a partition to rebalance");
+                        counter!(m::HANDOFFS, &self.labels.pair()).increment(1);
+                        self.slots.stop(i);
+                    }
+                    let handoffs = self.state.handoffs();
+                    self.view.send_modify(|v| v.handoffs = handoffs);
+                }
+                Action::StopAll => self.slots.stop_all(),
+                Action::Release(indices) => {
+                    let token = self.state.token().to_owned();
+                    for i in indices {
+                        warn!(partition = %self.names[i], "the store lists a partition no elector runs; giving it back");
+                        drop(self.shared.queue_release(self.names[i].clone(), &token));
+                    }
+                }
+                Action::Revoke(indices) => {
+                    for &i in &indices {
+                        warn!(partition = %self.names[i], "the store no longer lists this partition under this session; stepping down");
+                    }
+                    self.shared.revoke(indices);
+                }
+                chore @ (Action::Seed { .. } | Action::Reconcile | Action::End { .. }) => {
+                    self.chores.push_back(chore);
+                    self.next_chore();
+                }
+            }
+        }
+    }
+
+    fn send_claim(&mut self, count: usize, floor: Fence) {
+        let req = ClaimRequest {
+            replica: self.config.replica_id.clone(),
+            token: self.state.token().to_owned(),
+            ttl: self.config.lease,
+            count,
+            floor,
+        };
+        let (backend, keys, limit) = (self.backend.clone(), self.keys.clone(), self.limit());
+        let sent = Instant::now();
+        self.claim = Some(Box::pin(async move {
+            let reply = timeout(limit, backend.claim(&keys, &req))
+                .await
+                .unwrap_or(Err(StoreError::Timeout(limit)));
+            (sent, req.token, reply)
+        }));
+    }
+
+    fn next_chore(&mut self) {
+        if self.chore.is_some() {
+            return;
+        }
+        let Some(action) = self.chores.pop_front() else {
+            return;
+        };
+        let (backend, keys, limit) = (self.backend.clone(), self.keys.clone(), self.limit());
+        let timed_out = move || StoreError::Timeout(limit);
+        self.chore = Some(match action {
+            Action::Seed { offset, replace } => {
+                let end = (offset + SEED_CHUNK).min(self.names.len());
+                let req = SeedRequest {
+                    replica: self.config.replica_id.clone(),
+                    digest: self.config.digest(),
+                    count: self.names.len(),
+                    offset,
+                    replace,
+                    grant_delay: self.config.lease,
+                    names: self.names[offset.min(end)..end]
+                        .iter()
+                        .map(|n| n.to_string())
+                        .collect(),
+                };
+                Box::pin(async move {
+                    let r = timeout(limit, backend.seed(&keys, &req)).await;
+                    Chore::Seeded(r.unwrap_or_else(|_| Err(timed_out())))
+                })
+            }
+            Action::Reconcile => {
+                let token = self.state.token().to_owned();
+                Box::pin(async move {
+                    let r = timeout(limit, backend.held(&keys, &token)).await;
+                    Chore::Reconciled(token, r.unwrap_or_else(|_| Err(timed_out())))
+                })
+            }
+            Action::End { token, done } => {
+                let replica = self.config.replica_id.clone();
+                Box::pin(async move {
+                    match timeout(limit, backend.leave(&keys, &replica, &token)).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            warn!(error = %e, "could not end the session; it expires within one lease");
+                        }
+                        Err(_) => {
+                            warn!("ending the session timed out; it expires within one lease")
+                        }
+                    }
+                    Chore::Ended { done }
+                })
+            }
+            _ => return,
+        });
+    }
+
+    fn on_tick(&mut self, sent: Instant, reply: Result<TickReply, StoreError>) {
+        let now = Instant::now();
+        if let Err(e) = &reply {
+            debug!(error = %e, "group tick failed");
+            counter!(m::TICK_ERRORS, &self.labels.pair()).increment(1);
+            self.error = Some(e.clone());
+        } else {
+            self.error = None;
+        }
+        let (renewal, actions) = self.state.on_tick(reply, now, &mut self.rng);
+        // The electors first: nothing else in this reply is urgent.
+        self.shared.answer(Outcome {
+            sent,
+            result: match renewal {
+                Renewal::Renewed { token } => Ok(Some(token.into())),
+                Renewal::Refused => Ok(None),
+                Renewal::Failed(e) => Err(e),
+            },
+        });
+        if let Some(c) = self.state.conflict() {
+            let e = self.conflict_error(c);
+            warn!(error = %e, "not claiming partitions");
+        }
+        gauge!(m::GROUP_PARTITIONS, "group" => self.labels.group.clone())
+            .set(self.names.len() as f64);
+        gauge!(m::LIVE_REPLICAS, "group" => self.labels.group.clone())
+            .set(self.state.live().len() as f64);
+        self.publish(now);
+        self.perform(actions);
+    }
+
+    fn conflict_error(&self, c: Conflict) -> PartitionsError {
+        match c {
+            Conflict::DuplicateReplica => {
+                PartitionsError::DuplicateReplica(self.config.replica_id.clone())
+            }
+            Conflict::PartitionListMismatch => {
+                PartitionsError::PartitionListMismatch(self.config.group.clone())
+            }
+        }
+    }
+
+    fn on_claim(&mut self, sent: Instant, token: &str, reply: Result<ClaimReply, StoreError>) {
+        let now = Instant::now();
+        if let Err(e) = &reply {
+            warn!(error = %e, "a claim failed; asking the store what this replica holds");
+        }
+        let reply = ClaimError::split(reply).map(|(partitions, unowned)| {
+            let mut granted = Vec::with_capacity(partitions.len());
+            for (name, fence) in partitions {
+                match self.index.get(name.as_str()) {
+                    Some(&i) => granted.push((i, fence)),
+                    None => {
+                        // Not in this replica's list (cannot happen while the digests
+                        // agree): hand it straight back.
+                        warn!(partition = %name, "claimed a partition outside this replica's list");
+                        drop(self.shared.queue_release(name.into(), token));
+                    }
+                }
+            }
+            (granted, unowned)
+        });
+        let granted: Vec<(usize, Fence)> =
+            reply.as_ref().map(|(g, _)| g.clone()).unwrap_or_default();
+        let actions = self.state.on_claimed(reply, now);
+        if !granted.is_empty() {
+            counter!(m::ACQUISITIONS, &self.labels.pair()).increment(granted.len() as u64);
+            let mut names = Vec::with_capacity(granted.len());
+            for (i, fence) in granted {
+                let grant = Grant {
+                    fence,
+                    sent,
+                    token: token.to_owned(),
+                };
+                if self.slots.busy(i) {
+                    self.slots.wait(i, grant);
+                } else {
+                    self.start(i, grant);
+                }
+                names.push(self.names[i].to_string());
+            }
+            self.view.send_modify(|v| v.owned.extend(names));
+            gauge!(m::OWNED, &self.labels.pair()).set(self.view.borrow().owned.len() as f64);
+        }
+        self.perform(actions);
+    }
+
+    fn start(&mut self, i: usize, grant: Grant) {
+        let name = self.names[i].clone();
+        let mut config = self.template.clone();
+        config.duty = name.to_string();
+        let store = GroupStore {
+            backend: self.backend.clone(),
+            keys: self.keys.clone(),
+            shared: self.shared.clone(),
+            partition: name.clone(),
+            index: i,
+        };
+        let callback = self.callback.clone();
+        let partition = name.clone();
+        let elector = Elector::new(store, config, move |lead: Leadership| {
+            callback(partition.to_string(), lead)
+        })
+        .granted(grant);
+        let (handle, run) = elector.pair();
+        self.shared.unrevoke(i);
+        self.slots
+            .start(i, handle, run, info_span!("partition", partition = %name));
+    }
+
+    fn on_ended(&mut self, ended: Ended) {
+        let name = self.names[ended.index].clone();
+        if let Some(panic) = &ended.panic {
+            error!(partition = %name, error = %panic, "a partition elector task failed");
+        }
+        let reason = ended.reason.as_ref().map_or("stopped", |r| r.label());
+        counter!(m::RELEASES, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "reason" => reason).increment(1);
+        if let Some(grant) = ended.next {
+            // Re-claimed before this one had ended: the new term starts now.
+            self.start(ended.index, grant);
+            return;
+        }
+        let actions = self.state.on_stopped(ended.index);
+        self.view.send_modify(|v| {
+            v.owned.remove(&*name);
+        });
+        gauge!(m::OWNED, &self.labels.pair()).set(self.slots.len() as f64);
+        self.perform(actions);
+    }
+
+    fn flush_releases(&mut self) {
+        if self.release.is_some() {
+            return;
+        }
+        let batch = self.shared.take_releases(RELEASE_BATCH);
+        let Some(first) = batch.first() else {
+            return;
+        };
+        let token = first.token.clone();
+        let names: Vec<String> = batch.iter().map(|p| p.partition.to_string()).collect();
+        let (backend, keys, limit) = (self.backend.clone(), self.keys.clone(), self.limit());
+        self.release = Some(Box::pin(async move {
+            let reply = timeout(limit, backend.release(&keys, &token, &names))
+                .await
+                .unwrap_or(Err(StoreError::Timeout(limit)));
+            (batch, reply)
+        }));
+    }
+
+    fn on_release(&mut self, batch: Vec<PendingRelease>, reply: Result<Vec<bool>, StoreError>) {
+        match reply {
+            Ok(flags) => {
+                let flags = flags.into_iter().chain(std::iter::repeat(false));
+                for (p, ok) in batch.into_iter().zip(flags) {
+                    p.span
+                        .in_scope(|| debug!(released = ok, "release batch answered"));
+                    let _ = p.reply.send(Ok(ok));
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "a release batch failed; its partitions free when the session ends");
+                for p in batch {
+                    p.span
+                        .in_scope(|| debug!(error = %e, "release batch failed"));
+                    let _ = p.reply.send(Err(e.clone()));
+                }
+            }
+        }
+        if self.shared.has_releases() {
+            self.release_due = Some(Instant::now());
+        }
+    }
+
+    /// Returns true when the coordinator is done.
+    fn on_chore(&mut self, chore: Chore) -> bool {
+        let now = Instant::now();
+        let actions = match chore {
+            Chore::Seeded(reply) => {
+                if let Err(e) = &reply {
+                    debug!(error = %e, "storing the partition list failed");
+                }
+                self.state.on_seeded(reply, now, &mut self.rng)
+            }
+            Chore::Reconciled(token, reply) => match reply {
+                Ok(held) => {
+                    let mut indices = HashSet::with_capacity(held.len());
+                    for name in held {
+                        match self.index.get(name.as_str()) {
+                            Some(&i) => {
+                                indices.insert(i);
+                            }
+                            None => drop(self.shared.queue_release(name.into(), &token)),
+                        }
+                    }
+                    if token == self.state.token() {
+                        self.state.on_reconciled(Some(indices))
+                    } else {
+                        self.state.on_reconciled(None)
+                    }
+                }
+                Err(e) => {
+                    debug!(error = %e, "reconciling failed");
+                    self.state.on_reconciled(None)
+                }
+            },
+            Chore::Ended { done } => {
+                if done && self.state.leaving() == Leaving::Ending {
+                    return true;
+                }
+                Vec::new()
+            }
+        };
+        self.perform(actions);
+        self.next_chore();
+        false
+    }
+
+    /// Publishes membership, plan and standing if they changed.
+    fn publish(&self, now: Instant) {
+        let settling = self.state.settling(now);
+        let (cap, floor) = self.state.plan().map_or((0, 0), |p| (p.cap, p.floor));
+        let joined = self.state.joined();
+        let error = match self.state.conflict() {
+            Some(c) => Some(self.conflict_error(c)),
+            None => self.error.clone().map(PartitionsError::from),
+        };
+        let live = self.state.live();
+        self.view.send_if_modified(|v| {
+            let changed = v.live_replicas != live
+                || v.cap != cap
+                || v.floor != floor
+                || v.settling != settling
+                || v.joined != joined
+                || v.error.as_ref().map(ToString::to_string)
+                    != error.as_ref().map(ToString::to_string);
+            if changed {
+                v.live_replicas = live.to_vec();
+                v.cap = cap;
+                v.floor = floor;
+                v.settling = settling;
+                v.joined = joined;
+                v.error = error;
+            }
+            changed
+        });
+    }
+}
