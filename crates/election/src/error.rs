@@ -94,6 +94,10 @@ impl From<redis::RedisError> for StoreError {
             || text.contains("WRONGPASS")
             // An ACL refusal inside a script is a plain ERR in Redis 7.
             || text.contains("The user executing the script can't")
+            // A client that has not authenticated may not send a command of more than
+            // ten arguments (Redis 7 closes the connection with this protocol error
+            // before it even gets to say NOAUTH).
+            || text.contains("unauthenticated multibulk")
         {
             Self::NoPermission(text)
         } else if e.is_timeout() {
