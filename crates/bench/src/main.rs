@@ -9,8 +9,9 @@
 //! - `handover`: SIGTERM the leader, which shuts down gracefully (release plus
 //!   notification); report the time until the follower leads.
 //!
-//! Partitions: every replica is a child OS process (hidden `partition-child` mode) and
-//! the bench watches the group through `group_status`:
+//! Partitions: every replica is a child OS process (hidden `partition-child` mode); the
+//! bench follows the group through the children's own event lines, and `rebalance`
+//! also through `group_status` reads (at most every 100 ms for large groups):
 //!
 //! - `rebalance`: cold start, SIGKILL of one replica, join of a new one;
 //! - `load`: the steady-state request rate of a balanced group;
@@ -47,6 +48,7 @@ mod handover;
 mod harness;
 mod leader;
 mod load;
+mod ownership;
 mod partition_child;
 mod partition_event;
 mod rebalance;
