@@ -106,6 +106,14 @@ impl Fleet {
         self.procs.iter().map(|p| p.replica().to_owned()).collect()
     }
 
+    /// The replicas started and not taken out, with their process ids.
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        self.procs
+            .iter()
+            .map(|p| (p.replica().to_owned(), p.pid()))
+            .collect()
+    }
+
     /// Takes replica `replica` out of the fleet (to kill it): from now on its events
     /// no longer count in [`EventLog::progress`]. Returns it and the partitions it
     /// owned, by its own lines.

@@ -187,6 +187,11 @@ impl ReplicaProcess {
         &self.replica
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// Its exit status if it has exited, without waiting.
     ///
     /// # Errors
