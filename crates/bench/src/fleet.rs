@@ -1,16 +1,37 @@
-//! A group of `partition-child` processes on one Redis set-up, watched from the bench:
-//! what the `rebalance` and `load` scenarios share.
+//! A group of `partition-child` processes on one Redis set-up, watched from the bench
+//! through the children's own event lines and (when asked) `group_status` reads: what
+//! the `rebalance` and `load` scenarios share.
 
+use std::collections::HashSet;
 use std::time::Duration;
+
+use tokio::time::{Instant, MissedTickBehavior, interval};
 
 use crate::event::now_us;
 use crate::group::GroupWatch;
+use crate::ownership::Progress;
 use crate::replica::{EventLog, ReplicaProcess, ReplicaSpec};
 use crate::setup::{self, BoxError};
 use crate::topology::{Servers, TargetArgs};
 
 /// Longest a replica may take to leave gracefully after SIGTERM.
 pub const EXIT: Duration = Duration::from_secs(15);
+
+/// How often [`Fleet::wait_events`] looks at the event counters (in memory: no Redis
+/// traffic).
+const EVENT_POLL: Duration = Duration::from_millis(5);
+/// How often it says on stderr how far it got.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// The longest a cold start (or a phase that moves many partitions) may take to
+/// converge: 30 s + 30 leases + 1 ms per partition (the claims and the event lines of
+/// 100,000 partitions take a while on a 2-core machine).
+pub fn convergence_limit(partitions: usize, lease: Duration) -> Duration {
+    let per_partition = Duration::from_millis(u64::try_from(partitions).unwrap_or(u64::MAX));
+    Duration::from_secs(30)
+        .saturating_add(lease.saturating_mul(30))
+        .saturating_add(per_partition)
+}
 
 /// Replica processes of one group, and the bench's view of them.
 #[derive(Debug)]
@@ -60,7 +81,7 @@ impl Fleet {
             },
             watch: GroupWatch::new(setup::build_store(&servers.spec, lease)?, &group, poll),
             servers,
-            log: EventLog::default(),
+            log: EventLog::new(partitions),
             procs: Vec::new(),
         })
     }
@@ -85,10 +106,86 @@ impl Fleet {
         self.procs.iter().map(|p| p.replica().to_owned()).collect()
     }
 
-    /// Takes replica `replica` out of the fleet (to kill it).
-    pub fn take(&mut self, replica: &str) -> Option<ReplicaProcess> {
+    /// The replicas started and not taken out, with their process ids.
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        self.procs
+            .iter()
+            .map(|p| (p.replica().to_owned(), p.pid()))
+            .collect()
+    }
+
+    /// Takes replica `replica` out of the fleet (to kill it): from now on its events
+    /// no longer count in [`EventLog::progress`]. Returns it and the partitions it
+    /// owned, by its own lines.
+    pub fn take(&mut self, replica: &str) -> Option<(ReplicaProcess, HashSet<String>)> {
         let i = self.procs.iter().position(|p| p.replica() == replica)?;
-        Some(self.procs.remove(i))
+        let owned = self.log.retire(replica);
+        Some((self.procs.remove(i), owned))
+    }
+
+    /// Fails if a replica of the fleet has exited.
+    ///
+    /// # Errors
+    /// Which replica exited, and how.
+    pub fn check_running(&mut self) -> Result<(), BoxError> {
+        for p in &mut self.procs {
+            if let Some(status) = p.try_wait()? {
+                return Err(format!("replica {} exited early: {status}", p.replica()).into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until `done` holds for the ownership the replicas' events add up to, and
+    /// returns those counters. Reads nothing from Redis; says on stderr how far it got
+    /// every 10 s.
+    ///
+    /// # Errors
+    /// If a replica exits, or `done` does not hold within `limit` of `since` (the
+    /// message says what was last seen: owned count, per-replica counts).
+    pub async fn wait_events(
+        &mut self,
+        what: &str,
+        since: Instant,
+        limit: Duration,
+        mut done: impl FnMut(&Progress) -> bool,
+    ) -> Result<Progress, BoxError> {
+        let start = Instant::now();
+        let deadline = since + limit;
+        let mut next_report = start + PROGRESS_EVERY;
+        let mut tick = interval(EVENT_POLL);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        loop {
+            tick.tick().await;
+            let progress = self.log.progress();
+            if done(&progress) {
+                return Ok(progress);
+            }
+            let now = Instant::now();
+            if let Err(e) = self.check_running() {
+                return Err(format!("{what}: {e}; last seen {}", progress.describe()).into());
+            }
+            if now >= deadline {
+                let first = match progress.milestones.all_owned_us {
+                    Some(_) => "; every partition was owned at some point",
+                    None => "",
+                };
+                return Err(format!(
+                    "{what}: not within {:.1} s{first}; last seen {}",
+                    limit.as_secs_f64(),
+                    progress.describe()
+                )
+                .into());
+            }
+            if now >= next_report {
+                next_report = now + PROGRESS_EVERY;
+                eprintln!(
+                    "{what}: waiting {:.0} s so far: {}",
+                    (now - start).as_secs_f64(),
+                    progress.describe()
+                );
+            }
+        }
     }
 
     /// Stops every replica gracefully: SIGTERM to all at once, then waits for each.

@@ -1,7 +1,7 @@
 //! Watching a partition group from the outside: `group_status` polls on the bench's
-//! clock, and what a status says (owned by the live replicas, balanced, who moved).
+//! clock, and what a status says (owned by the live replicas, balanced).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use leasehold_election::RedisStore;
@@ -71,16 +71,6 @@ impl GroupWatch {
             }
         }
     }
-
-    /// Polls for `span`, showing every status to `observe`.
-    pub async fn observe_for(&self, span: Duration, mut observe: impl FnMut(&GroupStatus)) {
-        let _ = self
-            .poll_until("observation", span, |s| {
-                observe(s);
-                false
-            })
-            .await;
-    }
 }
 
 /// Whether every partition is leased by one of `live`.
@@ -131,54 +121,4 @@ pub fn describe(status: &GroupStatus) -> String {
         .map(|(r, n)| format!("{r}={n}"))
         .collect();
     format!("{} unowned, heartbeating [{}]", unowned, counts.join(", "))
-}
-
-/// Counts owner changes across successive statuses: a partition whose owner differs
-/// from the last owner seen for it (an unowned gap in between does not hide a move).
-#[derive(Debug, Clone, Default)]
-pub struct OwnerTracker {
-    last: HashMap<String, String>,
-    /// Owner changes seen so far.
-    pub changes: u64,
-    /// The same changes by (from, to).
-    pub moves: BTreeMap<(String, String), u64>,
-}
-
-impl OwnerTracker {
-    /// A tracker that starts from the owners in `status`.
-    pub fn from_status(status: &GroupStatus) -> Self {
-        let mut t = Self::default();
-        t.observe(status);
-        t.changes = 0;
-        t.moves.clear();
-        t
-    }
-
-    /// The moves as `from→to ×n` text, for progress lines.
-    pub fn describe_moves(&self) -> String {
-        let moves: Vec<String> = self
-            .moves
-            .iter()
-            .map(|((from, to), n)| format!("{from}→{to} ×{n}"))
-            .collect();
-        moves.join(", ")
-    }
-
-    /// Takes in one status.
-    pub fn observe(&mut self, status: &GroupStatus) {
-        for p in &status.partitions {
-            let Some(owner) = &p.owner else { continue };
-            match self.last.get_mut(&p.partition) {
-                Some(last) if last != owner => {
-                    self.changes += 1;
-                    *self.moves.entry((last.clone(), owner.clone())).or_default() += 1;
-                    last.clone_from(owner);
-                }
-                Some(_) => {}
-                None => {
-                    self.last.insert(p.partition.clone(), owner.clone());
-                }
-            }
-        }
-    }
 }

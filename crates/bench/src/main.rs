@@ -9,11 +9,14 @@
 //! - `handover`: SIGTERM the leader, which shuts down gracefully (release plus
 //!   notification); report the time until the follower leads.
 //!
-//! Partitions: every replica is a child OS process (hidden `partition-child` mode) and
-//! the bench watches the group through `group_status`:
+//! Partitions: every replica is a child OS process (hidden `partition-child` mode); the
+//! bench follows the group through the children's own event lines, and `rebalance`
+//! also through `group_status` reads (at most every 100 ms for large groups):
 //!
 //! - `rebalance`: cold start, SIGKILL of one replica, join of a new one;
-//! - `load`: the steady-state request rate of a balanced group;
+//! - `load`: cold-start convergence and the steady-state cost of a balanced group
+//!   (requests, Redis CPU, script times, the replicas' CPU and memory), over
+//!   `--runs` cold starts and a list of partition counts;
 //! - `chaos`: a seeded fault schedule against replicas doing fenced ledger writes,
 //!   then a check of every ledger.
 //!
@@ -26,13 +29,14 @@
 //! (single only).
 //!
 //! Progress goes to stderr; the last line of stdout is one JSON report, with
-//! `"topology"` in the four scenarios above.
+//! `"topology"` in the four scenarios above (`load` prints one line per run and per
+//! partition count before it).
 //!
 //! ```text
 //! leasehold-bench failover --lease-ms 1000 --runs 10 [--topology T | --redis-url URL]
 //! leasehold-bench handover --lease-ms 1000 --runs 10 [--topology T | --redis-url URL]
 //! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--topology T]
-//! leasehold-bench load --partitions 1000 --replicas 4 --lease-ms 1000 --seconds 10 [--topology T]
+//! leasehold-bench load --partitions 1000[,10000...] --replicas 4 --lease-ms 1000 --seconds 10 [--runs R] [--topology T]
 //! leasehold-bench chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 60 --seed 42
 //! ```
 
@@ -47,9 +51,12 @@ mod handover;
 mod harness;
 mod leader;
 mod load;
+mod ownership;
 mod partition_child;
 mod partition_event;
+mod proc_stats;
 mod rebalance;
+mod redis_stats;
 mod replica;
 mod setup;
 mod stats;
@@ -82,7 +89,8 @@ enum Command {
     Handover(ScenarioArgs),
     /// Partition replicas as processes: cold start, SIGKILL of one, join of another.
     Rebalance(RebalanceArgs),
-    /// Steady-state requests per second of a balanced partition group.
+    /// Cold-start convergence and steady-state cost (requests, Redis CPU, script times,
+    /// replica CPU and memory) of a partition group.
     Load(LoadArgs),
     /// Seeded faults against replicas doing fenced writes; checks every ledger.
     Chaos(ChaosArgs),
@@ -148,9 +156,10 @@ pub struct RebalanceArgs {
 /// Options of the `load` scenario.
 #[derive(Debug, Args)]
 pub struct LoadArgs {
-    /// Number of partitions.
-    #[arg(long, default_value_t = 1000, value_parser = parse_count)]
-    pub partitions: usize,
+    /// Number of partitions; a comma-separated list (`1000,10000`) runs the scenario for
+    /// each count in turn and compares them.
+    #[arg(long, default_value = "1000", value_delimiter = ',', value_parser = parse_count)]
+    pub partitions: Vec<usize>,
     /// Number of replicas.
     #[arg(long, default_value_t = 4, value_parser = parse_count)]
     pub replicas: usize,
@@ -160,6 +169,13 @@ pub struct LoadArgs {
     /// Length of the measurement window, in seconds.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub seconds: u64,
+    /// Cold starts per partition count, each on a fresh redis-server and fresh replicas.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub runs: u64,
+    /// Longest a cold start may take to balance, in seconds. Default: 30 s + 30 leases
+    /// + 1 ms per partition.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub limit_secs: Option<u64>,
     /// The Redis set-up.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -267,7 +283,7 @@ async fn dispatch(command: Command) -> Result<(), BoxError> {
         Command::Child(args) => child::run(&args).await,
         Command::PartitionChild(args) => partition_child::run(&args).await,
         Command::Rebalance(args) => print_last(&rebalance::run(&args).await?),
-        Command::Load(args) => print_last(&load::run(&args).await?),
+        Command::Load(args) => load::run(&args).await,
         Command::Chaos(args) => {
             let report = chaos::run(&args).await?;
             print_last(&report)?;
@@ -291,7 +307,7 @@ fn runs(args: &ScenarioArgs) -> Result<usize, BoxError> {
     Ok(usize::try_from(args.runs)?)
 }
 
-/// Prints the report as the last line of stdout.
+/// Prints the report as one line of stdout (the last one, unless more follow).
 fn print_last(report: &impl Serialize) -> Result<(), BoxError> {
     println!("{}", serde_json::to_string(report)?);
     Ok(())

@@ -1,29 +1,46 @@
-//! `rebalance`: partition replicas as separate OS processes, watched through
-//! `group_status` polls on the bench's clock.
+//! `rebalance`: partition replicas as separate OS processes, followed through their own
+//! event lines (the precise instants) and `group_status` reads (what Redis says,
+//! membership included) on the bench's clock.
 //!
 //! 1. Cold start: every replica spawned at once; time from the first spawn until every
-//!    partition is owned, and until the group is balanced (every replica heartbeating,
-//!    spread ≤ 1); owner changes on the way are the cold start's hand-offs.
-//! 2. Kill: SIGKILL one replica; time until the survivors own every partition.
+//!    partition is owned, and until the group is balanced (every replica joined, each
+//!    partition owned once, spread ≤ 1); owner changes on the way are the cold start's
+//!    hand-offs.
+//! 2. Kill: SIGKILL one replica; time until the survivors own every one of its
+//!    partitions (the last survivor's `owned` line), and until balanced.
 //! 3. Join: start a new replica; time until balanced again, and how many partitions
-//!    changed owner.
+//!    changed owner (`owned` lines after the spawn).
+//!
+//! Each phase also waits until a `group_status` read agrees (`confirmed_ms`: the
+//! killed replica must also have left the heartbeat set). Those reads cost Redis a
+//! scan of the group, so they come at most every [`poll_interval`]: P × 10 µs, within
+//! 5..=100 ms.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use serde::Serialize;
+use tokio::time::Instant;
 
 use crate::RebalanceArgs;
 use crate::event::{micros, now_us, span_ms};
-use crate::fleet::{self, Fleet};
-use crate::group::{OwnerTracker, balanced, counts, describe, owned_by, spread_of};
+use crate::fleet::{self, Fleet, convergence_limit};
+use crate::group::{balanced, counts, describe, spread_of};
+use crate::ownership::OwnerChanges;
 use crate::partition_event::PartitionEvent;
+use crate::replica::Logged;
 use crate::setup::BoxError;
 use crate::stats::{Summary, round3};
 use crate::topology::Topology;
 
-/// How often the bench reads the group.
-const POLL: Duration = Duration::from_millis(5);
+/// How often the bench reads the group from Redis for `partitions` partitions: 10 µs
+/// per partition, at least 5 ms, at most 100 ms (a read scans every partition's key).
+pub fn poll_interval(partitions: usize) -> Duration {
+    let us = u64::try_from(partitions)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(10);
+    Duration::from_micros(us).clamp(Duration::from_millis(5), Duration::from_millis(100))
+}
 
 /// The cold start.
 #[derive(Debug, Clone, Serialize)]
@@ -32,6 +49,8 @@ pub struct ColdStart {
     pub all_owned_ms: f64,
     /// First spawn → balanced.
     pub balanced_ms: f64,
+    /// First spawn → the first `group_status` read that shows it balanced.
+    pub confirmed_ms: f64,
     /// Partitions that changed owner after first being owned, until one lease after
     /// balance.
     pub handoffs: u64,
@@ -44,10 +63,14 @@ pub struct ColdStart {
 pub struct Kill {
     /// The replica killed.
     pub replica: String,
-    /// SIGKILL → every partition owned by a survivor.
+    /// SIGKILL → the last of its partitions owned by a survivor (that survivor's
+    /// `owned` line).
     pub all_owned_ms: f64,
     /// SIGKILL → balanced among the survivors.
     pub balanced_ms: f64,
+    /// SIGKILL → the first `group_status` read that shows it balanced among the
+    /// survivors (its heartbeat gone too).
+    pub confirmed_ms: f64,
     /// SIGKILL → the victim's last lease expires (from the lease time left in a
     /// `group_status` read just before the kill): the least any take-over can take.
     pub expiry_ms: f64,
@@ -62,7 +85,9 @@ pub struct Join {
     pub replica: String,
     /// Spawn → balanced with the newcomer.
     pub balanced_ms: f64,
-    /// Owner changes from the spawn until one lease after balance.
+    /// Spawn → the first `group_status` read that shows it balanced.
+    pub confirmed_ms: f64,
+    /// Owner changes (`owned` lines) from the spawn until one lease after balance.
     pub moved: u64,
 }
 
@@ -79,13 +104,15 @@ pub struct RebalanceReport {
     pub replicas: usize,
     /// The lease.
     pub lease_ms: u64,
+    /// How often the group was read from Redis.
+    pub poll_ms: f64,
     /// The cold start.
     pub cold_start: ColdStart,
     /// The kill.
     pub kill: Kill,
     /// The join.
     pub join: Join,
-    /// Partitions per replica at the end.
+    /// Partitions per replica at the end (from Redis).
     pub final_counts: BTreeMap<String, usize>,
     /// max − min of `final_counts`.
     pub spread: usize,
@@ -102,7 +129,7 @@ pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
         args.partitions,
         args.lease_ms,
         args.settle_ms,
-        POLL,
+        poll_interval(args.partitions),
     )?;
     let result = phases(&mut fleet, args).await;
     let stopped = fleet.shutdown().await;
@@ -113,7 +140,7 @@ pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
 
 async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
     let lease = fleet.lease();
-    let limit = Duration::from_secs(10) + lease * 20;
+    let limit = convergence_limit(args.partitions, lease);
     let n = args.replicas;
 
     // Cold start.
@@ -121,46 +148,26 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     for i in 1..=n {
         fleet.spawn(&format!("replica-{i}"))?;
     }
-    let live = fleet.live();
-    let mut tracker = OwnerTracker::default();
-    let (_, at) = fleet
-        .watch
-        .poll_until("cold start: all owned", limit, |s| {
-            tracker.observe(s);
-            owned_by(s, &live)
-        })
-        .await?;
-    let all_owned_ms = span_ms(start_us, at);
-    let (status, at) = fleet
-        .watch
-        .poll_until("cold start: balanced", limit, |s| {
-            tracker.observe(s);
-            balanced(s, &live)
-        })
-        .await?;
-    let balanced_ms = span_ms(start_us, at);
-    eprintln!(
-        "cold start: all owned after {all_owned_ms:.1} ms, balanced after {balanced_ms:.1} ms ({})",
-        describe(&status)
-    );
-    fleet.watch.observe_for(lease, |s| tracker.observe(s)).await;
+    let (all_owned_ms, balanced_ms) = converge(fleet, "cold start", start_us, limit).await?;
+    let confirmed_ms = confirm(fleet, "cold start", start_us, limit).await?;
+    tokio::time::sleep(lease).await;
+    let cold = OwnerChanges::count(&fleet.log.snapshot(), 0, now_us());
     let reported_handoffs = reported_handoffs(fleet);
+    eprintln!(
+        "cold start: all owned after {all_owned_ms:.1} ms, balanced after {balanced_ms:.1} ms, confirmed by Redis after {confirmed_ms:.1} ms; {} owner changes [{}], {reported_handoffs} hand-offs reported",
+        cold.changes,
+        cold.describe()
+    );
     let cold_start = ColdStart {
         all_owned_ms: round3(all_owned_ms),
         balanced_ms: round3(balanced_ms),
-        handoffs: tracker.changes,
+        confirmed_ms: round3(confirmed_ms),
+        handoffs: cold.changes,
         reported_handoffs,
     };
-    eprintln!(
-        "cold start: {} owner changes [{}], {reported_handoffs} hand-offs reported",
-        tracker.changes,
-        tracker.describe_moves()
-    );
 
     // Kill.
     let victim = "replica-1".to_owned();
-    let mut killed = fleet.take(&victim).ok_or("no replica to kill")?;
-    let live = fleet.live();
     let before = fleet.watch.status().await?.ok_or("the group is gone")?;
     let read_us = now_us();
     let left = before
@@ -170,78 +177,67 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         .filter_map(|p| p.remaining)
         .max()
         .unwrap_or_default();
+    let (mut killed, orphans) = fleet.take(&victim).ok_or("no replica to kill")?;
+    fleet.log.reset_milestones();
+    let from_line = fleet.log.len();
     let kill_us = now_us();
     killed.kill()?;
     let expiry_ms = span_ms(kill_us, read_us + micros(left));
-    let (_, at) = fleet
-        .watch
-        .poll_until("kill: all owned by survivors", limit, |s| {
-            owned_by(s, &live)
-        })
-        .await?;
-    let kill_owned_ms = span_ms(kill_us, at);
-    let (status, at) = fleet
-        .watch
-        .poll_until("kill: balanced", limit, |s| balanced(s, &live))
-        .await?;
-    let kill_balanced_ms = span_ms(kill_us, at);
+    let (owned_ms, kill_balanced_ms) = converge(fleet, "kill", kill_us, limit).await?;
+    let taken = taken_over(&fleet.log.since(from_line), &victim, &orphans, kill_us);
+    // The instant the last orphan got its owned line in a survivor (the milestone if
+    // a survivor held one already).
+    let kill_owned_ms = match taken.values().max() {
+        Some(&last) if taken.len() == orphans.len() => span_ms(kill_us, last),
+        _ => owned_ms,
+    };
+    let kill_confirmed_ms = confirm(fleet, "kill", kill_us, limit).await?;
     killed.wait(fleet::EXIT).await?;
     eprintln!(
-        "kill {victim}: its leases expire {expiry_ms:.1} ms after the kill; all owned after {kill_owned_ms:.1} ms, balanced after {kill_balanced_ms:.1} ms ({})",
-        describe(&status)
+        "kill {victim}: its leases expire {expiry_ms:.1} ms after the kill; its {} partitions all owned after {kill_owned_ms:.1} ms, balanced after {kill_balanced_ms:.1} ms, confirmed by Redis after {kill_confirmed_ms:.1} ms",
+        orphans.len()
     );
-    let taken: Vec<f64> = fleet
-        .log
-        .snapshot()
-        .iter()
-        .filter_map(|l| match &l.event {
-            PartitionEvent::Owned { at_us, .. } if *at_us > kill_us => {
-                Some(span_ms(kill_us, *at_us))
-            }
-            _ => None,
-        })
-        .collect();
-    if let Some(s) = Summary::of(&taken) {
+    let spans: Vec<f64> = taken.values().map(|&at| span_ms(kill_us, at)).collect();
+    if let Some(s) = Summary::of(&spans) {
         eprintln!(
             "kill {victim}: {} take-overs, callbacks started {:.1} / {:.1} / {:.1} ms (min / median / max) after the kill",
-            taken.len(),
+            spans.len(),
             s.min,
             s.median,
             s.max
         );
     }
-    fleet.watch.observe_for(lease, |_| {}).await;
+    tokio::time::sleep(lease).await;
 
     // Join.
     let joiner = format!("replica-{}", n + 1);
-    let before = fleet.watch.status().await?.ok_or("the group is gone")?;
-    let mut tracker = OwnerTracker::from_status(&before);
     let join_us = now_us();
     fleet.spawn(&joiner)?;
-    let live = fleet.live();
-    let (status, at) = fleet
-        .watch
-        .poll_until("join: balanced", limit, |s| {
-            tracker.observe(s);
-            balanced(s, &live)
-        })
-        .await?;
-    let join_ms = span_ms(join_us, at);
+    fleet.log.reset_milestones();
+    let (_, join_ms) = converge(fleet, "join", join_us, limit).await?;
+    let join_confirmed_ms = confirm(fleet, "join", join_us, limit).await?;
+    tokio::time::sleep(lease).await;
+    let moved = OwnerChanges::count(&fleet.log.snapshot(), join_us, now_us());
     eprintln!(
-        "join {joiner}: balanced after {join_ms:.1} ms ({})",
-        describe(&status)
-    );
-    fleet.watch.observe_for(lease, |s| tracker.observe(s)).await;
-    eprintln!(
-        "join {joiner}: {} partitions moved [{}]",
-        tracker.changes,
-        tracker.describe_moves()
+        "join {joiner}: balanced after {join_ms:.1} ms, confirmed by Redis after {join_confirmed_ms:.1} ms; {} partitions moved [{}]",
+        moved.changes,
+        moved.describe()
     );
 
+    let live = fleet.live();
     let status = fleet.watch.status().await?.ok_or("the group is gone")?;
     let final_counts = counts(&status, &live);
     if !balanced(&status, &live) {
         return Err(format!("unbalanced at the end: {}", describe(&status)).into());
+    }
+    let reported = fleet.log.progress();
+    if reported.counts() != final_counts {
+        return Err(format!(
+            "Redis disagrees with the replicas at the end: Redis says {}; the replicas say {}",
+            describe(&status),
+            reported.describe()
+        )
+        .into());
     }
     Ok(RebalanceReport {
         scenario: "rebalance",
@@ -249,22 +245,91 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         partitions: args.partitions,
         replicas: n,
         lease_ms: args.lease_ms,
+        poll_ms: round3(poll_interval(args.partitions).as_secs_f64() * 1000.0),
         cold_start,
         kill: Kill {
             replica: victim,
             all_owned_ms: round3(kill_owned_ms),
             balanced_ms: round3(kill_balanced_ms),
+            confirmed_ms: round3(kill_confirmed_ms),
             expiry_ms: round3(expiry_ms),
             overshoot_ms: round3(kill_owned_ms - expiry_ms),
         },
         join: Join {
             replica: joiner,
             balanced_ms: round3(join_ms),
-            moved: tracker.changes,
+            confirmed_ms: round3(join_confirmed_ms),
+            moved: moved.changes,
         },
         spread: spread_of(&final_counts),
         final_counts,
     })
+}
+
+/// Waits for the milestones (since the last reset) by the replicas' lines: every
+/// partition owned, then balanced. Returns both instants, in ms after `from_us`.
+async fn converge(
+    fleet: &mut Fleet,
+    phase: &str,
+    from_us: u64,
+    limit: Duration,
+) -> Result<(f64, f64), BoxError> {
+    let since = Instant::now();
+    let p = fleet
+        .wait_events(&format!("{phase}: all owned"), since, limit, |p| {
+            p.milestones.all_owned_us.is_some()
+        })
+        .await?;
+    let owned_us = p.milestones.all_owned_us.unwrap_or(p.clock_us);
+    let p = fleet
+        .wait_events(&format!("{phase}: balanced"), since, limit, |p| {
+            p.milestones.balanced_us.is_some()
+        })
+        .await?;
+    let balanced_us = p.milestones.balanced_us.unwrap_or(p.clock_us);
+    eprintln!("{phase}: {}", p.describe());
+    Ok((span_ms(from_us, owned_us), span_ms(from_us, balanced_us)))
+}
+
+/// Polls `group_status` (every [`poll_interval`]) until Redis shows the live replicas
+/// balanced; returns when, in ms after `from_us`.
+async fn confirm(
+    fleet: &Fleet,
+    phase: &str,
+    from_us: u64,
+    limit: Duration,
+) -> Result<f64, BoxError> {
+    let live = fleet.live();
+    let (_, at) = fleet
+        .watch
+        .poll_until(&format!("{phase}: balanced in Redis"), limit, |s| {
+            balanced(s, &live)
+        })
+        .await?;
+    Ok(span_ms(from_us, at))
+}
+
+/// For each of `orphans` (the partitions `victim` owned), the first `owned` line of
+/// another replica for it at or after `kill_us` (wall µs).
+fn taken_over(
+    log: &[Logged],
+    victim: &str,
+    orphans: &HashSet<String>,
+    kill_us: u64,
+) -> HashMap<String, u64> {
+    let mut taken: HashMap<String, u64> = HashMap::new();
+    for l in log.iter().filter(|l| l.replica != victim) {
+        if let PartitionEvent::Owned {
+            partition, at_us, ..
+        } = &l.event
+            && *at_us >= kill_us
+            && orphans.contains(partition)
+        {
+            let first = taken.entry(partition.clone()).or_insert(*at_us);
+            *first = (*first).min(*at_us);
+        }
+    }
+    taken
 }
 
 /// The replicas' latest hand-off counts, summed.
@@ -276,4 +341,44 @@ fn reported_handoffs(fleet: &Fleet) -> u64 {
         }
     }
     latest.values().sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polls_slow_down_with_the_partition_count() {
+        assert_eq!(poll_interval(64), Duration::from_millis(5));
+        assert_eq!(poll_interval(1000), Duration::from_millis(10));
+        assert_eq!(poll_interval(10_000), Duration::from_millis(100));
+        assert_eq!(poll_interval(100_000), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn take_overs_are_the_survivors_first_owned_lines_after_the_kill() {
+        let owned = |replica: &str, p: &str, at_us| Logged {
+            replica: replica.into(),
+            incarnation: 1,
+            event: PartitionEvent::Owned {
+                partition: p.into(),
+                fence: 2,
+                at_us,
+            },
+        };
+        let log = [
+            owned("victim", "p0", 150),
+            owned("b", "p9", 90),
+            owned("b", "p0", 200),
+            owned("c", "p1", 260),
+            owned("c", "p0", 190),
+            owned("c", "p9", 300),
+        ];
+        let orphans = HashSet::from(["p0".to_owned(), "p1".to_owned()]);
+        let taken = taken_over(&log, "victim", &orphans, 100);
+        assert_eq!(
+            taken,
+            HashMap::from([("p0".to_owned(), 190), ("p1".to_owned(), 260)])
+        );
+    }
 }

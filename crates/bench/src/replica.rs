@@ -1,6 +1,7 @@
 //! The bench's side of `partition-child` processes: spawn them, log their events,
 //! signal them.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,6 +12,8 @@ use tokio::process::{Child, ChildStdout, Command};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
+use crate::event::now_us;
+use crate::ownership::{Ownership, Progress};
 use crate::partition_event::PartitionEvent;
 use crate::setup::BoxError;
 use crate::topology::StoreSpec;
@@ -26,52 +29,81 @@ pub struct Logged {
     pub event: PartitionEvent,
 }
 
-/// Every event of every replica process, in the order the bench read them. Cheap to
-/// clone; clones share the log.
-#[derive(Debug, Clone, Default)]
-pub struct EventLog(Arc<Mutex<Vec<Logged>>>);
+/// Every event of every replica process, in the order the bench read them, and the
+/// ownership they add up to (folded in as each line arrives). Cheap to clone; clones
+/// share the log.
+#[derive(Debug, Clone)]
+pub struct EventLog(Arc<Mutex<Inner>>);
+
+#[derive(Debug)]
+struct Inner {
+    events: Vec<Logged>,
+    ownership: Ownership,
+}
 
 impl EventLog {
+    /// An empty log of a group of `partitions` partitions.
+    pub fn new(partitions: usize) -> Self {
+        Self(Arc::new(Mutex::new(Inner {
+            events: Vec::new(),
+            ownership: Ownership::new(partitions),
+        })))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn push(&self, logged: Logged) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(logged);
+        let mut inner = self.lock();
+        inner
+            .ownership
+            .apply(&logged.replica, logged.incarnation, &logged.event);
+        inner.events.push(logged);
+    }
+
+    /// Incarnation `incarnation` of `replica` was just started: it counts as live (and
+    /// not yet joined) from now on.
+    pub fn started(&self, replica: &str, incarnation: u32) {
+        self.lock().ownership.start(replica, incarnation, now_us());
+    }
+
+    /// `replica` is being killed: from now on its partitions do not count and its
+    /// remaining lines are ignored. Returns the partitions it owned.
+    pub fn retire(&self, replica: &str) -> HashSet<String> {
+        self.lock().ownership.retire(replica, now_us())
+    }
+
+    /// Forgets the ownership milestones, so the next ones are recorded anew.
+    pub fn reset_milestones(&self) {
+        self.lock().ownership.reset_milestones();
+    }
+
+    /// The ownership counters now.
+    pub fn progress(&self) -> Progress {
+        self.lock().ownership.progress()
     }
 
     /// How many partitions the latest process of `replica` says it owns now (its
     /// `owned` events minus its `released` ones).
     pub fn owned_now(&self, replica: &str) -> usize {
-        let log = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let latest = log
-            .iter()
-            .filter(|l| l.replica == replica)
-            .map(|l| l.incarnation)
-            .max();
-        let mut owned = std::collections::HashSet::new();
-        for l in log
-            .iter()
-            .filter(|l| l.replica == replica && Some(l.incarnation) == latest)
-        {
-            match &l.event {
-                PartitionEvent::Owned { partition, .. } => {
-                    owned.insert(partition.as_str());
-                }
-                PartitionEvent::Released { partition, .. } => {
-                    owned.remove(partition.as_str());
-                }
-                _ => {}
-            }
-        }
-        owned.len()
+        self.lock().ownership.owned_by(replica)
+    }
+
+    /// Events logged so far.
+    pub fn len(&self) -> usize {
+        self.lock().events.len()
     }
 
     /// A copy of the log so far.
     pub fn snapshot(&self) -> Vec<Logged> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.lock().events.clone()
+    }
+
+    /// A copy of the log from event `from` on.
+    pub fn since(&self, from: usize) -> Vec<Logged> {
+        let inner = self.lock();
+        inner.events.get(from..).unwrap_or_default().to_vec()
     }
 }
 
@@ -135,6 +167,7 @@ impl ReplicaProcess {
             .spawn()?;
         let pid = child.id().ok_or("the replica exited at once")?;
         let stdout = child.stdout.take().ok_or("the replica has no stdout")?;
+        log.started(replica, incarnation);
         let reader = tokio::spawn(read_events(
             stdout,
             replica.to_owned(),
@@ -152,6 +185,19 @@ impl ReplicaProcess {
     /// The replica id.
     pub fn replica(&self) -> &str {
         &self.replica
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Its exit status if it has exited, without waiting.
+    ///
+    /// # Errors
+    /// If the status cannot be read.
+    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>, BoxError> {
+        Ok(self.child.try_wait()?)
     }
 
     /// Sends SIGKILL (a crash).

@@ -132,7 +132,7 @@ struct Timeline {
 /// reported, not errors.
 pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
     let lease = Duration::from_millis(args.lease_ms);
-    let log = EventLog::default();
+    let log = EventLog::new(args.partitions);
     let group = format!("chaos-{}", args.seed);
     let spec = ReplicaSpec {
         exe: std::env::current_exe()?,

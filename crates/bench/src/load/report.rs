@@ -1,0 +1,322 @@
+//! The JSON lines of `load`: one per run, one summary per partition count, and the
+//! comparison across partition counts in the last one.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::setup::BoxError;
+use crate::stats::{Percentiles, max_of, median, round3};
+use crate::topology::Topology;
+
+/// The figures of `load`: one cold start and its steady window, or (in a summary) the
+/// worst or median of several.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoadReport {
+    /// Always `load`.
+    pub scenario: &'static str,
+    /// The Redis set-up.
+    pub topology: Topology,
+    /// Partition count.
+    pub partitions: usize,
+    /// Replica count.
+    pub replicas: usize,
+    /// The lease.
+    pub lease_ms: u64,
+    /// Length of the steady window.
+    pub seconds: u64,
+    /// First spawn → every partition owned by a replica (by the replicas' `owned`
+    /// lines, on their clock).
+    pub all_owned_ms: f64,
+    /// First spawn → every partition owned exactly once, every replica joined, spread
+    /// ≤ 1 (by the replicas' lines).
+    pub balanced_ms: f64,
+    /// Requests per second over the steady window, all replicas together (`EVALSHA`,
+    /// `EVAL`, `PING` from `INFO commandstats`), minus `background_per_sec`.
+    pub requests_per_sec: f64,
+    /// `requests_per_sec` / replicas.
+    pub per_replica_per_sec: f64,
+    /// Requests per second the servers saw over a window of the same length before any
+    /// replica started: the Sentinels' `PING`s under Sentinel, 0 elsewhere.
+    pub background_per_sec: f64,
+    /// CPU of the server processes over the steady window, % of one core:
+    /// `used_cpu_user + used_cpu_sys` of `INFO cpu`, summed over the nodes, with the
+    /// background window's rate subtracted.
+    pub redis_cpu_pct: f64,
+    /// Server time of the requests themselves (scripts included), % of one core, from
+    /// `INFO commandstats` `usec` (background subtracted).
+    pub redis_cmd_cpu_pct: f64,
+    /// The busiest replica process's CPU over the steady window, % of one core
+    /// (`utime + stime` of `/proc/<pid>/stat`).
+    pub client_cpu_pct_max: f64,
+    /// The largest peak RSS of a replica process (`VmHWM`, read at the end of the
+    /// window), in MiB.
+    pub client_rss_mib_max: f64,
+    /// Server-side execution time of the coordination scripts (`EVALSHA`/`EVAL` in the
+    /// slow log, threshold 0) from the first spawn to the end of the window, in ms.
+    pub script_ms: Percentiles,
+    /// How many script runs `script_ms` covers.
+    pub script_count: u64,
+    /// The same, for the steady window only.
+    pub steady_script_ms: Percentiles,
+    /// The longest script run before the steady window (cold start and settling), in
+    /// ms.
+    pub cold_start_script_ms_max: f64,
+    /// max − min of the replicas' owned counts at the end of the window.
+    pub spread: usize,
+    /// `owned` lines during the steady window: partitions that changed owner while the
+    /// group should have been still.
+    pub steady_moves: u64,
+}
+
+/// One run's line: the figures and each replica's own.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunReport {
+    /// The figures.
+    #[serde(flatten)]
+    pub report: LoadReport,
+    /// Which run of this partition count (from 1).
+    pub run: usize,
+    /// Each replica's CPU over the steady window, % of one core.
+    pub client_cpu_pct: BTreeMap<String, f64>,
+    /// Each replica's peak RSS, in MiB.
+    pub client_rss_mib: BTreeMap<String, f64>,
+}
+
+/// One partition count's line, after its runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SummaryReport {
+    /// Over the runs: the worst (largest) `all_owned_ms`, `balanced_ms`,
+    /// `redis_cpu_pct`, `client_cpu_pct_max`, `client_rss_mib_max`, `script_ms.max`
+    /// and `.p99`, `cold_start_script_ms_max`, `spread`, `steady_moves` and
+    /// `script_count`; the median of `script_ms.p50` and of every other figure.
+    #[serde(flatten)]
+    pub report: LoadReport,
+    /// Number of runs.
+    pub runs: usize,
+    /// Each run's `all_owned_ms`.
+    pub all_owned_ms_runs: Vec<f64>,
+    /// Each run's `balanced_ms`.
+    pub balanced_ms_runs: Vec<f64>,
+    /// Each run's `redis_cpu_pct`.
+    pub redis_cpu_pct_runs: Vec<f64>,
+    /// In the last line of a list of partition counts: each count's summary figures.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<Comparison>,
+}
+
+/// How the cost grows with the partition count.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    /// One entry per partition count, in the order run.
+    pub compare: Vec<Compared>,
+    /// `redis_cpu_pct` of the last count / that of the first; `null` if the first is 0.
+    pub redis_cpu_ratio: Option<f64>,
+}
+
+/// One partition count's summary, in a [`Comparison`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Compared {
+    /// The partition count.
+    pub partitions: usize,
+    /// Its `redis_cpu_pct`.
+    pub redis_cpu_pct: f64,
+    /// Its `redis_cmd_cpu_pct`.
+    pub redis_cmd_cpu_pct: f64,
+    /// Its `script_ms`.
+    pub script_ms: Percentiles,
+    /// Its `all_owned_ms`.
+    pub all_owned_ms: f64,
+    /// Its `balanced_ms`.
+    pub balanced_ms: f64,
+}
+
+/// The summary of one partition count's runs.
+///
+/// # Errors
+/// If `runs` is empty.
+pub fn summarize(runs: &[RunReport]) -> Result<SummaryReport, BoxError> {
+    let first = &runs.first().ok_or("no runs to summarize")?.report;
+    let each =
+        |f: fn(&LoadReport) -> f64| -> Vec<f64> { runs.iter().map(|r| f(&r.report)).collect() };
+    let worst = |f: fn(&LoadReport) -> f64| round3(max_of(each(f)).unwrap_or(0.0));
+    let mid = |f: fn(&LoadReport) -> f64| round3(median(&each(f)).unwrap_or(0.0));
+    let worst_n = |f: fn(&LoadReport) -> u64| runs.iter().map(|r| f(&r.report)).max().unwrap_or(0);
+    let report = LoadReport {
+        all_owned_ms: worst(|r| r.all_owned_ms),
+        balanced_ms: worst(|r| r.balanced_ms),
+        requests_per_sec: mid(|r| r.requests_per_sec),
+        per_replica_per_sec: mid(|r| r.per_replica_per_sec),
+        background_per_sec: mid(|r| r.background_per_sec),
+        redis_cpu_pct: worst(|r| r.redis_cpu_pct),
+        redis_cmd_cpu_pct: mid(|r| r.redis_cmd_cpu_pct),
+        client_cpu_pct_max: worst(|r| r.client_cpu_pct_max),
+        client_rss_mib_max: worst(|r| r.client_rss_mib_max),
+        script_ms: Percentiles {
+            p50: mid(|r| r.script_ms.p50),
+            p99: worst(|r| r.script_ms.p99),
+            max: worst(|r| r.script_ms.max),
+        },
+        script_count: worst_n(|r| r.script_count),
+        steady_script_ms: Percentiles {
+            p50: mid(|r| r.steady_script_ms.p50),
+            p99: worst(|r| r.steady_script_ms.p99),
+            max: worst(|r| r.steady_script_ms.max),
+        },
+        cold_start_script_ms_max: worst(|r| r.cold_start_script_ms_max),
+        spread: runs.iter().map(|r| r.report.spread).max().unwrap_or(0),
+        steady_moves: worst_n(|r| r.steady_moves),
+        ..first.clone()
+    };
+    Ok(SummaryReport {
+        report,
+        runs: runs.len(),
+        all_owned_ms_runs: each(|r| r.all_owned_ms),
+        balanced_ms_runs: each(|r| r.balanced_ms),
+        redis_cpu_pct_runs: each(|r| r.redis_cpu_pct),
+        comparison: None,
+    })
+}
+
+/// The comparison of the summaries of each partition count, in the order run.
+pub fn compare(summaries: &[SummaryReport]) -> Comparison {
+    let compare: Vec<Compared> = summaries
+        .iter()
+        .map(|s| Compared {
+            partitions: s.report.partitions,
+            redis_cpu_pct: s.report.redis_cpu_pct,
+            redis_cmd_cpu_pct: s.report.redis_cmd_cpu_pct,
+            script_ms: s.report.script_ms,
+            all_owned_ms: s.report.all_owned_ms,
+            balanced_ms: s.report.balanced_ms,
+        })
+        .collect();
+    let ratio = match (compare.first(), compare.last()) {
+        (Some(first), Some(last)) if first.redis_cpu_pct > 0.0 => {
+            Some(round3(last.redis_cpu_pct / first.redis_cpu_pct))
+        }
+        _ => None,
+    };
+    Comparison {
+        compare,
+        redis_cpu_ratio: ratio,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(partitions: usize, all_owned_ms: f64, redis_cpu_pct: f64, p50: f64) -> LoadReport {
+        LoadReport {
+            scenario: "load",
+            topology: Topology::Single,
+            partitions,
+            replicas: 3,
+            lease_ms: 1000,
+            seconds: 3,
+            all_owned_ms,
+            balanced_ms: all_owned_ms + 1.0,
+            requests_per_sec: redis_cpu_pct * 10.0,
+            per_replica_per_sec: 1.0,
+            background_per_sec: 0.0,
+            redis_cpu_pct,
+            redis_cmd_cpu_pct: redis_cpu_pct / 2.0,
+            client_cpu_pct_max: redis_cpu_pct,
+            client_rss_mib_max: 10.0 + redis_cpu_pct,
+            script_ms: Percentiles {
+                p50,
+                p99: p50 * 2.0,
+                max: p50 * 3.0,
+            },
+            script_count: 100,
+            steady_script_ms: Percentiles::default(),
+            cold_start_script_ms_max: p50 * 3.0,
+            spread: 1,
+            steady_moves: 0,
+        }
+    }
+
+    fn run(report: LoadReport, run: usize) -> RunReport {
+        RunReport {
+            report,
+            run,
+            client_cpu_pct: BTreeMap::new(),
+            client_rss_mib: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_summary_keeps_the_worst_and_the_median() {
+        let runs = [
+            run(report(100, 2000.0, 1.0, 0.1), 1),
+            run(report(100, 2500.0, 3.0, 0.3), 2),
+            run(report(100, 2100.0, 2.0, 0.2), 3),
+        ];
+        let s = summarize(&runs).expect("three runs");
+        assert_eq!(s.runs, 3);
+        assert_eq!(s.report.all_owned_ms, 2500.0);
+        assert_eq!(s.report.balanced_ms, 2501.0);
+        assert_eq!(s.report.redis_cpu_pct, 3.0);
+        assert_eq!(s.report.client_rss_mib_max, 13.0);
+        assert_eq!(s.report.script_ms.p50, 0.2, "median of p50");
+        assert_eq!(s.report.script_ms.max, 0.9, "worst max");
+        assert_eq!(s.report.requests_per_sec, 20.0, "median");
+        assert_eq!(s.all_owned_ms_runs, [2000.0, 2500.0, 2100.0]);
+        assert_eq!(s.redis_cpu_pct_runs, [1.0, 3.0, 2.0]);
+        assert!(summarize(&[]).is_err());
+    }
+
+    #[test]
+    fn a_comparison_lists_each_count_and_the_cpu_ratio() {
+        let small = summarize(&[run(report(200, 10.0, 2.0, 0.1), 1)]).expect("one run");
+        let large = summarize(&[run(report(1000, 20.0, 5.0, 0.4), 1)]).expect("one run");
+        let c = compare(&[small.clone(), large]);
+        assert_eq!(c.compare.len(), 2);
+        assert_eq!(c.compare[1].partitions, 1000);
+        assert_eq!(c.redis_cpu_ratio, Some(2.5));
+        let idle = summarize(&[run(report(200, 10.0, 0.0, 0.1), 1)]).expect("one run");
+        assert_eq!(compare(&[idle, small]).redis_cpu_ratio, None);
+    }
+
+    #[test]
+    fn the_json_has_the_documented_keys() {
+        let mut s = summarize(&[run(report(200, 10.0, 2.0, 0.1), 1)]).expect("one run");
+        let plain = serde_json::to_value(&s).expect("serializes");
+        assert!(plain.get("compare").is_none());
+        s.comparison = Some(compare(std::slice::from_ref(&s)));
+        let json = serde_json::to_value(&s).expect("serializes");
+        for key in [
+            "scenario",
+            "topology",
+            "partitions",
+            "replicas",
+            "lease_ms",
+            "seconds",
+            "all_owned_ms",
+            "balanced_ms",
+            "requests_per_sec",
+            "per_replica_per_sec",
+            "background_per_sec",
+            "redis_cpu_pct",
+            "redis_cmd_cpu_pct",
+            "client_cpu_pct_max",
+            "client_rss_mib_max",
+            "spread",
+            "runs",
+            "all_owned_ms_runs",
+            "balanced_ms_runs",
+            "redis_cpu_pct_runs",
+            "compare",
+            "redis_cpu_ratio",
+        ] {
+            assert!(json.get(key).is_some(), "{key} missing from {json}");
+        }
+        assert_eq!(json["script_ms"]["p50"], 0.1);
+        assert!(json["script_ms"]["max"].is_number());
+        assert_eq!(json["compare"][0]["partitions"], 200);
+        let line = serde_json::to_value(run(report(200, 1.0, 1.0, 1.0), 4)).expect("serializes");
+        assert_eq!(line["run"], 4);
+        assert!(line["client_cpu_pct"].is_object());
+    }
+}

@@ -1,0 +1,172 @@
+//! `load` and `rebalance` of the real binary, on servers they start themselves: the
+//! reports carry every documented key, a list of partition counts ends with their
+//! comparison, and a cold start that cannot converge in time fails with what it saw.
+
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::process::Command;
+use tokio::sync::Mutex;
+use tokio::time::timeout;
+
+/// One benchmark at a time: they share two cores with everything else.
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+async fn bench(args: &[&str]) -> Output {
+    let run = Command::new(env!("CARGO_BIN_EXE_leasehold-bench"))
+        .args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    timeout(Duration::from_secs(180), run)
+        .await
+        .unwrap_or_else(|_| panic!("leasehold-bench {args:?} ends within 180 s"))
+        .expect("run leasehold-bench")
+}
+
+/// Every stdout line as JSON, after checking the exit status.
+fn reports(out: &Output, what: &str) -> Vec<Value> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{what}: exit status {}; stderr:\n{stderr}",
+        out.status
+    );
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_reports_every_key_for_each_partition_count() {
+    let _one = SERIAL.lock().await;
+    let out = bench(&[
+        "load",
+        "--partitions",
+        "40,120",
+        "--replicas",
+        "2",
+        "--lease-ms",
+        "500",
+        "--seconds",
+        "1",
+    ])
+    .await;
+    let lines = reports(&out, "load");
+    // Per count: one line for its run, one summary.
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines[0]["run"], 1);
+    assert!(lines[0]["client_cpu_pct"]["replica-2"].is_number());
+    let last = lines.last().expect("a last line");
+    eprintln!("{last}");
+    for key in [
+        "scenario",
+        "topology",
+        "partitions",
+        "replicas",
+        "lease_ms",
+        "seconds",
+        "all_owned_ms",
+        "balanced_ms",
+        "requests_per_sec",
+        "per_replica_per_sec",
+        "background_per_sec",
+        "redis_cpu_pct",
+        "redis_cmd_cpu_pct",
+        "client_cpu_pct_max",
+        "client_rss_mib_max",
+        "script_ms",
+        "spread",
+        "runs",
+        "all_owned_ms_runs",
+        "balanced_ms_runs",
+        "redis_cpu_pct_runs",
+        "compare",
+        "redis_cpu_ratio",
+    ] {
+        assert!(last.get(key).is_some(), "{key} missing from {last}");
+    }
+    assert_eq!(last["partitions"], 120);
+    assert_eq!(last["runs"], 1);
+    assert!(last["spread"].as_u64().expect("spread") <= 1);
+    let owned = last["all_owned_ms"].as_f64().expect("all_owned_ms");
+    let balanced = last["balanced_ms"].as_f64().expect("balanced_ms");
+    assert!(0.0 < owned && owned <= balanced, "{owned} then {balanced}");
+    assert!(last["script_count"].as_u64().expect("script_count") > 0);
+    let p50 = last["script_ms"]["p50"].as_f64().expect("script_ms.p50");
+    let max = last["script_ms"]["max"].as_f64().expect("script_ms.max");
+    assert!(0.0 < p50 && p50 <= max, "{p50} ≤ {max}");
+    assert!(last["client_rss_mib_max"].as_f64().expect("rss") > 1.0);
+    let compared: Vec<u64> = last["compare"]
+        .as_array()
+        .expect("compare is an array")
+        .iter()
+        .map(|c| c["partitions"].as_u64().expect("partitions"))
+        .collect();
+    assert_eq!(compared, [40, 120]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_start_that_cannot_converge_fails_with_what_it_saw() {
+    let _one = SERIAL.lock().await;
+    // The replicas settle for one lease (3 s) before claiming: never within 1 s.
+    let out = bench(&[
+        "load",
+        "--partitions",
+        "20",
+        "--replicas",
+        "2",
+        "--lease-ms",
+        "3000",
+        "--seconds",
+        "1",
+        "--limit-secs",
+        "1",
+    ])
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it fails; stderr:\n{stderr}");
+    assert!(
+        stderr.contains("cold start: all owned: not within 1.0 s")
+            && stderr.contains("/20 partitions owned")
+            && stderr.contains("replica-1="),
+        "the error says what was last seen:\n{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no report");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebalance_times_each_phase_from_the_replicas_lines() {
+    let _one = SERIAL.lock().await;
+    let out = bench(&[
+        "rebalance",
+        "--partitions",
+        "12",
+        "--replicas",
+        "3",
+        "--lease-ms",
+        "500",
+    ])
+    .await;
+    let lines = reports(&out, "rebalance");
+    let r = lines.last().expect("a report");
+    eprintln!("{r}");
+    assert_eq!(r["scenario"], "rebalance");
+    assert_eq!(r["poll_ms"], 5.0);
+    for phase in ["cold_start", "kill", "join"] {
+        let balanced = r[phase]["balanced_ms"].as_f64().expect("balanced_ms");
+        let confirmed = r[phase]["confirmed_ms"].as_f64().expect("confirmed_ms");
+        assert!(
+            0.0 < balanced && balanced <= confirmed,
+            "{phase}: the replicas' lines come before Redis's confirmation"
+        );
+    }
+    let kill = &r["kill"];
+    let owned = kill["all_owned_ms"].as_f64().expect("kill.all_owned_ms");
+    assert!(owned <= kill["balanced_ms"].as_f64().expect("kill.balanced_ms"));
+    assert!(r["join"]["moved"].as_u64().expect("moved") >= 1);
+    assert!(r["spread"].as_u64().expect("spread") <= 1);
+}
