@@ -20,6 +20,9 @@ pub const HANDOFFS: &str = "leasehold_partition_handoffs_total";
 pub const GROUP_PARTITIONS: &str = "leasehold_group_partitions";
 /// Counter: failed group ticks. Labels: `group`, `replica`.
 pub const TICK_ERRORS: &str = "leasehold_group_tick_errors_total";
+/// Counter: sessions this replica found ended (not renewed within a lease, or lost with
+/// Redis's data): every partition it held was lost at once. Labels: `group`, `replica`.
+pub const SESSIONS_LOST: &str = "leasehold_group_sessions_lost_total";
 
 pub(crate) fn describe() {
     static ONCE: Once = Once::new();
@@ -34,6 +37,11 @@ pub(crate) fn describe() {
         );
         describe_counter!(HANDOFFS, Unit::Count, "partitions handed off to rebalance");
         describe_counter!(TICK_ERRORS, Unit::Count, "failed group ticks");
+        describe_counter!(
+            SESSIONS_LOST,
+            Unit::Count,
+            "group sessions found ended, with every partition they held"
+        );
         describe_gauge!(
             GROUP_PARTITIONS,
             Unit::Count,

@@ -4,11 +4,14 @@ use std::collections::BTreeSet;
 
 use crate::error::PartitionsError;
 
-/// This replica's view of its group, published on every change.
+/// This replica's view of its group, published when it changes (never on a tick that
+/// changed nothing).
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct GroupView {
-    /// Partitions this replica owns now.
+    /// Partitions this replica holds: from the claim that won each one until its
+    /// elector has stopped the callback and released it. A callback starts a moment
+    /// after its partition appears here, and has stopped before it disappears.
     pub owned: BTreeSet<String>,
     /// Live replicas in the heartbeat set (this one included once it has joined).
     pub live_replicas: Vec<String>,

@@ -72,7 +72,8 @@ async fn join_moves_only_the_joiners_share_and_leave_hands_over_at_once() {
     assert_eq!(
         fleet.ledger.terms().len() - before,
         6,
-        "only the joiner's share moved"
+        "only the joiner's share moved: {:#?}",
+        &fleet.ledger.terms()[before..]
     );
 
     let leaver = fleet.replicas.remove("b").unwrap();
@@ -107,8 +108,11 @@ async fn a_crashed_replicas_partitions_are_owned_again_within_a_lease_and_a_rene
     fleet.ledger.assert_no_double_ownership();
 }
 
+/// A restart that loses every key: the group is created again, grants nothing for one
+/// lease (so every old owner's deadline has passed), and converges. No partition has
+/// two owners at any instant, on this process's clock, and fences keep growing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_restart_mid_run_converges_again() {
+async fn a_redis_restart_that_loses_everything_never_yields_two_owners_and_converges() {
     let mut redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 20, LEASE);
     for r in ["a", "b"] {
@@ -137,6 +141,69 @@ async fn redis_restart_mid_run_converges_again() {
             "{p}: {fences:?}"
         );
     }
+    fleet.ledger.assert_no_double_ownership();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushed_script_cache_costs_no_ownership() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 12, LEASE);
+    for r in ["a", "b"] {
+        fleet.start(r);
+    }
+    fleet.converge(LIMIT).await;
+    let before = fleet.ledger.terms().len();
+    for _ in 0..3 {
+        redis.redis_cli(&["SCRIPT", "FLUSH"]);
+        sleep(LEASE / 2).await;
+    }
+    assert!(fleet.balanced());
+    assert_eq!(
+        fleet.ledger.terms().len(),
+        before,
+        "every script was sent again (EVAL after NOSCRIPT) and no partition moved"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_key_of_the_wrong_type_is_a_typed_error_and_nobody_serves_until_it_is_fixed() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 8, LEASE);
+    for r in ["a", "b"] {
+        fleet.start(r);
+    }
+    fleet.converge(LIMIT).await;
+    redis.redis_cli(&["DEL", "leasehold:{g}:states"]);
+    redis.redis_cli(&["SET", "leasehold:{g}:states", "not a hash"]);
+    // Every script refuses to run before writing anything; every elector steps down.
+    let start = Instant::now();
+    loop {
+        let views: Vec<_> = fleet.replicas.values().map(|h| h.view()).collect();
+        let typed = views.iter().all(|v| {
+            matches!(
+                &v.error,
+                Some(PartitionsError::Store(
+                    leasehold_election::StoreError::WrongType(_)
+                ))
+            )
+        });
+        if typed && fleet.ledger.terms().iter().all(|t| t.end.is_some()) {
+            break;
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "expected a wrong-type error and no callback running: {:?}",
+            views
+                .iter()
+                .map(|v| (&v.error, v.owned.len()))
+                .collect::<Vec<_>>()
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+    redis.redis_cli(&["DEL", "leasehold:{g}:states"]);
+    fleet.converge(LIMIT).await;
+    assert!(fleet.replicas.values().all(|h| h.view().error.is_none()));
+    fleet.ledger.assert_no_double_ownership();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -33,6 +33,21 @@ local function clock()
   return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 
+-- Refuses to run (before any write) if a key it writes holds another type than
+-- expected, so that a foreign value in a group key is a typed error and never half an
+-- update. Arguments: key index, type, key index, type, ...
+local function expect(...)
+  local want = {...}
+  for i = 1, #want, 2 do
+    local key = KEYS[want[i]]
+    local t = redis.call('TYPE', key).ok
+    if t ~= 'none' and t ~= want[i + 1] then
+      return redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' .. t .. ', not a ' .. want[i + 1])
+    end
+  end
+  return nil
+end
+
 -- The range of `held` that belongs to session `tok`: entries `tok \1 partition`.
 local function span(tok)
   return '[' .. tok .. '\1', '(' .. tok .. '\2'
@@ -60,55 +75,74 @@ local function reap(now)
 end
 
 -- Moves up to `budget` partitions of ended sessions to `free` (free since the end of
--- their session); returns how many ended sessions still hold partitions.
+-- their session); returns the ended sessions that still hold partitions.
 local function drain(budget)
   local dead = redis.call('ZRANGE', KEYS[10], 0, -1, 'WITHSCORES')
+  local left_over = {}
   local moved = 0
   for i = 1, #dead, 2 do
-    local left = budget - moved
-    if left <= 0 then break end
     local tok, ended = dead[i], dead[i + 1]
-    local lo, hi = span(tok)
-    local entries = redis.call('ZRANGEBYLEX', KEYS[9], lo, hi, 'LIMIT', 0, left)
-    if #entries < left then redis.call('ZREM', KEYS[10], tok) end
-    if #entries > 0 then
-      local names = {}
-      for j, e in ipairs(entries) do names[j] = string.sub(e, #tok + 2) end
-      local owners = redis.call('HMGET', KEYS[7], unpack(names))
-      local gone, back = {}, {}
-      for j, n in ipairs(names) do
-        if owners[j] == tok then
-          gone[#gone + 1] = n
-          if redis.call('ZSCORE', KEYS[5], n) then
-            back[#back + 1] = ended
-            back[#back + 1] = n
+    local left = budget - moved
+    if left <= 0 then
+      left_over[#left_over + 1] = tok
+    else
+      local lo, hi = span(tok)
+      local entries = redis.call('ZRANGEBYLEX', KEYS[9], lo, hi, 'LIMIT', 0, left)
+      if #entries < left then
+        redis.call('ZREM', KEYS[10], tok)
+      else
+        left_over[#left_over + 1] = tok
+      end
+      if #entries > 0 then
+        local names = {}
+        for j, e in ipairs(entries) do names[j] = string.sub(e, #tok + 2) end
+        local owners = redis.call('HMGET', KEYS[7], unpack(names))
+        local gone, back = {}, {}
+        for j, n in ipairs(names) do
+          if owners[j] == tok then
+            gone[#gone + 1] = n
+            if redis.call('ZSCORE', KEYS[5], n) then
+              back[#back + 1] = ended
+              back[#back + 1] = n
+            end
           end
         end
+        redis.call('ZREM', KEYS[9], unpack(entries))
+        if #gone > 0 then redis.call('HDEL', KEYS[7], unpack(gone)) end
+        if #back > 0 then redis.call('ZADD', KEYS[6], unpack(back)) end
+        moved = moved + #entries
       end
-      redis.call('ZREM', KEYS[9], unpack(entries))
-      if #gone > 0 then redis.call('HDEL', KEYS[7], unpack(gone)) end
-      if #back > 0 then redis.call('ZADD', KEYS[6], unpack(back)) end
-      moved = moved + #entries
     end
   end
-  return redis.call('ZCARD', KEYS[10])
+  return left_over
+end
+
+-- The group's metadata: digest, count, seeded, grant_after (count and seeded as 0 when
+-- the list was never stored).
+local function meta()
+  local m = redis.call('HMGET', KEYS[4], 'digest', 'count', 'seeded', 'grant_after')
+  return m[1], tonumber(m[2] or '0'), tonumber(m[3] or '0'), tonumber(m[4] or '0')
 end
 
 -- Partitions without a live owner: free, held by ended sessions, or not stored yet.
-local function unowned()
+local function unowned(dead, count, seeded)
   local n = redis.call('ZCARD', KEYS[6])
-  for _, tok in ipairs(redis.call('ZRANGE', KEYS[10], 0, -1)) do
+  for _, tok in ipairs(dead) do
     local lo, hi = span(tok)
     n = n + redis.call('ZLEXCOUNT', KEYS[9], lo, hi)
   end
-  local count = tonumber(redis.call('HGET', KEYS[4], 'count') or '0')
-  local seeded = tonumber(redis.call('HGET', KEYS[4], 'seeded') or '0')
   return n + count - seeded
 end
 
--- Live members: names, states, ms left, partitions held.
-local function roster(now)
-  local scored = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES')
+-- Live members: names, states, ms left, partitions held. `reaped`: ended sessions were
+-- just removed, so every member is live.
+local function roster(now, reaped)
+  local scored
+  if reaped then
+    scored = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+  else
+    scored = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'WITHSCORES')
+  end
   local names, lefts, helds = {}, {}, {}
   for i = 1, #scored, 2 do
     names[#names + 1] = scored[i]
@@ -145,8 +179,11 @@ static TICK: LazyLock<LuaScript> = LazyLock::new(|| {
         r#"
 local replica, token, join, state = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4]
 local ttl, digest = tonumber(ARGV[5]), ARGV[6]
+local bad = expect(1, 'zset', 2, 'hash', 3, 'hash', 4, 'hash', 6, 'zset', 7, 'hash', 9, 'zset', 10, 'zset')
+if bad then return bad end
 local now = clock()
 reap(now)
+local stored, count, seeded, after = meta()
 local session, seed = 'live', 'no'
 local cur = redis.call('HGET', KEYS[2], replica)
 if cur == token then
@@ -155,32 +192,27 @@ elseif not join then
   session = 'lost'
 elseif cur then
   session = 'duplicate'
+elseif stored and stored ~= digest and redis.call('ZCARD', KEYS[1]) > 0 then
+  session = 'mismatch'
 else
-  local stored = redis.call('HGET', KEYS[4], 'digest')
-  if stored and stored ~= digest and redis.call('ZCARD', KEYS[1]) > 0 then
-    session = 'mismatch'
-  else
-    redis.call('HSET', KEYS[2], replica, token)
-    redis.call('ZADD', KEYS[1], now + ttl, replica)
-  end
+  redis.call('HSET', KEYS[2], replica, token)
+  redis.call('ZADD', KEYS[1], now + ttl, replica)
 end
 if session == 'live' then
   redis.call('HSET', KEYS[3], replica, state)
-  local stored = redis.call('HGET', KEYS[4], 'digest')
   if not stored then
     seed = '0'
   elseif stored ~= digest then
     seed = 'replace'
-  else
-    local seeded = tonumber(redis.call('HGET', KEYS[4], 'seeded'))
-    if seeded < tonumber(redis.call('HGET', KEYS[4], 'count')) then seed = tostring(seeded) end
+  elseif seeded < count then
+    seed = tostring(seeded)
   end
 end
-local draining = drain(tonumber(ARGV[7]))
-local names, states, lefts, helds = roster(now)
-local wait = tonumber(redis.call('HGET', KEYS[4], 'grant_after') or '0') - now
+local dead = drain(tonumber(ARGV[7]))
+local names, states, lefts, helds = roster(now, true)
+local wait = after - now
 if wait < 0 then wait = 0 end
-return {session, seed, names, states, lefts, helds, unowned(), wait, draining}
+return {session, seed, names, states, lefts, helds, unowned(dead, count, seeded), wait, #dead}
 "#
     ))
 });
@@ -196,13 +228,15 @@ static CLAIM: LazyLock<LuaScript> = LazyLock::new(|| {
         r#"
 local replica, token = ARGV[1], ARGV[2]
 local ttl, want, floor = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local bad = expect(1, 'zset', 2, 'hash', 3, 'hash', 4, 'hash', 6, 'zset', 7, 'hash', 8, 'hash', 9, 'zset', 10, 'zset')
+if bad then return bad end
 local now, now_us = clock()
 reap(now)
 if redis.call('HGET', KEYS[2], replica) ~= token then return {'lost'} end
-local after = tonumber(redis.call('HGET', KEYS[4], 'grant_after') or '0')
+local _, count, seeded, after = meta()
 if after > now then return {'wait', after - now} end
 redis.call('ZADD', KEYS[1], 'GT', now + ttl, replica)
-drain(tonumber(ARGV[6]))
+local dead = drain(tonumber(ARGV[6]))
 local out = {}
 local popped = {}
 if want > 0 then popped = redis.call('ZPOPMIN', KEYS[6], want) end
@@ -236,7 +270,7 @@ if #names > 0 then
     redis.call('ZADD', KEYS[9], unpack(hset))
   end
 end
-return {'ok', out, unowned()}
+return {'ok', out, unowned(dead, count, seeded)}
 "#
     ))
 });
@@ -248,6 +282,8 @@ static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
         prelude!(),
         r#"
 local token = ARGV[1]
+local bad = expect(6, 'zset', 7, 'hash', 9, 'zset')
+if bad then return bad end
 local now = clock()
 local names = {}
 for i = 4, #ARGV do names[#names + 1] = ARGV[i] end
@@ -285,6 +321,8 @@ static LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
+local bad = expect(1, 'zset', 2, 'hash', 3, 'hash', 6, 'zset', 7, 'hash', 9, 'zset', 10, 'zset')
+if bad then return bad end
 local now = clock()
 if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
   redis.call('ZREM', KEYS[1], ARGV[1])
@@ -310,6 +348,8 @@ static SEED: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
+local bad = expect(1, 'zset', 2, 'hash', 3, 'hash', 4, 'hash', 5, 'zset', 6, 'zset', 7, 'hash', 10, 'zset')
+if bad then return bad end
 local now = clock()
 local replica, digest = ARGV[1], ARGV[2]
 local count, offset = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -392,7 +432,7 @@ static STATUS_HEAD: LazyLock<LuaScript> = LazyLock::new(|| {
 local now = clock()
 local count = redis.call('HGET', KEYS[4], 'count')
 if not count then return false end
-local names, states, lefts, helds = roster(now)
+local names, states, lefts, helds = roster(now, false)
 return {tonumber(count), names, states, lefts, helds}
 "#
     ))

@@ -38,9 +38,13 @@ use crate::backend::protocol::{
     ClaimReply, Conflict, MemberState, SeedNeed, SeedReply, SessionReply, TickReply, TickRequest,
 };
 
-/// Ticks run this long after each grid point, so the electors' renewals (due on the grid
-/// points) are already waiting for them.
-pub(crate) const TICK_OFFSET: Duration = Duration::from_millis(5);
+/// Ticks run a twentieth of a renew interval (5–50 ms) after each grid point, so that
+/// the electors' renewals, due on the grid points, are all waiting for them: waking a
+/// thousand electors takes a few milliseconds, and a renewal that asks after the tick
+/// was sent must wait for another one.
+fn tick_offset(renew_interval: Duration) -> Duration {
+    (renew_interval / 20).clamp(Duration::from_millis(5), Duration::from_millis(50))
+}
 /// How soon after something changed (a notice, an expiring member) to look again.
 pub(crate) const QUICK: Duration = Duration::from_millis(5);
 /// How soon after a release notice to tick: releases come in bursts of a few ms.
@@ -346,7 +350,7 @@ impl GroupState {
         if self.wake_at().is_some_and(|at| now >= at) && self.may_tick() {
             self.soon = None;
             // The next regular tick is just after the next grid point.
-            self.next_tick = self.grid.next_after(now) + TICK_OFFSET;
+            self.next_tick = self.grid.next_after(now) + tick_offset(self.s.renew_interval);
             self.tick_in_flight = true;
             actions.push(Action::Tick(TickRequest {
                 replica: self.s.replica.clone(),
@@ -563,10 +567,13 @@ impl GroupState {
 
     fn claim(&mut self, now: Instant) -> Vec<Action> {
         let admitted = matches!(self.standing, Standing::Member { .. });
+        // No claim while reconciling either: the answer must not miss a partition that a
+        // claim sent after it grants.
         if !admitted
             || self.settling(now)
             || self.leaving != Leaving::No
             || self.claiming
+            || self.reconciling
             || self.claim_after.is_some_and(|c| c > now)
         {
             return Vec::new();
@@ -593,13 +600,29 @@ impl GroupState {
         match reply {
             Ok((granted, unowned)) => {
                 let won = !granted.is_empty();
+                let leaving = self.leaving != Leaving::No;
                 for (i, fence) in granted {
                     self.stale.remove(&i);
-                    self.stopping.remove(&i);
-                    self.serving.insert(i);
                     self.highest = self.highest.max(fence);
+                    if leaving {
+                        // Sent before the leave began: hand it straight back.
+                        self.serving.remove(i);
+                        self.stopping.insert(i);
+                    } else {
+                        self.stopping.remove(&i);
+                        self.serving.insert(i);
+                    }
                 }
                 self.unowned = unowned;
+                if leaving {
+                    let mut actions = if won {
+                        vec![Action::StopAll]
+                    } else {
+                        Vec::new()
+                    };
+                    actions.extend(self.end_if_done());
+                    return actions;
+                }
                 // More to take, and the last batch was not empty-handed: go on at once.
                 if won { self.claim(now) } else { Vec::new() }
             }
@@ -612,6 +635,8 @@ impl GroupState {
                 self.wake(now);
                 Vec::new()
             }
+            // Ending the session frees whatever it may have taken.
+            Err(_) if self.leaving != Leaving::No => self.end_if_done(),
             Err(ClaimError::Failed) => {
                 // It may have taken partitions we never heard of: ask.
                 self.reconciling = true;
@@ -622,10 +647,14 @@ impl GroupState {
 
     /// The store said which partitions this session holds (by index; names outside
     /// this replica's list are the driver's to give back).
-    pub(crate) fn on_reconciled(&mut self, held: Option<HashSet<usize>>) -> Vec<Action> {
+    pub(crate) fn on_reconciled(
+        &mut self,
+        held: Option<HashSet<usize>>,
+        now: Instant,
+    ) -> Vec<Action> {
         self.reconciling = false;
         let Some(held) = held else {
-            return Vec::new();
+            return self.claim(now);
         };
         let extra: Vec<usize> = held
             .iter()
@@ -646,6 +675,7 @@ impl GroupState {
         if !missing.is_empty() {
             actions.push(Action::Revoke(missing));
         }
+        actions.extend(self.claim(now));
         actions
     }
 
@@ -690,8 +720,10 @@ impl GroupState {
         self.end_if_done()
     }
 
+    /// Ends the session once the leave has stopped every elector and no claim is in
+    /// flight (one could still grant this session partitions nobody would serve).
     fn end_if_done(&mut self) -> Vec<Action> {
-        if self.leaving == Leaving::Stopping && self.running() == 0 {
+        if self.leaving == Leaving::Stopping && self.running() == 0 && !self.claiming {
             self.leaving = Leaving::Ending;
             return vec![Action::End {
                 token: self.token.clone(),
@@ -708,10 +740,13 @@ impl GroupState {
         }
     }
 
-    /// An elector is waiting for a renewal: tick soon if the next tick is far.
+    /// An elector is waiting for a renewal: if the next tick is far (the renewal asked
+    /// just after one was sent, or retries after an error), tick one offset from now,
+    /// which gathers every straggler into that one extra tick.
     pub(crate) fn on_renew_wanted(&mut self, now: Instant) {
-        if self.next_tick > now + TICK_OFFSET + NOTICE_DELAY {
-            self.wake(now + NOTICE_DELAY);
+        let offset = tick_offset(self.s.renew_interval);
+        if self.next_tick > now + 2 * offset {
+            self.wake(now + offset);
         }
     }
 
@@ -1089,7 +1124,9 @@ mod tests {
             ));
             assert_eq!(actions.contains(&Action::Reconcile), expect, "{actions:?}");
         }
-        let actions = sim.st.on_reconciled(Some([0, 3].into_iter().collect()));
+        let actions = sim
+            .st
+            .on_reconciled(Some([0, 3].into_iter().collect()), sim.now);
         assert_eq!(
             actions,
             vec![Action::Release(vec![3]), Action::Revoke(vec![1])],
@@ -1133,6 +1170,36 @@ mod tests {
         assert_eq!(
             sim.st.on_stopped(3),
             vec![Action::End { token, done: true }]
+        );
+    }
+
+    #[test]
+    fn a_claim_that_comes_back_after_the_leave_began_is_handed_back() {
+        let mut sim = Sim::new(4);
+        let actions = sim.settled(&[], 4);
+        assert!(matches!(actions[..], [Action::Claim { .. }]));
+        sim.st.on_shutdown(sim.now);
+        let Some(Action::Tick(_)) = sim.st.poll(sim.now).into_iter().next() else {
+            panic!("the announcing tick is due at once");
+        };
+        let (_, actions) = sim.st.on_tick(
+            Ok(reply(
+                SessionReply::Live,
+                vec![member("a", MemberState::Leaving, 0)],
+                4,
+            )),
+            sim.now,
+            &mut sim.rng,
+        );
+        assert_eq!(actions, vec![Action::StopAll]);
+        // The claim sent before the shutdown comes back now.
+        assert_eq!(sim.claimed(0, 4, 0), vec![Action::StopAll]);
+        for i in 0..3 {
+            assert!(sim.st.on_stopped(i).is_empty());
+        }
+        assert!(
+            matches!(sim.st.on_stopped(3)[..], [Action::End { done: true, .. }]),
+            "the leave completes once the late claim's electors have ended too"
         );
     }
 

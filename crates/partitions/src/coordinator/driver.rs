@@ -378,7 +378,15 @@ where
         } else {
             self.error = None;
         }
+        let session = self.state.token().to_owned();
         let (renewal, actions) = self.state.on_tick(reply, now, &mut self.rng);
+        if self.state.token() != session {
+            warn!(
+                "this replica's group session has ended (it was not renewed in time, or Redis \
+                 lost its data); its partitions are gone, starting a new session"
+            );
+            counter!(m::SESSIONS_LOST, &self.labels.pair()).increment(1);
+        }
         // The electors first: nothing else in this reply is urgent.
         self.shared.answer(Outcome {
             sent,
@@ -486,8 +494,11 @@ where
         }
         let reason = ended.reason.as_ref().map_or("stopped", |r| r.label());
         counter!(m::RELEASES, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "reason" => reason).increment(1);
-        if let Some(grant) = ended.next {
-            // Re-claimed before this one had ended: the new term starts now.
+        if let Some(grant) = ended.next
+            && self.state.leaving() == Leaving::No
+        {
+            // Re-claimed before this one had ended: the new term starts now. (While
+            // leaving it is dropped: ending the session frees it.)
             self.start(ended.index, grant);
             return;
         }
@@ -564,14 +575,14 @@ where
                         }
                     }
                     if token == self.state.token() {
-                        self.state.on_reconciled(Some(indices))
+                        self.state.on_reconciled(Some(indices), now)
                     } else {
-                        self.state.on_reconciled(None)
+                        self.state.on_reconciled(None, now)
                     }
                 }
                 Err(e) => {
                     debug!(error = %e, "reconciling failed");
-                    self.state.on_reconciled(None)
+                    self.state.on_reconciled(None, now)
                 }
             },
             Chore::Ended { done } => {

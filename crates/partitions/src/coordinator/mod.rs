@@ -231,3 +231,135 @@ pub async fn group_status<B: GroupBackend>(
 ) -> Result<Option<GroupStatus>, PartitionsError> {
     Ok(read_status(backend, &GroupKeys::new(prefix, group)).await?)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use leasehold_election::{BackendWarning, Leadership, StoreError};
+    use tokio::sync::broadcast;
+
+    use super::*;
+    use crate::backend::PartitionOwner;
+    use crate::backend::protocol::{
+        ClaimReply, ClaimRequest, Protocol, SeedReply, SeedRequest, StatusHead, TickReply,
+        TickRequest,
+    };
+    use crate::{GroupBackend, MemoryGroupStore};
+
+    /// The in-memory store, losing the replies of its next `lose` claims: the claim
+    /// happens, the caller hears a timeout.
+    #[derive(Clone, Default)]
+    struct LosesClaimReplies {
+        inner: MemoryGroupStore,
+        lose: Arc<AtomicUsize>,
+    }
+
+    impl GroupBackend for LosesClaimReplies {}
+
+    impl Protocol for LosesClaimReplies {
+        async fn tick(&self, k: &GroupKeys, r: &TickRequest) -> Result<TickReply, StoreError> {
+            self.inner.tick(k, r).await
+        }
+        async fn claim(&self, k: &GroupKeys, r: &ClaimRequest) -> Result<ClaimReply, StoreError> {
+            let reply = self.inner.claim(k, r).await;
+            let lost = self
+                .lose
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if lost && matches!(reply, Ok(ClaimReply::Claimed { .. })) {
+                return Err(StoreError::Timeout(Duration::from_millis(1)));
+            }
+            reply
+        }
+        async fn release(
+            &self,
+            k: &GroupKeys,
+            t: &str,
+            n: &[String],
+        ) -> Result<Vec<bool>, StoreError> {
+            self.inner.release(k, t, n).await
+        }
+        async fn leave(&self, k: &GroupKeys, r: &str, t: &str) -> Result<(), StoreError> {
+            self.inner.leave(k, r, t).await
+        }
+        async fn seed(&self, k: &GroupKeys, r: &SeedRequest) -> Result<SeedReply, StoreError> {
+            self.inner.seed(k, r).await
+        }
+        async fn held(&self, k: &GroupKeys, t: &str) -> Result<Vec<String>, StoreError> {
+            self.inner.held(k, t).await
+        }
+        async fn owner(&self, k: &GroupKeys, p: &str) -> Result<PartitionOwner, StoreError> {
+            self.inner.owner(k, p).await
+        }
+        async fn status_head(&self, k: &GroupKeys) -> Result<Option<StatusHead>, StoreError> {
+            self.inner.status_head(k).await
+        }
+        async fn status_page(
+            &self,
+            k: &GroupKeys,
+            o: usize,
+            l: usize,
+        ) -> Result<Vec<PartitionOwner>, StoreError> {
+            self.inner.status_page(k, o, l).await
+        }
+        fn notices(&self, k: &GroupKeys) -> broadcast::Receiver<String> {
+            self.inner.notices(k)
+        }
+        async fn warnings(&self) -> Result<Vec<BackendWarning>, StoreError> {
+            self.inner.warnings().await
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn partitions_taken_by_a_claim_whose_reply_was_lost_are_never_stranded() {
+        let store = LosesClaimReplies::default();
+        store.lose.store(1, Ordering::SeqCst);
+        let partitions: Vec<String> = (0..8).map(|i| format!("p{i}")).collect();
+        let config = GroupConfig::builder("g", partitions, "a")
+            .lease(Duration::from_millis(900))
+            .build()
+            .unwrap();
+        let handle = Coordinator::new(
+            store.clone(),
+            config,
+            |_: String, l: Leadership| async move {
+                l.cancelled().await;
+                Ok(())
+            },
+        )
+        .spawn();
+        let mut view = handle.subscribe();
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            view.wait_for(|v| v.owned.len() == 8),
+        )
+        .await
+        .expect("every partition is served in the end")
+        .unwrap();
+        assert_eq!(
+            store.lose.load(Ordering::SeqCst),
+            0,
+            "the first claim's reply was lost"
+        );
+        let status = handle.group_status().await.unwrap().unwrap();
+        assert!(
+            status
+                .partitions
+                .iter()
+                .all(|p| p.owner.as_deref() == Some("a")),
+            "and the store agrees: {status:?}"
+        );
+        handle.shutdown().await;
+        let status = group_status(&store, "leasehold", "g")
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            status.partitions.iter().all(|p| p.owner.is_none()),
+            "nothing is left held after a graceful leave: {status:?}"
+        );
+    }
+}

@@ -74,6 +74,11 @@ pub struct Fleet<B: GroupBackend> {
 
 impl<B: GroupBackend> Fleet<B> {
     pub fn new(backend: B, partitions: usize, lease: Duration) -> Self {
+        // Logs go to the test's captured output (shown when it fails); RUST_LOG picks.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
         Self {
             backend,
             partitions: (0..partitions).map(|i| format!("p{i:05}")).collect(),
@@ -143,8 +148,24 @@ impl<B: GroupBackend> Fleet<B> {
         c.values().max().unwrap_or(&0) - c.values().min().unwrap_or(&0)
     }
 
+    /// Balanced per the views, and every owned partition's callback is running (a view
+    /// shows a partition from its claim on; its callback starts a moment later).
     pub fn balanced(&self) -> bool {
-        self.all_owned_once() && self.spread() <= 1
+        self.all_owned_once() && self.spread() <= 1 && self.callbacks_agree()
+    }
+
+    /// The partitions whose callbacks run now, by replica, match the views.
+    fn callbacks_agree(&self) -> bool {
+        let mut running: HashMap<String, String> = HashMap::new();
+        for t in self.ledger.terms().into_iter().filter(|t| t.end.is_none()) {
+            running.insert(t.partition, t.replica);
+        }
+        self.replicas.iter().all(|(r, h)| {
+            h.view()
+                .owned
+                .iter()
+                .all(|p| running.get(p).is_some_and(|owner| owner == r))
+        })
     }
 
     /// Waits (on the tokio clock) until balanced; returns how long it took.
