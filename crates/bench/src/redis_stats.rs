@@ -172,6 +172,8 @@ pub struct SlowEntry {
     pub duration_us: u64,
     /// The command name, upper case.
     pub command: String,
+    /// Its first argument (for `EVALSHA`, the script's digest), if any.
+    pub first_arg: Option<String>,
 }
 
 impl SlowEntry {
@@ -180,6 +182,24 @@ impl SlowEntry {
         matches!(
             self.command.as_str(),
             "EVALSHA" | "EVAL" | "EVALSHA_RO" | "EVAL_RO"
+        )
+    }
+
+    /// The group script's name (by its digest, from `names`), `eval` for a script sent
+    /// as its body, `None` for anything that is not a script.
+    pub fn script_name<'a>(&self, names: &'a [(&'static str, String)]) -> Option<&'a str> {
+        if !self.is_script() {
+            return None;
+        }
+        if !self.command.starts_with("EVALSHA") {
+            return Some("eval");
+        }
+        let sha = self.first_arg.as_deref()?;
+        Some(
+            names
+                .iter()
+                .find(|(_, h)| h.eq_ignore_ascii_case(sha))
+                .map_or("other", |(n, _)| n),
         )
     }
 }
@@ -242,18 +262,20 @@ pub fn parse_slowlog(reply: &Value) -> Result<Vec<SlowEntry>, String> {
                 Some(Value::Int(n)) => u64::try_from(*n).ok(),
                 _ => None,
             };
-            let command = match fields.get(3) {
-                Some(Value::Array(args)) => match args.first() {
-                    Some(Value::BulkString(b)) => String::from_utf8_lossy(b).to_uppercase(),
-                    Some(Value::SimpleString(s)) => s.to_uppercase(),
-                    _ => return Err(bad()),
-                },
-                _ => return Err(bad()),
+            let text = |v: &Value| match v {
+                Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                Value::SimpleString(s) => Some(s.clone()),
+                _ => None,
             };
+            let Some(Value::Array(args)) = fields.get(3) else {
+                return Err(bad());
+            };
+            let command = args.first().and_then(text).ok_or_else(bad)?.to_uppercase();
             Ok(SlowEntry {
                 id: int(0).ok_or_else(bad)?,
                 duration_us: int(2).ok_or_else(bad)?,
                 command,
+                first_arg: args.get(1).and_then(text),
             })
         })
         .collect()
@@ -324,9 +346,18 @@ mod tests {
             SlowEntry {
                 id: 9,
                 duration_us: 1500,
-                command: "EVALSHA".into()
+                command: "EVALSHA".into(),
+                first_arg: Some("abc".into()),
             }
         );
+        let names = [("tick", "ABC".to_owned())];
+        assert_eq!(
+            entries[0].script_name(&names),
+            Some("tick"),
+            "digests match in any case"
+        );
+        assert_eq!(entries[1].script_name(&names), None);
+        assert_eq!(entries[2].script_name(&names), Some("eval"));
         let scripts: Vec<u64> = entries
             .iter()
             .filter(|e| e.is_script())

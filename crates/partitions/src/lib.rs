@@ -45,7 +45,7 @@ mod view;
 
 pub use self::backend::memory::MemoryGroupStore;
 #[doc(hidden)]
-pub use self::backend::redis::observer_script_hashes;
+pub use self::backend::redis::script_hashes;
 pub use self::backend::{GroupBackend, GroupStatus, PartitionOwner};
 pub use self::config::{GroupConfig, GroupConfigBuilder, GroupConfigError};
 pub use self::coordinator::{Coordinator, CoordinatorHandle, group_status};

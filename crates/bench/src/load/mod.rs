@@ -147,6 +147,8 @@ struct Steady {
     scripts: Vec<f64>,
     cold_scripts: Vec<f64>,
     steady_scripts: Vec<f64>,
+    /// Every script run (ms) by the group script's name.
+    by_name: BTreeMap<String, Vec<f64>>,
 }
 
 /// Spawns the replicas, waits for balance by their lines, one lease more, then measures
@@ -226,6 +228,8 @@ async fn steady(
 
     let logs = redis_stats::slowlog_entries(conns).await?;
     let (mut scripts, mut cold_scripts, mut steady_scripts) = (Vec::new(), Vec::new(), Vec::new());
+    let names = leasehold_partitions::script_hashes();
+    let mut by_name: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (entries, mark) in logs.iter().zip(&marks) {
         if entries.len() as u64 >= SLOWLOG_MAX_LEN {
             eprintln!(
@@ -235,6 +239,9 @@ async fn steady(
         for e in entries.iter().filter(|e| e.is_script()) {
             let ms = e.duration_us as f64 / 1000.0;
             scripts.push(ms);
+            if let Some(name) = e.script_name(&names) {
+                by_name.entry(name.to_owned()).or_default().push(ms);
+            }
             if e.id > *mark {
                 steady_scripts.push(ms);
             } else {
@@ -251,6 +258,7 @@ async fn steady(
         scripts,
         cold_scripts,
         steady_scripts,
+        by_name,
     })
 }
 
@@ -301,6 +309,11 @@ impl Steady {
                 cold_start_script_ms_max: round3(
                     max_of(self.cold_scripts.iter().copied()).unwrap_or(0.0),
                 ),
+                script_ms_by_name: self
+                    .by_name
+                    .iter()
+                    .map(|(name, ms)| (name.clone(), Percentiles::of(ms)))
+                    .collect(),
                 spread: self.progress.spread(),
                 steady_moves: self.moves,
             },

@@ -62,6 +62,9 @@ pub struct LoadReport {
     /// The longest script run before the steady window (cold start and settling), in
     /// ms.
     pub cold_start_script_ms_max: f64,
+    /// `script_ms` for each group script by name (`tick`, `claim`, `release`, `seed`,
+    /// `leave`, `held`, `eval` for a body sent after `NOSCRIPT`).
+    pub script_ms_by_name: BTreeMap<String, Percentiles>,
     /// max − min of the replicas' owned counts at the end of the window.
     pub spread: usize,
     /// `owned` lines during the steady window: partitions that changed owner while the
@@ -164,6 +167,7 @@ pub fn summarize(runs: &[RunReport]) -> Result<SummaryReport, BoxError> {
             max: worst(|r| r.steady_script_ms.max),
         },
         cold_start_script_ms_max: worst(|r| r.cold_start_script_ms_max),
+        script_ms_by_name: by_name(runs),
         spread: runs.iter().map(|r| r.report.spread).max().unwrap_or(0),
         steady_moves: worst_n(|r| r.steady_moves),
         ..first.clone()
@@ -176,6 +180,27 @@ pub fn summarize(runs: &[RunReport]) -> Result<SummaryReport, BoxError> {
         redis_cpu_pct_runs: each(|r| r.redis_cpu_pct),
         comparison: None,
     })
+}
+
+/// Per script name over the runs: the median p50, the worst p99 and max.
+fn by_name(runs: &[RunReport]) -> BTreeMap<String, Percentiles> {
+    let mut all: BTreeMap<String, Vec<Percentiles>> = BTreeMap::new();
+    for r in runs {
+        for (name, p) in &r.report.script_ms_by_name {
+            all.entry(name.clone()).or_default().push(*p);
+        }
+    }
+    all.into_iter()
+        .map(|(name, ps)| {
+            let p50s: Vec<f64> = ps.iter().map(|p| p.p50).collect();
+            let p = Percentiles {
+                p50: round3(median(&p50s).unwrap_or(0.0)),
+                p99: round3(max_of(ps.iter().map(|p| p.p99)).unwrap_or(0.0)),
+                max: round3(max_of(ps.iter().map(|p| p.max)).unwrap_or(0.0)),
+            };
+            (name, p)
+        })
+        .collect()
 }
 
 /// The comparison of the summaries of each partition count, in the order run.
@@ -232,6 +257,15 @@ mod tests {
             script_count: 100,
             steady_script_ms: Percentiles::default(),
             cold_start_script_ms_max: p50 * 3.0,
+            script_ms_by_name: [(
+                "tick".to_owned(),
+                Percentiles {
+                    p50,
+                    p99: p50,
+                    max: p50 * 2.0,
+                },
+            )]
+            .into(),
             spread: 1,
             steady_moves: 0,
         }
@@ -262,6 +296,12 @@ mod tests {
         assert_eq!(s.report.script_ms.p50, 0.2, "median of p50");
         assert_eq!(s.report.script_ms.max, 0.9, "worst max");
         assert_eq!(s.report.requests_per_sec, 20.0, "median");
+        let tick = s.report.script_ms_by_name["tick"];
+        assert_eq!(
+            (tick.p50, tick.max),
+            (0.2, 0.6),
+            "per script: median p50, worst max"
+        );
         assert_eq!(s.all_owned_ms_runs, [2000.0, 2500.0, 2100.0]);
         assert_eq!(s.redis_cpu_pct_runs, [1.0, 3.0, 2.0]);
         assert!(summarize(&[]).is_err());

@@ -19,14 +19,18 @@ use crate::keys::GroupKeys;
 pub(crate) mod memory;
 pub(crate) mod redis;
 
-/// How many partitions one claim script takes at most (bounds its run time in Redis).
-pub(crate) const CLAIM_BATCH: usize = 500;
+// Batch sizes bound how long one script runs in Redis (every other client of that
+// server waits meanwhile): at 250 partitions a script stays around a millisecond on the
+// project's machine. They should not be considered stable.
+
+/// How many partitions one claim script takes at most.
+pub(crate) const CLAIM_BATCH: usize = 250;
 /// How many partitions one release script gives back at most.
-pub(crate) const RELEASE_BATCH: usize = 1_000;
+pub(crate) const RELEASE_BATCH: usize = 250;
 /// How many names one seeding script stores.
-pub(crate) const SEED_CHUNK: usize = 1_000;
+pub(crate) const SEED_CHUNK: usize = 500;
 /// How many partitions of ended sessions one script moves to the free set at most.
-pub(crate) const DRAIN_BUDGET: usize = 1_000;
+pub(crate) const DRAIN_BUDGET: usize = 250;
 /// How many partitions one status page reads.
 pub(crate) const STATUS_PAGE: usize = 1_000;
 

@@ -902,14 +902,16 @@ mod tests {
 
     #[test]
     fn a_settling_replica_claims_nothing_then_claims_its_share_in_batches() {
-        let mut sim = Sim::new(1_200);
+        // Two replicas, each with a floor of one batch and 100 more.
+        let p = 2 * (CLAIM_BATCH + 100);
+        let mut sim = Sim::new(p);
         let (renewal, actions) = sim.tick(reply(
             SessionReply::Live,
             vec![
                 member("a", MemberState::Settling, 0),
                 member("b", MemberState::Active, 0),
             ],
-            1_200,
+            p,
         ));
         assert!(matches!(renewal, Renewal::Renewed { .. }));
         assert!(actions.is_empty(), "settling: {actions:?}");
@@ -921,7 +923,7 @@ mod tests {
                 member("a", MemberState::Active, 0),
                 member("b", MemberState::Active, 0),
             ],
-            1_200,
+            p,
         ));
         assert_eq!(
             actions.1,
@@ -937,17 +939,18 @@ mod tests {
                 .iter()
                 .all(|a| !matches!(a, Action::Claim { .. }))
         );
-        let next = sim.claimed(0, CLAIM_BATCH, 700);
+        let next = sim.claimed(0, CLAIM_BATCH, p - CLAIM_BATCH);
         assert_eq!(
             next,
             vec![Action::Claim {
-                count: 600 - CLAIM_BATCH,
+                count: 100,
                 floor: Fence(100 + CLAIM_BATCH as u64)
             }],
-            "up to floor(1200/2), with fences above every fence seen"
+            "up to floor(P/2), with fences above every fence seen"
         );
         assert!(
-            sim.claimed(CLAIM_BATCH, 100, 600).is_empty(),
+            sim.claimed(CLAIM_BATCH, 100, p - CLAIM_BATCH - 100)
+                .is_empty(),
             "allowance reached"
         );
     }
