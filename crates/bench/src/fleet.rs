@@ -62,6 +62,7 @@ impl Fleet {
         lease_ms: u64,
         settle_ms: Option<u64>,
         poll: Duration,
+        nice: u8,
     ) -> Result<Self, BoxError> {
         let servers = Servers::start(target)?;
         let lease = Duration::from_millis(lease_ms);
@@ -78,6 +79,7 @@ impl Fleet {
                 lease_ms,
                 settle_ms,
                 write_every_ms: 5,
+                nice,
             },
             watch: GroupWatch::new(setup::build_store(&servers.spec, lease)?, &group, poll),
             servers,

@@ -148,6 +148,9 @@ pub struct RebalanceArgs {
     /// Settle time of a starting replica, in milliseconds. Default: one lease.
     #[arg(long)]
     pub settle_ms: Option<u64>,
+    /// Run every replica at this niceness (`nice -n`, 0..=19); see `load`.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=19))]
+    pub replica_nice: u8,
     /// The Redis set-up.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -176,6 +179,11 @@ pub struct LoadArgs {
     /// + 1 ms per partition.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub limit_secs: Option<u64>,
+    /// Run every replica at this niceness (`nice -n`, 0..=19). On a machine where the
+    /// replicas share the cores with the Redis server, 10 keeps them from preempting
+    /// the server in the middle of a script, as a server on its own core would be.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=19))]
+    pub replica_nice: u8,
     /// The Redis set-up.
     #[command(flatten)]
     pub target: TargetArgs,

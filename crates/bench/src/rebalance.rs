@@ -130,6 +130,7 @@ pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
         args.lease_ms,
         args.settle_ms,
         poll_interval(args.partitions),
+        args.replica_nice,
     )?;
     let result = phases(&mut fleet, args).await;
     let stopped = fleet.shutdown().await;

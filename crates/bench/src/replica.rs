@@ -122,6 +122,10 @@ pub struct ReplicaSpec {
     pub settle_ms: Option<u64>,
     /// How often a callback appends a ledger record, when the replica has a ledger.
     pub write_every_ms: u64,
+    /// Niceness the process runs at (`nice -n`; 0: the bench's own). On a machine
+    /// where the replicas share the cores with the Redis server, a positive value
+    /// keeps them from preempting the server in the middle of a script.
+    pub nice: u8,
 }
 
 /// A `leasehold-bench partition-child` process. Dropping it kills the process.
@@ -148,7 +152,14 @@ impl ReplicaProcess {
         ledger_url: Option<&str>,
         log: &EventLog,
     ) -> Result<Self, BoxError> {
-        let mut cmd = Command::new(&spec.exe);
+        let mut cmd = if spec.nice > 0 {
+            // `nice` execs the replica: same pid, lower priority.
+            let mut nice = Command::new("nice");
+            nice.args(["-n", &spec.nice.to_string()]).arg(&spec.exe);
+            nice
+        } else {
+            Command::new(&spec.exe)
+        };
         cmd.args(["partition-child", "--store", &store.to_arg()?])
             .args(["--group", &spec.group, "--replica", replica])
             .args(["--partitions", &spec.partitions.to_string()])

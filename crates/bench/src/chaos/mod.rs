@@ -141,6 +141,7 @@ pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
         lease_ms: args.lease_ms,
         settle_ms: None,
         write_every_ms: args.write_every_ms,
+        nice: 0,
     };
     let mut cluster = Cluster::start(spec, log.clone())?;
     let watch = GroupWatch::new(

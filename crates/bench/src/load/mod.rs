@@ -81,6 +81,7 @@ async fn one_run(args: &LoadArgs, partitions: usize, run: usize) -> Result<RunRe
         args.lease_ms,
         None,
         Duration::from_millis(50),
+        args.replica_nice,
     )?;
     let result = measure(&mut fleet, args, partitions, run).await;
     let stopped = fleet.shutdown().await;
@@ -294,6 +295,7 @@ impl Steady {
                 replicas,
                 lease_ms: args.lease_ms,
                 seconds: args.seconds,
+                replica_nice: args.replica_nice,
                 all_owned_ms: round3(self.all_owned_ms),
                 balanced_ms: round3(self.balanced_ms),
                 requests_per_sec: round3(rate),

@@ -25,6 +25,8 @@ pub struct LoadReport {
     pub lease_ms: u64,
     /// Length of the steady window.
     pub seconds: u64,
+    /// The replicas' niceness (`--replica-nice`).
+    pub replica_nice: u8,
     /// First spawn → every partition owned by a replica (by the replicas' `owned`
     /// lines, on their clock).
     pub all_owned_ms: f64,
@@ -240,6 +242,7 @@ mod tests {
             replicas: 3,
             lease_ms: 1000,
             seconds: 3,
+            replica_nice: 0,
             all_owned_ms,
             balanced_ms: all_owned_ms + 1.0,
             requests_per_sec: redis_cpu_pct * 10.0,

@@ -24,7 +24,7 @@ pub(crate) mod redis;
 // project's machine. They should not be considered stable.
 
 /// How many partitions one claim script takes at most.
-pub(crate) const CLAIM_BATCH: usize = 250;
+pub(crate) const CLAIM_BATCH: usize = 100;
 /// How many partitions one release script gives back at most.
 pub(crate) const RELEASE_BATCH: usize = 250;
 /// How many names one seeding script stores.
