@@ -226,8 +226,11 @@ impl<B: GroupBackend> LeaseStore for GroupStore<B> {
             .unwrap_or_else(|_| Err(stopped()))
     }
 
+    // The store's own futures are boxed here: awaited inline, a Redis call's state
+    // would be part of every partition elector's future (kilobytes each, times the
+    // partitions a replica holds), though it runs at most once per term.
     async fn leader(&self, _keys: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
-        let owner = self.backend.owner(&self.keys, &self.partition).await?;
+        let owner = Box::pin(self.backend.owner(&self.keys, &self.partition)).await?;
         Ok(owner.owner.map(|replica_id| LeaderInfo {
             replica_id,
             fence: owner.fence,
@@ -245,7 +248,7 @@ impl<B: GroupBackend> LeaseStore for GroupStore<B> {
     }
 
     async fn self_check(&self) -> Result<Vec<BackendWarning>, StoreError> {
-        self.backend.warnings().await
+        Box::pin(self.backend.warnings()).await
     }
 }
 

@@ -100,6 +100,8 @@ pub(crate) struct Driver<B, F> {
     config: Arc<GroupConfig>,
     /// Every partition elector's configuration but its duty name.
     template: ElectorConfig,
+    /// The partition list's digest.
+    digest: String,
     names: Arc<[Arc<str>]>,
     index: HashMap<Arc<str>, usize>,
     callback: Arc<F>,
@@ -149,6 +151,8 @@ where
             .map(|(i, n)| (n.clone(), i))
             .collect();
         let mut rng = StdRng::from_rng(&mut rand::rng());
+        // Computed once: it reads the whole list.
+        let digest = config.digest();
         let state = GroupState::new(
             Settings {
                 replica: config.replica_id.clone(),
@@ -157,7 +161,7 @@ where
                 renew_interval: config.renew_interval,
                 retry_interval: config.retry_interval,
                 settle: config.settle,
-                digest: config.digest(),
+                digest: digest.clone(),
             },
             RenewGrid::new(epoch, config.renew_interval),
             epoch,
@@ -171,6 +175,7 @@ where
             labels: Labels::new(&config),
             config: Arc::new(config),
             template,
+            digest,
             names,
             index,
             callback,
@@ -328,7 +333,7 @@ where
                 let end = (offset + SEED_CHUNK).min(self.names.len());
                 let req = SeedRequest {
                     replica: self.config.replica_id.clone(),
-                    digest: self.config.digest(),
+                    digest: self.digest.clone(),
                     count: self.names.len(),
                     offset,
                     replace,
