@@ -71,8 +71,9 @@ pub struct Kill {
     /// SIGKILL → the first `group_status` read that shows it balanced among the
     /// survivors (its heartbeat gone too).
     pub confirmed_ms: f64,
-    /// SIGKILL → the victim's last lease expires (from the lease time left in a
-    /// `group_status` read just before the kill): the least any take-over can take.
+    /// SIGKILL → the victim's session (and with it every lease it holds) expires, from
+    /// its time left in a `group_status` read just before the kill (taken as of the
+    /// read's start, so it errs early): the least any take-over can take.
     pub expiry_ms: f64,
     /// `all_owned_ms - expiry_ms`: the library's share.
     pub overshoot_ms: f64,
@@ -169,15 +170,17 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
 
     // Kill.
     let victim = "replica-1".to_owned();
-    let before = fleet.watch.status().await?.ok_or("the group is gone")?;
+    // The victim's session holds all its partitions: its time left comes from the
+    // status's first script, read just after `read_us` (on a large group the pages
+    // of partitions that follow take a while, so their own times left would be late).
     let read_us = now_us();
+    let before = fleet.watch.status().await?.ok_or("the group is gone")?;
     let left = before
-        .partitions
+        .sessions
         .iter()
-        .filter(|p| p.owner.as_deref() == Some(victim.as_str()))
-        .filter_map(|p| p.remaining)
-        .max()
-        .unwrap_or_default();
+        .find(|(r, _)| *r == victim)
+        .map(|(_, left)| *left)
+        .ok_or("the victim has no session")?;
     let (mut killed, orphans) = fleet.take(&victim).ok_or("no replica to kill")?;
     fleet.log.reset_milestones();
     let from_line = fleet.log.len();

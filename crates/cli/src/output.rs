@@ -378,6 +378,11 @@ mod tests {
                 ("a".into(), Some(2)),
                 ("c".into(), None),
             ],
+            sessions: vec![
+                ("b".into(), Duration::from_millis(9_512)),
+                ("a".into(), Duration::from_millis(10_000)),
+                ("c".into(), Duration::from_millis(3_000)),
+            ],
         }
     }
 
@@ -435,6 +440,7 @@ live replicas: 3, unowned partitions: 2, spread: 2
         let status = GroupStatus {
             partitions: vec![part("p0", None, 0, 0)],
             replicas: vec![],
+            sessions: vec![],
         };
         let text = status_text("lh", "g", &status);
         assert!(

@@ -49,6 +49,10 @@ pub struct GroupStatus {
     pub partitions: Vec<PartitionOwner>,
     /// Live replicas with how many partitions each holds (`None`: still settling).
     pub replicas: Vec<(String, Option<usize>)>,
+    /// Time left on each live replica's session, in the order of `replicas`: its
+    /// partitions are held that long unless it heartbeats again. Read in one script
+    /// with `replicas`, before the partitions.
+    pub sessions: Vec<(String, Duration)>,
 }
 
 impl GroupStatus {
@@ -353,6 +357,11 @@ pub(crate) async fn read_status<B: GroupBackend>(
         }
         partitions.extend(page);
     }
+    let sessions = head
+        .members
+        .iter()
+        .map(|m| (m.replica.clone(), m.left))
+        .collect();
     let replicas = head
         .members
         .into_iter()
@@ -364,5 +373,6 @@ pub(crate) async fn read_status<B: GroupBackend>(
     Ok(Some(GroupStatus {
         partitions,
         replicas,
+        sessions,
     }))
 }
