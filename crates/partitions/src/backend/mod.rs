@@ -16,6 +16,8 @@ use tokio::sync::broadcast;
 
 use crate::keys::GroupKeys;
 
+#[cfg(test)]
+mod conformance;
 pub(crate) mod memory;
 pub(crate) mod redis;
 
