@@ -1,14 +1,14 @@
 //! Fenced writes to Redis keys.
 
 use metrics::counter;
-use redis::Value;
 use thiserror::Error;
 
 use crate::error::StoreError;
 use crate::fence::Fence;
 use crate::metrics as m;
-use crate::store::scripts::FENCED_WRITE;
-use crate::store::{RedisStore, parse_u64};
+use crate::store::RedisStore;
+use crate::store::redis::Parse;
+use crate::store::redis::scripts::FENCED_WRITE;
 
 /// A fenced write was not performed.
 #[derive(Debug, Clone, Error)]
@@ -109,20 +109,15 @@ impl FencedWriter {
             .store
             .eval(&FENCED_WRITE, &[&guard, key], &argv)
             .await?;
-        let Value::Array(items) = reply else {
-            return Err(StoreError::Protocol(format!("fenced write replied {reply:?}")).into());
-        };
-        let (Some(ok), Some(high)) = (items.first(), items.get(1)) else {
-            return Err(StoreError::Protocol("fenced write replied a short array".into()).into());
-        };
-        if parse_u64(ok)? == 1 {
+        let mut p = Parse::new("fenced write", reply);
+        let accepted = p.next_int()? == 1;
+        let highest = Fence(p.next_u64()?);
+        p.finish()?;
+        if accepted {
             return Ok(());
         }
         counter!(m::FENCE_REJECTIONS, "op" => op).increment(1);
-        Err(FencedWriteError::Stale {
-            fence,
-            highest: Fence(parse_u64(high)?),
-        })
+        Err(FencedWriteError::Stale { fence, highest })
     }
 }
 

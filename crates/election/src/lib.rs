@@ -6,6 +6,8 @@ mod backoff;
 pub mod config;
 mod elector;
 mod error;
+#[doc(hidden)]
+pub mod ext;
 mod fence;
 mod fenced;
 mod grid;

@@ -6,15 +6,7 @@
 
 mod memory;
 mod notify;
-mod redis_builder;
-mod redis_conn;
-mod redis_pubsub;
-mod redis_store;
-pub(crate) mod scripts;
-
-pub use self::scripts::LuaScript;
-
-pub(crate) use self::redis_store::parse_u64;
+pub(crate) mod redis;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,8 +15,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, broadcast};
 
 pub use self::memory::MemoryStore;
-pub use self::redis_builder::RedisStoreBuilder;
-pub use self::redis_store::RedisStore;
+pub use self::redis::{LuaScript, RedisStore, RedisStoreBuilder};
 use crate::error::StoreError;
 use crate::fence::Fence;
 use crate::keys::DutyKeys;

@@ -1,4 +1,15 @@
-//! The Redis lease store.
+//! The Redis lease store: [`RedisStore`] and its builder, connections, release
+//! subscription, scripts and reply parser.
+
+mod builder;
+mod conn;
+mod parse;
+mod pubsub;
+pub(crate) mod scripts;
+
+pub use self::builder::RedisStoreBuilder;
+pub use self::parse::Parse;
+pub use self::scripts::LuaScript;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,11 +22,10 @@ use tokio::sync::{Notify, OnceCell, broadcast, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, warn};
 
+use self::conn::{Conn, Manager, Target};
+use self::pubsub::subscriber_loop;
+use self::scripts::{ACQUIRE, LEADER, RELEASE, RENEW};
 use super::notify::Notifiers;
-use super::redis_builder::RedisStoreBuilder;
-use super::redis_conn::{Conn, Manager, Target};
-use super::redis_pubsub::subscriber_loop;
-use super::scripts::{ACQUIRE, LEADER, LuaScript, RELEASE, RENEW};
 use super::{Acquire, BackendWarning, LeaderInfo, LeaseStore};
 use crate::error::StoreError;
 use crate::fence::Fence;
@@ -182,7 +192,7 @@ impl RedisStore {
         Self::builder(url).build()
     }
 
-    pub(super) fn new(
+    fn new(
         pool: Pool<Manager>,
         target: Arc<Target>,
         config: AsyncConnectionConfig,
@@ -373,7 +383,7 @@ impl RedisStore {
                 {
                     let acked = conn.wait(key, replicas, wait).await;
                     let acked = flight.finish(acked)?;
-                    let acked = parse_u64(&acked)?;
+                    let acked = Parse::new("wait", acked).next_u64()?;
                     if acked < replicas as u64 {
                         return Err(StoreError::Replication {
                             acked,
@@ -422,66 +432,6 @@ impl RedisStore {
     }
 }
 
-/// Parses an integer reply (number or decimal string).
-pub(crate) fn parse_u64(v: &Value) -> Result<u64, StoreError> {
-    match v {
-        Value::Int(i) => {
-            u64::try_from(*i).map_err(|_| StoreError::Protocol(format!("negative {i}")))
-        }
-        Value::BulkString(b) => std::str::from_utf8(b)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| {
-                StoreError::Protocol(format!("not an integer: {}", String::from_utf8_lossy(b)))
-            }),
-        Value::SimpleString(s) => s
-            .parse()
-            .map_err(|_| StoreError::Protocol(format!("not an integer: {s}"))),
-        Value::Nil => Ok(0),
-        other => Err(StoreError::Protocol(format!(
-            "expected an integer, got {other:?}"
-        ))),
-    }
-}
-
-fn parse_i64(v: &Value) -> Result<i64, StoreError> {
-    match v {
-        Value::Int(i) => Ok(*i),
-        other => Err(StoreError::Protocol(format!(
-            "expected an integer, got {other:?}"
-        ))),
-    }
-}
-
-fn parse_string(v: &Value) -> Result<Option<String>, StoreError> {
-    match v {
-        Value::Nil => Ok(None),
-        Value::BulkString(b) => Ok(Some(String::from_utf8_lossy(b).into_owned())),
-        Value::SimpleString(s) => Ok(Some(s.clone())),
-        other => Err(StoreError::Protocol(format!(
-            "expected a string, got {other:?}"
-        ))),
-    }
-}
-
-fn array(v: Value, len: usize) -> Result<Vec<Value>, StoreError> {
-    match v {
-        Value::Array(items) if items.len() >= len => Ok(items),
-        other => Err(StoreError::Protocol(format!(
-            "expected an array of {len}, got {other:?}"
-        ))),
-    }
-}
-
-/// PTTL reply → time left; -1 (no expiry) and -2 (gone) → `None`/zero.
-fn remaining(pttl: i64) -> Option<Duration> {
-    match pttl {
-        -1 => None,
-        p if p < 0 => Some(Duration::ZERO),
-        p => Some(Duration::from_millis(p.unsigned_abs())),
-    }
-}
-
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
@@ -503,21 +453,22 @@ impl LeaseStore for RedisStore {
                 |reply| matches!(reply, Value::Array(items) if items.first() == Some(&Value::Int(1))),
             )
             .await?;
-        let items = array(reply, 3)?;
-        if parse_i64(&items[0])? == 1 {
-            Ok(Acquire::Won {
-                fence: Fence(parse_u64(&items[1])?),
-                regressed: parse_i64(&items[2])? == 1,
-            })
+        let mut p = Parse::new("acquire", reply);
+        let acquire = if p.next_int()? == 1 {
+            Acquire::Won {
+                fence: Fence(p.next_u64()?),
+                regressed: p.next_int()? == 1,
+            }
         } else {
-            let items = array(Value::Array(items), 4)?;
-            let holder = parse_string(&items[1])?.unwrap_or_default();
-            Ok(Acquire::Lost {
+            let holder = p.next_opt_string()?.unwrap_or_default();
+            Acquire::Lost {
                 holder: replica_of_token(&holder).to_owned(),
-                remaining: remaining(parse_i64(&items[2])?),
-                fence: Fence(parse_u64(&items[3])?),
-            })
-        }
+                remaining: p.next_pttl()?,
+                fence: Fence(p.next_u64()?),
+            }
+        };
+        p.finish()?;
+        Ok(acquire)
     }
 
     async fn renew(
@@ -532,29 +483,29 @@ impl LeaseStore for RedisStore {
                 *reply == Value::Int(1)
             })
             .await?;
-        Ok(parse_i64(&reply)? == 1)
+        Ok(Parse::new("renew", reply).next_int()? == 1)
     }
 
     async fn release(&self, keys: &DutyKeys, token: &str) -> Result<bool, StoreError> {
         let reply = self
             .eval(&RELEASE, &[&keys.lease], &[token, &keys.channel])
             .await?;
-        Ok(parse_i64(&reply)? == 1)
+        Ok(Parse::new("release", reply).next_int()? == 1)
     }
 
     async fn leader(&self, keys: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
-        let items = array(
-            self.eval(&LEADER, &[&keys.lease, &keys.fence], &[]).await?,
-            3,
-        )?;
-        let Some(token) = parse_string(&items[0])? else {
+        let reply = self.eval(&LEADER, &[&keys.lease, &keys.fence], &[]).await?;
+        let mut p = Parse::new("leader", reply);
+        let Some(token) = p.next_opt_string()? else {
             return Ok(None);
         };
-        Ok(Some(LeaderInfo {
+        let info = LeaderInfo {
             replica_id: replica_of_token(&token).to_owned(),
-            remaining: remaining(parse_i64(&items[1])?),
-            fence: Fence(parse_u64(&items[2])?),
-        }))
+            remaining: p.next_pttl()?,
+            fence: Fence(p.next_u64()?),
+        };
+        p.finish()?;
+        Ok(Some(info))
     }
 
     fn release_notifier(&self, keys: &DutyKeys) -> Arc<Notify> {
@@ -601,8 +552,11 @@ impl RedisStore {
             cmd
         };
         let value = |v: Value| -> Result<String, StoreError> {
-            let items = array(v, 2)?;
-            Ok(parse_string(&items[1])?.unwrap_or_default())
+            let mut p = Parse::new("config get", v);
+            p.next_string()?;
+            let value = p.next_opt_string()?.unwrap_or_default();
+            p.finish()?;
+            Ok(value)
         };
         let policy = value(self.command(&get("maxmemory-policy")).await?)?;
         if policy.starts_with("allkeys-") || policy.starts_with("volatile-") {

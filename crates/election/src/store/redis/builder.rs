@@ -9,7 +9,7 @@ use redis::cluster::ClusterClientBuilder;
 use redis::{AsyncConnectionConfig, Client};
 
 use super::RedisStore;
-use super::redis_conn::{Manager, Target};
+use super::conn::{Manager, Target};
 use crate::error::StoreError;
 
 /// Where a builder connects.
