@@ -187,8 +187,11 @@ impl ElectorHandle {
     /// # Errors
     /// [`ElectorStopped`] if the elector stops first.
     ///
+    /// # Panics
+    /// Never.
+    ///
     /// # Cancel safety
-    /// Cancel safe.
+    /// Cancel safe: it only watches the status.
     pub async fn wait_until_leader(&self) -> Result<Fence, ElectorStopped> {
         let mut rx = self.status.clone();
         let status = rx
@@ -206,9 +209,16 @@ impl ElectorHandle {
     /// Stops gracefully: cancels the duty (with its grace), releases the lease, notifies
     /// followers, and returns once all of that is done.
     ///
+    /// # Errors
+    /// None: a release that fails is reported in the status (`last_term.released`,
+    /// `last_error`) and the lease then expires on its own.
+    ///
+    /// # Panics
+    /// Never (a panicking duty is caught by the elector).
+    ///
     /// # Cancel safety
-    /// Not cancel safe in the sense that the elector keeps stopping in the background
-    /// if this future is dropped.
+    /// Dropping the future does not stop the shutdown: the elector keeps stopping (and
+    /// releasing) in the background; only the wait for it is cancelled.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         let task = self

@@ -21,6 +21,9 @@ use crate::store::RedisStore;
 /// # Errors
 /// The [`StoreError`] of the call.
 ///
+/// # Panics
+/// Never.
+///
 /// # Cancel safety
 /// As [`RedisStore::eval`]: if the future is dropped, the script may or may not have run.
 pub async fn eval(

@@ -63,6 +63,13 @@ impl FencedWriter {
     ///
     /// # Errors
     /// [`FencedWriteError::Stale`] if a higher fence has written; a store error otherwise.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the write may or may not have happened (it is atomic:
+    /// all of it or none).
     pub async fn set(&self, key: &str, value: &str, fence: Fence) -> Result<(), FencedWriteError> {
         self.write(key, fence, "SET", &[value]).await
     }
@@ -70,6 +77,12 @@ impl FencedWriter {
     /// `HSET key field value`, fenced.
     ///
     /// # Errors
+    /// As [`FencedWriter::set`].
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Cancel safety
     /// As [`FencedWriter::set`].
     pub async fn hset(
         &self,
@@ -84,6 +97,12 @@ impl FencedWriter {
     /// `RPUSH key value`, fenced: append to a ledger.
     ///
     /// # Errors
+    /// As [`FencedWriter::set`].
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Cancel safety
     /// As [`FencedWriter::set`].
     pub async fn rpush(
         &self,

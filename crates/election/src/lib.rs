@@ -19,7 +19,7 @@ pub mod store;
 
 pub use self::config::{ConfigError, ElectorConfig, ElectorConfigBuilder};
 pub use self::elector::{DutyError, DutyResult, Elector, ElectorHandle, ElectorStopped, Grant};
-pub use self::error::StoreError;
+pub use self::error::{BuildError, StoreError};
 pub use self::fence::Fence;
 pub use self::fenced::{FencedWriteError, FencedWriter};
 pub use self::grid::RenewGrid;
@@ -33,6 +33,12 @@ pub use self::store::{
 ///
 /// # Errors
 /// The [`StoreError`] of the read.
+///
+/// # Panics
+/// Never (a store call outside a tokio runtime fails instead, for the Redis store).
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
 pub async fn current_leader<S: LeaseStore>(
     store: &S,
     prefix: &str,

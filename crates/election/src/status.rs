@@ -11,6 +11,7 @@ use crate::store::BackendWarning;
 
 /// The role of an elector right now.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Role {
     /// Not campaigned yet.
     Starting,
@@ -83,6 +84,7 @@ impl fmt::Display for TermEndReason {
 
 /// How a term ended.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct TermEnd {
     /// The term's fence.
     pub fence: Fence,

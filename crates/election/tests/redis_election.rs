@@ -5,8 +5,9 @@ mod support;
 use std::time::Duration;
 
 use leasehold_election::keys::DutyKeys;
+use leasehold_election::store::ANY_RELEASE;
 use leasehold_election::{
-    BackendWarning, Elector, Leadership, LeaseStore, Role, StoreError, TermEndReason,
+    BackendWarning, Elector, Leadership, LeaseStore, RedisStore, Role, StoreError, TermEndReason,
     current_leader,
 };
 use leasehold_testkit::RedisServer;
@@ -318,4 +319,42 @@ async fn keys_follow_the_documented_layout_with_a_custom_prefix() {
     keys.sort();
     assert_eq!(keys, vec!["myapp:{job}:fence", "myapp:{job}:lease"]);
     a.shutdown().await;
+}
+
+#[test]
+fn a_store_built_outside_a_runtime_connects_on_first_use() {
+    let redis = RedisServer::start();
+    let store = RedisStore::connect(&redis.url()).expect("building a store needs no runtime");
+    let keys = DutyKeys::new("leasehold", "job");
+    // Asked outside a runtime: the subscription waits for the first call from inside one.
+    let mut events = store.release_events(&keys);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let a = Elector::new(
+            store.clone(),
+            config("job", "a", 300),
+            |l: Leadership| async move {
+                l.cancelled().await;
+                Ok(())
+            },
+        )
+        .spawn();
+        // The subscription announces itself (a reconnect means "re-check everything").
+        let first = timeout(WAIT, events.recv())
+            .await
+            .expect("subscribed")
+            .unwrap();
+        assert_eq!(first, ANY_RELEASE);
+        a.wait_until_leader().await.unwrap();
+        a.shutdown().await;
+        let released = timeout(WAIT, events.recv())
+            .await
+            .expect("notified")
+            .unwrap();
+        assert_eq!(released, keys.lease);
+    });
 }

@@ -67,13 +67,13 @@ async fn server_only_tls_needs_no_client_certificate() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_untrusted_server_certificate_is_a_connection_error() {
+async fn an_untrusted_server_certificate_makes_the_server_unavailable() {
     let redis = TlsRedisServer::start(ClientAuth::None);
     let other_ca = TestCa::generate();
     let store = tls_store(&redis.url(), &other_ca, false);
     let err = store.self_check().await.unwrap_err();
     assert!(
-        matches!(&err, StoreError::Connection(e) if e.contains("invalid peer certificate")),
+        matches!(&err, StoreError::Unavailable(e) if e.to_string().contains("invalid peer certificate")),
         "{err:?}"
     );
     // Plain Redis protocol on the TLS port does not work either.

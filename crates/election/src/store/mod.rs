@@ -25,6 +25,7 @@ pub const ANY_RELEASE: &str = "*";
 
 /// What an acquire attempt found.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Acquire {
     /// The caller holds the lease now.
     Won {
@@ -48,6 +49,7 @@ pub enum Acquire {
 
 /// The holder of a lease, as the store sees it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LeaderInfo {
     /// The holder's replica id.
     pub replica_id: String,
@@ -55,6 +57,18 @@ pub struct LeaderInfo {
     pub fence: Fence,
     /// Time left on its lease (`None`: no expiry).
     pub remaining: Option<Duration>,
+}
+
+impl LeaderInfo {
+    /// The holder `replica_id` with `fence` and `remaining` lease left (for stores
+    /// outside this crate, and tests).
+    pub fn new(replica_id: impl Into<String>, fence: Fence, remaining: Option<Duration>) -> Self {
+        Self {
+            replica_id: replica_id.into(),
+            fence,
+            remaining,
+        }
+    }
 }
 
 /// A warning from [`LeaseStore::self_check`] about settings that weaken the guarantees.
@@ -89,6 +103,13 @@ impl std::fmt::Display for BackendWarning {
 pub trait LeaseStore: Clone + Send + Sync + 'static {
     /// Takes the lease if it is free (or already held with `token`), issuing a fence
     /// that is greater than every fence issued before and at least `floor`.
+    ///
+    /// # Errors
+    /// The store's [`StoreError`]; [`StoreError::is_retryable`] tells whether to retry.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped (or fails with a retryable error), the lease may or may
+    /// not have been taken.
     fn acquire(
         &self,
         keys: &DutyKeys,
@@ -98,6 +119,13 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Acquire, StoreError>> + Send;
 
     /// Extends the lease to `lease` from now if `token` still holds it; `false` if not.
+    ///
+    /// # Errors
+    /// The store's [`StoreError`].
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the lease may or may not have been extended (it never
+    /// becomes someone else's by this call).
     fn renew(
         &self,
         keys: &DutyKeys,
@@ -106,6 +134,12 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Deletes the lease if `token` holds it and notifies waiting followers.
+    ///
+    /// # Errors
+    /// The store's [`StoreError`].
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the lease may or may not have been released.
     fn release(
         &self,
         keys: &DutyKeys,
@@ -113,6 +147,12 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
     /// Who holds the lease now, if anyone.
+    ///
+    /// # Errors
+    /// The store's [`StoreError`].
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
     fn leader(
         &self,
         keys: &DutyKeys,
@@ -129,6 +169,13 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
 
     /// Reads server settings that weaken the guarantees. Best effort: a store that
     /// cannot tell returns an empty list (the default).
+    ///
+    /// # Errors
+    /// The store's [`StoreError`] (a store without permission to read its settings
+    /// returns an empty list instead).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
     fn self_check(&self) -> impl Future<Output = Result<Vec<BackendWarning>, StoreError>> + Send {
         std::future::ready(Ok(Vec::new()))
     }

@@ -10,7 +10,7 @@ use redis::{AsyncConnectionConfig, Client};
 
 use super::RedisStore;
 use super::conn::{Manager, Target};
-use crate::error::StoreError;
+use crate::error::BuildError;
 
 /// Where a builder connects.
 #[derive(Debug, Clone)]
@@ -156,26 +156,24 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Creates the pool. Connects lazily: a server that is down now is not an error.
+    /// Creates the pool. Connects lazily: a server that is down now is not an error, and
+    /// neither is building outside a tokio runtime (the connections and the release
+    /// subscription start on the runtime of the first call).
     ///
     /// # Errors
-    /// [`StoreError::Connection`] if a URL is malformed (or uses `rediss://` without the
-    /// `tls` feature); [`StoreError::InvalidConfig`] if no Sentinel or Cluster node is
-    /// given, or the replication wait does not fit in the call timeout.
-    pub fn build(self) -> Result<RedisStore, StoreError> {
-        if let Some((replicas, timeout)) = self.wait_for_replicas {
-            if replicas == 0 {
-                return Err(StoreError::InvalidConfig(
-                    "wait_for_replicas needs at least one replica".into(),
-                ));
-            }
-            if timeout.is_zero() || timeout >= self.call_timeout {
-                return Err(StoreError::InvalidConfig(format!(
-                    "wait_for_replicas timeout {timeout:?} must be above zero and below the call \
-                     timeout {:?}",
-                    self.call_timeout
-                )));
-            }
+    /// [`BuildError::Url`] if a URL is malformed, [`BuildError::TlsNotEnabled`] for a
+    /// `rediss://` URL without the `tls` feature, [`BuildError::NoUrls`] if no Sentinel
+    /// or Cluster node is given, [`BuildError::ReplicaWait`] if the replication wait
+    /// does not fit in the call timeout.
+    pub fn build(self) -> Result<RedisStore, BuildError> {
+        if let Some((replicas, timeout)) = self.wait_for_replicas
+            && (replicas == 0 || timeout.is_zero() || timeout >= self.call_timeout)
+        {
+            return Err(BuildError::ReplicaWait {
+                replicas,
+                timeout,
+                call_timeout: self.call_timeout,
+            });
         }
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.call_timeout))
@@ -197,7 +195,7 @@ impl RedisStoreBuilder {
                 primary,
             } => {
                 if sentinels.is_empty() {
-                    return Err(StoreError::InvalidConfig("no sentinel URL given".into()));
+                    return Err(BuildError::NoUrls("sentinel"));
                 }
                 let primary = self.client(primary.as_deref().unwrap_or("redis://localhost/"))?;
                 Target::Sentinel {
@@ -211,9 +209,7 @@ impl RedisStoreBuilder {
             }
             Topology::Cluster(nodes) => {
                 if nodes.is_empty() {
-                    return Err(StoreError::InvalidConfig(
-                        "no cluster node URL given".into(),
-                    ));
+                    return Err(BuildError::NoUrls("cluster node"));
                 }
                 let seeds: Vec<Client> = nodes
                     .iter()
@@ -248,7 +244,7 @@ impl RedisStoreBuilder {
             .config(pool_config)
             .runtime(Runtime::Tokio1)
             .build()
-            .map_err(|e| StoreError::InvalidConfig(e.to_string()))?;
+            .map_err(|e| BuildError::Pool(e.to_string()))?;
         Ok(RedisStore::new(
             pool,
             target,
@@ -259,7 +255,7 @@ impl RedisStoreBuilder {
     }
 
     /// A client for `url`, with the builder's TLS settings if it is a `rediss://` URL.
-    fn client(&self, url: &str) -> Result<Client, StoreError> {
+    fn client(&self, url: &str) -> Result<Client, BuildError> {
         #[cfg(feature = "tls")]
         if url.starts_with("rediss://") {
             ensure_crypto_provider();
@@ -267,15 +263,10 @@ impl RedisStoreBuilder {
                 return Client::build_with_tls(url, certs).map_err(url_error);
             }
         }
-        Client::open(url).map_err(|e| {
-            if url.starts_with("rediss://") && !cfg!(feature = "tls") {
-                StoreError::Connection(format!(
-                    "{e} (rediss:// needs leasehold-election's `tls` feature)"
-                ))
-            } else {
-                url_error(e)
-            }
-        })
+        if url.starts_with("rediss://") && !cfg!(feature = "tls") {
+            return Err(BuildError::TlsNotEnabled);
+        }
+        Client::open(url).map_err(url_error)
     }
 
     #[cfg(feature = "tls")]
@@ -296,8 +287,8 @@ impl RedisStoreBuilder {
     }
 }
 
-fn url_error(e: redis::RedisError) -> StoreError {
-    StoreError::Connection(e.to_string())
+fn url_error(e: redis::RedisError) -> BuildError {
+    BuildError::Url(Arc::new(e))
 }
 
 /// rustls needs a process-wide crypto provider. If the application has installed one,

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use deadpool::managed::{Object, Pool};
+use futures::future::BoxFuture;
 use redis::{AsyncConnectionConfig, Value};
 use tokio::sync::{Notify, OnceCell, broadcast, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -27,7 +28,7 @@ use self::pubsub::subscriber_loop;
 use self::scripts::{ACQUIRE, LEADER, RELEASE, RENEW};
 use super::notify::Notifiers;
 use super::{Acquire, BackendWarning, LeaderInfo, LeaseStore};
-use crate::error::StoreError;
+use crate::error::{BuildError, StoreError};
 use crate::fence::Fence;
 use crate::keys::{DutyKeys, replica_of_token};
 
@@ -35,7 +36,7 @@ use crate::keys::{DutyKeys, replica_of_token};
 /// Sentinel-managed group, or a Redis Cluster.
 ///
 /// ```no_run
-/// # fn demo() -> Result<(), leasehold_election::StoreError> {
+/// # fn demo() -> Result<(), leasehold_election::BuildError> {
 /// use leasehold_election::RedisStore;
 ///
 /// // One server; `rediss://` for TLS, `user:password@` for an ACL user.
@@ -93,10 +94,12 @@ impl std::fmt::Debug for Inner {
     }
 }
 
-#[derive(Debug)]
 struct Subscriber {
     channels: Mutex<HashSet<String>>,
     tx: mpsc::UnboundedSender<String>,
+    /// The subscriber task, until it is spawned: on the runtime of the first elector
+    /// that asks for notifications, so a store can be built outside a runtime.
+    start: Mutex<Option<BoxFuture<'static, ()>>>,
     // Stops the subscriber task when the last store clone is dropped.
     _stop: DropGuard,
 }
@@ -184,11 +187,13 @@ impl RedisStore {
         RedisStoreBuilder::cluster(node_urls.into_iter().map(Into::into).collect())
     }
 
-    /// A store on one server with default settings.
+    /// A store on one server with default settings. Connects lazily, so it works outside
+    /// a tokio runtime too (the first call must run inside one).
     ///
     /// # Errors
-    /// [`StoreError::Connection`] if the URL is malformed.
-    pub fn connect(url: &str) -> Result<Self, StoreError> {
+    /// [`BuildError::Url`] if the URL is malformed, [`BuildError::TlsNotEnabled`] for a
+    /// `rediss://` URL without the `tls` feature.
+    pub fn connect(url: &str) -> Result<Self, BuildError> {
         Self::builder(url).build()
     }
 
@@ -203,7 +208,7 @@ impl RedisStore {
         let stop = CancellationToken::new();
         let (tx, rx) = mpsc::unbounded_channel();
         let cluster = target.is_cluster();
-        tokio::spawn(subscriber_loop(
+        let start = Box::pin(subscriber_loop(
             target,
             config,
             notifiers.clone(),
@@ -224,6 +229,7 @@ impl RedisStore {
                 subscriber: Subscriber {
                     channels: Mutex::new(HashSet::new()),
                     tx,
+                    start: Mutex::new(Some(start)),
                     _stop: stop.drop_guard(),
                 },
             }),
@@ -241,6 +247,9 @@ impl RedisStore {
     ///
     /// # Errors
     /// The [`StoreError`] of the call.
+    ///
+    /// # Panics
+    /// Never; outside a tokio runtime the call fails.
     ///
     /// # Cancel safety
     /// As [`eval`](Self::eval): the command may or may not have run.
@@ -338,6 +347,9 @@ impl RedisStore {
     /// # Errors
     /// The [`StoreError`] of the call.
     ///
+    /// # Panics
+    /// Never; outside a tokio runtime the call fails.
+    ///
     /// # Cancel safety
     /// Dropping the future hands the connection back for a health check; the script
     /// may or may not have run.
@@ -428,6 +440,25 @@ impl RedisStore {
             .unwrap_or_else(PoisonError::into_inner);
         if channels.insert(channel.to_owned()) {
             let _ = self.inner.subscriber.tx.send(channel.to_owned());
+        }
+        drop(channels);
+        let mut start = self
+            .inner
+            .subscriber
+            .start
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if start.is_some() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => {
+                    if let Some(task) = start.take() {
+                        runtime.spawn(task);
+                    }
+                }
+                // Asked outside a runtime: start on the next request from inside one
+                // (the channel waits in the queue).
+                Err(_) => debug!("release subscription deferred: no tokio runtime here"),
+            }
         }
     }
 }
