@@ -403,13 +403,8 @@ where
         let cfg = &self.config;
         let mut deadline = sent + cfg.lease - cfg.safety_margin;
         let cancel = CancellationToken::new();
-        let leadership = Leadership {
-            fence,
-            replica_id: cfg.replica_id.as_str().into(),
-            duty: cfg.duty.as_str().into(),
-            cancel: cancel.clone(),
-            deadline: Arc::new(Mutex::new(deadline)),
-        };
+        let leadership =
+            Leadership::new(fence, &cfg.replica_id, &cfg.duty, cancel.clone(), deadline);
         let span = info_span!("duty", fence = fence.0);
         let mut duty = AbortOnDropHandle::new(tokio::spawn(
             (self.duty)(leadership.clone()).instrument(span),
@@ -458,8 +453,13 @@ where
                     };
                     match renewed {
                         Ok(true) => {
-                            deadline = sent + cfg.lease - cfg.safety_margin;
-                            leadership.set_deadline(deadline);
+                            let extended = sent + cfg.lease - cfg.safety_margin;
+                            // A reply processed after the deadline (a stalled elector)
+                            // does not revive the term: the duty may have seen it end.
+                            if !leadership.extend_deadline(extended) {
+                                break TermEndReason::DeadlinePassed;
+                            }
+                            deadline = extended;
                             next_renew = self.next_renew(sent);
                             histogram!(m::RENEW_RTT, &self.labels.pair()).record(sent.elapsed().as_secs_f64());
                             gauge!(m::VALIDITY_LEFT, &self.labels.pair())

@@ -23,7 +23,7 @@ pub use self::error::{BuildError, StoreError};
 pub use self::fence::Fence;
 pub use self::fenced::{FencedWriteError, FencedWriter};
 pub use self::grid::RenewGrid;
-pub use self::leadership::Leadership;
+pub use self::leadership::{Leadership, TermOver};
 pub use self::status::{Role, Status, TermEnd, TermEndReason};
 pub use self::store::{
     Acquire, BackendWarning, LeaderInfo, LeaseStore, LuaScript, MemoryStore, RedisStore,
