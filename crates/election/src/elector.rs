@@ -23,6 +23,10 @@ use crate::metrics as m;
 use crate::status::{Role, Status, TermEnd, TermEndReason};
 use crate::store::{Acquire, LeaseStore};
 
+/// A confirmed lease with less validity left than this (beyond the safety margin) is
+/// given back rather than led.
+const MIN_VALIDITY: Duration = Duration::from_millis(1);
+
 /// The error a duty may return; it is logged, counted and reported in the status.
 pub type DutyError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -308,7 +312,8 @@ where
         if let Some(grant) = self.grant.take() {
             self.observe_fence(grant.fence, false);
             if !self.shutdown.is_cancelled() {
-                self.lead(grant.fence, grant.sent, &grant.token).await;
+                self.lead(grant.fence, grant.sent, &grant.token, self.config.lease)
+                    .await;
             }
         } else {
             self.campaign().await;
@@ -324,6 +329,10 @@ where
         let cfg = self.config.clone();
         let mut backoff = Backoff::new(cfg.backoff_initial, cfg.backoff_max);
         let mut token = new_token(&cfg.replica_id);
+        // Tokens (and send times) of acquires whose outcome is unknown and whose release
+        // is not confirmed yet: each may hold the lease with nobody leading. Their
+        // release is on its way; shutdown waits for it to be confirmed.
+        let mut unresolved: Vec<(String, Instant)> = Vec::new();
         let mut campaign_start = Instant::now();
         while !self.shutdown.is_cancelled() {
             let notified = notify.notified();
@@ -331,19 +340,26 @@ where
             notified.as_mut().enable();
             let floor = Fence(self.status.borrow().highest_fence.0 + 1);
             let sent = Instant::now();
-            let result = timeout(
-                cfg.call_timeout,
-                self.store.acquire(&self.keys, &token, cfg.lease, floor),
-            )
-            .await
-            .unwrap_or(Err(StoreError::Timeout(cfg.call_timeout)));
+            // Shutdown does not wait for an acquire in flight: it is resolved below.
+            let result = tokio::select! {
+                biased;
+                () = self.shutdown.cancelled() => None,
+                r = timeout(
+                    cfg.call_timeout,
+                    self.store.acquire(&self.keys, &token, cfg.lease, floor),
+                ) => Some(r.unwrap_or(Err(StoreError::Timeout(cfg.call_timeout)))),
+            };
+            let Some(result) = result else {
+                unresolved.push((token, sent));
+                break;
+            };
             match result {
                 Ok(Acquire::Won { fence, regressed }) => {
                     backoff.reset();
                     self.observe_fence(fence, regressed);
                     histogram!(m::TIME_TO_LEADER, &self.labels.pair())
                         .record(campaign_start.elapsed().as_secs_f64());
-                    let end = self.lead(fence, sent, &token).await;
+                    let end = self.lead(fence, sent, &token, cfg.lease).await;
                     token = new_token(&cfg.replica_id);
                     campaign_start = Instant::now();
                     let pause = match end.reason {
@@ -357,6 +373,25 @@ where
                     if !pause.is_zero() && self.sleep_unless_shutdown(pause).await {
                         break;
                     }
+                }
+                // An earlier call with this token (a store's retry) took the lease and
+                // its reply was lost. Lead only for what is provable from this call's
+                // send time; if that is too little, give the lease back.
+                Ok(Acquire::Confirmed { fence, remaining }) => {
+                    backoff.reset();
+                    self.observe_fence(fence, false);
+                    if remaining > cfg.safety_margin + MIN_VALIDITY {
+                        histogram!(m::TIME_TO_LEADER, &self.labels.pair())
+                            .record(campaign_start.elapsed().as_secs_f64());
+                        let end = self.lead(fence, sent, &token, remaining).await;
+                        if matches!(end.reason, TermEndReason::Shutdown) {
+                            break;
+                        }
+                        campaign_start = Instant::now();
+                    } else if !self.abandon(&token, cfg.call_timeout).await {
+                        unresolved.push((token.clone(), sent));
+                    }
+                    token = new_token(&cfg.replica_id);
                 }
                 Ok(Acquire::Lost {
                     holder,
@@ -383,7 +418,17 @@ where
                     }
                 }
                 Err(e) => {
+                    // After a retryable error the acquire may have taken the lease with
+                    // this token, and nobody would lead it: resolve it (release), and
+                    // campaign on with a new token, never re-extending that lease.
+                    let unknown = e.is_retryable();
                     self.record_error(e, "acquire");
+                    if unknown {
+                        if !self.abandon(&token, cfg.call_timeout).await {
+                            unresolved.push((token, sent));
+                        }
+                        token = new_token(&cfg.replica_id);
+                    }
                     self.status.send_if_modified(|s| {
                         let role = Role::Follower { leader: None };
                         let changed = s.role != role;
@@ -395,13 +440,55 @@ where
                     }
                 }
             }
+            // A lease an old acquire may have taken has expired two leases after it
+            // was sent (its request took less than a lease to arrive, or nothing works).
+            unresolved.retain(|(_, at)| at.elapsed() < cfg.lease * 2);
+        }
+        self.resolve_at_shutdown(unresolved).await;
+    }
+
+    /// Releases whatever an acquire with `token` of unknown outcome may hold, waiting
+    /// up to `limit` for the store to confirm; `true` once confirmed.
+    async fn abandon(&self, token: &str, limit: Duration) -> bool {
+        match timeout(limit, self.store.abandon(&self.keys, token)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                debug!(error = %e, "release after an unanswered acquire not confirmed yet");
+                false
+            }
+            Err(_) => {
+                debug!("release after an unanswered acquire not confirmed yet");
+                false
+            }
         }
     }
 
-    /// Leads one term; returns once the duty has ended and the lease is released.
-    async fn lead(&self, fence: Fence, sent: Instant, token: &str) -> TermEnd {
+    /// At shutdown: waits up to one lease for the store to confirm that no unresolved
+    /// token holds the lease (on a slow link the confirmation takes a round trip longer
+    /// than the call timeout). Past that, any such lease expires on its own.
+    async fn resolve_at_shutdown(&self, tokens: Vec<(String, Instant)>) {
+        if tokens.is_empty() {
+            return;
+        }
+        let limit = self.config.lease;
+        let attempts = tokens.iter().map(|(t, _)| self.abandon(t, limit));
+        let confirmed = futures::future::join_all(attempts).await;
+        let left = confirmed.iter().filter(|ok| !**ok).count();
+        if left > 0 {
+            warn!(
+                left,
+                "could not confirm the release of leases that unanswered acquires may hold; \
+                 they expire within one lease"
+            );
+        }
+    }
+
+    /// Leads one term whose lease is valid for `validity` from `sent` (the send time of
+    /// the call that took or confirmed it); returns once the duty has ended and the
+    /// lease is released.
+    async fn lead(&self, fence: Fence, sent: Instant, token: &str, validity: Duration) -> TermEnd {
         let cfg = &self.config;
-        let mut deadline = sent + cfg.lease - cfg.safety_margin;
+        let mut deadline = sent + validity.saturating_sub(cfg.safety_margin);
         let cancel = CancellationToken::new();
         let leadership =
             Leadership::new(fence, &cfg.replica_id, &cfg.duty, cancel.clone(), deadline);

@@ -348,3 +348,133 @@ async fn dropping_the_handle_releases_the_lease() {
     .await
     .expect("a dropped handle stops leading and releases");
 }
+
+/// Wraps a store; while `hang` is set, an acquire takes effect in the store but its
+/// reply never comes back (a slow link: the request arrived, the answer is still on
+/// its way).
+#[derive(Clone)]
+struct UnansweredAcquire {
+    inner: MemoryStore,
+    hang: Arc<AtomicBool>,
+}
+
+impl LeaseStore for UnansweredAcquire {
+    async fn acquire(
+        &self,
+        k: &DutyKeys,
+        t: &str,
+        l: Duration,
+        f: Fence,
+    ) -> Result<Acquire, StoreError> {
+        let reply = self.inner.acquire(k, t, l, f).await;
+        if self.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        reply
+    }
+    async fn renew(&self, k: &DutyKeys, t: &str, l: Duration) -> Result<bool, StoreError> {
+        self.inner.renew(k, t, l).await
+    }
+    async fn release(&self, k: &DutyKeys, t: &str) -> Result<bool, StoreError> {
+        self.inner.release(k, t).await
+    }
+    async fn leader(&self, k: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
+        self.inner.leader(k).await
+    }
+    fn release_notifier(&self, k: &DutyKeys) -> Arc<Notify> {
+        self.inner.release_notifier(k)
+    }
+    fn release_events(&self, k: &DutyKeys) -> tokio::sync::broadcast::Receiver<String> {
+        self.inner.release_events(k)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_acquire_is_released_at_its_timeout_and_never_extended() {
+    let inner = MemoryStore::new();
+    let keys = DutyKeys::new("leasehold", "job");
+    let sent = Instant::now();
+    let a = spawn(
+        UnansweredAcquire {
+            inner: inner.clone(),
+            hang: Arc::new(AtomicBool::new(true)),
+        },
+        "a",
+    );
+    sleep(Duration::from_millis(1)).await;
+    // a's acquire took the lease; its reply never comes.
+    let info = inner.leader(&keys).await.unwrap();
+    assert_eq!(info.map(|i| i.replica_id).as_deref(), Some("a"));
+    let b = spawn(inner.clone(), "b");
+    b.wait_until_leader().await.unwrap();
+    let after = sent.elapsed();
+    let call_timeout = config("a").call_timeout;
+    // b leads once a gives up on its call and releases, long before the lease (300 ms)
+    // could have expired, and a never leads.
+    assert!(
+        after >= call_timeout && after <= call_timeout + Duration::from_millis(5),
+        "b led {after:?} after a's unanswered acquire (call timeout {call_timeout:?})"
+    );
+    for _ in 0..100 {
+        sleep(Duration::from_millis(10)).await;
+        assert!(
+            !a.status().is_leader(),
+            "a never hears back, so never leads"
+        );
+        assert!(
+            b.status().is_leader(),
+            "a's retries never take or extend b's lease"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_during_an_unanswered_acquire_leaves_no_lease_behind() {
+    let inner = MemoryStore::new();
+    let keys = DutyKeys::new("leasehold", "job");
+    let a = spawn(
+        UnansweredAcquire {
+            inner: inner.clone(),
+            hang: Arc::new(AtomicBool::new(true)),
+        },
+        "a",
+    );
+    sleep(Duration::from_millis(10)).await;
+    assert!(
+        inner.leader(&keys).await.unwrap().is_some(),
+        "a's acquire is in flight and took the lease"
+    );
+    let start = Instant::now();
+    a.shutdown().await;
+    assert!(
+        start.elapsed() < config("a").call_timeout,
+        "shutdown does not wait for the call in flight"
+    );
+    assert_eq!(
+        inner.leader(&keys).await.unwrap(),
+        None,
+        "shutdown released what the unanswered acquire took"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_confirmed_lease_is_led_only_for_what_is_left_and_not_extended() {
+    let store = MemoryStore::new();
+    let keys = DutyKeys::new("leasehold", "job");
+    let Acquire::Won { fence, .. } = store.acquire(&keys, "a:1", LEASE, Fence(1)).await.unwrap()
+    else {
+        panic!("free");
+    };
+    sleep(Duration::from_millis(100)).await;
+    // The same token again (a store's retry after a lost reply): confirmed, not extended.
+    let again = store.acquire(&keys, "a:1", LEASE, Fence(1)).await.unwrap();
+    assert_eq!(
+        again,
+        Acquire::Confirmed {
+            fence,
+            remaining: LEASE - Duration::from_millis(100)
+        }
+    );
+    let info = store.leader(&keys).await.unwrap().unwrap();
+    assert_eq!(info.remaining, Some(LEASE - Duration::from_millis(100)));
+}

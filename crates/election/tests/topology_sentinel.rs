@@ -128,11 +128,14 @@ async fn wait_for_replicas_counts_writes_only_once_replicated_and_its_cost() {
         "{err:?}"
     );
     assert!(err.is_retryable());
-    // ...and the same token wins once the replica is back (the acquire is idempotent
-    // for its token, so nobody else could take the lease meanwhile).
+    // ...which is resolved as any acquire without a definite answer: released (the
+    // elector does this), then a new token campaigns, and wins once the replica is back.
     replica.resume();
     let again = timeout(WAIT, async {
+        let mut token = token;
         loop {
+            waiting.abandon(&keys, &token).await.unwrap();
+            token = new_token("a");
             match waiting
                 .acquire(&keys, &token, Duration::from_secs(5), Fence(0))
                 .await

@@ -136,12 +136,11 @@ impl LeaseStore for MemoryStore {
                     fence: Fence(counter),
                 });
             }
-            Some(_) => {
-                s.leases
-                    .insert(keys.lease.clone(), (token.to_owned(), now + lease));
-                return Ok(Acquire::Won {
+            // Already ours: confirmed, not extended (as the Redis script).
+            Some((_, exp)) => {
+                return Ok(Acquire::Confirmed {
                     fence: Fence(counter),
-                    regressed: false,
+                    remaining: *exp - now,
                 });
             }
             None => {}

@@ -35,6 +35,16 @@ pub enum Acquire {
         /// data (a restart without persistence) and the fence was raised to the floor.
         regressed: bool,
     },
+    /// `token` already held the lease: an earlier call with it took the lease, and its
+    /// reply was lost (a store may retry a call on a fresh connection). The lease was
+    /// **not** extended: the caller may lead only for `remaining`, counted from the send
+    /// time of this call, which is all it can prove.
+    Confirmed {
+        /// The fencing token of the term the earlier call started.
+        fence: Fence,
+        /// Time left on the lease when the store answered.
+        remaining: Duration,
+    },
     /// Someone else holds the lease.
     Lost {
         /// The holder's replica id.
@@ -101,15 +111,18 @@ impl std::fmt::Display for BackendWarning {
 /// Implementations must make `acquire`, `renew` and `release` atomic with respect to one
 /// another for the same keys, and must issue fences that strictly increase for a duty.
 pub trait LeaseStore: Clone + Send + Sync + 'static {
-    /// Takes the lease if it is free (or already held with `token`), issuing a fence
-    /// that is greater than every fence issued before and at least `floor`.
+    /// Takes the lease if it is free, issuing a fence that is greater than every fence
+    /// issued before and at least `floor`. If `token` already holds it, answers
+    /// [`Acquire::Confirmed`] **without** extending it: a caller that never hears back
+    /// must not be able to keep a lease alive by retrying.
     ///
     /// # Errors
     /// The store's [`StoreError`]; [`StoreError::is_retryable`] tells whether to retry.
+    /// After a retryable error the outcome is unknown: the lease may have been taken
+    /// with `token`. Resolve it with [`abandon`](Self::abandon) (and use a new token).
     ///
     /// # Cancel safety
-    /// If the future is dropped (or fails with a retryable error), the lease may or may
-    /// not have been taken.
+    /// If the future is dropped, the outcome is unknown, as after a retryable error.
     fn acquire(
         &self,
         keys: &DutyKeys,
@@ -145,6 +158,27 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
         keys: &DutyKeys,
         token: &str,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Resolves an acquire with `token` whose outcome is unknown (it failed with a
+    /// retryable error, or its future was dropped, after it may have reached the store):
+    /// once this returns `Ok`, `token` holds no lease. The default is
+    /// [`release`](Self::release); a store that can tell that nothing was sent may
+    /// return at once, and one with ordered connections should send the release on the
+    /// acquire's own connection, so that it runs after the acquire whatever the latency.
+    ///
+    /// # Errors
+    /// The store's [`StoreError`]: the lease may still be held with `token` (it expires
+    /// on its own within one lease).
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the release may or may not have been sent.
+    fn abandon(
+        &self,
+        keys: &DutyKeys,
+        token: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async move { self.release(keys, token).await.map(drop) }
+    }
 
     /// Who holds the lease now, if anyone.
     ///

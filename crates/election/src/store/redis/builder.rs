@@ -120,9 +120,9 @@ impl RedisStoreBuilder {
     /// After every acquire or renewal that succeeds, send `WAIT replicas timeout` on the
     /// same connection, and count the operation only if at least `replicas` replicas
     /// acknowledged it. Otherwise the call fails with the retryable
-    /// [`StoreError::Replication`]: an elector keeps campaigning (with the same token,
-    /// so it cannot lose the lease to itself) or, when leading, lets its deadline run
-    /// down as for any failed renewal. Default: off.
+    /// [`StoreError::Replication`](crate::StoreError::Replication): an elector
+    /// releases the lease that acquire took and campaigns again with a new token, or,
+    /// when leading, lets its deadline run down as for any failed renewal. Default: off.
     ///
     /// This narrows, but does not close, the window in which a Sentinel or Cluster
     /// failover loses a fresh lease (`WAIT` is not a consensus protocol: a replica that

@@ -3,6 +3,7 @@
 
 mod builder;
 mod conn;
+mod lease;
 mod parse;
 mod pubsub;
 pub(crate) mod scripts;
@@ -19,18 +20,16 @@ use std::time::Duration;
 use deadpool::managed::{Object, Pool};
 use futures::future::BoxFuture;
 use redis::{AsyncConnectionConfig, Value};
-use tokio::sync::{Notify, OnceCell, broadcast, mpsc};
+use tokio::sync::{OnceCell, mpsc};
 use tokio_util::sync::{CancellationToken, DropGuard};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use self::conn::{Conn, Manager, Target};
+use self::lease::Unanswered;
 use self::pubsub::subscriber_loop;
-use self::scripts::{ACQUIRE, LEADER, RELEASE, RENEW};
+use super::BackendWarning;
 use super::notify::Notifiers;
-use super::{Acquire, BackendWarning, LeaderInfo, LeaseStore};
 use crate::error::{BuildError, StoreError};
-use crate::fence::Fence;
-use crate::keys::{DutyKeys, replica_of_token};
 
 /// A [`LeaseStore`] on Redis: one server (or a proxy in front of one), the primary of a
 /// Sentinel-managed group, or a Redis Cluster.
@@ -81,6 +80,7 @@ struct Inner {
     subscriber: Subscriber,
     // The self-check runs once per store, however many electors share it.
     checked: OnceCell<Vec<BackendWarning>>,
+    unanswered: Unanswered,
 }
 
 impl std::fmt::Debug for Inner {
@@ -226,6 +226,7 @@ impl RedisStore {
                 generation: AtomicU64::default(),
                 notifiers,
                 checked: OnceCell::new(),
+                unanswered: Unanswered::default(),
                 subscriber: Subscriber {
                     channels: Mutex::new(HashSet::new()),
                     tx,
@@ -359,35 +360,28 @@ impl RedisStore {
         keys: &[&str],
         args: &[&str],
     ) -> Result<Value, StoreError> {
-        self.eval_then_wait(script, keys, args, |_| false).await
+        self.eval_then_wait(script, keys, args, |_| false, |_| {})
+            .await
     }
 
     /// [`eval`](Self::eval), then, if replication waits are on and `wrote` says the
-    /// reply is a successful write, `WAIT` on the same connection.
+    /// reply is a successful write, `WAIT` on the same connection. `on_send` sees each
+    /// connection a call goes out on, just before it is sent.
     async fn eval_then_wait(
         &self,
         script: &LuaScript,
         keys: &[&str],
         args: &[&str],
         wrote: fn(&Value) -> bool,
+        on_send: impl Fn(&Conn),
     ) -> Result<Value, StoreError> {
         let timeout = self.inner.call_timeout;
         let call = async {
             let mut attempt = 0;
             loop {
                 let (mut conn, flight) = self.conn().await?;
-                let mut result = script
-                    .evalsha(keys, args)
-                    .query_async::<Value>(&mut conn)
-                    .await;
-                if matches!(&result, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript))
-                {
-                    debug!("script cache was flushed; sending the script body");
-                    result = script
-                        .eval(keys, args)
-                        .query_async::<Value>(&mut conn)
-                        .await;
-                }
+                on_send(&conn);
+                let result = run_script(&mut conn, script, keys, args).await;
                 let retry = matches!(&result, Err(e) if e.is_connection_dropped() || e.is_io_error() || is_readonly(e));
                 if let (Ok(reply), Some((replicas, wait)), Some(key)) =
                     (&result, self.inner.wait_for_replicas, keys.first())
@@ -431,6 +425,10 @@ impl RedisStore {
             .map_err(|e| e.timed_out_after(timeout))
     }
 
+    fn unanswered(&self) -> &Unanswered {
+        &self.inner.unanswered
+    }
+
     fn ensure_subscribed(&self, channel: &str) {
         let mut channels = self
             .inner
@@ -463,141 +461,22 @@ impl RedisStore {
     }
 }
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
-impl LeaseStore for RedisStore {
-    async fn acquire(
-        &self,
-        keys: &DutyKeys,
-        token: &str,
-        lease: Duration,
-        floor: Fence,
-    ) -> Result<Acquire, StoreError> {
-        let (lease_ms, floor) = (millis(lease).to_string(), floor.0.to_string());
-        let reply = self
-            .eval_then_wait(
-                &ACQUIRE,
-                &[&keys.lease, &keys.fence],
-                &[token, &lease_ms, &floor],
-                |reply| matches!(reply, Value::Array(items) if items.first() == Some(&Value::Int(1))),
-            )
-            .await?;
-        let mut p = Parse::new("acquire", reply);
-        let acquire = if p.next_int()? == 1 {
-            Acquire::Won {
-                fence: Fence(p.next_u64()?),
-                regressed: p.next_int()? == 1,
-            }
-        } else {
-            let holder = p.next_opt_string()?.unwrap_or_default();
-            Acquire::Lost {
-                holder: replica_of_token(&holder).to_owned(),
-                remaining: p.next_pttl()?,
-                fence: Fence(p.next_u64()?),
-            }
-        };
-        p.finish()?;
-        Ok(acquire)
-    }
-
-    async fn renew(
-        &self,
-        keys: &DutyKeys,
-        token: &str,
-        lease: Duration,
-    ) -> Result<bool, StoreError> {
-        let lease_ms = millis(lease).to_string();
-        let reply = self
-            .eval_then_wait(&RENEW, &[&keys.lease], &[token, &lease_ms], |reply| {
-                *reply == Value::Int(1)
-            })
-            .await?;
-        Ok(Parse::new("renew", reply).next_int()? == 1)
-    }
-
-    async fn release(&self, keys: &DutyKeys, token: &str) -> Result<bool, StoreError> {
-        let reply = self
-            .eval(&RELEASE, &[&keys.lease], &[token, &keys.channel])
-            .await?;
-        Ok(Parse::new("release", reply).next_int()? == 1)
-    }
-
-    async fn leader(&self, keys: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
-        let reply = self.eval(&LEADER, &[&keys.lease, &keys.fence], &[]).await?;
-        let mut p = Parse::new("leader", reply);
-        let Some(token) = p.next_opt_string()? else {
-            return Ok(None);
-        };
-        let info = LeaderInfo {
-            replica_id: replica_of_token(&token).to_owned(),
-            remaining: p.next_pttl()?,
-            fence: Fence(p.next_u64()?),
-        };
-        p.finish()?;
-        Ok(Some(info))
-    }
-
-    fn release_notifier(&self, keys: &DutyKeys) -> Arc<Notify> {
-        self.ensure_subscribed(&keys.channel);
-        self.inner.notifiers.get(&keys.lease)
-    }
-
-    fn release_events(&self, keys: &DutyKeys) -> broadcast::Receiver<String> {
-        self.ensure_subscribed(&keys.channel);
-        self.inner.notifiers.events()
-    }
-
-    async fn self_check(&self) -> Result<Vec<BackendWarning>, StoreError> {
-        self.inner
-            .checked
-            .get_or_try_init(|| async {
-                match self.read_settings().await {
-                    // An ACL user without `config|get`: the check is optional.
-                    Err(StoreError::NoPermission(e)) => {
-                        debug!(error = %e, "self-check skipped: CONFIG GET is not permitted");
-                        Ok(Vec::new())
-                    }
-                    // Logged once per store, however many electors share it.
-                    Ok(warnings) => {
-                        for w in &warnings {
-                            warn!(warning = %w, "redis self-check");
-                        }
-                        Ok(warnings)
-                    }
-                    other => other,
-                }
-            })
-            .await
-            .cloned()
-    }
-}
-
-impl RedisStore {
-    async fn read_settings(&self) -> Result<Vec<BackendWarning>, StoreError> {
-        let mut warnings = Vec::new();
-        let get = |name: &str| {
-            let mut cmd = redis::cmd("CONFIG");
-            cmd.arg("GET").arg(name);
-            cmd
-        };
-        let value = |v: Value| -> Result<String, StoreError> {
-            let mut p = Parse::new("config get", v);
-            p.next_string()?;
-            let value = p.next_opt_string()?.unwrap_or_default();
-            p.finish()?;
-            Ok(value)
-        };
-        let policy = value(self.command(&get("maxmemory-policy")).await?)?;
-        if policy.starts_with("allkeys-") || policy.starts_with("volatile-") {
-            warnings.push(BackendWarning::EvictionPolicy(policy));
+/// `EVALSHA`, then `EVAL` of the body if the server answers `NOSCRIPT`.
+async fn run_script(
+    conn: &mut Conn,
+    script: &LuaScript,
+    keys: &[&str],
+    args: &[&str],
+) -> redis::RedisResult<Value> {
+    let result = script
+        .evalsha(keys, args)
+        .query_async::<Value>(&mut *conn)
+        .await;
+    match result {
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            debug!("script cache was flushed; sending the script body");
+            script.eval(keys, args).query_async::<Value>(conn).await
         }
-        let aof = value(self.command(&get("appendonly")).await?)?;
-        let save = value(self.command(&get("save")).await?)?;
-        if aof != "yes" && save.trim().is_empty() {
-            warnings.push(BackendWarning::NoPersistence);
-        }
-        Ok(warnings)
+        other => other,
     }
 }

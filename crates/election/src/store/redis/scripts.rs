@@ -45,14 +45,19 @@ impl LuaScript {
 /// Free lease: take it, and issue fence = max(counter + 1, floor, server TIME in µs).
 /// The TIME floor keeps fences increasing after a restart that lost the counter; the
 /// caller's floor keeps them increasing even if the server clock went backwards.
-/// Reply `{1, fence, regressed}` on a win (also when `token` already holds the lease:
-/// a retried acquire whose first reply was lost), `{0, holder token, pttl, fence}` on a
-/// loss.
+/// Replies:
+/// - `{1, fence, regressed}`: taken;
+/// - `{3, fence, pttl}`: `token` already holds the lease (an earlier call with it took
+///   the lease and its reply was lost). Confirmed, **not** extended: the caller may
+///   lead only for the `pttl` left, counted from this call's send time;
+/// - `{0, holder token, pttl, fence}`: someone else holds it.
 pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(
         r#"
 local cur = redis.call('GET', KEYS[1])
-if cur == false then
+if cur == ARGV[1] then
+  return {3, redis.call('GET', KEYS[2]) or '0', redis.call('PTTL', KEYS[1])}
+elseif cur == false then
   local stored = tonumber(redis.call('GET', KEYS[2]) or '0')
   local floor = tonumber(ARGV[3])
   local t = redis.call('TIME')
@@ -65,9 +70,6 @@ if cur == false then
   redis.call('SET', KEYS[2], f)
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return {1, f, regressed}
-elseif cur == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, redis.call('GET', KEYS[2]) or '0', 0}
 else
   return {0, cur, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '0'}
 end
