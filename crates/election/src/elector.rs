@@ -393,6 +393,32 @@ where
                     }
                     token = new_token(&cfg.replica_id);
                 }
+                // The store lost its data (or another server took over its keys) less
+                // than a lease ago: a lease granted before may still be believed valid
+                // by its holder. Nobody leads until the store says the lease is over.
+                Ok(Acquire::Recovering { wait }) => {
+                    backoff.reset();
+                    let first = self.status.send_if_modified(|s| {
+                        let role = Role::Follower { leader: None };
+                        let changed = s.role != role || s.last_error.is_some();
+                        s.role = role;
+                        s.last_error = None;
+                        changed
+                    });
+                    if first {
+                        info!(
+                            wait_ms = wait.as_millis(),
+                            "redis lost its data (or another server took over) less than a \
+                             lease ago: no lease is granted until the old ones have expired"
+                        );
+                    }
+                    let jitter = cfg.follower_jitter.mul_f64(rand::random::<f64>());
+                    // From now, not from `sent`: the wait was measured when the store
+                    // answered, which is later.
+                    if self.sleep_unless_shutdown(wait + jitter).await {
+                        break;
+                    }
+                }
                 Ok(Acquire::Lost {
                     holder,
                     remaining,

@@ -478,3 +478,40 @@ async fn a_confirmed_lease_is_led_only_for_what_is_left_and_not_extended() {
     let info = store.leader(&keys).await.unwrap().unwrap();
     assert_eq!(info.remaining, Some(LEASE - Duration::from_millis(100)));
 }
+
+#[tokio::test(start_paused = true)]
+async fn after_a_wipe_nothing_is_granted_for_one_lease() {
+    let store = MemoryStore::new();
+    let term = Arc::new(std::sync::Mutex::new(None));
+    let t = term.clone();
+    let a = Elector::new(store.clone(), config("a"), move |lead: Leadership| {
+        t.lock().unwrap().get_or_insert_with(|| lead.clone());
+        async move {
+            lead.cancelled().await;
+            Ok(())
+        }
+    })
+    .spawn();
+    let first = a.wait_until_leader().await.unwrap();
+    let b = spawn(store.clone(), "b");
+    sleep(Duration::from_millis(50)).await;
+    let wiped = Instant::now();
+    store.wipe(); // a restart that lost every key
+    let old = term.lock().unwrap().clone().unwrap();
+    let mut rx_a = a.subscribe();
+    let mut rx_b = b.subscribe();
+    let next = tokio::select! {
+        s = rx_a.wait_for(|s| s.fence().is_some_and(|f| f > first)) => s.unwrap().fence(),
+        s = rx_b.wait_for(|s| s.is_leader()) => s.unwrap().fence(),
+    }
+    .unwrap();
+    assert!(next > first);
+    let led = Instant::now();
+    assert!(
+        led >= wiped + LEASE,
+        "granted {:?} after the wipe",
+        led - wiped
+    );
+    assert!(led > old.deadline(), "the old term's deadline had passed");
+    assert!(led <= wiped + LEASE + Duration::from_millis(5));
+}

@@ -45,6 +45,14 @@ pub enum Acquire {
         /// Time left on the lease when the store answered.
         remaining: Duration,
     },
+    /// The lease is free, but the store lost its data (or another server took over its
+    /// keys) less than one lease ago: a lease it granted before may still be believed
+    /// valid by its holder, so nothing is granted until `wait` has passed (Redlock's
+    /// "delayed restart", done automatically). See `docs/guarantees.md`.
+    Recovering {
+        /// How long to wait before asking again.
+        wait: Duration,
+    },
     /// Someone else holds the lease.
     Lost {
         /// The holder's replica id.
@@ -87,7 +95,8 @@ impl LeaderInfo {
 pub enum BackendWarning {
     /// `maxmemory-policy` may evict lease or fence keys.
     EvictionPolicy(String),
-    /// Neither AOF nor RDB persistence is on: a restart loses every lease.
+    /// Neither AOF nor RDB persistence is on: a restart loses every lease (and then
+    /// grants nothing for one lease).
     NoPersistence,
 }
 
@@ -99,8 +108,9 @@ impl std::fmt::Display for BackendWarning {
                 "maxmemory-policy is {p}: Redis may evict lease keys; set it to noeviction"
             ),
             Self::NoPersistence => f.write_str(
-                "persistence is off: a Redis restart loses every lease, so an old leader may \
-                 overlap a new one until its next renewal (fences still reject its writes)",
+                "persistence is off: a Redis restart loses every lease; nothing is granted for \
+                 one lease after it (partition claims excepted: there an old owner may overlap \
+                 a new one until its next renewal; fences still reject its writes)",
             ),
         }
     }
@@ -112,7 +122,8 @@ impl std::fmt::Display for BackendWarning {
 /// another for the same keys, and must issue fences that strictly increase for a duty.
 pub trait LeaseStore: Clone + Send + Sync + 'static {
     /// Takes the lease if it is free, issuing a fence that is greater than every fence
-    /// issued before and at least `floor`. If `token` already holds it, answers
+    /// issued before and at least `floor`, unless the store lost its data less than one
+    /// `lease` ago ([`Acquire::Recovering`]). If `token` already holds it, answers
     /// [`Acquire::Confirmed`] **without** extending it: a caller that never hears back
     /// must not be able to keep a lease alive by retrying.
     ///

@@ -130,11 +130,13 @@ impl LeaseStore for RedisStore {
         floor: Fence,
     ) -> Result<Acquire, StoreError> {
         let (lease_ms, floor) = (millis(lease).to_string(), floor.0.to_string());
+        let mut script_keys = vec![keys.lease.as_str(), keys.fence.as_str()];
+        script_keys.extend(keys.boot.as_deref());
         let result = async {
             let reply = self
                 .eval_then_wait(
                     &ACQUIRE,
-                    &[&keys.lease, &keys.fence],
+                    &script_keys,
                     &[token, &lease_ms, &floor],
                     |reply| matches!(reply, Value::Array(items) if items.first() == Some(&Value::Int(1))),
                     |conn| self.unanswered().sent(token, conn, lease),
@@ -149,6 +151,9 @@ impl LeaseStore for RedisStore {
                 3 => Acquire::Confirmed {
                     fence: Fence(p.next_u64()?),
                     remaining: p.next_pttl()?.unwrap_or(Duration::ZERO),
+                },
+                2 => Acquire::Recovering {
+                    wait: Duration::from_millis(p.next_u64()?),
                 },
                 _ => {
                     let holder = p.next_opt_string()?.unwrap_or_default();

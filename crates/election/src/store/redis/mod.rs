@@ -31,8 +31,8 @@ use super::BackendWarning;
 use super::notify::Notifiers;
 use crate::error::{BuildError, StoreError};
 
-/// A [`LeaseStore`] on Redis: one server (or a proxy in front of one), the primary of a
-/// Sentinel-managed group, or a Redis Cluster.
+/// A [`LeaseStore`](super::LeaseStore) on Redis: one server (or a proxy in front of
+/// one), the primary of a Sentinel-managed group, or a Redis Cluster.
 ///
 /// ```no_run
 /// # fn demo() -> Result<(), leasehold_election::BuildError> {
