@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use metrics::{counter, gauge, histogram};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -22,6 +22,12 @@ use crate::leadership::Leadership;
 use crate::metrics as m;
 use crate::status::{Role, Status, TermEnd, TermEndReason};
 use crate::store::{Acquire, LeaseStore};
+
+/// A wake-up at least this much later than asked is reported as a stall: a tenth of
+/// the renew interval, at least 20 ms (less is scheduling noise on a busy machine).
+fn stall_threshold(config: &ElectorConfig) -> Duration {
+    (config.renew_interval / 10).max(Duration::from_millis(20))
+}
 
 /// A confirmed lease with less validity left than this (beyond the safety margin) is
 /// given back rather than led.
@@ -119,19 +125,70 @@ where
 
     /// Spawns the elector on the current tokio runtime.
     ///
+    /// The elector's renewals and deadline timer then share the runtime with the
+    /// application: a task that blocks a worker (synchronous I/O, a CPU loop without
+    /// `.await`) can hold them up until the lease is lost. The duty still sees the term
+    /// end at its deadline ([`Leadership::check`]), and the stall is reported; to keep
+    /// the lease through such stalls, use [`Elector::spawn_dedicated`].
+    ///
     /// # Panics
     /// Outside a tokio runtime.
     pub fn spawn(self) -> ElectorHandle {
         let (handle, run) = self.pair();
         let task = tokio::spawn(run);
-        *handle.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
+        *handle.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(Worker::Task(task));
         handle
+    }
+
+    /// Spawns the elector on a thread of its own: a small current-thread runtime that
+    /// runs the elector loop, its renewals, deadline timer and cancellation, with its
+    /// own Redis connections and release subscription ([`LeaseStore::detached`]). The
+    /// duty still runs on the caller's runtime. A duty (or anything else) that blocks
+    /// the application's runtime then cannot stall the renewals: the replica keeps its
+    /// lease, and the term ends only if Redis is unreachable, refuses, or the duty
+    /// returns.
+    ///
+    /// Costs one OS thread per elector; meant for a few important duties, not for
+    /// thousands of partitions.
+    ///
+    /// # Errors
+    /// If the operating system refuses the thread, or the runtime cannot be built.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime: the duty is spawned on the caller's.
+    pub fn spawn_dedicated(self) -> std::io::Result<ElectorHandle> {
+        let duty_runtime = tokio::runtime::Handle::current();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let name = format!("leasehold-{}", self.config.duty);
+        let mut elector = self;
+        elector.store = elector.store.detached();
+        let (handle, run) = elector.build(Some(duty_runtime));
+        let (done_tx, done_rx) = oneshot::channel();
+        std::thread::Builder::new().name(name).spawn(move || {
+            runtime.block_on(run);
+            // Ends the store's connections and subscription with the elector.
+            drop(runtime);
+            let _ = done_tx.send(());
+        })?;
+        *handle.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(Worker::Thread(done_rx));
+        Ok(handle)
     }
 
     /// The handle and the elector's future, for callers who spawn it themselves (for
     /// example into a `JoinSet` that supervises many electors). The future ends when
     /// the elector has stopped; dropping it stops the elector without a release.
     pub fn pair(self) -> (ElectorHandle, impl Future<Output = ()> + Send + 'static) {
+        self.build(None)
+    }
+
+    /// The handle and the future; the duty is spawned on `duty_runtime` if given (the
+    /// elector runs elsewhere), else on the runtime that runs the future.
+    fn build(
+        self,
+        duty_runtime: Option<tokio::runtime::Handle>,
+    ) -> (ElectorHandle, impl Future<Output = ()> + Send + 'static) {
         m::describe();
         let (tx, rx) = watch::channel(Status::new());
         let shutdown = self.shutdown.clone();
@@ -155,6 +212,7 @@ where
             duty: self.duty,
             status: tx,
             shutdown: self.shutdown,
+            duty_runtime,
         };
         let handle = ElectorHandle {
             status: rx,
@@ -172,7 +230,16 @@ where
 pub struct ElectorHandle {
     status: watch::Receiver<Status>,
     shutdown: CancellationToken,
-    task: Mutex<Option<JoinHandle<()>>>,
+    task: Mutex<Option<Worker>>,
+}
+
+/// How a spawned elector runs.
+#[derive(Debug)]
+enum Worker {
+    /// A task on the caller's runtime ([`Elector::spawn`]).
+    Task(JoinHandle<()>),
+    /// A thread of its own ([`Elector::spawn_dedicated`]): fires once it has finished.
+    Thread(oneshot::Receiver<()>),
 }
 
 impl ElectorHandle {
@@ -231,8 +298,11 @@ impl ElectorHandle {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         match task {
-            Some(task) => {
+            Some(Worker::Task(task)) => {
                 let _ = task.await;
+            }
+            Some(Worker::Thread(done)) => {
+                let _ = done.await;
             }
             // Spawned by the caller (`Elector::pair`): wait for the stopped status, or
             // for the future to be dropped.
@@ -295,6 +365,8 @@ struct Runner<S, F> {
     status: watch::Sender<Status>,
     shutdown: CancellationToken,
     labels: Labels,
+    /// Where the duty runs when the elector has a runtime of its own.
+    duty_runtime: Option<tokio::runtime::Handle>,
 }
 
 impl<S, F, Fut> Runner<S, F>
@@ -437,10 +509,11 @@ where
                     });
                     let wait = remaining.map_or(cfg.retry_interval, |r| r.min(cfg.retry_interval));
                     let jitter = cfg.follower_jitter.mul_f64(rand::random::<f64>());
+                    let recheck = sent + wait + jitter;
                     tokio::select! {
                         () = self.shutdown.cancelled() => break,
                         () = &mut notified => debug!("woken by a release notification"),
-                        () = sleep_until(sent + wait + jitter) => {}
+                        () = sleep_until(recheck) => self.woke(recheck, "follower re-check"),
                     }
                 }
                 Err(e) => {
@@ -519,9 +592,11 @@ where
         let leadership =
             Leadership::new(fence, &cfg.replica_id, &cfg.duty, cancel.clone(), deadline);
         let span = info_span!("duty", fence = fence.0);
-        let mut duty = AbortOnDropHandle::new(tokio::spawn(
-            (self.duty)(leadership.clone()).instrument(span),
-        ));
+        let work = (self.duty)(leadership.clone()).instrument(span);
+        let mut duty = AbortOnDropHandle::new(match &self.duty_runtime {
+            Some(runtime) => runtime.spawn(work),
+            None => tokio::spawn(work),
+        });
         let since = Instant::now();
         gauge!(m::IS_LEADER, &self.labels.pair()).set(1.0);
         gauge!(m::LEADER_FENCE, "duty" => cfg.duty.clone(), "group" => self.labels.group.clone())
@@ -544,7 +619,10 @@ where
         let reason = loop {
             tokio::select! {
                 biased;
-                () = sleep_until(deadline) => break TermEndReason::DeadlinePassed,
+                () = sleep_until(deadline) => {
+                    self.woke(deadline, "deadline");
+                    break TermEndReason::DeadlinePassed;
+                }
                 () = self.shutdown.cancelled() => break TermEndReason::Shutdown,
                 joined = &mut duty => {
                     duty_done = true;
@@ -555,6 +633,7 @@ where
                     };
                 }
                 () = sleep_until(next_renew) => {
+                    self.woke(next_renew, "renewal");
                     let sent = Instant::now();
                     let limit = cfg.call_timeout.min(deadline.saturating_duration_since(sent));
                     let renewed = tokio::select! {
@@ -687,10 +766,32 @@ where
 
     /// Returns true if shutdown was requested while sleeping.
     async fn sleep_unless_shutdown(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
         tokio::select! {
             () = self.shutdown.cancelled() => true,
-            () = sleep(d) => false,
+            () = sleep_until(until) => {
+                self.woke(until, "backoff");
+                false
+            }
         }
+    }
+
+    /// Reports a wake-up far later than asked (`asked` was the timer's instant): the
+    /// elector's runtime or thread was blocked. A histogram sample, a warning and the
+    /// status' `stalls` count.
+    fn woke(&self, asked: Instant, what: &'static str) {
+        let late = Instant::now().saturating_duration_since(asked);
+        if late < stall_threshold(&self.config) {
+            return;
+        }
+        histogram!(m::ELECTOR_STALL, &self.labels.pair()).record(late.as_secs_f64());
+        self.status.send_modify(|s| s.stalls += 1);
+        warn!(
+            late_ms = u64::try_from(late.as_millis()).unwrap_or(u64::MAX),
+            timer = what,
+            "the elector woke up late: its runtime was blocked (a task that does not \
+             yield?); Elector::spawn_dedicated keeps renewals off the application's runtime"
+        );
     }
 
     fn observe_fence(&self, fence: Fence, regressed: bool) {

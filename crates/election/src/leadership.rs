@@ -119,8 +119,9 @@ impl Leadership {
 
     /// Completes when the elector ends the term (renewal refused, deadline passed,
     /// shutdown, ...). The elector fires it at the deadline at the latest, *if its task
-    /// runs*: on a blocked runtime it fires late (see `Elector::spawn_dedicated`), so
-    /// also [`check`](Self::check) before each side effect.
+    /// runs*: on a blocked runtime it fires late (see
+    /// [`Elector::spawn_dedicated`](crate::Elector::spawn_dedicated)), so also
+    /// [`check`](Self::check) before each side effect.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping it and calling again waits for the same event.

@@ -113,6 +113,9 @@ pub struct Status {
     pub fence_regressions: u64,
     /// Warnings from the backend self-check at start.
     pub warnings: Vec<BackendWarning>,
+    /// Times the elector woke up far later than it asked (its runtime or thread was
+    /// blocked); each is also a `leasehold_elector_stall_seconds` sample and a warning.
+    pub stalls: u64,
 }
 
 impl Status {
@@ -124,6 +127,7 @@ impl Status {
             highest_fence: Fence(0),
             fence_regressions: 0,
             warnings: Vec::new(),
+            stalls: 0,
         }
     }
 

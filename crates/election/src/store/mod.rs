@@ -212,6 +212,15 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
     /// (a reconnect): re-check everything. A lagged receiver should do the same.
     fn release_events(&self, keys: &DutyKeys) -> broadcast::Receiver<String>;
 
+    /// A copy of this store for an elector that runs on a runtime of its own
+    /// (`Elector::spawn_dedicated`): same server and settings, but every connection and
+    /// background task it needs is made on the runtime that uses the copy, so a stall of
+    /// the application's runtime cannot hold up its calls. Called on that runtime. The
+    /// default is a clone (right for stores without connections or background tasks).
+    fn detached(&self) -> Self {
+        self.clone()
+    }
+
     /// Reads server settings that weaken the guarantees. Best effort: a store that
     /// cannot tell returns an empty list (the default).
     ///

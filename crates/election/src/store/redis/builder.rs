@@ -3,13 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool::Runtime;
-use deadpool::managed::{Pool, PoolConfig, Timeouts};
 use redis::cluster::ClusterClientBuilder;
 use redis::{AsyncConnectionConfig, Client};
 
-use super::RedisStore;
-use super::conn::{Manager, Target};
+use super::conn::Target;
+use super::{RedisStore, Settings};
 use crate::error::BuildError;
 
 /// Where a builder connects.
@@ -229,29 +227,16 @@ impl RedisStoreBuilder {
                 Target::Cluster { client, seeds }
             }
         };
-        let target = Arc::new(target);
-        let manager = Manager {
-            target: target.clone(),
-            config: config.clone(),
-        };
-        let mut pool_config = PoolConfig::new(self.pool_size);
-        pool_config.timeouts = Timeouts {
-            wait: Some(self.call_timeout),
-            create: Some(self.call_timeout),
-            recycle: Some(self.call_timeout),
-        };
-        let pool = Pool::builder(manager)
-            .config(pool_config)
-            .runtime(Runtime::Tokio1)
-            .build()
-            .map_err(|e| BuildError::Pool(e.to_string()))?;
-        Ok(RedisStore::new(
-            pool,
-            target,
-            config,
-            self.call_timeout,
-            self.wait_for_replicas,
-        ))
+        RedisStore::new(
+            Settings {
+                target: Arc::new(target),
+                config,
+                pool_size: self.pool_size,
+                call_timeout: self.call_timeout,
+                wait_for_replicas: self.wait_for_replicas,
+            },
+            Arc::default(),
+        )
     }
 
     /// A client for `url`, with the builder's TLS settings if it is a `rediss://` URL.

@@ -230,6 +230,13 @@ impl LeaseStore for RedisStore {
         Ok(Some(info))
     }
 
+    /// A copy with its own pool, connections and release subscription, which start on
+    /// the runtime of their first call: the dedicated runtime of
+    /// `Elector::spawn_dedicated`.
+    fn detached(&self) -> Self {
+        self.detached_copy()
+    }
+
     fn release_notifier(&self, keys: &DutyKeys) -> Arc<Notify> {
         self.ensure_subscribed(&keys.channel);
         self.inner.notifiers.get(&keys.lease)

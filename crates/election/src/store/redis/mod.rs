@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use deadpool::managed::{Object, Pool};
+use deadpool::Runtime;
+use deadpool::managed::{Object, Pool, PoolConfig, Timeouts};
 use futures::future::BoxFuture;
 use redis::{AsyncConnectionConfig, Value};
 use tokio::sync::{OnceCell, mpsc};
@@ -68,7 +69,19 @@ pub struct RedisStore {
     inner: Arc<Inner>,
 }
 
+/// What a store is built from, kept to build a copy with connections of its own
+/// ([`LeaseStore::detached`](super::LeaseStore::detached)).
+#[derive(Clone)]
+struct Settings {
+    target: Arc<Target>,
+    config: AsyncConnectionConfig,
+    pool_size: usize,
+    call_timeout: Duration,
+    wait_for_replicas: Option<(usize, Duration)>,
+}
+
 struct Inner {
+    settings: Settings,
     pool: Pool<Manager>,
     cluster: bool,
     call_timeout: Duration,
@@ -78,8 +91,9 @@ struct Inner {
     generation: AtomicU64,
     notifiers: Arc<Notifiers>,
     subscriber: Subscriber,
-    // The self-check runs once per store, however many electors share it.
-    checked: OnceCell<Vec<BackendWarning>>,
+    // The self-check runs once per store (and its detached copies), however many
+    // electors share it.
+    checked: Arc<OnceCell<Vec<BackendWarning>>>,
     unanswered: Unanswered,
 }
 
@@ -198,12 +212,31 @@ impl RedisStore {
     }
 
     fn new(
-        pool: Pool<Manager>,
-        target: Arc<Target>,
-        config: AsyncConnectionConfig,
-        call_timeout: Duration,
-        wait_for_replicas: Option<(usize, Duration)>,
-    ) -> Self {
+        settings: Settings,
+        checked: Arc<OnceCell<Vec<BackendWarning>>>,
+    ) -> Result<Self, BuildError> {
+        let Settings {
+            target,
+            config,
+            pool_size,
+            call_timeout,
+            wait_for_replicas,
+        } = settings.clone();
+        let manager = Manager {
+            target: target.clone(),
+            config: config.clone(),
+        };
+        let mut pool_config = PoolConfig::new(pool_size);
+        pool_config.timeouts = Timeouts {
+            wait: Some(call_timeout),
+            create: Some(call_timeout),
+            recycle: Some(call_timeout),
+        };
+        let pool = Pool::builder(manager)
+            .config(pool_config)
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|e| BuildError::Pool(e.to_string()))?;
         let notifiers = Arc::new(Notifiers::default());
         let stop = CancellationToken::new();
         let (tx, rx) = mpsc::unbounded_channel();
@@ -216,8 +249,9 @@ impl RedisStore {
             stop.clone(),
             call_timeout,
         ));
-        Self {
+        Ok(Self {
             inner: Arc::new(Inner {
+                settings,
                 pool,
                 cluster,
                 call_timeout,
@@ -225,7 +259,7 @@ impl RedisStore {
                 conn: Mutex::new(None),
                 generation: AtomicU64::default(),
                 notifiers,
-                checked: OnceCell::new(),
+                checked,
                 unanswered: Unanswered::default(),
                 subscriber: Subscriber {
                     channels: Mutex::new(HashSet::new()),
@@ -234,7 +268,15 @@ impl RedisStore {
                     _stop: stop.drop_guard(),
                 },
             }),
-        }
+        })
+    }
+
+    /// A store with the same settings and a pool, subscription and connections of its
+    /// own, made on the runtime that first uses them (see
+    /// [`LeaseStore::detached`](super::LeaseStore::detached)).
+    fn detached_copy(&self) -> Self {
+        Self::new(self.inner.settings.clone(), self.inner.checked.clone())
+            .unwrap_or_else(|_| self.clone())
     }
 
     /// The per-call timeout this store was built with.
