@@ -29,8 +29,8 @@ fn stall_threshold(config: &ElectorConfig) -> Duration {
     (config.renew_interval / 10).max(Duration::from_millis(20))
 }
 
-/// A confirmed lease with less validity left than this (beyond the safety margin) is
-/// given back rather than led.
+/// A confirmed lease whose provable validity (from the call's send time, less the
+/// safety margin) ends sooner than this is given back rather than led.
 const MIN_VALIDITY: Duration = Duration::from_millis(1);
 
 /// The error a duty may return; it is logged, counted and reported in the status.
@@ -452,7 +452,8 @@ where
                 Ok(Acquire::Confirmed { fence, remaining }) => {
                     backoff.reset();
                     self.observe_fence(fence, false);
-                    if remaining > cfg.safety_margin + MIN_VALIDITY {
+                    let provable = sent + remaining.saturating_sub(cfg.safety_margin);
+                    if provable > Instant::now() + MIN_VALIDITY {
                         histogram!(m::TIME_TO_LEADER, &self.labels.pair())
                             .record(campaign_start.elapsed().as_secs_f64());
                         let end = self.lead(fence, sent, &token, remaining).await;
@@ -614,7 +615,12 @@ where
         });
         info!(fence = fence.0, "became leader");
 
-        let mut next_renew = self.next_renew(sent);
+        // A confirmed lease (less than a whole lease left) is renewed at once.
+        let mut next_renew = if validity < cfg.lease {
+            Instant::now()
+        } else {
+            self.next_renew(sent)
+        };
         let mut duty_done = false;
         let reason = loop {
             tokio::select! {

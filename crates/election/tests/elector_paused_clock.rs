@@ -515,3 +515,82 @@ async fn after_a_wipe_nothing_is_granted_for_one_lease() {
     assert!(led > old.deadline(), "the old term's deadline had passed");
     assert!(led <= wiped + LEASE + Duration::from_millis(5));
 }
+
+/// Wraps a store; its first acquire takes the lease, "loses" the reply, and retries with
+/// the same token 100 ms later (as the Redis store does on a dropped connection), so
+/// the elector gets `Acquire::Confirmed`.
+#[derive(Clone)]
+struct RetriedAcquire {
+    inner: MemoryStore,
+    first: Arc<AtomicBool>,
+}
+
+impl LeaseStore for RetriedAcquire {
+    async fn acquire(
+        &self,
+        k: &DutyKeys,
+        t: &str,
+        l: Duration,
+        f: Fence,
+    ) -> Result<Acquire, StoreError> {
+        if self.first.swap(false, Ordering::SeqCst) {
+            self.inner.acquire(k, t, l, f).await?;
+            sleep(Duration::from_millis(100)).await;
+        }
+        self.inner.acquire(k, t, l, f).await
+    }
+    async fn renew(&self, k: &DutyKeys, t: &str, l: Duration) -> Result<bool, StoreError> {
+        self.inner.renew(k, t, l).await
+    }
+    async fn release(&self, k: &DutyKeys, t: &str) -> Result<bool, StoreError> {
+        self.inner.release(k, t).await
+    }
+    async fn leader(&self, k: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
+        self.inner.leader(k).await
+    }
+    fn release_notifier(&self, k: &DutyKeys) -> Arc<Notify> {
+        self.inner.release_notifier(k)
+    }
+    fn release_events(&self, k: &DutyKeys) -> tokio::sync::broadcast::Receiver<String> {
+        self.inner.release_events(k)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_confirmed_lease_is_led_from_its_send_time_and_renewed_at_once() {
+    let inner = MemoryStore::new();
+    let term = Arc::new(std::sync::Mutex::new(None));
+    let t = term.clone();
+    let sent = Instant::now();
+    let h = Elector::new(
+        RetriedAcquire {
+            inner: inner.clone(),
+            first: Arc::new(AtomicBool::new(true)),
+        },
+        config("a"),
+        move |lead: Leadership| {
+            t.lock()
+                .unwrap()
+                .get_or_insert_with(|| (Instant::now(), lead.clone()));
+            async move {
+                lead.cancelled().await;
+                Ok(())
+            }
+        },
+    )
+    .spawn();
+    h.wait_until_leader().await.unwrap();
+    let (started, lead) = term.lock().unwrap().clone().unwrap();
+    assert_eq!(
+        started,
+        sent + Duration::from_millis(100),
+        "led once confirmed"
+    );
+    // The confirmation said 200 ms were left; counted from the call's send time, the
+    // deadline was at most 200 ms - margin after it. The elector renewed at once.
+    let margin = config("a").safety_margin;
+    assert_eq!(lead.deadline(), started + LEASE - margin, "renewed at once");
+    sleep(LEASE).await;
+    assert!(h.status().is_leader() && !lead.is_cancelled());
+    h.shutdown().await;
+}
