@@ -65,7 +65,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         Some(e) => println!("{replica}: waiting for Redis ({e})"),
                         None => println!("{replica}: no leader known"),
                     },
-                    Role::Starting | Role::Stopped => {}
+                    _ => {} // starting or stopped
                 }
                 if let Some(end) = s.last_term.as_ref().filter(|_| !s.is_leader()) {
                     println!("{replica}: term {} ended: {}", end.fence, end.reason);

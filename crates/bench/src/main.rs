@@ -20,6 +20,9 @@
 //! - `chaos`: a seeded fault schedule against replicas doing fenced ledger writes,
 //!   then a check of every ledger.
 //!
+//! In one process: `stall`, a duty that blocks its 2-worker runtime for 2.5 leases,
+//! with the default elector and with `Elector::spawn_dedicated`.
+//!
 //! `--topology single|tls|sentinel|cluster` (default `single`) picks the Redis set-up
 //! the `failover`, `handover`, `rebalance` and `load` scenarios start for themselves:
 //! one server, one server over mutual TLS, a primary with one replica under three
@@ -38,6 +41,7 @@
 //! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--topology T]
 //! leasehold-bench load --partitions 1000[,10000...] --replicas 4 --lease-ms 1000 --seconds 10 [--runs R] [--topology T]
 //! leasehold-bench chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 60 --seed 42
+//! leasehold-bench stall --lease-ms 1000 [--block-leases 2.5] [--topology T | --redis-url URL]
 //! ```
 
 mod chaos;
@@ -59,6 +63,7 @@ mod rebalance;
 mod redis_stats;
 mod replica;
 mod setup;
+mod stall;
 mod stats;
 mod topology;
 
@@ -94,6 +99,8 @@ enum Command {
     Load(LoadArgs),
     /// Seeded faults against replicas doing fenced writes; checks every ledger.
     Chaos(ChaosArgs),
+    /// A duty blocking its runtime: the default elector against the dedicated one.
+    Stall(stall::StallArgs),
     /// Run one elector and report its events as JSON lines (used by the scenarios).
     #[command(hide = true)]
     Child(ChildArgs),
@@ -300,6 +307,7 @@ async fn dispatch(command: Command) -> Result<(), BoxError> {
                 n => Err(format!("{n} violations (seed {})", args.seed).into()),
             }
         }
+        Command::Stall(args) => print_last(&stall::run(&args).await?),
         Command::Failover(args) => {
             let harness = Harness::start(&args)?;
             print_last(&failover::run(&harness, runs(&args)?).await?)

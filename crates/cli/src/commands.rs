@@ -4,7 +4,7 @@ use std::io::{self, Write as _};
 use std::time::{Duration, SystemTime};
 
 use leasehold_election::config::validate_name;
-use leasehold_election::{RedisStore, StoreError, current_leader};
+use leasehold_election::{BuildError, RedisStore, StoreError, current_leader};
 use leasehold_partitions::{GroupStatus, PartitionsError, group_status};
 use tokio::time::{MissedTickBehavior, interval};
 
@@ -60,7 +60,7 @@ impl Target {
             .build()
             .map_err(|e| {
                 let detail = match e {
-                    StoreError::Connection(d) => d,
+                    BuildError::Url(cause) => cause.to_string(),
                     other => other.to_string(),
                 };
                 Failure::new(EXIT_USAGE, format!("invalid --redis-url: {detail}"))
@@ -78,6 +78,9 @@ impl Target {
             ),
             StoreError::Connection(d) => {
                 Failure::new(EXIT_CONNECTION, format!("cannot reach Redis: {d}"))
+            }
+            StoreError::Unavailable(cause) => {
+                Failure::new(EXIT_CONNECTION, format!("cannot reach Redis: {cause}"))
             }
             e @ StoreError::WrongType(_) => Failure::new(
                 EXIT_DATA,

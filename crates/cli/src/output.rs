@@ -452,11 +452,7 @@ live replicas: 3, unowned partitions: 2, spread: 2
 
     #[test]
     fn leader_line_and_json() {
-        let info = LeaderInfo {
-            replica_id: "replica-a".into(),
-            fence: Fence(42),
-            remaining: Some(Duration::from_millis(2_930)),
-        };
+        let info = LeaderInfo::new("replica-a", Fence(42), Some(Duration::from_millis(2_930)));
         assert_eq!(
             leader_text("scheduler", Some(&info)),
             "scheduler: led by replica-a (fence 42, lease left 2.9s)\n"

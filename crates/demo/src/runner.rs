@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use leasehold_election::config::DEFAULT_KEY_PREFIX;
-use leasehold_election::{Leadership, RedisStore, StoreError};
+use leasehold_election::{BuildError, Leadership, RedisStore};
 use leasehold_partitions::{
     Coordinator, CoordinatorHandle, GroupBackend, GroupConfig, group_status,
 };
@@ -76,7 +76,7 @@ pub(crate) async fn run(settings: Settings, chosen: Chosen) -> Result<bool, BoxE
 }
 
 /// Makes one store handle per replica.
-type Factory<B> = Box<dyn Fn() -> Result<B, StoreError> + Send + Sync>;
+type Factory<B> = Box<dyn Fn() -> Result<B, BuildError> + Send + Sync>;
 
 struct Demo<B: GroupBackend> {
     settings: Settings,
@@ -100,7 +100,7 @@ impl<B: GroupBackend> Demo<B> {
     fn new(
         settings: Settings,
         store: String,
-        make: impl Fn() -> Result<B, StoreError> + Send + Sync + 'static,
+        make: impl Fn() -> Result<B, BuildError> + Send + Sync + 'static,
     ) -> Result<Self, BoxError> {
         let width = settings.partitions.saturating_sub(1).to_string().len();
         let partitions: Vec<String> = (0..settings.partitions)

@@ -80,6 +80,25 @@ pub enum ConfigError {
         /// The renew interval.
         renew: Duration,
     },
+    /// A renewal sent one renew interval after the last could not finish (or time out)
+    /// before the leader's own deadline: `renew_interval + call_timeout` must be
+    /// shorter than `lease - safety_margin`. Otherwise a single slow renewal makes the
+    /// leader step down although its lease was never in danger.
+    #[error(
+        "renew interval ({renew:?}) + call timeout ({call_timeout:?}) must be shorter than \
+         lease ({lease:?}) - safety margin ({margin:?}), so that a renewal ends before the \
+         leader's own deadline"
+    )]
+    RenewalOutlastsDeadline {
+        /// The renew interval.
+        renew: Duration,
+        /// The call timeout.
+        call_timeout: Duration,
+        /// The lease.
+        lease: Duration,
+        /// The safety margin.
+        margin: Duration,
+    },
     /// A duration that must be positive is zero.
     #[error("{what} must be greater than zero")]
     ZeroDuration {
@@ -143,7 +162,8 @@ pub fn validate_lease(lease: Duration) -> Result<(), ConfigError> {
 /// The timing rules, with `sent` the instant the last successful acquire or renew was
 /// *sent*:
 /// - the leader believes it leads only until `sent + lease - safety_margin`;
-/// - it renews every `renew_interval`;
+/// - it renews every `renew_interval`, and that renewal must be able to finish before
+///   the deadline: `renew_interval + call_timeout < lease - safety_margin` (checked);
 /// - a follower re-checks at the holder's expiry, and at least every `retry_interval`.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -165,7 +185,9 @@ pub struct ElectorConfig {
     /// aborted. Never extends past the validity deadline. Default: 5 s.
     pub grace: Duration,
     /// Timeout of each Redis call (a leader's calls are further capped by the time left
-    /// on its lease). Default: the renew interval, at most 2 s.
+    /// on its lease). Default: the renew interval, at most 2 s, and short enough that
+    /// `renew_interval + call_timeout < lease - safety_margin` (which the builder
+    /// checks).
     pub call_timeout: Duration,
     /// First backoff after a Redis error or a failed duty. Default: 50 ms.
     pub backoff_initial: Duration,
@@ -252,7 +274,8 @@ impl ElectorConfigBuilder {
         retry_interval: Duration => Some
     );
     setter!(
-        /// Safety margin (< renew interval).
+        /// Safety margin (< renew interval, and renew interval + call timeout <
+        /// lease − margin).
         safety_margin: Duration => Some
     );
     setter!(
@@ -260,7 +283,7 @@ impl ElectorConfigBuilder {
         grace: Duration => std::convert::identity
     );
     setter!(
-        /// Timeout of each Redis call.
+        /// Timeout of each Redis call (renew interval + call timeout < lease − margin).
         call_timeout: Duration => Some
     );
     setter!(
@@ -326,9 +349,24 @@ impl ElectorConfigBuilder {
                 renew: renew_interval,
             });
         }
-        let call_timeout = self
-            .call_timeout
-            .unwrap_or_else(|| renew_interval.min(Duration::from_secs(2)));
+        // What is left of the lease after one renew interval: a renewal must end in it.
+        let slack = lease
+            .saturating_sub(safety_margin)
+            .saturating_sub(renew_interval);
+        let call_timeout = self.call_timeout.unwrap_or_else(|| {
+            renew_interval
+                .min(Duration::from_secs(2))
+                .min(slack.saturating_sub(Duration::from_millis(1)))
+                .max(Duration::from_millis(1))
+        });
+        if !call_timeout.is_zero() && renew_interval + call_timeout >= lease - safety_margin {
+            return Err(ConfigError::RenewalOutlastsDeadline {
+                renew: renew_interval,
+                call_timeout,
+                lease,
+                margin: safety_margin,
+            });
+        }
         for (what, d) in [
             ("call timeout", call_timeout),
             ("initial backoff", self.backoff_initial),

@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use metrics::{counter, gauge, histogram};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -22,6 +22,16 @@ use crate::leadership::Leadership;
 use crate::metrics as m;
 use crate::status::{Role, Status, TermEnd, TermEndReason};
 use crate::store::{Acquire, LeaseStore};
+
+/// A wake-up at least this much later than asked is reported as a stall: a tenth of
+/// the renew interval, at least 20 ms (less is scheduling noise on a busy machine).
+fn stall_threshold(config: &ElectorConfig) -> Duration {
+    (config.renew_interval / 10).max(Duration::from_millis(20))
+}
+
+/// A confirmed lease whose provable validity (from the call's send time, less the
+/// safety margin) ends sooner than this is given back rather than led.
+const MIN_VALIDITY: Duration = Duration::from_millis(1);
 
 /// The error a duty may return; it is logged, counted and reported in the status.
 pub type DutyError = Box<dyn std::error::Error + Send + Sync>;
@@ -115,19 +125,70 @@ where
 
     /// Spawns the elector on the current tokio runtime.
     ///
+    /// The elector's renewals and deadline timer then share the runtime with the
+    /// application: a task that blocks a worker (synchronous I/O, a CPU loop without
+    /// `.await`) can hold them up until the lease is lost. The duty still sees the term
+    /// end at its deadline ([`Leadership::check`]), and the stall is reported; to keep
+    /// the lease through such stalls, use [`Elector::spawn_dedicated`].
+    ///
     /// # Panics
     /// Outside a tokio runtime.
     pub fn spawn(self) -> ElectorHandle {
         let (handle, run) = self.pair();
         let task = tokio::spawn(run);
-        *handle.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
+        *handle.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(Worker::Task(task));
         handle
+    }
+
+    /// Spawns the elector on a thread of its own: a small current-thread runtime that
+    /// runs the elector loop, its renewals, deadline timer and cancellation, with its
+    /// own Redis connections and release subscription ([`LeaseStore::detached`]). The
+    /// duty still runs on the caller's runtime. A duty (or anything else) that blocks
+    /// the application's runtime then cannot stall the renewals: the replica keeps its
+    /// lease, and the term ends only if Redis is unreachable, refuses, or the duty
+    /// returns.
+    ///
+    /// Costs one OS thread per elector; meant for a few important duties, not for
+    /// thousands of partitions.
+    ///
+    /// # Errors
+    /// If the operating system refuses the thread, or the runtime cannot be built.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime: the duty is spawned on the caller's.
+    pub fn spawn_dedicated(self) -> std::io::Result<ElectorHandle> {
+        let duty_runtime = tokio::runtime::Handle::current();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let name = format!("leasehold-{}", self.config.duty);
+        let mut elector = self;
+        elector.store = elector.store.detached();
+        let (handle, run) = elector.build(Some(duty_runtime));
+        let (done_tx, done_rx) = oneshot::channel();
+        std::thread::Builder::new().name(name).spawn(move || {
+            runtime.block_on(run);
+            // Ends the store's connections and subscription with the elector.
+            drop(runtime);
+            let _ = done_tx.send(());
+        })?;
+        *handle.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(Worker::Thread(done_rx));
+        Ok(handle)
     }
 
     /// The handle and the elector's future, for callers who spawn it themselves (for
     /// example into a `JoinSet` that supervises many electors). The future ends when
     /// the elector has stopped; dropping it stops the elector without a release.
     pub fn pair(self) -> (ElectorHandle, impl Future<Output = ()> + Send + 'static) {
+        self.build(None)
+    }
+
+    /// The handle and the future; the duty is spawned on `duty_runtime` if given (the
+    /// elector runs elsewhere), else on the runtime that runs the future.
+    fn build(
+        self,
+        duty_runtime: Option<tokio::runtime::Handle>,
+    ) -> (ElectorHandle, impl Future<Output = ()> + Send + 'static) {
         m::describe();
         let (tx, rx) = watch::channel(Status::new());
         let shutdown = self.shutdown.clone();
@@ -151,6 +212,7 @@ where
             duty: self.duty,
             status: tx,
             shutdown: self.shutdown,
+            duty_runtime,
         };
         let handle = ElectorHandle {
             status: rx,
@@ -168,7 +230,16 @@ where
 pub struct ElectorHandle {
     status: watch::Receiver<Status>,
     shutdown: CancellationToken,
-    task: Mutex<Option<JoinHandle<()>>>,
+    task: Mutex<Option<Worker>>,
+}
+
+/// How a spawned elector runs.
+#[derive(Debug)]
+enum Worker {
+    /// A task on the caller's runtime ([`Elector::spawn`]).
+    Task(JoinHandle<()>),
+    /// A thread of its own ([`Elector::spawn_dedicated`]): fires once it has finished.
+    Thread(oneshot::Receiver<()>),
 }
 
 impl ElectorHandle {
@@ -187,8 +258,11 @@ impl ElectorHandle {
     /// # Errors
     /// [`ElectorStopped`] if the elector stops first.
     ///
+    /// # Panics
+    /// Never.
+    ///
     /// # Cancel safety
-    /// Cancel safe.
+    /// Cancel safe: it only watches the status.
     pub async fn wait_until_leader(&self) -> Result<Fence, ElectorStopped> {
         let mut rx = self.status.clone();
         let status = rx
@@ -206,9 +280,16 @@ impl ElectorHandle {
     /// Stops gracefully: cancels the duty (with its grace), releases the lease, notifies
     /// followers, and returns once all of that is done.
     ///
+    /// # Errors
+    /// None: a release that fails is reported in the status (`last_term.released`,
+    /// `last_error`) and the lease then expires on its own.
+    ///
+    /// # Panics
+    /// Never (a panicking duty is caught by the elector).
+    ///
     /// # Cancel safety
-    /// Not cancel safe in the sense that the elector keeps stopping in the background
-    /// if this future is dropped.
+    /// Dropping the future does not stop the shutdown: the elector keeps stopping (and
+    /// releasing) in the background; only the wait for it is cancelled.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         let task = self
@@ -217,8 +298,11 @@ impl ElectorHandle {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         match task {
-            Some(task) => {
+            Some(Worker::Task(task)) => {
                 let _ = task.await;
+            }
+            Some(Worker::Thread(done)) => {
+                let _ = done.await;
             }
             // Spawned by the caller (`Elector::pair`): wait for the stopped status, or
             // for the future to be dropped.
@@ -281,6 +365,8 @@ struct Runner<S, F> {
     status: watch::Sender<Status>,
     shutdown: CancellationToken,
     labels: Labels,
+    /// Where the duty runs when the elector has a runtime of its own.
+    duty_runtime: Option<tokio::runtime::Handle>,
 }
 
 impl<S, F, Fut> Runner<S, F>
@@ -298,7 +384,8 @@ where
         if let Some(grant) = self.grant.take() {
             self.observe_fence(grant.fence, false);
             if !self.shutdown.is_cancelled() {
-                self.lead(grant.fence, grant.sent, &grant.token).await;
+                self.lead(grant.fence, grant.sent, &grant.token, self.config.lease)
+                    .await;
             }
         } else {
             self.campaign().await;
@@ -314,6 +401,10 @@ where
         let cfg = self.config.clone();
         let mut backoff = Backoff::new(cfg.backoff_initial, cfg.backoff_max);
         let mut token = new_token(&cfg.replica_id);
+        // Tokens (and send times) of acquires whose outcome is unknown and whose release
+        // is not confirmed yet: each may hold the lease with nobody leading. Their
+        // release is on its way; shutdown waits for it to be confirmed.
+        let mut unresolved: Vec<(String, Instant)> = Vec::new();
         let mut campaign_start = Instant::now();
         while !self.shutdown.is_cancelled() {
             let notified = notify.notified();
@@ -321,19 +412,26 @@ where
             notified.as_mut().enable();
             let floor = Fence(self.status.borrow().highest_fence.0 + 1);
             let sent = Instant::now();
-            let result = timeout(
-                cfg.call_timeout,
-                self.store.acquire(&self.keys, &token, cfg.lease, floor),
-            )
-            .await
-            .unwrap_or(Err(StoreError::Timeout(cfg.call_timeout)));
+            // Shutdown does not wait for an acquire in flight: it is resolved below.
+            let result = tokio::select! {
+                biased;
+                () = self.shutdown.cancelled() => None,
+                r = timeout(
+                    cfg.call_timeout,
+                    self.store.acquire(&self.keys, &token, cfg.lease, floor),
+                ) => Some(r.unwrap_or(Err(StoreError::Timeout(cfg.call_timeout)))),
+            };
+            let Some(result) = result else {
+                unresolved.push((token, sent));
+                break;
+            };
             match result {
                 Ok(Acquire::Won { fence, regressed }) => {
                     backoff.reset();
                     self.observe_fence(fence, regressed);
                     histogram!(m::TIME_TO_LEADER, &self.labels.pair())
                         .record(campaign_start.elapsed().as_secs_f64());
-                    let end = self.lead(fence, sent, &token).await;
+                    let end = self.lead(fence, sent, &token, cfg.lease).await;
                     token = new_token(&cfg.replica_id);
                     campaign_start = Instant::now();
                     let pause = match end.reason {
@@ -345,6 +443,52 @@ where
                         _ => Duration::ZERO,
                     };
                     if !pause.is_zero() && self.sleep_unless_shutdown(pause).await {
+                        break;
+                    }
+                }
+                // An earlier call with this token (a store's retry) took the lease and
+                // its reply was lost. Lead only for what is provable from this call's
+                // send time; if that is too little, give the lease back.
+                Ok(Acquire::Confirmed { fence, remaining }) => {
+                    backoff.reset();
+                    self.observe_fence(fence, false);
+                    let provable = sent + remaining.saturating_sub(cfg.safety_margin);
+                    if provable > Instant::now() + MIN_VALIDITY {
+                        histogram!(m::TIME_TO_LEADER, &self.labels.pair())
+                            .record(campaign_start.elapsed().as_secs_f64());
+                        let end = self.lead(fence, sent, &token, remaining).await;
+                        if matches!(end.reason, TermEndReason::Shutdown) {
+                            break;
+                        }
+                        campaign_start = Instant::now();
+                    } else if !self.abandon(&token, cfg.call_timeout).await {
+                        unresolved.push((token.clone(), sent));
+                    }
+                    token = new_token(&cfg.replica_id);
+                }
+                // The store lost its data (or another server took over its keys) less
+                // than a lease ago: a lease granted before may still be believed valid
+                // by its holder. Nobody leads until the store says the lease is over.
+                Ok(Acquire::Recovering { wait }) => {
+                    backoff.reset();
+                    let first = self.status.send_if_modified(|s| {
+                        let role = Role::Follower { leader: None };
+                        let changed = s.role != role || s.last_error.is_some();
+                        s.role = role;
+                        s.last_error = None;
+                        changed
+                    });
+                    if first {
+                        info!(
+                            wait_ms = wait.as_millis(),
+                            "redis lost its data (or another server took over) less than a \
+                             lease ago: no lease is granted until the old ones have expired"
+                        );
+                    }
+                    let jitter = cfg.follower_jitter.mul_f64(rand::random::<f64>());
+                    // From now, not from `sent`: the wait was measured when the store
+                    // answered, which is later.
+                    if self.sleep_unless_shutdown(wait + jitter).await {
                         break;
                     }
                 }
@@ -366,14 +510,25 @@ where
                     });
                     let wait = remaining.map_or(cfg.retry_interval, |r| r.min(cfg.retry_interval));
                     let jitter = cfg.follower_jitter.mul_f64(rand::random::<f64>());
+                    let recheck = sent + wait + jitter;
                     tokio::select! {
                         () = self.shutdown.cancelled() => break,
                         () = &mut notified => debug!("woken by a release notification"),
-                        () = sleep_until(sent + wait + jitter) => {}
+                        () = sleep_until(recheck) => self.woke(recheck, "follower re-check"),
                     }
                 }
                 Err(e) => {
+                    // After a retryable error the acquire may have taken the lease with
+                    // this token, and nobody would lead it: resolve it (release), and
+                    // campaign on with a new token, never re-extending that lease.
+                    let unknown = e.is_retryable();
                     self.record_error(e, "acquire");
+                    if unknown {
+                        if !self.abandon(&token, cfg.call_timeout).await {
+                            unresolved.push((token, sent));
+                        }
+                        token = new_token(&cfg.replica_id);
+                    }
                     self.status.send_if_modified(|s| {
                         let role = Role::Follower { leader: None };
                         let changed = s.role != role;
@@ -385,25 +540,64 @@ where
                     }
                 }
             }
+            // A lease an old acquire may have taken has expired two leases after it
+            // was sent (its request took less than a lease to arrive, or nothing works).
+            unresolved.retain(|(_, at)| at.elapsed() < cfg.lease * 2);
+        }
+        self.resolve_at_shutdown(unresolved).await;
+    }
+
+    /// Releases whatever an acquire with `token` of unknown outcome may hold, waiting
+    /// up to `limit` for the store to confirm; `true` once confirmed.
+    async fn abandon(&self, token: &str, limit: Duration) -> bool {
+        match timeout(limit, self.store.abandon(&self.keys, token)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                debug!(error = %e, "release after an unanswered acquire not confirmed yet");
+                false
+            }
+            Err(_) => {
+                debug!("release after an unanswered acquire not confirmed yet");
+                false
+            }
         }
     }
 
-    /// Leads one term; returns once the duty has ended and the lease is released.
-    async fn lead(&self, fence: Fence, sent: Instant, token: &str) -> TermEnd {
+    /// At shutdown: waits up to one lease for the store to confirm that no unresolved
+    /// token holds the lease (on a slow link the confirmation takes a round trip longer
+    /// than the call timeout). Past that, any such lease expires on its own.
+    async fn resolve_at_shutdown(&self, tokens: Vec<(String, Instant)>) {
+        if tokens.is_empty() {
+            return;
+        }
+        let limit = self.config.lease;
+        let attempts = tokens.iter().map(|(t, _)| self.abandon(t, limit));
+        let confirmed = futures::future::join_all(attempts).await;
+        let left = confirmed.iter().filter(|ok| !**ok).count();
+        if left > 0 {
+            warn!(
+                left,
+                "could not confirm the release of leases that unanswered acquires may hold; \
+                 they expire within one lease"
+            );
+        }
+    }
+
+    /// Leads one term whose lease is valid for `validity` from `sent` (the send time of
+    /// the call that took or confirmed it); returns once the duty has ended and the
+    /// lease is released.
+    async fn lead(&self, fence: Fence, sent: Instant, token: &str, validity: Duration) -> TermEnd {
         let cfg = &self.config;
-        let mut deadline = sent + cfg.lease - cfg.safety_margin;
+        let mut deadline = sent + validity.saturating_sub(cfg.safety_margin);
         let cancel = CancellationToken::new();
-        let leadership = Leadership {
-            fence,
-            replica_id: cfg.replica_id.as_str().into(),
-            duty: cfg.duty.as_str().into(),
-            cancel: cancel.clone(),
-            deadline: Arc::new(Mutex::new(deadline)),
-        };
+        let leadership =
+            Leadership::new(fence, &cfg.replica_id, &cfg.duty, cancel.clone(), deadline);
         let span = info_span!("duty", fence = fence.0);
-        let mut duty = AbortOnDropHandle::new(tokio::spawn(
-            (self.duty)(leadership.clone()).instrument(span),
-        ));
+        let work = (self.duty)(leadership.clone()).instrument(span);
+        let mut duty = AbortOnDropHandle::new(match &self.duty_runtime {
+            Some(runtime) => runtime.spawn(work),
+            None => tokio::spawn(work),
+        });
         let since = Instant::now();
         gauge!(m::IS_LEADER, &self.labels.pair()).set(1.0);
         gauge!(m::LEADER_FENCE, "duty" => cfg.duty.clone(), "group" => self.labels.group.clone())
@@ -421,12 +615,20 @@ where
         });
         info!(fence = fence.0, "became leader");
 
-        let mut next_renew = self.next_renew(sent);
+        // A confirmed lease (less than a whole lease left) is renewed at once.
+        let mut next_renew = if validity < cfg.lease {
+            Instant::now()
+        } else {
+            self.next_renew(sent)
+        };
         let mut duty_done = false;
         let reason = loop {
             tokio::select! {
                 biased;
-                () = sleep_until(deadline) => break TermEndReason::DeadlinePassed,
+                () = sleep_until(deadline) => {
+                    self.woke(deadline, "deadline");
+                    break TermEndReason::DeadlinePassed;
+                }
                 () = self.shutdown.cancelled() => break TermEndReason::Shutdown,
                 joined = &mut duty => {
                     duty_done = true;
@@ -437,6 +639,7 @@ where
                     };
                 }
                 () = sleep_until(next_renew) => {
+                    self.woke(next_renew, "renewal");
                     let sent = Instant::now();
                     let limit = cfg.call_timeout.min(deadline.saturating_duration_since(sent));
                     let renewed = tokio::select! {
@@ -448,8 +651,13 @@ where
                     };
                     match renewed {
                         Ok(true) => {
-                            deadline = sent + cfg.lease - cfg.safety_margin;
-                            leadership.set_deadline(deadline);
+                            let extended = sent + cfg.lease - cfg.safety_margin;
+                            // A reply processed after the deadline (a stalled elector)
+                            // does not revive the term: the duty may have seen it end.
+                            if !leadership.extend_deadline(extended) {
+                                break TermEndReason::DeadlinePassed;
+                            }
+                            deadline = extended;
                             next_renew = self.next_renew(sent);
                             histogram!(m::RENEW_RTT, &self.labels.pair()).record(sent.elapsed().as_secs_f64());
                             gauge!(m::VALIDITY_LEFT, &self.labels.pair())
@@ -564,10 +772,32 @@ where
 
     /// Returns true if shutdown was requested while sleeping.
     async fn sleep_unless_shutdown(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
         tokio::select! {
             () = self.shutdown.cancelled() => true,
-            () = sleep(d) => false,
+            () = sleep_until(until) => {
+                self.woke(until, "backoff");
+                false
+            }
         }
+    }
+
+    /// Reports a wake-up far later than asked (`asked` was the timer's instant): the
+    /// elector's runtime or thread was blocked. A histogram sample, a warning and the
+    /// status' `stalls` count.
+    fn woke(&self, asked: Instant, what: &'static str) {
+        let late = Instant::now().saturating_duration_since(asked);
+        if late < stall_threshold(&self.config) {
+            return;
+        }
+        histogram!(m::ELECTOR_STALL, &self.labels.pair()).record(late.as_secs_f64());
+        self.status.send_modify(|s| s.stalls += 1);
+        warn!(
+            late_ms = u64::try_from(late.as_millis()).unwrap_or(u64::MAX),
+            timer = what,
+            "the elector woke up late: its runtime was blocked (a task that does not \
+             yield?); Elector::spawn_dedicated keeps renewals off the application's runtime"
+        );
     }
 
     fn observe_fence(&self, fence: Fence, regressed: bool) {

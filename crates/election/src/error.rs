@@ -1,5 +1,6 @@
-//! Errors of the lease store.
+//! Errors of the lease store, and of building one.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use thiserror::Error;
@@ -8,25 +9,35 @@ use thiserror::Error;
 ///
 /// [`StoreError::is_retryable`] tells transient faults (timeouts, lost connections,
 /// a server still loading) from errors that need an operator (a key of the wrong type,
-/// an ACL refusal). The elector retries both with backoff and reports them in its
-/// status; the difference decides whether a leader steps down at once.
+/// an ACL refusal) or mean the store is gone for good ([`StoreError::Closed`]). The
+/// elector retries both kinds with backoff and reports them in its status; the
+/// difference decides whether a leader steps down at once.
+///
+/// Errors from the Redis client keep it as their [`source`](std::error::Error::source)
+/// (shared in an [`Arc`], so the error stays `Clone`).
 #[derive(Debug, Clone, Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    /// The call did not answer in time.
+    /// The call did not answer in time. Retryable.
     #[error("redis call timed out after {0:?}")]
     Timeout(Duration),
-    /// Could not reach the server, or the connection broke.
+    /// The Redis client could not reach the server or lost the connection, or the
+    /// server cannot serve right now (`LOADING`, `MASTERDOWN`, `TRYAGAIN`, `READONLY`
+    /// from a demoted primary, `NOREPLICAS`, `CLUSTERDOWN`). Retryable.
+    #[error("redis unavailable: {0}")]
+    Unavailable(#[source] Arc<redis::RedisError>),
+    /// A connection failure described in words, by code that has no client error to
+    /// keep (the connection pool, or a store wrapping another one). Retryable.
     #[error("redis connection failed: {0}")]
     Connection(String),
     /// A Leasehold key holds a value of another type (someone else wrote it).
     #[error("a leasehold key holds the wrong type of value: {0}")]
-    WrongType(String),
+    WrongType(#[source] Arc<redis::RedisError>),
     /// The server refused the command, or a command inside a Leasehold script, for lack
     /// of ACL permission, or refused the credentials. See `docs/topologies.md` for the
     /// minimal ACL rule.
     #[error("redis refused the command (ACL): {0}")]
-    NoPermission(String),
+    NoPermission(#[source] Arc<redis::RedisError>),
     /// The write succeeded on the primary, but fewer replicas than
     /// [`wait_for_replicas`](crate::store::RedisStoreBuilder::wait_for_replicas) asked
     /// for acknowledged it in time. Retryable: the acquire or renewal is not counted.
@@ -37,23 +48,30 @@ pub enum StoreError {
         /// Replicas required.
         wanted: u64,
     },
-    /// A [`RedisStoreBuilder`](crate::store::RedisStoreBuilder) setting is invalid.
-    #[error("invalid redis store configuration: {0}")]
-    InvalidConfig(String),
     /// Any other server error.
     #[error("redis error: {0}")]
-    Server(String),
+    Server(#[source] Arc<redis::RedisError>),
     /// The server's reply did not have the expected shape.
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),
+    /// The component this store belongs to has stopped (for example the partition
+    /// coordinator that batches an elector's renewals), so the call can never succeed.
+    /// Not retryable. The text names the component.
+    #[error("{0} has stopped")]
+    Closed(&'static str),
 }
 
 impl StoreError {
-    /// Whether retrying the same call may succeed without anyone changing anything.
+    /// Whether retrying the same call may succeed without anyone changing anything:
+    /// [`Timeout`](Self::Timeout), [`Unavailable`](Self::Unavailable),
+    /// [`Connection`](Self::Connection) and [`Replication`](Self::Replication).
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Self::Timeout(_) | Self::Connection(_) | Self::Replication { .. }
+            Self::Timeout(_)
+                | Self::Unavailable(_)
+                | Self::Connection(_)
+                | Self::Replication { .. }
         )
     }
 
@@ -70,13 +88,13 @@ impl StoreError {
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Timeout(_) => "timeout",
-            Self::Connection(_) => "connection",
+            Self::Unavailable(_) | Self::Connection(_) => "connection",
             Self::WrongType(_) => "wrong_type",
             Self::NoPermission(_) => "no_permission",
             Self::Replication { .. } => "replication",
-            Self::InvalidConfig(_) => "invalid_config",
             Self::Server(_) => "server",
             Self::Protocol(_) => "protocol",
+            Self::Closed(_) => "closed",
         }
     }
 }
@@ -86,7 +104,7 @@ impl From<redis::RedisError> for StoreError {
         let text = e.to_string();
         let code = e.code().unwrap_or_default();
         if code == "WRONGTYPE" || text.contains("WRONGTYPE") {
-            Self::WrongType(text)
+            Self::WrongType(Arc::new(e))
         } else if matches!(code, "NOPERM" | "NOAUTH" | "WRONGPASS")
             || e.kind() == redis::ErrorKind::AuthenticationFailed
             || text.contains("NOPERM")
@@ -99,7 +117,7 @@ impl From<redis::RedisError> for StoreError {
             // before it even gets to say NOAUTH).
             || text.contains("unauthenticated multibulk")
         {
-            Self::NoPermission(text)
+            Self::NoPermission(Arc::new(e))
         } else if e.is_timeout() {
             Self::Timeout(Duration::ZERO)
         } else if e.is_io_error()
@@ -113,13 +131,13 @@ impl From<redis::RedisError> for StoreError {
                 "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "READONLY" | "NOREPLICAS" | "CLUSTERDOWN"
             )
         {
-            Self::Connection(text)
+            Self::Unavailable(Arc::new(e))
         } else if e.kind() == redis::ErrorKind::UnexpectedReturnType
             || e.kind() == redis::ErrorKind::Parse
         {
             Self::Protocol(text)
         } else {
-            Self::Server(text)
+            Self::Server(Arc::new(e))
         }
     }
 }
@@ -132,6 +150,40 @@ impl From<deadpool::managed::PoolError<redis::RedisError>> for StoreError {
             other => Self::Connection(other.to_string()),
         }
     }
+}
+
+/// A [`RedisStoreBuilder`](crate::store::RedisStoreBuilder) (or
+/// [`RedisStore::connect`](crate::RedisStore::connect)) was given settings it cannot
+/// use. Not retryable: fix the settings.
+#[derive(Debug, Clone, Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A URL is malformed; the Redis client's error says how.
+    #[error("invalid redis url: {0}")]
+    Url(#[source] Arc<redis::RedisError>),
+    /// A `rediss://` URL, but this build of leasehold-election has no `tls` feature.
+    #[error("rediss:// urls need leasehold-election's `tls` feature")]
+    TlsNotEnabled,
+    /// A Sentinel or Cluster builder was given no URL.
+    #[error("no {0} url given")]
+    NoUrls(&'static str),
+    /// [`wait_for_replicas`](crate::store::RedisStoreBuilder::wait_for_replicas) asks
+    /// for no replica, or its timeout is zero or not below the call timeout.
+    #[error(
+        "wait_for_replicas({replicas}, {timeout:?}) needs at least one replica and a timeout \
+         above zero and below the call timeout ({call_timeout:?})"
+    )]
+    ReplicaWait {
+        /// Replicas asked for.
+        replicas: usize,
+        /// The wait's timeout.
+        timeout: Duration,
+        /// The store's call timeout.
+        call_timeout: Duration,
+    },
+    /// The connection pool refused its settings.
+    #[error("the connection pool refused its settings: {0}")]
+    Pool(String),
 }
 
 #[cfg(test)]
@@ -150,5 +202,34 @@ mod tests {
             StoreError::Connection("x".into()).timed_out_after(Duration::from_secs(1)),
             StoreError::Connection(_)
         ));
+    }
+
+    #[test]
+    fn client_errors_keep_their_cause() {
+        use std::error::Error as _;
+        let refused = redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "refused",
+        ));
+        let e = StoreError::from(refused);
+        assert!(matches!(e, StoreError::Unavailable(_)), "{e:?}");
+        assert!(e.is_retryable());
+        assert!(e.source().is_some(), "the client error is the source");
+        let wrong = redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+            "WRONGTYPE",
+            "Operation against a key holding the wrong kind of value".to_owned(),
+        ));
+        let e = StoreError::from(wrong);
+        assert!(matches!(e, StoreError::WrongType(_)), "{e:?}");
+        assert!(!e.is_retryable() && e.source().is_some());
+    }
+
+    #[test]
+    fn a_stopped_component_is_closed_not_retryable() {
+        let e = StoreError::Closed("the partition coordinator");
+        assert!(!e.is_retryable());
+        assert_eq!(e.kind(), "closed");
+        assert_eq!(e.to_string(), "the partition coordinator has stopped");
     }
 }

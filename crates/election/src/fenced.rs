@@ -1,14 +1,14 @@
 //! Fenced writes to Redis keys.
 
 use metrics::counter;
-use redis::Value;
 use thiserror::Error;
 
 use crate::error::StoreError;
 use crate::fence::Fence;
 use crate::metrics as m;
-use crate::store::scripts::FENCED_WRITE;
-use crate::store::{RedisStore, parse_u64};
+use crate::store::RedisStore;
+use crate::store::redis::Parse;
+use crate::store::redis::scripts::FENCED_WRITE;
 
 /// A fenced write was not performed.
 #[derive(Debug, Clone, Error)]
@@ -63,6 +63,13 @@ impl FencedWriter {
     ///
     /// # Errors
     /// [`FencedWriteError::Stale`] if a higher fence has written; a store error otherwise.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the write may or may not have happened (it is atomic:
+    /// all of it or none).
     pub async fn set(&self, key: &str, value: &str, fence: Fence) -> Result<(), FencedWriteError> {
         self.write(key, fence, "SET", &[value]).await
     }
@@ -70,6 +77,12 @@ impl FencedWriter {
     /// `HSET key field value`, fenced.
     ///
     /// # Errors
+    /// As [`FencedWriter::set`].
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Cancel safety
     /// As [`FencedWriter::set`].
     pub async fn hset(
         &self,
@@ -84,6 +97,12 @@ impl FencedWriter {
     /// `RPUSH key value`, fenced: append to a ledger.
     ///
     /// # Errors
+    /// As [`FencedWriter::set`].
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Cancel safety
     /// As [`FencedWriter::set`].
     pub async fn rpush(
         &self,
@@ -109,20 +128,15 @@ impl FencedWriter {
             .store
             .eval(&FENCED_WRITE, &[&guard, key], &argv)
             .await?;
-        let Value::Array(items) = reply else {
-            return Err(StoreError::Protocol(format!("fenced write replied {reply:?}")).into());
-        };
-        let (Some(ok), Some(high)) = (items.first(), items.get(1)) else {
-            return Err(StoreError::Protocol("fenced write replied a short array".into()).into());
-        };
-        if parse_u64(ok)? == 1 {
+        let mut p = Parse::new("fenced write", reply);
+        let accepted = p.next_int()? == 1;
+        let highest = Fence(p.next_u64()?);
+        p.finish()?;
+        if accepted {
             return Ok(());
         }
         counter!(m::FENCE_REJECTIONS, "op" => op).increment(1);
-        Err(FencedWriteError::Stale {
-            fence,
-            highest: Fence(parse_u64(high)?),
-        })
+        Err(FencedWriteError::Stale { fence, highest })
     }
 }
 

@@ -7,6 +7,7 @@
 //! |---|---|---|
 //! | `<prefix>:{<duty>}:lease` | string with TTL | the holder's token `<replica-id>:<128-bit hex>` |
 //! | `<prefix>:{<duty>}:fence` | string (integer) | the last fencing token issued |
+//! | `<prefix>:{<duty>}:boot` | hash, no TTL | `run_id` and `since`: the server lifetime the duty's keys were written in, and its start (server ms) as the acquire script estimated it |
 //!
 //! Release notifications go to the channel `<prefix>:released` with the lease key as
 //! the message.
@@ -18,6 +19,12 @@ pub struct DutyKeys {
     pub lease: String,
     /// The fence counter key.
     pub fence: String,
+    /// The boot marker: which server lifetime wrote the duty's keys, and since when it
+    /// counts; after a restart nothing is granted until one lease after that. `None`
+    /// for the keys of a group's partition unless asked for with
+    /// [`DutyKeys::with_boot_marker`] (the partition coordinator does not hold its
+    /// claims after a restart yet).
+    pub boot: Option<String>,
     /// The release-notification channel (shared by every duty under one prefix).
     pub channel: String,
 }
@@ -28,6 +35,7 @@ impl DutyKeys {
         Self {
             lease: format!("{prefix}:{{{duty}}}:lease"),
             fence: format!("{prefix}:{{{duty}}}:fence"),
+            boot: Some(format!("{prefix}:{{{duty}}}:boot")),
             channel: release_channel(prefix),
         }
     }
@@ -40,8 +48,17 @@ impl DutyKeys {
         Self {
             lease: format!("{prefix}:{{{group}}}:{name}:lease"),
             fence: format!("{prefix}:{{{group}}}:{name}:fence"),
+            boot: None,
             channel: release_channel(prefix),
         }
+    }
+
+    /// The same keys with a boot marker next to the lease (`...:boot`, same hash tag):
+    /// acquires then grant nothing for one lease after a restart.
+    pub fn with_boot_marker(mut self) -> Self {
+        let base = self.lease.strip_suffix(":lease").unwrap_or(&self.lease);
+        self.boot = Some(format!("{base}:boot"));
+        self
     }
 }
 
@@ -69,6 +86,13 @@ mod tests {
         let k = DutyKeys::new("lh", "scheduler");
         assert_eq!(k.lease, "lh:{scheduler}:lease");
         assert_eq!(k.fence, "lh:{scheduler}:fence");
+        assert_eq!(k.boot.as_deref(), Some("lh:{scheduler}:boot"));
+        let g = DutyKeys::grouped("lh", "tenants", "t1");
+        assert_eq!(g.boot, None);
+        assert_eq!(
+            g.with_boot_marker().boot.as_deref(),
+            Some("lh:{tenants}:t1:boot")
+        );
         assert_eq!(k.channel, "lh:released");
     }
 

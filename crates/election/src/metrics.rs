@@ -30,6 +30,10 @@ pub const RENEW_RTT: &str = "leasehold_renew_rtt_seconds";
 pub const TIME_TO_LEADER: &str = "leasehold_time_to_leader_seconds";
 /// Gauge: local lease validity left after the last renewal, seconds. Labels: `duty`, `replica`, `group`.
 pub const VALIDITY_LEFT: &str = "leasehold_lease_validity_seconds";
+/// Histogram: how much later than asked the elector woke up, seconds, for each wake-up
+/// late by a tenth of the renew interval or more (at least 20 ms): its runtime or
+/// thread was blocked. Labels: `duty`, `replica`, `group`.
+pub const ELECTOR_STALL: &str = "leasehold_elector_stall_seconds";
 
 /// Describes every metric once per process.
 pub(crate) fn describe() {
@@ -72,6 +76,11 @@ pub(crate) fn describe() {
             TIME_TO_LEADER,
             Unit::Seconds,
             "campaign start to leadership"
+        );
+        describe_histogram!(
+            ELECTOR_STALL,
+            Unit::Seconds,
+            "how much later than asked the elector woke up (a blocked runtime)"
         );
         describe_gauge!(
             VALIDITY_LEFT,

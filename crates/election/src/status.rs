@@ -11,6 +11,7 @@ use crate::store::BackendWarning;
 
 /// The role of an elector right now.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Role {
     /// Not campaigned yet.
     Starting,
@@ -83,6 +84,7 @@ impl fmt::Display for TermEndReason {
 
 /// How a term ended.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct TermEnd {
     /// The term's fence.
     pub fence: Fence,
@@ -111,6 +113,9 @@ pub struct Status {
     pub fence_regressions: u64,
     /// Warnings from the backend self-check at start.
     pub warnings: Vec<BackendWarning>,
+    /// Times the elector woke up far later than it asked (its runtime or thread was
+    /// blocked); each is also a `leasehold_elector_stall_seconds` sample and a warning.
+    pub stalls: u64,
 }
 
 impl Status {
@@ -122,6 +127,7 @@ impl Status {
             highest_fence: Fence(0),
             fence_regressions: 0,
             warnings: Vec::new(),
+            stalls: 0,
         }
     }
 

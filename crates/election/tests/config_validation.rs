@@ -81,6 +81,74 @@ fn margin_must_be_below_the_renew_interval() {
 }
 
 #[test]
+fn a_renewal_must_end_before_the_leaders_own_deadline() {
+    // Lease 1 s, renew 700 ms, margin 400 ms: the renewal is sent 700 ms into the lease
+    // and the deadline is at 600 ms, so the leader would step down every term.
+    let e = err(ElectorConfig::builder("job", "a")
+        .lease(ms(1000))
+        .renew_interval(ms(700))
+        .safety_margin(ms(400)));
+    assert!(
+        matches!(
+            e,
+            ConfigError::RenewalOutlastsDeadline { renew, lease, margin, .. }
+                if renew == ms(700) && lease == ms(1000) && margin == ms(400)
+        ),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("renew interval (700ms) + call timeout (")
+            && msg.contains("must be shorter than lease (1s) - safety margin (400ms)"),
+        "the message names the rule: {msg}"
+    );
+    // An explicit call timeout that does not fit; the rule is strict.
+    for call in [ms(688), ms(700), ms(900)] {
+        let e = err(ElectorConfig::builder("job", "a")
+            .lease(ms(1000))
+            .renew_interval(ms(300))
+            .safety_margin(ms(12))
+            .call_timeout(call));
+        assert!(
+            matches!(e, ConfigError::RenewalOutlastsDeadline { call_timeout, .. } if call_timeout == call),
+            "{call:?}: {e:?}"
+        );
+    }
+    let fits = ElectorConfig::builder("job", "a")
+        .lease(ms(1000))
+        .renew_interval(ms(300))
+        .safety_margin(ms(12))
+        .call_timeout(ms(687))
+        .build()
+        .unwrap();
+    assert_eq!(fits.call_timeout, ms(687));
+    // Without an explicit call timeout, the default shrinks to fit a long renew interval.
+    let c = ElectorConfig::builder("job", "a")
+        .lease(ms(1000))
+        .renew_interval(ms(600))
+        .build()
+        .unwrap();
+    assert!(c.call_timeout < c.renew_interval, "{c:?}");
+    assert!(c.renew_interval + c.call_timeout < c.lease - c.safety_margin);
+}
+
+#[test]
+fn the_defaults_always_satisfy_the_renewal_rule() {
+    for lease_ms in [
+        10, 11, 15, 30, 100, 300, 1000, 10_000, 3_600_000, 86_400_000,
+    ] {
+        let c = ElectorConfig::builder("job", "a")
+            .lease(ms(lease_ms))
+            .build()
+            .unwrap_or_else(|e| panic!("lease {lease_ms} ms: {e}"));
+        assert!(
+            c.renew_interval + c.call_timeout < c.lease - c.safety_margin,
+            "{c:?}"
+        );
+    }
+}
+
+#[test]
 fn zero_timeouts_and_inverted_backoff_are_rejected() {
     let b = || ElectorConfig::builder("job", "a");
     assert!(matches!(

@@ -348,3 +348,249 @@ async fn dropping_the_handle_releases_the_lease() {
     .await
     .expect("a dropped handle stops leading and releases");
 }
+
+/// Wraps a store; while `hang` is set, an acquire takes effect in the store but its
+/// reply never comes back (a slow link: the request arrived, the answer is still on
+/// its way).
+#[derive(Clone)]
+struct UnansweredAcquire {
+    inner: MemoryStore,
+    hang: Arc<AtomicBool>,
+}
+
+impl LeaseStore for UnansweredAcquire {
+    async fn acquire(
+        &self,
+        k: &DutyKeys,
+        t: &str,
+        l: Duration,
+        f: Fence,
+    ) -> Result<Acquire, StoreError> {
+        let reply = self.inner.acquire(k, t, l, f).await;
+        if self.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        reply
+    }
+    async fn renew(&self, k: &DutyKeys, t: &str, l: Duration) -> Result<bool, StoreError> {
+        self.inner.renew(k, t, l).await
+    }
+    async fn release(&self, k: &DutyKeys, t: &str) -> Result<bool, StoreError> {
+        self.inner.release(k, t).await
+    }
+    async fn leader(&self, k: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
+        self.inner.leader(k).await
+    }
+    fn release_notifier(&self, k: &DutyKeys) -> Arc<Notify> {
+        self.inner.release_notifier(k)
+    }
+    fn release_events(&self, k: &DutyKeys) -> tokio::sync::broadcast::Receiver<String> {
+        self.inner.release_events(k)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_acquire_is_released_at_its_timeout_and_never_extended() {
+    let inner = MemoryStore::new();
+    let keys = DutyKeys::new("leasehold", "job");
+    let sent = Instant::now();
+    let a = spawn(
+        UnansweredAcquire {
+            inner: inner.clone(),
+            hang: Arc::new(AtomicBool::new(true)),
+        },
+        "a",
+    );
+    sleep(Duration::from_millis(1)).await;
+    // a's acquire took the lease; its reply never comes.
+    let info = inner.leader(&keys).await.unwrap();
+    assert_eq!(info.map(|i| i.replica_id).as_deref(), Some("a"));
+    let b = spawn(inner.clone(), "b");
+    b.wait_until_leader().await.unwrap();
+    let after = sent.elapsed();
+    let call_timeout = config("a").call_timeout;
+    // b leads once a gives up on its call and releases, long before the lease (300 ms)
+    // could have expired, and a never leads.
+    assert!(
+        after >= call_timeout && after <= call_timeout + Duration::from_millis(5),
+        "b led {after:?} after a's unanswered acquire (call timeout {call_timeout:?})"
+    );
+    for _ in 0..100 {
+        sleep(Duration::from_millis(10)).await;
+        assert!(
+            !a.status().is_leader(),
+            "a never hears back, so never leads"
+        );
+        assert!(
+            b.status().is_leader(),
+            "a's retries never take or extend b's lease"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_during_an_unanswered_acquire_leaves_no_lease_behind() {
+    let inner = MemoryStore::new();
+    let keys = DutyKeys::new("leasehold", "job");
+    let a = spawn(
+        UnansweredAcquire {
+            inner: inner.clone(),
+            hang: Arc::new(AtomicBool::new(true)),
+        },
+        "a",
+    );
+    sleep(Duration::from_millis(10)).await;
+    assert!(
+        inner.leader(&keys).await.unwrap().is_some(),
+        "a's acquire is in flight and took the lease"
+    );
+    let start = Instant::now();
+    a.shutdown().await;
+    assert!(
+        start.elapsed() < config("a").call_timeout,
+        "shutdown does not wait for the call in flight"
+    );
+    assert_eq!(
+        inner.leader(&keys).await.unwrap(),
+        None,
+        "shutdown released what the unanswered acquire took"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_confirmed_lease_is_led_only_for_what_is_left_and_not_extended() {
+    let store = MemoryStore::new();
+    let keys = DutyKeys::new("leasehold", "job");
+    let Acquire::Won { fence, .. } = store.acquire(&keys, "a:1", LEASE, Fence(1)).await.unwrap()
+    else {
+        panic!("free");
+    };
+    sleep(Duration::from_millis(100)).await;
+    // The same token again (a store's retry after a lost reply): confirmed, not extended.
+    let again = store.acquire(&keys, "a:1", LEASE, Fence(1)).await.unwrap();
+    assert_eq!(
+        again,
+        Acquire::Confirmed {
+            fence,
+            remaining: LEASE - Duration::from_millis(100)
+        }
+    );
+    let info = store.leader(&keys).await.unwrap().unwrap();
+    assert_eq!(info.remaining, Some(LEASE - Duration::from_millis(100)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn after_a_wipe_nothing_is_granted_for_one_lease() {
+    let store = MemoryStore::new();
+    let term = Arc::new(std::sync::Mutex::new(None));
+    let t = term.clone();
+    let a = Elector::new(store.clone(), config("a"), move |lead: Leadership| {
+        t.lock().unwrap().get_or_insert_with(|| lead.clone());
+        async move {
+            lead.cancelled().await;
+            Ok(())
+        }
+    })
+    .spawn();
+    let first = a.wait_until_leader().await.unwrap();
+    let b = spawn(store.clone(), "b");
+    sleep(Duration::from_millis(50)).await;
+    let wiped = Instant::now();
+    store.wipe(); // a restart that lost every key
+    let old = term.lock().unwrap().clone().unwrap();
+    let mut rx_a = a.subscribe();
+    let mut rx_b = b.subscribe();
+    let next = tokio::select! {
+        s = rx_a.wait_for(|s| s.fence().is_some_and(|f| f > first)) => s.unwrap().fence(),
+        s = rx_b.wait_for(|s| s.is_leader()) => s.unwrap().fence(),
+    }
+    .unwrap();
+    assert!(next > first);
+    let led = Instant::now();
+    assert!(
+        led >= wiped + LEASE,
+        "granted {:?} after the wipe",
+        led - wiped
+    );
+    assert!(led > old.deadline(), "the old term's deadline had passed");
+    assert!(led <= wiped + LEASE + Duration::from_millis(5));
+}
+
+/// Wraps a store; its first acquire takes the lease, "loses" the reply, and retries with
+/// the same token 100 ms later (as the Redis store does on a dropped connection), so
+/// the elector gets `Acquire::Confirmed`.
+#[derive(Clone)]
+struct RetriedAcquire {
+    inner: MemoryStore,
+    first: Arc<AtomicBool>,
+}
+
+impl LeaseStore for RetriedAcquire {
+    async fn acquire(
+        &self,
+        k: &DutyKeys,
+        t: &str,
+        l: Duration,
+        f: Fence,
+    ) -> Result<Acquire, StoreError> {
+        if self.first.swap(false, Ordering::SeqCst) {
+            self.inner.acquire(k, t, l, f).await?;
+            sleep(Duration::from_millis(100)).await;
+        }
+        self.inner.acquire(k, t, l, f).await
+    }
+    async fn renew(&self, k: &DutyKeys, t: &str, l: Duration) -> Result<bool, StoreError> {
+        self.inner.renew(k, t, l).await
+    }
+    async fn release(&self, k: &DutyKeys, t: &str) -> Result<bool, StoreError> {
+        self.inner.release(k, t).await
+    }
+    async fn leader(&self, k: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
+        self.inner.leader(k).await
+    }
+    fn release_notifier(&self, k: &DutyKeys) -> Arc<Notify> {
+        self.inner.release_notifier(k)
+    }
+    fn release_events(&self, k: &DutyKeys) -> tokio::sync::broadcast::Receiver<String> {
+        self.inner.release_events(k)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_confirmed_lease_is_led_from_its_send_time_and_renewed_at_once() {
+    let inner = MemoryStore::new();
+    let term = Arc::new(std::sync::Mutex::new(None));
+    let t = term.clone();
+    let sent = Instant::now();
+    let h = Elector::new(
+        RetriedAcquire {
+            inner: inner.clone(),
+            first: Arc::new(AtomicBool::new(true)),
+        },
+        config("a"),
+        move |lead: Leadership| {
+            t.lock()
+                .unwrap()
+                .get_or_insert_with(|| (Instant::now(), lead.clone()));
+            async move {
+                lead.cancelled().await;
+                Ok(())
+            }
+        },
+    )
+    .spawn();
+    h.wait_until_leader().await.unwrap();
+    let (started, lead) = term.lock().unwrap().clone().unwrap();
+    assert_eq!(
+        started,
+        sent + Duration::from_millis(100),
+        "led once confirmed"
+    );
+    // The confirmation said 200 ms were left; counted from the call's send time, the
+    // deadline was at most 200 ms - margin after it. The elector renewed at once.
+    let margin = config("a").safety_margin;
+    assert_eq!(lead.deadline(), started + LEASE - margin, "renewed at once");
+    sleep(LEASE).await;
+    assert!(h.status().is_leader() && !lead.is_cancelled());
+    h.shutdown().await;
+}

@@ -5,12 +5,13 @@ mod support;
 use std::time::Duration;
 
 use leasehold_election::keys::DutyKeys;
+use leasehold_election::store::ANY_RELEASE;
 use leasehold_election::{
-    BackendWarning, Elector, Leadership, LeaseStore, Role, StoreError, TermEndReason,
+    BackendWarning, Elector, Leadership, LeaseStore, RedisStore, Role, StoreError, TermEndReason,
     current_leader,
 };
 use leasehold_testkit::RedisServer;
-use support::{Terms, config, eventually, leader_count, store};
+use support::{Terms, config, eventually, leader_count, recheck_now, slow_to_recheck, store};
 use tokio::time::{Instant, sleep, timeout};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -54,23 +55,27 @@ async fn graceful_shutdown_hands_over_without_waiting_for_expiry() {
     let redis = RedisServer::start();
     let terms = Terms::default();
     let s = store(&redis.url());
-    // A long lease: only the release notification can make this fast.
-    let a = terms.spawn(s.clone(), config("job", "a", 30_000));
-    a.wait_until_leader().await.unwrap();
-    let b = terms.spawn(store(&redis.url()), config("job", "b", 30_000));
+    let a = terms.spawn(s.clone(), config("job", "a", 3_000));
+    timeout(WAIT, a.wait_until_leader()).await.unwrap().unwrap();
+    let b = terms.spawn(store(&redis.url()), slow_to_recheck("job", "b", 3_000));
     eventually(
         "b follows",
         WAIT,
         || matches!(b.status().role, Role::Follower { leader: Some(ref l) } if l == "a"),
     )
     .await;
+    // b's own timer is now at least 2 s (lease − renew interval) away: only the release
+    // notification can make the hand-over fast.
+    recheck_now(&redis, "job");
+    sleep(Duration::from_millis(50)).await;
     let start = Instant::now();
     a.shutdown().await;
     timeout(Duration::from_secs(2), b.wait_until_leader())
         .await
-        .expect("b must lead long before a's 30 s lease would expire")
+        .expect("b must lead long before a's lease would expire")
         .unwrap();
-    assert!(start.elapsed() < Duration::from_secs(2));
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(500), "hand-over took {took:?}");
     terms.assert_no_overlap();
 }
 
@@ -316,6 +321,131 @@ async fn keys_follow_the_documented_layout_with_a_custom_prefix() {
         .map(str::to_owned)
         .collect();
     keys.sort();
-    assert_eq!(keys, vec!["myapp:{job}:fence", "myapp:{job}:lease"]);
+    assert_eq!(
+        keys,
+        vec!["myapp:{job}:boot", "myapp:{job}:fence", "myapp:{job}:lease"]
+    );
     a.shutdown().await;
+}
+
+#[test]
+fn a_store_built_outside_a_runtime_connects_on_first_use() {
+    let redis = RedisServer::start();
+    let store = RedisStore::connect(&redis.url()).expect("building a store needs no runtime");
+    let keys = DutyKeys::new("leasehold", "job");
+    // Asked outside a runtime: the subscription waits for the first call from inside one.
+    let mut events = store.release_events(&keys);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let a = Elector::new(
+            store.clone(),
+            config("job", "a", 300),
+            |l: Leadership| async move {
+                l.cancelled().await;
+                Ok(())
+            },
+        )
+        .spawn();
+        // The subscription announces itself (a reconnect means "re-check everything").
+        let first = timeout(WAIT, events.recv())
+            .await
+            .expect("subscribed")
+            .unwrap();
+        assert_eq!(first, ANY_RELEASE);
+        a.wait_until_leader().await.unwrap();
+        a.shutdown().await;
+        let released = timeout(WAIT, events.recv())
+            .await
+            .expect("notified")
+            .unwrap();
+        assert_eq!(released, keys.lease);
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_just_started_grants_nothing_for_one_lease() {
+    // Indistinguishable from a restart that lost every lease: it waits one lease.
+    let redis = RedisServer::start();
+    let start = Instant::now();
+    let a = Elector::new(
+        store(&redis.url()),
+        config("job", "a", 1_000),
+        |l: Leadership| async move {
+            l.cancelled().await;
+            Ok(())
+        },
+    )
+    .spawn();
+    timeout(WAIT, a.wait_until_leader())
+        .await
+        .expect("a leads after the hold")
+        .unwrap();
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(950),
+        "granted {took:?} after the server started"
+    );
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_duty_on_a_server_up_for_longer_than_the_lease_is_granted_at_once() {
+    let redis = RedisServer::start();
+    // Up for more than a lease (and the second Redis's whole-second uptime may add):
+    // nothing granted before the server started can still be valid, so a duty it has
+    // never seen costs nothing.
+    sleep(Duration::from_millis(2_100)).await;
+    let start = Instant::now();
+    let a = Elector::new(
+        store(&redis.url()),
+        config("job", "a", 300),
+        |l: Leadership| async move {
+            l.cancelled().await;
+            Ok(())
+        },
+    )
+    .spawn();
+    timeout(WAIT, a.wait_until_leader()).await.unwrap().unwrap();
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(250), "took {took:?}");
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_that_keeps_its_data_keeps_the_leader_and_grants_nothing_new_for_a_lease() {
+    let mut redis =
+        RedisServer::start_with_args(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let terms = Terms::default();
+    let a = terms.spawn(store(&redis.url()), config("job", "a", 1_000));
+    timeout(WAIT, a.wait_until_leader()).await.unwrap().unwrap();
+    let b = terms.spawn(store(&redis.url()), config("job", "b", 1_000));
+    eventually(
+        "b follows",
+        WAIT,
+        || matches!(b.status().role, Role::Follower { leader: Some(ref l) } if l == "a"),
+    )
+    .await;
+    tokio::task::block_in_place(|| redis.restart());
+    let restarted = Instant::now();
+    // The lease survived (append-only file, fsync always): a renews on and keeps leading.
+    sleep(Duration::from_millis(400)).await;
+    assert!(a.status().is_leader(), "{:?}", a.status());
+    assert_eq!(terms.all().len(), 1);
+    // A hand-over right after the restart waits until a lease after it: a snapshot
+    // could have lost a fresh lease, and the server cannot tell.
+    a.shutdown().await;
+    timeout(WAIT, b.wait_until_leader()).await.unwrap().unwrap();
+    eventually("b's duty runs", WAIT, || terms.all().len() == 2).await;
+    let b_start = terms.all()[1].start;
+    assert!(
+        b_start >= restarted + Duration::from_millis(900),
+        "b led {:?} after the restart",
+        b_start - restarted
+    );
+    terms.assert_no_overlap();
+    b.shutdown().await;
 }

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_election::TermEndReason;
+use leasehold_election::{ElectorHandle, RedisStore, Role, TermEndReason, current_leader};
 use leasehold_testkit::{FaultProxy, RedisServer};
 use support::{Terms, config, eventually, leader_count, store};
 use tokio::time::{Instant, sleep, timeout};
@@ -161,29 +161,233 @@ async fn connection_resets_mid_term_are_survived() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_restart_mid_term_never_yields_two_leaders() {
+async fn redis_restarts_that_lose_all_data_never_yield_two_leaders() {
     let mut redis = RedisServer::start();
     let terms = Terms::default();
     let a = terms.spawn(store(&redis.url()), config("job", "a", 400));
-    a.wait_until_leader().await.unwrap();
+    timeout(WAIT, a.wait_until_leader())
+        .await
+        .expect("a leads")
+        .unwrap();
     let b = terms.spawn(store(&redis.url()), config("job", "b", 400));
     for _ in 0..3 {
-        sleep(Duration::from_millis(300)).await;
-        redis.restart();
+        // Somewhere in the middle of a term (renewals every 133 ms).
+        sleep(Duration::from_millis(rand::random_range(200..500))).await;
+        let before = terms.all().len();
+        tokio::task::block_in_place(|| redis.restart());
+        eventually("a new term after the restart", WAIT, || {
+            terms.all().len() > before
+        })
+        .await;
     }
-    eventually("a leader after the restarts", WAIT, || {
-        leader_count(&[&a, &b]) == 1
-    })
+    sleep(Duration::from_millis(300)).await;
+    assert_eq!(leader_count(&[&a, &b]), 1);
+    // Never two leaders at one instant (one clock, this process), fences increase, and
+    // each new term began only after the old leader's own deadline had passed: nothing
+    // is granted for a lease after a restart, so even a leader that had not learned of
+    // the loss had stopped believing it led.
+    terms.assert_no_overlap();
+    terms.assert_each_starts_after_the_previous_deadline();
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_during_a_restart_that_loses_all_data_is_never_overlapped() {
+    let mut redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr()).await.unwrap();
+    let terms = Terms::default();
+    let lease = Duration::from_millis(1_000);
+    let a = terms.spawn(store(&proxy.url()), config("job", "a", 1_000));
+    timeout(WAIT, a.wait_until_leader())
+        .await
+        .expect("a leads")
+        .unwrap();
+    let b = terms.spawn(store(&redis.url()), config("job", "b", 1_000));
+    eventually(
+        "b follows a",
+        WAIT,
+        || matches!(b.status().role, Role::Follower { leader: Some(ref l) } if l == "a"),
+    )
     .await;
-    sleep(Duration::from_millis(500)).await;
-    // A restart loses the lease key: a new term may start while the old leader is
-    // still within its deadline (it learns at its next renewal). The fence orders them;
-    // see the fenced-write tests for how writes are kept safe.
+    // At a random point of a's renew cycle, a loses its link (so it cannot learn that
+    // its lease is gone) and Redis restarts empty.
+    sleep(Duration::from_millis(rand::random_range(0..333))).await;
+    proxy.blackhole();
+    tokio::task::block_in_place(|| redis.restart());
+    let restarted = Instant::now();
+    timeout(WAIT, b.wait_until_leader())
+        .await
+        .expect("b takes over")
+        .unwrap();
+    eventually("b's duty runs", WAIT, || terms.all().len() >= 2).await;
     let all = terms.all();
-    let mut sorted = all.clone();
-    sorted.sort_by_key(|t| t.start);
+    let (old, new) = (&all[0], &all[1]);
+    assert_eq!((old.replica.as_str(), new.replica.as_str()), ("a", "b"));
+    // a believed it led until its own deadline; b began after it (one clock).
+    let deadline = old.deadline.expect("a's term ended");
     assert!(
-        sorted.windows(2).all(|w| w[0].fence < w[1].fence),
-        "{all:?}"
+        deadline < new.start,
+        "b started {:?} before a's deadline",
+        deadline - new.start
     );
+    assert!(old.end.expect("ended") <= new.start);
+    assert!(new.fence > old.fence);
+    // The price: about one lease without a leader after the restart, no more.
+    let waited = new.start - restarted;
+    assert!(
+        waited <= lease + Duration::from_millis(500),
+        "b led {waited:?} after the restart"
+    );
+    proxy.pass();
+    sleep(Duration::from_millis(300)).await;
+    terms.assert_no_overlap();
+}
+
+/// Waits until `who` holds the lease of `job` in Redis (read directly, not through any
+/// proxy); returns when that was first seen.
+async fn held_by(watch: &RedisStore, who: &str, limit: Duration) -> Instant {
+    let start = Instant::now();
+    loop {
+        let holder = current_leader(watch, "leasehold", "job").await.unwrap();
+        if holder.is_some_and(|h| h.replica_id == who) {
+            return Instant::now();
+        }
+        assert!(start.elapsed() < limit, "{who} never held the lease");
+        sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// A follower behind a link slower than its call timeout: a 300 ms one-way delay, so a
+/// round trip (600 ms) outlasts every call (250 ms).
+async fn slow_follower(
+    redis: &RedisServer,
+    terms: &Terms,
+) -> (FaultProxy, ElectorHandle, ElectorHandle) {
+    let proxy = FaultProxy::start(redis.addr()).await.unwrap();
+    let a = terms.spawn(store(&redis.url()), config("job", "a", 1_000));
+    timeout(WAIT, a.wait_until_leader())
+        .await
+        .expect("a leads")
+        .unwrap();
+    let b = terms.spawn(store(&proxy.url()), config("job", "b", 1_000));
+    eventually(
+        "b follows a",
+        WAIT,
+        || matches!(b.status().role, Role::Follower { leader: Some(ref l) } if l == "a"),
+    )
+    .await;
+    proxy.latency(Duration::from_millis(300));
+    (proxy, a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_acquire_frees_the_lease_for_the_next_leader_within_700_ms() {
+    let redis = RedisServer::start();
+    let terms = Terms::default();
+    let (_proxy, a, b) = slow_follower(&redis, &terms).await;
+    let watch = store(&redis.url());
+    // a releases; b's next acquire arrives 300 ms after it was sent and takes the free
+    // lease, but b's call has timed out by then: b will never hear that it won.
+    a.shutdown().await;
+    let stranded = held_by(&watch, "b", WAIT).await;
+    // A replica with a fast link campaigns now; it must lead within call timeout +
+    // one-way delay (250 + 300 ms) of b's acquire taking the lease, not a lease later.
+    let c = terms.spawn(store(&redis.url()), config("job", "c", 1_000));
+    timeout(WAIT, c.wait_until_leader())
+        .await
+        .expect("c leads")
+        .unwrap();
+    let took = stranded.elapsed();
+    assert!(
+        took <= Duration::from_millis(700),
+        "c led {took:?} after b's unanswered acquire took the lease"
+    );
+    assert!(
+        terms.all().iter().all(|t| t.replica != "b"),
+        "b never led: {:?}",
+        terms.all()
+    );
+    c.shutdown().await;
+    b.shutdown().await;
+    terms.assert_no_overlap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_after_an_unanswered_acquire_leaves_no_lease_of_its_replica() {
+    let redis = RedisServer::start();
+    let terms = Terms::default();
+    let (_proxy, a, b) = slow_follower(&redis, &terms).await;
+    let watch = store(&redis.url());
+    a.shutdown().await;
+    held_by(&watch, "b", WAIT).await;
+    // b shuts down while its unanswered acquire holds the lease: shutdown must not
+    // return before the release is confirmed (a round trip of 600 ms), and must not
+    // wait much longer than a lease for it.
+    let start = Instant::now();
+    b.shutdown().await;
+    let took = start.elapsed();
+    assert!(
+        took <= Duration::from_millis(1_500),
+        "shutdown took {took:?}"
+    );
+    let left = current_leader(&watch, "leasehold", "job").await.unwrap();
+    assert!(
+        left.as_ref().is_none_or(|l| l.replica_id != "b"),
+        "b's lease is left after its shutdown returned: {left:?}"
+    );
+    // Nothing of b's arrives later either.
+    for _ in 0..150 {
+        sleep(Duration::from_millis(10)).await;
+        let held = current_leader(&watch, "leasehold", "job").await.unwrap();
+        assert!(held.is_none_or(|l| l.replica_id != "b"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_with_a_black_holed_acquire_returns_and_nothing_of_it_lands_later() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr()).await.unwrap();
+    let terms = Terms::default();
+    let a = terms.spawn(store(&redis.url()), config("job", "a", 1_000));
+    timeout(WAIT, a.wait_until_leader())
+        .await
+        .expect("a leads")
+        .unwrap();
+    let b = terms.spawn(store(&proxy.url()), config("job", "b", 1_000));
+    eventually(
+        "b follows a",
+        WAIT,
+        || matches!(b.status().role, Role::Follower { leader: Some(ref l) } if l == "a"),
+    )
+    .await;
+    proxy.blackhole();
+    a.shutdown().await;
+    // b's next acquire is held in the network: it times out, unanswered.
+    let mut rx = b.subscribe();
+    timeout(WAIT, rx.wait_for(|s| s.last_error.is_some()))
+        .await
+        .expect("b's acquire times out")
+        .unwrap();
+    let start = Instant::now();
+    b.shutdown().await;
+    let took = start.elapsed();
+    // No confirmation can come through a black hole: shutdown gives up after a lease.
+    assert!(
+        took <= Duration::from_millis(1_500),
+        "shutdown took {took:?}"
+    );
+    // Heal: the held acquire arrives and takes the free lease, and the release queued
+    // behind it on the same connection frees it at once.
+    proxy.pass();
+    let watch = store(&redis.url());
+    for _ in 0..150 {
+        sleep(Duration::from_millis(10)).await;
+        let held = current_leader(&watch, "leasehold", "job").await.unwrap();
+        assert!(
+            held.as_ref().is_none_or(|l| l.replica_id != "b"),
+            "the stopped replica holds the lease: {held:?}"
+        );
+    }
+    assert!(terms.all().iter().all(|t| t.replica != "b"));
 }

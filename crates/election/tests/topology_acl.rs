@@ -13,7 +13,7 @@ use leasehold_testkit::{
     MASTER_NAME, MINIMAL_ACL_COMMANDS as MINIMAL_COMMANDS, MINIMAL_ACL_PATTERNS, RedisCluster,
     RedisSentinelSet, RedisServer, acl_user_args as user_args, minimal_acl_user_args,
 };
-use support::{Terms, config, store};
+use support::{Terms, config, recheck_now, slow_to_recheck, store};
 use tokio::time::{Instant, timeout};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -46,14 +46,14 @@ async fn minimal_acl_user_elects_hands_over_by_notification_and_writes_fenced() 
     let redis = acl_server();
     let url = url_as(&redis, "leasehold", "secret");
     let terms = Terms::default();
-    // A long lease (followers re-check every lease / 3 = 10 s): b can only take over
-    // quickly through the release notification.
-    let a = terms.spawn(store(&url), config("job", "a", 30_000));
+    let a = terms.spawn(store(&url), config("job", "a", 3_000));
     let fence = timeout(WAIT, a.wait_until_leader())
         .await
         .expect("a leads")
         .unwrap();
-    let b = terms.spawn(store(&url), config("job", "b", 30_000));
+    // b re-checks only when a's lease runs out: it can take over quickly only through
+    // the release notification.
+    let b = terms.spawn(store(&url), slow_to_recheck("job", "b", 3_000));
 
     // The self-check needs `config|get`, which the rule leaves out: it degrades to
     // "cannot tell" without an error.
@@ -87,8 +87,11 @@ async fn minimal_acl_user_elects_hands_over_by_notification_and_writes_fenced() 
     assert_eq!(leader.replica_id, "a");
 
     // b is woken by the release PUBLISH (inside the release script) over its
-    // subscription: both need the channel pattern and the pub/sub commands.
+    // subscription: both need the channel pattern and the pub/sub commands. A first
+    // notification makes b re-check now, so its own timer is then 2 s away or more.
     tokio::time::sleep(Duration::from_millis(300)).await;
+    recheck_now(&redis, "job");
+    tokio::time::sleep(Duration::from_millis(50)).await;
     let start = Instant::now();
     a.shutdown().await;
     timeout(WAIT, b.wait_until_leader())
@@ -96,7 +99,7 @@ async fn minimal_acl_user_elects_hands_over_by_notification_and_writes_fenced() 
         .expect("b leads")
         .unwrap();
     assert!(
-        start.elapsed() < Duration::from_secs(2),
+        start.elapsed() < Duration::from_millis(500),
         "hand-over took {:?}: the release notification did not arrive",
         start.elapsed()
     );

@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use leasehold_election::keys::{DutyKeys, new_token};
-use leasehold_election::{Acquire, Fence, LeaseStore, RedisStore, StoreError};
+use leasehold_election::{Acquire, BuildError, Fence, LeaseStore, RedisStore, StoreError};
 use leasehold_testkit::{MASTER_NAME, RedisSentinelSet};
 use support::{Terms, config, eventually};
 use tokio::time::{Instant, timeout};
@@ -128,11 +128,14 @@ async fn wait_for_replicas_counts_writes_only_once_replicated_and_its_cost() {
         "{err:?}"
     );
     assert!(err.is_retryable());
-    // ...and the same token wins once the replica is back (the acquire is idempotent
-    // for its token, so nobody else could take the lease meanwhile).
+    // ...which is resolved as any acquire without a definite answer: released (the
+    // elector does this), then a new token campaigns, and wins once the replica is back.
     replica.resume();
     let again = timeout(WAIT, async {
+        let mut token = token;
         loop {
+            waiting.abandon(&keys, &token).await.unwrap();
+            token = new_token("a");
             match waiting
                 .acquire(&keys, &token, Duration::from_secs(5), Fence(0))
                 .await
@@ -157,14 +160,17 @@ fn wait_must_fit_in_the_call_timeout() {
         .wait_for_replicas(1, Duration::from_millis(200))
         .build()
         .unwrap_err();
-    assert!(matches!(err, StoreError::InvalidConfig(_)), "{err:?}");
+    assert!(matches!(err, BuildError::ReplicaWait { .. }), "{err:?}");
     let err = RedisStore::builder("redis://127.0.0.1:1/")
         .wait_for_replicas(0, Duration::from_millis(10))
         .build()
         .unwrap_err();
-    assert!(matches!(err, StoreError::InvalidConfig(_)), "{err:?}");
+    assert!(
+        matches!(err, BuildError::ReplicaWait { replicas: 0, .. }),
+        "{err:?}"
+    );
     let err = RedisStore::sentinel_builder(MASTER_NAME, Vec::<String>::new())
         .build()
         .unwrap_err();
-    assert!(matches!(err, StoreError::InvalidConfig(_)), "{err:?}");
+    assert!(matches!(err, BuildError::NoUrls("sentinel")), "{err:?}");
 }

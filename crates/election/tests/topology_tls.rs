@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use leasehold_election::{FencedWriter, LeaseStore, RedisStore, StoreError};
 use leasehold_testkit::{ClientAuth, TestCa, TlsRedisServer};
-use support::{Terms, config};
+use support::{Terms, config, recheck_now, slow_to_recheck};
 use tokio::time::timeout;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -30,24 +30,33 @@ async fn electors_lead_and_hand_over_over_mutual_tls() {
     let redis = TlsRedisServer::start(ClientAuth::Required);
     let store = tls_store(&redis.url(), redis.ca(), true);
     let terms = Terms::default();
-    let a = terms.spawn(store.clone(), config("job", "a", 30_000));
+    let a = terms.spawn(store.clone(), config("job", "a", 3_000));
     let fence = timeout(WAIT, a.wait_until_leader())
         .await
         .expect("a leads")
         .unwrap();
-    let b = terms.spawn(store.clone(), config("job", "b", 30_000));
+    let b = terms.spawn(store.clone(), slow_to_recheck("job", "b", 3_000));
     FencedWriter::new(store.clone())
         .set("report", "v1", fence)
         .await
         .unwrap();
     assert_eq!(redis.server().redis_cli(&["GET", "report"]), "v1");
-    // The hand-over needs the release notification, over its own TLS connection.
+    // The hand-over needs the release notification, over its own TLS connection: b
+    // re-checks now, and its own timer is then 2 s away or more.
     tokio::time::sleep(Duration::from_millis(300)).await;
+    recheck_now(redis.server(), "job");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let start = tokio::time::Instant::now();
     a.shutdown().await;
     timeout(Duration::from_secs(2), b.wait_until_leader())
         .await
         .expect("b is notified of the release")
         .unwrap();
+    assert!(
+        start.elapsed() < Duration::from_millis(500),
+        "hand-over took {:?}",
+        start.elapsed()
+    );
     b.shutdown().await;
     terms.assert_no_overlap();
 }
@@ -67,13 +76,13 @@ async fn server_only_tls_needs_no_client_certificate() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_untrusted_server_certificate_is_a_connection_error() {
+async fn an_untrusted_server_certificate_makes_the_server_unavailable() {
     let redis = TlsRedisServer::start(ClientAuth::None);
     let other_ca = TestCa::generate();
     let store = tls_store(&redis.url(), &other_ca, false);
     let err = store.self_check().await.unwrap_err();
     assert!(
-        matches!(&err, StoreError::Connection(e) if e.contains("invalid peer certificate")),
+        matches!(&err, StoreError::Unavailable(e) if e.to_string().contains("invalid peer certificate")),
         "{err:?}"
     );
     // Plain Redis protocol on the TLS port does not work either.

@@ -18,7 +18,9 @@ use crate::keys::{DutyKeys, replica_of_token};
 ///
 /// For unit tests, simulations and the embedded demo. Fences are floored at the
 /// microseconds elapsed since the store was created (as the Redis store floors them at
-/// the server's clock), so [`MemoryStore::wipe`] models a Redis restart that lost data.
+/// the server's clock), so [`MemoryStore::wipe`] models a Redis restart that lost data;
+/// after a wipe, as after such a restart, nothing is granted for one lease
+/// ([`Acquire::Recovering`]). A new store models a server that has been up for long.
 #[derive(Debug, Clone)]
 pub struct MemoryStore {
     inner: Arc<Inner>,
@@ -37,6 +39,8 @@ struct Inner {
 struct State {
     leases: HashMap<String, (String, Instant)>,
     fences: HashMap<String, u64>,
+    /// When the data was last wiped (a restart that lost it), if ever.
+    wiped: Option<Instant>,
 }
 
 impl Default for MemoryStore {
@@ -57,11 +61,13 @@ impl MemoryStore {
         }
     }
 
-    /// Forgets every lease and fence counter, as a Redis restart without persistence does.
+    /// Forgets every lease and fence counter, as a Redis restart without persistence does;
+    /// grants nothing for one lease after it.
     pub fn wipe(&self) {
         let mut s = self.lock();
         s.leases.clear();
         s.fences.clear();
+        s.wiped = Some(Instant::now());
     }
 
     /// Scans many leases under one lock. Returns, by position in `keys`, the leases
@@ -136,15 +142,22 @@ impl LeaseStore for MemoryStore {
                     fence: Fence(counter),
                 });
             }
-            Some(_) => {
-                s.leases
-                    .insert(keys.lease.clone(), (token.to_owned(), now + lease));
-                return Ok(Acquire::Won {
+            // Already ours: confirmed, not extended (as the Redis script).
+            Some((_, exp)) => {
+                return Ok(Acquire::Confirmed {
                     fence: Fence(counter),
-                    regressed: false,
+                    remaining: *exp - now,
                 });
             }
             None => {}
+        }
+        if let Some(wiped) = s.wiped
+            && keys.boot.is_some()
+            && now < wiped + lease
+        {
+            return Ok(Acquire::Recovering {
+                wait: wiped + lease - now,
+            });
         }
         let clock =
             u64::try_from(now.duration_since(self.inner.epoch).as_micros()).unwrap_or(u64::MAX);

@@ -5,7 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use leasehold_election::keys::DutyKeys;
 use leasehold_election::{Elector, ElectorConfig, ElectorHandle, Fence, Leadership, RedisStore};
+use leasehold_testkit::RedisServer;
 use tokio::time::Instant;
 
 /// One leadership term as the duty saw it.
@@ -15,6 +17,9 @@ pub struct Term {
     pub fence: Fence,
     pub start: Instant,
     pub end: Option<Instant>,
+    /// The term's local deadline when it ended: the last instant this replica could
+    /// have believed it led.
+    pub deadline: Option<Instant>,
 }
 
 /// Every term of every elector in a test.
@@ -24,11 +29,14 @@ pub struct Terms(Arc<Mutex<Vec<Term>>>);
 struct EndOnDrop {
     terms: Terms,
     index: usize,
+    lead: Leadership,
 }
 
 impl Drop for EndOnDrop {
     fn drop(&mut self) {
-        self.terms.0.lock().unwrap()[self.index].end = Some(Instant::now());
+        let mut all = self.terms.0.lock().unwrap();
+        all[self.index].end = Some(Instant::now());
+        all[self.index].deadline = Some(self.lead.deadline());
     }
 }
 
@@ -58,6 +66,24 @@ impl Terms {
         }
     }
 
+    /// Asserts that every term started after the previous term's local deadline: no
+    /// replica could still believe it led (true when terms end by data loss, a cut
+    /// link or a crash; a graceful hand-over starts earlier, after the release).
+    pub fn assert_each_starts_after_the_previous_deadline(&self) {
+        let mut terms = self.all();
+        terms.sort_by_key(|t| t.start);
+        for w in terms.windows(2) {
+            let deadline = w[0].deadline.expect("an earlier term never ended");
+            assert!(
+                deadline < w[1].start,
+                "a term started {:?} before the previous one's deadline: {:?} then {:?}",
+                deadline - w[1].start,
+                w[0],
+                w[1]
+            );
+        }
+    }
+
     /// Spawns an elector whose duty records its term and runs until cancelled.
     pub fn spawn(&self, store: RedisStore, config: ElectorConfig) -> ElectorHandle {
         let terms = self.clone();
@@ -71,10 +97,15 @@ impl Terms {
                         fence: lead.fence(),
                         start: Instant::now(),
                         end: None,
+                        deadline: None,
                     });
                     all.len() - 1
                 };
-                let _end = EndOnDrop { terms, index };
+                let _end = EndOnDrop {
+                    terms,
+                    index,
+                    lead: lead.clone(),
+                };
                 lead.cancelled().await;
                 Ok(())
             }
@@ -88,6 +119,25 @@ pub fn config(duty: &str, replica: &str, lease_ms: u64) -> ElectorConfig {
         .lease(Duration::from_millis(lease_ms))
         .build()
         .unwrap()
+}
+
+/// A follower that re-checks only when the holder's lease runs out (its retry interval
+/// is nearly a lease): with it, a quick hand-over can only come from the release
+/// notification.
+pub fn slow_to_recheck(duty: &str, replica: &str, lease_ms: u64) -> ElectorConfig {
+    ElectorConfig::builder(duty, replica)
+        .lease(Duration::from_millis(lease_ms))
+        .retry_interval(Duration::from_millis(lease_ms - 1))
+        .build()
+        .unwrap()
+}
+
+/// Makes the followers of `duty` re-check now, with a release notification for a lease
+/// that is still held: each then sleeps until the holder's lease runs out, at least
+/// lease − renew interval away.
+pub fn recheck_now(redis: &RedisServer, duty: &str) {
+    let lease = DutyKeys::new("leasehold", duty).lease;
+    redis.redis_cli(&["PUBLISH", "leasehold:released", &lease]);
 }
 
 pub fn store(url: &str) -> RedisStore {

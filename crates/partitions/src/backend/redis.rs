@@ -792,6 +792,7 @@ impl Protocol for RedisStore {
         self.release_events(&DutyKeys {
             lease: keys.notice.clone(),
             fence: keys.notice.clone(),
+            boot: None,
             channel: keys.channel.clone(),
         })
     }

@@ -23,7 +23,7 @@ use crate::keys::GroupKeys;
 
 /// The error renewals and releases get once the coordinator has stopped.
 pub(crate) fn stopped() -> StoreError {
-    StoreError::Connection("the partition coordinator has stopped".into())
+    StoreError::Closed("the partition coordinator")
 }
 
 /// The latest tick's outcome, as the electors see it.
@@ -231,11 +231,9 @@ impl<B: GroupBackend> LeaseStore for GroupStore<B> {
     // partitions a replica holds), though it runs at most once per term.
     async fn leader(&self, _keys: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
         let owner = Box::pin(self.backend.owner(&self.keys, &self.partition)).await?;
-        Ok(owner.owner.map(|replica_id| LeaderInfo {
-            replica_id,
-            fence: owner.fence,
-            remaining: owner.remaining,
-        }))
+        Ok(owner
+            .owner
+            .map(|replica| LeaderInfo::new(replica, owner.fence, owner.remaining)))
     }
 
     fn release_notifier(&self, _keys: &DutyKeys) -> Arc<Notify> {

@@ -12,8 +12,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::notify::Notifiers;
-use super::redis_conn::Target;
+use super::conn::Target;
+use crate::store::notify::Notifiers;
 
 /// Keeps one pub/sub subscription per store alive: reconnects with backoff, resubscribes,
 /// PINGs so a black-holed link is noticed, and wakes every follower after a reconnect

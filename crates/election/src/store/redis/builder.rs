@@ -3,14 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool::Runtime;
-use deadpool::managed::{Pool, PoolConfig, Timeouts};
 use redis::cluster::ClusterClientBuilder;
 use redis::{AsyncConnectionConfig, Client};
 
-use super::RedisStore;
-use super::redis_conn::{Manager, Target};
-use crate::error::StoreError;
+use super::conn::Target;
+use super::{RedisStore, Settings};
+use crate::error::BuildError;
 
 /// Where a builder connects.
 #[derive(Debug, Clone)]
@@ -120,9 +118,9 @@ impl RedisStoreBuilder {
     /// After every acquire or renewal that succeeds, send `WAIT replicas timeout` on the
     /// same connection, and count the operation only if at least `replicas` replicas
     /// acknowledged it. Otherwise the call fails with the retryable
-    /// [`StoreError::Replication`]: an elector keeps campaigning (with the same token,
-    /// so it cannot lose the lease to itself) or, when leading, lets its deadline run
-    /// down as for any failed renewal. Default: off.
+    /// [`StoreError::Replication`](crate::StoreError::Replication): an elector
+    /// releases the lease that acquire took and campaigns again with a new token, or,
+    /// when leading, lets its deadline run down as for any failed renewal. Default: off.
     ///
     /// This narrows, but does not close, the window in which a Sentinel or Cluster
     /// failover loses a fresh lease (`WAIT` is not a consensus protocol: a replica that
@@ -156,26 +154,24 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Creates the pool. Connects lazily: a server that is down now is not an error.
+    /// Creates the pool. Connects lazily: a server that is down now is not an error, and
+    /// neither is building outside a tokio runtime (the connections and the release
+    /// subscription start on the runtime of the first call).
     ///
     /// # Errors
-    /// [`StoreError::Connection`] if a URL is malformed (or uses `rediss://` without the
-    /// `tls` feature); [`StoreError::InvalidConfig`] if no Sentinel or Cluster node is
-    /// given, or the replication wait does not fit in the call timeout.
-    pub fn build(self) -> Result<RedisStore, StoreError> {
-        if let Some((replicas, timeout)) = self.wait_for_replicas {
-            if replicas == 0 {
-                return Err(StoreError::InvalidConfig(
-                    "wait_for_replicas needs at least one replica".into(),
-                ));
-            }
-            if timeout.is_zero() || timeout >= self.call_timeout {
-                return Err(StoreError::InvalidConfig(format!(
-                    "wait_for_replicas timeout {timeout:?} must be above zero and below the call \
-                     timeout {:?}",
-                    self.call_timeout
-                )));
-            }
+    /// [`BuildError::Url`] if a URL is malformed, [`BuildError::TlsNotEnabled`] for a
+    /// `rediss://` URL without the `tls` feature, [`BuildError::NoUrls`] if no Sentinel
+    /// or Cluster node is given, [`BuildError::ReplicaWait`] if the replication wait
+    /// does not fit in the call timeout.
+    pub fn build(self) -> Result<RedisStore, BuildError> {
+        if let Some((replicas, timeout)) = self.wait_for_replicas
+            && (replicas == 0 || timeout.is_zero() || timeout >= self.call_timeout)
+        {
+            return Err(BuildError::ReplicaWait {
+                replicas,
+                timeout,
+                call_timeout: self.call_timeout,
+            });
         }
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.call_timeout))
@@ -197,7 +193,7 @@ impl RedisStoreBuilder {
                 primary,
             } => {
                 if sentinels.is_empty() {
-                    return Err(StoreError::InvalidConfig("no sentinel URL given".into()));
+                    return Err(BuildError::NoUrls("sentinel"));
                 }
                 let primary = self.client(primary.as_deref().unwrap_or("redis://localhost/"))?;
                 Target::Sentinel {
@@ -211,9 +207,7 @@ impl RedisStoreBuilder {
             }
             Topology::Cluster(nodes) => {
                 if nodes.is_empty() {
-                    return Err(StoreError::InvalidConfig(
-                        "no cluster node URL given".into(),
-                    ));
+                    return Err(BuildError::NoUrls("cluster node"));
                 }
                 let seeds: Vec<Client> = nodes
                     .iter()
@@ -233,33 +227,20 @@ impl RedisStoreBuilder {
                 Target::Cluster { client, seeds }
             }
         };
-        let target = Arc::new(target);
-        let manager = Manager {
-            target: target.clone(),
-            config: config.clone(),
-        };
-        let mut pool_config = PoolConfig::new(self.pool_size);
-        pool_config.timeouts = Timeouts {
-            wait: Some(self.call_timeout),
-            create: Some(self.call_timeout),
-            recycle: Some(self.call_timeout),
-        };
-        let pool = Pool::builder(manager)
-            .config(pool_config)
-            .runtime(Runtime::Tokio1)
-            .build()
-            .map_err(|e| StoreError::InvalidConfig(e.to_string()))?;
-        Ok(RedisStore::new(
-            pool,
-            target,
-            config,
-            self.call_timeout,
-            self.wait_for_replicas,
-        ))
+        RedisStore::new(
+            Settings {
+                target: Arc::new(target),
+                config,
+                pool_size: self.pool_size,
+                call_timeout: self.call_timeout,
+                wait_for_replicas: self.wait_for_replicas,
+            },
+            Arc::default(),
+        )
     }
 
     /// A client for `url`, with the builder's TLS settings if it is a `rediss://` URL.
-    fn client(&self, url: &str) -> Result<Client, StoreError> {
+    fn client(&self, url: &str) -> Result<Client, BuildError> {
         #[cfg(feature = "tls")]
         if url.starts_with("rediss://") {
             ensure_crypto_provider();
@@ -267,15 +248,10 @@ impl RedisStoreBuilder {
                 return Client::build_with_tls(url, certs).map_err(url_error);
             }
         }
-        Client::open(url).map_err(|e| {
-            if url.starts_with("rediss://") && !cfg!(feature = "tls") {
-                StoreError::Connection(format!(
-                    "{e} (rediss:// needs leasehold-election's `tls` feature)"
-                ))
-            } else {
-                url_error(e)
-            }
-        })
+        if url.starts_with("rediss://") && !cfg!(feature = "tls") {
+            return Err(BuildError::TlsNotEnabled);
+        }
+        Client::open(url).map_err(url_error)
     }
 
     #[cfg(feature = "tls")]
@@ -296,8 +272,8 @@ impl RedisStoreBuilder {
     }
 }
 
-fn url_error(e: redis::RedisError) -> StoreError {
-    StoreError::Connection(e.to_string())
+fn url_error(e: redis::RedisError) -> BuildError {
+    BuildError::Url(Arc::new(e))
 }
 
 /// rustls needs a process-wide crypto provider. If the application has installed one,

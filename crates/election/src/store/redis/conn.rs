@@ -77,6 +77,14 @@ pub(super) enum Conn {
 }
 
 impl Conn {
+    /// How long calls on this handle wait for their reply (a cluster connection keeps
+    /// the timeout it was built with).
+    pub(super) fn set_response_timeout(&mut self, timeout: Duration) {
+        if let Self::Node(c) = self {
+            c.set_response_timeout(timeout);
+        }
+    }
+
     /// `WAIT replicas timeout` on the node that holds `key` (the node that ran the last
     /// write to it on this connection). Replies the number of replicas that acknowledged.
     pub(super) async fn wait(
