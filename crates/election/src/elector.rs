@@ -202,6 +202,7 @@ where
             .config
             .renew_grid
             .map(|epoch| RenewGrid::new(epoch, self.config.renew_interval));
+        let control = Arc::new(Control::default());
         let runner = Runner {
             keys,
             grid,
@@ -213,11 +214,13 @@ where
             status: tx,
             shutdown: self.shutdown,
             duty_runtime,
+            control: control.clone(),
         };
         let handle = ElectorHandle {
             status: rx,
             shutdown,
             task: Mutex::new(None),
+            control,
         };
         (handle, runner.run().instrument(span))
     }
@@ -231,6 +234,16 @@ pub struct ElectorHandle {
     status: watch::Receiver<Status>,
     shutdown: CancellationToken,
     task: Mutex<Option<Worker>>,
+    control: Arc<Control>,
+}
+
+/// Requests from the handle that end a term without a plain shutdown.
+#[derive(Debug, Default)]
+struct Control {
+    /// Why the shutdown that follows ends the term (default: `Shutdown`).
+    stop_reason: Mutex<Option<TermEndReason>>,
+    /// Bumped by every `step_down()`; a term started before the bump ends.
+    step_downs: watch::Sender<u64>,
 }
 
 /// How a spawned elector runs.
@@ -275,6 +288,47 @@ impl ElectorHandle {
     /// The token that stops this elector gracefully when cancelled.
     pub fn shutdown_token(&self) -> CancellationToken {
         self.shutdown.clone()
+    }
+
+    /// Stops like a shutdown, but the term ends with `reason` (in the status, logs and
+    /// metrics). For Leasehold's own crates: a partition removed, handed off, drained.
+    #[doc(hidden)]
+    pub fn stop_because(&self, reason: TermEndReason) {
+        *self
+            .control
+            .stop_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(reason);
+        self.shutdown.cancel();
+    }
+
+    /// Steps down voluntarily so that another replica leads: the current term ends
+    /// ([`TermEndReason::SteppedDown`]: the duty is cancelled with its grace, then the
+    /// lease is released and followers are woken), and this elector waits one retry
+    /// interval before it campaigns again (a follower woken by the release leads within
+    /// milliseconds; alone, this replica leads again after that wait). Returns once
+    /// the term has ended and the lease is released; `Ok(false)` if it was not leading.
+    ///
+    /// # Errors
+    /// [`ElectorStopped`] if the elector stops first.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Cancel safety
+    /// Dropping the future does not cancel the step-down, only the wait for it.
+    pub async fn step_down(&self) -> Result<bool, ElectorStopped> {
+        let Some(fence) = self.status.borrow().fence() else {
+            return Ok(false);
+        };
+        self.control.step_downs.send_modify(|n| *n += 1);
+        let mut rx = self.status.clone();
+        rx.wait_for(|s| {
+            s.role == Role::Stopped || s.last_term.as_ref().is_some_and(|t| t.fence == fence)
+        })
+        .await
+        .map_err(|_| ElectorStopped)?;
+        Ok(true)
     }
 
     /// Stops gracefully: cancels the duty (with its grace), releases the lease, notifies
@@ -367,6 +421,7 @@ struct Runner<S, F> {
     labels: Labels,
     /// Where the duty runs when the elector has a runtime of its own.
     duty_runtime: Option<tokio::runtime::Handle>,
+    control: Arc<Control>,
 }
 
 impl<S, F, Fut> Runner<S, F>
@@ -435,7 +490,10 @@ where
                     token = new_token(&cfg.replica_id);
                     campaign_start = Instant::now();
                     let pause = match end.reason {
+                        _ if self.shutdown.is_cancelled() => break,
                         TermEndReason::Shutdown => break,
+                        // Let a follower, woken by the release, take over.
+                        TermEndReason::SteppedDown => cfg.retry_interval,
                         TermEndReason::DutyReturned => cfg.backoff_initial,
                         TermEndReason::DutyFailed(_)
                         | TermEndReason::DutyPanicked(_)
@@ -457,7 +515,12 @@ where
                         histogram!(m::TIME_TO_LEADER, &self.labels.pair())
                             .record(campaign_start.elapsed().as_secs_f64());
                         let end = self.lead(fence, sent, &token, remaining).await;
-                        if matches!(end.reason, TermEndReason::Shutdown) {
+                        if self.shutdown.is_cancelled() {
+                            break;
+                        }
+                        if matches!(end.reason, TermEndReason::SteppedDown)
+                            && self.sleep_unless_shutdown(cfg.retry_interval).await
+                        {
                             break;
                         }
                         campaign_start = Instant::now();
@@ -622,6 +685,8 @@ where
             self.next_renew(sent)
         };
         let mut duty_done = false;
+        let mut step_downs = self.control.step_downs.subscribe();
+        step_downs.mark_unchanged();
         let reason = loop {
             tokio::select! {
                 biased;
@@ -629,7 +694,8 @@ where
                     self.woke(deadline, "deadline");
                     break TermEndReason::DeadlinePassed;
                 }
-                () = self.shutdown.cancelled() => break TermEndReason::Shutdown,
+                () = self.shutdown.cancelled() => break self.stop_reason(),
+                Ok(()) = step_downs.changed() => break TermEndReason::SteppedDown,
                 joined = &mut duty => {
                     duty_done = true;
                     break match joined {
@@ -644,7 +710,7 @@ where
                     let limit = cfg.call_timeout.min(deadline.saturating_duration_since(sent));
                     let renewed = tokio::select! {
                         biased;
-                        () = self.shutdown.cancelled() => break TermEndReason::Shutdown,
+                        () = self.shutdown.cancelled() => break self.stop_reason(),
                         r = timeout(limit, self.store.renew(&self.keys, token, cfg.lease)) => {
                             r.unwrap_or(Err(StoreError::Timeout(limit)))
                         }
@@ -747,7 +813,12 @@ where
         };
         counter!(m::TERMS_ENDED, &self.labels.with("reason", reason.label())).increment(1);
         match &reason {
-            TermEndReason::Shutdown | TermEndReason::DutyReturned => {
+            TermEndReason::Shutdown
+            | TermEndReason::DutyReturned
+            | TermEndReason::SteppedDown
+            | TermEndReason::Removed
+            | TermEndReason::HandedOff
+            | TermEndReason::Drained => {
                 info!(fence = fence.0, %reason, released, "stepped down");
             }
             _ => warn!(fence = fence.0, %reason, released, "stepped down"),
@@ -768,6 +839,16 @@ where
     fn next_renew(&self, sent: Instant) -> Instant {
         let due = sent + self.config.renew_interval;
         self.grid.map_or(due, |grid| grid.floor(due))
+    }
+
+    /// Why a shutdown ends the term: `Shutdown`, or what `stop_because` said.
+    fn stop_reason(&self) -> TermEndReason {
+        self.control
+            .stop_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+            .unwrap_or(TermEndReason::Shutdown)
     }
 
     /// Returns true if shutdown was requested while sleeping.

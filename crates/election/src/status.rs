@@ -49,6 +49,15 @@ pub enum TermEndReason {
     DutyFailed(Arc<str>),
     /// The duty panicked.
     DutyPanicked(Arc<str>),
+    /// [`ElectorHandle::step_down`](crate::ElectorHandle::step_down) asked for it:
+    /// released so another replica leads.
+    SteppedDown,
+    /// The partition was removed from its group.
+    Removed,
+    /// The partition was handed over to another replica to even out the group.
+    HandedOff,
+    /// The partition was handed over because its replica is being drained.
+    Drained,
 }
 
 impl TermEndReason {
@@ -62,6 +71,10 @@ impl TermEndReason {
             Self::DutyReturned => "duty_returned",
             Self::DutyFailed(_) => "duty_failed",
             Self::DutyPanicked(_) => "duty_panicked",
+            Self::SteppedDown => "stepped_down",
+            Self::Removed => "removed",
+            Self::HandedOff => "handed_off",
+            Self::Drained => "drained",
         }
     }
 

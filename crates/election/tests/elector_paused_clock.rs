@@ -69,6 +69,56 @@ async fn graceful_shutdown_hands_over_at_once() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_leader_that_steps_down_hands_over_and_sits_out_a_retry_interval() {
+    let store = MemoryStore::new();
+    let a = spawn(store.clone(), "a");
+    let first = a.wait_until_leader().await.unwrap();
+    let b = spawn(store.clone(), "b");
+    sleep(Duration::from_millis(50)).await;
+    let start = Instant::now();
+    assert!(a.step_down().await.unwrap(), "it was leading");
+    let second = b.wait_until_leader().await.unwrap();
+    assert!(
+        start.elapsed() < Duration::from_millis(5),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(second > first);
+    let end = a.status().last_term.expect("a term ended");
+    assert!(matches!(end.reason, TermEndReason::SteppedDown));
+    assert!(end.released, "released so that b could lead at once");
+    assert!(!a.step_down().await.unwrap(), "not leading: nothing to do");
+    // Alone again, a leads after sitting out one retry interval.
+    b.shutdown().await;
+    let retry = config("a").retry_interval;
+    let back = Instant::now();
+    a.wait_until_leader().await.unwrap();
+    assert!(
+        back.elapsed() <= retry,
+        "led again {:?} after b left",
+        back.elapsed()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_with_a_reason_ends_the_term_with_it_gracefully() {
+    let store = MemoryStore::new();
+    let a = spawn(store.clone(), "a");
+    a.wait_until_leader().await.unwrap();
+    a.stop_because(TermEndReason::Removed);
+    let mut rx = a.subscribe();
+    let s = rx
+        .wait_for(|s| s.role == Role::Stopped)
+        .await
+        .unwrap()
+        .clone();
+    let end = s.last_term.expect("the term ended");
+    assert!(matches!(end.reason, TermEndReason::Removed));
+    assert!(end.released, "a graceful stop releases");
+    assert_eq!(end.reason.label(), "removed");
+}
+
+#[tokio::test(start_paused = true)]
 async fn crashed_leader_is_replaced_right_after_its_lease_expires() {
     let store = MemoryStore::new();
     let keys = DutyKeys::new("leasehold", "job");
