@@ -65,6 +65,7 @@ mod replica;
 mod setup;
 mod stall;
 mod stats;
+mod tables;
 mod topology;
 
 use std::io::IsTerminal;
@@ -99,6 +100,8 @@ enum Command {
     Load(LoadArgs),
     /// Seeded faults against replicas doing fenced writes; checks every ledger.
     Chaos(ChaosArgs),
+    /// Regenerates the docs' tables from the committed reports in `docs/bench/`.
+    Tables(TablesArgs),
     /// A duty blocking its runtime: the default elector against the dedicated one.
     Stall(stall::StallArgs),
     /// Run one elector and report its events as JSON lines (used by the scenarios).
@@ -219,6 +222,18 @@ pub struct ChaosArgs {
     pub write_every_ms: u64,
 }
 
+/// Options of `tables`.
+#[derive(Debug, Args)]
+pub struct TablesArgs {
+    /// Rewrite the docs (without it, only check that they match the reports and fail
+    /// if one does not).
+    #[arg(long)]
+    pub write: bool,
+    /// The repository's root.
+    #[arg(long, default_value = ".")]
+    pub root: std::path::PathBuf,
+}
+
 /// Options of the hidden `partition-child` mode.
 #[derive(Debug, Args)]
 pub struct PartitionChildArgs {
@@ -297,6 +312,28 @@ async fn dispatch(command: Command) -> Result<(), BoxError> {
     match command {
         Command::Child(args) => child::run(&args).await,
         Command::PartitionChild(args) => partition_child::run(&args).await,
+        Command::Tables(args) => {
+            let files: Vec<std::path::PathBuf> = tables::DOCS.iter().map(Into::into).collect();
+            let stale = tables::run(&args.root, &files, args.write)?;
+            match (stale.is_empty(), args.write) {
+                (true, _) => Ok(()),
+                (false, true) => {
+                    for f in &stale {
+                        eprintln!("rewrote the tables of {}", f.display());
+                    }
+                    Ok(())
+                }
+                (false, false) => Err(format!(
+                    "tables out of date with docs/bench/*.json in {}: run `leasehold-bench tables --write`",
+                    stale
+                        .iter()
+                        .map(|f| f.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+                .into()),
+            }
+        }
         Command::Rebalance(args) => print_last(&rebalance::run(&args).await?),
         Command::Load(args) => load::run(&args).await,
         Command::Chaos(args) => {

@@ -1,0 +1,549 @@
+//! `leasehold-bench tables`: the figures in the docs, regenerated from the committed
+//! reports in `docs/bench/*.json`, so a figure and its source cannot drift apart.
+//!
+//! `docs/bench/run.sh` runs the benchmarks and stores each command's JSON lines as
+//! `docs/bench/<name>.json` (`{"name", "command", "date", "reports": [...]}`; the last
+//! report is the summary). A doc marks each generated table with
+//! `<!-- table: <generator> -->` and `<!-- /table -->`; `tables --write` rewrites what is
+//! between them, `tables --check` (run by the test suite) fails if anything differs.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::setup::BoxError;
+
+/// The files that carry generated tables.
+pub const DOCS: [&str; 4] = [
+    "README.md",
+    "docs/benchmarks.md",
+    "docs/partitions.md",
+    "docs/guarantees.md",
+];
+
+const OPEN: &str = "<!-- table: ";
+const CLOSE: &str = "<!-- /table -->";
+
+/// One committed benchmark run.
+#[derive(Debug, Clone)]
+pub struct Bench {
+    /// The command, as run (`leasehold-bench ...`).
+    pub command: String,
+    /// When (UTC date).
+    pub date: String,
+    /// Every JSON line it printed.
+    pub reports: Vec<Value>,
+}
+
+impl Bench {
+    /// The summary: the last report.
+    fn last(&self) -> &Value {
+        self.reports.last().unwrap_or(&Value::Null)
+    }
+
+    /// The line saying where the figures come from.
+    fn source(&self) -> String {
+        format!("`{}` ({})", self.command, self.date)
+    }
+}
+
+/// Reads every `<name>.json` in `dir`.
+///
+/// # Errors
+/// A file that cannot be read or is not a report file.
+pub fn load(dir: &Path) -> Result<BTreeMap<String, Bench>, BoxError> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a report file: {e}", path.display()))?;
+        let field = |k: &str| {
+            v[k].as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| format!("{}: no {k:?}", path.display()))
+        };
+        let bench = Bench {
+            command: field("command")?,
+            date: field("date")?,
+            reports: v["reports"].as_array().cloned().unwrap_or_default(),
+        };
+        out.insert(field("name")?, bench);
+    }
+    Ok(out)
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or(f64::NAN)
+}
+
+/// A figure with sensible precision: one decimal from 10 on, two below.
+fn fig(x: f64) -> String {
+    if x.is_nan() {
+        "?".to_owned()
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn secs(ms: f64) -> String {
+    format!("{:.2} s", ms / 1000.0)
+}
+
+fn get<'a>(benches: &'a BTreeMap<String, Bench>, name: &str) -> Result<&'a Bench, BoxError> {
+    benches
+        .get(name)
+        .ok_or_else(|| format!("no docs/bench/{name}.json").into())
+}
+
+/// `| | min | median | max |` rows of `Summary` objects (`min`, `median`, `max`).
+fn summary_rows(report: &Value, rows: &[(&str, &str, bool)]) -> String {
+    let mut out = String::from("| | min | median | max |\n|---|---|---|---|\n");
+    for (key, label, bold) in rows {
+        let s = &report[*key];
+        let cells = [num(&s["min"]), num(&s["median"]), num(&s["max"])].map(fig);
+        if *bold {
+            let _ = writeln!(
+                out,
+                "| **{label}** | **{}** | **{}** | **{}** |",
+                cells[0], cells[1], cells[2]
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "| {label} | {} | {} | {} |",
+                cells[0], cells[1], cells[2]
+            );
+        }
+    }
+    out
+}
+
+/// Every generator, by the name a marker gives.
+///
+/// # Errors
+/// A missing report, or one without the fields the table needs.
+pub fn generate(name: &str, b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    match name {
+        "failover" => {
+            let f = get(b, "failover")?;
+            Ok(format!(
+                "{}\nFrom {}.\n",
+                summary_rows(
+                    f.last(),
+                    &[
+                        ("failover_ms", "failover (ms)", false),
+                        ("since_renew_ms", "since last renewal (ms)", false),
+                        ("overshoot_ms", "overshoot after real expiry (ms)", true),
+                    ],
+                ),
+                f.source()
+            ))
+        }
+        "handover" => {
+            let h = get(b, "handover")?;
+            Ok(format!(
+                "{}\nFrom {}.\n",
+                summary_rows(
+                    h.last(),
+                    &[
+                        ("handover_ms", "hand-over, from sending SIGTERM (ms)", true),
+                        ("signal_ms", "of which delivering the signal (ms)", false),
+                        (
+                            "from_sigterm_ms",
+                            "from the child's SIGTERM handler to the follower leading (ms)",
+                            false,
+                        ),
+                    ],
+                ),
+                h.source()
+            ))
+        }
+        "rebalance-64" | "rebalance-10k" => rebalance(get(b, name)?),
+        "load-1k-4" => {
+            let l = get(b, "load-1k-4")?;
+            let r = l.last();
+            Ok(format!(
+                "| partitions | replicas | lease | requests/s | per replica | Redis CPU | tick (server) p50 / max |\n\
+                 |---|---|---|---|---|---|---|\n\
+                 | {} | {} | {} ms | {} | {} | {} % | {} / {} ms |\n\nFrom {}.\n",
+                r["partitions"],
+                r["replicas"],
+                r["lease_ms"],
+                fig(num(&r["requests_per_sec"])),
+                fig(num(&r["per_replica_per_sec"])),
+                fig(num(&r["redis_cpu_pct"])),
+                fig(num(&r["script_ms_by_name"]["tick"]["p50"])),
+                fig(num(&r["script_ms_by_name"]["tick"]["max"])),
+                l.source()
+            ))
+        }
+        "load-cost" => load_cost(b),
+        "load-10k-runs" => {
+            let l = get(b, "load-10k")?;
+            let r = l.last();
+            let runs: Vec<String> = r["all_owned_ms_runs"]
+                .as_array()
+                .map(|a| a.iter().map(|v| secs(num(v))).collect())
+                .unwrap_or_default();
+            Ok(format!(
+                "{} cold starts of {} partitions on {} replicas (lease {} ms): every partition owned after {} (worst {}).\n\nFrom {}.\n",
+                r["runs"],
+                r["partitions"],
+                r["replicas"],
+                r["lease_ms"],
+                runs.join(", "),
+                secs(num(&r["all_owned_ms"])),
+                l.source()
+            ))
+        }
+        "scripts" => scripts(b),
+        "stall" => stall(get(b, "stall")?),
+        "chaos" => chaos(get(b, "chaos")?),
+        "readme" => readme(b),
+        other => Err(format!("no table generator named {other:?}").into()),
+    }
+}
+
+fn rebalance(r: &Bench) -> Result<String, BoxError> {
+    let v = r.last();
+    let (cold, kill, join) = (&v["cold_start"], &v["kill"], &v["join"]);
+    let lease = num(&v["lease_ms"]);
+    Ok(format!(
+        "| event | result |\n|---|---|\n\
+         | cold start of {p} partitions on {n} replicas (settle = one lease, then claims) | all owned and balanced after {cold_all}, **{handoffs} hand-offs** |\n\
+         | SIGKILL of one replica | all owned again **{kill_all}** after the kill; its session expired {expiry} after it (overshoot {over} ms); bound lease + renew interval = {bound} |\n\
+         | a replica joins | balanced after {join_ms} (settle {settle} + two ticks), **{moved} partitions moved**: exactly its share |\n\
+         \nFrom {src}; final spread {spread}.\n",
+        p = v["partitions"],
+        n = v["replicas"],
+        cold_all = secs(num(&cold["all_owned_ms"])),
+        handoffs = cold["handoffs"],
+        kill_all = secs(num(&kill["all_owned_ms"])),
+        expiry = secs(num(&kill["expiry_ms"])),
+        over = fig(num(&kill["overshoot_ms"])),
+        bound = secs(lease * 4.0 / 3.0),
+        join_ms = secs(num(&join["balanced_ms"])),
+        settle = secs(lease),
+        moved = join["moved"],
+        src = r.source(),
+        spread = v["spread"],
+    ))
+}
+
+/// The cost model's table: one row per benchmark at scale.
+fn load_cost(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    let mut out = String::from(
+        "| partitions | replicas | lease | all owned after a cold start | Redis CPU (steady) | requests/s | tick p50 / max (server) | longest script | replica CPU / peak RSS |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut rows: Vec<(&Value, &Bench)> = Vec::new();
+    let l10 = get(b, "load-10k")?;
+    // The per-P summaries of the 1k,10k command, then the 100k command's.
+    for r in &l10.reports {
+        if r.get("runs").is_some() {
+            rows.push((r, l10));
+        }
+    }
+    let l100 = get(b, "load-100k")?;
+    rows.push((l100.last(), l100));
+    for (r, _) in &rows {
+        let tick = &r["script_ms_by_name"]["tick"];
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} s | {} | {} % of a core | {} | {} / {} ms | {} ms | {} % / {} MiB |",
+            r["partitions"],
+            r["replicas"],
+            num(&r["lease_ms"]) / 1000.0,
+            secs(num(&r["all_owned_ms"])),
+            fig(num(&r["redis_cpu_pct"])),
+            fig(num(&r["requests_per_sec"])),
+            fig(num(&tick["p50"])),
+            fig(num(&tick["max"])),
+            fig(num(&r["script_ms"]["max"])),
+            fig(num(&r["client_cpu_pct_max"])),
+            fig(num(&r["client_rss_mib_max"])),
+        );
+    }
+    let ratio = num(&l10.last()["redis_cpu_ratio"]);
+    let _ = write!(
+        out,
+        "\nWorst of the runs for every figure but the medians. Redis CPU at 10,000 partitions \
+         is {}× that at 1,000 (same 10 replicas, same command). From {} and {}.\n",
+        fig(ratio),
+        l10.source(),
+        l100.source()
+    );
+    Ok(out)
+}
+
+/// Each group script's server time, by name, at 10,000 partitions.
+fn scripts(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    let niced = get(b, "load-10k")?;
+    let plain = get(b, "load-10k-unniced")?;
+    let mut out = String::from(
+        "| script | runs of it | p50 | p99 | max | max, replicas not niced |\n|---|---|---|---|---|---|\n",
+    );
+    let by = &niced.last()["script_ms_by_name"];
+    let plain_by = &plain.last()["script_ms_by_name"];
+    if let Some(map) = by.as_object() {
+        for (name, p) in map {
+            let _ = writeln!(
+                out,
+                "| `{name}` | {} | {} ms | {} ms | {} ms | {} ms |",
+                if name == "eval" {
+                    "first run of each script (body sent)"
+                } else {
+                    "every call"
+                },
+                fig(num(&p["p50"])),
+                fig(num(&p["p99"])),
+                fig(num(&p["max"])),
+                fig(num(&plain_by[name]["max"])),
+            );
+        }
+    }
+    let _ = write!(out, "\nFrom {} and {}.\n", niced.source(), plain.source());
+    Ok(out)
+}
+
+fn stall(s: &Bench) -> Result<String, BoxError> {
+    let mut out = String::from(
+        "| elector | blocked | kept the lease | a successor led | duty's `check()` failed on resuming | `remaining()` on resuming (ms) | stalls reported |\n|---|---|---|---|---|---|---|\n",
+    );
+    let yes = |v: &Value| {
+        if v.as_bool() == Some(true) {
+            "yes"
+        } else {
+            "no"
+        }
+    };
+    for c in s.last()["cases"].as_array().into_iter().flatten() {
+        let successor = match c["successor_led_after_block_start_ms"].as_f64() {
+            Some(ms) => format!("yes, {} ms after the block began", fig(ms)),
+            None => "no".to_owned(),
+        };
+        let blocked = match c["blocked"].as_str() {
+            Some("one_worker") => "one worker",
+            Some("all_workers") => "all workers",
+            _ => "?",
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {blocked} | {} | {successor} | {} | {} | {} |",
+            c["elector"].as_str().unwrap_or("?"),
+            yes(&c["kept_lease"]),
+            yes(&c["duty_saw_term_over_on_resume"]),
+            fig(num(&c["remaining_on_resume_ms"])),
+            c["stalls_reported"],
+        );
+    }
+    let _ = write!(out, "\nFrom {}.\n", s.source());
+    Ok(out)
+}
+
+fn chaos(c: &Bench) -> Result<String, BoxError> {
+    let r = c.last();
+    let mut out = String::from("| fault | count |\n|---|---|\n");
+    for (k, v) in r["faults"].as_object().into_iter().flatten() {
+        let _ = writeln!(out, "| {k} | {v} |");
+    }
+    let _ = write!(
+        out,
+        "\n| checked at the end | result |\n|---|---|\n\
+         | fenced writes accepted | {} |\n\
+         | stale writes rejected by the fence (a deposed owner still writing) | {} |\n\
+         | **violations** (a write accepted with a fence lower than an earlier one, a fence written by two replicas, malformed records, liveness after healing) | **{}** |\n\
+         | every partition owned at the end, spread among live replicas | spread {} |\n\
+         | availability (fraction of time a partition had an owner writing): min / median | {} % / {} % |\n\
+         | longest gap in a partition's ledger | {} ms |\n",
+        r["writes_accepted"],
+        r["stale_rejected"],
+        r["violations"],
+        r["spread"],
+        fig(num(&r["availability"]["min"]) * 100.0),
+        fig(num(&r["availability"]["median"]) * 100.0),
+        fig(num(&r["longest_gap_ms"])),
+    );
+    let _ = write!(
+        out,
+        "\nGaps longer than {} ms, by the fault active when they started:\n\n| fault | gaps | total | longest |\n|---|---|---|---|\n",
+        fig(num(&r["gap_threshold_ms"]))
+    );
+    for (k, g) in r["gaps"].as_object().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "| {k} | {} | {} s | {} ms |",
+            g["count"],
+            fig(num(&g["total_ms"]) / 1000.0),
+            fig(num(&g["longest_ms"])),
+        );
+    }
+    let _ = write!(out, "\nFrom {}.\n", c.source());
+    Ok(out)
+}
+
+/// The README's measurement table.
+fn readme(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    let f = get(b, "failover")?.last();
+    let h = get(b, "handover")?.last();
+    let r64 = get(b, "rebalance-64")?.last();
+    let r10k = get(b, "rebalance-10k")?.last();
+    let l1k = get(b, "load-1k-4")?.last();
+    let l10k = get(b, "load-10k")?.last();
+    let l100k = get(b, "load-100k")?.last();
+    let cmd = |n: &str| get(b, n).map(|x| x.command.clone());
+    Ok(format!(
+        "| what | command | result | original Python design |\n|---|---|---|---|\n\
+         | take-over after SIGKILL, past the real lease expiry | `{}` | median {} ms late | up to one poll interval (333 ms) |\n\
+         | graceful hand-over (SIGTERM → follower leads) | `{}` | median {} ms | ~190 ms |\n\
+         | a duty blocking its 2-worker runtime for 2.5 leases | `{}` | default elector, every worker blocked: lease lost, the duty sees its term over on resuming; `spawn_dedicated`: lease kept, no successor | — |\n\
+         | 64 partitions / 4 replicas: a killed replica's partitions owned again | `{}` | {} (lease 2 s; its session expired at {}) | about one lease |\n\
+         | … a joiner: balanced, partitions moved | same | {}, {} moved (its share) | joiner may starve |\n\
+         | 10,000 partitions / 10 replicas: cold start → all owned, a kill → owned again | `{}` | {}; {} after the kill | — |\n\
+         | steady Redis load, 1,000 partitions on 4 replicas | `{}` | {} requests/s, {} % of a core | 5,300 requests/s |\n\
+         | … 10,000 partitions on 10 replicas (10 cold starts) | `{}` | {} % of a core, {}× that of 1,000; all owned ≤ {} | — |\n\
+         | … 100,000 partitions on 10 replicas | `{}` | {} % of a core; all owned after {} (lease 10 s) | — |\n",
+        cmd("failover")?,
+        fig(num(&f["overshoot_ms"]["median"])),
+        cmd("handover")?,
+        fig(num(&h["handover_ms"]["median"])),
+        cmd("stall")?,
+        cmd("rebalance-64")?,
+        secs(num(&r64["kill"]["all_owned_ms"])),
+        secs(num(&r64["kill"]["expiry_ms"])),
+        secs(num(&r64["join"]["balanced_ms"])),
+        r64["join"]["moved"],
+        cmd("rebalance-10k")?,
+        secs(num(&r10k["cold_start"]["all_owned_ms"])),
+        secs(num(&r10k["kill"]["all_owned_ms"])),
+        cmd("load-1k-4")?,
+        fig(num(&l1k["requests_per_sec"])),
+        fig(num(&l1k["redis_cpu_pct"])),
+        cmd("load-10k")?,
+        fig(num(&l10k["redis_cpu_pct"])),
+        fig(num(&l10k["redis_cpu_ratio"])),
+        secs(num(&l10k["all_owned_ms"])),
+        cmd("load-100k")?,
+        fig(num(&l100k["redis_cpu_pct"])),
+        secs(num(&l100k["all_owned_ms"])),
+    ))
+}
+
+/// `text` with every marked table regenerated.
+///
+/// # Errors
+/// A marker without its end, or a generator's error.
+pub fn render(text: &str, benches: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(OPEN) {
+        let (before, marker) = rest.split_at(at);
+        out.push_str(before);
+        let line_end = marker
+            .find('\n')
+            .ok_or("a table marker without a newline")?;
+        let name = marker[OPEN.len()..line_end]
+            .trim()
+            .trim_end_matches("-->")
+            .trim();
+        let close = marker
+            .find(CLOSE)
+            .ok_or_else(|| format!("table {name:?} has no {CLOSE}"))?;
+        out.push_str(&marker[..=line_end]);
+        out.push_str(&generate(name, benches)?);
+        out.push_str(CLOSE);
+        rest = &marker[close + CLOSE.len()..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Regenerates the tables of `files` (relative to `root`) from `root/docs/bench`;
+/// rewrites them with `write`, else returns the files that differ.
+///
+/// # Errors
+/// Unreadable files or reports, or a generator's error.
+pub fn run(root: &Path, files: &[PathBuf], write: bool) -> Result<Vec<PathBuf>, BoxError> {
+    let benches = load(&root.join("docs/bench"))?;
+    let mut stale = Vec::new();
+    for file in files {
+        let path = root.join(file);
+        let text = std::fs::read_to_string(&path)?;
+        let new = render(&text, &benches)?;
+        if new != text {
+            if write {
+                std::fs::write(&path, new)?;
+            }
+            stale.push(file.clone());
+        }
+    }
+    Ok(stale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn benches() -> BTreeMap<String, Bench> {
+        let failover = serde_json::json!({
+            "failover_ms": {"min": 600.0, "median": 800.0, "max": 990.0},
+            "since_renew_ms": {"min": 1.0, "median": 100.0, "max": 300.0},
+            "overshoot_ms": {"min": 1.5, "median": 2.5, "max": 3.75},
+        });
+        [(
+            "failover".to_owned(),
+            Bench {
+                command: "leasehold-bench failover --runs 10".into(),
+                date: "2026-12-01".into(),
+                reports: vec![serde_json::json!({"partial": 1}), failover],
+            },
+        )]
+        .into()
+    }
+
+    #[test]
+    fn marked_tables_are_regenerated_from_the_last_report() {
+        let doc = "intro\n<!-- table: failover -->\nstale\n<!-- /table -->\noutro\n";
+        let out = render(doc, &benches()).expect("renders");
+        assert!(
+            out.starts_with("intro\n<!-- table: failover -->\n| | min |"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "| **overshoot after real expiry (ms)** | **1.50** | **2.50** | **3.75** |"
+            ),
+            "{out}"
+        );
+        assert!(out.contains("From `leasehold-bench failover --runs 10` (2026-12-01)."));
+        assert!(out.ends_with("<!-- /table -->\noutro\n"));
+        assert_eq!(render(&out, &benches()).expect("renders"), out, "stable");
+    }
+
+    #[test]
+    fn a_missing_report_or_end_marker_is_an_error() {
+        assert!(render("<!-- table: chaos -->\n<!-- /table -->", &benches()).is_err());
+        assert!(render("<!-- table: failover -->\nno end", &benches()).is_err());
+        assert!(render("<!-- table: nope -->\n<!-- /table -->", &benches()).is_err());
+        assert_eq!(
+            render("no tables\n", &benches()).expect("renders"),
+            "no tables\n"
+        );
+    }
+
+    #[test]
+    fn figures_keep_a_readable_precision() {
+        assert_eq!(fig(2.5), "2.50");
+        assert_eq!(fig(1686.3283), "1686.3");
+        assert_eq!(fig(f64::NAN), "?");
+        assert_eq!(secs(1686.0), "1.69 s");
+    }
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Re-runs the benchmarks whose figures README.md and docs/*.md quote, one at a time,
+# and stores each command's reports in docs/bench/<name>.json (every JSON line it
+# printed, the last one being the summary). Then `leasehold-bench tables --write`
+# regenerates the tables from them.
+#
+#   docs/bench/run.sh            # everything (about 45 minutes on a 2-core machine)
+#   docs/bench/run.sh load-10k   # one of them, by name
+#
+# Run it on a quiet machine: nothing else building or benchmarking.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cargo build --release -q -p leasehold-bench
+bench=target/release/leasehold-bench
+
+declare -A runs=(
+  [failover]="failover --lease-ms 1000 --runs 10"
+  [handover]="handover --lease-ms 1000 --runs 10"
+  [rebalance-64]="rebalance --partitions 64 --replicas 4 --lease-ms 2000"
+  [rebalance-10k]="rebalance --partitions 10000 --replicas 10 --lease-ms 2000 --replica-nice 10"
+  [load-1k-4]="load --partitions 1000 --replicas 4 --lease-ms 1000 --seconds 10"
+  [load-10k]="load --partitions 1000,10000 --replicas 10 --lease-ms 2000 --seconds 10 --runs 10 --replica-nice 10"
+  [load-10k-unniced]="load --partitions 10000 --replicas 10 --lease-ms 2000 --seconds 10 --runs 3"
+  [load-100k]="load --partitions 100000 --replicas 10 --lease-ms 10000 --seconds 10 --runs 3 --replica-nice 10"
+  [stall]="stall --lease-ms 1000"
+  [chaos]="chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 600 --seed 42"
+)
+order=(failover handover rebalance-64 rebalance-10k load-1k-4 load-10k load-10k-unniced load-100k stall chaos)
+wanted=("$@")
+[ ${#wanted[@]} -gt 0 ] || wanted=("${order[@]}")
+for name in "${wanted[@]}"; do
+  args=${runs[$name]:?"unknown benchmark $name (one of: ${order[*]})"}
+  echo "== $name: leasehold-bench $args" >&2
+  lines=$($bench $args)
+  {
+    printf '{"name":"%s","command":"leasehold-bench %s","date":"%s","reports":[' \
+      "$name" "$args" "$(date -u +%Y-%m-%d)"
+    printf '%s\n' "$lines" | grep '^{' | paste -sd, -
+    printf ']}\n'
+  } > "docs/bench/$name.json"
+done
