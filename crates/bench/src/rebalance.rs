@@ -176,10 +176,10 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     let read_us = now_us();
     let before = fleet.watch.status().await?.ok_or("the group is gone")?;
     let left = before
-        .sessions
+        .members
         .iter()
-        .find(|(r, _)| *r == victim)
-        .map(|(_, left)| *left)
+        .find(|m| m.replica == victim)
+        .map(|m| m.session_left)
         .ok_or("the victim has no session")?;
     let (mut killed, orphans) = fleet.take(&victim).ok_or("no replica to kill")?;
     fleet.log.reset_milestones();

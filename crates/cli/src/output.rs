@@ -361,6 +361,7 @@ mod tests {
             owner: owner.map(str::to_owned),
             fence: Fence(fence),
             remaining: owner.map(|_| Duration::from_millis(left_ms)),
+            held_for: None,
         }
     }
 
@@ -378,11 +379,8 @@ mod tests {
                 ("a".into(), Some(2)),
                 ("c".into(), None),
             ],
-            sessions: vec![
-                ("b".into(), Duration::from_millis(9_512)),
-                ("a".into(), Duration::from_millis(10_000)),
-                ("c".into(), Duration::from_millis(3_000)),
-            ],
+            members: vec![],
+            list_version: 0,
         }
     }
 
@@ -440,7 +438,8 @@ live replicas: 3, unowned partitions: 2, spread: 2
         let status = GroupStatus {
             partitions: vec![part("p0", None, 0, 0)],
             replicas: vec![],
-            sessions: vec![],
+            members: vec![],
+            list_version: 0,
         };
         let text = status_text("lh", "g", &status);
         assert!(

@@ -20,6 +20,9 @@ pub enum GroupConfigError {
     /// A name or duration broke one of the election rules.
     #[error(transparent)]
     Invalid(#[from] ConfigError),
+    /// The rejoin grace is zero or longer than a day.
+    #[error("rejoin grace must be between 1 ms and 1 day, got {0:?}")]
+    RejoinGraceOutOfRange(Duration),
 }
 
 /// Validated settings of one replica's membership in a partition group.
@@ -28,9 +31,23 @@ pub enum GroupConfigError {
 pub struct GroupConfig {
     /// The group name; all its keys share this Redis Cluster hash tag.
     pub group: String,
-    /// The partitions, in a fixed order. Every replica of a group must use the same
-    /// list (checked through the group's metadata in Redis).
+    /// This replica's partition list. The group's set in Redis is authoritative once the
+    /// group exists: this list creates the group (if it does not exist, or Redis lost
+    /// it), and replaces the group's set only if it is versioned
+    /// ([`GroupConfig::list_version`]) and newer than the version the group has. The
+    /// set can also change at runtime through [`crate::GroupAdmin`].
     pub partitions: Vec<String>,
+    /// The version of `partitions`. 0 (the default): the list only seeds a new group.
+    /// Above 0: a replica whose version is newer than the group's replaces the group's
+    /// set with its list (its additions first, then its removals) when it joins, so a
+    /// rolling deploy of a changed list just bumps the version. Default: 0.
+    pub list_version: u64,
+    /// Keep this replica's session, and every partition it holds, for this long across
+    /// a graceful restart (Kafka's static membership): `shutdown()` stops the callbacks
+    /// without releasing, and the same replica id started again within the grace takes
+    /// its partitions back, each in a new term (a new fence). `None` (the default): a
+    /// shutdown hands everything over at once.
+    pub rejoin_grace: Option<Duration>,
     /// This replica's id.
     pub replica_id: String,
     /// Lease of each partition, and the heartbeat's time-to-live. Default: 10 s.
@@ -66,6 +83,8 @@ impl GroupConfig {
             settle: None,
             grace: Duration::from_secs(5),
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
+            list_version: 0,
+            rejoin_grace: None,
         }
     }
 
@@ -111,6 +130,8 @@ pub struct GroupConfigBuilder {
     settle: Option<Duration>,
     grace: Duration,
     key_prefix: String,
+    list_version: u64,
+    rejoin_grace: Option<Duration>,
 }
 
 impl GroupConfigBuilder {
@@ -150,6 +171,19 @@ impl GroupConfigBuilder {
         self
     }
 
+    /// The version of the partition list (see [`GroupConfig::list_version`]).
+    pub fn list_version(mut self, version: u64) -> Self {
+        self.list_version = version;
+        self
+    }
+
+    /// Keeps this replica's partitions across a graceful restart for `grace` (see
+    /// [`GroupConfig::rejoin_grace`]); 1 ms ..= 1 day.
+    pub fn rejoin_grace(mut self, grace: Duration) -> Self {
+        self.rejoin_grace = Some(grace);
+        self
+    }
+
     /// Validates and fills in defaults.
     ///
     /// # Errors
@@ -168,7 +202,14 @@ impl GroupConfigBuilder {
                 return Err(GroupConfigError::DuplicatePartition(p.clone()));
             }
         }
+        if let Some(g) = self.rejoin_grace
+            && (g.is_zero() || g > leasehold_election::config::MAX_LEASE)
+        {
+            return Err(GroupConfigError::RejoinGraceOutOfRange(g));
+        }
         let config = GroupConfig {
+            list_version: self.list_version,
+            rejoin_grace: self.rejoin_grace,
             renew_interval: self.renew_interval.unwrap_or(self.lease / 3),
             retry_interval: self.retry_interval.unwrap_or(self.lease / 3),
             settle: self.settle.unwrap_or(self.lease),

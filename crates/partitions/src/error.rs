@@ -1,9 +1,13 @@
-//! Errors of the partition coordinator.
+//! Errors of the partition coordinator and of the group admin.
 
 use leasehold_election::{ConfigError, StoreError};
 use thiserror::Error;
 
-/// Why a coordinator is not (fully) taking part in its group.
+/// Why a coordinator is not (fully) taking part in its group, or why an admin call
+/// ([`crate::GroupAdmin`]) was refused.
+///
+/// [`PartitionsError::Store`] is retried by the coordinator on its next tick; every
+/// other variant needs someone to change something.
 #[derive(Debug, Clone, Error)]
 #[non_exhaustive]
 pub enum PartitionsError {
@@ -12,16 +16,32 @@ pub enum PartitionsError {
     /// lease for its predecessor's heartbeat to expire).
     #[error("replica id {0:?} is already live in this group from another process")]
     DuplicateReplica(String),
-    /// Live replicas of this group use a different partition list.
-    #[error("live replicas of group {0:?} are configured with a different partition list")]
-    PartitionListMismatch(String),
     /// A Redis call failed; retried on the next tick.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The configuration's public fields were changed after it was built, to values
-    /// the builder rejects.
+    /// A name or duration broke one of the rules (an empty name, a control character,
+    /// a hash-tag brace, a duplicate in one call...), or the configuration's public
+    /// fields were changed after it was built, to values the builder rejects.
     #[error("invalid group configuration: {0}")]
     Config(#[source] ConfigError),
+    /// The same partition was named twice in one call.
+    #[error("partition {0:?} appears more than once")]
+    DuplicatePartition(String),
+    /// The partition is in the group already (nothing was added).
+    #[error("partition {0:?} is already in the group")]
+    AlreadyPresent(String),
+    /// No such partition in the group (nothing was removed).
+    #[error("partition {0:?} is not in the group")]
+    UnknownPartition(String),
+    /// Removing these would leave the group without partitions (nothing was removed).
+    #[error("a group keeps at least one partition; nothing was removed")]
+    LastPartition,
+    /// The replica has no live session in the group.
+    #[error("replica {0:?} is not live in the group")]
+    UnknownReplica(String),
+    /// The group does not exist (no replica ever created it, or Redis lost it).
+    #[error("group {0:?} does not exist")]
+    UnknownGroup(String),
     /// The coordinator has stopped.
     #[error("the partition coordinator has stopped")]
     Stopped,
@@ -32,9 +52,6 @@ impl PartitionsError {
     /// something (another process, or the configuration), as opposed to a Redis fault
     /// that is retried.
     pub fn keeps_out(&self) -> bool {
-        matches!(
-            self,
-            Self::DuplicateReplica(_) | Self::PartitionListMismatch(_) | Self::Config(_)
-        )
+        matches!(self, Self::DuplicateReplica(_) | Self::Config(_))
     }
 }

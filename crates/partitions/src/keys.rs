@@ -1,8 +1,8 @@
 //! The Redis key layout of a partition group. Every key carries the group's hash tag,
 //! so every script of a group runs on one Redis Cluster slot.
 //!
-//! A fixed number of keys per group, whatever the number of partitions: a partition is
-//! a field or a member in them, not a key of its own.
+//! A fixed number of keys per group (fourteen), whatever the number of partitions: a
+//! partition is a field or a member in them, not a key of its own.
 
 use leasehold_election::keys::release_channel;
 
@@ -20,10 +20,12 @@ pub struct GroupKeys {
     pub sessions: String,
     /// Hash: replica id → `settling`, `active` or `leaving`.
     pub states: String,
-    /// Hash: `digest` and `count` of the partition list, `seeded` (how many of them are
-    /// stored so far), `grant_after` (server ms before which no partition is granted).
+    /// Hash: `count` of partitions, `next` position, the list's `version` and `digest`
+    /// (of the last versioned list applied), `grant_after` (server ms before which no
+    /// partition is granted).
     pub meta: String,
-    /// Sorted set: partition → its position in the list.
+    /// Sorted set: partition → its position (order of addition). The partition set:
+    /// authoritative once the group exists.
     pub partitions: String,
     /// Sorted set: partition with no live owner → since when (server ms).
     pub free: String,
@@ -37,6 +39,14 @@ pub struct GroupKeys {
     /// Sorted set: session token → expiry, for sessions that ended holding partitions
     /// not yet moved to `free`.
     pub dead: String,
+    /// Hash: partition → why its owner must give it up (`removed`), until it does.
+    pub revoked: String,
+    /// Hash: replica id → the session token an operator drained.
+    pub drains: String,
+    /// Hash: partition → when its current owner took it (server ms).
+    pub since: String,
+    /// Hash: replica id → the process using it (`host pid`).
+    pub info: String,
     /// The channel a release or a leave publishes on (shared with single duties under
     /// the same prefix).
     pub channel: String,
@@ -61,13 +71,17 @@ impl GroupKeys {
             fences: key("fences"),
             held: key("held"),
             dead: key("dead"),
+            revoked: key("revoked"),
+            drains: key("drains"),
+            since: key("since"),
+            info: key("info"),
             channel: release_channel(prefix),
             notice: format!("{prefix}:{{{group}}}"),
         }
     }
 
     /// Every key, in the order the group scripts take them as `KEYS`.
-    pub(crate) fn all(&self) -> [&str; 10] {
+    pub(crate) fn all(&self) -> [&str; 14] {
         [
             &self.members,
             &self.sessions,
@@ -79,6 +93,10 @@ impl GroupKeys {
             &self.fences,
             &self.held,
             &self.dead,
+            &self.revoked,
+            &self.drains,
+            &self.since,
+            &self.info,
         ]
     }
 }

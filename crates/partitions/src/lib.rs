@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_debug_implementations, unreachable_pub)]
 
+mod admin;
 mod backend;
 mod balance;
 mod config;
@@ -43,10 +44,11 @@ pub mod keys;
 pub mod metrics;
 mod view;
 
+pub use self::admin::GroupAdmin;
 pub use self::backend::memory::MemoryGroupStore;
 #[doc(hidden)]
 pub use self::backend::redis::script_hashes;
-pub use self::backend::{GroupBackend, GroupStatus, PartitionOwner};
+pub use self::backend::{GroupBackend, GroupStatus, PartitionOwner, ReplicaState, ReplicaStatus};
 pub use self::config::{GroupConfig, GroupConfigBuilder, GroupConfigError};
 pub use self::coordinator::{Coordinator, CoordinatorHandle, group_status};
 pub use self::error::PartitionsError;

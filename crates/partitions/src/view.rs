@@ -24,8 +24,16 @@ pub struct GroupView {
     /// Whether the first group tick has succeeded.
     pub joined: bool,
     /// The last error (a Redis failure, or a conflict that stops this replica from
-    /// claiming: duplicate replica id, different partition list).
+    /// claiming: a duplicate replica id).
     pub error: Option<PartitionsError>,
     /// Partitions released so that an under-loaded replica could take them.
     pub handoffs: u64,
+    /// Partitions in the group's set (P), as of the last tick.
+    pub partitions: usize,
+    /// An operator drained this replica: it hands everything over and claims nothing
+    /// until undrained.
+    pub drained: bool,
+    /// This replica's versioned partition list differs from the group's at the same
+    /// version (the group's is followed; see `GroupConfigBuilder::list_version`).
+    pub list_differs: bool,
 }

@@ -207,7 +207,7 @@ async fn a_group_key_of_the_wrong_type_is_a_typed_error_and_nobody_serves_until_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_duplicate_replica_id_and_a_different_partition_list_are_refused() {
+async fn a_duplicate_replica_id_is_refused_and_an_unversioned_other_list_follows_the_group() {
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 8, LEASE);
     fleet.start("a");
@@ -229,23 +229,35 @@ async fn a_duplicate_replica_id_and_a_different_partition_list_are_refused() {
     sleep(LEASE).await;
     assert!(dup.view().owned.is_empty(), "a duplicate claims nothing");
     dup.abort();
-    // Another replica with a different list.
+    // Another replica whose (unversioned) list differs: the group's set wins, and it
+    // takes its share of the group's partitions, never its own.
     let other = GroupConfig::builder("g", ["x", "y"], "b")
         .lease(LEASE)
         .build()
         .unwrap();
-    let wrong = Coordinator::new(store(&redis), other, noop).spawn();
-    let err = tokio::time::timeout(LIMIT, wrong.ready())
+    let b = Coordinator::new(store(&redis), other, noop).spawn();
+    tokio::time::timeout(LIMIT, b.ready())
         .await
         .unwrap()
-        .unwrap_err();
+        .unwrap();
+    let mut view = b.subscribe();
+    tokio::time::timeout(LIMIT, view.wait_for(|v| v.owned.len() == 4))
+        .await
+        .expect("b takes half of the group's eight")
+        .unwrap();
     assert!(
-        matches!(err, PartitionsError::PartitionListMismatch(_)),
-        "{err}"
+        b.view().owned.iter().all(|p| p.starts_with('p')),
+        "{:?}",
+        b.view().owned
     );
-    assert!(wrong.view().owned.is_empty());
-    assert_eq!(fleet.counts()["a"], 8, "the live replica is undisturbed");
-    wrong.shutdown().await;
+    assert_eq!(b.view().partitions, 8);
+    let status = group_status(&fleet.backend, "leasehold", "g")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.partitions.len(), 8, "x and y were never added");
+    b.shutdown().await;
+    fleet.ledger.assert_no_double_ownership();
 }
 
 /// Client requests (round trips) so far: script calls and PINGs. Commands that the

@@ -8,7 +8,7 @@ use leasehold_election::{Fence, RedisStore};
 use leasehold_testkit::RedisServer;
 
 use super::protocol::{
-    ClaimReply, ClaimRequest, Conflict, MemberState, Protocol, SeedNeed, SeedRequest, SessionReply,
+    AddReply, ClaimReply, ClaimRequest, Conflict, MemberState, Protocol, RemoveReply, SessionReply,
     TickReply, TickRequest,
 };
 use crate::MemoryGroupStore;
@@ -16,14 +16,14 @@ use crate::keys::GroupKeys;
 
 const TTL: Duration = Duration::from_secs(5);
 
-fn tick(replica: &str, token: &str, join: bool, state: MemberState, digest: &str) -> TickRequest {
+fn tick(replica: &str, token: &str, join: bool, state: MemberState) -> TickRequest {
     TickRequest {
         replica: replica.into(),
         token: token.into(),
         join,
         state,
         ttl: TTL,
-        digest: digest.into(),
+        instance: format!("host-{replica} 1"),
     }
 }
 
@@ -34,39 +34,37 @@ fn claim(replica: &str, token: &str, count: usize) -> ClaimRequest {
         ttl: TTL,
         count,
         floor: Fence(1),
+        regrant: Vec::new(),
     }
 }
 
-fn seed(replica: &str, digest: &str, offset: usize, names: &[&str], count: usize) -> SeedRequest {
-    SeedRequest {
-        replica: replica.into(),
-        digest: digest.into(),
-        count,
-        offset,
-        replace: false,
-        grant_delay: Duration::from_millis(1),
-        names: names.iter().map(|n| (*n).to_owned()).collect(),
-    }
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|n| (*n).to_owned()).collect()
 }
 
-/// A tick reply without its clocks: session, seed, (replica, state, held), unowned.
-fn shape(
-    r: &TickReply,
-) -> (
-    SessionReply,
-    SeedNeed,
-    Vec<(String, MemberState, usize)>,
-    usize,
-) {
-    let members = r
+/// A tick reply without its clocks: session, resumed, set, (replica, state, held),
+/// unowned, drained, revoked (sorted).
+fn shape(r: &TickReply) -> String {
+    let members: Vec<_> = r
         .members
         .iter()
         .map(|m| (m.replica.clone(), m.state, m.held))
         .collect();
-    (r.session, r.seed, members, r.unowned)
+    let mut revoked = r.revoked.clone();
+    revoked.sort();
+    format!(
+        "{:?} resumed={:?} set={:?} {members:?} unowned={} drained={} revoked={revoked:?}",
+        r.session,
+        r.resumed.as_ref().map(|t| t.len()),
+        r.set
+            .as_ref()
+            .map(|s| (s.count, s.version, s.digest.clone())),
+        r.unowned,
+        r.drained
+    )
 }
 
-fn names(r: &ClaimReply) -> Vec<String> {
+fn claimed(r: &ClaimReply) -> Vec<String> {
     match r {
         ClaimReply::Claimed { partitions, .. } => {
             partitions.iter().map(|(n, _)| n.clone()).collect()
@@ -84,62 +82,118 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         "a:00000000000000000000000000000001",
         "b:00000000000000000000000000000001",
     );
-    let all = ["p0", "p1", "p2", "p3", "p4"];
+    let delay = Duration::from_millis(1);
 
     let r = b
-        .tick(&k, &tick("a", a, true, MemberState::Settling, "d5"))
+        .tick(&k, &tick("a", a, true, MemberState::Settling))
         .await
         .unwrap();
-    log("a joins a new group", format!("{:?}", shape(&r)));
-    let r = b.seed(&k, &seed("a", "d5", 0, &all[..3], 5)).await.unwrap();
-    log("a seeds 3 of 5", format!("{r:?}"));
-    let r = b.seed(&k, &seed("a", "d5", 0, &all[..3], 5)).await.unwrap();
-    log("a seeds from a stale offset", format!("{r:?}"));
-    let r = b.seed(&k, &seed("a", "d5", 3, &all[3..], 5)).await.unwrap();
-    log("a seeds the rest", format!("{r:?}"));
+    log("a joins a group that does not exist", shape(&r));
+    let r = b
+        .add(&k, false, delay, &names(&["p0", "p1", "p2"]))
+        .await
+        .unwrap();
+    log("a creates it with 3", format!("{r:?}"));
+    let r = b
+        .add(&k, false, delay, &names(&["p2", "p3", "p4", "p4"]))
+        .await
+        .unwrap();
+    log("ensure-add overlapping names", format!("{r:?}"));
+    let r = b.add(&k, true, delay, &names(&["p9", "p4"])).await.unwrap();
+    log("strict add of a present one", format!("{r:?}"));
+    let r = b.set_version(&k, 2, "v2").await.unwrap();
+    log("version 2 applied", format!("{r}"));
+    let r = b.set_version(&k, 1, "v1").await.unwrap();
+    log("an older version is not", format!("{r}"));
     tokio::time::sleep(Duration::from_millis(5)).await;
     let r = b
-        .tick(&k, &tick("a", a, false, MemberState::Active, "d5"))
+        .tick(&k, &tick("a", a, false, MemberState::Active))
         .await
         .unwrap();
-    log("a renews", format!("{:?}", shape(&r)));
+    log("a renews", shape(&r));
     let r = b
-        .tick(&k, &tick("b", b1, true, MemberState::Settling, "other"))
+        .tick(&k, &tick("a", "a:other", true, MemberState::Settling))
         .await
         .unwrap();
-    log("b joins with another list", format!("{:?}", shape(&r)));
-    let r = b
-        .tick(&k, &tick("a", "a:other", true, MemberState::Settling, "d5"))
-        .await
-        .unwrap();
-    log("a second process for a", format!("{:?}", shape(&r)));
+    log("a second process for a", shape(&r));
     let r = b.claim(&k, &claim("a", a, 2)).await.unwrap();
-    log("a claims 2", format!("{:?}", names(&r)));
+    log("a claims 2", format!("{:?}", claimed(&r)));
     let r = b
-        .tick(&k, &tick("b", b1, true, MemberState::Active, "d5"))
+        .tick(&k, &tick("b", b1, true, MemberState::Active))
         .await
         .unwrap();
-    log("b joins", format!("{:?}", shape(&r)));
+    log("b joins", shape(&r));
     let r = b.claim(&k, &claim("b", b1, 10)).await.unwrap();
-    log("b claims the rest", format!("{:?}", names(&r)));
-    let r = b.release(&k, a, &["p0".into(), "p3".into()]).await.unwrap();
+    log("b claims the rest", format!("{:?}", claimed(&r)));
+    let r = b.release(&k, a, &names(&["p0", "p3"])).await.unwrap();
     log("a releases p0 (its own) and p3 (b's)", format!("{r:?}"));
     let r = b.held(&k, a).await.unwrap();
     log("a holds", format!("{r:?}"));
     let r = b.claim(&k, &claim("b", b1, 10)).await.unwrap();
-    log("b claims again", format!("{:?}", names(&r)));
-    let owner = b.owner(&k, "p0").await.unwrap();
+    log("b claims again", format!("{:?}", claimed(&r)));
+    let owner = b.owner(&k, "p0").await.unwrap().expect("p0 is a partition");
     log("p0's owner", format!("{:?}", owner.owner));
-    b.leave(&k, "a", a).await.unwrap();
+    log(
+        "an unknown partition's owner",
+        format!("{:?}", b.owner(&k, "nope").await.unwrap()),
+    );
+    let r = b.remove(&k, true, &names(&["p2", "zz"])).await.unwrap();
+    log("strict remove of an unknown one", format!("{r:?}"));
     let r = b
-        .tick(&k, &tick("b", b1, false, MemberState::Active, "d5"))
+        .remove(&k, true, &names(&["p0", "p1", "p2", "p3", "p4"]))
         .await
         .unwrap();
-    log("after a left", format!("{:?}", shape(&r)));
-    let r = b.claim(&k, &claim("b", b1, 10)).await.unwrap();
-    log("b takes a's", format!("{:?}", names(&r)));
+    log("strict remove of every one", format!("{r:?}"));
+    let r = b.remove(&k, true, &names(&["p2"])).await.unwrap();
+    log("b's p2 removed", format!("{r:?}"));
     let r = b
-        .tick(&k, &tick("a", a, false, MemberState::Active, "d5"))
+        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .await
+        .unwrap();
+    log("b is told to give p2 up", shape(&r));
+    let r = b.release(&k, b1, &names(&["p2"])).await.unwrap();
+    log("b releases it", format!("{r:?}"));
+    let r = b.drain(&k, "a", true).await.unwrap();
+    log("a drained", format!("{r}"));
+    let r = b.drain(&k, "ghost", true).await.unwrap();
+    log("a replica that is not live", format!("{r}"));
+    let r = b
+        .tick(&k, &tick("a", a, false, MemberState::Draining))
+        .await
+        .unwrap();
+    log("a sees it", shape(&r));
+    let r = b
+        .tick(&k, &tick("a", a, false, MemberState::Away))
+        .await
+        .unwrap();
+    log("a goes away", shape(&r));
+    let r = b
+        .tick(&k, &tick("a", "a:new-process", true, MemberState::Active))
+        .await
+        .unwrap();
+    log("a comes back and resumes", shape(&r));
+    let r = b
+        .claim(
+            &k,
+            &ClaimRequest {
+                // p4 is b's: only what the session holds gets a new term.
+                regrant: names(&["p1", "p4"]),
+                ..claim("a", a, 0)
+            },
+        )
+        .await
+        .unwrap();
+    log("a regrants what it holds", format!("{:?}", claimed(&r)));
+    b.leave(&k, "a", a).await.unwrap();
+    let r = b
+        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .await
+        .unwrap();
+    log("after a left", shape(&r));
+    let r = b.claim(&k, &claim("b", b1, 10)).await.unwrap();
+    log("b takes a's", format!("{:?}", claimed(&r)));
+    let r = b
+        .tick(&k, &tick("a", a, false, MemberState::Active))
         .await
         .unwrap();
     log(
@@ -152,12 +206,13 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     log(
         "status head",
         format!(
-            "{} {:?}",
-            head.count,
+            "{} {:?} {:?}",
+            head.set.count,
             head.members
                 .iter()
                 .map(|m| (&m.replica, m.held))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>(),
+            head.instances
         ),
     );
     let page = b.status_page(&k, 1, 3).await.unwrap();
@@ -169,6 +224,10 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
                 .map(|p| (&p.partition, &p.owner))
                 .collect::<Vec<_>>()
         ),
+    );
+    log(
+        "list",
+        format!("{:?}", b.list_page(&k, 0, 100).await.unwrap()),
     );
     out
 }
@@ -188,13 +247,14 @@ async fn redis_and_the_in_memory_store_answer_the_same_script_alike() {
         let line = on_redis.iter().find(|l| l.starts_with(step)).expect(step);
         assert!(line.contains(part), "{line}");
     };
+    expect("a joins a group that does not exist", "set=None");
+    expect("a creates it with 3", &format!("{:?}", AddReply::Added(3)));
     expect(
-        "b joins with another list",
-        &format!(
-            "{:?}",
-            SessionReply::Refused(Conflict::PartitionListMismatch)
-        ),
+        "ensure-add overlapping",
+        &format!("{:?}", AddReply::Added(2)),
     );
+    expect("strict add of a present", r#"Exists("p4")"#);
+    expect("a renews", r#"set=Some((5, 2, "v2"))"#);
     expect(
         "a second process for a",
         &format!("{:?}", SessionReply::Refused(Conflict::DuplicateReplica)),
@@ -202,8 +262,21 @@ async fn redis_and_the_in_memory_store_answer_the_same_script_alike() {
     expect("a claims 2", r#"["p0", "p1"]"#);
     expect("a releases p0", "[true, false]");
     expect("b claims again", r#"["p0"]"#);
+    expect("an unknown partition's owner", "None");
+    expect("strict remove of an unknown", r#"Unknown("zz")"#);
+    expect(
+        "strict remove of every",
+        &format!("{:?}", RemoveReply::Last),
+    );
+    expect("b is told to give p2 up", r#"revoked=[("p2", "removed")]"#);
+    expect("b releases it", "[true]");
+    expect("a drained", "true");
+    expect("a replica that is not live", "false");
+    expect("a sees it", "drained=true");
+    expect("a comes back and resumes", "resumed=Some(34)");
+    expect("a regrants", r#"["p1"]"#);
     expect("b takes a's", r#"["p1"]"#);
     expect("a's ended session", "Lost");
     expect("nor claims", "Lost");
-    expect("a seeds from a stale offset", "Moved(3)");
+    expect("list", r#"["p0", "p1", "p3", "p4"]"#);
 }

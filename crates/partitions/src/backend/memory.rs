@@ -12,8 +12,8 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::protocol::{
-    ClaimReply, ClaimRequest, Conflict, MemberInfo, MemberState, Protocol, SeedNeed, SeedReply,
-    SeedRequest, SessionReply, StatusHead, TickReply, TickRequest,
+    AddReply, ClaimReply, ClaimRequest, Conflict, MemberInfo, MemberState, Protocol, RemoveReply,
+    SessionReply, SetInfo, StatusHead, TickReply, TickRequest,
 };
 use super::{DRAIN_BUDGET, PartitionOwner};
 use crate::keys::GroupKeys;
@@ -47,9 +47,10 @@ impl Default for MemoryGroupStore {
 
 #[derive(Debug)]
 struct Meta {
-    digest: String,
     count: usize,
-    seeded: usize,
+    next: u64,
+    version: u64,
+    digest: String,
     grant_after: Instant,
 }
 
@@ -60,14 +61,18 @@ struct Group {
     sessions: HashMap<String, String>,
     states: HashMap<String, MemberState>,
     meta: Option<Meta>,
-    positions: HashMap<String, usize>,
-    order: BTreeMap<usize, String>,
+    positions: HashMap<String, u64>,
+    order: BTreeMap<u64, String>,
     free: BTreeSet<(Instant, String)>,
     free_since: HashMap<String, Instant>,
     owners: HashMap<String, String>,
     fences: HashMap<String, u64>,
     held: HashMap<String, BTreeSet<String>>,
     dead: BTreeSet<(Instant, String)>,
+    revoked: HashMap<String, String>,
+    drains: HashMap<String, String>,
+    since: HashMap<String, Instant>,
+    info: HashMap<String, String>,
 }
 
 impl Group {
@@ -89,7 +94,11 @@ impl Group {
         for (r, exp) in gone {
             self.members.remove(&r);
             self.states.remove(&r);
+            self.info.remove(&r);
             if let Some(token) = self.sessions.remove(&r) {
+                if self.drains.get(&r) == Some(&token) {
+                    self.drains.remove(&r);
+                }
                 self.dead.insert((exp, token));
             }
         }
@@ -102,13 +111,28 @@ impl Group {
         self.free.insert((since, name.to_owned()));
     }
 
+    fn remove_free(&mut self, name: &str) {
+        if let Some(since) = self.free_since.remove(name) {
+            self.free.remove(&(since, name.to_owned()));
+        }
+    }
+
+    fn forget(&mut self, name: &str) {
+        self.revoked.remove(name);
+        self.since.remove(name);
+    }
+
+    /// Moves up to `budget` partitions of ended sessions to the free set; returns how
+    /// many ended sessions still hold partitions.
     fn drain(&mut self, budget: usize) -> usize {
         let mut moved = 0;
+        let mut left_over = 0;
         let dead: Vec<(Instant, String)> = self.dead.iter().cloned().collect();
         for (ended, token) in dead {
             let left = budget.saturating_sub(moved);
             if left == 0 {
-                break;
+                left_over += 1;
+                continue;
             }
             let names: Vec<String> = self
                 .held
@@ -117,6 +141,8 @@ impl Group {
                 .unwrap_or_default();
             if names.len() < left {
                 self.dead.remove(&(ended, token.clone()));
+            } else {
+                left_over += 1;
             }
             for name in &names {
                 if let Some(set) = self.held.get_mut(&token) {
@@ -124,6 +150,7 @@ impl Group {
                 }
                 if self.owners.get(name) == Some(&token) {
                     self.owners.remove(name);
+                    self.forget(name);
                     if self.positions.contains_key(name) {
                         self.add_free(name, ended);
                     }
@@ -134,7 +161,7 @@ impl Group {
             }
             moved += names.len();
         }
-        self.dead.len()
+        left_over
     }
 
     fn unowned(&self) -> usize {
@@ -143,11 +170,7 @@ impl Group {
             .iter()
             .map(|(_, t)| self.held.get(t).map_or(0, BTreeSet::len))
             .sum();
-        let unseeded = self
-            .meta
-            .as_ref()
-            .map_or(0, |m| m.count.saturating_sub(m.seeded));
-        self.free.len() + draining + unseeded
+        self.free.len() + draining
     }
 
     fn roster(&self, now: Instant) -> Vec<MemberInfo> {
@@ -171,6 +194,26 @@ impl Group {
         members
     }
 
+    fn set_info(&self) -> Option<SetInfo> {
+        self.meta.as_ref().map(|m| SetInfo {
+            count: m.count,
+            version: m.version,
+            digest: m.digest.clone(),
+        })
+    }
+
+    fn create(&mut self, now: Instant, delay: Duration) {
+        if self.meta.is_none() {
+            self.meta = Some(Meta {
+                count: 0,
+                next: 0,
+                version: 0,
+                digest: String::new(),
+                grant_after: now + delay,
+            });
+        }
+    }
+
     fn owner_of(&self, name: &str, now: Instant) -> PartitionOwner {
         let fence = Fence(self.fences.get(name).copied().unwrap_or(0));
         let live = self
@@ -182,8 +225,19 @@ impl Group {
             fence,
             owner: live.map(|(t, _)| replica_of_token(t).to_owned()),
             remaining: live.map(|(_, exp)| exp - now),
+            held_for: live.and_then(|_| self.since.get(name).map(|s| now - *s)),
         }
     }
+}
+
+/// `names` without repeats, in order.
+fn distinct(names: &[String]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    names
+        .iter()
+        .filter(|n| seen.insert(n.as_str()))
+        .cloned()
+        .collect()
 }
 
 impl MemoryGroupStore {
@@ -222,48 +276,69 @@ impl MemoryGroupStore {
 impl Protocol for MemoryGroupStore {
     async fn tick(&self, keys: &GroupKeys, req: &TickRequest) -> Result<TickReply, StoreError> {
         let now = Instant::now();
-        let mut groups = self.lock();
-        let g = groups.entry(keys.notice.clone()).or_default();
-        g.reap(now);
-        let mut session = SessionReply::Live;
-        match g.sessions.get(&req.replica) {
-            Some(cur) if *cur == req.token => {
-                let exp = g.members.entry(req.replica.clone()).or_insert(now);
-                *exp = (*exp).max(now + req.ttl);
-            }
-            _ if !req.join => session = SessionReply::Lost,
-            Some(_) => session = SessionReply::Refused(Conflict::DuplicateReplica),
-            None => {
-                let other_list = g.meta.as_ref().is_some_and(|m| m.digest != req.digest);
-                if other_list && !g.members.is_empty() {
-                    session = SessionReply::Refused(Conflict::PartitionListMismatch);
-                } else {
+        let mut changed = false;
+        let reply = {
+            let mut groups = self.lock();
+            let g = groups.entry(keys.notice.clone()).or_default();
+            g.reap(now);
+            let mut session = SessionReply::Live;
+            let mut resumed = None;
+            match g.sessions.get(&req.replica).cloned() {
+                Some(cur) if cur == req.token => {
+                    let exp = g.members.entry(req.replica.clone()).or_insert(now);
+                    *exp = (*exp).max(now + req.ttl);
+                }
+                _ if !req.join => session = SessionReply::Lost,
+                Some(cur) => {
+                    if g.states.get(&req.replica) == Some(&MemberState::Away) {
+                        resumed = Some(cur);
+                        let exp = g.members.entry(req.replica.clone()).or_insert(now);
+                        *exp = (*exp).max(now + req.ttl);
+                    } else {
+                        session = SessionReply::Refused(Conflict::DuplicateReplica);
+                    }
+                }
+                None => {
                     g.sessions.insert(req.replica.clone(), req.token.clone());
                     g.members.insert(req.replica.clone(), now + req.ttl);
                 }
             }
+            let (mut drained, mut revoked) = (false, Vec::new());
+            if session == SessionReply::Live {
+                let token = resumed.clone().unwrap_or_else(|| req.token.clone());
+                changed = g.states.insert(req.replica.clone(), req.state) != Some(req.state);
+                if req.join {
+                    g.info.insert(req.replica.clone(), req.instance.clone());
+                }
+                drained = g.drains.get(&req.replica) == Some(&token);
+                let mut mine: Vec<(String, String)> = g
+                    .revoked
+                    .iter()
+                    .filter(|(p, _)| g.owners.get(*p) == Some(&token))
+                    .map(|(p, why)| (p.clone(), why.clone()))
+                    .collect();
+                mine.sort();
+                revoked = mine;
+            }
+            let draining = g.drain(DRAIN_BUDGET);
+            TickReply {
+                session,
+                resumed,
+                set: g.set_info(),
+                members: g.roster(now),
+                unowned: g.unowned(),
+                grant_wait: g.meta.as_ref().map_or(Duration::ZERO, |m| {
+                    m.grant_after.saturating_duration_since(now)
+                }),
+                draining,
+                drained,
+                revoked,
+            }
+        };
+        if changed {
+            self.notify(keys);
         }
-        let mut seed = SeedNeed::No;
-        if session == SessionReply::Live {
-            g.states.insert(req.replica.clone(), req.state);
-            seed = match &g.meta {
-                None => SeedNeed::From(0),
-                Some(m) if m.digest != req.digest => SeedNeed::Replace,
-                Some(m) if m.seeded < m.count => SeedNeed::From(m.seeded),
-                Some(_) => SeedNeed::No,
-            };
-        }
-        let draining = g.drain(DRAIN_BUDGET);
-        Ok(TickReply {
-            session,
-            seed,
-            members: g.roster(now),
-            unowned: g.unowned(),
-            grant_wait: g.meta.as_ref().map_or(Duration::ZERO, |m| {
-                m.grant_after.saturating_duration_since(now)
-            }),
-            draining,
-        })
+        Ok(reply)
     }
 
     async fn claim(&self, keys: &GroupKeys, req: &ClaimRequest) -> Result<ClaimReply, StoreError> {
@@ -284,17 +359,29 @@ impl Protocol for MemoryGroupStore {
             *exp = (*exp).max(now + req.ttl);
         }
         g.drain(DRAIN_BUDGET);
+        let regrant = !req.regrant.is_empty();
+        let names: Vec<String> = if regrant {
+            req.regrant.clone()
+        } else {
+            let mut popped = Vec::new();
+            for _ in 0..req.count {
+                let Some((_, name)) = g.free.pop_first() else {
+                    break;
+                };
+                g.free_since.remove(&name);
+                popped.push(name);
+            }
+            popped
+        };
         let mut partitions = Vec::new();
-        for _ in 0..req.count {
-            let Some((since, name)) = g.free.pop_first() else {
-                break;
+        for name in names {
+            let owner = g.owners.get(&name);
+            let take = if regrant {
+                owner == Some(&req.token)
+            } else {
+                !owner.is_some_and(|o| *o != req.token && g.live(o, now).is_some())
             };
-            g.free_since.remove(&name);
-            let _ = since;
-            if let Some(o) = g.owners.get(&name)
-                && *o != req.token
-                && g.live(o, now).is_some()
-            {
+            if !take {
                 continue;
             }
             let fence = (g.fences.get(&name).copied().unwrap_or(0) + 1)
@@ -302,6 +389,7 @@ impl Protocol for MemoryGroupStore {
                 .max(now_us);
             g.fences.insert(name.clone(), fence);
             g.owners.insert(name.clone(), req.token.clone());
+            g.since.insert(name.clone(), now);
             g.held
                 .entry(req.token.clone())
                 .or_default()
@@ -331,6 +419,7 @@ impl Protocol for MemoryGroupStore {
                         return false;
                     }
                     g.owners.remove(name);
+                    g.forget(name);
                     if let Some(set) = g.held.get_mut(token) {
                         set.remove(name);
                     }
@@ -357,6 +446,10 @@ impl Protocol for MemoryGroupStore {
                 g.members.remove(replica);
                 g.sessions.remove(replica);
                 g.states.remove(replica);
+                g.info.remove(replica);
+                if g.drains.get(replica).map(String::as_str) == Some(token) {
+                    g.drains.remove(replica);
+                }
                 g.dead.insert((now, token.to_owned()));
                 g.drain(DRAIN_BUDGET);
             }
@@ -368,55 +461,144 @@ impl Protocol for MemoryGroupStore {
         Ok(())
     }
 
-    async fn seed(&self, keys: &GroupKeys, req: &SeedRequest) -> Result<SeedReply, StoreError> {
+    async fn add(
+        &self,
+        keys: &GroupKeys,
+        strict: bool,
+        grant_delay: Duration,
+        names: &[String],
+    ) -> Result<AddReply, StoreError> {
         let now = Instant::now();
+        let added = {
+            let mut groups = self.lock();
+            let g = groups.entry(keys.notice.clone()).or_default();
+            let names = distinct(names);
+            g.create(now, grant_delay);
+            if strict && let Some(n) = names.iter().find(|n| g.positions.contains_key(*n)) {
+                return Ok(AddReply::Exists(n.clone()));
+            }
+            let mut added = 0;
+            for n in names {
+                if g.positions.contains_key(&n) {
+                    continue;
+                }
+                let meta = g.meta.as_mut().expect("created above");
+                let pos = meta.next;
+                meta.next += 1;
+                meta.count += 1;
+                g.positions.insert(n.clone(), pos);
+                g.order.insert(pos, n.clone());
+                if !g.owners.contains_key(&n) {
+                    g.add_free(&n, now);
+                }
+                g.revoked.remove(&n);
+                added += 1;
+            }
+            added
+        };
+        if added > 0 {
+            self.notify(keys);
+        }
+        Ok(AddReply::Added(added))
+    }
+
+    async fn remove(
+        &self,
+        keys: &GroupKeys,
+        strict: bool,
+        names: &[String],
+    ) -> Result<RemoveReply, StoreError> {
+        let removed = {
+            let mut groups = self.lock();
+            let g = groups.entry(keys.notice.clone()).or_default();
+            let names = distinct(names);
+            if strict {
+                if let Some(n) = names.iter().find(|n| !g.positions.contains_key(*n)) {
+                    return Ok(RemoveReply::Unknown(n.clone()));
+                }
+                if names.len() >= g.positions.len() && !names.is_empty() {
+                    return Ok(RemoveReply::Last);
+                }
+            }
+            let mut removed = 0;
+            for n in names {
+                let Some(pos) = g.positions.remove(&n) else {
+                    continue;
+                };
+                g.order.remove(&pos);
+                g.remove_free(&n);
+                if g.owners.contains_key(&n) {
+                    g.revoked.insert(n.clone(), "removed".into());
+                }
+                if let Some(m) = g.meta.as_mut() {
+                    m.count = m.count.saturating_sub(1);
+                }
+                removed += 1;
+            }
+            removed
+        };
+        if removed > 0 {
+            self.notify(keys);
+        }
+        Ok(RemoveReply::Removed(removed))
+    }
+
+    async fn list_page(
+        &self,
+        keys: &GroupKeys,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let groups = self.lock();
+        Ok(groups.get(&keys.notice).map_or_else(Vec::new, |g| {
+            g.order
+                .values()
+                .skip(offset)
+                .take(limit.max(1))
+                .cloned()
+                .collect()
+        }))
+    }
+
+    async fn set_version(
+        &self,
+        keys: &GroupKeys,
+        version: u64,
+        digest: &str,
+    ) -> Result<bool, StoreError> {
         let mut groups = self.lock();
         let g = groups.entry(keys.notice.clone()).or_default();
-        match &mut g.meta {
-            None => {
-                g.meta = Some(Meta {
-                    digest: req.digest.clone(),
-                    count: req.count,
-                    seeded: 0,
-                    grant_after: now + req.grant_delay,
-                });
+        Ok(match g.meta.as_mut() {
+            Some(m) if m.version < version => {
+                m.version = version;
+                m.digest = digest.to_owned();
+                true
             }
-            Some(m) if m.digest != req.digest => {
-                if !req.replace {
-                    return Ok(SeedReply::Mismatch);
+            _ => false,
+        })
+    }
+
+    async fn drain(&self, keys: &GroupKeys, replica: &str, on: bool) -> Result<bool, StoreError> {
+        let now = Instant::now();
+        let done = {
+            let mut groups = self.lock();
+            let g = groups.entry(keys.notice.clone()).or_default();
+            match g.sessions.get(replica).cloned() {
+                Some(token) if g.live(&token, now).is_some() => {
+                    if on {
+                        g.drains.insert(replica.to_owned(), token);
+                    } else {
+                        g.drains.remove(replica);
+                    }
+                    true
                 }
-                g.reap(now);
-                if g.members.keys().any(|r| *r != req.replica) {
-                    return Ok(SeedReply::Mismatch);
-                }
-                g.positions.clear();
-                g.order.clear();
-                g.free.clear();
-                g.free_since.clear();
-                if let Some(m) = &mut g.meta {
-                    m.digest.clone_from(&req.digest);
-                    m.count = req.count;
-                    m.seeded = 0;
-                }
+                _ => false,
             }
-            Some(_) => {}
+        };
+        if done {
+            self.notify(keys);
         }
-        let seeded = g.meta.as_ref().map_or(0, |m| m.seeded);
-        if req.offset != seeded {
-            return Ok(SeedReply::Moved(seeded));
-        }
-        for (j, name) in req.names.iter().enumerate() {
-            g.positions.insert(name.clone(), req.offset + j);
-            g.order.insert(req.offset + j, name.clone());
-            if !g.owners.contains_key(name) {
-                g.add_free(name, now);
-            }
-        }
-        let total = seeded + req.names.len();
-        if let Some(m) = &mut g.meta {
-            m.seeded = total;
-        }
-        Ok(SeedReply::Seeded(total))
+        Ok(done)
     }
 
     async fn held(&self, keys: &GroupKeys, token: &str) -> Result<Vec<String>, StoreError> {
@@ -428,27 +610,42 @@ impl Protocol for MemoryGroupStore {
             .unwrap_or_default())
     }
 
-    async fn owner(&self, keys: &GroupKeys, partition: &str) -> Result<PartitionOwner, StoreError> {
+    async fn owner(
+        &self,
+        keys: &GroupKeys,
+        partition: &str,
+    ) -> Result<Option<PartitionOwner>, StoreError> {
         let now = Instant::now();
         let groups = self.lock();
-        Ok(match groups.get(&keys.notice) {
-            Some(g) => g.owner_of(partition, now),
-            None => PartitionOwner {
-                partition: partition.to_owned(),
-                owner: None,
-                fence: Fence(0),
-                remaining: None,
-            },
-        })
+        Ok(groups
+            .get(&keys.notice)
+            .filter(|g| g.positions.contains_key(partition))
+            .map(|g| g.owner_of(partition, now)))
     }
 
     async fn status_head(&self, keys: &GroupKeys) -> Result<Option<StatusHead>, StoreError> {
         let now = Instant::now();
         let groups = self.lock();
         Ok(groups.get(&keys.notice).and_then(|g| {
-            g.meta.as_ref().map(|m| StatusHead {
-                count: m.count,
-                members: g.roster(now),
+            let set = g.set_info()?;
+            let members = g.roster(now);
+            let instances = members
+                .iter()
+                .map(|m| g.info.get(&m.replica).cloned().unwrap_or_default())
+                .collect();
+            let drained = members
+                .iter()
+                .filter(|m| {
+                    g.drains.contains_key(&m.replica)
+                        && g.drains.get(&m.replica) == g.sessions.get(&m.replica)
+                })
+                .map(|m| m.replica.clone())
+                .collect();
+            Some(StatusHead {
+                set,
+                members,
+                instances,
+                drained,
             })
         }))
     }
@@ -463,9 +660,10 @@ impl Protocol for MemoryGroupStore {
         let groups = self.lock();
         Ok(groups.get(&keys.notice).map_or_else(Vec::new, |g| {
             g.order
-                .range(offset..)
+                .values()
+                .skip(offset)
                 .take(limit.max(1))
-                .map(|(_, name)| g.owner_of(name, now))
+                .map(|name| g.owner_of(name, now))
                 .collect()
         }))
     }

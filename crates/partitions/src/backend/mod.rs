@@ -29,8 +29,8 @@ pub(crate) mod redis;
 pub(crate) const CLAIM_BATCH: usize = 100;
 /// How many partitions one release script gives back at most.
 pub(crate) const RELEASE_BATCH: usize = 250;
-/// How many names one seeding script stores.
-pub(crate) const SEED_CHUNK: usize = 500;
+/// How many names one script adds or removes (seeding, applying a list, the admin).
+pub(crate) const SET_CHUNK: usize = 500;
 /// How many partitions of ended sessions one script moves to the free set at most.
 pub(crate) const DRAIN_BUDGET: usize = 250;
 /// How many partitions one status page reads.
@@ -46,15 +46,51 @@ impl GroupBackend for crate::MemoryGroupStore {}
 /// The whole group as stored, for operators.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupStatus {
-    /// Every partition with its owner, in the configured order. On a large group this
-    /// is read in pages of a thousand, so it is not one atomic snapshot.
+    /// Every partition with its owner, in the order they were added. On a large group
+    /// this is read in pages of a thousand, so it is not one atomic snapshot.
     pub partitions: Vec<PartitionOwner>,
     /// Live replicas with how many partitions each holds (`None`: still settling).
     pub replicas: Vec<(String, Option<usize>)>,
-    /// Time left on each live replica's session, in the order of `replicas`: its
-    /// partitions are held that long unless it heartbeats again. Read in one script
+    /// Every live replica in detail, in the order of `replicas`. Read in one script
     /// with `replicas`, before the partitions.
-    pub sessions: Vec<(String, Duration)>,
+    pub members: Vec<ReplicaStatus>,
+    /// The version of the last versioned partition list applied to the group (0 if
+    /// none: the set was seeded, or changed through [`crate::GroupAdmin`] only).
+    pub list_version: u64,
+}
+
+/// What a live replica of a group is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplicaState {
+    /// Just joined: heartbeating, claiming nothing yet.
+    Settling,
+    /// Taking part.
+    Active,
+    /// Shutting down: handing its partitions back.
+    Leaving,
+    /// Drained by an operator: handing its partitions over, claiming nothing.
+    Draining,
+    /// Restarting: its partitions are kept for its return (`rejoin_grace`).
+    Away,
+}
+
+/// One live replica, for operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaStatus {
+    /// The replica id.
+    pub replica: String,
+    /// What it is doing.
+    pub state: ReplicaState,
+    /// Partitions its session holds.
+    pub held: usize,
+    /// Time left on its session: its partitions are held that long unless it
+    /// heartbeats again.
+    pub session_left: Duration,
+    /// The process using it (`host pid`), as it said when it joined.
+    pub instance: String,
+    /// Whether an operator drained it.
+    pub drained: bool,
 }
 
 impl GroupStatus {
@@ -93,6 +129,8 @@ pub struct PartitionOwner {
     pub fence: Fence,
     /// Time left on the owner's session (when it is not renewed).
     pub remaining: Option<Duration>,
+    /// How long its owner has held it (since the claim that won it).
+    pub held_for: Option<Duration>,
 }
 
 /// The protocol between a coordinator and its store. Public only so that the sealed
@@ -110,6 +148,11 @@ pub(crate) mod protocol {
         Active,
         /// Handing everything back before it goes; no longer counts towards N.
         Leaving,
+        /// Drained by an operator: handing everything over, claiming nothing; not
+        /// counted towards N.
+        Draining,
+        /// Gone for a restart, its session (and partitions) kept for its return.
+        Away,
     }
 
     impl MemberState {
@@ -118,6 +161,8 @@ pub(crate) mod protocol {
                 Self::Settling => "settling",
                 Self::Active => "active",
                 Self::Leaving => "leaving",
+                Self::Draining => "draining",
+                Self::Away => "away",
             }
         }
 
@@ -125,8 +170,15 @@ pub(crate) mod protocol {
             match s {
                 "active" => Self::Active,
                 "leaving" => Self::Leaving,
+                "draining" => Self::Draining,
+                "away" => Self::Away,
                 _ => Self::Settling,
             }
+        }
+
+        /// Whether the member counts towards N (it will hold its share).
+        pub fn counts(self) -> bool {
+            matches!(self, Self::Settling | Self::Active | Self::Away)
         }
     }
 
@@ -137,13 +189,15 @@ pub(crate) mod protocol {
         /// The session this heartbeat is for (`<replica>:<hex>`).
         pub token: String,
         /// Start the session (true) or extend it (false). A session that has ended is
-        /// never extended again: the replica starts a new one with a new token.
+        /// never extended again: the replica starts a new one with a new token. A join
+        /// finding its replica's session `away` resumes it instead.
         pub join: bool,
         pub state: MemberState,
-        /// Session time-to-live: the lease.
+        /// Session time-to-live: the lease (the rejoin grace for the last tick before a
+        /// sticky restart).
         pub ttl: Duration,
-        /// Digest of the partition list.
-        pub digest: String,
+        /// The process, for operators (`host pid`).
+        pub instance: String,
     }
 
     /// What became of the heartbeat's session.
@@ -162,19 +216,17 @@ pub(crate) mod protocol {
     pub enum Conflict {
         /// Another live session uses this replica id.
         DuplicateReplica,
-        /// Live members use a different partition list.
-        PartitionListMismatch,
     }
 
-    /// Whether the group's partition list must be stored first.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum SeedNeed {
-        /// Stored.
-        No,
-        /// Store it from `offset` on (a new group, or one a seeder left half done).
-        From(usize),
-        /// The group has another list and nobody else is live: replace it.
-        Replace,
+    /// The group's partition set, as stored.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct SetInfo {
+        /// Partitions in the set.
+        pub count: usize,
+        /// The version of the last versioned list applied (0: none).
+        pub version: u64,
+        /// That list's digest.
+        pub digest: String,
     }
 
     /// A live member as a tick saw it.
@@ -192,28 +244,39 @@ pub(crate) mod protocol {
     #[derive(Debug, Clone)]
     pub struct TickReply {
         pub session: SessionReply,
-        pub seed: SeedNeed,
+        /// The token of the `away` session this join resumed: from now on the replica's.
+        pub resumed: Option<String>,
+        /// The partition set; `None` if the group does not exist (never created, or
+        /// Redis lost it).
+        pub set: Option<SetInfo>,
         /// Live members, this one included once admitted.
         pub members: Vec<MemberInfo>,
-        /// Partitions with no live owner (free, or not stored yet).
+        /// Partitions with no live owner (free, or held by ended sessions).
         pub unowned: usize,
         /// Time left before the group grants anything (after it was created, or
-        /// re-created when Redis lost its data).
+        /// created again when Redis lost its data).
         pub grant_wait: Duration,
         /// Sessions that ended holding partitions not yet freed.
         pub draining: usize,
+        /// An operator drained this replica's session.
+        pub drained: bool,
+        /// Partitions this session holds and must give up, with why (`removed`).
+        pub revoked: Vec<(String, String)>,
     }
 
-    /// A batch claim.
+    /// A batch claim of free partitions, or (with `regrant`) new terms for partitions
+    /// the session already holds (a resumed session).
     #[derive(Debug, Clone)]
     pub struct ClaimRequest {
         pub replica: String,
         pub token: String,
         pub ttl: Duration,
-        /// Take at most this many (oldest free first).
+        /// Take at most this many free partitions (oldest free first).
         pub count: usize,
         /// Every fence issued is at least this (the highest this replica has seen + 1).
         pub floor: Fence,
+        /// Instead of free partitions: these, if the session holds them.
+        pub regrant: Vec<String>,
     }
 
     /// What a claim got.
@@ -230,47 +293,48 @@ pub(crate) mod protocol {
         Lost,
     }
 
-    /// One chunk of the partition list.
-    #[derive(Debug, Clone)]
-    pub struct SeedRequest {
-        pub replica: String,
-        pub digest: String,
-        pub count: usize,
-        pub offset: usize,
-        /// Replace another list (only if no other member is live).
-        pub replace: bool,
-        /// No partition is granted before this long after the group is created.
-        pub grant_delay: Duration,
-        pub names: Vec<String>,
+    /// What adding partitions did.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum AddReply {
+        /// This many were new.
+        Added(usize),
+        /// (strict) This one is in the set already; nothing was added.
+        Exists(String),
     }
 
-    /// What a seeding chunk did.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum SeedReply {
-        /// Names stored so far.
-        Seeded(usize),
-        /// Someone else is storing the list; it has this many so far.
-        Moved(usize),
-        /// Live members use another list.
-        Mismatch,
+    /// What removing partitions did.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum RemoveReply {
+        /// This many were removed.
+        Removed(usize),
+        /// (strict) This one is not in the set; nothing was removed.
+        Unknown(String),
+        /// (strict) It would leave the set empty; nothing was removed.
+        Last,
     }
 
     /// The head of a status read: everything but the partitions.
     #[derive(Debug, Clone)]
     pub struct StatusHead {
-        pub count: usize,
+        pub set: SetInfo,
         pub members: Vec<MemberInfo>,
+        /// Each member's process (`host pid`), in the order of `members`.
+        pub instances: Vec<String>,
+        /// Members an operator drained.
+        pub drained: Vec<String>,
     }
 
     pub trait Protocol {
-        /// Heartbeat: start or extend the session, reap ended sessions, read the group.
+        /// Heartbeat: start, resume or extend the session, reap ended sessions, read the
+        /// group.
         fn tick(
             &self,
             keys: &GroupKeys,
             req: &TickRequest,
         ) -> impl Future<Output = Result<TickReply, StoreError>> + Send;
 
-        /// Takes up to `count` free partitions for the session (and extends it).
+        /// Takes up to `count` free partitions (or regrants `regrant`) for the session,
+        /// and extends it.
         fn claim(
             &self,
             keys: &GroupKeys,
@@ -294,26 +358,63 @@ pub(crate) mod protocol {
             token: &str,
         ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-        /// Stores one chunk of the partition list.
-        fn seed(
+        /// Adds partitions to the set (creating the group, which then grants nothing for
+        /// `grant_delay`, if it does not exist). `strict`: refuse if one is there
+        /// already.
+        fn add(
             &self,
             keys: &GroupKeys,
-            req: &SeedRequest,
-        ) -> impl Future<Output = Result<SeedReply, StoreError>> + Send;
+            strict: bool,
+            grant_delay: Duration,
+            names: &[String],
+        ) -> impl Future<Output = Result<AddReply, StoreError>> + Send;
 
-        /// The partitions the session `token` holds (to reconcile after a lost reply).
+        /// Removes partitions from the set; their owners are told to give them up.
+        /// `strict`: refuse an unknown one, or emptying the set.
+        fn remove(
+            &self,
+            keys: &GroupKeys,
+            strict: bool,
+            names: &[String],
+        ) -> impl Future<Output = Result<RemoveReply, StoreError>> + Send;
+
+        /// Up to `limit` partition names from position `offset` of the set.
+        fn list_page(
+            &self,
+            keys: &GroupKeys,
+            offset: usize,
+            limit: usize,
+        ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
+
+        /// Records that the list `version` (with `digest`) is applied, if it is newer.
+        fn set_version(
+            &self,
+            keys: &GroupKeys,
+            version: u64,
+            digest: &str,
+        ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+        /// Drains (or undrains) `replica`'s current session; false if it is not live.
+        fn drain(
+            &self,
+            keys: &GroupKeys,
+            replica: &str,
+            on: bool,
+        ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+        /// The partitions the session `token` holds (to reconcile, or to resume).
         fn held(
             &self,
             keys: &GroupKeys,
             token: &str,
         ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
 
-        /// One partition's owner.
+        /// One partition's owner; `None` if it is not in the set.
         fn owner(
             &self,
             keys: &GroupKeys,
             partition: &str,
-        ) -> impl Future<Output = Result<PartitionOwner, StoreError>> + Send;
+        ) -> impl Future<Output = Result<Option<PartitionOwner>, StoreError>> + Send;
 
         /// The group without its partitions; `None` if it was never created.
         fn status_head(
@@ -329,7 +430,8 @@ pub(crate) mod protocol {
             limit: usize,
         ) -> impl Future<Output = Result<Vec<PartitionOwner>, StoreError>> + Send;
 
-        /// Notices published by releases and leaves (`keys.notice` for this group;
+        /// Notices published by releases, leaves, member state changes, additions and
+        /// removals (`keys.notice` for this group;
         /// `leasehold_election::store::ANY_RELEASE` when some may have been missed).
         fn notices(&self, keys: &GroupKeys) -> broadcast::Receiver<String>;
 
@@ -349,8 +451,8 @@ pub(crate) async fn read_status<B: GroupBackend>(
     let Some(head) = backend.status_head(keys).await? else {
         return Ok(None);
     };
-    let mut partitions = Vec::with_capacity(head.count);
-    while partitions.len() < head.count {
+    let mut partitions = Vec::with_capacity(head.set.count);
+    while partitions.len() < head.set.count {
         let page = backend
             .status_page(keys, partitions.len(), STATUS_PAGE)
             .await?;
@@ -359,10 +461,28 @@ pub(crate) async fn read_status<B: GroupBackend>(
         }
         partitions.extend(page);
     }
-    let sessions = head
+    let members: Vec<ReplicaStatus> = head
         .members
         .iter()
-        .map(|m| (m.replica.clone(), m.left))
+        .zip(
+            head.instances
+                .iter()
+                .chain(std::iter::repeat(&String::new())),
+        )
+        .map(|(m, instance)| ReplicaStatus {
+            replica: m.replica.clone(),
+            state: match m.state {
+                MemberState::Settling => ReplicaState::Settling,
+                MemberState::Active => ReplicaState::Active,
+                MemberState::Leaving => ReplicaState::Leaving,
+                MemberState::Draining => ReplicaState::Draining,
+                MemberState::Away => ReplicaState::Away,
+            },
+            held: m.held,
+            session_left: m.left,
+            instance: instance.clone(),
+            drained: head.drained.contains(&m.replica),
+        })
         .collect();
     let replicas = head
         .members
@@ -375,6 +495,7 @@ pub(crate) async fn read_status<B: GroupBackend>(
     Ok(Some(GroupStatus {
         partitions,
         replicas,
-        sessions,
+        members,
+        list_version: head.set.version,
     }))
 }

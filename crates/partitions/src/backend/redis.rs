@@ -4,26 +4,28 @@
 //! Cost per call, with N members, P partitions and k partitions moved: a tick is
 //! O(N log P) (N session counts), a claim or a release of k is O(k log P), ending a
 //! session of k partitions is O(k log P) spread over ticks in chunks of
-//! [`DRAIN_BUDGET`]. Nothing in a steady tick reads or writes per-partition state.
+//! [`DRAIN_BUDGET`], adding or removing k partitions is O(k log P). Nothing in a steady
+//! tick reads or writes per-partition state.
 
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::keys::DutyKeys;
-use leasehold_election::{BackendWarning, Fence, LeaseStore, LuaScript, RedisStore, StoreError};
+use leasehold_election::{BackendWarning, Fence, LeaseStore, RedisStore, StoreError};
 use redis::Value;
 use tokio::sync::broadcast;
 
 use super::protocol::{
-    ClaimReply, ClaimRequest, Conflict, MemberInfo, MemberState, Protocol, SeedNeed, SeedReply,
-    SeedRequest, SessionReply, StatusHead, TickReply, TickRequest,
+    AddReply, ClaimReply, ClaimRequest, Conflict, MemberInfo, MemberState, Protocol, RemoveReply,
+    SessionReply, SetInfo, StatusHead, TickReply, TickRequest,
 };
 use super::{DRAIN_BUDGET, PartitionOwner};
 use crate::keys::GroupKeys;
 
 /// Helpers every group script starts with. KEYS, in [`GroupKeys::all`] order:
 /// 1 members, 2 sessions, 3 states, 4 meta, 5 partitions, 6 free, 7 owners, 8 fences,
-/// 9 held, 10 dead.
+/// 9 held, 10 dead, 11 revoked, 12 drains, 13 since, 14 info.
 macro_rules! prelude {
     () => {
         r#"
@@ -48,14 +50,24 @@ local function expect(...)
   return nil
 end
 
+-- Every key of the group with its type, for scripts that may write any of them.
+local function expect_all()
+  return expect(1, 'zset', 2, 'hash', 3, 'hash', 4, 'hash', 5, 'zset', 6, 'zset', 7, 'hash',
+    8, 'hash', 9, 'zset', 10, 'zset', 11, 'hash', 12, 'hash', 13, 'hash', 14, 'hash')
+end
+
 -- The range of `held` that belongs to session `tok`: entries `tok \1 partition`.
 local function span(tok)
   return '[' .. tok .. '\1', '(' .. tok .. '\2'
 end
 
+local function replica_of(tok)
+  return string.match(tok, '^(.*):[^:]*$')
+end
+
 -- The expiry of session `tok` if it is its replica's current session and unexpired.
 local function live(tok, now)
-  local r = string.match(tok, '^(.*):[^:]*$')
+  local r = replica_of(tok)
   if not r or redis.call('HGET', KEYS[2], r) ~= tok then return nil end
   local exp = redis.call('ZSCORE', KEYS[1], r)
   if exp and tonumber(exp) > now then return tonumber(exp) end
@@ -66,11 +78,24 @@ end
 local function reap(now)
   local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES')
   for i = 1, #gone, 2 do
-    local tok = redis.call('HGET', KEYS[2], gone[i])
-    redis.call('ZREM', KEYS[1], gone[i])
-    redis.call('HDEL', KEYS[2], gone[i])
-    redis.call('HDEL', KEYS[3], gone[i])
-    if tok then redis.call('ZADD', KEYS[10], gone[i + 1], tok) end
+    local r = gone[i]
+    local tok = redis.call('HGET', KEYS[2], r)
+    redis.call('ZREM', KEYS[1], r)
+    redis.call('HDEL', KEYS[2], r)
+    redis.call('HDEL', KEYS[3], r)
+    redis.call('HDEL', KEYS[14], r)
+    if tok then
+      redis.call('ZADD', KEYS[10], gone[i + 1], tok)
+      if redis.call('HGET', KEYS[12], r) == tok then redis.call('HDEL', KEYS[12], r) end
+    end
+  end
+end
+
+-- Forgets what a partition's owner had: its revocation, its claim time.
+local function forget(names)
+  if #names > 0 then
+    redis.call('HDEL', KEYS[11], unpack(names))
+    redis.call('HDEL', KEYS[13], unpack(names))
   end
 end
 
@@ -110,6 +135,7 @@ local function drain(budget)
         end
         redis.call('ZREM', KEYS[9], unpack(entries))
         if #gone > 0 then redis.call('HDEL', KEYS[7], unpack(gone)) end
+        forget(gone)
         if #back > 0 then redis.call('ZADD', KEYS[6], unpack(back)) end
         moved = moved + #entries
       end
@@ -118,21 +144,28 @@ local function drain(budget)
   return left_over
 end
 
--- The group's metadata: digest, count, seeded, grant_after (count and seeded as 0 when
--- the list was never stored).
+-- The set's metadata: whether the group exists, count, version, digest, grant_after.
 local function meta()
-  local m = redis.call('HMGET', KEYS[4], 'digest', 'count', 'seeded', 'grant_after')
-  return m[1], tonumber(m[2] or '0'), tonumber(m[3] or '0'), tonumber(m[4] or '0')
+  local m = redis.call('HMGET', KEYS[4], 'count', 'version', 'digest', 'grant_after')
+  return m[1] ~= false, tonumber(m[1] or '0'), tonumber(m[2] or '0'), m[3] or '',
+    tonumber(m[4] or '0')
 end
 
--- Partitions without a live owner: free, held by ended sessions, or not stored yet.
-local function unowned(dead, count, seeded)
+-- Creates the group's metadata if there is none: no grant for `delay` ms from now.
+local function create(now, delay)
+  if redis.call('HEXISTS', KEYS[4], 'count') == 0 then
+    redis.call('HSET', KEYS[4], 'count', 0, 'next', 0, 'version', 0, 'grant_after', now + delay)
+  end
+end
+
+-- Partitions without a live owner: free, or held by ended sessions.
+local function unowned(dead)
   local n = redis.call('ZCARD', KEYS[6])
   for _, tok in ipairs(dead) do
     local lo, hi = span(tok)
     n = n + redis.call('ZLEXCOUNT', KEYS[9], lo, hi)
   end
-  return n + count - seeded
+  return n
 end
 
 -- Live members: names, states, ms left, partitions held. `reaped`: ended sessions were
@@ -164,93 +197,136 @@ local function roster(now, reaped)
   end
   return names, states, lefts, helds
 end
+
+-- `names` without repeats, in order.
+local function distinct(names)
+  local seen, out = {}, {}
+  for _, n in ipairs(names) do
+    if not seen[n] then
+      seen[n] = true
+      out[#out + 1] = n
+    end
+  end
+  return out
+end
 "#
     };
 }
 
-/// ARGV: replica, token, join (1/0), state, ttl ms, digest, drain budget.
+/// ARGV: replica, token, join (1/0), state, ttl ms, drain budget, channel, notice,
+/// instance.
 ///
 /// Reaps ended sessions; starts (join) or extends the session, never one that has
-/// ended; checks the partition list on join; drains ended sessions; reads the roster.
-/// Reply: {session, seed, names[], states[], ms left[], held[], unowned, grant wait ms,
-/// draining}.
+/// ended, and resumes an `away` one on join; publishes the notice when the member's
+/// state changes (so the others look again at once); reads this session's drain flag
+/// and revocations; drains ended sessions; reads the roster. Reply: {session, resumed
+/// token or '', exists, count, version, digest, names[], states[], ms left[], held[],
+/// unowned, grant wait ms, draining, drained, {revoked name, reason, ...}}.
 static TICK: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
 local replica, token, join, state = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4]
-local ttl, digest = tonumber(ARGV[5]), ARGV[6]
-local bad = expect(1, 'zset', 2, 'hash', 3, 'hash', 4, 'hash', 6, 'zset', 7, 'hash', 9, 'zset', 10, 'zset')
+local ttl = tonumber(ARGV[5])
+local bad = expect_all()
 if bad then return bad end
 local now = clock()
 reap(now)
-local stored, count, seeded, after = meta()
-local session, seed = 'live', 'no'
+local exists, count, version, digest, after = meta()
+local session, resumed = 'live', ''
 local cur = redis.call('HGET', KEYS[2], replica)
 if cur == token then
   redis.call('ZADD', KEYS[1], 'GT', now + ttl, replica)
 elseif not join then
   session = 'lost'
 elseif cur then
-  session = 'duplicate'
-elseif stored and stored ~= digest and redis.call('ZCARD', KEYS[1]) > 0 then
-  session = 'mismatch'
+  if redis.call('HGET', KEYS[3], replica) == 'away' then
+    -- Back from a sticky restart: this process takes the session over.
+    resumed = cur
+    redis.call('ZADD', KEYS[1], 'GT', now + ttl, replica)
+  else
+    session = 'duplicate'
+  end
 else
   redis.call('HSET', KEYS[2], replica, token)
   redis.call('ZADD', KEYS[1], now + ttl, replica)
 end
+local drained, revoked = 0, {}
 if session == 'live' then
-  redis.call('HSET', KEYS[3], replica, state)
-  if not stored then
-    seed = '0'
-  elseif stored ~= digest then
-    seed = 'replace'
-  elseif seeded < count then
-    seed = tostring(seeded)
+  local tok = token
+  if resumed ~= '' then tok = resumed end
+  if redis.call('HGET', KEYS[3], replica) ~= state then
+    redis.call('HSET', KEYS[3], replica, state)
+    redis.call('PUBLISH', ARGV[7], ARGV[8])
+  end
+  if join then redis.call('HSET', KEYS[14], replica, ARGV[9]) end
+  if redis.call('HGET', KEYS[12], replica) == tok then drained = 1 end
+  if redis.call('HLEN', KEYS[11]) > 0 then
+    local all = redis.call('HGETALL', KEYS[11])
+    local names = {}
+    for i = 1, #all, 2 do names[#names + 1] = all[i] end
+    local owners = redis.call('HMGET', KEYS[7], unpack(names))
+    for j, n in ipairs(names) do
+      if owners[j] == tok then
+        revoked[#revoked + 1] = n
+        revoked[#revoked + 1] = all[2 * j]
+      end
+    end
   end
 end
-local dead = drain(tonumber(ARGV[7]))
+local dead = drain(tonumber(ARGV[6]))
 local names, states, lefts, helds = roster(now, true)
 local wait = after - now
 if wait < 0 then wait = 0 end
-return {session, seed, names, states, lefts, helds, unowned(dead, count, seeded), wait, #dead}
+return {session, resumed, exists and 1 or 0, count, version, digest, names, states, lefts,
+  helds, unowned(dead), wait, #dead, drained, revoked}
 "#
     ))
 });
 
-/// ARGV: replica, token, ttl ms, count, fence floor, drain budget.
+/// ARGV: replica, token, ttl ms, count, fence floor, drain budget, names to regrant...
 ///
-/// Extends the session, then takes up to `count` free partitions, oldest first, each
-/// with fence = max(last + 1, floor, server time in µs). Reply {'ok', {name, fence,
-/// ...}, unowned}, {'wait', ms} before the group may grant, {'lost'} without a session.
+/// Extends the session, then takes up to `count` free partitions, oldest first (or,
+/// given names, new terms for those of them the session holds), each with fence =
+/// max(last + 1, floor, server time in µs). Reply {'ok', {name, fence, ...}, unowned},
+/// {'wait', ms} before the group may grant, {'lost'} without a session.
 static CLAIM: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
 local replica, token = ARGV[1], ARGV[2]
 local ttl, want, floor = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local bad = expect(1, 'zset', 2, 'hash', 3, 'hash', 4, 'hash', 6, 'zset', 7, 'hash', 8, 'hash', 9, 'zset', 10, 'zset')
+local bad = expect_all()
 if bad then return bad end
 local now, now_us = clock()
 reap(now)
 if redis.call('HGET', KEYS[2], replica) ~= token then return {'lost'} end
-local _, count, seeded, after = meta()
+local _, count, _, _, after = meta()
 if after > now then return {'wait', after - now} end
 redis.call('ZADD', KEYS[1], 'GT', now + ttl, replica)
 local dead = drain(tonumber(ARGV[6]))
+local names, regrant = {}, #ARGV > 6
+if regrant then
+  for i = 7, #ARGV do names[#names + 1] = ARGV[i] end
+elseif want > 0 then
+  local popped = redis.call('ZPOPMIN', KEYS[6], want)
+  for i = 1, #popped, 2 do names[#names + 1] = popped[i] end
+end
 local out = {}
-local popped = {}
-if want > 0 then popped = redis.call('ZPOPMIN', KEYS[6], want) end
-local names = {}
-for i = 1, #popped, 2 do names[#names + 1] = popped[i] end
 if #names > 0 then
   local owners = redis.call('HMGET', KEYS[7], unpack(names))
   local fences = redis.call('HMGET', KEYS[8], unpack(names))
-  local fset, oset, hset = {}, {}, {}
+  local fset, oset, hset, sset = {}, {}, {}, {}
   for j, n in ipairs(names) do
     local o = owners[j]
-    -- A free partition is never held by a live session; if one is, it stays with it.
-    if not (o and o ~= token and live(o, now)) then
+    local take
+    if regrant then
+      take = o == token
+    else
+      -- A free partition is never held by a live session; if one is, it stays with it.
+      take = not (o and o ~= token and live(o, now))
+    end
+    if take then
       local f = (tonumber(fences[j] or '0') or 0) + 1
       if f < floor then f = floor end
       if f < now_us then f = now_us end
@@ -261,6 +337,8 @@ if #names > 0 then
       oset[#oset + 1] = token
       hset[#hset + 1] = 0
       hset[#hset + 1] = token .. '\1' .. n
+      sset[#sset + 1] = n
+      sset[#sset + 1] = now
       out[#out + 1] = n
       out[#out + 1] = f
     end
@@ -269,21 +347,23 @@ if #names > 0 then
     redis.call('HSET', KEYS[8], unpack(fset))
     redis.call('HSET', KEYS[7], unpack(oset))
     redis.call('ZADD', KEYS[9], unpack(hset))
+    redis.call('HSET', KEYS[13], unpack(sset))
   end
 end
-return {'ok', out, unowned(dead, count, seeded)}
+return {'ok', out, unowned(dead)}
 "#
     ))
 });
 
 /// ARGV: token, channel, notice, names... Gives back those of `names` that `token`
-/// holds (free from now), then publishes the notice once. Reply: one 1/0 per name.
+/// holds (free from now, if still in the set), then publishes the notice once. Reply:
+/// one 1/0 per name.
 static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
 local token = ARGV[1]
-local bad = expect(6, 'zset', 7, 'hash', 9, 'zset')
+local bad = expect(6, 'zset', 7, 'hash', 9, 'zset', 11, 'hash', 13, 'hash')
 if bad then return bad end
 local now = clock()
 local names = {}
@@ -309,6 +389,7 @@ end
 if #gone > 0 then
   redis.call('HDEL', KEYS[7], unpack(gone))
   redis.call('ZREM', KEYS[9], unpack(entries))
+  forget(gone)
   if #back > 0 then redis.call('ZADD', KEYS[6], unpack(back)) end
   redis.call('PUBLISH', ARGV[2], ARGV[3])
 end
@@ -323,13 +404,15 @@ static LEAVE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
-local bad = expect(1, 'zset', 2, 'hash', 3, 'hash', 6, 'zset', 7, 'hash', 9, 'zset', 10, 'zset')
+local bad = expect_all()
 if bad then return bad end
 local now = clock()
 if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
+  redis.call('HDEL', KEYS[14], ARGV[1])
+  if redis.call('HGET', KEYS[12], ARGV[1]) == ARGV[2] then redis.call('HDEL', KEYS[12], ARGV[1]) end
   redis.call('ZADD', KEYS[10], now, ARGV[2])
   drain(tonumber(ARGV[5]))
   redis.call('PUBLISH', ARGV[3], ARGV[4])
@@ -339,55 +422,148 @@ return 1
     ))
 });
 
-/// ARGV: replica, digest, count, offset, replace (1/0), grant delay ms, names...
+/// ARGV: strict (1/0), grant delay ms, channel, notice, names...
 ///
-/// Creates the group's metadata if there is none (nothing is granted for the grant
-/// delay after that: if Redis lost its data, every old owner's deadline passes first);
-/// replaces another list only if no other member is live; stores `names` at `offset`
-/// if that is where the list stands. Reply {'ok', seeded}, {'moved', seeded} or
-/// {'mismatch', 0}.
-static SEED: LazyLock<LuaScript> = LazyLock::new(|| {
+/// Adds the names that are not in the set yet (free at once, unless a session still
+/// holds one it was told to give up: it keeps it), creating the group if it does not
+/// exist (no grant for the delay after that: if Redis lost its data, every old owner's
+/// deadline passes first). Strict: nothing if one is already there. Reply {'ok',
+/// added} or {'exists', name}.
+static ADD: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
-local bad = expect(1, 'zset', 2, 'hash', 3, 'hash', 4, 'hash', 5, 'zset', 6, 'zset', 7, 'hash', 10, 'zset')
+local bad = expect(4, 'hash', 5, 'zset', 6, 'zset', 7, 'hash', 11, 'hash')
 if bad then return bad end
 local now = clock()
-local replica, digest = ARGV[1], ARGV[2]
-local count, offset = tonumber(ARGV[3]), tonumber(ARGV[4])
-local stored = redis.call('HGET', KEYS[4], 'digest')
-if not stored then
-  redis.call('HSET', KEYS[4], 'digest', digest, 'count', count, 'seeded', 0,
-    'grant_after', now + tonumber(ARGV[6]))
-elseif stored ~= digest then
-  if ARGV[5] ~= '1' then return {'mismatch', 0} end
-  reap(now)
-  for _, r in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-    if r ~= replica then return {'mismatch', 0} end
-  end
-  redis.call('DEL', KEYS[5], KEYS[6])
-  redis.call('HSET', KEYS[4], 'digest', digest, 'count', count, 'seeded', 0)
-end
-local seeded = tonumber(redis.call('HGET', KEYS[4], 'seeded'))
-if offset ~= seeded then return {'moved', seeded} end
 local names = {}
-for i = 7, #ARGV do names[#names + 1] = ARGV[i] end
-if #names > 0 then
-  local owners = redis.call('HMGET', KEYS[7], unpack(names))
-  local pos, free = {}, {}
+for i = 5, #ARGV do names[#names + 1] = ARGV[i] end
+names = distinct(names)
+create(now, tonumber(ARGV[2]))
+if #names == 0 then return {'ok', 0} end
+local present = redis.call('ZMSCORE', KEYS[5], unpack(names))
+if ARGV[1] == '1' then
   for j, n in ipairs(names) do
-    pos[#pos + 1] = offset + j - 1
+    if present[j] then return {'exists', n} end
+  end
+end
+local owners = redis.call('HMGET', KEYS[7], unpack(names))
+local nxt = tonumber(redis.call('HGET', KEYS[4], 'next') or '0')
+local pos, free, added = {}, {}, {}
+for j, n in ipairs(names) do
+  if not present[j] then
+    pos[#pos + 1] = nxt
     pos[#pos + 1] = n
+    nxt = nxt + 1
+    added[#added + 1] = n
     if not owners[j] then
       free[#free + 1] = now
       free[#free + 1] = n
     end
   end
+end
+if #added > 0 then
   redis.call('ZADD', KEYS[5], unpack(pos))
   if #free > 0 then redis.call('ZADD', KEYS[6], unpack(free)) end
+  redis.call('HDEL', KEYS[11], unpack(added))
+  redis.call('HINCRBY', KEYS[4], 'count', #added)
+  redis.call('HSET', KEYS[4], 'next', nxt)
+  redis.call('PUBLISH', ARGV[3], ARGV[4])
 end
-redis.call('HSET', KEYS[4], 'seeded', seeded + #names)
-return {'ok', seeded + #names}
+return {'ok', #added}
+"#
+    ))
+});
+
+/// ARGV: strict (1/0), channel, notice, names...
+///
+/// Removes the names that are in the set; a held one stays with its owner, who is told
+/// to give it up (`revoked`) and releases it. Strict: nothing if one is unknown, or if
+/// the set would be empty. Reply {'ok', removed}, {'unknown', name} or {'last'}.
+static REMOVE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(concat!(
+        prelude!(),
+        r#"
+local bad = expect(4, 'hash', 5, 'zset', 6, 'zset', 11, 'hash')
+if bad then return bad end
+local names = {}
+for i = 4, #ARGV do names[#names + 1] = ARGV[i] end
+names = distinct(names)
+if #names == 0 then return {'ok', 0} end
+local present = redis.call('ZMSCORE', KEYS[5], unpack(names))
+local strict = ARGV[1] == '1'
+local gone = {}
+for j, n in ipairs(names) do
+  if present[j] then
+    gone[#gone + 1] = n
+  elseif strict then
+    return {'unknown', n}
+  end
+end
+if strict and #gone >= redis.call('ZCARD', KEYS[5]) then return {'last'} end
+if #gone == 0 then return {'ok', 0} end
+redis.call('ZREM', KEYS[5], unpack(gone))
+redis.call('ZREM', KEYS[6], unpack(gone))
+local owners = redis.call('HMGET', KEYS[7], unpack(gone))
+local revoke = {}
+for j, n in ipairs(gone) do
+  if owners[j] then
+    revoke[#revoke + 1] = n
+    revoke[#revoke + 1] = 'removed'
+  end
+end
+if #revoke > 0 then redis.call('HSET', KEYS[11], unpack(revoke)) end
+redis.call('HINCRBY', KEYS[4], 'count', -#gone)
+redis.call('PUBLISH', ARGV[2], ARGV[3])
+return {'ok', #gone}
+"#
+    ))
+});
+
+/// ARGV: offset, limit. Reply: partition names at those positions. Read-only.
+static LIST: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        r#"
+local first = tonumber(ARGV[1])
+return redis.call('ZRANGE', KEYS[5], first, first + tonumber(ARGV[2]) - 1)
+"#,
+    )
+});
+
+/// ARGV: version, digest. Records the list version applied if it is newer. Reply 1/0.
+static VERSION: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(concat!(
+        prelude!(),
+        r#"
+local bad = expect(4, 'hash')
+if bad then return bad end
+if tonumber(redis.call('HGET', KEYS[4], 'version') or '0') < tonumber(ARGV[1]) then
+  redis.call('HSET', KEYS[4], 'version', ARGV[1], 'digest', ARGV[2])
+  return 1
+end
+return 0
+"#
+    ))
+});
+
+/// ARGV: replica, on (1/0), channel, notice. Drains (or undrains) the replica's current
+/// session and publishes the notice. Reply 1, or 0 if it has no live session.
+static DRAIN: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(concat!(
+        prelude!(),
+        r#"
+local bad = expect(12, 'hash')
+if bad then return bad end
+local now = clock()
+local tok = redis.call('HGET', KEYS[2], ARGV[1])
+if not tok or not live(tok, now) then return 0 end
+if ARGV[2] == '1' then
+  redis.call('HSET', KEYS[12], ARGV[1], tok)
+else
+  redis.call('HDEL', KEYS[12], ARGV[1])
+end
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return 1
 "#
     ))
 });
@@ -408,40 +584,56 @@ return out
     ))
 });
 
-/// ARGV: partition. Reply: {owner replica or '', fence, ms left or -1}.
+/// ARGV: partition. Reply: false if it is not in the set, else {owner replica or '',
+/// fence, ms left or -1, ms held or -1}. Read-only.
 static OWNER: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
 local now = clock()
+if not redis.call('ZSCORE', KEYS[5], ARGV[1]) then return false end
 local o = redis.call('HGET', KEYS[7], ARGV[1])
 local fence = redis.call('HGET', KEYS[8], ARGV[1]) or '0'
 if o then
   local exp = live(o, now)
-  if exp then return {string.match(o, '^(.*):[^:]*$'), fence, exp - now} end
+  if exp then
+    local since = tonumber(redis.call('HGET', KEYS[13], ARGV[1]) or '-1')
+    local held = -1
+    if since >= 0 then held = now - since end
+    return {replica_of(o), fence, exp - now, held}
+  end
 end
-return {'', fence, -1}
+return {'', fence, -1, -1}
 "#
     ))
 });
 
-/// Reply: false if the group was never created, else {count, names[], states[],
-/// ms left[], held[]} of the live members. Read-only.
+/// Reply: false if the group was never created, else {count, version, digest, names[],
+/// states[], ms left[], held[], instances[], drained[]} of the live members. Read-only.
 static STATUS_HEAD: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
 local now = clock()
-local count = redis.call('HGET', KEYS[4], 'count')
-if not count then return false end
+local exists, count, version, digest = meta()
+if not exists then return false end
 local names, states, lefts, helds = roster(now, false)
-return {tonumber(count), names, states, lefts, helds}
+local instances, drained = {}, {}
+if #names > 0 then
+  instances = redis.call('HMGET', KEYS[14], unpack(names))
+  local toks = redis.call('HMGET', KEYS[2], unpack(names))
+  local drains = redis.call('HMGET', KEYS[12], unpack(names))
+  for k, n in ipairs(names) do
+    if drains[k] and drains[k] == toks[k] then drained[#drained + 1] = n end
+  end
+end
+return {count, version, digest, names, states, lefts, helds, instances, drained}
 "#
     ))
 });
 
-/// ARGV: offset, limit. Reply: {name, owner replica or '', fence, ms left or -1} for
-/// the partitions at those positions. Read-only.
+/// ARGV: offset, limit. Reply: {name, owner replica or '', fence, ms left or -1, ms held
+/// or -1} for the partitions at those positions. Read-only.
 static STATUS_PAGE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
@@ -453,18 +645,20 @@ local out = {}
 if #names == 0 then return out end
 local owners = redis.call('HMGET', KEYS[7], unpack(names))
 local fences = redis.call('HMGET', KEYS[8], unpack(names))
+local sinces = redis.call('HMGET', KEYS[13], unpack(names))
 local seen = {}
 for j, n in ipairs(names) do
-  local who, left = '', -1
+  local who, left, held = '', -1, -1
   local o = owners[j]
   if o then
     if seen[o] == nil then seen[o] = live(o, now) or false end
     if seen[o] then
-      who = string.match(o, '^(.*):[^:]*$')
+      who = replica_of(o)
       left = seen[o] - now
+      if sinces[j] then held = now - tonumber(sinces[j]) end
     end
   end
-  out[j] = {n, who, fences[j] or '0', left}
+  out[j] = {n, who, fences[j] or '0', left, held}
 end
 return out
 "#
@@ -473,8 +667,8 @@ return out
 
 /// Every group script by name with the SHA1 digest `EVALSHA` names it by, so a
 /// benchmark can tell the scripts apart in `SLOWLOG` (`tick`, `claim`, `release`,
-/// `leave`, `seed`, `held` are the coordination traffic; `owner`, `status_head`,
-/// `status_page` are an observer's reads).
+/// `leave`, `add`, `remove`, `version`, `held` are the coordination traffic; `drain`,
+/// `owner`, `list`, `status_head`, `status_page` are an operator's).
 #[doc(hidden)]
 pub fn script_hashes() -> Vec<(&'static str, String)> {
     [
@@ -482,9 +676,13 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("claim", &*CLAIM),
         ("release", &*RELEASE),
         ("leave", &*LEAVE),
-        ("seed", &*SEED),
+        ("add", &*ADD),
+        ("remove", &*REMOVE),
+        ("version", &*VERSION),
         ("held", &*HELD),
+        ("drain", &*DRAIN),
         ("owner", &*OWNER),
+        ("list", &*LIST),
         ("status_head", &*STATUS_HEAD),
         ("status_page", &*STATUS_PAGE),
     ]
@@ -493,122 +691,83 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
     .collect()
 }
 
-fn protocol_error(what: &str, v: &Value) -> StoreError {
-    StoreError::Protocol(format!("{what}: unexpected {v:?}"))
-}
-
-/// A cursor over one script reply.
-struct Reply(std::vec::IntoIter<Value>);
-
-impl Reply {
-    fn new(v: Value) -> Result<Self, StoreError> {
-        match v {
-            Value::Array(items) => Ok(Self(items.into_iter())),
-            other => Err(protocol_error("array", &other)),
-        }
-    }
-
-    fn next(&mut self) -> Result<Value, StoreError> {
-        self.0
-            .next()
-            .ok_or_else(|| StoreError::Protocol("a group script reply is too short".into()))
-    }
-
-    fn text(&mut self) -> Result<String, StoreError> {
-        text(&self.next()?)
-    }
-
-    fn int(&mut self) -> Result<i64, StoreError> {
-        int(&self.next()?)
-    }
-
-    fn count(&mut self) -> Result<usize, StoreError> {
-        Ok(usize::try_from(self.int()?.max(0)).unwrap_or(usize::MAX))
-    }
-
-    fn millis(&mut self) -> Result<Duration, StoreError> {
-        Ok(Duration::from_millis(self.int()?.max(0).unsigned_abs()))
-    }
-
-    fn list(&mut self) -> Result<Vec<Value>, StoreError> {
-        match self.next()? {
-            Value::Array(items) => Ok(items),
-            Value::Nil => Ok(Vec::new()),
-            other => Err(protocol_error("array", &other)),
-        }
-    }
-}
-
-fn int(v: &Value) -> Result<i64, StoreError> {
-    match v {
-        Value::Int(i) => Ok(*i),
-        Value::BulkString(b) => std::str::from_utf8(b)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| protocol_error("integer", v)),
-        other => Err(protocol_error("integer", other)),
-    }
-}
-
-fn text(v: &Value) -> Result<String, StoreError> {
-    match v {
-        Value::BulkString(b) => Ok(String::from_utf8_lossy(b).into_owned()),
-        Value::SimpleString(s) => Ok(s.clone()),
-        Value::Nil => Ok(String::new()),
-        other => Err(protocol_error("string", other)),
-    }
-}
-
-fn fence(v: &Value) -> Result<Fence, StoreError> {
-    u64::try_from(int(v)?)
-        .map(Fence)
-        .map_err(|_| protocol_error("fence", v))
-}
-
 fn millis(d: Duration) -> String {
     d.as_millis().max(1).to_string()
 }
 
-/// The roster part of a tick or status reply: names, states, ms left, held.
-fn roster(r: &mut Reply) -> Result<Vec<MemberInfo>, StoreError> {
-    let names = r.list()?;
-    let states = r.list()?;
-    let lefts = r.list()?;
-    let helds = r.list()?;
-    names
-        .iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let state = states.get(i).map(text).transpose()?.unwrap_or_default();
-            Ok(MemberInfo {
-                replica: text(name)?,
-                state: MemberState::parse(&state),
-                left: Duration::from_millis(
-                    lefts
-                        .get(i)
-                        .map(int)
-                        .transpose()?
-                        .unwrap_or(0)
-                        .max(0)
-                        .unsigned_abs(),
-                ),
-                held: usize::try_from(helds.get(i).map(int).transpose()?.unwrap_or(0).max(0))
-                    .unwrap_or(0),
-            })
-        })
-        .collect()
+fn ms(i: i64) -> Duration {
+    Duration::from_millis(i.max(0).unsigned_abs())
 }
 
-fn owner(name: String, who: &Value, f: &Value, left: &Value) -> Result<PartitionOwner, StoreError> {
-    let who = text(who)?;
-    let left = int(left)?;
+fn count(i: i64) -> usize {
+    usize::try_from(i.max(0)).unwrap_or(usize::MAX)
+}
+
+/// The next item as a list of strings (nil items as empty strings).
+fn strings(p: &mut Parse) -> Result<Vec<String>, StoreError> {
+    let mut list = p.next_array()?;
+    let mut out = Vec::with_capacity(list.remaining());
+    while list.remaining() > 0 {
+        out.push(list.next_opt_string()?.unwrap_or_default());
+    }
+    Ok(out)
+}
+
+/// The next item as a list of integers.
+fn ints(p: &mut Parse) -> Result<Vec<i64>, StoreError> {
+    let mut list = p.next_array()?;
+    let mut out = Vec::with_capacity(list.remaining());
+    while list.remaining() > 0 {
+        out.push(list.next_int()?);
+    }
+    Ok(out)
+}
+
+/// The roster part of a tick or status reply: names, states, ms left, held.
+fn roster(p: &mut Parse) -> Result<Vec<MemberInfo>, StoreError> {
+    let names = strings(p)?;
+    let states = strings(p)?;
+    let lefts = ints(p)?;
+    let helds = ints(p)?;
+    Ok(names
+        .into_iter()
+        .enumerate()
+        .map(|(i, replica)| MemberInfo {
+            replica,
+            state: MemberState::parse(states.get(i).map_or("", String::as_str)),
+            left: ms(lefts.get(i).copied().unwrap_or(0)),
+            held: count(helds.get(i).copied().unwrap_or(0)),
+        })
+        .collect())
+}
+
+/// `{name, owner or '', fence, ms left or -1, ms held or -1}` (the name given for the
+/// owner script, which does not repeat it).
+fn owner(name: Option<String>, p: &mut Parse) -> Result<PartitionOwner, StoreError> {
+    let partition = match name {
+        Some(n) => n,
+        None => p.next_string()?,
+    };
+    let who = p.next_opt_string()?.unwrap_or_default();
+    let fence = Fence(p.next_u64()?);
+    let left = p.next_int()?;
+    let held = p.next_int()?;
+    let owned = !who.is_empty();
     Ok(PartitionOwner {
-        partition: name,
-        fence: fence(f)?,
-        remaining: (!who.is_empty() && left >= 0)
-            .then(|| Duration::from_millis(left.unsigned_abs())),
-        owner: (!who.is_empty()).then_some(who),
+        partition,
+        fence,
+        remaining: (owned && left >= 0).then(|| ms(left)),
+        held_for: (owned && held >= 0).then(|| ms(held)),
+        owner: owned.then_some(who),
     })
+}
+
+fn pairs(p: &mut Parse) -> Result<Vec<(String, String)>, StoreError> {
+    let flat = strings(p)?;
+    Ok(flat
+        .chunks(2)
+        .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
+        .collect())
 }
 
 impl Protocol for RedisStore {
@@ -621,68 +780,79 @@ impl Protocol for RedisStore {
             if req.join { "1" } else { "0" },
             req.state.as_str(),
             &ttl,
-            &req.digest,
             &budget,
+            &keys.channel,
+            &keys.notice,
+            &req.instance,
         ];
-        let mut r = Reply::new(self.eval(&TICK, &keys.all(), &args).await?)?;
-        let session = match r.text()?.as_str() {
+        let mut p = Parse::new("group tick", self.eval(&TICK, &keys.all(), &args).await?);
+        let session = match p.next_string()?.as_str() {
             "live" => SessionReply::Live,
             "lost" => SessionReply::Lost,
             "duplicate" => SessionReply::Refused(Conflict::DuplicateReplica),
-            "mismatch" => SessionReply::Refused(Conflict::PartitionListMismatch),
-            other => return Err(StoreError::Protocol(format!("tick session {other:?}"))),
+            other => {
+                return Err(StoreError::Protocol(format!(
+                    "group tick session {other:?}"
+                )));
+            }
         };
-        let seed = match r.text()?.as_str() {
-            "no" => SeedNeed::No,
-            "replace" => SeedNeed::Replace,
-            n => SeedNeed::From(
-                n.parse()
-                    .map_err(|_| StoreError::Protocol(format!("tick seed {n:?}")))?,
-            ),
+        let resumed = p.next_opt_string()?.filter(|t| !t.is_empty());
+        let exists = p.next_int()? == 1;
+        let set = SetInfo {
+            count: count(p.next_int()?),
+            version: p.next_u64()?,
+            digest: p.next_opt_string()?.unwrap_or_default(),
         };
-        let members = roster(&mut r)?;
+        let members = roster(&mut p)?;
+        let unowned = count(p.next_int()?);
+        let grant_wait = ms(p.next_int()?);
+        let draining = count(p.next_int()?);
+        let drained = p.next_int()? == 1;
+        let revoked = pairs(&mut p)?;
+        p.finish()?;
         Ok(TickReply {
             session,
-            seed,
+            resumed,
+            set: exists.then_some(set),
             members,
-            unowned: r.count()?,
-            grant_wait: r.millis()?,
-            draining: r.count()?,
+            unowned,
+            grant_wait,
+            draining,
+            drained,
+            revoked,
         })
     }
 
     async fn claim(&self, keys: &GroupKeys, req: &ClaimRequest) -> Result<ClaimReply, StoreError> {
-        let (ttl, count, floor) = (
+        let (ttl, want, floor) = (
             millis(req.ttl),
             req.count.to_string(),
             req.floor.get().to_string(),
         );
         let budget = DRAIN_BUDGET.to_string();
-        let args = [
+        let mut args = vec![
             req.replica.as_str(),
             &req.token,
             &ttl,
-            &count,
+            &want,
             &floor,
             &budget,
         ];
-        let mut r = Reply::new(self.eval(&CLAIM, &keys.all(), &args).await?)?;
-        match r.text()?.as_str() {
+        args.extend(req.regrant.iter().map(String::as_str));
+        let mut p = Parse::new("claim", self.eval(&CLAIM, &keys.all(), &args).await?);
+        match p.next_string()?.as_str() {
             "ok" => {
-                let flat = r.list()?;
-                let partitions = flat
-                    .chunks(2)
-                    .map(|pair| match pair {
-                        [name, f] => Ok((text(name)?, fence(f)?)),
-                        _ => Err(StoreError::Protocol("odd claim reply".into())),
-                    })
-                    .collect::<Result<_, _>>()?;
+                let mut flat = p.next_array()?;
+                let mut partitions = Vec::with_capacity(flat.remaining() / 2);
+                while flat.remaining() > 0 {
+                    partitions.push((flat.next_string()?, Fence(flat.next_u64()?)));
+                }
                 Ok(ClaimReply::Claimed {
                     partitions,
-                    unowned: r.count()?,
+                    unowned: count(p.next_int()?),
                 })
             }
-            "wait" => Ok(ClaimReply::Wait(r.millis()?)),
+            "wait" => Ok(ClaimReply::Wait(ms(p.next_int()?))),
             "lost" => Ok(ClaimReply::Lost),
             other => Err(StoreError::Protocol(format!("claim replied {other:?}"))),
         }
@@ -696,11 +866,16 @@ impl Protocol for RedisStore {
     ) -> Result<Vec<bool>, StoreError> {
         let mut args = vec![token, keys.channel.as_str(), keys.notice.as_str()];
         args.extend(names.iter().map(String::as_str));
-        match self.eval(&RELEASE, &keys.all(), &args).await? {
-            Value::Array(items) => items.iter().map(|v| int(v).map(|i| i == 1)).collect(),
-            Value::Nil => Ok(Vec::new()),
-            other => Err(protocol_error("release", &other)),
+        let reply = self.eval(&RELEASE, &keys.all(), &args).await?;
+        if reply == Value::Nil {
+            return Ok(Vec::new());
         }
+        let mut p = Parse::new("release", reply);
+        let mut out = Vec::with_capacity(p.remaining());
+        while p.remaining() > 0 {
+            out.push(p.next_int()? == 1);
+        }
+        Ok(out)
     }
 
     async fn leave(&self, keys: &GroupKeys, replica: &str, token: &str) -> Result<(), StoreError> {
@@ -709,44 +884,100 @@ impl Protocol for RedisStore {
         self.eval(&LEAVE, &keys.all(), &args).await.map(drop)
     }
 
-    async fn seed(&self, keys: &GroupKeys, req: &SeedRequest) -> Result<SeedReply, StoreError> {
-        let (count, offset, delay) = (
-            req.count.to_string(),
-            req.offset.to_string(),
-            millis(req.grant_delay),
-        );
+    async fn add(
+        &self,
+        keys: &GroupKeys,
+        strict: bool,
+        grant_delay: Duration,
+        names: &[String],
+    ) -> Result<AddReply, StoreError> {
+        let delay = millis(grant_delay);
         let mut args = vec![
-            req.replica.as_str(),
-            &req.digest,
-            &count,
-            &offset,
-            if req.replace { "1" } else { "0" },
-            &delay,
+            if strict { "1" } else { "0" },
+            delay.as_str(),
+            keys.channel.as_str(),
+            keys.notice.as_str(),
         ];
-        args.extend(req.names.iter().map(String::as_str));
-        let mut r = Reply::new(self.eval(&SEED, &keys.all(), &args).await?)?;
-        let what = r.text()?;
-        let n = r.count()?;
-        match what.as_str() {
-            "ok" => Ok(SeedReply::Seeded(n)),
-            "moved" => Ok(SeedReply::Moved(n)),
-            "mismatch" => Ok(SeedReply::Mismatch),
-            other => Err(StoreError::Protocol(format!("seed replied {other:?}"))),
+        args.extend(names.iter().map(String::as_str));
+        let mut p = Parse::new("add", self.eval(&ADD, &keys.all(), &args).await?);
+        match p.next_string()?.as_str() {
+            "ok" => Ok(AddReply::Added(count(p.next_int()?))),
+            "exists" => Ok(AddReply::Exists(p.next_string()?)),
+            other => Err(StoreError::Protocol(format!("add replied {other:?}"))),
         }
+    }
+
+    async fn remove(
+        &self,
+        keys: &GroupKeys,
+        strict: bool,
+        names: &[String],
+    ) -> Result<RemoveReply, StoreError> {
+        let mut args = vec![
+            if strict { "1" } else { "0" },
+            keys.channel.as_str(),
+            keys.notice.as_str(),
+        ];
+        args.extend(names.iter().map(String::as_str));
+        let mut p = Parse::new("remove", self.eval(&REMOVE, &keys.all(), &args).await?);
+        match p.next_string()?.as_str() {
+            "ok" => Ok(RemoveReply::Removed(count(p.next_int()?))),
+            "unknown" => Ok(RemoveReply::Unknown(p.next_string()?)),
+            "last" => Ok(RemoveReply::Last),
+            other => Err(StoreError::Protocol(format!("remove replied {other:?}"))),
+        }
+    }
+
+    async fn list_page(
+        &self,
+        keys: &GroupKeys,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let (offset, limit) = (offset.to_string(), limit.max(1).to_string());
+        let reply = self.eval(&LIST, &keys.all(), &[&offset, &limit]).await?;
+        let mut p = Parse::new("list", Value::Array(vec![reply]));
+        strings(&mut p)
+    }
+
+    async fn set_version(
+        &self,
+        keys: &GroupKeys,
+        version: u64,
+        digest: &str,
+    ) -> Result<bool, StoreError> {
+        let v = version.to_string();
+        let reply = self.eval(&VERSION, &keys.all(), &[&v, digest]).await?;
+        Ok(Parse::new("version", reply).next_int()? == 1)
+    }
+
+    async fn drain(&self, keys: &GroupKeys, replica: &str, on: bool) -> Result<bool, StoreError> {
+        let args = [
+            replica,
+            if on { "1" } else { "0" },
+            &keys.channel,
+            &keys.notice,
+        ];
+        let reply = self.eval(&DRAIN, &keys.all(), &args).await?;
+        Ok(Parse::new("drain", reply).next_int()? == 1)
     }
 
     async fn held(&self, keys: &GroupKeys, token: &str) -> Result<Vec<String>, StoreError> {
-        match self.eval(&HELD, &keys.all(), &[token]).await? {
-            Value::Array(items) => items.iter().map(text).collect(),
-            Value::Nil => Ok(Vec::new()),
-            other => Err(protocol_error("held", &other)),
-        }
+        let reply = self.eval(&HELD, &keys.all(), &[token]).await?;
+        strings(&mut Parse::new("held", Value::Array(vec![reply])))
     }
 
-    async fn owner(&self, keys: &GroupKeys, partition: &str) -> Result<PartitionOwner, StoreError> {
-        let mut r = Reply::new(self.eval(&OWNER, &keys.all(), &[partition]).await?)?;
-        let (who, f, left) = (r.next()?, r.next()?, r.next()?);
-        owner(partition.to_owned(), &who, &f, &left)
+    async fn owner(
+        &self,
+        keys: &GroupKeys,
+        partition: &str,
+    ) -> Result<Option<PartitionOwner>, StoreError> {
+        let reply = self.eval(&OWNER, &keys.all(), &[partition]).await?;
+        if reply == Value::Nil {
+            return Ok(None);
+        }
+        let mut p = Parse::new("owner", reply);
+        owner(Some(partition.to_owned()), &mut p).map(Some)
     }
 
     async fn status_head(&self, keys: &GroupKeys) -> Result<Option<StatusHead>, StoreError> {
@@ -754,11 +985,20 @@ impl Protocol for RedisStore {
         if reply == Value::Nil {
             return Ok(None);
         }
-        let mut r = Reply::new(reply)?;
-        let count = r.count()?;
+        let mut p = Parse::new("group status", reply);
+        let set = SetInfo {
+            count: count(p.next_int()?),
+            version: p.next_u64()?,
+            digest: p.next_opt_string()?.unwrap_or_default(),
+        };
+        let members = roster(&mut p)?;
+        let instances = strings(&mut p)?;
+        let drained = strings(&mut p)?;
         Ok(Some(StatusHead {
-            count,
-            members: roster(&mut r)?,
+            set,
+            members,
+            instances,
+            drained,
         }))
     }
 
@@ -769,22 +1009,15 @@ impl Protocol for RedisStore {
         limit: usize,
     ) -> Result<Vec<PartitionOwner>, StoreError> {
         let (offset, limit) = (offset.to_string(), limit.max(1).to_string());
-        let rows = match self
+        let reply = self
             .eval(&STATUS_PAGE, &keys.all(), &[&offset, &limit])
-            .await?
-        {
-            Value::Array(rows) => rows,
-            Value::Nil => Vec::new(),
-            other => return Err(protocol_error("status page", &other)),
-        };
-        rows.into_iter()
-            .map(|row| {
-                let mut r = Reply::new(row)?;
-                let name = r.text()?;
-                let (who, f, left) = (r.next()?, r.next()?, r.next()?);
-                owner(name, &who, &f, &left)
-            })
-            .collect()
+            .await?;
+        let mut rows = Parse::new("group status page", Value::Array(vec![reply])).next_array()?;
+        let mut out = Vec::with_capacity(rows.remaining());
+        while rows.remaining() > 0 {
+            out.push(owner(None, &mut rows.next_array()?)?);
+        }
+        Ok(out)
     }
 
     fn notices(&self, keys: &GroupKeys) -> broadcast::Receiver<String> {

@@ -6,25 +6,34 @@
 //! The rules it keeps, each unit-tested below:
 //! - **Sessions.** The first tick of a session joins with a fresh token; a session the
 //!   store reports lost is never renewed again: a new one starts at once, and every
-//!   elector of the old one is refused its next renewal.
+//!   elector of the old one is refused its next renewal. A join that finds its replica's
+//!   session `away` (a sticky restart) resumes it and regrants its partitions.
 //! - **Settling.** After joining, claim nothing for `settle` (one renew interval after
-//!   a lost session), so replicas started together see each other first.
+//!   a lost session; nothing after resuming).
+//! - **The partition set is the group's.** P comes from the store. A group that does
+//!   not exist is created from this replica's list; a newer versioned list is applied
+//!   (its additions, then its removals); an older or unversioned one only follows.
 //! - **Claims.** Up to the plan's allowance, in batches, one batch in flight at a time;
 //!   nothing before the group's grant wait has passed.
 //! - **Hysteresis.** Hand partitions over only when the plan asked for it on two ticks
 //!   in a row, then not again for two renew intervals.
 //! - **Availability before balance.** Partitions without a live owner for longer than
 //!   lease + retry interval, while nobody is settling, are claimed above the cap.
+//! - **Removed and drained.** A partition removed from the set is handed back
+//!   (`Removed`); a drained replica hands everything over (`Drained`) and claims
+//!   nothing until undrained.
 //! - **Reconciling.** When the store's count of this session's partitions and the
 //!   replica's own differ on two ticks in a row with nothing in flight (a claim or a
 //!   release whose reply was lost), ask the store which partitions the session holds.
 //! - **Leaving.** Tell the group first (so nobody waits for this replica's share), then
-//!   stop every elector, and end the session once the last one has released.
+//!   stop every elector, and end the session once the last one has released. With a
+//!   rejoin grace, keep the partitions instead: stop every elector without releasing,
+//!   then mark the session `away` for the grace.
 //!
 //! The timing constants are tuned for the tests and benchmarks in this repository and
 //! should not be considered stable.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use leasehold_election::{Fence, RenewGrid, StoreError};
@@ -35,7 +44,7 @@ use tokio::time::Instant;
 use super::plan::{Member, Plan, plan};
 use crate::backend::CLAIM_BATCH;
 use crate::backend::protocol::{
-    ClaimReply, Conflict, MemberState, SeedNeed, SeedReply, SessionReply, TickReply, TickRequest,
+    ClaimReply, Conflict, MemberState, SessionReply, SetInfo, TickReply, TickRequest,
 };
 
 /// Ticks run a twentieth of a renew interval (5–50 ms) after each grid point, so that
@@ -54,14 +63,18 @@ pub(crate) const NOTICE_DELAY: Duration = Duration::from_millis(1);
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
     pub(crate) replica: String,
-    /// P, the number of partitions in this replica's list.
-    pub(crate) partitions: usize,
     pub(crate) lease: Duration,
     pub(crate) renew_interval: Duration,
     pub(crate) retry_interval: Duration,
     pub(crate) settle: Duration,
-    /// The digest of the partition list.
+    /// The version of this replica's partition list (0: unversioned, a seed only).
+    pub(crate) list_version: u64,
+    /// The digest of this replica's partition list.
     pub(crate) digest: String,
+    /// Keep the session (and every partition) this long across a graceful restart.
+    pub(crate) rejoin_grace: Option<Duration>,
+    /// This process, for operators (`host pid`).
+    pub(crate) instance: String,
 }
 
 /// How this replica stands in its group.
@@ -85,6 +98,23 @@ pub(crate) enum Leaving {
     Stopping,
     /// The session is being ended.
     Ending,
+    /// Sticky: electors told to stop without releasing; waiting for the last one.
+    Pausing,
+    /// Sticky: the tick that marks the session `away` is due or in flight.
+    Parking,
+    /// Sticky: parked; nothing left to do.
+    Parked,
+}
+
+/// Why this replica hands a partition over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopReason {
+    /// To even out the group.
+    Rebalance,
+    /// The replica is drained.
+    Drained,
+    /// The partition was removed from the set.
+    Removed,
 }
 
 /// Something for the driver to do.
@@ -94,20 +124,28 @@ pub(crate) enum Action {
     Tick(TickRequest),
     /// Claim up to `count` free partitions, issuing fences of at least `floor`.
     Claim { count: usize, floor: Fence },
-    /// Store the partition list from `offset` on.
-    Seed { offset: usize, replace: bool },
+    /// New terms for these partitions, which the (resumed) session holds.
+    Regrant { indices: Vec<usize>, floor: Fence },
+    /// Apply this replica's partition list to the group (creating the group first if
+    /// `create`).
+    Apply { create: bool },
     /// Hand these partitions over gracefully (cancel, grace, release).
-    Stop(Vec<usize>),
-    /// Stop every elector (leaving).
-    StopAll,
-    /// Ask the store which partitions this session holds.
-    Reconcile,
+    Stop {
+        indices: Vec<usize>,
+        reason: StopReason,
+    },
+    /// Stop every elector (leaving; with `keep`, without releasing).
+    StopAll { keep: bool },
+    /// Ask the store which partitions this session holds (`resume`: to regrant them).
+    Reconcile { resume: bool },
     /// Give back these partitions, which the session holds but no elector runs.
     Release(Vec<usize>),
     /// These electors no longer hold their partition: refuse their next renewal.
     Revoke(Vec<usize>),
-    /// End the session (the last step of a leave, or after a refused list).
-    End { token: String, done: bool },
+    /// End the session (the last step of a leave).
+    End { token: String },
+    /// Nothing left to do: the coordinator stops (after a sticky leave).
+    Exit,
 }
 
 /// What a tick means for the electors waiting on it.
@@ -174,10 +212,12 @@ pub(crate) struct GroupState {
     /// Whether a session has been admitted before (a later join settles briefly).
     joined_once: bool,
     leaving: Leaving,
-    /// Live members other than leaving ones, for the plan.
+    /// Live members counted towards N, for the plan.
     members: Vec<Member>,
     /// Every live member's id, for the view.
     live: Vec<String>,
+    /// The group's partition set at the last tick (`None`: the group does not exist).
+    set: Option<SetInfo>,
     /// This session's partitions as the store counted them at the last tick.
     server_held: usize,
     /// Partitions without a live owner at the last reply.
@@ -189,9 +229,13 @@ pub(crate) struct GroupState {
     stopping: HashSet<usize>,
     /// Electors of earlier sessions, not ended yet (they hold nothing any more).
     stale: HashSet<usize>,
+    /// Partitions of a resumed session waiting for a new term.
+    to_regrant: VecDeque<usize>,
+    /// An operator drained this replica's session.
+    drained: bool,
     tick_in_flight: bool,
     claiming: bool,
-    seeding: bool,
+    applying: bool,
     reconciling: bool,
     /// No claim before this instant (the group's grant wait).
     claim_after: Option<Instant>,
@@ -228,15 +272,18 @@ impl GroupState {
             leaving: Leaving::No,
             members: Vec::new(),
             live: Vec::new(),
+            set: None,
             server_held: 0,
             unowned: 0,
             plan: None,
             serving: IndexSet::default(),
             stopping: HashSet::new(),
             stale: HashSet::new(),
+            to_regrant: VecDeque::new(),
+            drained: false,
             tick_in_flight: false,
             claiming: false,
-            seeding: false,
+            applying: false,
             reconciling: false,
             claim_after: None,
             mismatch: 0,
@@ -267,11 +314,12 @@ impl GroupState {
     }
 
     /// No tick while one is in flight (its reply comes first), once the session is
-    /// being ended, or while leaving without a session (nothing left to renew).
+    /// being ended or parked, or while leaving without a session (nothing to renew).
     fn may_tick(&self) -> bool {
+        let member = matches!(self.standing, Standing::Member { .. });
         !self.tick_in_flight
-            && self.leaving != Leaving::Ending
-            && (self.leaving == Leaving::No || matches!(self.standing, Standing::Member { .. }))
+            && !matches!(self.leaving, Leaving::Ending | Leaving::Parked)
+            && (self.leaving == Leaving::No || member)
     }
 
     /// Still settling, not admitted, or refused: claiming nothing.
@@ -305,14 +353,42 @@ impl GroupState {
         self.plan
     }
 
+    /// Partitions in the group's set at the last tick.
+    pub(crate) fn partitions(&self) -> usize {
+        self.set.as_ref().map_or(0, |s| s.count)
+    }
+
+    /// Whether this replica's versioned list differs from the group's at the same
+    /// version (the group's wins).
+    pub(crate) fn list_differs(&self) -> bool {
+        self.set.as_ref().is_some_and(|set| {
+            self.s.list_version > 0
+                && set.version == self.s.list_version
+                && set.digest != self.s.digest
+        })
+    }
+
+    /// Whether an operator drained this replica.
+    pub(crate) fn drained(&self) -> bool {
+        self.drained
+    }
+
     /// Partitions handed over so far.
     pub(crate) fn handoffs(&self) -> u64 {
         self.handoffs
     }
 
-    /// Whether the leave is complete up to ending the session.
+    /// Where the leave stands.
     pub(crate) fn leaving(&self) -> Leaving {
         self.leaving
+    }
+
+    /// Whether releases must be refused: a sticky restart keeps every partition.
+    pub(crate) fn keeps_leases(&self) -> bool {
+        matches!(
+            self.leaving,
+            Leaving::Pausing | Leaving::Parking | Leaving::Parked
+        )
     }
 
     /// Electors still running, of any session.
@@ -325,12 +401,18 @@ impl GroupState {
     }
 
     fn member_state(&self, now: Instant) -> MemberState {
-        if self.leaving != Leaving::No {
-            MemberState::Leaving
-        } else if self.settling(now) {
-            MemberState::Settling
-        } else {
-            MemberState::Active
+        match self.leaving {
+            Leaving::Parking | Leaving::Parked => MemberState::Away,
+            Leaving::No | Leaving::Pausing => {
+                if self.drained {
+                    MemberState::Draining
+                } else if self.settling(now) {
+                    MemberState::Settling
+                } else {
+                    MemberState::Active
+                }
+            }
+            _ => MemberState::Leaving,
         }
     }
 
@@ -352,33 +434,47 @@ impl GroupState {
             // The next regular tick is just after the next grid point.
             self.next_tick = self.grid.next_after(now) + tick_offset(self.s.renew_interval);
             self.tick_in_flight = true;
+            let ttl = match (self.leaving, self.s.rejoin_grace) {
+                (Leaving::Parking, Some(grace)) => grace.max(self.s.lease),
+                _ => self.s.lease,
+            };
             actions.push(Action::Tick(TickRequest {
                 replica: self.s.replica.clone(),
                 token: self.token.clone(),
                 join: !matches!(self.standing, Standing::Member { .. }),
                 state: self.member_state(now),
-                ttl: self.s.lease,
-                digest: self.s.digest.clone(),
+                ttl,
+                instance: self.s.instance.clone(),
             }));
         }
         actions
     }
 
-    /// A tick sent at `sent` came back.
+    /// A tick came back; `revoked` are the partitions (by index) it says this session
+    /// must give up.
     pub(crate) fn on_tick(
         &mut self,
         reply: Result<TickReply, StoreError>,
+        revoked: &[usize],
         now: Instant,
         rng: &mut impl Rng,
     ) -> (Renewal, Vec<Action>) {
         self.tick_in_flight = false;
         let mut actions = Vec::new();
-        if self.leaving == Leaving::Announcing {
-            // Told the group (or could not): now hand everything back.
-            self.leaving = Leaving::Stopping;
-            actions.push(Action::StopAll);
-            self.stopping.extend(self.serving.drain());
-            actions.extend(self.end_if_done());
+        match self.leaving {
+            Leaving::Announcing => {
+                // Told the group (or could not): now hand everything back.
+                self.leaving = Leaving::Stopping;
+                actions.push(Action::StopAll { keep: false });
+                self.stopping.extend(self.serving.drain());
+                actions.extend(self.end_if_done(now));
+            }
+            Leaving::Parking => {
+                // Marked away (or could not: then it expires within one lease).
+                self.leaving = Leaving::Parked;
+                actions.push(Action::Exit);
+            }
+            _ => {}
         }
         let reply = match reply {
             Ok(r) => r,
@@ -386,7 +482,15 @@ impl GroupState {
         };
         let renewal = match reply.session {
             SessionReply::Live => {
-                if !matches!(self.standing, Standing::Member { .. }) {
+                if let Some(resumed) = &reply.resumed {
+                    // Back from a sticky restart: this process takes the session over,
+                    // with every partition it held, each of which gets a new term.
+                    self.token.clone_from(resumed);
+                    self.standing = Standing::Member { settled_at: now };
+                    self.joined_once = true;
+                    self.reconciling = true;
+                    actions.push(Action::Reconcile { resume: true });
+                } else if !matches!(self.standing, Standing::Member { .. }) {
                     let settle = if self.joined_once {
                         self.s.renew_interval
                     } else {
@@ -415,43 +519,70 @@ impl GroupState {
             }
         };
         self.observe(&reply, now);
-        if matches!(self.standing, Standing::Member { .. }) && self.leaving == Leaving::No {
-            match reply.seed {
-                SeedNeed::No => {}
-                SeedNeed::From(offset) if !self.seeding => {
-                    self.seeding = true;
-                    actions.push(Action::Seed {
-                        offset,
-                        replace: false,
-                    });
-                }
-                SeedNeed::Replace if !self.seeding => {
-                    self.seeding = true;
-                    actions.push(Action::Seed {
-                        offset: 0,
-                        replace: true,
-                    });
-                }
-                SeedNeed::From(_) | SeedNeed::Replace => {}
-            }
+        let member = matches!(self.standing, Standing::Member { .. });
+        if member && matches!(self.leaving, Leaving::No) {
+            actions.extend(self.maybe_apply());
+            actions.extend(self.revoke(revoked));
             actions.extend(self.check_count());
             actions.extend(self.decide(now, rng));
         }
         (renewal, actions)
     }
 
+    /// Creates the group, or applies a newer versioned list, once per change.
+    fn maybe_apply(&mut self) -> Vec<Action> {
+        if self.applying {
+            return Vec::new();
+        }
+        let action = match &self.set {
+            None => Action::Apply { create: true },
+            Some(set) if self.s.list_version > set.version => Action::Apply { create: false },
+            Some(_) => return Vec::new(),
+        };
+        self.applying = true;
+        vec![action]
+    }
+
+    /// Hands back partitions removed from the set.
+    fn revoke(&mut self, revoked: &[usize]) -> Vec<Action> {
+        let (mut stop, mut release) = (Vec::new(), Vec::new());
+        for &i in revoked {
+            if self.serving.remove(i) {
+                self.stopping.insert(i);
+                stop.push(i);
+            } else if !self.stopping.contains(&i) {
+                // Held by the session but run by no elector (a regrant pending, say).
+                self.to_regrant.retain(|r| *r != i);
+                release.push(i);
+            }
+        }
+        let mut actions = Vec::new();
+        if !stop.is_empty() {
+            actions.push(Action::Stop {
+                indices: stop,
+                reason: StopReason::Removed,
+            });
+        }
+        if !release.is_empty() {
+            actions.push(Action::Release(release));
+        }
+        actions
+    }
+
     /// Takes in the members, counts and timers of a tick reply.
     fn observe(&mut self, reply: &TickReply, now: Instant) {
         self.unowned = reply.unowned;
+        self.set.clone_from(&reply.set);
+        self.drained = reply.drained;
         self.claim_after = (!reply.grant_wait.is_zero()).then(|| now + reply.grant_wait);
         self.live = reply.members.iter().map(|m| m.replica.clone()).collect();
         self.members = reply
             .members
             .iter()
-            .filter(|m| m.state != MemberState::Leaving)
+            .filter(|m| m.state.counts())
             .map(|m| Member {
                 replica: m.replica.clone(),
-                owned: (m.state == MemberState::Active).then_some(m.held),
+                owned: (m.state != MemberState::Settling).then_some(m.held),
             })
             .collect();
         self.server_held = reply
@@ -484,9 +615,11 @@ impl GroupState {
         self.standing = Standing::Joining;
         self.stale.extend(self.serving.drain());
         self.stale.extend(self.stopping.drain());
+        self.to_regrant.clear();
         self.server_held = 0;
         self.mismatch = 0;
         self.shed_streak = 0;
+        self.drained = false;
         self.plan = None;
         self.wake(now);
     }
@@ -494,7 +627,10 @@ impl GroupState {
     /// Two ticks in a row with the store counting this session's partitions otherwise
     /// than we do, and nothing in flight that explains it: reconcile.
     fn check_count(&mut self) -> Vec<Action> {
-        let quiet = !self.claiming && !self.reconciling && self.stopping.is_empty();
+        let quiet = !self.claiming
+            && !self.reconciling
+            && self.stopping.is_empty()
+            && self.to_regrant.is_empty();
         if quiet && self.server_held != self.held() {
             self.mismatch += 1;
         } else {
@@ -503,16 +639,31 @@ impl GroupState {
         if self.mismatch >= 2 {
             self.mismatch = 0;
             self.reconciling = true;
-            return vec![Action::Reconcile];
+            return vec![Action::Reconcile { resume: false }];
         }
         Vec::new()
     }
 
     /// Applies the balancing rule to the last tick's view: hand over, then claim.
     fn decide(&mut self, now: Instant, rng: &mut impl Rng) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if self.drained {
+            // Hand everything over; the others take it (a draining member is not
+            // counted towards N). Nothing is claimed until undrained.
+            self.plan = None;
+            let all = self.serving.drain();
+            if !all.is_empty() {
+                self.stopping.extend(all.iter().copied());
+                actions.push(Action::Stop {
+                    indices: all,
+                    reason: StopReason::Drained,
+                });
+            }
+            return actions;
+        }
         let settling = self.settling(now);
         let plan = plan(
-            self.s.partitions,
+            self.partitions(),
             &self.s.replica,
             self.server_held,
             settling,
@@ -526,7 +677,6 @@ impl GroupState {
         } else {
             self.unowned_since = None;
         }
-        let mut actions = Vec::new();
         self.shed_streak = if plan.shed > 0 {
             self.shed_streak + 1
         } else {
@@ -542,7 +692,10 @@ impl GroupState {
             self.shed_streak = 0;
             self.cooldown_until = Some(now + 2 * self.s.renew_interval);
             if !chosen.is_empty() {
-                actions.push(Action::Stop(chosen));
+                actions.push(Action::Stop {
+                    indices: chosen,
+                    reason: StopReason::Rebalance,
+                });
             }
         }
         actions.extend(self.claim(now));
@@ -570,7 +723,6 @@ impl GroupState {
         // No claim while reconciling either: the answer must not miss a partition that a
         // claim sent after it grants.
         if !admitted
-            || self.settling(now)
             || self.leaving != Leaving::No
             || self.claiming
             || self.reconciling
@@ -578,19 +730,26 @@ impl GroupState {
         {
             return Vec::new();
         }
+        let floor = Fence(self.highest.get() + 1);
+        if !self.to_regrant.is_empty() {
+            let n = self.to_regrant.len().min(CLAIM_BATCH);
+            let indices: Vec<usize> = self.to_regrant.drain(..n).collect();
+            self.claiming = true;
+            return vec![Action::Regrant { indices, floor }];
+        }
+        if self.settling(now) || self.drained {
+            return Vec::new();
+        }
         let count = self.budget(now).min(CLAIM_BATCH);
         if count == 0 {
             return Vec::new();
         }
         self.claiming = true;
-        vec![Action::Claim {
-            count,
-            floor: Fence(self.highest.get() + 1),
-        }]
+        vec![Action::Claim { count, floor }]
     }
 
-    /// A claim came back; `granted` are the partitions won (by index) with their fences,
-    /// for the driver to start electors for.
+    /// A claim (or a regrant) came back; `granted` are the partitions won (by index)
+    /// with their fences, for the driver to start electors for.
     pub(crate) fn on_claimed(
         &mut self,
         reply: Result<(Vec<(usize, Fence)>, usize), ClaimError>,
@@ -616,16 +775,25 @@ impl GroupState {
                 self.unowned = unowned;
                 if leaving {
                     let mut actions = if won {
-                        vec![Action::StopAll]
+                        vec![Action::StopAll {
+                            keep: self.keeps_leases(),
+                        }]
                     } else {
                         Vec::new()
                     };
-                    actions.extend(self.end_if_done());
+                    actions.extend(self.end_if_done(now));
                     return actions;
                 }
-                // More to take, and the last batch was not empty-handed: go on at once.
-                if won { self.claim(now) } else { Vec::new() }
+                // More to take (or regrant), and the last batch was not empty-handed:
+                // go on at once.
+                if won || !self.to_regrant.is_empty() {
+                    self.claim(now)
+                } else {
+                    Vec::new()
+                }
             }
+            // Ending the session frees whatever it may have taken.
+            Err(_) if self.leaving != Leaving::No => self.end_if_done(now),
             Err(ClaimError::Wait(d)) => {
                 self.claim_after = Some(now + d);
                 Vec::new()
@@ -635,27 +803,36 @@ impl GroupState {
                 self.wake(now);
                 Vec::new()
             }
-            // Ending the session frees whatever it may have taken.
-            Err(_) if self.leaving != Leaving::No => self.end_if_done(),
             Err(ClaimError::Failed) => {
                 // It may have taken partitions we never heard of: ask.
                 self.reconciling = true;
-                vec![Action::Reconcile]
+                vec![Action::Reconcile { resume: false }]
             }
         }
     }
 
     /// The store said which partitions this session holds (by index; names outside
-    /// this replica's list are the driver's to give back).
+    /// the group are the driver's to give back). On a resume, they are all to regrant.
     pub(crate) fn on_reconciled(
         &mut self,
         held: Option<HashSet<usize>>,
+        resume: bool,
         now: Instant,
     ) -> Vec<Action> {
         self.reconciling = false;
         let Some(held) = held else {
+            if resume {
+                // Ask again at the next tick's count check.
+                self.mismatch = 0;
+            }
             return self.claim(now);
         };
+        if resume {
+            let mut all: Vec<usize> = held.into_iter().collect();
+            all.sort_unstable();
+            self.to_regrant.extend(all);
+            return self.claim(now);
+        }
         let extra: Vec<usize> = held
             .iter()
             .copied()
@@ -679,61 +856,49 @@ impl GroupState {
         actions
     }
 
-    /// A chunk of the partition list was stored (or not).
-    pub(crate) fn on_seeded(
-        &mut self,
-        reply: Result<SeedReply, StoreError>,
-        now: Instant,
-        rng: &mut impl Rng,
-    ) -> Vec<Action> {
-        self.seeding = false;
-        match reply {
-            Ok(SeedReply::Seeded(n) | SeedReply::Moved(n)) if n < self.s.partitions => {
-                self.seeding = true;
-                vec![Action::Seed {
-                    offset: n,
-                    replace: false,
-                }]
-            }
-            Ok(SeedReply::Seeded(_) | SeedReply::Moved(_)) => {
-                self.wake(now);
-                Vec::new()
-            }
-            Ok(SeedReply::Mismatch) => {
-                // Another replica stored its (different) list first: withdraw, and be
-                // refused at the next join while it is live.
-                let token = self.token.clone();
-                self.session_over(now, rng);
-                self.standing = Standing::Refused(Conflict::PartitionListMismatch);
-                vec![Action::End { token, done: false }]
-            }
-            // Retried from the next tick's answer.
-            Err(_) => Vec::new(),
+    /// This replica's list was applied to the group (or could not be: then again at
+    /// the next tick).
+    pub(crate) fn on_applied(&mut self, ok: bool, now: Instant) {
+        self.applying = false;
+        if ok {
+            // The set changed: look again (and claim) right away.
+            self.wake(now);
         }
     }
 
     /// The elector of partition `i` has ended (after its release).
-    pub(crate) fn on_stopped(&mut self, i: usize) -> Vec<Action> {
+    pub(crate) fn on_stopped(&mut self, i: usize, now: Instant) -> Vec<Action> {
         self.serving.remove(i);
         self.stopping.remove(&i);
         self.stale.remove(&i);
-        self.end_if_done()
+        self.end_if_done(now)
     }
 
-    /// Ends the session once the leave has stopped every elector and no claim is in
-    /// flight (one could still grant this session partitions nobody would serve).
-    fn end_if_done(&mut self) -> Vec<Action> {
-        if self.leaving == Leaving::Stopping && self.running() == 0 && !self.claiming {
-            self.leaving = Leaving::Ending;
-            return vec![Action::End {
-                token: self.token.clone(),
-                done: true,
-            }];
+    /// Once a leave has stopped every elector and no claim is in flight (one could
+    /// still grant this session partitions nobody would serve): end the session, or
+    /// (sticky) mark it away with the next tick.
+    fn end_if_done(&mut self, now: Instant) -> Vec<Action> {
+        if self.running() > 0 || self.claiming {
+            return Vec::new();
         }
-        Vec::new()
+        match self.leaving {
+            Leaving::Stopping => {
+                self.leaving = Leaving::Ending;
+                vec![Action::End {
+                    token: self.token.clone(),
+                }]
+            }
+            Leaving::Pausing => {
+                self.leaving = Leaving::Parking;
+                self.wake(now);
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
     }
 
-    /// A release or a leave was published in the group: look again right away.
+    /// Something changed in the group (a release, a leave, a member's state, the set):
+    /// look again right away.
     pub(crate) fn on_notice(&mut self, now: Instant) {
         if self.leaving == Leaving::No {
             self.wake(now + NOTICE_DELAY);
@@ -750,20 +915,30 @@ impl GroupState {
         }
     }
 
-    /// Shut down: announce, stop every elector, end the session.
+    /// Shut down: announce, stop every elector, end the session. With a rejoin grace:
+    /// stop every elector without releasing, then mark the session away.
     pub(crate) fn on_shutdown(&mut self, now: Instant) -> Vec<Action> {
         if self.leaving != Leaving::No {
             return Vec::new();
         }
-        if matches!(self.standing, Standing::Member { .. }) {
+        let member = matches!(self.standing, Standing::Member { .. });
+        if member && self.s.rejoin_grace.is_some() {
+            self.leaving = Leaving::Pausing;
+            self.stopping.extend(self.serving.drain());
+            self.to_regrant.clear();
+            let mut actions = vec![Action::StopAll { keep: true }];
+            actions.extend(self.end_if_done(now));
+            return actions;
+        }
+        if member {
             self.leaving = Leaving::Announcing;
             self.wake(now);
             return Vec::new();
         }
         self.leaving = Leaving::Stopping;
         self.stopping.extend(self.serving.drain());
-        let mut actions = vec![Action::StopAll];
-        actions.extend(self.end_if_done());
+        let mut actions = vec![Action::StopAll { keep: false }];
+        actions.extend(self.end_if_done(now));
         actions
     }
 }
@@ -806,15 +981,17 @@ mod tests {
     const LEASE: Duration = Duration::from_millis(900);
     const RI: Duration = Duration::from_millis(300);
 
-    fn settings(p: usize) -> Settings {
+    fn settings() -> Settings {
         Settings {
             replica: "a".into(),
-            partitions: p,
             lease: LEASE,
             renew_interval: RI,
             retry_interval: RI,
             settle: LEASE,
+            list_version: 0,
             digest: "d".into(),
+            rejoin_grace: None,
+            instance: "host 1".into(),
         }
     }
 
@@ -822,6 +999,7 @@ mod tests {
         st: GroupState,
         now: Instant,
         rng: StdRng,
+        p: usize,
     }
 
     fn member(r: &str, state: MemberState, held: usize) -> MemberInfo {
@@ -833,23 +1011,39 @@ mod tests {
         }
     }
 
-    fn reply(session: SessionReply, members: Vec<MemberInfo>, unowned: usize) -> TickReply {
-        TickReply {
-            session,
-            seed: SeedNeed::No,
-            members,
-            unowned,
-            grant_wait: Duration::ZERO,
-            draining: 0,
-        }
-    }
-
     impl Sim {
         fn new(p: usize) -> Self {
+            Self::with(p, settings())
+        }
+
+        fn with(p: usize, s: Settings) -> Self {
             let now = Instant::now();
             let mut rng = StdRng::seed_from_u64(1);
-            let st = GroupState::new(settings(p), RenewGrid::new(now, RI), now, &mut rng);
-            Self { st, now, rng }
+            let st = GroupState::new(s, RenewGrid::new(now, RI), now, &mut rng);
+            Self { st, now, rng, p }
+        }
+
+        fn reply(
+            &self,
+            session: SessionReply,
+            members: Vec<MemberInfo>,
+            unowned: usize,
+        ) -> TickReply {
+            TickReply {
+                session,
+                resumed: None,
+                set: Some(SetInfo {
+                    count: self.p,
+                    version: 0,
+                    digest: "d".into(),
+                }),
+                members,
+                unowned,
+                grant_wait: Duration::ZERO,
+                draining: 0,
+                drained: false,
+                revoked: Vec::new(),
+            }
         }
 
         fn advance(&mut self, d: Duration) {
@@ -864,13 +1058,30 @@ mod tests {
 
         /// Waits for the next tick (if not due yet), polls, answers it.
         fn tick(&mut self, r: TickReply) -> (Renewal, Vec<Action>) {
+            self.tick_revoking(r, &[])
+        }
+
+        fn tick_revoking(&mut self, r: TickReply, revoked: &[usize]) -> (Renewal, Vec<Action>) {
             self.until_wake();
             let actions = self.st.poll(self.now);
             assert!(
                 actions.iter().any(|a| matches!(a, Action::Tick(_))),
                 "a tick was due: {actions:?}"
             );
-            self.st.on_tick(Ok(r), self.now, &mut self.rng)
+            self.st.on_tick(Ok(r), revoked, self.now, &mut self.rng)
+        }
+
+        /// The request of the tick due now.
+        fn next_request(&mut self) -> TickRequest {
+            self.until_wake();
+            self.st
+                .poll(self.now)
+                .into_iter()
+                .find_map(|a| match a {
+                    Action::Tick(req) => Some(req),
+                    _ => None,
+                })
+                .expect("a tick was due")
         }
 
         /// Joins and settles with `others` active, then returns the first decisions.
@@ -881,7 +1092,8 @@ mod tests {
                     .iter()
                     .map(|(r, h)| member(r, MemberState::Active, *h)),
             );
-            self.tick(reply(SessionReply::Live, members, unowned));
+            let r = self.reply(SessionReply::Live, members, unowned);
+            self.tick(r);
             self.advance(LEASE);
             let mut members = vec![member("a", MemberState::Active, 0)];
             members.extend(
@@ -889,7 +1101,8 @@ mod tests {
                     .iter()
                     .map(|(r, h)| member(r, MemberState::Active, *h)),
             );
-            self.tick(reply(SessionReply::Live, members, unowned)).1
+            let r = self.reply(SessionReply::Live, members, unowned);
+            self.tick(r).1
         }
 
         fn claimed(&mut self, from: usize, n: usize, unowned: usize) -> Vec<Action> {
@@ -905,26 +1118,28 @@ mod tests {
         // Two replicas, each with a floor of one batch and 100 more.
         let p = 2 * (CLAIM_BATCH + 100);
         let mut sim = Sim::new(p);
-        let (renewal, actions) = sim.tick(reply(
+        let r = sim.reply(
             SessionReply::Live,
             vec![
                 member("a", MemberState::Settling, 0),
                 member("b", MemberState::Active, 0),
             ],
             p,
-        ));
+        );
+        let (renewal, actions) = sim.tick(r);
         assert!(matches!(renewal, Renewal::Renewed { .. }));
         assert!(actions.is_empty(), "settling: {actions:?}");
         assert!(sim.st.settling(sim.now));
         sim.advance(LEASE);
-        let actions = sim.tick(reply(
+        let r = sim.reply(
             SessionReply::Live,
             vec![
                 member("a", MemberState::Active, 0),
                 member("b", MemberState::Active, 0),
             ],
             p,
-        ));
+        );
+        let actions = sim.tick(r);
         assert_eq!(
             actions.1,
             vec![Action::Claim {
@@ -958,13 +1173,14 @@ mod tests {
     #[test]
     fn nothing_is_claimed_before_the_groups_grant_wait() {
         let mut sim = Sim::new(10);
-        sim.tick(reply(
+        let r = sim.reply(
             SessionReply::Live,
             vec![member("a", MemberState::Settling, 0)],
             10,
-        ));
+        );
+        sim.tick(r);
         sim.advance(LEASE);
-        let mut r = reply(
+        let mut r = sim.reply(
             SessionReply::Live,
             vec![member("a", MemberState::Active, 0)],
             10,
@@ -984,30 +1200,93 @@ mod tests {
     }
 
     #[test]
+    fn a_group_that_does_not_exist_is_created_and_a_newer_list_is_applied_once() {
+        let mut sim = Sim::with(
+            4,
+            Settings {
+                list_version: 3,
+                ..settings()
+            },
+        );
+        let mut r = sim.reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Settling, 0)],
+            0,
+        );
+        r.set = None;
+        let (_, actions) = sim.tick(r);
+        assert_eq!(actions, vec![Action::Apply { create: true }]);
+        // While it is applied, the next tick does not ask again.
+        let r = sim.reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Settling, 0)],
+            4,
+        );
+        let (_, actions) = sim.tick(r);
+        assert!(actions.is_empty(), "{actions:?}");
+        sim.st.on_applied(true, sim.now);
+        // The group stands at version 0 (seeded): this replica's version 3 is newer.
+        let r = sim.reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Settling, 0)],
+            4,
+        );
+        let (_, actions) = sim.tick(r);
+        assert_eq!(actions, vec![Action::Apply { create: false }]);
+        sim.st.on_applied(true, sim.now);
+        let mut r = sim.reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Settling, 0)],
+            4,
+        );
+        r.set = Some(SetInfo {
+            count: 4,
+            version: 3,
+            digest: "other".into(),
+        });
+        let (_, actions) = sim.tick(r);
+        assert!(actions.is_empty(), "applied: {actions:?}");
+        assert!(
+            sim.st.list_differs(),
+            "same version, another list: the group's wins"
+        );
+        // An older (or unversioned) replica only follows.
+        let mut old = Sim::new(4);
+        let mut r = old.reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Settling, 0)],
+            4,
+        );
+        r.set = Some(SetInfo {
+            count: 7,
+            version: 3,
+            digest: "other".into(),
+        });
+        assert!(old.tick(r).1.is_empty());
+        assert_eq!(old.st.partitions(), 7, "P is the group's");
+    }
+
+    #[test]
     fn a_lost_session_refuses_its_electors_and_starts_a_new_one_that_settles_briefly() {
         let mut sim = Sim::new(4);
         sim.settled(&[], 4);
         sim.claimed(0, 4, 0);
         let old = sim.st.token().to_owned();
         sim.advance(RI);
-        let (renewal, actions) = sim.tick(reply(SessionReply::Lost, vec![], 4));
+        let r = sim.reply(SessionReply::Lost, vec![], 4);
+        let (renewal, actions) = sim.tick(r);
         assert!(matches!(renewal, Renewal::Refused));
         assert!(actions.is_empty());
         assert_ne!(sim.st.token(), old, "a lost session is never renewed again");
         assert_eq!(sim.st.wake_at(), Some(sim.now), "rejoin at once");
-        let Some(Action::Tick(req)) = sim.st.poll(sim.now).into_iter().next() else {
-            panic!("a join was due");
-        };
+        let req = sim.next_request();
         assert!(req.join);
-        sim.st.on_tick(
-            Ok(reply(
-                SessionReply::Live,
-                vec![member("a", MemberState::Settling, 0)],
-                4,
-            )),
-            sim.now,
-            &mut sim.rng,
+        let r = sim.reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Settling, 0)],
+            4,
         );
+        sim.st.on_tick(Ok(r), &[], sim.now, &mut sim.rng);
         assert!(sim.st.settling(sim.now + RI - Duration::from_millis(1)));
         assert!(
             !sim.st.settling(sim.now + RI),
@@ -1031,14 +1310,22 @@ mod tests {
                 member("c", MemberState::Active, 0),
             ]
         };
-        let (_, first) = sim.tick(reply(SessionReply::Live, view(), 0));
+        let r = sim.reply(SessionReply::Live, view(), 0);
+        let (_, first) = sim.tick(r);
         assert!(
             first.is_empty(),
             "one tick of imbalance is not enough: {first:?}"
         );
-        let (_, second) = sim.tick(reply(SessionReply::Live, view(), 0));
+        let r = sim.reply(SessionReply::Live, view(), 0);
+        let (_, second) = sim.tick(r);
         let shed_at = sim.now;
-        let [Action::Stop(chosen)] = second.as_slice() else {
+        let [
+            Action::Stop {
+                indices: chosen,
+                reason: StopReason::Rebalance,
+            },
+        ] = second.as_slice()
+        else {
             panic!("{second:?}");
         };
         assert_eq!(chosen.len(), 2, "a hands over its half of c's floor");
@@ -1046,7 +1333,8 @@ mod tests {
         // Counts lag behind the hand-over: no second one during the cooldown, even with
         // the imbalance seen twice more.
         while sim.st.wake_at().is_some_and(|w| w < shed_at + 2 * RI) {
-            let (_, actions) = sim.tick(reply(SessionReply::Live, view(), 0));
+            let r = sim.reply(SessionReply::Live, view(), 0);
+            let (_, actions) = sim.tick(r);
             assert!(actions.is_empty(), "{actions:?}");
         }
     }
@@ -1063,7 +1351,8 @@ mod tests {
             member("b", MemberState::Active, 0),
         ];
         loop {
-            let (_, actions) = sim.tick(reply(SessionReply::Live, view.clone(), 5));
+            let r = sim.reply(SessionReply::Live, view.clone(), 5);
+            let (_, actions) = sim.tick(r);
             if let Some(Action::Claim { count, .. }) = actions.first() {
                 assert_eq!(*count, 5, "every orphan, above the cap");
                 break;
@@ -1083,14 +1372,15 @@ mod tests {
         sim.settled(&[("b", 0)], 10);
         sim.claimed(0, 5, 5);
         for _ in 0..20 {
-            let (_, actions) = sim.tick(reply(
+            let r = sim.reply(
                 SessionReply::Live,
                 vec![
                     member("a", MemberState::Active, 5),
                     member("b", MemberState::Settling, 0),
                 ],
                 5,
-            ));
+            );
+            let (_, actions) = sim.tick(r);
             assert!(actions.is_empty(), "{actions:?}");
         }
     }
@@ -1098,19 +1388,16 @@ mod tests {
     #[test]
     fn a_replica_refused_by_the_group_claims_nothing_and_asks_again_each_tick() {
         let mut sim = Sim::new(4);
-        let (renewal, actions) = sim.tick(reply(
+        let r = sim.reply(
             SessionReply::Refused(Conflict::DuplicateReplica),
             vec![member("a", MemberState::Active, 4)],
             0,
-        ));
+        );
+        let (renewal, actions) = sim.tick(r);
         assert!(matches!(renewal, Renewal::Refused));
         assert!(actions.is_empty());
         assert_eq!(sim.st.conflict(), Some(Conflict::DuplicateReplica));
-        sim.until_wake();
-        let Some(Action::Tick(req)) = sim.st.poll(sim.now).into_iter().next() else {
-            panic!("a join was due");
-        };
-        assert!(req.join);
+        assert!(sim.next_request().join);
     }
 
     #[test]
@@ -1120,16 +1407,21 @@ mod tests {
         sim.claimed(0, 2, 0);
         // The store says 3: a claim whose reply was lost took one more.
         for expect in [false, true] {
-            let (_, actions) = sim.tick(reply(
+            let r = sim.reply(
                 SessionReply::Live,
                 vec![member("a", MemberState::Active, 3)],
                 0,
-            ));
-            assert_eq!(actions.contains(&Action::Reconcile), expect, "{actions:?}");
+            );
+            let (_, actions) = sim.tick(r);
+            assert_eq!(
+                actions.contains(&Action::Reconcile { resume: false }),
+                expect,
+                "{actions:?}"
+            );
         }
         let actions = sim
             .st
-            .on_reconciled(Some([0, 3].into_iter().collect()), sim.now);
+            .on_reconciled(Some([0, 3].into_iter().collect()), false, sim.now);
         assert_eq!(
             actions,
             vec![Action::Release(vec![3]), Action::Revoke(vec![1])],
@@ -1143,7 +1435,7 @@ mod tests {
         let actions = sim.settled(&[], 4);
         assert!(matches!(actions[..], [Action::Claim { .. }]));
         let actions = sim.st.on_claimed(Err(ClaimError::Failed), sim.now);
-        assert_eq!(actions, vec![Action::Reconcile]);
+        assert_eq!(actions, vec![Action::Reconcile { resume: false }]);
     }
 
     #[test]
@@ -1152,28 +1444,24 @@ mod tests {
         sim.settled(&[], 4);
         sim.claimed(0, 4, 0);
         assert!(sim.st.on_shutdown(sim.now).is_empty());
-        let Some(Action::Tick(req)) = sim.st.poll(sim.now).into_iter().next() else {
-            panic!("the announcing tick is due at once");
-        };
+        let req = sim.next_request();
         assert_eq!(req.state, MemberState::Leaving);
-        let (_, actions) = sim.st.on_tick(
-            Ok(reply(
-                SessionReply::Live,
-                vec![member("a", MemberState::Leaving, 4)],
-                0,
-            )),
-            sim.now,
-            &mut sim.rng,
+        let r = sim.reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Leaving, 4)],
+            0,
         );
-        assert_eq!(actions, vec![Action::StopAll], "and no claim while leaving");
+        let (_, actions) = sim.st.on_tick(Ok(r), &[], sim.now, &mut sim.rng);
+        assert_eq!(
+            actions,
+            vec![Action::StopAll { keep: false }],
+            "and no claim while leaving"
+        );
         for i in 0..3 {
-            assert!(sim.st.on_stopped(i).is_empty());
+            assert!(sim.st.on_stopped(i, sim.now).is_empty());
         }
         let token = sim.st.token().to_owned();
-        assert_eq!(
-            sim.st.on_stopped(3),
-            vec![Action::End { token, done: true }]
-        );
+        assert_eq!(sim.st.on_stopped(3, sim.now), vec![Action::End { token }]);
     }
 
     #[test]
@@ -1182,80 +1470,138 @@ mod tests {
         let actions = sim.settled(&[], 4);
         assert!(matches!(actions[..], [Action::Claim { .. }]));
         sim.st.on_shutdown(sim.now);
-        let Some(Action::Tick(_)) = sim.st.poll(sim.now).into_iter().next() else {
-            panic!("the announcing tick is due at once");
-        };
-        let (_, actions) = sim.st.on_tick(
-            Ok(reply(
-                SessionReply::Live,
-                vec![member("a", MemberState::Leaving, 0)],
-                4,
-            )),
-            sim.now,
-            &mut sim.rng,
+        sim.next_request();
+        let r = sim.reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Leaving, 0)],
+            4,
         );
-        assert_eq!(actions, vec![Action::StopAll]);
+        let (_, actions) = sim.st.on_tick(Ok(r), &[], sim.now, &mut sim.rng);
+        assert_eq!(actions, vec![Action::StopAll { keep: false }]);
         // The claim sent before the shutdown comes back now.
-        assert_eq!(sim.claimed(0, 4, 0), vec![Action::StopAll]);
+        assert_eq!(sim.claimed(0, 4, 0), vec![Action::StopAll { keep: false }]);
         for i in 0..3 {
-            assert!(sim.st.on_stopped(i).is_empty());
+            assert!(sim.st.on_stopped(i, sim.now).is_empty());
         }
         assert!(
-            matches!(sim.st.on_stopped(3)[..], [Action::End { done: true, .. }]),
+            matches!(sim.st.on_stopped(3, sim.now)[..], [Action::End { .. }]),
             "the leave completes once the late claim's electors have ended too"
         );
     }
 
     #[test]
-    fn seeding_goes_on_chunk_by_chunk_and_a_different_list_withdraws() {
-        let mut sim = Sim::new(2_500);
-        let mut r = reply(
-            SessionReply::Live,
-            vec![member("a", MemberState::Settling, 0)],
-            2_500,
+    fn a_sticky_leave_keeps_every_partition_and_parks_the_session_for_the_grace() {
+        let grace = Duration::from_secs(5);
+        let mut sim = Sim::with(
+            4,
+            Settings {
+                rejoin_grace: Some(grace),
+                ..settings()
+            },
         );
-        r.seed = SeedNeed::From(0);
-        let (_, actions) = sim.tick(r);
+        sim.settled(&[], 4);
+        sim.claimed(0, 4, 0);
+        assert_eq!(
+            sim.st.on_shutdown(sim.now),
+            vec![Action::StopAll { keep: true }]
+        );
+        assert!(sim.st.keeps_leases(), "the electors' releases are refused");
+        // Ticks go on (state active) while the electors finish their grace.
+        let req = sim.next_request();
+        assert_eq!((req.state, req.ttl), (MemberState::Active, LEASE));
+        let r = sim.reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Active, 4)],
+            0,
+        );
+        sim.st.on_tick(Ok(r), &[], sim.now, &mut sim.rng);
+        for i in 0..4 {
+            assert!(
+                sim.st.on_stopped(i, sim.now).is_empty(),
+                "no End: the session stays"
+            );
+        }
+        let req = sim.next_request();
+        assert_eq!(
+            (req.state, req.ttl),
+            (MemberState::Away, grace),
+            "parked for the grace"
+        );
+        let r = sim.reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Away, 4)],
+            0,
+        );
+        let (_, actions) = sim.st.on_tick(Ok(r), &[], sim.now, &mut sim.rng);
+        assert_eq!(actions, vec![Action::Exit]);
+        assert_eq!(sim.st.wake_at(), None, "nothing left to do");
+    }
+
+    #[test]
+    fn a_resumed_session_takes_its_token_and_regrants_what_it_holds_without_settling() {
+        let mut sim = Sim::new(300);
+        let old = "a:parked".to_owned();
+        let mut r = sim.reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Away, 150)],
+            0,
+        );
+        r.resumed = Some(old.clone());
+        let (renewal, actions) = sim.tick(r);
+        assert!(matches!(renewal, Renewal::Renewed { token } if token == old));
+        assert_eq!(sim.st.token(), old, "this process is the session now");
+        assert!(
+            !sim.st.settling(sim.now),
+            "nothing to settle: it holds its share"
+        );
+        assert_eq!(actions, vec![Action::Reconcile { resume: true }]);
+        let held: HashSet<usize> = (0..150).collect();
+        let actions = sim.st.on_reconciled(Some(held), true, sim.now);
+        let [Action::Regrant { indices, .. }] = actions.as_slice() else {
+            panic!("{actions:?}");
+        };
+        assert_eq!(indices.len(), CLAIM_BATCH.min(150));
+        let granted = indices.iter().map(|&i| (i, Fence(7))).collect();
+        let next = sim.st.on_claimed(Ok((granted, 0)), sim.now);
+        if 150 > CLAIM_BATCH {
+            assert!(matches!(next[..], [Action::Regrant { .. }]), "{next:?}");
+        }
+    }
+
+    #[test]
+    fn a_removed_partition_is_handed_back_and_a_drained_replica_hands_everything_over() {
+        let mut sim = Sim::new(6);
+        sim.settled(&[("b", 3)], 3);
+        sim.claimed(0, 3, 0);
+        let view = || {
+            vec![
+                member("a", MemberState::Active, 3),
+                member("b", MemberState::Active, 3),
+            ]
+        };
+        let r = sim.reply(SessionReply::Live, view(), 0);
+        let (_, actions) = sim.tick_revoking(r, &[1]);
         assert_eq!(
             actions,
-            vec![Action::Seed {
-                offset: 0,
-                replace: false
+            vec![Action::Stop {
+                indices: vec![1],
+                reason: StopReason::Removed
             }]
         );
-        let next = sim
-            .st
-            .on_seeded(Ok(SeedReply::Seeded(1_000)), sim.now, &mut sim.rng);
-        assert_eq!(
-            next,
-            vec![Action::Seed {
-                offset: 1_000,
-                replace: false
-            }]
-        );
-        // Someone else seeds concurrently: go on from where the list stands.
-        let next = sim
-            .st
-            .on_seeded(Ok(SeedReply::Moved(2_000)), sim.now, &mut sim.rng);
-        assert!(matches!(next[..], [Action::Seed { offset: 2_000, .. }]));
-        assert!(
-            sim.st
-                .on_seeded(Ok(SeedReply::Seeded(2_500)), sim.now, &mut sim.rng)
-                .is_empty()
-        );
-        // Another replica stored another list first.
-        let old = sim.st.token().to_owned();
-        let next = sim
-            .st
-            .on_seeded(Ok(SeedReply::Mismatch), sim.now, &mut sim.rng);
-        assert_eq!(
-            next,
-            vec![Action::End {
-                token: old,
-                done: false
-            }]
-        );
-        assert_eq!(sim.st.conflict(), Some(Conflict::PartitionListMismatch));
+        let mut r = sim.reply(SessionReply::Live, view(), 0);
+        r.drained = true;
+        let (_, actions) = sim.tick(r);
+        let [Action::Stop { indices, reason }] = actions.as_slice() else {
+            panic!("{actions:?}");
+        };
+        assert_eq!(*reason, StopReason::Drained);
+        assert_eq!(indices.len(), 2, "the two it still serves");
+        assert_eq!(sim.next_request().state, MemberState::Draining);
+        // Undrained: back to the rule.
+        let r = sim.reply(SessionReply::Live, view(), 0);
+        sim.st.on_tick(Ok(r), &[], sim.now, &mut sim.rng);
+        assert!(!sim.st.drained());
+        assert_eq!(sim.next_request().state, MemberState::Active);
     }
 
     #[test]
@@ -1264,11 +1610,12 @@ mod tests {
         sim.settled(&[("b", 2)], 2);
         let mut b = member("b", MemberState::Active, 2);
         b.left = Duration::from_millis(40);
-        sim.tick(reply(
+        let r = sim.reply(
             SessionReply::Live,
             vec![member("a", MemberState::Active, 2), b],
             0,
-        ));
+        );
+        sim.tick(r);
         assert_eq!(
             sim.st.wake_at(),
             Some(sim.now + Duration::from_millis(40) + QUICK)

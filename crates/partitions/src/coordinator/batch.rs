@@ -231,9 +231,10 @@ impl<B: GroupBackend> LeaseStore for GroupStore<B> {
     // partitions a replica holds), though it runs at most once per term.
     async fn leader(&self, _keys: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
         let owner = Box::pin(self.backend.owner(&self.keys, &self.partition)).await?;
-        Ok(owner
-            .owner
-            .map(|replica| LeaderInfo::new(replica, owner.fence, owner.remaining)))
+        Ok(owner.and_then(|o| {
+            o.owner
+                .map(|replica| LeaderInfo::new(replica, o.fence, o.remaining))
+        }))
     }
 
     fn release_notifier(&self, _keys: &DutyKeys) -> Arc<Notify> {

@@ -13,6 +13,7 @@ use std::time::Duration;
 use leasehold_election::store::ANY_RELEASE;
 use leasehold_election::{
     DutyResult, Elector, ElectorConfig, Fence, Grant, Leadership, RenewGrid, StoreError,
+    TermEndReason,
 };
 use metrics::{counter, gauge};
 use rand::SeedableRng;
@@ -24,11 +25,11 @@ use tracing::{debug, error, info, info_span, warn};
 
 use super::batch::{GroupStore, Outcome, PendingRelease, Shared};
 use super::slots::{Ended, Slots};
-use crate::backend::protocol::{
-    ClaimReply, ClaimRequest, Conflict, SeedReply, SeedRequest, TickReply,
+use crate::backend::protocol::{ClaimReply, ClaimRequest, Conflict, TickReply};
+use crate::backend::{GroupBackend, RELEASE_BATCH, SET_CHUNK};
+use crate::balance::state::{
+    Action, ClaimError, GroupState, Leaving, Renewal, Settings, StopReason,
 };
-use crate::backend::{GroupBackend, RELEASE_BATCH, SEED_CHUNK};
-use crate::balance::state::{Action, ClaimError, GroupState, Leaving, Renewal, Settings};
 use crate::config::GroupConfig;
 use crate::error::PartitionsError;
 use crate::keys::GroupKeys;
@@ -67,9 +68,83 @@ async fn sleep_until_opt(at: Option<Instant>) {
 
 /// Calls that run one at a time beside the tick, claim and release lanes.
 enum Chore {
-    Seeded(Result<SeedReply, StoreError>),
-    Reconciled(String, Result<Vec<String>, StoreError>),
-    Ended { done: bool },
+    Applied(Result<(), StoreError>),
+    Reconciled {
+        token: String,
+        resume: bool,
+        reply: Result<Vec<String>, StoreError>,
+    },
+    Ended,
+}
+
+/// This process, as operators see it in the group: `host pid`.
+fn instance() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    format!("{host} {}", std::process::id())
+}
+
+/// A partition list to apply to the group.
+struct ListSpec {
+    names: Arc<[String]>,
+    version: u64,
+    digest: String,
+    /// No grant for this long after creating the group.
+    grant_delay: Duration,
+}
+
+/// Applies `list` to the group: adds every name (creating the group if needed), then,
+/// for a versioned list on an existing group, removes the others, then records the
+/// version. Idempotent: replicas applying the same list at once do no harm.
+async fn apply<B: GroupBackend>(
+    backend: B,
+    keys: Arc<GroupKeys>,
+    list: ListSpec,
+    create: bool,
+    limit: Duration,
+) -> Result<(), StoreError> {
+    let ListSpec {
+        names,
+        version,
+        digest,
+        grant_delay,
+    } = list;
+    let timed_out = || StoreError::Timeout(limit);
+    for chunk in names.chunks(SET_CHUNK) {
+        timeout(limit, backend.add(&keys, false, grant_delay, chunk))
+            .await
+            .map_err(|_| timed_out())??;
+    }
+    if version == 0 {
+        return Ok(());
+    }
+    if !create {
+        let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
+        let (mut extra, mut offset) = (Vec::new(), 0);
+        loop {
+            let page = timeout(limit, backend.list_page(&keys, offset, 1_000))
+                .await
+                .map_err(|_| timed_out())??;
+            if page.is_empty() {
+                break;
+            }
+            offset += page.len();
+            extra.extend(page.into_iter().filter(|n| !wanted.contains(n.as_str())));
+        }
+        for chunk in extra.chunks(SET_CHUNK) {
+            timeout(limit, backend.remove(&keys, false, chunk))
+                .await
+                .map_err(|_| timed_out())??;
+        }
+    }
+    timeout(limit, backend.set_version(&keys, version, &digest))
+        .await
+        .map_err(|_| timed_out())??;
+    Ok(())
 }
 
 #[derive(Debug, Clone)]
@@ -94,16 +169,42 @@ impl Labels {
     }
 }
 
+/// Partition names by a local index: interned as the group names them (claims,
+/// revocations), since the set changes at runtime.
+#[derive(Debug, Default)]
+struct Names {
+    names: Vec<Arc<str>>,
+    index: HashMap<Arc<str>, usize>,
+}
+
+impl Names {
+    fn intern(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        let name: Arc<str> = Arc::from(name);
+        let i = self.names.len();
+        self.names.push(name.clone());
+        self.index.insert(name, i);
+        i
+    }
+
+    fn get(&self, i: usize) -> Arc<str> {
+        self.names[i].clone()
+    }
+}
+
 pub(crate) struct Driver<B, F> {
     backend: B,
     keys: Arc<GroupKeys>,
     config: Arc<GroupConfig>,
     /// Every partition elector's configuration but its duty name.
     template: ElectorConfig,
-    /// The partition list's digest.
+    /// This replica's partition list (to create the group, or apply a newer version).
+    list: Arc<[String]>,
+    /// The list's digest.
     digest: String,
-    names: Arc<[Arc<str>]>,
-    index: HashMap<Arc<str>, usize>,
+    names: Names,
     callback: Arc<F>,
     state: GroupState,
     shared: Arc<Shared>,
@@ -122,6 +223,8 @@ pub(crate) struct Driver<B, F> {
     release_due: Option<Instant>,
     /// The last store error, for the view (cleared by a successful tick).
     error: Option<StoreError>,
+    /// Whether this replica's list differing from the group's was logged.
+    warned_list: bool,
 }
 
 impl<B, F, Fut> Driver<B, F>
@@ -140,44 +243,40 @@ where
         shutdown: CancellationToken,
         epoch: Instant,
     ) -> Self {
-        let names: Arc<[Arc<str>]> = config
-            .partitions
-            .iter()
-            .map(|p| Arc::from(p.as_str()))
-            .collect();
-        let index = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.clone(), i))
-            .collect();
         let mut rng = StdRng::from_rng(&mut rand::rng());
         // Computed once: it reads the whole list.
         let digest = config.digest();
         let state = GroupState::new(
             Settings {
                 replica: config.replica_id.clone(),
-                partitions: names.len(),
                 lease: config.lease,
                 renew_interval: config.renew_interval,
                 retry_interval: config.retry_interval,
                 settle: config.settle,
+                list_version: config.list_version,
                 digest: digest.clone(),
+                rejoin_grace: config.rejoin_grace,
+                instance: instance(),
             },
             RenewGrid::new(epoch, config.renew_interval),
             epoch,
             &mut rng,
         );
         let keys = Arc::new(GroupKeys::new(&config.key_prefix, &config.group));
+        let mut names = Names::default();
+        for p in &config.partitions {
+            names.intern(p);
+        }
         Self {
             notices: backend.notices(&keys),
             backend,
             keys,
             labels: Labels::new(&config),
+            list: config.partitions.clone().into(),
             config: Arc::new(config),
             template,
             digest,
             names,
-            index,
             callback,
             state,
             shared: Arc::new(Shared::default()),
@@ -192,6 +291,7 @@ where
             chores: VecDeque::new(),
             release_due: None,
             error: None,
+            warned_list: false,
         }
     }
 
@@ -203,33 +303,39 @@ where
                 .into_iter()
                 .flatten()
                 .min();
-            tokio::select! {
+            let done = tokio::select! {
                 biased;
                 (sent, reply) = next_of(&mut self.tick) => self.on_tick(sent, reply),
                 () = self.shutdown.cancelled(), if !shutting => {
                     shutting = true;
                     info!("leaving the group");
                     let actions = self.state.on_shutdown(Instant::now());
-                    self.perform(actions);
+                    self.perform(actions)
                 }
                 (sent, token, reply) = next_of(&mut self.claim) => self.on_claim(sent, &token, reply),
                 (batch, reply) = next_of(&mut self.release) => self.on_release(batch, reply),
-                chore = next_of(&mut self.chore) => {
-                    if self.on_chore(chore) {
-                        break;
-                    }
-                }
+                chore = next_of(&mut self.chore) => self.on_chore(chore),
                 ended = self.slots.next() => self.on_ended(ended),
-                () = self.shared.wanted.notified() => self.state.on_renew_wanted(Instant::now()),
+                () = self.shared.wanted.notified() => {
+                    self.state.on_renew_wanted(Instant::now());
+                    false
+                }
                 () = self.shared.released.notified() => {
                     self.release_due.get_or_insert(Instant::now() + BATCH_WINDOW);
+                    false
                 }
-                notice = self.notices.recv(), if notices_open => match notice {
-                    Ok(n) if n != self.keys.notice && n != ANY_RELEASE => {}
-                    Err(broadcast::error::RecvError::Closed) => notices_open = false,
-                    _ => self.state.on_notice(Instant::now()),
-                },
+                notice = self.notices.recv(), if notices_open => {
+                    match notice {
+                        Ok(n) if n != self.keys.notice && n != ANY_RELEASE => {}
+                        Err(broadcast::error::RecvError::Closed) => notices_open = false,
+                        _ => self.state.on_notice(Instant::now()),
+                    }
+                    false
+                }
                 () = sleep_until_opt(timer) => self.on_timer(),
+            };
+            if done {
+                break;
             }
         }
         self.shared.close();
@@ -245,17 +351,19 @@ where
         self.config.renew_interval
     }
 
-    fn on_timer(&mut self) {
+    fn on_timer(&mut self) -> bool {
         let now = Instant::now();
         if self.release_due.is_some_and(|at| at <= now) {
             self.release_due = None;
             self.flush_releases();
         }
         let actions = self.state.poll(now);
-        self.perform(actions);
+        self.perform(actions)
     }
 
-    fn perform(&mut self, actions: Vec<Action>) {
+    /// Performs `actions`; returns true when the coordinator is done.
+    fn perform(&mut self, actions: Vec<Action>) -> bool {
+        let mut done = false;
         for action in actions {
             match action {
                 Action::Tick(req) => {
@@ -269,45 +377,66 @@ where
                         (sent, reply)
                     }));
                 }
-                Action::Claim { count, floor } => self.send_claim(count, floor),
-                Action::Stop(indices) => {
+                Action::Claim { count, floor } => self.send_claim(count, floor, Vec::new()),
+                Action::Regrant { indices, floor } => {
+                    let names = indices
+                        .into_iter()
+                        .map(|i| self.names.get(i).to_string())
+                        .collect();
+                    self.send_claim(0, floor, names);
+                }
+                Action::Stop { indices, reason } => {
+                    let (why, counted) = match reason {
+                        StopReason::Rebalance => (TermEndReason::HandedOff, true),
+                        StopReason::Drained => (TermEndReason::Drained, false),
+                        StopReason::Removed => (TermEndReason::Removed, false),
+                    };
                     for i in indices {
-                        info!(partition = %self.names[i], "handing off a partition to rebalance");
-                        counter!(m::HANDOFFS, &self.labels.pair()).increment(1);
-                        self.slots.stop(i);
+                        info!(partition = %self.names.get(i), reason = why.label(), "handing a partition over");
+                        if counted {
+                            counter!(m::HANDOFFS, &self.labels.pair()).increment(1);
+                        }
+                        self.slots.stop_because(i, why.clone());
                     }
                     let handoffs = self.state.handoffs();
-                    self.view.send_modify(|v| v.handoffs = handoffs);
+                    self.view.send_if_modified(|v| {
+                        let changed = v.handoffs != handoffs;
+                        v.handoffs = handoffs;
+                        changed
+                    });
                 }
-                Action::StopAll => self.slots.stop_all(),
+                Action::StopAll { .. } => self.slots.stop_all(),
                 Action::Release(indices) => {
                     let token = self.state.token().to_owned();
                     for i in indices {
-                        warn!(partition = %self.names[i], "the store lists a partition no elector runs; giving it back");
-                        drop(self.shared.queue_release(self.names[i].clone(), &token));
+                        warn!(partition = %self.names.get(i), "the session holds a partition no elector runs; giving it back");
+                        drop(self.shared.queue_release(self.names.get(i), &token));
                     }
                 }
                 Action::Revoke(indices) => {
                     for &i in &indices {
-                        warn!(partition = %self.names[i], "the store no longer lists this partition under this session; stepping down");
+                        warn!(partition = %self.names.get(i), "the store no longer lists this partition under this session; stepping down");
                     }
                     self.shared.revoke(indices);
                 }
-                chore @ (Action::Seed { .. } | Action::Reconcile | Action::End { .. }) => {
+                Action::Exit => done = true,
+                chore @ (Action::Apply { .. } | Action::Reconcile { .. } | Action::End { .. }) => {
                     self.chores.push_back(chore);
                     self.next_chore();
                 }
             }
         }
+        done
     }
 
-    fn send_claim(&mut self, count: usize, floor: Fence) {
+    fn send_claim(&mut self, count: usize, floor: Fence, regrant: Vec<String>) {
         let req = ClaimRequest {
             replica: self.config.replica_id.clone(),
             token: self.state.token().to_owned(),
             ttl: self.config.lease,
             count,
             floor,
+            regrant,
         };
         let (backend, keys, limit) = (self.backend.clone(), self.keys.clone(), self.limit());
         let sent = Instant::now();
@@ -329,33 +458,34 @@ where
         let (backend, keys, limit) = (self.backend.clone(), self.keys.clone(), self.limit());
         let timed_out = move || StoreError::Timeout(limit);
         self.chore = Some(match action {
-            Action::Seed { offset, replace } => {
-                let end = (offset + SEED_CHUNK).min(self.names.len());
-                let req = SeedRequest {
-                    replica: self.config.replica_id.clone(),
+            Action::Apply { create } => {
+                info!(
+                    create,
+                    version = self.config.list_version,
+                    partitions = self.list.len(),
+                    "applying this replica's partition list to the group"
+                );
+                let list = ListSpec {
+                    names: self.list.clone(),
+                    version: self.config.list_version,
                     digest: self.digest.clone(),
-                    count: self.names.len(),
-                    offset,
-                    replace,
                     grant_delay: self.config.lease,
-                    names: self.names[offset.min(end)..end]
-                        .iter()
-                        .map(|n| n.to_string())
-                        .collect(),
                 };
-                Box::pin(async move {
-                    let r = timeout(limit, backend.seed(&keys, &req)).await;
-                    Chore::Seeded(r.unwrap_or_else(|_| Err(timed_out())))
-                })
+                let fut = apply(backend, keys, list, create, limit);
+                Box::pin(async move { Chore::Applied(fut.await) })
             }
-            Action::Reconcile => {
+            Action::Reconcile { resume } => {
                 let token = self.state.token().to_owned();
                 Box::pin(async move {
                     let r = timeout(limit, backend.held(&keys, &token)).await;
-                    Chore::Reconciled(token, r.unwrap_or_else(|_| Err(timed_out())))
+                    Chore::Reconciled {
+                        token,
+                        resume,
+                        reply: r.unwrap_or_else(|_| Err(timed_out())),
+                    }
                 })
             }
-            Action::End { token, done } => {
+            Action::End { token } => {
                 let replica = self.config.replica_id.clone();
                 Box::pin(async move {
                     match timeout(limit, backend.leave(&keys, &replica, &token)).await {
@@ -367,14 +497,14 @@ where
                             warn!("ending the session timed out; it expires within one lease")
                         }
                     }
-                    Chore::Ended { done }
+                    Chore::Ended
                 })
             }
             _ => return,
         });
     }
 
-    fn on_tick(&mut self, sent: Instant, reply: Result<TickReply, StoreError>) {
+    fn on_tick(&mut self, sent: Instant, reply: Result<TickReply, StoreError>) -> bool {
         let now = Instant::now();
         if let Err(e) = &reply {
             debug!(error = %e, "group tick failed");
@@ -383,15 +513,17 @@ where
         } else {
             self.error = None;
         }
+        let revoked: Vec<usize> = match &reply {
+            Ok(r) => r
+                .revoked
+                .iter()
+                .map(|(p, _)| self.names.intern(p))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
         let session = self.state.token().to_owned();
-        let (renewal, actions) = self.state.on_tick(reply, now, &mut self.rng);
-        if self.state.token() != session {
-            warn!(
-                "this replica's group session has ended (it was not renewed in time, or Redis \
-                 lost its data); its partitions are gone, starting a new session"
-            );
-            counter!(m::SESSIONS_LOST, &self.labels.pair()).increment(1);
-        }
+        let (renewal, actions) = self.state.on_tick(reply, &revoked, now, &mut self.rng);
+        let refused = matches!(renewal, Renewal::Refused);
         // The electors first: nothing else in this reply is urgent.
         self.shared.answer(Outcome {
             sent,
@@ -401,16 +533,36 @@ where
                 Renewal::Failed(e) => Err(e),
             },
         });
+        if self.state.token() != session {
+            if refused {
+                warn!(
+                    "this replica's group session has ended (it was not renewed in time, or \
+                     Redis lost its data); its partitions are gone, starting a new session"
+                );
+                counter!(m::SESSIONS_LOST, &self.labels.pair()).increment(1);
+            } else {
+                info!(
+                    "resumed this replica's session after a restart: its partitions get new terms"
+                );
+            }
+        }
         if let Some(c) = self.state.conflict() {
             let e = self.conflict_error(c);
             warn!(error = %e, "not claiming partitions");
         }
+        if self.state.list_differs() && !self.warned_list {
+            self.warned_list = true;
+            warn!(
+                version = self.config.list_version,
+                "the group's partition list at this version differs from this replica's; following the group's"
+            );
+        }
         gauge!(m::GROUP_PARTITIONS, "group" => self.labels.group.clone())
-            .set(self.names.len() as f64);
+            .set(self.state.partitions() as f64);
         gauge!(m::LIVE_REPLICAS, "group" => self.labels.group.clone())
             .set(self.state.live().len() as f64);
         self.publish(now);
-        self.perform(actions);
+        self.perform(actions)
     }
 
     fn conflict_error(&self, c: Conflict) -> PartitionsError {
@@ -418,30 +570,24 @@ where
             Conflict::DuplicateReplica => {
                 PartitionsError::DuplicateReplica(self.config.replica_id.clone())
             }
-            Conflict::PartitionListMismatch => {
-                PartitionsError::PartitionListMismatch(self.config.group.clone())
-            }
         }
     }
 
-    fn on_claim(&mut self, sent: Instant, token: &str, reply: Result<ClaimReply, StoreError>) {
+    fn on_claim(
+        &mut self,
+        sent: Instant,
+        token: &str,
+        reply: Result<ClaimReply, StoreError>,
+    ) -> bool {
         let now = Instant::now();
         if let Err(e) = &reply {
             warn!(error = %e, "a claim failed; asking the store what this replica holds");
         }
         let reply = ClaimError::split(reply).map(|(partitions, unowned)| {
-            let mut granted = Vec::with_capacity(partitions.len());
-            for (name, fence) in partitions {
-                match self.index.get(name.as_str()) {
-                    Some(&i) => granted.push((i, fence)),
-                    None => {
-                        // Not in this replica's list (cannot happen while the digests
-                        // agree): hand it straight back.
-                        warn!(partition = %name, "claimed a partition outside this replica's list");
-                        drop(self.shared.queue_release(name.into(), token));
-                    }
-                }
-            }
+            let granted: Vec<(usize, Fence)> = partitions
+                .into_iter()
+                .map(|(name, fence)| (self.names.intern(&name), fence))
+                .collect();
             (granted, unowned)
         });
         let granted: Vec<(usize, Fence)> =
@@ -461,16 +607,16 @@ where
                 } else {
                     self.start(i, grant);
                 }
-                names.push(self.names[i].to_string());
+                names.push(self.names.get(i).to_string());
             }
             self.view.send_modify(|v| v.owned.extend(names));
             gauge!(m::OWNED, &self.labels.pair()).set(self.view.borrow().owned.len() as f64);
         }
-        self.perform(actions);
+        self.perform(actions)
     }
 
     fn start(&mut self, i: usize, grant: Grant) {
-        let name = self.names[i].clone();
+        let name = self.names.get(i);
         let mut config = self.template.clone();
         config.duty = name.to_string();
         let store = GroupStore {
@@ -492,8 +638,8 @@ where
             .start(i, handle, run, info_span!("partition", partition = %name));
     }
 
-    fn on_ended(&mut self, ended: Ended) {
-        let name = self.names[ended.index].clone();
+    fn on_ended(&mut self, ended: Ended) -> bool {
+        let name = self.names.get(ended.index);
         if let Some(panic) = &ended.panic {
             error!(partition = %name, error = %panic, "a partition elector task failed");
         }
@@ -505,18 +651,25 @@ where
             // Re-claimed before this one had ended: the new term starts now. (While
             // leaving it is dropped: ending the session frees it.)
             self.start(ended.index, grant);
-            return;
+            return false;
         }
-        let actions = self.state.on_stopped(ended.index);
+        let actions = self.state.on_stopped(ended.index, Instant::now());
         self.view.send_modify(|v| {
             v.owned.remove(&*name);
         });
         gauge!(m::OWNED, &self.labels.pair()).set(self.slots.len() as f64);
-        self.perform(actions);
+        self.perform(actions)
     }
 
     fn flush_releases(&mut self) {
         if self.release.is_some() {
+            return;
+        }
+        if self.state.keeps_leases() {
+            // A sticky restart keeps every partition for its return.
+            for p in self.shared.take_releases(usize::MAX) {
+                let _ = p.reply.send(Ok(false));
+            }
             return;
         }
         let batch = self.shared.take_releases(RELEASE_BATCH);
@@ -534,7 +687,11 @@ where
         }));
     }
 
-    fn on_release(&mut self, batch: Vec<PendingRelease>, reply: Result<Vec<bool>, StoreError>) {
+    fn on_release(
+        &mut self,
+        batch: Vec<PendingRelease>,
+        reply: Result<Vec<bool>, StoreError>,
+    ) -> bool {
         match reply {
             Ok(flags) => {
                 let flags = flags.into_iter().chain(std::iter::repeat(false));
@@ -556,50 +713,49 @@ where
         if self.shared.has_releases() {
             self.release_due = Some(Instant::now());
         }
+        false
     }
 
     /// Returns true when the coordinator is done.
     fn on_chore(&mut self, chore: Chore) -> bool {
         let now = Instant::now();
         let actions = match chore {
-            Chore::Seeded(reply) => {
+            Chore::Applied(reply) => {
                 if let Err(e) = &reply {
-                    debug!(error = %e, "storing the partition list failed");
+                    warn!(error = %e, "applying the partition list failed; trying again at the next tick");
                 }
-                self.state.on_seeded(reply, now, &mut self.rng)
+                self.state.on_applied(reply.is_ok(), now);
+                Vec::new()
             }
-            Chore::Reconciled(token, reply) => match reply {
+            Chore::Reconciled {
+                token,
+                resume,
+                reply,
+            } => match reply {
                 Ok(held) => {
-                    let mut indices = HashSet::with_capacity(held.len());
-                    for name in held {
-                        match self.index.get(name.as_str()) {
-                            Some(&i) => {
-                                indices.insert(i);
-                            }
-                            None => drop(self.shared.queue_release(name.into(), &token)),
-                        }
-                    }
+                    let indices: HashSet<usize> =
+                        held.iter().map(|name| self.names.intern(name)).collect();
                     if token == self.state.token() {
-                        self.state.on_reconciled(Some(indices), now)
+                        self.state.on_reconciled(Some(indices), resume, now)
                     } else {
-                        self.state.on_reconciled(None, now)
+                        self.state.on_reconciled(None, resume, now)
                     }
                 }
                 Err(e) => {
                     debug!(error = %e, "reconciling failed");
-                    self.state.on_reconciled(None, now)
+                    self.state.on_reconciled(None, resume, now)
                 }
             },
-            Chore::Ended { done } => {
-                if done && self.state.leaving() == Leaving::Ending {
+            Chore::Ended => {
+                if self.state.leaving() == Leaving::Ending {
                     return true;
                 }
                 Vec::new()
             }
         };
-        self.perform(actions);
+        let done = self.perform(actions);
         self.next_chore();
-        false
+        done
     }
 
     /// Publishes membership, plan and standing if they changed.
@@ -607,6 +763,9 @@ where
         let settling = self.state.settling(now);
         let (cap, floor) = self.state.plan().map_or((0, 0), |p| (p.cap, p.floor));
         let joined = self.state.joined();
+        let partitions = self.state.partitions();
+        let drained = self.state.drained();
+        let list_differs = self.state.list_differs();
         let error = match self.state.conflict() {
             Some(c) => Some(self.conflict_error(c)),
             None => self.error.clone().map(PartitionsError::from),
@@ -618,6 +777,9 @@ where
                 || v.floor != floor
                 || v.settling != settling
                 || v.joined != joined
+                || v.partitions != partitions
+                || v.drained != drained
+                || v.list_differs != list_differs
                 || v.error.as_ref().map(ToString::to_string)
                     != error.as_ref().map(ToString::to_string);
             if changed {
@@ -626,6 +788,9 @@ where
                 v.floor = floor;
                 v.settling = settling;
                 v.joined = joined;
+                v.partitions = partitions;
+                v.drained = drained;
+                v.list_differs = list_differs;
                 v.error = error;
             }
             changed

@@ -244,7 +244,7 @@ mod tests {
     use super::*;
     use crate::backend::PartitionOwner;
     use crate::backend::protocol::{
-        ClaimReply, ClaimRequest, Protocol, SeedReply, SeedRequest, StatusHead, TickReply,
+        AddReply, ClaimReply, ClaimRequest, Protocol, RemoveReply, StatusHead, TickReply,
         TickRequest,
     };
     use crate::{GroupBackend, MemoryGroupStore};
@@ -285,13 +285,45 @@ mod tests {
         async fn leave(&self, k: &GroupKeys, r: &str, t: &str) -> Result<(), StoreError> {
             self.inner.leave(k, r, t).await
         }
-        async fn seed(&self, k: &GroupKeys, r: &SeedRequest) -> Result<SeedReply, StoreError> {
-            self.inner.seed(k, r).await
+        async fn add(
+            &self,
+            k: &GroupKeys,
+            strict: bool,
+            delay: Duration,
+            n: &[String],
+        ) -> Result<AddReply, StoreError> {
+            self.inner.add(k, strict, delay, n).await
+        }
+        async fn remove(
+            &self,
+            k: &GroupKeys,
+            strict: bool,
+            n: &[String],
+        ) -> Result<RemoveReply, StoreError> {
+            self.inner.remove(k, strict, n).await
+        }
+        async fn list_page(
+            &self,
+            k: &GroupKeys,
+            o: usize,
+            l: usize,
+        ) -> Result<Vec<String>, StoreError> {
+            self.inner.list_page(k, o, l).await
+        }
+        async fn set_version(&self, k: &GroupKeys, v: u64, d: &str) -> Result<bool, StoreError> {
+            self.inner.set_version(k, v, d).await
+        }
+        async fn drain(&self, k: &GroupKeys, r: &str, on: bool) -> Result<bool, StoreError> {
+            self.inner.drain(k, r, on).await
         }
         async fn held(&self, k: &GroupKeys, t: &str) -> Result<Vec<String>, StoreError> {
             self.inner.held(k, t).await
         }
-        async fn owner(&self, k: &GroupKeys, p: &str) -> Result<PartitionOwner, StoreError> {
+        async fn owner(
+            &self,
+            k: &GroupKeys,
+            p: &str,
+        ) -> Result<Option<PartitionOwner>, StoreError> {
             self.inner.owner(k, p).await
         }
         async fn status_head(&self, k: &GroupKeys) -> Result<Option<StatusHead>, StoreError> {

@@ -60,10 +60,11 @@ impl Slots {
         self.running.insert(index, handle);
     }
 
-    /// Asks the elector of `index` to step down gracefully.
-    pub(crate) fn stop(&self, index: usize) {
+    /// Asks the elector of `index` to step down gracefully, the term ending with
+    /// `reason`.
+    pub(crate) fn stop_because(&self, index: usize, reason: TermEndReason) {
         if let Some(h) = self.running.get(&index) {
-            h.shutdown_token().cancel();
+            h.stop_because(reason);
         }
     }
 

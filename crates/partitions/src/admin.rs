@@ -1,0 +1,225 @@
+//! Changing a group at runtime without being one of its replicas.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use leasehold_election::config::validate_name;
+
+use crate::backend::protocol::{AddReply, RemoveReply};
+use crate::backend::{GroupBackend, GroupStatus, PartitionOwner, SET_CHUNK, read_status};
+use crate::error::PartitionsError;
+use crate::keys::GroupKeys;
+
+/// Changes a group's partition set and drains its replicas at runtime, for operators,
+/// control planes and tools: it needs no replica of its own (the `leasehold` CLI's
+/// `partitions`, `drain` and `owner` commands use it).
+///
+/// Every replica sees a change at its next tick (at most one renew interval, usually
+/// at once: a change publishes a notice): a new partition is claimed by the fair-share
+/// rule, a removed one is handed back by its owner (its callback is cancelled with
+/// [`TermEndReason::Removed`](leasehold_election::TermEndReason::Removed), then it is
+/// released), a drained replica hands everything over.
+///
+/// ```no_run
+/// use leasehold_election::RedisStore;
+/// use leasehold_partitions::GroupAdmin;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisStore::connect("redis://127.0.0.1:6379/")?;
+/// let admin = GroupAdmin::new(store, "leasehold", "tenants")?;
+/// admin.add(["tenant-33"]).await?;
+/// admin.remove(["tenant-7"]).await?;
+/// println!("{:?}", admin.owner("tenant-33").await?.owner);
+/// admin.drain("replica-c").await?; // before maintenance; undrain() after
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct GroupAdmin<B> {
+    backend: B,
+    keys: GroupKeys,
+    grant_delay: Duration,
+}
+
+fn names(
+    partitions: impl IntoIterator<Item = impl Into<String>>,
+) -> Result<Vec<String>, PartitionsError> {
+    let names: Vec<String> = partitions.into_iter().map(Into::into).collect();
+    let mut seen = HashSet::new();
+    for n in &names {
+        validate_name("partition name", n).map_err(PartitionsError::Config)?;
+        if !seen.insert(n.as_str()) {
+            return Err(PartitionsError::DuplicatePartition(n.clone()));
+        }
+    }
+    Ok(names)
+}
+
+impl<B: GroupBackend> GroupAdmin<B> {
+    /// The admin of `group` under key prefix `prefix`.
+    ///
+    /// # Errors
+    /// [`PartitionsError::Config`] if a name breaks the naming rules.
+    pub fn new(backend: B, prefix: &str, group: &str) -> Result<Self, PartitionsError> {
+        validate_name("key prefix", prefix).map_err(PartitionsError::Config)?;
+        validate_name("group name", group).map_err(PartitionsError::Config)?;
+        Ok(Self {
+            backend,
+            keys: GroupKeys::new(prefix, group),
+            grant_delay: Duration::from_secs(10),
+        })
+    }
+
+    /// When [`add`](Self::add) creates the group (it did not exist), nothing is granted
+    /// for this long: set it to the group's lease, so that after a Redis restart that
+    /// lost the group no old owner can still believe it holds a partition. Default:
+    /// 10 s (the default lease).
+    #[must_use]
+    pub fn grant_delay(mut self, delay: Duration) -> Self {
+        self.grant_delay = delay;
+        self
+    }
+
+    /// Adds partitions to the group (creating it if it does not exist); returns how
+    /// many were added. More than 500 names are sent in chunks of 500: if one is
+    /// refused, the chunks before it stay added.
+    ///
+    /// # Errors
+    /// [`PartitionsError::AlreadyPresent`] (nothing of that chunk added),
+    /// [`PartitionsError::DuplicatePartition`] or [`PartitionsError::Config`] for a bad
+    /// name (nothing added), or the store's error.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the chunk in flight may or may not be applied.
+    pub async fn add(
+        &self,
+        partitions: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Result<usize, PartitionsError> {
+        let names = names(partitions)?;
+        let mut added = 0;
+        for chunk in names.chunks(SET_CHUNK) {
+            match self
+                .backend
+                .add(&self.keys, true, self.grant_delay, chunk)
+                .await?
+            {
+                AddReply::Added(n) => added += n,
+                AddReply::Exists(name) => return Err(PartitionsError::AlreadyPresent(name)),
+            }
+        }
+        Ok(added)
+    }
+
+    /// Removes partitions from the group; returns how many were removed. An owned one
+    /// is handed back by its owner: its callback is cancelled (with its grace), then it
+    /// is released. Chunks as for [`add`](Self::add).
+    ///
+    /// # Errors
+    /// [`PartitionsError::UnknownPartition`], [`PartitionsError::LastPartition`] (it
+    /// would leave the group empty), [`PartitionsError::DuplicatePartition`] or
+    /// [`PartitionsError::Config`] (nothing of that chunk removed), or the store's error.
+    ///
+    /// # Cancel safety
+    /// As [`add`](Self::add).
+    pub async fn remove(
+        &self,
+        partitions: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Result<usize, PartitionsError> {
+        let names = names(partitions)?;
+        let mut removed = 0;
+        for chunk in names.chunks(SET_CHUNK) {
+            match self.backend.remove(&self.keys, true, chunk).await? {
+                RemoveReply::Removed(n) => removed += n,
+                RemoveReply::Unknown(name) => {
+                    return Err(PartitionsError::UnknownPartition(name));
+                }
+                RemoveReply::Last => return Err(PartitionsError::LastPartition),
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Every partition of the group, in the order they were added (read in pages of a
+    /// thousand: not one atomic snapshot of a large group).
+    ///
+    /// # Errors
+    /// [`PartitionsError::UnknownGroup`], or the store's error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn list(&self) -> Result<Vec<String>, PartitionsError> {
+        if self.backend.status_head(&self.keys).await?.is_none() {
+            return Err(PartitionsError::UnknownGroup(self.keys.group.clone()));
+        }
+        let mut all = Vec::new();
+        loop {
+            let page = self.backend.list_page(&self.keys, all.len(), 1_000).await?;
+            if page.is_empty() {
+                return Ok(all);
+            }
+            all.extend(page);
+        }
+    }
+
+    /// Drains `replica`: it hands every partition over gracefully and claims nothing
+    /// until [`undrain`](Self::undrain)ed or gone (a drain applies to the replica's
+    /// current session: a restarted replica is not drained).
+    ///
+    /// # Errors
+    /// [`PartitionsError::UnknownReplica`] if it has no live session, or the store's
+    /// error.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the drain may or may not be applied.
+    pub async fn drain(&self, replica: &str) -> Result<(), PartitionsError> {
+        self.set_drain(replica, true).await
+    }
+
+    /// Lets a drained replica take its share again.
+    ///
+    /// # Errors
+    /// As [`drain`](Self::drain).
+    ///
+    /// # Cancel safety
+    /// As [`drain`](Self::drain).
+    pub async fn undrain(&self, replica: &str) -> Result<(), PartitionsError> {
+        self.set_drain(replica, false).await
+    }
+
+    async fn set_drain(&self, replica: &str, on: bool) -> Result<(), PartitionsError> {
+        validate_name("replica id", replica).map_err(PartitionsError::Config)?;
+        if self.backend.drain(&self.keys, replica, on).await? {
+            Ok(())
+        } else {
+            Err(PartitionsError::UnknownReplica(replica.to_owned()))
+        }
+    }
+
+    /// One partition's owner: replica, fence, time left on its session, how long it
+    /// has held it.
+    ///
+    /// # Errors
+    /// [`PartitionsError::UnknownPartition`] if it is not in the group, or the store's
+    /// error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn owner(&self, partition: &str) -> Result<PartitionOwner, PartitionsError> {
+        validate_name("partition name", partition).map_err(PartitionsError::Config)?;
+        self.backend
+            .owner(&self.keys, partition)
+            .await?
+            .ok_or_else(|| PartitionsError::UnknownPartition(partition.to_owned()))
+    }
+
+    /// The whole group (see [`crate::group_status`]); `None` if it does not exist.
+    ///
+    /// # Errors
+    /// The store's error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn status(&self) -> Result<Option<GroupStatus>, PartitionsError> {
+        Ok(read_status(&self.backend, &self.keys).await?)
+    }
+}
