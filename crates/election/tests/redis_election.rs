@@ -80,6 +80,64 @@ async fn graceful_shutdown_hands_over_without_waiting_for_expiry() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn step_down_hands_the_duty_over_and_sits_out_a_retry_interval() {
+    let redis = RedisServer::start();
+    let terms = Terms::default();
+    let a = terms.spawn(store(&redis.url()), config("job", "a", 3_000));
+    timeout(WAIT, a.wait_until_leader()).await.unwrap().unwrap();
+    let b = terms.spawn(store(&redis.url()), slow_to_recheck("job", "b", 3_000));
+    eventually(
+        "b follows",
+        WAIT,
+        || matches!(b.status().role, Role::Follower { leader: Some(ref l) } if l == "a"),
+    )
+    .await;
+    recheck_now(&redis, "job");
+    sleep(Duration::from_millis(50)).await;
+    let fence = a.status().fence().unwrap();
+    let start = Instant::now();
+    assert!(a.step_down().await.unwrap(), "a was leading");
+    let ended = a.status().last_term.unwrap();
+    assert_eq!(ended.fence, fence);
+    assert!(
+        matches!(ended.reason, TermEndReason::SteppedDown),
+        "{:?}",
+        ended.reason
+    );
+    assert!(ended.released, "the lease was released");
+    // Only the release notification can make b lead this soon (see slow_to_recheck).
+    timeout(Duration::from_secs(2), b.wait_until_leader())
+        .await
+        .expect("b must lead long before a's lease would expire")
+        .unwrap();
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(500), "hand-over took {took:?}");
+    assert!(b.status().fence().unwrap() > fence);
+    // a campaigns again, as a follower of b, and is not leading.
+    assert!(!a.status().is_leader());
+    assert!(
+        !a.step_down().await.unwrap(),
+        "a follower has nothing to step down from"
+    );
+
+    // Alone, a stepped-down elector leads again after its retry interval.
+    b.shutdown().await;
+    timeout(WAIT, a.wait_until_leader()).await.unwrap().unwrap();
+    let again = a.status().fence().unwrap();
+    assert!(a.step_down().await.unwrap());
+    let stepped = Instant::now();
+    timeout(WAIT, a.wait_until_leader()).await.unwrap().unwrap();
+    let waited = stepped.elapsed();
+    // The default retry interval is a third of the lease: 1 s.
+    assert!(
+        waited >= Duration::from_millis(900),
+        "led again after {waited:?}"
+    );
+    assert!(a.status().fence().unwrap() > again);
+    terms.assert_no_overlap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_or_overwritten_lease_ends_the_term() {
     let redis = RedisServer::start();
     let s = store(&redis.url());

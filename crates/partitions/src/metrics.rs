@@ -16,6 +16,10 @@ pub const RELEASES: &str = "leasehold_partition_releases_total";
 /// Counter: partitions handed off so an under-loaded replica gets its share.
 /// Labels: `group`, `replica`.
 pub const HANDOFFS: &str = "leasehold_partition_handoffs_total";
+/// Counter: partitions whose owner's session expired while holding them (a crash, a
+/// kill, a pause or a partition from Redis longer than the lease), counted once, by the
+/// replica whose tick found it. Labels: `group`.
+pub const EXPIRED: &str = "leasehold_partitions_expired_total";
 /// Gauge: partitions configured in the group (P). Labels: `group`.
 pub const GROUP_PARTITIONS: &str = "leasehold_group_partitions";
 /// Counter: failed group ticks. Labels: `group`, `replica`.
@@ -37,6 +41,11 @@ pub(crate) fn describe() {
         );
         describe_counter!(HANDOFFS, Unit::Count, "partitions handed off to rebalance");
         describe_counter!(TICK_ERRORS, Unit::Count, "failed group ticks");
+        describe_counter!(
+            EXPIRED,
+            Unit::Count,
+            "partitions freed because their owner's session expired"
+        );
         describe_counter!(
             SESSIONS_LOST,
             Unit::Count,

@@ -42,25 +42,29 @@ fn names(list: &[&str]) -> Vec<String> {
     list.iter().map(|n| (*n).to_owned()).collect()
 }
 
-/// A tick reply without its clocks: session, resumed, set, (replica, state, held),
-/// unowned, drained, revoked (sorted).
+/// A tick reply without its clocks: session, resumed, set, (replica, state, held) by
+/// replica (the store orders them by expiry: two in one millisecond tie on Redis),
+/// unowned, drained, revoked (sorted), expired.
 fn shape(r: &TickReply) -> String {
-    let members: Vec<_> = r
+    let mut members: Vec<_> = r
         .members
         .iter()
         .map(|m| (m.replica.clone(), m.state, m.held))
         .collect();
+    members.sort_by(|a, b| a.0.cmp(&b.0));
     let mut revoked = r.revoked.clone();
     revoked.sort();
     format!(
-        "{:?} resumed={:?} set={:?} {members:?} unowned={} drained={} revoked={revoked:?}",
+        "{:?} resumed={:?} set={:?} {members:?} unowned={} drained={} revoked={revoked:?} \
+         expired={}",
         r.session,
         r.resumed.as_ref().map(|t| t.len()),
         r.set
             .as_ref()
             .map(|s| (s.count, s.version, s.digest.clone())),
         r.unowned,
-        r.drained
+        r.drained,
+        r.expired
     )
 }
 
@@ -229,6 +233,46 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         "list",
         format!("{:?}", b.list_page(&k, 0, 100).await.unwrap()),
     );
+    // A session that expires holding a partition: the tick that finds it says so, once.
+    let short = Duration::from_millis(40);
+    let c = "c:00000000000000000000000000000001";
+    let r = b.release(&k, b1, &names(&["p0"])).await.unwrap();
+    log("b gives p0 back", format!("{r:?}"));
+    let r = b
+        .tick(
+            &k,
+            &TickRequest {
+                ttl: short,
+                ..tick("c", c, true, MemberState::Active)
+            },
+        )
+        .await
+        .unwrap();
+    log("c joins for 40 ms", shape(&r));
+    let r = b
+        .claim(
+            &k,
+            &ClaimRequest {
+                ttl: short,
+                ..claim("c", c, 1)
+            },
+        )
+        .await
+        .unwrap();
+    log("c claims p0", format!("{:?}", claimed(&r)));
+    tokio::time::sleep(short * 2).await;
+    let r = b.claim(&k, &claim("c", c, 1)).await.unwrap();
+    log("c's expired session claims nothing", format!("{r:?}"));
+    let r = b
+        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .await
+        .unwrap();
+    log("b finds c expired", shape(&r));
+    let r = b
+        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .await
+        .unwrap();
+    log("and does not count it twice", shape(&r));
     out
 }
 
@@ -254,6 +298,10 @@ async fn redis_and_the_in_memory_store_answer_the_same_script_alike() {
         &format!("{:?}", AddReply::Added(2)),
     );
     expect("strict add of a present", r#"Exists("p4")"#);
+    expect("c claims p0", r#"["p0"]"#);
+    expect("c's expired session claims nothing", "Lost");
+    expect("b finds c expired", "expired=1");
+    expect("and does not count it twice", "expired=0");
     expect("a renews", r#"set=Some((5, 2, "v2"))"#);
     expect(
         "a second process for a",

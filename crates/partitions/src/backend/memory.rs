@@ -84,13 +84,15 @@ impl Group {
         self.members.get(replica).copied().filter(|exp| *exp > now)
     }
 
-    fn reap(&mut self, now: Instant) {
+    /// Ends the sessions that have expired; returns how many partitions they held.
+    fn reap(&mut self, now: Instant) -> usize {
         let gone: Vec<(String, Instant)> = self
             .members
             .iter()
             .filter(|(_, exp)| **exp <= now)
             .map(|(r, exp)| (r.clone(), *exp))
             .collect();
+        let mut lost = 0;
         for (r, exp) in gone {
             self.members.remove(&r);
             self.states.remove(&r);
@@ -99,9 +101,11 @@ impl Group {
                 if self.drains.get(&r) == Some(&token) {
                     self.drains.remove(&r);
                 }
+                lost += self.owners.values().filter(|o| **o == token).count();
                 self.dead.insert((exp, token));
             }
         }
+        lost
     }
 
     fn add_free(&mut self, name: &str, since: Instant) {
@@ -280,7 +284,7 @@ impl Protocol for MemoryGroupStore {
         let reply = {
             let mut groups = self.lock();
             let g = groups.entry(keys.notice.clone()).or_default();
-            g.reap(now);
+            let expired = g.reap(now);
             let mut session = SessionReply::Live;
             let mut resumed = None;
             match g.sessions.get(&req.replica).cloned() {
@@ -333,6 +337,7 @@ impl Protocol for MemoryGroupStore {
                 draining,
                 drained,
                 revoked,
+                expired,
             }
         };
         if changed {
@@ -346,8 +351,10 @@ impl Protocol for MemoryGroupStore {
         let now_us = self.micros(now);
         let mut groups = self.lock();
         let g = groups.entry(keys.notice.clone()).or_default();
-        g.reap(now);
-        if g.sessions.get(&req.replica) != Some(&req.token) {
+        // Sessions are reaped by ticks; a claim only refuses to extend its own ended one.
+        if g.sessions.get(&req.replica) != Some(&req.token)
+            || g.members.get(&req.replica).is_none_or(|exp| *exp <= now)
+        {
             return Ok(ClaimReply::Lost);
         }
         if let Some(m) = &g.meta

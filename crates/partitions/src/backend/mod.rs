@@ -262,6 +262,9 @@ pub(crate) mod protocol {
         pub drained: bool,
         /// Partitions this session holds and must give up, with why (`removed`).
         pub revoked: Vec<(String, String)>,
+        /// Partitions held by sessions this tick found expired (their replica crashed,
+        /// was killed or paused past its lease): each is counted by one tick only.
+        pub expired: usize,
     }
 
     /// A batch claim of free partitions, or (with `regrant`) new terms for partitions

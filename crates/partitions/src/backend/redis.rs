@@ -77,6 +77,7 @@ end
 -- Ends every session whose expiry has passed; what they held waits in `dead`.
 local function reap(now)
   local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES')
+  local lost = 0
   for i = 1, #gone, 2 do
     local r = gone[i]
     local tok = redis.call('HGET', KEYS[2], r)
@@ -85,10 +86,13 @@ local function reap(now)
     redis.call('HDEL', KEYS[3], r)
     redis.call('HDEL', KEYS[14], r)
     if tok then
+      local lo, hi = span(tok)
+      lost = lost + redis.call('ZLEXCOUNT', KEYS[9], lo, hi)
       redis.call('ZADD', KEYS[10], gone[i + 1], tok)
       if redis.call('HGET', KEYS[12], r) == tok then redis.call('HDEL', KEYS[12], r) end
     end
   end
+  return lost
 end
 
 -- Forgets what a partition's owner had: its revocation, its claim time.
@@ -231,7 +235,7 @@ local ttl = tonumber(ARGV[5])
 local bad = expect_all()
 if bad then return bad end
 local now = clock()
-reap(now)
+local expired = reap(now)
 local exists, count, version, digest, after = meta()
 local session, resumed = 'live', ''
 local cur = redis.call('HGET', KEYS[2], replica)
@@ -279,7 +283,7 @@ local names, states, lefts, helds = roster(now, true)
 local wait = after - now
 if wait < 0 then wait = 0 end
 return {session, resumed, exists and 1 or 0, count, version, digest, names, states, lefts,
-  helds, unowned(dead), wait, #dead, drained, revoked}
+  helds, unowned(dead), wait, #dead, drained, revoked, expired}
 "#
     ))
 });
@@ -299,8 +303,9 @@ local ttl, want, floor = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local bad = expect_all()
 if bad then return bad end
 local now, now_us = clock()
-reap(now)
-if redis.call('HGET', KEYS[2], replica) ~= token then return {'lost'} end
+-- Sessions are reaped by ticks; a claim only refuses to extend its own ended one.
+local until_ms = tonumber(redis.call('ZSCORE', KEYS[1], replica) or '0')
+if redis.call('HGET', KEYS[2], replica) ~= token or until_ms <= now then return {'lost'} end
 local _, count, _, _, after = meta()
 if after > now then return {'wait', after - now} end
 redis.call('ZADD', KEYS[1], 'GT', now + ttl, replica)
@@ -809,6 +814,7 @@ impl Protocol for RedisStore {
         let draining = count(p.next_int()?);
         let drained = p.next_int()? == 1;
         let revoked = pairs(&mut p)?;
+        let expired = count(p.next_int()?);
         p.finish()?;
         Ok(TickReply {
             session,
@@ -820,6 +826,7 @@ impl Protocol for RedisStore {
             draining,
             drained,
             revoked,
+            expired,
         })
     }
 

@@ -9,7 +9,8 @@
 //!   elector of the old one is refused its next renewal. A join that finds its replica's
 //!   session `away` (a sticky restart) resumes it and regrants its partitions.
 //! - **Settling.** After joining, claim nothing for `settle` (one renew interval after
-//!   a lost session; nothing after resuming).
+//!   a lost session; nothing after resuming, or when joining a group an active member
+//!   already serves).
 //! - **The partition set is the group's.** P comes from the store. A group that does
 //!   not exist is created from this replica's list; a newer versioned list is applied
 //!   (its additions, then its removals); an older or unversioned one only follows.
@@ -491,7 +492,18 @@ impl GroupState {
                     self.reconciling = true;
                     actions.push(Action::Reconcile { resume: true });
                 } else if !matches!(self.standing, Standing::Member { .. }) {
-                    let settle = if self.joined_once {
+                    // Settling lets replicas started together see each other before
+                    // anyone claims. A replica joining a group that is already being
+                    // served (a restart in a rolling deploy, a scale-up) has nobody to
+                    // wait for: it takes its share at once, so that nothing freed for
+                    // it sits unowned while it settles. Joiners arriving together are
+                    // still counted before anyone hands over: that takes two ticks.
+                    let served = reply.members.iter().any(|m| {
+                        m.replica != self.s.replica && m.state == MemberState::Active && m.held > 0
+                    });
+                    let settle = if served {
+                        Duration::ZERO
+                    } else if self.joined_once {
                         self.s.renew_interval
                     } else {
                         self.s.settle
@@ -1043,6 +1055,7 @@ mod tests {
                 draining: 0,
                 drained: false,
                 revoked: Vec::new(),
+                expired: 0,
             }
         }
 
@@ -1111,6 +1124,46 @@ mod tests {
                 .collect();
             self.st.on_claimed(Ok((granted, unowned)), self.now)
         }
+    }
+
+    #[test]
+    fn a_replica_joining_a_served_group_claims_its_share_without_settling() {
+        // A restart in a rolling deploy: the others hold what the leaver freed and more.
+        let mut sim = Sim::new(8);
+        let r = sim.reply(
+            SessionReply::Live,
+            vec![
+                member("a", MemberState::Settling, 0),
+                member("b", MemberState::Active, 3),
+                member("c", MemberState::Active, 3),
+            ],
+            2,
+        );
+        let (_, actions) = sim.tick(r);
+        assert!(!sim.st.settling(sim.now));
+        assert!(
+            actions
+                .iter()
+                .any(|a| matches!(a, Action::Claim { count: 2, .. })),
+            "{actions:?}"
+        );
+
+        // Replicas started together (nobody serving yet) still settle.
+        let mut sim = Sim::new(8);
+        let r = sim.reply(
+            SessionReply::Live,
+            vec![
+                member("a", MemberState::Settling, 0),
+                member("b", MemberState::Settling, 0),
+            ],
+            8,
+        );
+        let (_, actions) = sim.tick(r);
+        assert!(sim.st.settling(sim.now));
+        assert!(
+            !actions.iter().any(|a| matches!(a, Action::Claim { .. })),
+            "{actions:?}"
+        );
     }
 
     #[test]

@@ -513,6 +513,15 @@ where
         } else {
             self.error = None;
         }
+        if let Ok(r) = &reply
+            && r.expired > 0
+        {
+            info!(
+                partitions = r.expired,
+                "a replica's session expired holding partitions: they are free for others"
+            );
+            counter!(m::EXPIRED, "group" => self.labels.group.clone()).increment(r.expired as u64);
+        }
         let revoked: Vec<usize> = match &reply {
             Ok(r) => r
                 .revoked

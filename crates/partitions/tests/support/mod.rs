@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold_election::Leadership;
-use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupBackend, GroupConfig};
+use leasehold_partitions::{
+    Coordinator, CoordinatorHandle, GroupBackend, GroupConfig, GroupConfigBuilder,
+};
 use tokio::time::Instant;
 
 #[derive(Debug, Clone)]
@@ -66,6 +68,8 @@ impl Ledger {
 
 pub struct Fleet<B: GroupBackend> {
     pub backend: B,
+    /// The group name (default `g`).
+    pub group: String,
     pub partitions: Vec<String>,
     pub lease: Duration,
     pub ledger: Ledger,
@@ -81,6 +85,7 @@ impl<B: GroupBackend> Fleet<B> {
             .try_init();
         Self {
             backend,
+            group: "g".to_owned(),
             partitions: (0..partitions).map(|i| format!("p{i:05}")).collect(),
             lease,
             ledger: Ledger::default(),
@@ -88,18 +93,28 @@ impl<B: GroupBackend> Fleet<B> {
         }
     }
 
-    pub fn config(&self, replica: &str) -> GroupConfig {
-        GroupConfig::builder("g", self.partitions.clone(), replica)
+    /// This fleet's configuration of `replica`, to adjust before `build()`.
+    pub fn builder(&self, replica: &str) -> GroupConfigBuilder {
+        GroupConfig::builder(self.group.as_str(), self.partitions.clone(), replica)
             .lease(self.lease)
-            .build()
-            .unwrap()
+    }
+
+    pub fn config(&self, replica: &str) -> GroupConfig {
+        self.builder(replica).build().unwrap()
     }
 
     pub fn start(&mut self, replica: &str) {
+        let config = self.config(replica);
+        self.start_with(config);
+    }
+
+    /// Starts a replica with its own configuration (its id is the config's).
+    pub fn start_with(&mut self, config: GroupConfig) {
+        let replica = config.replica_id.clone();
         let ledger = self.ledger.clone();
         let handle = Coordinator::new(
             self.backend.clone(),
-            self.config(replica),
+            config,
             move |partition: String, lead: Leadership| {
                 let ledger = ledger.clone();
                 async move {
@@ -121,7 +136,7 @@ impl<B: GroupBackend> Fleet<B> {
             },
         )
         .spawn();
-        self.replicas.insert(replica.to_owned(), handle);
+        self.replicas.insert(replica, handle);
     }
 
     /// Owned count per replica, from each replica's own view.
@@ -181,5 +196,58 @@ impl<B: GroupBackend> Fleet<B> {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         start.elapsed()
+    }
+}
+
+impl Ledger {
+    /// The longest time one of `partitions` went without a running callback between
+    /// `from` and `to` (on the tokio clock), and that partition.
+    pub fn longest_gap(
+        &self,
+        partitions: &[String],
+        from: Instant,
+        to: Instant,
+    ) -> (Duration, String) {
+        let terms = self.terms();
+        let mut worst = (Duration::ZERO, String::new());
+        for p in partitions {
+            let mut spans: Vec<(Instant, Instant)> = terms
+                .iter()
+                .filter(|t| &t.partition == p)
+                .map(|t| (t.start, t.end.unwrap_or(to)))
+                .collect();
+            spans.sort();
+            let mut covered = from;
+            for (start, end) in spans {
+                if end <= covered {
+                    continue;
+                }
+                if start > covered {
+                    let gap = start.min(to) - covered;
+                    if gap > worst.0 {
+                        worst = (gap, p.clone());
+                    }
+                }
+                covered = covered.max(end);
+                if covered >= to {
+                    break;
+                }
+            }
+            if covered < to && to - covered > worst.0 {
+                worst = (to - covered, p.clone());
+            }
+        }
+        worst
+    }
+
+    /// The replicas that ran `partition`'s callback, in term order.
+    pub fn owners_of(&self, partition: &str) -> Vec<String> {
+        let mut terms: Vec<Term> = self
+            .terms()
+            .into_iter()
+            .filter(|t| t.partition == partition)
+            .collect();
+        terms.sort_by_key(|t| t.start);
+        terms.into_iter().map(|t| t.replica).collect()
     }
 }
