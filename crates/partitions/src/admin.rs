@@ -3,9 +3,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use leasehold_election::StoreError;
 use leasehold_election::config::validate_name;
 
-use crate::backend::protocol::{AddReply, RemoveReply};
+use crate::backend::protocol::{AddReply, Change, RemoveReply};
 use crate::backend::{GroupBackend, GroupStatus, PartitionOwner, SET_CHUNK, read_status};
 use crate::error::PartitionsError;
 use crate::keys::GroupKeys;
@@ -55,6 +56,13 @@ fn names(
     Ok(names)
 }
 
+/// A strict change is never refused as stale: if a store says so, it broke the protocol.
+fn never_stale() -> PartitionsError {
+    PartitionsError::Store(StoreError::Protocol(
+        "a strict change was answered as stale".to_owned(),
+    ))
+}
+
 impl<B: GroupBackend> GroupAdmin<B> {
     /// The admin of `group` under key prefix `prefix`.
     ///
@@ -100,11 +108,12 @@ impl<B: GroupBackend> GroupAdmin<B> {
         for chunk in names.chunks(SET_CHUNK) {
             match self
                 .backend
-                .add(&self.keys, true, self.grant_delay, chunk)
+                .add(&self.keys, Change::Strict, self.grant_delay, chunk)
                 .await?
             {
                 AddReply::Added(n) => added += n,
                 AddReply::Exists(name) => return Err(PartitionsError::AlreadyPresent(name)),
+                AddReply::Stale => return Err(never_stale()),
             }
         }
         Ok(added)
@@ -128,12 +137,17 @@ impl<B: GroupBackend> GroupAdmin<B> {
         let names = names(partitions)?;
         let mut removed = 0;
         for chunk in names.chunks(SET_CHUNK) {
-            match self.backend.remove(&self.keys, true, chunk).await? {
+            match self
+                .backend
+                .remove(&self.keys, Change::Strict, chunk)
+                .await?
+            {
                 RemoveReply::Removed(n) => removed += n,
                 RemoveReply::Unknown(name) => {
                     return Err(PartitionsError::UnknownPartition(name));
                 }
                 RemoveReply::Last => return Err(PartitionsError::LastPartition),
+                RemoveReply::Stale => return Err(never_stale()),
             }
         }
         Ok(removed)

@@ -401,3 +401,41 @@ async fn one_partitions_owner_is_read_without_listing_the_group() {
         "{held:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_deploys_of_two_list_versions_end_with_the_newer_list() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 8, LEASE);
+    let v1 = fleet.builder("a").list_version(1).build().unwrap();
+    fleet.start_with(v1);
+    fleet.converge(LIMIT).await;
+    let base = fleet.partitions.clone();
+    // Version 2 drops p00000 and adds two; version 3 drops p00001 and adds two others.
+    let mut v2: Vec<String> = base[1..].to_vec();
+    v2.extend(["v2-a".to_owned(), "v2-b".to_owned()]);
+    let mut v3: Vec<String> = base.iter().filter(|p| *p != "p00001").cloned().collect();
+    v3.extend(["v3-a".to_owned(), "v3-b".to_owned()]);
+    let config = |r: &str, version: u64, list: &[String]| {
+        let mut c = fleet.builder(r).list_version(version).build().unwrap();
+        c.partitions = list.to_vec();
+        c
+    };
+    let (b, c) = (config("b", 2, &v2), config("c", 3, &v3));
+    // Started together, so their applications interleave.
+    fleet.start_with(b);
+    fleet.start_with(c);
+    fleet.partitions = v3.clone();
+    fleet.converge(LIMIT).await;
+    let admin = admin(&redis);
+    let mut listed = admin.list().await.unwrap();
+    listed.sort();
+    let mut expected = v3.clone();
+    expected.sort();
+    assert_eq!(listed, expected, "the newest list wins, whatever the order");
+    assert_eq!(admin.status().await.unwrap().unwrap().list_version, 3);
+    assert!(
+        fleet.replicas.values().all(|h| h.view().error.is_none()),
+        "nobody is refused"
+    );
+    fleet.ledger.assert_no_double_ownership();
+}

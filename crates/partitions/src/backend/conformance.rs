@@ -8,8 +8,8 @@ use leasehold_election::{Fence, RedisStore};
 use leasehold_testkit::RedisServer;
 
 use super::protocol::{
-    AddReply, ClaimReply, ClaimRequest, Conflict, MemberState, Protocol, RemoveReply, SessionReply,
-    TickReply, TickRequest,
+    AddReply, Change, ClaimReply, ClaimRequest, Conflict, MemberState, Protocol, RemoveReply,
+    SessionReply, TickReply, TickRequest, VersionStep,
 };
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
@@ -94,21 +94,47 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         .unwrap();
     log("a joins a group that does not exist", shape(&r));
     let r = b
-        .add(&k, false, delay, &names(&["p0", "p1", "p2"]))
+        .add(&k, Change::Ensure, delay, &names(&["p0", "p1", "p2"]))
         .await
         .unwrap();
     log("a creates it with 3", format!("{r:?}"));
     let r = b
-        .add(&k, false, delay, &names(&["p2", "p3", "p4", "p4"]))
+        .add(&k, Change::Ensure, delay, &names(&["p2", "p3", "p4", "p4"]))
         .await
         .unwrap();
     log("ensure-add overlapping names", format!("{r:?}"));
-    let r = b.add(&k, true, delay, &names(&["p9", "p4"])).await.unwrap();
+    let r = b
+        .add(&k, Change::Strict, delay, &names(&["p9", "p4"]))
+        .await
+        .unwrap();
     log("strict add of a present one", format!("{r:?}"));
-    let r = b.set_version(&k, 2, "v2").await.unwrap();
+    let r = b.set_version(&k, 2, VersionStep::Begin).await.unwrap();
+    log("version 2 begins", format!("{r}"));
+    let r = b.set_version(&k, 2, VersionStep::Begin).await.unwrap();
+    log("and may be continued", format!("{r}"));
+    let r = b
+        .add(&k, Change::Versioned(1), delay, &names(&["p9"]))
+        .await
+        .unwrap();
+    log("a version 1 addition is stale", format!("{r:?}"));
+    let r = b
+        .remove(&k, Change::Versioned(1), &names(&["p0"]))
+        .await
+        .unwrap();
+    log("and so is a removal", format!("{r:?}"));
+    let r = b
+        .add(&k, Change::Versioned(2), delay, &names(&["p4"]))
+        .await
+        .unwrap();
+    log("a version 2 addition is not", format!("{r:?}"));
+    let r = b.set_version(&k, 2, VersionStep::Done("v2")).await.unwrap();
     log("version 2 applied", format!("{r}"));
-    let r = b.set_version(&k, 1, "v1").await.unwrap();
+    let r = b.set_version(&k, 2, VersionStep::Begin).await.unwrap();
+    log("once applied it is not begun again", format!("{r}"));
+    let r = b.set_version(&k, 1, VersionStep::Begin).await.unwrap();
     log("an older version is not", format!("{r}"));
+    let r = b.set_version(&k, 1, VersionStep::Done("v1")).await.unwrap();
+    log("nor recorded", format!("{r}"));
     tokio::time::sleep(Duration::from_millis(5)).await;
     let r = b
         .tick(&k, &tick("a", a, false, MemberState::Active))
@@ -141,14 +167,17 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         "an unknown partition's owner",
         format!("{:?}", b.owner(&k, "nope").await.unwrap()),
     );
-    let r = b.remove(&k, true, &names(&["p2", "zz"])).await.unwrap();
+    let r = b
+        .remove(&k, Change::Strict, &names(&["p2", "zz"]))
+        .await
+        .unwrap();
     log("strict remove of an unknown one", format!("{r:?}"));
     let r = b
-        .remove(&k, true, &names(&["p0", "p1", "p2", "p3", "p4"]))
+        .remove(&k, Change::Strict, &names(&["p0", "p1", "p2", "p3", "p4"]))
         .await
         .unwrap();
     log("strict remove of every one", format!("{r:?}"));
-    let r = b.remove(&k, true, &names(&["p2"])).await.unwrap();
+    let r = b.remove(&k, Change::Strict, &names(&["p2"])).await.unwrap();
     log("b's p2 removed", format!("{r:?}"));
     let r = b
         .tick(&k, &tick("b", b1, false, MemberState::Active))
@@ -298,6 +327,15 @@ async fn redis_and_the_in_memory_store_answer_the_same_script_alike() {
         &format!("{:?}", AddReply::Added(2)),
     );
     expect("strict add of a present", r#"Exists("p4")"#);
+    expect("version 2 begins", "true");
+    expect("and may be continued", "true");
+    expect("a version 1 addition is stale", "Stale");
+    expect("and so is a removal", "Stale");
+    expect("a version 2 addition is not", "Added(0)");
+    expect("version 2 applied", "true");
+    expect("once applied it is not begun again", "false");
+    expect("an older version is not", "false");
+    expect("nor recorded", "false");
     expect("c claims p0", r#"["p0"]"#);
     expect("c's expired session claims nothing", "Lost");
     expect("b finds c expired", "expired=1");

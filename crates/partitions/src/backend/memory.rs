@@ -12,8 +12,8 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::protocol::{
-    AddReply, ClaimReply, ClaimRequest, Conflict, MemberInfo, MemberState, Protocol, RemoveReply,
-    SessionReply, SetInfo, StatusHead, TickReply, TickRequest,
+    AddReply, Change, ClaimReply, ClaimRequest, Conflict, MemberInfo, MemberState, Protocol,
+    RemoveReply, SessionReply, SetInfo, StatusHead, TickReply, TickRequest, VersionStep,
 };
 use super::{DRAIN_BUDGET, PartitionOwner};
 use crate::keys::GroupKeys;
@@ -106,6 +106,15 @@ impl Group {
             }
         }
         lost
+    }
+
+    /// Whether a change in `mode` comes too late: the group is at another list version
+    /// than the one being applied.
+    fn stale(&self, mode: Change) -> bool {
+        match mode {
+            Change::Versioned(v) => self.meta.as_ref().map_or(0, |m| m.version) != v,
+            Change::Strict | Change::Ensure => false,
+        }
     }
 
     fn add_free(&mut self, name: &str, since: Instant) {
@@ -471,7 +480,7 @@ impl Protocol for MemoryGroupStore {
     async fn add(
         &self,
         keys: &GroupKeys,
-        strict: bool,
+        mode: Change,
         grant_delay: Duration,
         names: &[String],
     ) -> Result<AddReply, StoreError> {
@@ -479,9 +488,14 @@ impl Protocol for MemoryGroupStore {
         let added = {
             let mut groups = self.lock();
             let g = groups.entry(keys.notice.clone()).or_default();
+            if g.stale(mode) {
+                return Ok(AddReply::Stale);
+            }
             let names = distinct(names);
             g.create(now, grant_delay);
-            if strict && let Some(n) = names.iter().find(|n| g.positions.contains_key(*n)) {
+            if mode == Change::Strict
+                && let Some(n) = names.iter().find(|n| g.positions.contains_key(*n))
+            {
                 return Ok(AddReply::Exists(n.clone()));
             }
             let mut added = 0;
@@ -512,14 +526,17 @@ impl Protocol for MemoryGroupStore {
     async fn remove(
         &self,
         keys: &GroupKeys,
-        strict: bool,
+        mode: Change,
         names: &[String],
     ) -> Result<RemoveReply, StoreError> {
         let removed = {
             let mut groups = self.lock();
             let g = groups.entry(keys.notice.clone()).or_default();
+            if g.stale(mode) {
+                return Ok(RemoveReply::Stale);
+            }
             let names = distinct(names);
-            if strict {
+            if mode == Change::Strict {
                 if let Some(n) = names.iter().find(|n| !g.positions.contains_key(*n)) {
                     return Ok(RemoveReply::Unknown(n.clone()));
                 }
@@ -571,17 +588,25 @@ impl Protocol for MemoryGroupStore {
         &self,
         keys: &GroupKeys,
         version: u64,
-        digest: &str,
+        step: VersionStep<'_>,
     ) -> Result<bool, StoreError> {
         let mut groups = self.lock();
         let g = groups.entry(keys.notice.clone()).or_default();
-        Ok(match g.meta.as_mut() {
-            Some(m) if m.version < version => {
+        let Some(m) = g.meta.as_mut() else {
+            return Ok(false);
+        };
+        Ok(match step {
+            VersionStep::Begin if m.version < version => {
                 m.version = version;
+                m.digest.clear();
+                true
+            }
+            VersionStep::Begin => m.version == version && m.digest.is_empty(),
+            VersionStep::Done(digest) if m.version == version => {
                 m.digest = digest.to_owned();
                 true
             }
-            _ => false,
+            VersionStep::Done(_) => false,
         })
     }
 

@@ -296,6 +296,31 @@ pub(crate) mod protocol {
         Lost,
     }
 
+    /// How an addition or a removal treats the set it finds.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Change {
+        /// An operator's change: nothing if one name is already there (an addition) or
+        /// unknown, or if the set would be empty (a removal).
+        Strict,
+        /// Whatever is not done yet (creating a group from a replica's list).
+        Ensure,
+        /// As `Ensure`, but only while the group's list version is this one: a newer
+        /// list applied meanwhile wins.
+        Versioned(u64),
+    }
+
+    /// A step of applying a versioned list.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum VersionStep<'a> {
+        /// Takes the version (if the group's is older, or this one is still being
+        /// applied), leaving the digest empty until `Done`: nobody else applies an older
+        /// list from now on, and one that is newer stops this one.
+        Begin,
+        /// The list is applied: records its digest, if the group is still at this
+        /// version.
+        Done(&'a str),
+    }
+
     /// What adding partitions did.
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub enum AddReply {
@@ -303,6 +328,8 @@ pub(crate) mod protocol {
         Added(usize),
         /// (strict) This one is in the set already; nothing was added.
         Exists(String),
+        /// (versioned) The group is at another list version now; nothing was added.
+        Stale,
     }
 
     /// What removing partitions did.
@@ -314,6 +341,8 @@ pub(crate) mod protocol {
         Unknown(String),
         /// (strict) It would leave the set empty; nothing was removed.
         Last,
+        /// (versioned) The group is at another list version now; nothing was removed.
+        Stale,
     }
 
     /// The head of a status read: everything but the partitions.
@@ -367,7 +396,7 @@ pub(crate) mod protocol {
         fn add(
             &self,
             keys: &GroupKeys,
-            strict: bool,
+            mode: Change,
             grant_delay: Duration,
             names: &[String],
         ) -> impl Future<Output = Result<AddReply, StoreError>> + Send;
@@ -377,7 +406,7 @@ pub(crate) mod protocol {
         fn remove(
             &self,
             keys: &GroupKeys,
-            strict: bool,
+            mode: Change,
             names: &[String],
         ) -> impl Future<Output = Result<RemoveReply, StoreError>> + Send;
 
@@ -394,7 +423,7 @@ pub(crate) mod protocol {
             &self,
             keys: &GroupKeys,
             version: u64,
-            digest: &str,
+            step: VersionStep<'_>,
         ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
         /// Drains (or undrains) `replica`'s current session; false if it is not live.

@@ -17,8 +17,8 @@ use redis::Value;
 use tokio::sync::broadcast;
 
 use super::protocol::{
-    AddReply, ClaimReply, ClaimRequest, Conflict, MemberInfo, MemberState, Protocol, RemoveReply,
-    SessionReply, SetInfo, StatusHead, TickReply, TickRequest,
+    AddReply, Change, ClaimReply, ClaimRequest, Conflict, MemberInfo, MemberState, Protocol,
+    RemoveReply, SessionReply, SetInfo, StatusHead, TickReply, TickRequest, VersionStep,
 };
 use super::{DRAIN_BUDGET, PartitionOwner};
 use crate::keys::GroupKeys;
@@ -160,6 +160,14 @@ local function create(now, delay)
   if redis.call('HEXISTS', KEYS[4], 'count') == 0 then
     redis.call('HSET', KEYS[4], 'count', 0, 'next', 0, 'version', 0, 'grant_after', now + delay)
   end
+end
+
+-- Whether a change in `mode` (`strict`, `ensure` or a list version) comes too late:
+-- the group is at another list version than the one being applied.
+local function stale(mode)
+  local v = tonumber(mode)
+  if not v then return false end
+  return tonumber(redis.call('HGET', KEYS[4], 'version') or '0') ~= v
 end
 
 -- Partitions without a live owner: free, or held by ended sessions.
@@ -427,19 +435,22 @@ return 1
     ))
 });
 
-/// ARGV: strict (1/0), grant delay ms, channel, notice, names...
+/// ARGV: mode (`strict`, `ensure` or a list version), grant delay ms, channel, notice,
+/// names...
 ///
 /// Adds the names that are not in the set yet (free at once, unless a session still
 /// holds one it was told to give up: it keeps it), creating the group if it does not
 /// exist (no grant for the delay after that: if Redis lost its data, every old owner's
-/// deadline passes first). Strict: nothing if one is already there. Reply {'ok',
-/// added} or {'exists', name}.
+/// deadline passes first). Strict: nothing if one is already there. Versioned: nothing
+/// unless the group is at that list version. Reply {'ok', added}, {'exists', name} or
+/// {'stale'}.
 static ADD: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
 local bad = expect(4, 'hash', 5, 'zset', 6, 'zset', 7, 'hash', 11, 'hash')
 if bad then return bad end
+if stale(ARGV[1]) then return {'stale'} end
 local now = clock()
 local names = {}
 for i = 5, #ARGV do names[#names + 1] = ARGV[i] end
@@ -447,7 +458,7 @@ names = distinct(names)
 create(now, tonumber(ARGV[2]))
 if #names == 0 then return {'ok', 0} end
 local present = redis.call('ZMSCORE', KEYS[5], unpack(names))
-if ARGV[1] == '1' then
+if ARGV[1] == 'strict' then
   for j, n in ipairs(names) do
     if present[j] then return {'exists', n} end
   end
@@ -480,23 +491,25 @@ return {'ok', #added}
     ))
 });
 
-/// ARGV: strict (1/0), channel, notice, names...
+/// ARGV: mode (`strict`, `ensure` or a list version), channel, notice, names...
 ///
 /// Removes the names that are in the set; a held one stays with its owner, who is told
 /// to give it up (`revoked`) and releases it. Strict: nothing if one is unknown, or if
-/// the set would be empty. Reply {'ok', removed}, {'unknown', name} or {'last'}.
+/// the set would be empty. Versioned: nothing unless the group is at that list
+/// version. Reply {'ok', removed}, {'unknown', name}, {'last'} or {'stale'}.
 static REMOVE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
 local bad = expect(4, 'hash', 5, 'zset', 6, 'zset', 11, 'hash')
 if bad then return bad end
+if stale(ARGV[1]) then return {'stale'} end
 local names = {}
 for i = 4, #ARGV do names[#names + 1] = ARGV[i] end
 names = distinct(names)
 if #names == 0 then return {'ok', 0} end
 local present = redis.call('ZMSCORE', KEYS[5], unpack(names))
-local strict = ARGV[1] == '1'
+local strict = ARGV[1] == 'strict'
 local gone = {}
 for j, n in ipairs(names) do
   if present[j] then
@@ -535,15 +548,28 @@ return redis.call('ZRANGE', KEYS[5], first, first + tonumber(ARGV[2]) - 1)
     )
 });
 
-/// ARGV: version, digest. Records the list version applied if it is newer. Reply 1/0.
+/// ARGV: version, `begin` or `done`, digest. Begin: takes the version if the group's
+/// is older (its digest empty until done), or continues one still being applied. Done:
+/// records the digest if the group is still at that version. Reply 1/0.
 static VERSION: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
 local bad = expect(4, 'hash')
 if bad then return bad end
-if tonumber(redis.call('HGET', KEYS[4], 'version') or '0') < tonumber(ARGV[1]) then
-  redis.call('HSET', KEYS[4], 'version', ARGV[1], 'digest', ARGV[2])
+if redis.call('HEXISTS', KEYS[4], 'count') == 0 then return 0 end
+local m = redis.call('HMGET', KEYS[4], 'version', 'digest')
+local cur, v = tonumber(m[1] or '0'), tonumber(ARGV[1])
+if ARGV[2] == 'begin' then
+  if cur < v then
+    redis.call('HSET', KEYS[4], 'version', ARGV[1], 'digest', '')
+    return 1
+  end
+  if cur == v and (m[2] or '') == '' then return 1 end
+  return 0
+end
+if cur == v then
+  redis.call('HSET', KEYS[4], 'digest', ARGV[3])
   return 1
 end
 return 0
@@ -694,6 +720,14 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
     .into_iter()
     .map(|(name, script)| (name, script.hash().to_owned()))
     .collect()
+}
+
+fn mode_arg(mode: Change) -> String {
+    match mode {
+        Change::Strict => "strict".to_owned(),
+        Change::Ensure => "ensure".to_owned(),
+        Change::Versioned(v) => v.to_string(),
+    }
 }
 
 fn millis(d: Duration) -> String {
@@ -894,13 +928,14 @@ impl Protocol for RedisStore {
     async fn add(
         &self,
         keys: &GroupKeys,
-        strict: bool,
+        mode: Change,
         grant_delay: Duration,
         names: &[String],
     ) -> Result<AddReply, StoreError> {
         let delay = millis(grant_delay);
+        let mode = mode_arg(mode);
         let mut args = vec![
-            if strict { "1" } else { "0" },
+            mode.as_str(),
             delay.as_str(),
             keys.channel.as_str(),
             keys.notice.as_str(),
@@ -910,6 +945,7 @@ impl Protocol for RedisStore {
         match p.next_string()?.as_str() {
             "ok" => Ok(AddReply::Added(count(p.next_int()?))),
             "exists" => Ok(AddReply::Exists(p.next_string()?)),
+            "stale" => Ok(AddReply::Stale),
             other => Err(StoreError::Protocol(format!("add replied {other:?}"))),
         }
     }
@@ -917,20 +953,18 @@ impl Protocol for RedisStore {
     async fn remove(
         &self,
         keys: &GroupKeys,
-        strict: bool,
+        mode: Change,
         names: &[String],
     ) -> Result<RemoveReply, StoreError> {
-        let mut args = vec![
-            if strict { "1" } else { "0" },
-            keys.channel.as_str(),
-            keys.notice.as_str(),
-        ];
+        let mode = mode_arg(mode);
+        let mut args = vec![mode.as_str(), keys.channel.as_str(), keys.notice.as_str()];
         args.extend(names.iter().map(String::as_str));
         let mut p = Parse::new("remove", self.eval(&REMOVE, &keys.all(), &args).await?);
         match p.next_string()?.as_str() {
             "ok" => Ok(RemoveReply::Removed(count(p.next_int()?))),
             "unknown" => Ok(RemoveReply::Unknown(p.next_string()?)),
             "last" => Ok(RemoveReply::Last),
+            "stale" => Ok(RemoveReply::Stale),
             other => Err(StoreError::Protocol(format!("remove replied {other:?}"))),
         }
     }
@@ -951,10 +985,14 @@ impl Protocol for RedisStore {
         &self,
         keys: &GroupKeys,
         version: u64,
-        digest: &str,
+        step: VersionStep<'_>,
     ) -> Result<bool, StoreError> {
         let v = version.to_string();
-        let reply = self.eval(&VERSION, &keys.all(), &[&v, digest]).await?;
+        let args = match step {
+            VersionStep::Begin => [v.as_str(), "begin", ""],
+            VersionStep::Done(digest) => [v.as_str(), "done", digest],
+        };
+        let reply = self.eval(&VERSION, &keys.all(), &args).await?;
         Ok(Parse::new("version", reply).next_int()? == 1)
     }
 

@@ -365,6 +365,7 @@ impl GroupState {
         self.set.as_ref().is_some_and(|set| {
             self.s.list_version > 0
                 && set.version == self.s.list_version
+                && !set.digest.is_empty()
                 && set.digest != self.s.digest
         })
     }
@@ -548,7 +549,16 @@ impl GroupState {
         }
         let action = match &self.set {
             None => Action::Apply { create: true },
-            Some(set) if self.s.list_version > set.version => Action::Apply { create: false },
+            // A newer list, or this version's left half-applied (its digest is recorded
+            // last).
+            Some(set)
+                if self.s.list_version > set.version
+                    || (self.s.list_version > 0
+                        && self.s.list_version == set.version
+                        && set.digest.is_empty()) =>
+            {
+                Action::Apply { create: false }
+            }
             Some(_) => return Vec::new(),
         };
         self.applying = true;
@@ -1317,6 +1327,21 @@ mod tests {
         });
         assert!(old.tick(r).1.is_empty());
         assert_eq!(old.st.partitions(), 7, "P is the group's");
+        // A version left half-applied (its applier died before recording the digest) is
+        // applied again by a replica of that version.
+        let mut r = sim.reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Settling, 0)],
+            4,
+        );
+        r.set = Some(SetInfo {
+            count: 4,
+            version: 3,
+            digest: String::new(),
+        });
+        let (_, actions) = sim.tick(r);
+        assert_eq!(actions, vec![Action::Apply { create: false }]);
+        assert!(!sim.st.list_differs(), "no digest yet: nothing to compare");
     }
 
     #[test]

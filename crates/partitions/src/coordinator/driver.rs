@@ -25,7 +25,9 @@ use tracing::{debug, error, info, info_span, warn};
 
 use super::batch::{GroupStore, Outcome, PendingRelease, Shared};
 use super::slots::{Ended, Slots};
-use crate::backend::protocol::{ClaimReply, ClaimRequest, Conflict, TickReply};
+use crate::backend::protocol::{
+    AddReply, Change, ClaimReply, ClaimRequest, Conflict, RemoveReply, TickReply, VersionStep,
+};
 use crate::backend::{GroupBackend, RELEASE_BATCH, SET_CHUNK};
 use crate::balance::state::{
     Action, ClaimError, GroupState, Leaving, Renewal, Settings, StopReason,
@@ -97,9 +99,12 @@ struct ListSpec {
     grant_delay: Duration,
 }
 
-/// Applies `list` to the group: adds every name (creating the group if needed), then,
-/// for a versioned list on an existing group, removes the others, then records the
-/// version. Idempotent: replicas applying the same list at once do no harm.
+/// Applies `list` to the group. Creating it (or an unversioned list): adds every name.
+/// A versioned list on an existing group takes the version first, then adds every name
+/// and removes the others, each step only while the group is still at that version (a
+/// newer list applied meanwhile wins; an older one never undoes this one), and records
+/// its digest last (a replica that finds the digest missing, after a crash mid-way,
+/// applies it again). Idempotent: replicas applying the same list at once do no harm.
 async fn apply<B: GroupBackend>(
     backend: B,
     keys: Arc<GroupKeys>,
@@ -114,15 +119,42 @@ async fn apply<B: GroupBackend>(
         grant_delay,
     } = list;
     let timed_out = || StoreError::Timeout(limit);
+    let versioned = version > 0 && !create;
+    if versioned
+        && !timeout(
+            limit,
+            backend.set_version(&keys, version, VersionStep::Begin),
+        )
+        .await
+        .map_err(|_| timed_out())??
+    {
+        return Ok(());
+    }
+    let mode = if versioned {
+        Change::Versioned(version)
+    } else {
+        Change::Ensure
+    };
     for chunk in names.chunks(SET_CHUNK) {
-        timeout(limit, backend.add(&keys, false, grant_delay, chunk))
+        let reply = timeout(limit, backend.add(&keys, mode, grant_delay, chunk))
             .await
             .map_err(|_| timed_out())??;
+        if reply == AddReply::Stale {
+            return Ok(());
+        }
     }
     if version == 0 {
         return Ok(());
     }
-    if !create {
+    if create {
+        // A new group: take the version as a whole.
+        timeout(
+            limit,
+            backend.set_version(&keys, version, VersionStep::Begin),
+        )
+        .await
+        .map_err(|_| timed_out())??;
+    } else {
         let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
         let (mut extra, mut offset) = (Vec::new(), 0);
         loop {
@@ -136,14 +168,20 @@ async fn apply<B: GroupBackend>(
             extra.extend(page.into_iter().filter(|n| !wanted.contains(n.as_str())));
         }
         for chunk in extra.chunks(SET_CHUNK) {
-            timeout(limit, backend.remove(&keys, false, chunk))
+            let reply = timeout(limit, backend.remove(&keys, mode, chunk))
                 .await
                 .map_err(|_| timed_out())??;
+            if reply == RemoveReply::Stale {
+                return Ok(());
+            }
         }
     }
-    timeout(limit, backend.set_version(&keys, version, &digest))
-        .await
-        .map_err(|_| timed_out())??;
+    timeout(
+        limit,
+        backend.set_version(&keys, version, VersionStep::Done(&digest)),
+    )
+    .await
+    .map_err(|_| timed_out())??;
     Ok(())
 }
 

@@ -244,8 +244,8 @@ mod tests {
     use super::*;
     use crate::backend::PartitionOwner;
     use crate::backend::protocol::{
-        AddReply, ClaimReply, ClaimRequest, Protocol, RemoveReply, StatusHead, TickReply,
-        TickRequest,
+        AddReply, Change, ClaimReply, ClaimRequest, Protocol, RemoveReply, StatusHead, TickReply,
+        TickRequest, VersionStep,
     };
     use crate::{GroupBackend, MemoryGroupStore};
 
@@ -288,19 +288,19 @@ mod tests {
         async fn add(
             &self,
             k: &GroupKeys,
-            strict: bool,
+            mode: Change,
             delay: Duration,
             n: &[String],
         ) -> Result<AddReply, StoreError> {
-            self.inner.add(k, strict, delay, n).await
+            self.inner.add(k, mode, delay, n).await
         }
         async fn remove(
             &self,
             k: &GroupKeys,
-            strict: bool,
+            mode: Change,
             n: &[String],
         ) -> Result<RemoveReply, StoreError> {
-            self.inner.remove(k, strict, n).await
+            self.inner.remove(k, mode, n).await
         }
         async fn list_page(
             &self,
@@ -310,8 +310,13 @@ mod tests {
         ) -> Result<Vec<String>, StoreError> {
             self.inner.list_page(k, o, l).await
         }
-        async fn set_version(&self, k: &GroupKeys, v: u64, d: &str) -> Result<bool, StoreError> {
-            self.inner.set_version(k, v, d).await
+        async fn set_version(
+            &self,
+            k: &GroupKeys,
+            v: u64,
+            step: VersionStep<'_>,
+        ) -> Result<bool, StoreError> {
+            self.inner.set_version(k, v, step).await
         }
         async fn drain(&self, k: &GroupKeys, r: &str, on: bool) -> Result<bool, StoreError> {
             self.inner.drain(k, r, on).await
