@@ -18,11 +18,11 @@ pub struct GroupKeys {
     pub members: String,
     /// Hash: replica id → its current session token (`<replica>:<hex>`).
     pub sessions: String,
-    /// Hash: replica id → `settling`, `active` or `leaving`.
+    /// Hash: replica id → `settling`, `active`, `leaving`, `draining` or `away`.
     pub states: String,
     /// Hash: `count` of partitions, `next` position, the list's `version` and `digest`
-    /// (of the last versioned list applied), `grant_after` (server ms before which no
-    /// partition is granted).
+    /// (of the last versioned list applied; the digest is empty while one is being
+    /// applied), `grant_after` (server ms before which no partition is granted).
     pub meta: String,
     /// Sorted set: partition → its position (order of addition). The partition set:
     /// authoritative once the group exists.

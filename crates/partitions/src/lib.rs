@@ -1,4 +1,4 @@
-//! Spread a fixed list of partitions (tenants, shards) over a fleet: each partition has
+//! Spread a set of partitions (tenants, shards) over a fleet: each partition has
 //! exactly one owner, each replica its fair share.
 //!
 //! Every replica runs a [`Coordinator`]. It heartbeats into the group's Redis sorted
@@ -8,6 +8,12 @@
 //! ceil(P/N); while any replica holds fewer than floor(P/N), the most loaded ones
 //! hand partitions over gracefully, so at steady state every replica holds floor(P/N)
 //! or ceil(P/N). See `docs/partitions.md` for the rules and the key layout.
+//!
+//! The set lives in Redis: a replica's configured list creates the group, a newer
+//! versioned list ([`GroupConfigBuilder::list_version`]) replaces it in a rolling
+//! deploy, and [`GroupAdmin`] adds, removes, lists and drains at runtime. With
+//! [`GroupConfigBuilder::rejoin_grace`] a restarted replica takes its own partitions
+//! back and nothing moves.
 //!
 //! ```no_run
 //! use std::time::Duration;

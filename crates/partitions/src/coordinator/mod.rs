@@ -25,7 +25,7 @@ use crate::keys::GroupKeys;
 use crate::metrics as m;
 use crate::view::GroupView;
 
-/// Spreads a fixed list of partitions over every replica of a group; start it with
+/// Spreads a group's partitions over every replica of the group; start it with
 /// [`Coordinator::spawn`].
 ///
 /// The callback runs while this replica owns a partition, with the partition name and
