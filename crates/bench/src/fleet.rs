@@ -80,6 +80,8 @@ impl Fleet {
                 settle_ms,
                 write_every_ms: 5,
                 nice,
+                list_version: 0,
+                rejoin_grace_ms: None,
             },
             watch: GroupWatch::new(setup::build_store(&servers.spec, lease)?, &group, poll),
             servers,

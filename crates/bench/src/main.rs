@@ -262,6 +262,15 @@ pub struct PartitionChildArgs {
     /// How often a callback appends a ledger record, in milliseconds.
     #[arg(long, default_value_t = 10)]
     pub write_every_ms: u64,
+    /// Version of this process's partition list (`GroupConfigBuilder::list_version`):
+    /// 0 only seeds a new group; a version newer than the group's replaces its set.
+    #[arg(long, default_value_t = 0)]
+    pub list_version: u64,
+    /// Keep this replica's partitions for this long across a graceful restart
+    /// (`GroupConfigBuilder::rejoin_grace`), in milliseconds. Default: none (a
+    /// shutdown hands everything over).
+    #[arg(long)]
+    pub rejoin_grace_ms: Option<u64>,
 }
 
 fn parse_count(s: &str) -> Result<usize, String> {
