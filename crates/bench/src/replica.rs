@@ -74,6 +74,12 @@ impl EventLog {
         self.lock().ownership.retire(replica, now_us())
     }
 
+    /// From now on the group has `partitions` partitions (its set grew or shrank):
+    /// "all owned" and "balanced" count that many.
+    pub fn expect_partitions(&self, partitions: usize) {
+        self.lock().ownership.expect_partitions(partitions);
+    }
+
     /// Forgets the ownership milestones, so the next ones are recorded anew.
     pub fn reset_milestones(&self) {
         self.lock().ownership.reset_milestones();
