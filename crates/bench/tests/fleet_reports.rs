@@ -100,7 +100,7 @@ async fn load_reports_every_key_for_each_partition_count() {
     let max = last["script_ms"]["max"].as_f64().expect("script_ms.max");
     assert!(0.0 < p50 && p50 <= max, "{p50} ≤ {max}");
     assert!(last["client_rss_mib_max"].as_f64().expect("rss") > 1.0);
-    for script in ["tick", "claim", "seed"] {
+    for script in ["tick", "claim", "add"] {
         assert!(
             last["script_ms_by_name"][script]["max"].as_f64().is_some(),
             "{script} missing from script_ms_by_name: {last}"
