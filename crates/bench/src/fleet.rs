@@ -80,6 +80,8 @@ impl Fleet {
                 settle_ms,
                 write_every_ms: 5,
                 nice,
+                list_version: 0,
+                rejoin_grace_ms: None,
             },
             watch: GroupWatch::new(setup::build_store(&servers.spec, lease)?, &group, poll),
             servers,
@@ -101,6 +103,50 @@ impl Fleet {
         let p = ReplicaProcess::spawn(&self.spec, replica, 1, &self.servers.spec, None, &self.log)?;
         self.procs.push(p);
         Ok(())
+    }
+
+    /// Starts incarnation `incarnation` of replica `replica` with `spec` (which may
+    /// differ from the fleet's: a new version's list, say). Returns when it was
+    /// started (wall µs).
+    ///
+    /// # Errors
+    /// If the process cannot be started, or `replica` is already running.
+    pub fn spawn_with(
+        &mut self,
+        spec: &ReplicaSpec,
+        replica: &str,
+        incarnation: u32,
+    ) -> Result<u64, BoxError> {
+        if self.procs.iter().any(|p| p.replica() == replica) {
+            return Err(format!("replica {replica} is running already").into());
+        }
+        let p = ReplicaProcess::spawn(
+            spec,
+            replica,
+            incarnation,
+            &self.servers.spec,
+            None,
+            &self.log,
+        )?;
+        let at = now_us();
+        self.procs.push(p);
+        Ok(at)
+    }
+
+    /// Stops replica `replica` gracefully: SIGTERM, then waits (at most `limit`) for a
+    /// clean exit and its last lines. Unlike [`Fleet::take`], its lines (the releases
+    /// of its shutdown) still count.
+    ///
+    /// # Errors
+    /// If there is no such replica, or it does not exit cleanly in time.
+    pub async fn stop(&mut self, replica: &str, limit: Duration) -> Result<(), BoxError> {
+        let i = self
+            .procs
+            .iter()
+            .position(|p| p.replica() == replica)
+            .ok_or_else(|| format!("no replica {replica} to stop"))?;
+        let mut p = self.procs.remove(i);
+        p.terminate(limit).await
     }
 
     /// The replicas started and not taken out.

@@ -17,6 +17,9 @@
 //! - `load`: cold-start convergence and the steady-state cost of a balanced group
 //!   (requests, Redis CPU, script times, the replicas' CPU and memory), over
 //!   `--runs` cold starts and a list of partition counts;
+//! - `rolling`: every replica restarted in turn (SIGTERM, the same id started again,
+//!   1 s apart), optionally sticky (a rejoin grace) or as a deploy that grows the
+//!   list; owner changes, unowned spells and refusals from the children's lines;
 //! - `chaos`: a seeded fault schedule against replicas doing fenced ledger writes,
 //!   then a check of every ledger.
 //!
@@ -24,7 +27,8 @@
 //! with the default elector and with `Elector::spawn_dedicated`.
 //!
 //! `--topology single|tls|sentinel|cluster` (default `single`) picks the Redis set-up
-//! the `failover`, `handover`, `rebalance` and `load` scenarios start for themselves:
+//! the `failover`, `handover`, `rebalance`, `load` and `rolling` scenarios start for
+//! themselves:
 //! one server, one server over mutual TLS, a primary with one replica under three
 //! Sentinels, or a three-primary cluster. The servers stay healthy throughout: only
 //! replica processes die. Children get the store as a JSON `--store` spec and build it
@@ -40,6 +44,7 @@
 //! leasehold-bench handover --lease-ms 1000 --runs 10 [--topology T | --redis-url URL]
 //! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--topology T]
 //! leasehold-bench load --partitions 1000[,10000...] --replicas 4 --lease-ms 1000 --seconds 10 [--runs R] [--topology T]
+//! leasehold-bench rolling --partitions 64 --replicas 4 --lease-ms 2000 [--sticky] [--add-partitions K]
 //! leasehold-bench chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 60 --seed 42
 //! leasehold-bench stall --lease-ms 1000 [--block-leases 2.5] [--topology T | --redis-url URL]
 //! ```
@@ -62,6 +67,7 @@ mod proc_stats;
 mod rebalance;
 mod redis_stats;
 mod replica;
+mod rolling;
 mod setup;
 mod stall;
 mod stats;
@@ -98,6 +104,9 @@ enum Command {
     /// Cold-start convergence and steady-state cost (requests, Redis CPU, script times,
     /// replica CPU and memory) of a partition group.
     Load(LoadArgs),
+    /// Restart every partition replica in turn (optionally sticky, or a deploy that
+    /// grows the list): owner changes, unowned time, refusals.
+    Rolling(RollingArgs),
     /// Seeded faults against replicas doing fenced writes; checks every ledger.
     Chaos(ChaosArgs),
     /// Regenerates the docs' tables from the committed reports in `docs/bench/`.
@@ -199,6 +208,48 @@ pub struct LoadArgs {
     pub target: TargetArgs,
 }
 
+/// Options of the `rolling` scenario.
+#[derive(Debug, Args)]
+pub struct RollingArgs {
+    /// Number of partitions (P: the old list).
+    #[arg(long, default_value_t = 64, value_parser = parse_count)]
+    pub partitions: usize,
+    /// Number of replicas.
+    #[arg(long, default_value_t = 4, value_parser = parse_replicas)]
+    pub replicas: usize,
+    /// Lease of every partition, in milliseconds.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
+    pub lease_ms: u64,
+    /// Every process runs with a rejoin grace: a restart keeps its partitions for
+    /// the same replica id.
+    #[arg(long)]
+    pub sticky: bool,
+    /// The rejoin grace of `--sticky`, in milliseconds. Default: 10 leases.
+    #[arg(long, requires = "sticky", value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub rejoin_grace_ms: Option<u64>,
+    /// K: the restarted ("new version") processes run with P + K partitions at list
+    /// version 2, the old ones with P at version 1. Default 0: no list change (and no
+    /// list versions).
+    #[arg(long, default_value_t = 0, value_parser = parse_added)]
+    pub add_partitions: usize,
+    /// Pause after each restart before the next SIGTERM, in milliseconds.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub gap_ms: u64,
+    /// Settle time of a starting replica, in milliseconds. Default: one lease.
+    #[arg(long)]
+    pub settle_ms: Option<u64>,
+    /// Longest the group may take to balance after the last restart, in seconds (then
+    /// the report says what was seen). Default: 30 s + 30 leases + 1 ms per partition.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub limit_secs: Option<u64>,
+    /// Run every replica at this niceness (`nice -n`, 0..=19); see `load`.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=19))]
+    pub replica_nice: u8,
+    /// The Redis set-up.
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
 /// Options of the `chaos` scenario (it always starts its own two redis-servers).
 #[derive(Debug, Args)]
 pub struct ChaosArgs {
@@ -262,12 +313,28 @@ pub struct PartitionChildArgs {
     /// How often a callback appends a ledger record, in milliseconds.
     #[arg(long, default_value_t = 10)]
     pub write_every_ms: u64,
+    /// Version of this process's partition list (`GroupConfigBuilder::list_version`):
+    /// 0 only seeds a new group; a version newer than the group's replaces its set.
+    #[arg(long, default_value_t = 0)]
+    pub list_version: u64,
+    /// Keep this replica's partitions for this long across a graceful restart
+    /// (`GroupConfigBuilder::rejoin_grace`), in milliseconds. Default: none (a
+    /// shutdown hands everything over).
+    #[arg(long)]
+    pub rejoin_grace_ms: Option<u64>,
 }
 
 fn parse_count(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if (1..=100_000).contains(&n) => Ok(n),
         _ => Err(format!("{s:?} is not a count in 1..=100000")),
+    }
+}
+
+fn parse_added(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n <= 100_000 => Ok(n),
+        _ => Err(format!("{s:?} is not a count in 0..=100000")),
     }
 }
 
@@ -336,6 +403,7 @@ async fn dispatch(command: Command) -> Result<(), BoxError> {
         }
         Command::Rebalance(args) => print_last(&rebalance::run(&args).await?),
         Command::Load(args) => load::run(&args).await,
+        Command::Rolling(args) => print_last(&rolling::run(&args).await?),
         Command::Chaos(args) => {
             let report = chaos::run(&args).await?;
             print_last(&report)?;

@@ -222,6 +222,13 @@ impl Ownership {
         self.check();
     }
 
+    /// From now on the group has `partitions` partitions (its set changed). The
+    /// milestones are kept; those not yet recorded are checked against the new count.
+    pub fn expect_partitions(&mut self, partitions: usize) {
+        self.partitions = partitions;
+        self.check();
+    }
+
     /// Forgets the milestones: the next instant each condition holds is recorded anew
     /// (at once if it holds now).
     pub fn reset_milestones(&mut self) {

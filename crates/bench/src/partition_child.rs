@@ -3,8 +3,14 @@
 //!
 //! It prints one [`PartitionEvent`] per line: `joined` after its first group tick,
 //! `owned` and `released` around every partition callback, `handoffs` when it hands
-//! partitions over to rebalance, and on SIGTERM it leaves gracefully
-//! (`shutdown().await`) before printing `sigterm` and `stopped` and exiting 0.
+//! partitions over to rebalance, `group_set` when the group's partition count (as its
+//! ticks see it) changes, `refused` if `ready()` fails, and on SIGTERM it leaves
+//! gracefully (`shutdown().await`) before printing `sigterm` and `stopped` and exiting 0.
+//!
+//! `--list-version` versions its list of `--partitions` (a newer one replaces the
+//! group's set when it joins); with `--rejoin-grace-ms` its shutdown keeps its
+//! partitions for that long (its callbacks still end, with `released` lines), for the
+//! same replica id to resume them.
 //!
 //! With `--ledger-url`, every callback also does real fenced work: every
 //! `--write-every-ms` it appends `partition,replica,fence,seq,sent_at_us` to the
@@ -44,9 +50,13 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
         partition_names(args.partitions),
         args.replica.as_str(),
     )
-    .lease(lease);
+    .lease(lease)
+    .list_version(args.list_version);
     if let Some(ms) = args.settle_ms {
         builder = builder.settle(Duration::from_millis(ms));
+    }
+    if let Some(ms) = args.rejoin_grace_ms {
+        builder = builder.rejoin_grace(Duration::from_millis(ms));
     }
     let config = builder.build()?;
     let ledger = match &args.ledger_url {
@@ -63,28 +73,53 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
     })
     .spawn();
 
-    let mut view = handle.subscribe();
-    let (mut joined, mut handoffs) = (false, 0);
-    let mut watching = true;
-    loop {
-        {
-            let v = view.borrow_and_update();
-            if v.joined && !joined {
-                joined = true;
-                PartitionEvent::Joined { at_us: now_us() }.emit();
-            }
-            if v.handoffs > handoffs {
-                handoffs = v.handoffs;
-                PartitionEvent::Handoffs {
-                    total: handoffs,
-                    at_us: now_us(),
+    {
+        let mut view = handle.subscribe();
+        let (mut joined, mut handoffs) = (false, 0);
+        // The group's set as last reported: (P, list differs); P 0 until the first tick.
+        let mut set = (0, false);
+        let (mut watching, mut waiting_ready) = (true, true);
+        let ready = handle.ready();
+        tokio::pin!(ready);
+        loop {
+            {
+                let v = view.borrow_and_update();
+                if v.joined && !joined {
+                    joined = true;
+                    PartitionEvent::Joined { at_us: now_us() }.emit();
                 }
-                .emit();
+                if v.joined && (v.partitions, v.list_differs) != set {
+                    set = (v.partitions, v.list_differs);
+                    PartitionEvent::GroupSet {
+                        partitions: set.0,
+                        list_differs: set.1,
+                        at_us: now_us(),
+                    }
+                    .emit();
+                }
+                if v.handoffs > handoffs {
+                    handoffs = v.handoffs;
+                    PartitionEvent::Handoffs {
+                        total: handoffs,
+                        at_us: now_us(),
+                    }
+                    .emit();
+                }
             }
-        }
-        tokio::select! {
-            _ = term.recv() => break,
-            changed = view.changed(), if watching => watching = changed.is_ok(),
+            tokio::select! {
+                _ = term.recv() => break,
+                changed = view.changed(), if watching => watching = changed.is_ok(),
+                r = &mut ready, if waiting_ready => {
+                    waiting_ready = false;
+                    if let Err(e) = r {
+                        PartitionEvent::Refused {
+                            error: e.to_string(),
+                            at_us: now_us(),
+                        }
+                        .emit();
+                    }
+                }
+            }
         }
     }
     let sigterm_us = now_us();

@@ -57,6 +57,24 @@ pub enum PartitionEvent {
         /// When the replica saw it (wall µs).
         at_us: u64,
     },
+    /// The coordinator's `ready()` failed: the group keeps this replica out (a duplicate
+    /// replica id, an invalid configuration) or the coordinator stopped.
+    Refused {
+        /// The error, as text.
+        error: String,
+        /// When `ready()` returned (wall µs).
+        at_us: u64,
+    },
+    /// The group's partition set, as the replica's last tick saw it, changed size (or
+    /// the replica's versioned list started or stopped differing from the group's).
+    GroupSet {
+        /// Partitions in the group's set.
+        partitions: usize,
+        /// This replica's versioned list differs from the group's at the same version.
+        list_differs: bool,
+        /// When the replica saw it (wall µs).
+        at_us: u64,
+    },
     /// The replica received SIGTERM (printed after the shutdown).
     Sigterm {
         /// When the signal was received (wall µs).
@@ -121,6 +139,27 @@ mod tests {
                 writes: 0,
                 write_errors: 0,
             }
+        );
+    }
+
+    #[test]
+    fn refusals_and_set_changes_are_lines_too() {
+        let e = PartitionEvent::Refused {
+            error: "duplicate".into(),
+            at_us: 3,
+        };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"event":"refused","error":"duplicate","at_us":3}"#
+        );
+        let e = PartitionEvent::GroupSet {
+            partitions: 72,
+            list_differs: false,
+            at_us: 4,
+        };
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"event":"group_set","partitions":72,"list_differs":false,"at_us":4}"#
         );
     }
 

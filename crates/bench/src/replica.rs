@@ -74,6 +74,12 @@ impl EventLog {
         self.lock().ownership.retire(replica, now_us())
     }
 
+    /// From now on the group has `partitions` partitions (its set grew or shrank):
+    /// "all owned" and "balanced" count that many.
+    pub fn expect_partitions(&self, partitions: usize) {
+        self.lock().ownership.expect_partitions(partitions);
+    }
+
     /// Forgets the ownership milestones, so the next ones are recorded anew.
     pub fn reset_milestones(&self) {
         self.lock().ownership.reset_milestones();
@@ -126,6 +132,12 @@ pub struct ReplicaSpec {
     /// where the replicas share the cores with the Redis server, a positive value
     /// keeps them from preempting the server in the middle of a script.
     pub nice: u8,
+    /// The version of the partition list (`--list-version`; 0: it only seeds a new
+    /// group).
+    pub list_version: u64,
+    /// The rejoin grace (`--rejoin-grace-ms`; `None`: a shutdown hands everything
+    /// over).
+    pub rejoin_grace_ms: Option<u64>,
 }
 
 /// A `leasehold-bench partition-child` process. Dropping it kills the process.
@@ -166,6 +178,12 @@ impl ReplicaProcess {
             .args(["--lease-ms", &spec.lease_ms.to_string()]);
         if let Some(settle) = spec.settle_ms {
             cmd.args(["--settle-ms", &settle.to_string()]);
+        }
+        if spec.list_version > 0 {
+            cmd.args(["--list-version", &spec.list_version.to_string()]);
+        }
+        if let Some(grace) = spec.rejoin_grace_ms {
+            cmd.args(["--rejoin-grace-ms", &grace.to_string()]);
         }
         if let Some(url) = ledger_url {
             cmd.args(["--ledger-url", url])

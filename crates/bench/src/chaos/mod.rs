@@ -142,6 +142,8 @@ pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
         settle_ms: None,
         write_every_ms: args.write_every_ms,
         nice: 0,
+        list_version: 0,
+        rejoin_grace_ms: None,
     };
     let mut cluster = Cluster::start(spec, log.clone())?;
     let watch = GroupWatch::new(

@@ -64,7 +64,7 @@ pub struct LoadReport {
     /// The longest script run before the steady window (cold start and settling), in
     /// ms.
     pub cold_start_script_ms_max: f64,
-    /// `script_ms` for each group script by name (`tick`, `claim`, `release`, `seed`,
+    /// `script_ms` for each group script by name (`tick`, `claim`, `release`, `add`,
     /// `leave`, `held`, `eval` for a body sent after `NOSCRIPT`).
     pub script_ms_by_name: BTreeMap<String, Percentiles>,
     /// max − min of the replicas' owned counts at the end of the window.
