@@ -22,10 +22,14 @@ declare -A runs=(
   [load-10k]="load --partitions 1000,10000 --replicas 10 --lease-ms 2000 --seconds 10 --runs 10 --replica-nice 10"
   [load-10k-unniced]="load --partitions 10000 --replicas 10 --lease-ms 2000 --seconds 10 --runs 3"
   [load-100k]="load --partitions 100000 --replicas 10 --lease-ms 10000 --seconds 10 --runs 3 --replica-nice 10"
+  [rolling]="rolling --partitions 64 --replicas 4 --lease-ms 2000"
+  [rolling-sticky]="rolling --partitions 64 --replicas 4 --lease-ms 2000 --sticky --rejoin-grace-ms 20000"
+  [rolling-add]="rolling --partitions 64 --replicas 4 --lease-ms 2000 --add-partitions 8"
+  [add]="add --partitions 64 --replicas 4 --lease-ms 2000 --adds 20"
   [stall]="stall --lease-ms 1000"
   [chaos]="chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 600 --seed 42"
 )
-order=(failover handover rebalance-64 rebalance-10k load-1k-4 load-10k load-10k-unniced load-100k stall chaos)
+order=(failover handover rebalance-64 rebalance-10k load-1k-4 load-10k load-10k-unniced load-100k rolling rolling-sticky rolling-add add stall chaos)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${order[@]}")
 for name in "${wanted[@]}"; do

@@ -49,6 +49,7 @@
 //! leasehold-bench stall --lease-ms 1000 [--block-leases 2.5] [--topology T | --redis-url URL]
 //! ```
 
+mod add;
 mod chaos;
 mod child;
 mod event;
@@ -107,6 +108,8 @@ enum Command {
     /// Restart every partition replica in turn (optionally sticky, or a deploy that
     /// grows the list): owner changes, unowned time, refusals.
     Rolling(RollingArgs),
+    /// Partitions added one at a time to a running group: time until each is owned.
+    Add(AddArgs),
     /// Seeded faults against replicas doing fenced writes; checks every ledger.
     Chaos(ChaosArgs),
     /// Regenerates the docs' tables from the committed reports in `docs/bench/`.
@@ -242,6 +245,32 @@ pub struct RollingArgs {
     /// the report says what was seen). Default: 30 s + 30 leases + 1 ms per partition.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub limit_secs: Option<u64>,
+    /// Run every replica at this niceness (`nice -n`, 0..=19); see `load`.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=19))]
+    pub replica_nice: u8,
+    /// The Redis set-up.
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// Options of the `add` scenario.
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// Number of partitions before the additions.
+    #[arg(long, default_value_t = 64, value_parser = parse_count)]
+    pub partitions: usize,
+    /// Number of replicas.
+    #[arg(long, default_value_t = 4, value_parser = parse_replicas)]
+    pub replicas: usize,
+    /// Lease of every partition, in milliseconds.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
+    pub lease_ms: u64,
+    /// Partitions to add, one at a time.
+    #[arg(long, default_value_t = 20, value_parser = parse_count)]
+    pub adds: usize,
+    /// Pause after each addition is owned, in milliseconds.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub gap_ms: u64,
     /// Run every replica at this niceness (`nice -n`, 0..=19); see `load`.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=19))]
     pub replica_nice: u8,
@@ -402,6 +431,7 @@ async fn dispatch(command: Command) -> Result<(), BoxError> {
             }
         }
         Command::Rebalance(args) => print_last(&rebalance::run(&args).await?),
+        Command::Add(args) => print_last(&add::run(&args).await?),
         Command::Load(args) => load::run(&args).await,
         Command::Rolling(args) => print_last(&rolling::run(&args).await?),
         Command::Chaos(args) => {

@@ -208,8 +208,63 @@ pub fn generate(name: &str, b: &BTreeMap<String, Bench>) -> Result<String, BoxEr
         "stall" => stall(get(b, "stall")?),
         "chaos" => chaos(get(b, "chaos")?),
         "readme" => readme(b),
+        "rolling" => rolling(b),
+        "add" => add(get(b, "add")?),
         other => Err(format!("no table generator named {other:?}").into()),
     }
+}
+
+/// The three rolling runs side by side.
+fn rolling(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    let mut out = String::from(
+        "| restart of every replica, 1 s apart | partitions | moved | longest unowned | unowned, summed | refused | all owned | spread |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    let mut sources = Vec::new();
+    for (name, label) in [
+        ("rolling", "default (graceful hand-off)"),
+        ("rolling-sticky", "`--sticky` (rejoin grace 20 s)"),
+        (
+            "rolling-add",
+            "`--add-partitions 8` (a deploy growing the list)",
+        ),
+    ] {
+        let bench = get(b, name)?;
+        let r = bench.last();
+        let _ = writeln!(
+            out,
+            "| {label} | {} → {} | **{}** | **{} ms** | {} ms | {} | {} | {} |",
+            r["partitions_before"],
+            r["partitions_after"],
+            r["moved"],
+            fig(num(&r["max_unowned_ms"])),
+            fig(num(&r["sum_unowned_ms"])),
+            r["refused"],
+            r["all_owned"],
+            r["spread"],
+        );
+        sources.push(bench.source());
+    }
+    let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
+    Ok(out)
+}
+
+/// Partitions added to a running group.
+fn add(a: &Bench) -> Result<String, BoxError> {
+    let r = a.last();
+    Ok(format!(
+        "{adds} partitions added one at a time to {p} partitions on {n} replicas (lease {lease} ms, renew interval {ri} ms): owned {p50} ms after the add was sent (median; max {max} ms), the add's own round trip {call} ms; {within} of {adds} within one renew interval + one round trip.\n\nFrom {src}.\n",
+        adds = r["adds"],
+        p = r["partitions"],
+        n = r["replicas"],
+        lease = r["lease_ms"],
+        ri = fig(num(&r["renew_interval_ms"])),
+        p50 = fig(num(&r["owned_ms"]["p50"])),
+        max = fig(num(&r["owned_ms"]["max"])),
+        call = fig(num(&r["add_call_ms"]["p50"])),
+        within = r["within_target"],
+        src = a.source(),
+    ))
 }
 
 fn rebalance(r: &Bench) -> Result<String, BoxError> {
@@ -220,7 +275,7 @@ fn rebalance(r: &Bench) -> Result<String, BoxError> {
         "| event | result |\n|---|---|\n\
          | cold start of {p} partitions on {n} replicas (settle = one lease, then claims) | all owned and balanced after {cold_all}, **{handoffs} hand-offs** |\n\
          | SIGKILL of one replica | all owned again **{kill_all}** after the kill; its session expired {expiry} after it (overshoot {over} ms); bound lease + renew interval = {bound} |\n\
-         | a replica joins | balanced after {join_ms} (settle {settle} + two ticks), **{moved} partitions moved**: exactly its share |\n\
+         | a replica joins | balanced after {join_ms} (it joins a served group without settling; hand-offs wait two ticks), **{moved} partitions moved**: exactly its share |\n\
          \nFrom {src}; final spread {spread}.\n",
         p = v["partitions"],
         n = v["replicas"],
@@ -231,7 +286,6 @@ fn rebalance(r: &Bench) -> Result<String, BoxError> {
         over = fig(num(&kill["overshoot_ms"])),
         bound = secs(lease * 4.0 / 3.0),
         join_ms = secs(num(&join["balanced_ms"])),
-        settle = secs(lease),
         moved = join["moved"],
         src = r.source(),
         spread = v["spread"],

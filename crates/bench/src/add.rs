@@ -1,0 +1,174 @@
+//! `add`: partitions added to a running, balanced group through `GroupAdmin`, one at a
+//! time; how long until a replica runs each one's callback, against the renew interval
+//! and the add call's own round trip.
+//!
+//! 1. Cold start: N replica processes; wait until balanced by their lines.
+//! 2. K times: `GroupAdmin::add` of one new partition (the next name of the
+//!    `p0000`… series, so the replicas' counters follow it), then wait for the `owned`
+//!    line of that partition; `--gap-ms` between adds.
+//! 3. Wait until balanced over P + K.
+//!
+//! `owned_ms` is measured from the add call's send to the `owned` line (both on this
+//! machine's wall clock): the claim, the elector's start and the callback's start
+//! included. The target is one renew interval + one round trip (`add_call_ms`, the add
+//! script's own round trip, stands for it).
+
+use std::time::Duration;
+
+use leasehold_partitions::GroupAdmin;
+use serde::Serialize;
+use tokio::time::{Instant, sleep};
+
+use crate::AddArgs;
+use crate::event::{now_us, span_ms};
+use crate::fleet::{Fleet, convergence_limit};
+use crate::group::PREFIX;
+use crate::ownership::Progress;
+use crate::partition_event::{PartitionEvent, partition_names};
+use crate::rebalance::poll_interval;
+use crate::setup::{self, BoxError};
+use crate::stats::Percentiles;
+use crate::topology::Topology;
+
+/// The last line of `add`.
+#[derive(Debug, Clone, Serialize)]
+pub struct AddReport {
+    /// Always `add`.
+    pub scenario: &'static str,
+    /// The Redis set-up.
+    pub topology: Topology,
+    /// P before the additions.
+    pub partitions: usize,
+    /// Replica processes.
+    pub replicas: usize,
+    /// The lease.
+    pub lease_ms: u64,
+    /// The renew interval (the library default: a third of the lease).
+    pub renew_interval_ms: f64,
+    /// Partitions added, one at a time.
+    pub adds: usize,
+    /// Add sent → a replica's callback for it started.
+    pub owned_ms: Percentiles,
+    /// The add call's round trip.
+    pub add_call_ms: Percentiles,
+    /// Additions owned within one renew interval + their own round trip.
+    pub within_target: usize,
+    /// Every partition owned once and spread ≤ 1 after the last one.
+    pub balanced: bool,
+    /// Counts per replica at the end, by their lines.
+    pub final_counts: std::collections::BTreeMap<String, usize>,
+}
+
+/// Runs the scenario.
+///
+/// # Errors
+/// If the servers or replicas cannot start, or an addition is not owned within a
+/// lease.
+pub async fn run(args: &AddArgs) -> Result<AddReport, BoxError> {
+    let mut fleet = Fleet::start(
+        &args.target,
+        "add",
+        args.partitions,
+        args.lease_ms,
+        None,
+        poll_interval(args.partitions + args.adds),
+        args.replica_nice,
+    )?;
+    let result = phases(&mut fleet, args).await;
+    let stopped = fleet.shutdown().await;
+    let report = result?;
+    stopped?;
+    Ok(report)
+}
+
+async fn phases(fleet: &mut Fleet, args: &AddArgs) -> Result<AddReport, BoxError> {
+    let lease = fleet.lease();
+    let since = Instant::now();
+    let limit = convergence_limit(args.partitions, lease);
+    for i in 1..=args.replicas {
+        fleet.spawn(&format!("replica-{i}"))?;
+    }
+    let p = fleet
+        .wait_events("cold start: balanced", since, limit, Progress::balanced)
+        .await?;
+    eprintln!("cold start: balanced: {}", p.describe());
+    // One lease more: the group has settled (no hand-off in flight).
+    sleep(lease).await;
+
+    let store = setup::build_store(&fleet.servers.spec, lease)?;
+    let admin = GroupAdmin::new(store, PREFIX, &fleet.spec.group)?.grant_delay(lease);
+    let names = partition_names(args.partitions + args.adds);
+    let renew = lease / 3;
+    let (mut owned_ms, mut call_ms, mut within) = (Vec::new(), Vec::new(), 0);
+    for (k, name) in names[args.partitions..].iter().enumerate() {
+        fleet.log.expect_partitions(args.partitions + k + 1);
+        let from = fleet.log.len();
+        let sent = now_us();
+        admin.add([name.as_str()]).await?;
+        let returned = now_us();
+        let at = owned_at(fleet, from, name, lease).await?;
+        let owned = span_ms(sent, at);
+        let call = span_ms(sent, returned);
+        if owned <= renew.as_secs_f64() * 1e3 + call {
+            within += 1;
+        }
+        owned_ms.push(owned);
+        call_ms.push(call);
+        sleep(Duration::from_millis(args.gap_ms)).await;
+    }
+    let end = fleet
+        .wait_events(
+            "after the additions: balanced",
+            Instant::now(),
+            limit,
+            Progress::balanced,
+        )
+        .await;
+    let progress = fleet.log.progress();
+    Ok(AddReport {
+        scenario: "add",
+        topology: args.target.topology,
+        partitions: args.partitions,
+        replicas: args.replicas,
+        lease_ms: args.lease_ms,
+        renew_interval_ms: renew.as_secs_f64() * 1e3,
+        adds: args.adds,
+        owned_ms: Percentiles::of(&owned_ms),
+        add_call_ms: Percentiles::of(&call_ms),
+        within_target: within,
+        balanced: end.is_ok(),
+        final_counts: progress.counts(),
+    })
+}
+
+/// When a replica's callback for `partition` started (wall µs), from event `from` on.
+async fn owned_at(
+    fleet: &mut Fleet,
+    from: usize,
+    partition: &str,
+    lease: Duration,
+) -> Result<u64, BoxError> {
+    let deadline = Instant::now() + lease;
+    loop {
+        let found = fleet
+            .log
+            .since(from)
+            .into_iter()
+            .find_map(|l| match l.event {
+                PartitionEvent::Owned {
+                    partition: ref p,
+                    at_us,
+                    ..
+                } if p == partition => Some(at_us),
+                _ => None,
+            });
+        if let Some(at) = found {
+            return Ok(at);
+        }
+        fleet.check_running()?;
+        if Instant::now() >= deadline {
+            return Err(format!("{partition} was added but not owned within a lease").into());
+        }
+        sleep(Duration::from_millis(1)).await;
+    }
+}
