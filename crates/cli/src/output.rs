@@ -362,6 +362,7 @@ mod tests {
             fence: Fence(fence),
             remaining: owner.map(|_| Duration::from_millis(left_ms)),
             held_for: None,
+            weight: 1,
         }
     }
 
@@ -381,6 +382,8 @@ mod tests {
             ],
             members: vec![],
             list_version: 0,
+            weighted: false,
+            total_weight: 6,
         }
     }
 
@@ -440,6 +443,8 @@ live replicas: 3, unowned partitions: 2, spread: 2
             replicas: vec![],
             members: vec![],
             list_version: 0,
+            weighted: false,
+            total_weight: 1,
         };
         let text = status_text("lh", "g", &status);
         assert!(

@@ -6,7 +6,7 @@ use std::time::Duration;
 use leasehold_election::StoreError;
 use leasehold_election::config::validate_name;
 
-use crate::backend::protocol::{AddReply, Change, RemoveReply};
+use crate::backend::protocol::{AddReply, Change, RemoveReply, WeightReply};
 use crate::backend::{GroupBackend, GroupStatus, PartitionOwner, SET_CHUNK, read_status};
 use crate::error::PartitionsError;
 use crate::keys::GroupKeys;
@@ -55,6 +55,9 @@ fn names(
     }
     Ok(names)
 }
+
+/// The largest weight a partition may have ([`GroupAdmin::set_weight`]).
+pub const MAX_WEIGHT: u64 = 1_000_000;
 
 /// A strict change is never refused as stale: if a store says so, it broke the protocol.
 fn never_stale() -> PartitionsError {
@@ -144,7 +147,7 @@ impl<B: GroupBackend> GroupAdmin<B> {
             {
                 RemoveReply::Removed(n) => removed += n,
                 RemoveReply::Unknown(name) => {
-                    return Err(PartitionsError::UnknownPartition(name));
+                    return Err(self.unknown(PartitionsError::UnknownPartition(name)).await);
                 }
                 RemoveReply::Last => return Err(PartitionsError::LastPartition),
                 RemoveReply::Stale => return Err(never_stale()),
@@ -180,7 +183,8 @@ impl<B: GroupBackend> GroupAdmin<B> {
     /// current session: a restarted replica is not drained).
     ///
     /// # Errors
-    /// [`PartitionsError::UnknownReplica`] if it has no live session, or the store's
+    /// [`PartitionsError::UnknownReplica`] if it has no live session,
+    /// [`PartitionsError::UnknownGroup`] if there is no such group, or the store's
     /// error.
     ///
     /// # Cancel safety
@@ -205,7 +209,61 @@ impl<B: GroupBackend> GroupAdmin<B> {
         if self.backend.drain(&self.keys, replica, on).await? {
             Ok(())
         } else {
-            Err(PartitionsError::UnknownReplica(replica.to_owned()))
+            Err(self
+                .unknown(PartitionsError::UnknownReplica(replica.to_owned()))
+                .await)
+        }
+    }
+
+    /// `error`, or [`PartitionsError::UnknownGroup`] if the group does not exist (or a
+    /// store error reading that).
+    async fn unknown(&self, error: PartitionsError) -> PartitionsError {
+        match self.backend.status_head(&self.keys).await {
+            Ok(Some(_)) => error,
+            Ok(None) => PartitionsError::UnknownGroup(self.keys.group.clone()),
+            Err(e) => e.into(),
+        }
+    }
+
+    /// Whether the group exists (some replica, or [`add`](Self::add), created it).
+    ///
+    /// # Errors
+    /// The store's error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn exists(&self) -> Result<bool, PartitionsError> {
+        Ok(self.backend.status_head(&self.keys).await?.is_some())
+    }
+
+    /// Sets a partition's weight (1 ..= [`MAX_WEIGHT`]; every partition starts at 1).
+    /// From the first weight set on, the group balances by weight: every replica's load
+    /// (its partitions' weights, summed) stays within its capacity share of the total ±
+    /// the largest weight. The owner's load changes at once; replicas rebalance at their
+    /// next tick (a change publishes a notice), moving as little as the rule allows.
+    /// Returns the weight it had.
+    ///
+    /// # Errors
+    /// [`PartitionsError::InvalidWeight`], [`PartitionsError::Config`] for a bad name,
+    /// [`PartitionsError::UnknownPartition`], [`PartitionsError::UnknownGroup`], or the
+    /// store's error.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the weight may or may not be set.
+    pub async fn set_weight(&self, partition: &str, weight: u64) -> Result<u64, PartitionsError> {
+        validate_name("partition name", partition).map_err(PartitionsError::Config)?;
+        if !(1..=MAX_WEIGHT).contains(&weight) {
+            return Err(PartitionsError::InvalidWeight(weight));
+        }
+        match self
+            .backend
+            .set_weight(&self.keys, partition, weight)
+            .await?
+        {
+            WeightReply::Set(old) => Ok(old),
+            WeightReply::Unknown => Err(self
+                .unknown(PartitionsError::UnknownPartition(partition.to_owned()))
+                .await),
         }
     }
 
@@ -213,17 +271,20 @@ impl<B: GroupBackend> GroupAdmin<B> {
     /// has held it.
     ///
     /// # Errors
-    /// [`PartitionsError::UnknownPartition`] if it is not in the group, or the store's
+    /// [`PartitionsError::UnknownPartition`] if it is not in the group,
+    /// [`PartitionsError::UnknownGroup`] if there is no such group, or the store's
     /// error.
     ///
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn owner(&self, partition: &str) -> Result<PartitionOwner, PartitionsError> {
         validate_name("partition name", partition).map_err(PartitionsError::Config)?;
-        self.backend
-            .owner(&self.keys, partition)
-            .await?
-            .ok_or_else(|| PartitionsError::UnknownPartition(partition.to_owned()))
+        match self.backend.owner(&self.keys, partition).await? {
+            Some(owner) => Ok(owner),
+            None => Err(self
+                .unknown(PartitionsError::UnknownPartition(partition.to_owned()))
+                .await),
+        }
     }
 
     /// The whole group (see [`crate::group_status`]); `None` if it does not exist.

@@ -23,7 +23,13 @@ pub enum GroupConfigError {
     /// The rejoin grace is zero or longer than a day.
     #[error("rejoin grace must be between 1 ms and 1 day, got {0:?}")]
     RejoinGraceOutOfRange(Duration),
+    /// The capacity is 0 or above [`MAX_CAPACITY`].
+    #[error("capacity must be between 1 and {MAX_CAPACITY}, got {0}")]
+    CapacityOutOfRange(u32),
 }
+
+/// The largest capacity a replica may have ([`GroupConfigBuilder::capacity`]).
+pub const MAX_CAPACITY: u32 = 1_000;
 
 /// Validated settings of one replica's membership in a partition group.
 #[derive(Debug, Clone)]
@@ -48,6 +54,10 @@ pub struct GroupConfig {
     /// its partitions back, each in a new term (a new fence). `None` (the default): a
     /// shutdown hands everything over at once.
     pub rejoin_grace: Option<Duration>,
+    /// This replica's capacity relative to the others' (1 ..= [`MAX_CAPACITY`]): in a
+    /// group whose partitions have weights or whose replicas' capacities differ, each
+    /// replica's share of the total weight is in proportion to its capacity. Default: 1.
+    pub capacity: u32,
     /// This replica's id.
     pub replica_id: String,
     /// Lease of each partition, and the heartbeat's time-to-live. Default: 10 s.
@@ -85,6 +95,7 @@ impl GroupConfig {
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             list_version: 0,
             rejoin_grace: None,
+            capacity: 1,
         }
     }
 
@@ -132,6 +143,7 @@ pub struct GroupConfigBuilder {
     key_prefix: String,
     list_version: u64,
     rejoin_grace: Option<Duration>,
+    capacity: u32,
 }
 
 impl GroupConfigBuilder {
@@ -184,6 +196,12 @@ impl GroupConfigBuilder {
         self
     }
 
+    /// This replica's capacity (see [`GroupConfig::capacity`]); 1 ..= [`MAX_CAPACITY`].
+    pub fn capacity(mut self, capacity: u32) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
     /// Validates and fills in defaults.
     ///
     /// # Errors
@@ -207,7 +225,11 @@ impl GroupConfigBuilder {
         {
             return Err(GroupConfigError::RejoinGraceOutOfRange(g));
         }
+        if !(1..=MAX_CAPACITY).contains(&self.capacity) {
+            return Err(GroupConfigError::CapacityOutOfRange(self.capacity));
+        }
         let config = GroupConfig {
+            capacity: self.capacity,
             list_version: self.list_version,
             rejoin_grace: self.rejoin_grace,
             renew_interval: self.renew_interval.unwrap_or(self.lease / 3),

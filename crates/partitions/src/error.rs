@@ -42,6 +42,9 @@ pub enum PartitionsError {
     /// The group does not exist (no replica ever created it, or Redis lost it).
     #[error("group {0:?} does not exist")]
     UnknownGroup(String),
+    /// A weight outside 1 ..= [`crate::MAX_WEIGHT`] (nothing was changed).
+    #[error("a partition weight must be between 1 and {max}, got {0}", max = crate::MAX_WEIGHT)]
+    InvalidWeight(u64),
     /// The coordinator has stopped.
     #[error("the partition coordinator has stopped")]
     Stopped,

@@ -1,7 +1,7 @@
 //! The Redis key layout of a partition group. Every key carries the group's hash tag,
 //! so every script of a group runs on one Redis Cluster slot.
 //!
-//! A fixed number of keys per group (fourteen), whatever the number of partitions: a
+//! A fixed number of keys per group (seventeen), whatever the number of partitions: a
 //! partition is a field or a member in them, not a key of its own.
 
 use leasehold_election::keys::release_channel;
@@ -22,7 +22,9 @@ pub struct GroupKeys {
     pub states: String,
     /// Hash: `count` of partitions, `next` position, the list's `version` and `digest`
     /// (of the last versioned list applied; the digest is empty while one is being
-    /// applied), `grant_after` (server ms before which no partition is granted).
+    /// applied), `grant_after` (server ms before which no partition is granted); once a
+    /// weight was set, `weighted` (1), `total` (the weights summed) and `wver` (bumped
+    /// by every weight change).
     pub meta: String,
     /// Sorted set: partition → its position (order of addition). The partition set:
     /// authoritative once the group exists.
@@ -47,6 +49,13 @@ pub struct GroupKeys {
     pub since: String,
     /// Hash: replica id → the process using it (`host pid`).
     pub info: String,
+    /// Sorted set: partition → its weight, for partitions whose weight is not 1.
+    pub weights: String,
+    /// Hash: session token → the weights of its partitions, summed (kept once the group
+    /// is weighted: a weight was set).
+    pub loads: String,
+    /// Hash: replica id → its capacity, as it said when it joined.
+    pub capacity: String,
     /// The channel a release or a leave publishes on (shared with single duties under
     /// the same prefix).
     pub channel: String,
@@ -75,13 +84,16 @@ impl GroupKeys {
             drains: key("drains"),
             since: key("since"),
             info: key("info"),
+            weights: key("weights"),
+            loads: key("loads"),
+            capacity: key("capacity"),
             channel: release_channel(prefix),
             notice: format!("{prefix}:{{{group}}}"),
         }
     }
 
     /// Every key, in the order the group scripts take them as `KEYS`.
-    pub(crate) fn all(&self) -> [&str; 14] {
+    pub(crate) fn all(&self) -> [&str; 17] {
         [
             &self.members,
             &self.sessions,
@@ -97,6 +109,9 @@ impl GroupKeys {
             &self.drains,
             &self.since,
             &self.info,
+            &self.weights,
+            &self.loads,
+            &self.capacity,
         ]
     }
 }

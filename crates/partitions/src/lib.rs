@@ -50,12 +50,12 @@ pub mod keys;
 pub mod metrics;
 mod view;
 
-pub use self::admin::GroupAdmin;
+pub use self::admin::{GroupAdmin, MAX_WEIGHT};
 pub use self::backend::memory::MemoryGroupStore;
 #[doc(hidden)]
 pub use self::backend::redis::script_hashes;
 pub use self::backend::{GroupBackend, GroupStatus, PartitionOwner, ReplicaState, ReplicaStatus};
-pub use self::config::{GroupConfig, GroupConfigBuilder, GroupConfigError};
+pub use self::config::{GroupConfig, GroupConfigBuilder, GroupConfigError, MAX_CAPACITY};
 pub use self::coordinator::{Coordinator, CoordinatorHandle, group_status};
 pub use self::error::PartitionsError;
 pub use self::view::GroupView;

@@ -6,6 +6,11 @@ use metrics::{Unit, describe_counter, describe_gauge};
 
 /// Gauge: partitions this replica owns. Labels: `group`, `replica`.
 pub const OWNED: &str = "leasehold_owned_partitions";
+/// Gauge: the weights of the partitions this replica owns, summed (its partition count
+/// in an unweighted group). Labels: `group`, `replica`.
+pub const LOAD: &str = "leasehold_owned_load";
+/// Gauge: this replica's capacity. Labels: `group`, `replica`.
+pub const CAPACITY: &str = "leasehold_replica_capacity";
 /// Gauge: live replicas in the group's heartbeat set. Labels: `group`.
 pub const LIVE_REPLICAS: &str = "leasehold_live_replicas";
 /// Counter: partitions acquired. Labels: `group`, `replica`.
@@ -33,6 +38,12 @@ pub(crate) fn describe() {
     ONCE.call_once(|| {
         describe_gauge!(OWNED, Unit::Count, "partitions this replica owns");
         describe_gauge!(LIVE_REPLICAS, Unit::Count, "live replicas in the group");
+        describe_gauge!(
+            LOAD,
+            Unit::Count,
+            "weights of the partitions this replica owns"
+        );
+        describe_gauge!(CAPACITY, Unit::Count, "this replica's capacity");
         describe_counter!(ACQUISITIONS, Unit::Count, "partitions acquired");
         describe_counter!(
             RELEASES,

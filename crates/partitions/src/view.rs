@@ -36,4 +36,16 @@ pub struct GroupView {
     /// This replica's versioned partition list differs from the group's at the same
     /// version (the group's is followed; see `GroupConfigBuilder::list_version`).
     pub list_differs: bool,
+    /// The group balances by weight: a partition has a weight, or the replicas'
+    /// capacities differ. `cap` and `floor` are then 0: see `share`.
+    pub weighted: bool,
+    /// The weights of the partitions this replica holds, summed (the count of `owned`
+    /// in an unweighted group).
+    pub load: u64,
+    /// This replica's capacity (`GroupConfigBuilder::capacity`).
+    pub capacity: u32,
+    /// In a weighted group: this replica's share of the total weight (total × its
+    /// capacity / the capacities summed). Its load stays within share ± the largest
+    /// weight.
+    pub share: Option<f64>,
 }

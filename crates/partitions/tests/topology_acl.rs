@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use leasehold_election::RedisStore;
-use leasehold_partitions::group_status;
+use leasehold_partitions::{GroupAdmin, group_status};
 use leasehold_testkit::{RedisServer, minimal_acl_user_args};
 use support::Fleet;
 
@@ -44,6 +44,19 @@ async fn minimal_acl_user_balances_a_group() {
     // A graceful leave hands over (release scripts publish on the channel).
     fleet.replicas.remove("c").unwrap().shutdown().await;
     fleet.converge(LIMIT).await;
+    // The admin's scripts too: the set, drains, one owner, weights.
+    let admin = GroupAdmin::new(fleet.backend.clone(), "leasehold", "g").unwrap();
+    assert_eq!(admin.add(["extra"]).await.unwrap(), 1);
+    assert_eq!(admin.remove(["extra"]).await.unwrap(), 1);
+    admin.drain("a").await.unwrap();
+    admin.undrain("a").await.unwrap();
+    assert!(admin.owner("p00001").await.unwrap().fence.get() > 0);
+    assert_eq!(admin.set_weight("p00000", 3).await.unwrap(), 1);
+    let start = tokio::time::Instant::now();
+    while !fleet.all_owned_once() || admin.status().await.unwrap().unwrap().total_weight != 14 {
+        assert!(start.elapsed() < LIMIT, "{:?}", fleet.counts());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     fleet.ledger.assert_no_double_ownership();
     let log = redis.redis_cli(&["ACL", "LOG"]);
     let refused: Vec<&str> = log

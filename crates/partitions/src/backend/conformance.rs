@@ -24,6 +24,7 @@ fn tick(replica: &str, token: &str, join: bool, state: MemberState) -> TickReque
         state,
         ttl: TTL,
         instance: format!("host-{replica} 1"),
+        capacity: 1,
     }
 }
 
@@ -35,6 +36,7 @@ fn claim(replica: &str, token: &str, count: usize) -> ClaimRequest {
         count,
         floor: Fence(1),
         regrant: Vec::new(),
+        room: None,
     }
 }
 
@@ -52,11 +54,21 @@ fn shape(r: &TickReply) -> String {
         .map(|m| (m.replica.clone(), m.state, m.held))
         .collect();
     members.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut loads: Vec<_> = r
+        .members
+        .iter()
+        .map(|m| (m.replica.clone(), m.load, m.capacity))
+        .collect();
+    loads.sort();
+    let weights = r
+        .set
+        .as_ref()
+        .map(|s| (s.weighted, s.total_weight, s.max_weight, s.weights_version));
     let mut revoked = r.revoked.clone();
     revoked.sort();
     format!(
         "{:?} resumed={:?} set={:?} {members:?} unowned={} drained={} revoked={revoked:?} \
-         expired={}",
+         expired={} loads={loads:?} weights={weights:?}",
         r.session,
         r.resumed.as_ref().map(|t| t.len()),
         r.set
@@ -71,7 +83,7 @@ fn shape(r: &TickReply) -> String {
 fn claimed(r: &ClaimReply) -> Vec<String> {
     match r {
         ClaimReply::Claimed { partitions, .. } => {
-            partitions.iter().map(|(n, _)| n.clone()).collect()
+            partitions.iter().map(|(n, ..)| n.clone()).collect()
         }
         other => panic!("expected a claim, got {other:?}"),
     }
@@ -302,7 +314,85 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         .await
         .unwrap();
     log("and does not count it twice", shape(&r));
+    // Weights.
+    let r = b.set_weight(&k, "zz", 2).await.unwrap();
+    log("the weight of an unknown partition", format!("{r:?}"));
+    let r = b.set_weight(&k, "p1", 5).await.unwrap();
+    log("b's p1 weighs 5", format!("{r:?}"));
+    let r = b
+        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .await
+        .unwrap();
+    log("b's load counts it", shape(&r));
+    let r = b.set_weight(&k, "p0", 3).await.unwrap();
+    log("free p0 weighs 3", format!("{r:?}"));
+    let d = "d:00000000000000000000000000000001";
+    let r = b
+        .tick(
+            &k,
+            &TickRequest {
+                capacity: 2,
+                ..tick("d", d, true, MemberState::Active)
+            },
+        )
+        .await
+        .unwrap();
+    log("d joins with capacity 2", shape(&r));
+    let with_room = |room: u64| ClaimRequest {
+        room: Some(room),
+        ..claim("d", d, 10)
+    };
+    let r = b.claim(&k, &with_room(2)).await.unwrap();
+    log(
+        "nothing fits into 2: d takes the first",
+        format!("{:?}", weighed(&r)),
+    );
+    let r = b.release(&k, b1, &names(&["p3"])).await.unwrap();
+    log("b gives p3 back", format!("{r:?}"));
+    let r = b.claim(&k, &with_room(1)).await.unwrap();
+    log("p3 fits into 1", format!("{:?}", weighed(&r)));
+    let r = b
+        .tick(&k, &tick("d", d, false, MemberState::Active))
+        .await
+        .unwrap();
+    log("loads after the moves", shape(&r));
+    log(
+        "b holds, with weights",
+        format!("{:?}", b.held(&k, b1).await.unwrap()),
+    );
+    let o = b.owner(&k, "p1").await.unwrap().expect("p1 is listed");
+    log(
+        "p1's owner and weight",
+        format!("{:?} {}", o.owner, o.weight),
+    );
+    let r = b.remove(&k, Change::Strict, &names(&["p1"])).await.unwrap();
+    log("held p1 removed", format!("{r:?}"));
+    let r = b.release(&k, b1, &names(&["p1"])).await.unwrap();
+    log("and given back", format!("{r:?}"));
+    let head = b.status_head(&k).await.unwrap().expect("the group exists");
+    log(
+        "weighted status",
+        format!(
+            "{} {} {} {:?}",
+            head.set.weighted,
+            head.set.total_weight,
+            head.set.max_weight,
+            head.members
+                .iter()
+                .map(|m| (&m.replica, m.load, m.capacity))
+                .collect::<Vec<_>>()
+        ),
+    );
     out
+}
+
+fn weighed(r: &ClaimReply) -> Vec<(String, u64)> {
+    match r {
+        ClaimReply::Claimed { partitions, .. } => {
+            partitions.iter().map(|(n, _, w)| (n.clone(), *w)).collect()
+        }
+        other => panic!("expected a claim, got {other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -365,4 +455,16 @@ async fn redis_and_the_in_memory_store_answer_the_same_script_alike() {
     expect("a's ended session", "Lost");
     expect("nor claims", "Lost");
     expect("list", r#"["p0", "p1", "p3", "p4"]"#);
+    expect("the weight of an unknown partition", "Unknown");
+    expect("b's p1 weighs 5", "Set(1)");
+    expect("b's load counts it", r#"("b", 7, 1)"#);
+    expect("b's load counts it", "weights=Some((true, 8, 5, 1))");
+    expect("d joins with capacity 2", r#"("d", 0, 2)"#);
+    expect("nothing fits into 2", r#"[("p0", 3)]"#);
+    expect("p3 fits into 1", r#"[("p3", 1)]"#);
+    expect("loads after the moves", r#"("b", 6, 1), ("d", 4, 2)"#);
+    expect("b holds, with weights", r#"[("p1", 5), ("p4", 1)]"#);
+    expect("p1's owner and weight", r#"Some("b") 5"#);
+    expect("held p1 removed", "Removed(1)");
+    expect("weighted status", r#"true 5 3 [("b", 1, 1), ("d", 4, 2)]"#);
 }

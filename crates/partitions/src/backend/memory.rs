@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use super::protocol::{
     AddReply, Change, ClaimReply, ClaimRequest, Conflict, MemberInfo, MemberState, Protocol,
     RemoveReply, SessionReply, SetInfo, StatusHead, TickReply, TickRequest, VersionStep,
+    WeightReply,
 };
 use super::{DRAIN_BUDGET, PartitionOwner};
 use crate::keys::GroupKeys;
@@ -52,6 +53,12 @@ struct Meta {
     version: u64,
     digest: String,
     grant_after: Instant,
+    /// A weight was set once: `loads` is kept.
+    weighted: bool,
+    /// The weights summed (kept once weighted).
+    total: u64,
+    /// Bumped by every weight change.
+    wver: u64,
 }
 
 /// One group, field for field the keys of [`GroupKeys`].
@@ -73,9 +80,30 @@ struct Group {
     drains: HashMap<String, String>,
     since: HashMap<String, Instant>,
     info: HashMap<String, String>,
+    /// Partition → weight, for weights other than 1.
+    weights: HashMap<String, u64>,
+    /// Session token → its partitions' weights summed (once weighted).
+    loads: HashMap<String, u64>,
+    capacity: HashMap<String, u32>,
 }
 
 impl Group {
+    fn weight(&self, name: &str) -> u64 {
+        self.weights.get(name).copied().unwrap_or(1)
+    }
+
+    fn weighted(&self) -> bool {
+        self.meta.as_ref().is_some_and(|m| m.weighted)
+    }
+
+    /// Adds `delta` to session `token`'s load, in a weighted group.
+    fn add_load(&mut self, token: &str, delta: i128) {
+        if self.weighted() {
+            let l = self.loads.entry(token.to_owned()).or_default();
+            *l = u64::try_from((i128::from(*l) + delta).max(0)).unwrap_or(u64::MAX);
+        }
+    }
+
     fn live(&self, token: &str, now: Instant) -> Option<Instant> {
         let replica = replica_of_token(token);
         if self.sessions.get(replica).map(String::as_str) != Some(token) {
@@ -97,6 +125,7 @@ impl Group {
             self.members.remove(&r);
             self.states.remove(&r);
             self.info.remove(&r);
+            self.capacity.remove(&r);
             if let Some(token) = self.sessions.remove(&r) {
                 if self.drains.get(&r) == Some(&token) {
                     self.drains.remove(&r);
@@ -154,6 +183,7 @@ impl Group {
                 .unwrap_or_default();
             if names.len() < left {
                 self.dead.remove(&(ended, token.clone()));
+                self.loads.remove(&token);
             } else {
                 left_over += 1;
             }
@@ -166,6 +196,8 @@ impl Group {
                     self.forget(name);
                     if self.positions.contains_key(name) {
                         self.add_free(name, ended);
+                    } else {
+                        self.weights.remove(name);
                     }
                 }
             }
@@ -191,15 +223,23 @@ impl Group {
             .members
             .iter()
             .filter(|(_, exp)| **exp > now)
-            .map(|(r, exp)| MemberInfo {
-                replica: r.clone(),
-                state: self.states.get(r).copied().unwrap_or(MemberState::Settling),
-                left: *exp - now,
-                held: self
-                    .sessions
-                    .get(r)
+            .map(|(r, exp)| {
+                let token = self.sessions.get(r);
+                let held = token
                     .and_then(|t| self.held.get(t))
-                    .map_or(0, BTreeSet::len),
+                    .map_or(0, BTreeSet::len);
+                MemberInfo {
+                    replica: r.clone(),
+                    state: self.states.get(r).copied().unwrap_or(MemberState::Settling),
+                    left: *exp - now,
+                    held,
+                    load: if self.weighted() {
+                        token.and_then(|t| self.loads.get(t)).copied().unwrap_or(0)
+                    } else {
+                        held as u64
+                    },
+                    capacity: self.capacity.get(r).copied().unwrap_or(1),
+                }
             })
             .collect();
         // Redis orders the sorted set by expiry, then by name.
@@ -212,6 +252,14 @@ impl Group {
             count: m.count,
             version: m.version,
             digest: m.digest.clone(),
+            weighted: m.weighted,
+            total_weight: if m.weighted { m.total } else { m.count as u64 },
+            max_weight: if m.weighted {
+                self.weights.values().copied().max().unwrap_or(1).max(1)
+            } else {
+                1
+            },
+            weights_version: m.wver,
         })
     }
 
@@ -223,6 +271,9 @@ impl Group {
                 version: 0,
                 digest: String::new(),
                 grant_after: now + delay,
+                weighted: false,
+                total: 0,
+                wver: 0,
             });
         }
     }
@@ -239,6 +290,7 @@ impl Group {
             owner: live.map(|(t, _)| replica_of_token(t).to_owned()),
             remaining: live.map(|(_, exp)| exp - now),
             held_for: live.and_then(|_| self.since.get(name).map(|s| now - *s)),
+            weight: self.weight(name),
         }
     }
 }
@@ -322,6 +374,7 @@ impl Protocol for MemoryGroupStore {
                 changed = g.states.insert(req.replica.clone(), req.state) != Some(req.state);
                 if req.join {
                     g.info.insert(req.replica.clone(), req.instance.clone());
+                    g.capacity.insert(req.replica.clone(), req.capacity.max(1));
                 }
                 drained = g.drains.get(&req.replica) == Some(&token);
                 let mut mine: Vec<(String, String)> = g
@@ -378,6 +431,32 @@ impl Protocol for MemoryGroupStore {
         let regrant = !req.regrant.is_empty();
         let names: Vec<String> = if regrant {
             req.regrant.clone()
+        } else if let Some(room) = req.room {
+            // Among the next `count`, oldest first: those that fit; else the first.
+            let candidates: Vec<String> = g
+                .free
+                .iter()
+                .take(req.count)
+                .map(|(_, n)| n.clone())
+                .collect();
+            let mut chosen = Vec::new();
+            let mut acc = 0;
+            for n in &candidates {
+                let w = g.weight(n);
+                if acc + w <= room {
+                    chosen.push(n.clone());
+                    acc += w;
+                }
+            }
+            if chosen.is_empty()
+                && let Some(first) = candidates.first()
+            {
+                chosen.push(first.clone());
+            }
+            for n in &chosen {
+                g.remove_free(n);
+            }
+            chosen
         } else {
             let mut popped = Vec::new();
             for _ in 0..req.count {
@@ -389,6 +468,7 @@ impl Protocol for MemoryGroupStore {
             }
             popped
         };
+        let mut gained = 0;
         let mut partitions = Vec::new();
         for name in names {
             let owner = g.owners.get(&name);
@@ -410,8 +490,13 @@ impl Protocol for MemoryGroupStore {
                 .entry(req.token.clone())
                 .or_default()
                 .insert(name.clone());
-            partitions.push((name, Fence(fence)));
+            let w = g.weight(&name);
+            if !regrant {
+                gained += w;
+            }
+            partitions.push((name, Fence(fence), w));
         }
+        g.add_load(&req.token, i128::from(gained));
         Ok(ClaimReply::Claimed {
             partitions,
             unowned: g.unowned(),
@@ -439,8 +524,12 @@ impl Protocol for MemoryGroupStore {
                     if let Some(set) = g.held.get_mut(token) {
                         set.remove(name);
                     }
+                    let w = g.weight(name);
+                    g.add_load(token, -i128::from(w));
                     if g.positions.contains_key(name) {
                         g.add_free(name, now);
+                    } else {
+                        g.weights.remove(name);
                     }
                     true
                 })
@@ -463,6 +552,7 @@ impl Protocol for MemoryGroupStore {
                 g.sessions.remove(replica);
                 g.states.remove(replica);
                 g.info.remove(replica);
+                g.capacity.remove(replica);
                 if g.drains.get(replica).map(String::as_str) == Some(token) {
                     g.drains.remove(replica);
                 }
@@ -503,10 +593,14 @@ impl Protocol for MemoryGroupStore {
                 if g.positions.contains_key(&n) {
                     continue;
                 }
+                let w = g.weight(&n);
                 let meta = g.meta.as_mut().expect("created above");
                 let pos = meta.next;
                 meta.next += 1;
                 meta.count += 1;
+                if meta.weighted {
+                    meta.total += w;
+                }
                 g.positions.insert(n.clone(), pos);
                 g.order.insert(pos, n.clone());
                 if !g.owners.contains_key(&n) {
@@ -551,11 +645,17 @@ impl Protocol for MemoryGroupStore {
                 };
                 g.order.remove(&pos);
                 g.remove_free(&n);
+                let w = g.weight(&n);
                 if g.owners.contains_key(&n) {
                     g.revoked.insert(n.clone(), "removed".into());
+                } else {
+                    g.weights.remove(&n);
                 }
                 if let Some(m) = g.meta.as_mut() {
                     m.count = m.count.saturating_sub(1);
+                    if m.weighted {
+                        m.total = m.total.saturating_sub(w);
+                    }
                 }
                 removed += 1;
             }
@@ -633,13 +733,61 @@ impl Protocol for MemoryGroupStore {
         Ok(done)
     }
 
-    async fn held(&self, keys: &GroupKeys, token: &str) -> Result<Vec<String>, StoreError> {
+    async fn held(&self, keys: &GroupKeys, token: &str) -> Result<Vec<(String, u64)>, StoreError> {
         let groups = self.lock();
         Ok(groups
             .get(&keys.notice)
-            .and_then(|g| g.held.get(token))
-            .map(|set| set.iter().cloned().collect())
+            .and_then(|g| {
+                let set = g.held.get(token)?;
+                Some(set.iter().map(|n| (n.clone(), g.weight(n))).collect())
+            })
             .unwrap_or_default())
+    }
+
+    async fn set_weight(
+        &self,
+        keys: &GroupKeys,
+        partition: &str,
+        weight: u64,
+    ) -> Result<WeightReply, StoreError> {
+        let old = {
+            let mut groups = self.lock();
+            let g = groups.entry(keys.notice.clone()).or_default();
+            if !g.positions.contains_key(partition) {
+                return Ok(WeightReply::Unknown);
+            }
+            if !g.weighted() {
+                let count = g.positions.len() as u64;
+                let tokens: Vec<String> = g.sessions.values().cloned().collect();
+                for t in tokens {
+                    let n = g.held.get(&t).map_or(0, BTreeSet::len) as u64;
+                    g.loads.insert(t, n);
+                }
+                if let Some(m) = g.meta.as_mut() {
+                    m.weighted = true;
+                    m.total = count;
+                }
+            }
+            let old = g.weight(partition);
+            if weight == 1 {
+                g.weights.remove(partition);
+            } else {
+                g.weights.insert(partition.to_owned(), weight);
+            }
+            let delta = i128::from(weight) - i128::from(old);
+            if let Some(m) = g.meta.as_mut() {
+                m.total = u64::try_from((i128::from(m.total) + delta).max(0)).unwrap_or(0);
+                m.wver += 1;
+            }
+            if let Some(owner) = g.owners.get(partition).cloned()
+                && g.loads.contains_key(&owner)
+            {
+                g.add_load(&owner, delta);
+            }
+            old
+        };
+        self.notify(keys);
+        Ok(WeightReply::Set(old))
     }
 
     async fn owner(

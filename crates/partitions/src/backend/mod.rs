@@ -57,6 +57,11 @@ pub struct GroupStatus {
     /// The version of the last versioned partition list applied to the group (0 if
     /// none: the set was seeded, or changed through [`crate::GroupAdmin`] only).
     pub list_version: u64,
+    /// Whether the group balances by weight: a weight was set
+    /// ([`crate::GroupAdmin::set_weight`]), or its replicas' capacities differ.
+    pub weighted: bool,
+    /// The partitions' weights, summed (P in an unweighted group).
+    pub total_weight: u64,
 }
 
 /// What a live replica of a group is doing.
@@ -91,6 +96,11 @@ pub struct ReplicaStatus {
     pub instance: String,
     /// Whether an operator drained it.
     pub drained: bool,
+    /// The weights of its partitions, summed (its partition count in an unweighted
+    /// group).
+    pub load: u64,
+    /// Its capacity ([`crate::GroupConfigBuilder::capacity`]).
+    pub capacity: u32,
 }
 
 impl GroupStatus {
@@ -131,6 +141,8 @@ pub struct PartitionOwner {
     pub remaining: Option<Duration>,
     /// How long its owner has held it (since the claim that won it).
     pub held_for: Option<Duration>,
+    /// Its weight (1 unless set).
+    pub weight: u64,
 }
 
 /// The protocol between a coordinator and its store. Public only so that the sealed
@@ -186,6 +198,8 @@ pub(crate) mod protocol {
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct TickRequest {
         pub replica: String,
+        /// This replica's capacity (stored when it joins).
+        pub capacity: u32,
         /// The session this heartbeat is for (`<replica>:<hex>`).
         pub token: String,
         /// Start the session (true) or extend it (false). A session that has ended is
@@ -227,6 +241,29 @@ pub(crate) mod protocol {
         pub version: u64,
         /// That list's digest.
         pub digest: String,
+        /// A weight was ever set: loads are weights summed, not counts.
+        pub weighted: bool,
+        /// The weights summed (`count` unless weighted).
+        pub total_weight: u64,
+        /// The largest weight (1 unless weighted).
+        pub max_weight: u64,
+        /// Bumped by every weight change.
+        pub weights_version: u64,
+    }
+
+    impl SetInfo {
+        /// An unweighted set of `count` partitions at list `version`.
+        pub fn plain(count: usize, version: u64, digest: &str) -> Self {
+            Self {
+                count,
+                version,
+                digest: digest.to_owned(),
+                weighted: false,
+                total_weight: count as u64,
+                max_weight: 1,
+                weights_version: 0,
+            }
+        }
     }
 
     /// A live member as a tick saw it.
@@ -238,6 +275,10 @@ pub(crate) mod protocol {
         pub left: Duration,
         /// Partitions its session holds.
         pub held: usize,
+        /// Their weights summed (`held` unless the group is weighted).
+        pub load: u64,
+        /// Its capacity (1 unless it said otherwise).
+        pub capacity: u32,
     }
 
     /// What a tick found.
@@ -280,14 +321,18 @@ pub(crate) mod protocol {
         pub floor: Fence,
         /// Instead of free partitions: these, if the session holds them.
         pub regrant: Vec<String>,
+        /// A weighted claim: take the free partitions (oldest first, among the next
+        /// `count`) whose weights fit into this much room, or, if none does, the first.
+        /// `None`: the first `count`.
+        pub room: Option<u64>,
     }
 
     /// What a claim got.
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub enum ClaimReply {
-        /// These partitions with their new fences; `unowned` are left.
+        /// These partitions with their new fences and weights; `unowned` are left.
         Claimed {
-            partitions: Vec<(String, Fence)>,
+            partitions: Vec<(String, Fence, u64)>,
             unowned: usize,
         },
         /// The group grants nothing for this long yet.
@@ -343,6 +388,15 @@ pub(crate) mod protocol {
         Last,
         /// (versioned) The group is at another list version now; nothing was removed.
         Stale,
+    }
+
+    /// What setting a weight did.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum WeightReply {
+        /// Set; this was the weight before.
+        Set(u64),
+        /// The partition is not in the set.
+        Unknown,
     }
 
     /// The head of a status read: everything but the partitions.
@@ -434,12 +488,22 @@ pub(crate) mod protocol {
             on: bool,
         ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
-        /// The partitions the session `token` holds (to reconcile, or to resume).
+        /// The partitions the session `token` holds, with their weights (to reconcile,
+        /// to resume, or after a weight change).
         fn held(
             &self,
             keys: &GroupKeys,
             token: &str,
-        ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
+        ) -> impl Future<Output = Result<Vec<(String, u64)>, StoreError>> + Send;
+
+        /// Sets a partition's weight (the group balances by weight from then on); the
+        /// owner's load follows at once.
+        fn set_weight(
+            &self,
+            keys: &GroupKeys,
+            partition: &str,
+            weight: u64,
+        ) -> impl Future<Output = Result<WeightReply, StoreError>> + Send;
 
         /// One partition's owner; `None` if it is not in the set.
         fn owner(
@@ -514,8 +578,15 @@ pub(crate) async fn read_status<B: GroupBackend>(
             session_left: m.left,
             instance: instance.clone(),
             drained: head.drained.contains(&m.replica),
+            load: m.load,
+            capacity: m.capacity,
         })
         .collect();
+    let weighted = head.set.weighted
+        || head
+            .members
+            .windows(2)
+            .any(|w| w[0].capacity != w[1].capacity);
     let replicas = head
         .members
         .into_iter()
@@ -529,5 +600,7 @@ pub(crate) async fn read_status<B: GroupBackend>(
         replicas,
         members,
         list_version: head.set.version,
+        weighted,
+        total_weight: head.set.total_weight,
     }))
 }

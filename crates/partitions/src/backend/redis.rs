@@ -19,13 +19,15 @@ use tokio::sync::broadcast;
 use super::protocol::{
     AddReply, Change, ClaimReply, ClaimRequest, Conflict, MemberInfo, MemberState, Protocol,
     RemoveReply, SessionReply, SetInfo, StatusHead, TickReply, TickRequest, VersionStep,
+    WeightReply,
 };
 use super::{DRAIN_BUDGET, PartitionOwner};
 use crate::keys::GroupKeys;
 
 /// Helpers every group script starts with. KEYS, in [`GroupKeys::all`] order:
 /// 1 members, 2 sessions, 3 states, 4 meta, 5 partitions, 6 free, 7 owners, 8 fences,
-/// 9 held, 10 dead, 11 revoked, 12 drains, 13 since, 14 info.
+/// 9 held, 10 dead, 11 revoked, 12 drains, 13 since, 14 info, 15 weights, 16 loads,
+/// 17 capacity.
 macro_rules! prelude {
     () => {
         r#"
@@ -53,7 +55,29 @@ end
 -- Every key of the group with its type, for scripts that may write any of them.
 local function expect_all()
   return expect(1, 'zset', 2, 'hash', 3, 'hash', 4, 'hash', 5, 'zset', 6, 'zset', 7, 'hash',
-    8, 'hash', 9, 'zset', 10, 'zset', 11, 'hash', 12, 'hash', 13, 'hash', 14, 'hash')
+    8, 'hash', 9, 'zset', 10, 'zset', 11, 'hash', 12, 'hash', 13, 'hash', 14, 'hash',
+    15, 'zset', 16, 'hash', 17, 'hash')
+end
+
+-- Whether the group balances by weight (a weight was set once): then `loads` holds
+-- every session's weights, summed.
+local function weighted()
+  return redis.call('HGET', KEYS[4], 'weighted') == '1'
+end
+
+-- The weights of `names` (1 unless set).
+local function weights_of(names)
+  local w = {}
+  if #names == 0 then return w end
+  local s = redis.call('ZMSCORE', KEYS[15], unpack(names))
+  for j = 1, #names do w[j] = tonumber(s[j] or '1') end
+  return w
+end
+
+local function sum(list)
+  local n = 0
+  for _, x in ipairs(list) do n = n + x end
+  return n
 end
 
 -- The range of `held` that belongs to session `tok`: entries `tok \1 partition`.
@@ -85,6 +109,7 @@ local function reap(now)
     redis.call('HDEL', KEYS[2], r)
     redis.call('HDEL', KEYS[3], r)
     redis.call('HDEL', KEYS[14], r)
+    redis.call('HDEL', KEYS[17], r)
     if tok then
       local lo, hi = span(tok)
       lost = lost + redis.call('ZLEXCOUNT', KEYS[9], lo, hi)
@@ -119,6 +144,7 @@ local function drain(budget)
       local entries = redis.call('ZRANGEBYLEX', KEYS[9], lo, hi, 'LIMIT', 0, left)
       if #entries < left then
         redis.call('ZREM', KEYS[10], tok)
+        redis.call('HDEL', KEYS[16], tok)
       else
         left_over[#left_over + 1] = tok
       end
@@ -127,17 +153,20 @@ local function drain(budget)
         for j, e in ipairs(entries) do names[j] = string.sub(e, #tok + 2) end
         local owners = redis.call('HMGET', KEYS[7], unpack(names))
         local listed = redis.call('ZMSCORE', KEYS[5], unpack(names))
-        local gone, back = {}, {}
+        local gone, back, unlisted = {}, {}, {}
         for j, n in ipairs(names) do
           if owners[j] == tok then
             gone[#gone + 1] = n
             if listed[j] then
               back[#back + 1] = ended
               back[#back + 1] = n
+            else
+              unlisted[#unlisted + 1] = n
             end
           end
         end
         redis.call('ZREM', KEYS[9], unpack(entries))
+        if #unlisted > 0 then redis.call('ZREM', KEYS[15], unpack(unlisted)) end
         if #gone > 0 then redis.call('HDEL', KEYS[7], unpack(gone)) end
         forget(gone)
         if #back > 0 then redis.call('ZADD', KEYS[6], unpack(back)) end
@@ -153,6 +182,16 @@ local function meta()
   local m = redis.call('HMGET', KEYS[4], 'count', 'version', 'digest', 'grant_after')
   return m[1] ~= false, tonumber(m[1] or '0'), tonumber(m[2] or '0'), m[3] or '',
     tonumber(m[4] or '0')
+end
+
+-- The weights of the set: weighted (1/0), total, largest, version of the last change.
+local function weight_info(count)
+  local m = redis.call('HMGET', KEYS[4], 'weighted', 'total', 'wver')
+  if m[1] ~= '1' then return 0, count, 1, tonumber(m[3] or '0') end
+  local top = redis.call('ZREVRANGE', KEYS[15], 0, 0, 'WITHSCORES')
+  local wmax = 1
+  if #top == 2 and tonumber(top[2]) > 1 then wmax = tonumber(top[2]) end
+  return 1, tonumber(m[2] or '0'), wmax, tonumber(m[3] or '0')
 end
 
 -- Creates the group's metadata if there is none: no grant for `delay` ms from now.
@@ -194,7 +233,7 @@ local function roster(now, reaped)
     names[#names + 1] = scored[i]
     lefts[#lefts + 1] = tonumber(scored[i + 1]) - now
   end
-  local states = {}
+  local states, loads, caps = {}, {}, {}
   if #names > 0 then
     local toks = redis.call('HMGET', KEYS[2], unpack(names))
     states = redis.call('HMGET', KEYS[3], unpack(names))
@@ -206,8 +245,19 @@ local function roster(now, reaped)
         helds[k] = 0
       end
     end
+    local c = redis.call('HMGET', KEYS[17], unpack(names))
+    local w, l = weighted(), {}
+    if w then
+      local tk = {}
+      for k = 1, #names do tk[k] = toks[k] or '' end
+      l = redis.call('HMGET', KEYS[16], unpack(tk))
+    end
+    for k = 1, #names do
+      caps[k] = tonumber(c[k] or '1')
+      if w then loads[k] = tonumber(l[k] or '0') else loads[k] = helds[k] end
+    end
   end
-  return names, states, lefts, helds
+  return names, states, lefts, helds, loads, caps
 end
 
 -- `names` without repeats, in order.
@@ -226,7 +276,7 @@ end
 }
 
 /// ARGV: replica, token, join (1/0), state, ttl ms, drain budget, channel, notice,
-/// instance.
+/// instance, capacity.
 ///
 /// Reaps ended sessions; starts (join) or extends the session, never one that has
 /// ended, and resumes an `away` one on join; publishes the notice when the member's
@@ -271,7 +321,10 @@ if session == 'live' then
     redis.call('HSET', KEYS[3], replica, state)
     redis.call('PUBLISH', ARGV[7], ARGV[8])
   end
-  if join then redis.call('HSET', KEYS[14], replica, ARGV[9]) end
+  if join then
+    redis.call('HSET', KEYS[14], replica, ARGV[9])
+    redis.call('HSET', KEYS[17], replica, ARGV[10])
+  end
   if redis.call('HGET', KEYS[12], replica) == tok then drained = 1 end
   if redis.call('HLEN', KEYS[11]) > 0 then
     local all = redis.call('HGETALL', KEYS[11])
@@ -287,21 +340,25 @@ if session == 'live' then
   end
 end
 local dead = drain(tonumber(ARGV[6]))
-local names, states, lefts, helds = roster(now, true)
+local names, states, lefts, helds, loads, caps = roster(now, true)
 local wait = after - now
 if wait < 0 then wait = 0 end
+local w, total, wmax, wver = weight_info(count)
 return {session, resumed, exists and 1 or 0, count, version, digest, names, states, lefts,
-  helds, unowned(dead), wait, #dead, drained, revoked, expired}
+  helds, unowned(dead), wait, #dead, drained, revoked, expired, loads, caps, w, total, wmax,
+  wver}
 "#
     ))
 });
 
-/// ARGV: replica, token, ttl ms, count, fence floor, drain budget, names to regrant...
+/// ARGV: replica, token, ttl ms, count, fence floor, drain budget, room (-1: none),
+/// names to regrant...
 ///
-/// Extends the session, then takes up to `count` free partitions, oldest first (or,
-/// given names, new terms for those of them the session holds), each with fence =
-/// max(last + 1, floor, server time in µs). Reply {'ok', {name, fence, ...}, unowned},
-/// {'wait', ms} before the group may grant, {'lost'} without a session.
+/// Extends the session, then takes up to `count` free partitions, oldest first (with a
+/// room: those among the first `count` whose weights fit into it, or the first if none
+/// does), or, given names, new terms for those of them the session holds; each with
+/// fence = max(last + 1, floor, server time in µs). Reply {'ok', {name, fence, weight,
+/// ...}, unowned}, {'wait', ms} before the group may grant, {'lost'} without a session.
 static CLAIM: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
@@ -318,18 +375,33 @@ local _, count, _, _, after = meta()
 if after > now then return {'wait', after - now} end
 redis.call('ZADD', KEYS[1], 'GT', now + ttl, replica)
 local dead = drain(tonumber(ARGV[6]))
-local names, regrant = {}, #ARGV > 6
+local room = tonumber(ARGV[7])
+local names, regrant = {}, #ARGV > 7
 if regrant then
-  for i = 7, #ARGV do names[#names + 1] = ARGV[i] end
-elseif want > 0 then
+  for i = 8, #ARGV do names[#names + 1] = ARGV[i] end
+elseif want > 0 and room < 0 then
   local popped = redis.call('ZPOPMIN', KEYS[6], want)
   for i = 1, #popped, 2 do names[#names + 1] = popped[i] end
+elseif want > 0 then
+  local cand = redis.call('ZRANGE', KEYS[6], 0, want - 1)
+  local ws = weights_of(cand)
+  local acc = 0
+  for j, n in ipairs(cand) do
+    if acc + ws[j] <= room then
+      names[#names + 1] = n
+      acc = acc + ws[j]
+    end
+  end
+  if #names == 0 and #cand > 0 then names[1] = cand[1] end
+  if #names > 0 then redis.call('ZREM', KEYS[6], unpack(names)) end
 end
 local out = {}
 if #names > 0 then
   local owners = redis.call('HMGET', KEYS[7], unpack(names))
   local fences = redis.call('HMGET', KEYS[8], unpack(names))
+  local ws = weights_of(names)
   local fset, oset, hset, sset = {}, {}, {}, {}
+  local gained = 0
   for j, n in ipairs(names) do
     local o = owners[j]
     local take
@@ -354,6 +426,8 @@ if #names > 0 then
       sset[#sset + 1] = now
       out[#out + 1] = n
       out[#out + 1] = f
+      out[#out + 1] = ws[j]
+      if not regrant then gained = gained + ws[j] end
     end
   end
   if #out > 0 then
@@ -361,6 +435,7 @@ if #names > 0 then
     redis.call('HSET', KEYS[7], unpack(oset))
     redis.call('ZADD', KEYS[9], unpack(hset))
     redis.call('HSET', KEYS[13], unpack(sset))
+    if gained > 0 and weighted() then redis.call('HINCRBY', KEYS[16], token, gained) end
   end
 end
 return {'ok', out, unowned(dead)}
@@ -376,7 +451,8 @@ static RELEASE: LazyLock<LuaScript> = LazyLock::new(|| {
         prelude!(),
         r#"
 local token = ARGV[1]
-local bad = expect(6, 'zset', 7, 'hash', 9, 'zset', 11, 'hash', 13, 'hash')
+local bad = expect(6, 'zset', 7, 'hash', 9, 'zset', 11, 'hash', 13, 'hash', 15, 'zset',
+  16, 'hash')
 if bad then return bad end
 local now = clock()
 local names = {}
@@ -385,7 +461,7 @@ local out = {}
 if #names == 0 then return out end
 local owners = redis.call('HMGET', KEYS[7], unpack(names))
 local listed = redis.call('ZMSCORE', KEYS[5], unpack(names))
-local gone, entries, back = {}, {}, {}
+local gone, entries, back, unlisted = {}, {}, {}, {}
 for j, n in ipairs(names) do
   if owners[j] == token then
     out[j] = 1
@@ -394,16 +470,22 @@ for j, n in ipairs(names) do
     if listed[j] then
       back[#back + 1] = now
       back[#back + 1] = n
+    else
+      unlisted[#unlisted + 1] = n
     end
   else
     out[j] = 0
   end
 end
 if #gone > 0 then
+  if weighted() then
+    redis.call('HINCRBY', KEYS[16], token, -sum(weights_of(gone)))
+  end
   redis.call('HDEL', KEYS[7], unpack(gone))
   redis.call('ZREM', KEYS[9], unpack(entries))
   forget(gone)
   if #back > 0 then redis.call('ZADD', KEYS[6], unpack(back)) end
+  if #unlisted > 0 then redis.call('ZREM', KEYS[15], unpack(unlisted)) end
   redis.call('PUBLISH', ARGV[2], ARGV[3])
 end
 return out
@@ -425,6 +507,7 @@ if redis.call('HGET', KEYS[2], ARGV[1]) == ARGV[2] then
   redis.call('HDEL', KEYS[2], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
   redis.call('HDEL', KEYS[14], ARGV[1])
+  redis.call('HDEL', KEYS[17], ARGV[1])
   if redis.call('HGET', KEYS[12], ARGV[1]) == ARGV[2] then redis.call('HDEL', KEYS[12], ARGV[1]) end
   redis.call('ZADD', KEYS[10], now, ARGV[2])
   drain(tonumber(ARGV[5]))
@@ -448,7 +531,7 @@ static ADD: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
-local bad = expect(4, 'hash', 5, 'zset', 6, 'zset', 7, 'hash', 11, 'hash')
+local bad = expect(4, 'hash', 5, 'zset', 6, 'zset', 7, 'hash', 11, 'hash', 15, 'zset')
 if bad then return bad end
 if stale(ARGV[1]) then return {'stale'} end
 local now = clock()
@@ -484,6 +567,10 @@ if #added > 0 then
   redis.call('HDEL', KEYS[11], unpack(added))
   redis.call('HINCRBY', KEYS[4], 'count', #added)
   redis.call('HSET', KEYS[4], 'next', nxt)
+  if weighted() then
+    -- 1 each, unless one removed while held is back with its weight.
+    redis.call('HINCRBY', KEYS[4], 'total', sum(weights_of(added)))
+  end
   redis.call('PUBLISH', ARGV[3], ARGV[4])
 end
 return {'ok', #added}
@@ -501,7 +588,7 @@ static REMOVE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
-local bad = expect(4, 'hash', 5, 'zset', 6, 'zset', 11, 'hash')
+local bad = expect(4, 'hash', 5, 'zset', 6, 'zset', 11, 'hash', 15, 'zset')
 if bad then return bad end
 if stale(ARGV[1]) then return {'stale'} end
 local names = {}
@@ -523,14 +610,21 @@ if #gone == 0 then return {'ok', 0} end
 redis.call('ZREM', KEYS[5], unpack(gone))
 redis.call('ZREM', KEYS[6], unpack(gone))
 local owners = redis.call('HMGET', KEYS[7], unpack(gone))
-local revoke = {}
+local revoke, unheld = {}, {}
 for j, n in ipairs(gone) do
   if owners[j] then
     revoke[#revoke + 1] = n
     revoke[#revoke + 1] = 'removed'
+  else
+    unheld[#unheld + 1] = n
   end
 end
 if #revoke > 0 then redis.call('HSET', KEYS[11], unpack(revoke)) end
+if weighted() then
+  -- A held one keeps its weight (in its owner's load) until it is given back.
+  redis.call('HINCRBY', KEYS[4], 'total', -sum(weights_of(gone)))
+end
+if #unheld > 0 then redis.call('ZREM', KEYS[15], unpack(unheld)) end
 redis.call('HINCRBY', KEYS[4], 'count', -#gone)
 redis.call('PUBLISH', ARGV[2], ARGV[3])
 return {'ok', #gone}
@@ -599,16 +693,22 @@ return 1
     ))
 });
 
-/// ARGV: token. Reply: the partitions the session holds.
+/// ARGV: token. Reply: {name, weight, ...} of the partitions the session holds.
 static HELD: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
         r#"
 local tok = ARGV[1]
 local lo, hi = span(tok)
-local out = {}
+local names = {}
 for i, e in ipairs(redis.call('ZRANGEBYLEX', KEYS[9], lo, hi)) do
-  out[i] = string.sub(e, #tok + 2)
+  names[i] = string.sub(e, #tok + 2)
+end
+local ws = weights_of(names)
+local out = {}
+for i, n in ipairs(names) do
+  out[#out + 1] = n
+  out[#out + 1] = ws[i]
 end
 return out
 "#
@@ -616,7 +716,7 @@ return out
 });
 
 /// ARGV: partition. Reply: false if it is not in the set, else {owner replica or '',
-/// fence, ms left or -1, ms held or -1}. Read-only.
+/// fence, ms left or -1, ms held or -1, weight}. Read-only.
 static OWNER: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
@@ -625,22 +725,61 @@ local now = clock()
 if not redis.call('ZSCORE', KEYS[5], ARGV[1]) then return false end
 local o = redis.call('HGET', KEYS[7], ARGV[1])
 local fence = redis.call('HGET', KEYS[8], ARGV[1]) or '0'
+local weight = weights_of({ARGV[1]})[1]
 if o then
   local exp = live(o, now)
   if exp then
     local since = tonumber(redis.call('HGET', KEYS[13], ARGV[1]) or '-1')
     local held = -1
     if since >= 0 then held = now - since end
-    return {replica_of(o), fence, exp - now, held}
+    return {replica_of(o), fence, exp - now, held, weight}
   end
 end
-return {'', fence, -1, -1}
+return {'', fence, -1, -1, weight}
+"#
+    ))
+});
+
+/// ARGV: partition, weight, channel, notice. Sets the partition's weight; the first
+/// weight set makes the group weighted (every session's load counted from what it
+/// holds). The owner's load follows at once. Reply {'ok', old weight} or {'unknown'}.
+static WEIGHT: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(concat!(
+        prelude!(),
+        r#"
+local bad = expect(2, 'hash', 4, 'hash', 5, 'zset', 7, 'hash', 9, 'zset', 15, 'zset',
+  16, 'hash')
+if bad then return bad end
+local n, w = ARGV[1], tonumber(ARGV[2])
+if not redis.call('ZSCORE', KEYS[5], n) then return {'unknown'} end
+if not weighted() then
+  redis.call('HSET', KEYS[4], 'weighted', 1, 'total', redis.call('ZCARD', KEYS[5]))
+  for _, tok in ipairs(redis.call('HVALS', KEYS[2])) do
+    local lo, hi = span(tok)
+    redis.call('HSET', KEYS[16], tok, redis.call('ZLEXCOUNT', KEYS[9], lo, hi))
+  end
+end
+local old = weights_of({n})[1]
+if w == 1 then
+  redis.call('ZREM', KEYS[15], n)
+else
+  redis.call('ZADD', KEYS[15], w, n)
+end
+redis.call('HINCRBY', KEYS[4], 'total', w - old)
+local o = redis.call('HGET', KEYS[7], n)
+if o and redis.call('HEXISTS', KEYS[16], o) == 1 then
+  redis.call('HINCRBY', KEYS[16], o, w - old)
+end
+redis.call('HINCRBY', KEYS[4], 'wver', 1)
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return {'ok', old}
 "#
     ))
 });
 
 /// Reply: false if the group was never created, else {count, version, digest, names[],
-/// states[], ms left[], held[], instances[], drained[]} of the live members. Read-only.
+/// states[], ms left[], held[], instances[], drained[], loads[], capacities[], weighted,
+/// total weight, largest weight, weights version} of the live members. Read-only.
 static STATUS_HEAD: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
@@ -648,7 +787,7 @@ static STATUS_HEAD: LazyLock<LuaScript> = LazyLock::new(|| {
 local now = clock()
 local exists, count, version, digest = meta()
 if not exists then return false end
-local names, states, lefts, helds = roster(now, false)
+local names, states, lefts, helds, loads, caps = roster(now, false)
 local instances, drained = {}, {}
 if #names > 0 then
   instances = redis.call('HMGET', KEYS[14], unpack(names))
@@ -658,13 +797,15 @@ if #names > 0 then
     if drains[k] and drains[k] == toks[k] then drained[#drained + 1] = n end
   end
 end
-return {count, version, digest, names, states, lefts, helds, instances, drained}
+local w, total, wmax, wver = weight_info(count)
+return {count, version, digest, names, states, lefts, helds, instances, drained, loads, caps,
+  w, total, wmax, wver}
 "#
     ))
 });
 
 /// ARGV: offset, limit. Reply: {name, owner replica or '', fence, ms left or -1, ms held
-/// or -1} for the partitions at those positions. Read-only.
+/// or -1, weight} for the partitions at those positions. Read-only.
 static STATUS_PAGE: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::new(concat!(
         prelude!(),
@@ -677,6 +818,7 @@ if #names == 0 then return out end
 local owners = redis.call('HMGET', KEYS[7], unpack(names))
 local fences = redis.call('HMGET', KEYS[8], unpack(names))
 local sinces = redis.call('HMGET', KEYS[13], unpack(names))
+local ws = weights_of(names)
 local seen = {}
 for j, n in ipairs(names) do
   local who, left, held = '', -1, -1
@@ -689,7 +831,7 @@ for j, n in ipairs(names) do
       if sinces[j] then held = now - tonumber(sinces[j]) end
     end
   end
-  out[j] = {n, who, fences[j] or '0', left, held}
+  out[j] = {n, who, fences[j] or '0', left, held, ws[j]}
 end
 return out
 "#
@@ -712,6 +854,7 @@ pub fn script_hashes() -> Vec<(&'static str, String)> {
         ("version", &*VERSION),
         ("held", &*HELD),
         ("drain", &*DRAIN),
+        ("weight", &*WEIGHT),
         ("owner", &*OWNER),
         ("list", &*LIST),
         ("status_head", &*STATUS_HEAD),
@@ -762,7 +905,8 @@ fn ints(p: &mut Parse) -> Result<Vec<i64>, StoreError> {
     Ok(out)
 }
 
-/// The roster part of a tick or status reply: names, states, ms left, held.
+/// The roster part of a tick or status reply: names, states, ms left, held (loads and
+/// capacities come later in the reply: [`weigh`]).
 fn roster(p: &mut Parse) -> Result<Vec<MemberInfo>, StoreError> {
     let names = strings(p)?;
     let states = strings(p)?;
@@ -771,16 +915,41 @@ fn roster(p: &mut Parse) -> Result<Vec<MemberInfo>, StoreError> {
     Ok(names
         .into_iter()
         .enumerate()
-        .map(|(i, replica)| MemberInfo {
-            replica,
-            state: MemberState::parse(states.get(i).map_or("", String::as_str)),
-            left: ms(lefts.get(i).copied().unwrap_or(0)),
-            held: count(helds.get(i).copied().unwrap_or(0)),
+        .map(|(i, replica)| {
+            let held = count(helds.get(i).copied().unwrap_or(0));
+            MemberInfo {
+                replica,
+                state: MemberState::parse(states.get(i).map_or("", String::as_str)),
+                left: ms(lefts.get(i).copied().unwrap_or(0)),
+                held,
+                load: held as u64,
+                capacity: 1,
+            }
         })
         .collect())
 }
 
-/// `{name, owner or '', fence, ms left or -1, ms held or -1}` (the name given for the
+/// The weights part of a tick or status reply: loads[], capacities[], weighted, total,
+/// largest, version; into the roster and the set read before it.
+fn weigh(p: &mut Parse, members: &mut [MemberInfo], set: &mut SetInfo) -> Result<(), StoreError> {
+    let loads = ints(p)?;
+    let caps = ints(p)?;
+    for (i, m) in members.iter_mut().enumerate() {
+        m.load = loads
+            .get(i)
+            .map_or(m.held as u64, |l| l.max(&0).unsigned_abs());
+        m.capacity = caps
+            .get(i)
+            .map_or(1, |c| u32::try_from((*c).max(1)).unwrap_or(u32::MAX));
+    }
+    set.weighted = p.next_int()? == 1;
+    set.total_weight = p.next_int()?.max(0).unsigned_abs();
+    set.max_weight = p.next_int()?.max(1).unsigned_abs();
+    set.weights_version = p.next_u64()?;
+    Ok(())
+}
+
+/// `{name, owner or '', fence, ms left or -1, ms held or -1, weight}` (the name given for the
 /// owner script, which does not repeat it).
 fn owner(name: Option<String>, p: &mut Parse) -> Result<PartitionOwner, StoreError> {
     let partition = match name {
@@ -791,6 +960,7 @@ fn owner(name: Option<String>, p: &mut Parse) -> Result<PartitionOwner, StoreErr
     let fence = Fence(p.next_u64()?);
     let left = p.next_int()?;
     let held = p.next_int()?;
+    let weight = p.next_int()?.max(1).unsigned_abs();
     let owned = !who.is_empty();
     Ok(PartitionOwner {
         partition,
@@ -798,6 +968,7 @@ fn owner(name: Option<String>, p: &mut Parse) -> Result<PartitionOwner, StoreErr
         remaining: (owned && left >= 0).then(|| ms(left)),
         held_for: (owned && held >= 0).then(|| ms(held)),
         owner: owned.then_some(who),
+        weight,
     })
 }
 
@@ -813,6 +984,7 @@ impl Protocol for RedisStore {
     async fn tick(&self, keys: &GroupKeys, req: &TickRequest) -> Result<TickReply, StoreError> {
         let ttl = millis(req.ttl);
         let budget = DRAIN_BUDGET.to_string();
+        let capacity = req.capacity.max(1).to_string();
         let args = [
             req.replica.as_str(),
             &req.token,
@@ -823,6 +995,7 @@ impl Protocol for RedisStore {
             &keys.channel,
             &keys.notice,
             &req.instance,
+            &capacity,
         ];
         let mut p = Parse::new("group tick", self.eval(&TICK, &keys.all(), &args).await?);
         let session = match p.next_string()?.as_str() {
@@ -837,18 +1010,18 @@ impl Protocol for RedisStore {
         };
         let resumed = p.next_opt_string()?.filter(|t| !t.is_empty());
         let exists = p.next_int()? == 1;
-        let set = SetInfo {
-            count: count(p.next_int()?),
-            version: p.next_u64()?,
-            digest: p.next_opt_string()?.unwrap_or_default(),
-        };
-        let members = roster(&mut p)?;
+        let count_ = count(p.next_int()?);
+        let version = p.next_u64()?;
+        let digest = p.next_opt_string()?.unwrap_or_default();
+        let mut set = SetInfo::plain(count_, version, &digest);
+        let mut members = roster(&mut p)?;
         let unowned = count(p.next_int()?);
         let grant_wait = ms(p.next_int()?);
         let draining = count(p.next_int()?);
         let drained = p.next_int()? == 1;
         let revoked = pairs(&mut p)?;
         let expired = count(p.next_int()?);
+        weigh(&mut p, &mut members, &mut set)?;
         p.finish()?;
         Ok(TickReply {
             session,
@@ -871,6 +1044,9 @@ impl Protocol for RedisStore {
             req.floor.get().to_string(),
         );
         let budget = DRAIN_BUDGET.to_string();
+        let room = req
+            .room
+            .map_or_else(|| "-1".to_owned(), |r| r.min(1 << 52).to_string());
         let mut args = vec![
             req.replica.as_str(),
             &req.token,
@@ -878,15 +1054,20 @@ impl Protocol for RedisStore {
             &want,
             &floor,
             &budget,
+            &room,
         ];
         args.extend(req.regrant.iter().map(String::as_str));
         let mut p = Parse::new("claim", self.eval(&CLAIM, &keys.all(), &args).await?);
         match p.next_string()?.as_str() {
             "ok" => {
                 let mut flat = p.next_array()?;
-                let mut partitions = Vec::with_capacity(flat.remaining() / 2);
+                let mut partitions = Vec::with_capacity(flat.remaining() / 3);
                 while flat.remaining() > 0 {
-                    partitions.push((flat.next_string()?, Fence(flat.next_u64()?)));
+                    partitions.push((
+                        flat.next_string()?,
+                        Fence(flat.next_u64()?),
+                        flat.next_u64()?,
+                    ));
                 }
                 Ok(ClaimReply::Claimed {
                     partitions,
@@ -1007,9 +1188,30 @@ impl Protocol for RedisStore {
         Ok(Parse::new("drain", reply).next_int()? == 1)
     }
 
-    async fn held(&self, keys: &GroupKeys, token: &str) -> Result<Vec<String>, StoreError> {
+    async fn held(&self, keys: &GroupKeys, token: &str) -> Result<Vec<(String, u64)>, StoreError> {
         let reply = self.eval(&HELD, &keys.all(), &[token]).await?;
-        strings(&mut Parse::new("held", Value::Array(vec![reply])))
+        let mut flat = Parse::new("held", Value::Array(vec![reply])).next_array()?;
+        let mut out = Vec::with_capacity(flat.remaining() / 2);
+        while flat.remaining() > 0 {
+            out.push((flat.next_string()?, flat.next_u64()?));
+        }
+        Ok(out)
+    }
+
+    async fn set_weight(
+        &self,
+        keys: &GroupKeys,
+        partition: &str,
+        weight: u64,
+    ) -> Result<WeightReply, StoreError> {
+        let w = weight.to_string();
+        let args = [partition, w.as_str(), &keys.channel, &keys.notice];
+        let mut p = Parse::new("weight", self.eval(&WEIGHT, &keys.all(), &args).await?);
+        match p.next_string()?.as_str() {
+            "ok" => Ok(WeightReply::Set(p.next_u64()?)),
+            "unknown" => Ok(WeightReply::Unknown),
+            other => Err(StoreError::Protocol(format!("weight replied {other:?}"))),
+        }
     }
 
     async fn owner(
@@ -1031,14 +1233,15 @@ impl Protocol for RedisStore {
             return Ok(None);
         }
         let mut p = Parse::new("group status", reply);
-        let set = SetInfo {
-            count: count(p.next_int()?),
-            version: p.next_u64()?,
-            digest: p.next_opt_string()?.unwrap_or_default(),
-        };
-        let members = roster(&mut p)?;
+        let count = count(p.next_int()?);
+        let version = p.next_u64()?;
+        let digest = p.next_opt_string()?.unwrap_or_default();
+        let mut set = SetInfo::plain(count, version, &digest);
+        let mut members = roster(&mut p)?;
         let instances = strings(&mut p)?;
         let drained = strings(&mut p)?;
+        weigh(&mut p, &mut members, &mut set)?;
+        p.finish()?;
         Ok(Some(StatusHead {
             set,
             members,

@@ -5,3 +5,4 @@
 
 pub(crate) mod plan;
 pub(crate) mod state;
+pub(crate) mod weighted;

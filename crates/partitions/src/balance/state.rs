@@ -43,6 +43,7 @@ use rand::{Rng, RngExt};
 use tokio::time::Instant;
 
 use super::plan::{Member, Plan, plan};
+use super::weighted::{Loaded, Totals, WeightedPlan, weighted_plan};
 use crate::backend::CLAIM_BATCH;
 use crate::backend::protocol::{
     ClaimReply, Conflict, MemberState, SessionReply, SetInfo, TickReply, TickRequest,
@@ -76,6 +77,8 @@ pub(crate) struct Settings {
     pub(crate) rejoin_grace: Option<Duration>,
     /// This process, for operators (`host pid`).
     pub(crate) instance: String,
+    /// This replica's capacity: its share of a weighted group's load is in proportion.
+    pub(crate) capacity: u32,
 }
 
 /// How this replica stands in its group.
@@ -123,8 +126,13 @@ pub(crate) enum StopReason {
 pub(crate) enum Action {
     /// Send this heartbeat (its renewal outcome goes to every waiting elector).
     Tick(TickRequest),
-    /// Claim up to `count` free partitions, issuing fences of at least `floor`.
-    Claim { count: usize, floor: Fence },
+    /// Claim up to `count` free partitions, issuing fences of at least `floor` (in a
+    /// weighted group: those whose weights fit into `room`).
+    Claim {
+        count: usize,
+        floor: Fence,
+        room: Option<u64>,
+    },
     /// New terms for these partitions, which the (resumed) session holds.
     Regrant { indices: Vec<usize>, floor: Fence },
     /// Apply this replica's partition list to the group (creating the group first if
@@ -215,6 +223,16 @@ pub(crate) struct GroupState {
     leaving: Leaving,
     /// Live members counted towards N, for the plan.
     members: Vec<Member>,
+    /// The same with their loads and capacities, for a weighted plan.
+    loaded: Vec<Loaded>,
+    /// This session's load as the store counted it at the last tick.
+    server_load: u64,
+    /// The weights of this session's partitions other than 1, by index.
+    weights: HashMap<usize, u64>,
+    /// The group's weights version this replica's weights are from.
+    weights_version: u64,
+    /// The last weighted plan, and the load it lets this replica claim up to.
+    wplan: Option<(WeightedPlan, u64)>,
     /// Every live member's id, for the view.
     live: Vec<String>,
     /// The group's partition set at the last tick (`None`: the group does not exist).
@@ -272,6 +290,11 @@ impl GroupState {
             joined_once: false,
             leaving: Leaving::No,
             members: Vec::new(),
+            loaded: Vec::new(),
+            server_load: 0,
+            weights: HashMap::new(),
+            weights_version: 0,
+            wplan: None,
             live: Vec::new(),
             set: None,
             server_held: 0,
@@ -402,6 +425,40 @@ impl GroupState {
         self.serving.len() + self.stopping.len()
     }
 
+    fn weight_of(&self, i: usize) -> u64 {
+        self.weights.get(&i).copied().unwrap_or(1)
+    }
+
+    /// The weights of what this session holds, summed, as this replica knows them.
+    fn held_load(&self) -> u64 {
+        self.serving
+            .items
+            .iter()
+            .chain(self.stopping.iter())
+            .map(|&i| self.weight_of(i))
+            .sum()
+    }
+
+    /// Whether the group balances by weight: a weight was set, or capacities differ.
+    pub(crate) fn weighted(&self) -> bool {
+        self.set.as_ref().is_some_and(|s| s.weighted)
+            || self.loaded.iter().any(|m| m.capacity != self.s.capacity)
+    }
+
+    /// This replica's load (the weights it holds, summed; its count unless weighted).
+    pub(crate) fn load(&self) -> u64 {
+        if self.set.as_ref().is_some_and(|s| s.weighted) {
+            self.held_load()
+        } else {
+            self.held() as u64
+        }
+    }
+
+    /// This replica's share of the group's load, in a weighted group.
+    pub(crate) fn share(&self) -> Option<f64> {
+        self.wplan.as_ref().map(|(p, _)| p.share)
+    }
+
     fn member_state(&self, now: Instant) -> MemberState {
         match self.leaving {
             Leaving::Parking | Leaving::Parked => MemberState::Away,
@@ -447,6 +504,7 @@ impl GroupState {
                 state: self.member_state(now),
                 ttl,
                 instance: self.s.instance.clone(),
+                capacity: self.s.capacity,
             }));
         }
         actions
@@ -537,6 +595,7 @@ impl GroupState {
             actions.extend(self.maybe_apply());
             actions.extend(self.revoke(revoked));
             actions.extend(self.check_count());
+            actions.extend(self.refresh_weights());
             actions.extend(self.decide(now, rng));
         }
         (renewal, actions)
@@ -607,11 +666,19 @@ impl GroupState {
                 owned: (m.state != MemberState::Settling).then_some(m.held),
             })
             .collect();
-        self.server_held = reply
+        self.loaded = reply
             .members
             .iter()
-            .find(|m| m.replica == self.s.replica)
-            .map_or(0, |m| m.held);
+            .filter(|m| m.state.counts())
+            .map(|m| Loaded {
+                replica: m.replica.clone(),
+                load: (m.state != MemberState::Settling).then_some(m.load),
+                capacity: m.capacity,
+            })
+            .collect();
+        let me = reply.members.iter().find(|m| m.replica == self.s.replica);
+        self.server_held = me.map_or(0, |m| m.held);
+        self.server_load = me.map_or(0, |m| m.load);
         // A member that stops heartbeating ends when its session expires: look again
         // right after the earliest expiry if that comes before the next regular tick,
         // so its partitions move within one lease of its last heartbeat plus a tick.
@@ -666,6 +733,23 @@ impl GroupState {
         Vec::new()
     }
 
+    /// A weight changed since this replica last read its partitions' weights: read
+    /// them again (the same read as a reconcile).
+    fn refresh_weights(&mut self) -> Vec<Action> {
+        let Some(set) = &self.set else {
+            return Vec::new();
+        };
+        if !set.weighted || set.weights_version == self.weights_version || self.reconciling {
+            return Vec::new();
+        }
+        self.weights_version = set.weights_version;
+        if self.held() == 0 {
+            return Vec::new();
+        }
+        self.reconciling = true;
+        vec![Action::Reconcile { resume: false }]
+    }
+
     /// Applies the balancing rule to the last tick's view: hand over, then claim.
     fn decide(&mut self, now: Instant, rng: &mut impl Rng) -> Vec<Action> {
         let mut actions = Vec::new();
@@ -684,6 +768,10 @@ impl GroupState {
             return actions;
         }
         let settling = self.settling(now);
+        if self.weighted() {
+            return self.decide_weighted(now, settling);
+        }
+        self.wplan = None;
         let plan = plan(
             self.partitions(),
             &self.s.replica,
@@ -724,6 +812,88 @@ impl GroupState {
         actions
     }
 
+    /// The weighted rule ([`weighted_plan`]) on the last tick's view, with the same
+    /// hysteresis and availability rules as the count rule.
+    fn decide_weighted(&mut self, now: Instant, settling: bool) -> Vec<Action> {
+        let mut actions = Vec::new();
+        self.plan = None;
+        let set = self.set.clone().unwrap_or_else(|| SetInfo::plain(0, 0, ""));
+        let mine: Vec<(usize, u64)> = self
+            .serving
+            .items
+            .iter()
+            .map(|&i| (i, self.weight_of(i)))
+            .collect();
+        let wplan = weighted_plan(
+            &self.s.replica,
+            self.server_load,
+            &mine,
+            settling,
+            self.s.capacity,
+            &self.loaded,
+            Totals {
+                weight: set.total_weight,
+                max_weight: set.max_weight,
+                unowned: self.unowned,
+            },
+        );
+        let anyone_settling = settling || self.loaded.iter().any(|m| m.load.is_none());
+        if self.unowned > 0 && !anyone_settling {
+            self.unowned_since.get_or_insert(now);
+        } else {
+            self.unowned_since = None;
+        }
+        self.shed_streak = if wplan.shed.is_empty() {
+            0
+        } else {
+            self.shed_streak + 1
+        };
+        if self.shed_streak >= 2 && self.cooldown_until.is_none_or(|c| now >= c) {
+            let chosen: Vec<usize> = wplan
+                .shed
+                .iter()
+                .copied()
+                .filter(|i| self.serving.remove(*i))
+                .collect();
+            for &i in &chosen {
+                self.stopping.insert(i);
+            }
+            self.handoffs += chosen.len() as u64;
+            self.shed_streak = 0;
+            self.cooldown_until = Some(now + 2 * self.s.renew_interval);
+            if !chosen.is_empty() {
+                actions.push(Action::Stop {
+                    indices: chosen,
+                    reason: StopReason::Rebalance,
+                });
+            }
+        }
+        let target = self.server_load.saturating_add(wplan.room);
+        self.wplan = Some((wplan, target));
+        actions.extend(self.claim(now));
+        actions
+    }
+
+    /// In a weighted group: the room left for claims now (`None` in a count group).
+    fn room(&self, now: Instant) -> Option<u64> {
+        let (wplan, target) = self.wplan.as_ref()?;
+        if self.orphaned(now) && wplan.shed.is_empty() {
+            return Some(u64::MAX);
+        }
+        if !wplan.shed.is_empty() {
+            return Some(0);
+        }
+        Some(target.saturating_sub(self.held_load().max(self.server_load)))
+    }
+
+    /// Partitions nobody has claimed for longer than lease + retry interval while
+    /// nobody settles.
+    fn orphaned(&self, now: Instant) -> bool {
+        self.unowned_since.is_some_and(|t| {
+            now.saturating_duration_since(t) > self.s.lease + self.s.retry_interval
+        })
+    }
+
     /// How many partitions to claim now beyond what this replica holds.
     fn budget(&self, now: Instant) -> usize {
         let Some(plan) = self.plan else { return 0 };
@@ -731,10 +901,7 @@ impl GroupState {
         let mut budget = plan.allowance.saturating_sub(held);
         // Availability before balance: partitions nobody has claimed for longer than
         // lease + retry interval while nobody settles go to whoever asks, above the cap.
-        let orphaned = self.unowned_since.is_some_and(|t| {
-            now.saturating_duration_since(t) > self.s.lease + self.s.retry_interval
-        });
-        if orphaned && plan.shed == 0 {
+        if self.orphaned(now) && plan.shed == 0 {
             budget = budget.max(self.unowned);
         }
         budget.min(self.unowned)
@@ -762,19 +929,24 @@ impl GroupState {
         if self.settling(now) || self.drained {
             return Vec::new();
         }
-        let count = self.budget(now).min(CLAIM_BATCH);
+        let room = self.room(now);
+        let count = match room {
+            Some(0) => 0,
+            Some(_) => self.unowned.min(CLAIM_BATCH),
+            None => self.budget(now).min(CLAIM_BATCH),
+        };
         if count == 0 {
             return Vec::new();
         }
         self.claiming = true;
-        vec![Action::Claim { count, floor }]
+        vec![Action::Claim { count, floor, room }]
     }
 
     /// A claim (or a regrant) came back; `granted` are the partitions won (by index)
     /// with their fences, for the driver to start electors for.
     pub(crate) fn on_claimed(
         &mut self,
-        reply: Result<(Vec<(usize, Fence)>, usize), ClaimError>,
+        reply: Result<(Vec<Granted<usize>>, usize), ClaimError>,
         now: Instant,
     ) -> Vec<Action> {
         self.claiming = false;
@@ -782,7 +954,12 @@ impl GroupState {
             Ok((granted, unowned)) => {
                 let won = !granted.is_empty();
                 let leaving = self.leaving != Leaving::No;
-                for (i, fence) in granted {
+                for (i, fence, weight) in granted {
+                    if weight == 1 {
+                        self.weights.remove(&i);
+                    } else {
+                        self.weights.insert(i, weight);
+                    }
                     self.stale.remove(&i);
                     self.highest = self.highest.max(fence);
                     if leaving {
@@ -837,7 +1014,7 @@ impl GroupState {
     /// the group are the driver's to give back). On a resume, they are all to regrant.
     pub(crate) fn on_reconciled(
         &mut self,
-        held: Option<HashSet<usize>>,
+        held: Option<HashMap<usize, u64>>,
         resume: bool,
         now: Instant,
     ) -> Vec<Action> {
@@ -849,6 +1026,14 @@ impl GroupState {
             }
             return self.claim(now);
         };
+        for (&i, &w) in &held {
+            if w == 1 {
+                self.weights.remove(&i);
+            } else {
+                self.weights.insert(i, w);
+            }
+        }
+        let held: HashSet<usize> = held.into_keys().collect();
         if resume {
             let mut all: Vec<usize> = held.into_iter().collect();
             all.sort_unstable();
@@ -965,6 +1150,9 @@ impl GroupState {
     }
 }
 
+/// A partition a claim won (by name, or by index), its fence and its weight.
+pub(crate) type Granted<P> = (P, Fence, u64);
+
 /// Why a claim won nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ClaimError {
@@ -980,7 +1168,7 @@ impl ClaimError {
     /// The claim reply as the state machine sees it (names already mapped to indices).
     pub(crate) fn split(
         reply: Result<ClaimReply, StoreError>,
-    ) -> Result<(Vec<(String, Fence)>, usize), ClaimError> {
+    ) -> Result<(Vec<Granted<String>>, usize), ClaimError> {
         match reply {
             Ok(ClaimReply::Claimed {
                 partitions,
@@ -1014,6 +1202,7 @@ mod tests {
             digest: "d".into(),
             rejoin_grace: None,
             instance: "host 1".into(),
+            capacity: 1,
         }
     }
 
@@ -1030,6 +1219,8 @@ mod tests {
             state,
             left: LEASE,
             held,
+            load: held as u64,
+            capacity: 1,
         }
     }
 
@@ -1054,11 +1245,7 @@ mod tests {
             TickReply {
                 session,
                 resumed: None,
-                set: Some(SetInfo {
-                    count: self.p,
-                    version: 0,
-                    digest: "d".into(),
-                }),
+                set: Some(SetInfo::plain(self.p, 0, "d")),
                 members,
                 unowned,
                 grant_wait: Duration::ZERO,
@@ -1130,7 +1317,7 @@ mod tests {
 
         fn claimed(&mut self, from: usize, n: usize, unowned: usize) -> Vec<Action> {
             let granted = (from..from + n)
-                .map(|i| (i, Fence(100 + i as u64)))
+                .map(|i| (i, Fence(100 + i as u64), 1))
                 .collect();
             self.st.on_claimed(Ok((granted, unowned)), self.now)
         }
@@ -1207,7 +1394,8 @@ mod tests {
             actions.1,
             vec![Action::Claim {
                 count: CLAIM_BATCH,
-                floor: Fence(1)
+                floor: Fence(1),
+                room: None,
             }]
         );
         // One batch in flight at a time; the next one as soon as it is back.
@@ -1222,7 +1410,8 @@ mod tests {
             next,
             vec![Action::Claim {
                 count: 100,
-                floor: Fence(100 + CLAIM_BATCH as u64)
+                floor: Fence(100 + CLAIM_BATCH as u64),
+                room: None,
             }],
             "up to floor(P/2), with fences above every fence seen"
         );
@@ -1302,11 +1491,7 @@ mod tests {
             vec![member("a", MemberState::Settling, 0)],
             4,
         );
-        r.set = Some(SetInfo {
-            count: 4,
-            version: 3,
-            digest: "other".into(),
-        });
+        r.set = Some(SetInfo::plain(4, 3, "other"));
         let (_, actions) = sim.tick(r);
         assert!(actions.is_empty(), "applied: {actions:?}");
         assert!(
@@ -1320,11 +1505,7 @@ mod tests {
             vec![member("a", MemberState::Settling, 0)],
             4,
         );
-        r.set = Some(SetInfo {
-            count: 7,
-            version: 3,
-            digest: "other".into(),
-        });
+        r.set = Some(SetInfo::plain(7, 3, "other"));
         assert!(old.tick(r).1.is_empty());
         assert_eq!(old.st.partitions(), 7, "P is the group's");
         // A version left half-applied (its applier died before recording the digest) is
@@ -1334,11 +1515,7 @@ mod tests {
             vec![member("a", MemberState::Settling, 0)],
             4,
         );
-        r.set = Some(SetInfo {
-            count: 4,
-            version: 3,
-            digest: String::new(),
-        });
+        r.set = Some(SetInfo::plain(4, 3, ""));
         let (_, actions) = sim.tick(r);
         assert_eq!(actions, vec![Action::Apply { create: false }]);
         assert!(!sim.st.list_differs(), "no digest yet: nothing to compare");
@@ -1497,9 +1674,9 @@ mod tests {
                 "{actions:?}"
             );
         }
-        let actions = sim
-            .st
-            .on_reconciled(Some([0, 3].into_iter().collect()), false, sim.now);
+        let actions =
+            sim.st
+                .on_reconciled(Some([(0, 1), (3, 1)].into_iter().collect()), false, sim.now);
         assert_eq!(
             actions,
             vec![Action::Release(vec![3]), Action::Revoke(vec![1])],
@@ -1633,13 +1810,13 @@ mod tests {
             "nothing to settle: it holds its share"
         );
         assert_eq!(actions, vec![Action::Reconcile { resume: true }]);
-        let held: HashSet<usize> = (0..150).collect();
+        let held: HashMap<usize, u64> = (0..150).map(|i| (i, 1)).collect();
         let actions = sim.st.on_reconciled(Some(held), true, sim.now);
         let [Action::Regrant { indices, .. }] = actions.as_slice() else {
             panic!("{actions:?}");
         };
         assert_eq!(indices.len(), CLAIM_BATCH.min(150));
-        let granted = indices.iter().map(|&i| (i, Fence(7))).collect();
+        let granted = indices.iter().map(|&i| (i, Fence(7), 1)).collect();
         let next = sim.st.on_claimed(Ok((granted, 0)), sim.now);
         if 150 > CLAIM_BATCH {
             assert!(matches!(next[..], [Action::Regrant { .. }]), "{next:?}");

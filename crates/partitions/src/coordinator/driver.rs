@@ -74,7 +74,7 @@ enum Chore {
     Reconciled {
         token: String,
         resume: bool,
-        reply: Result<Vec<String>, StoreError>,
+        reply: Result<Vec<(String, u64)>, StoreError>,
     },
     Ended,
 }
@@ -295,6 +295,7 @@ where
                 digest: digest.clone(),
                 rejoin_grace: config.rejoin_grace,
                 instance: instance(),
+                capacity: config.capacity,
             },
             RenewGrid::new(epoch, config.renew_interval),
             epoch,
@@ -415,13 +416,15 @@ where
                         (sent, reply)
                     }));
                 }
-                Action::Claim { count, floor } => self.send_claim(count, floor, Vec::new()),
+                Action::Claim { count, floor, room } => {
+                    self.send_claim(count, floor, room, Vec::new());
+                }
                 Action::Regrant { indices, floor } => {
                     let names = indices
                         .into_iter()
                         .map(|i| self.names.get(i).to_string())
                         .collect();
-                    self.send_claim(0, floor, names);
+                    self.send_claim(0, floor, None, names);
                 }
                 Action::Stop { indices, reason } => {
                     let (why, counted) = match reason {
@@ -467,7 +470,7 @@ where
         done
     }
 
-    fn send_claim(&mut self, count: usize, floor: Fence, regrant: Vec<String>) {
+    fn send_claim(&mut self, count: usize, floor: Fence, room: Option<u64>, regrant: Vec<String>) {
         let req = ClaimRequest {
             replica: self.config.replica_id.clone(),
             token: self.state.token().to_owned(),
@@ -475,6 +478,7 @@ where
             count,
             floor,
             regrant,
+            room,
         };
         let (backend, keys, limit) = (self.backend.clone(), self.keys.clone(), self.limit());
         let sent = Instant::now();
@@ -631,19 +635,19 @@ where
             warn!(error = %e, "a claim failed; asking the store what this replica holds");
         }
         let reply = ClaimError::split(reply).map(|(partitions, unowned)| {
-            let granted: Vec<(usize, Fence)> = partitions
+            let granted: Vec<(usize, Fence, u64)> = partitions
                 .into_iter()
-                .map(|(name, fence)| (self.names.intern(&name), fence))
+                .map(|(name, fence, weight)| (self.names.intern(&name), fence, weight))
                 .collect();
             (granted, unowned)
         });
-        let granted: Vec<(usize, Fence)> =
+        let granted: Vec<(usize, Fence, u64)> =
             reply.as_ref().map(|(g, _)| g.clone()).unwrap_or_default();
         let actions = self.state.on_claimed(reply, now);
         if !granted.is_empty() {
             counter!(m::ACQUISITIONS, &self.labels.pair()).increment(granted.len() as u64);
             let mut names = Vec::with_capacity(granted.len());
-            for (i, fence) in granted {
+            for (i, fence, _) in granted {
                 let grant = Grant {
                     fence,
                     sent,
@@ -656,7 +660,11 @@ where
                 }
                 names.push(self.names.get(i).to_string());
             }
-            self.view.send_modify(|v| v.owned.extend(names));
+            let load = self.state.load();
+            self.view.send_modify(|v| {
+                v.owned.extend(names);
+                v.load = load;
+            });
             gauge!(m::OWNED, &self.labels.pair()).set(self.view.borrow().owned.len() as f64);
         }
         self.perform(actions)
@@ -701,8 +709,10 @@ where
             return false;
         }
         let actions = self.state.on_stopped(ended.index, Instant::now());
+        let load = self.state.load();
         self.view.send_modify(|v| {
             v.owned.remove(&*name);
+            v.load = load;
         });
         gauge!(m::OWNED, &self.labels.pair()).set(self.slots.len() as f64);
         self.perform(actions)
@@ -780,8 +790,10 @@ where
                 reply,
             } => match reply {
                 Ok(held) => {
-                    let indices: HashSet<usize> =
-                        held.iter().map(|name| self.names.intern(name)).collect();
+                    let indices: HashMap<usize, u64> = held
+                        .iter()
+                        .map(|(name, weight)| (self.names.intern(name), *weight))
+                        .collect();
                     if token == self.state.token() {
                         self.state.on_reconciled(Some(indices), resume, now)
                     } else {
@@ -818,10 +830,18 @@ where
             None => self.error.clone().map(PartitionsError::from),
         };
         let live = self.state.live();
+        let weighted = self.state.weighted();
+        let load = self.state.load();
+        let share = self.state.share();
+        let capacity = self.config.capacity;
         self.view.send_if_modified(|v| {
             let changed = v.live_replicas != live
                 || v.cap != cap
                 || v.floor != floor
+                || v.weighted != weighted
+                || v.load != load
+                || v.share != share
+                || v.capacity != capacity
                 || v.settling != settling
                 || v.joined != joined
                 || v.partitions != partitions
@@ -839,8 +859,14 @@ where
                 v.drained = drained;
                 v.list_differs = list_differs;
                 v.error = error;
+                v.weighted = weighted;
+                v.load = load;
+                v.share = share;
+                v.capacity = capacity;
             }
             changed
         });
+        gauge!(m::LOAD, &self.labels.pair()).set(load as f64);
+        gauge!(m::CAPACITY, &self.labels.pair()).set(f64::from(capacity));
     }
 }

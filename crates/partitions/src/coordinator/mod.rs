@@ -245,7 +245,7 @@ mod tests {
     use crate::backend::PartitionOwner;
     use crate::backend::protocol::{
         AddReply, Change, ClaimReply, ClaimRequest, Protocol, RemoveReply, StatusHead, TickReply,
-        TickRequest, VersionStep,
+        TickRequest, VersionStep, WeightReply,
     };
     use crate::{GroupBackend, MemoryGroupStore};
 
@@ -321,8 +321,16 @@ mod tests {
         async fn drain(&self, k: &GroupKeys, r: &str, on: bool) -> Result<bool, StoreError> {
             self.inner.drain(k, r, on).await
         }
-        async fn held(&self, k: &GroupKeys, t: &str) -> Result<Vec<String>, StoreError> {
+        async fn held(&self, k: &GroupKeys, t: &str) -> Result<Vec<(String, u64)>, StoreError> {
             self.inner.held(k, t).await
+        }
+        async fn set_weight(
+            &self,
+            k: &GroupKeys,
+            p: &str,
+            w: u64,
+        ) -> Result<WeightReply, StoreError> {
+            self.inner.set_weight(k, p, w).await
         }
         async fn owner(
             &self,
