@@ -3,22 +3,27 @@
 //!
 //! ```text
 //! leasehold status --redis-url redis://127.0.0.1:6379/ --group tenants [--json]
-//! leasehold leader --redis-url redis://127.0.0.1:6379/ --duty scheduler [--json]
 //! leasehold watch  --redis-url redis://127.0.0.1:6379/ --group tenants
+//! leasehold owner  --redis-url redis://127.0.0.1:6379/ --group tenants tenant-7 [--json]
+//! leasehold leader --redis-url redis://127.0.0.1:6379/ --duty scheduler [--json]
 //! ```
 //!
-//! It only reads (one or two Lua scripts per refresh), every call under `--timeout-ms`.
-//! See `docs/operations.md` for the output and the exit codes.
+//! Every Redis call runs under `--timeout-ms`. See `docs/operations.md` for the output
+//! and the exit codes.
 
 mod commands;
+mod error;
 mod output;
+mod reads;
+mod target;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{Failure, Target};
+use crate::error::{EXIT_OTHER, Error};
+use crate::target::Target;
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -26,7 +31,7 @@ Exit codes:
   1  any other Redis error (authentication, ACL refusal, server error)
   2  usage: bad arguments, a malformed --redis-url, an invalid name
   3  Redis unreachable, or no answer within --timeout-ms
-  4  not found: no such group (no replica has ever joined it)
+  4  not found: no such group, or partition in it
   5  unexpected data: a Leasehold key of the wrong type, or a malformed reply";
 
 /// Inspect Leasehold leader elections and partition groups in Redis.
@@ -39,15 +44,13 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Every partition of a group with its owner, fence and lease left; then the
-    /// partitions owned per live replica, and the spread.
+    /// Every partition of a group with its owner, fence, lease left and how long it has
+    /// been held; then each live replica's state, drain, partitions owned, session left
+    /// and instance (host pid); then the spread and the list version.
     #[command(after_help = EXIT_CODES)]
     Status {
         #[command(flatten)]
-        redis: RedisArgs,
-        /// The partition group.
-        #[arg(long)]
-        group: String,
+        group: GroupArgs,
         /// Print one JSON object instead (shape in docs/operations.md).
         #[arg(long)]
         json: bool,
@@ -64,18 +67,29 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print a group's status, then one line per change of owner as it happens, until
-    /// Ctrl-C.
+    /// Print a group's status, then one line per change as it happens, until Ctrl-C:
+    /// owners, replicas joining and leaving, drains, replica states, partitions added
+    /// and removed, the list version.
     #[command(after_help = EXIT_CODES)]
     Watch {
         #[command(flatten)]
-        redis: RedisArgs,
-        /// The partition group.
-        #[arg(long)]
-        group: String,
+        group: GroupArgs,
         /// How often to read the group, in milliseconds.
         #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
         interval_ms: u64,
+    },
+    /// One partition's owner: replica, its instance (host pid), fence, lease left and
+    /// how long it has held the partition (since when, by this machine's clock).
+    #[command(after_help = EXIT_CODES)]
+    Owner {
+        #[command(flatten)]
+        group: GroupArgs,
+        /// The partition.
+        #[arg(value_name = "PARTITION")]
+        partition: String,
+        /// Print one JSON object instead (shape in docs/operations.md).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -98,35 +112,56 @@ struct RedisArgs {
     timeout_ms: u64,
 }
 
+#[derive(Debug, Args)]
+struct GroupArgs {
+    #[command(flatten)]
+    redis: RedisArgs,
+    /// The partition group.
+    #[arg(long)]
+    group: String,
+}
+
 impl RedisArgs {
-    fn target(self) -> Target {
+    fn target(&self) -> Target {
         Target {
-            url: self.redis_url,
-            prefix: self.prefix,
+            url: self.redis_url.clone(),
+            prefix: self.prefix.clone(),
             timeout: Duration::from_millis(self.timeout_ms),
         }
     }
 }
 
-async fn run(command: Command) -> Result<(), Failure> {
+impl Command {
+    fn redis(&self) -> &RedisArgs {
+        match self {
+            Self::Leader { redis, .. } => redis,
+            Self::Status { group, .. } | Self::Watch { group, .. } | Self::Owner { group, .. } => {
+                &group.redis
+            }
+        }
+    }
+}
+
+async fn run(target: &Target, command: Command) -> Result<(), Error> {
     match command {
-        Command::Status { redis, group, json } => {
-            commands::status(&redis.target(), &group, json).await
+        Command::Status { group, json } => commands::status(target, &group.group, json).await,
+        Command::Leader { duty, json, .. } => commands::leader(target, &duty, json).await,
+        Command::Watch { group, interval_ms } => {
+            let every = Duration::from_millis(interval_ms);
+            commands::watch(target, &group.group, every).await
         }
-        Command::Leader { redis, duty, json } => {
-            commands::leader(&redis.target(), &duty, json).await
-        }
-        Command::Watch {
-            redis,
+        Command::Owner {
             group,
-            interval_ms,
-        } => commands::watch(&redis.target(), &group, Duration::from_millis(interval_ms)).await,
+            partition,
+            json,
+        } => commands::owner(target, &group.group, &partition, json).await,
     }
 }
 
 fn main() -> ExitCode {
     // Usage errors exit with code 2 from here.
     let cli = Cli::parse();
+    let target = cli.command.redis().target();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -134,16 +169,17 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("leasehold: error: cannot start the runtime: {e}");
-            return ExitCode::from(commands::EXIT_OTHER);
+            return ExitCode::from(EXIT_OTHER);
         }
     };
-    let result = runtime.block_on(run(cli.command));
+    let result = runtime.block_on(run(&target, cli.command));
     // Do not wait for a connection attempt (a DNS lookup on a blocking thread) that
     // outlived its timeout.
     runtime.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(f) => {
+        Err(e) => {
+            let f = e.failure(&target);
             if !f.message.is_empty() {
                 eprintln!("leasehold: error: {}", f.message);
             }

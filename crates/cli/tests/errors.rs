@@ -77,6 +77,7 @@ async fn unreachable_port_is_a_connection_error_well_within_the_timeout() {
         vec!["leader", "--duty", "d"],
         vec!["status", "--group", "g"],
         vec!["watch", "--group", "g"],
+        vec!["owner", "--group", "g", "p0"],
     ] {
         let mut args = args;
         args.extend(["--redis-url", &url, "--timeout-ms", "1000"]);

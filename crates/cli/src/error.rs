@@ -1,0 +1,213 @@
+//! Why a command failed, and the one place where that becomes an exit code and a line
+//! on stderr ([`Error::failure`]).
+
+use std::io;
+
+use leasehold_election::{BuildError, ConfigError, StoreError};
+use leasehold_partitions::PartitionsError;
+
+use crate::target::Target;
+
+/// Exit code: any other Redis error (authentication, ACL refusal, server error).
+pub const EXIT_OTHER: u8 = 1;
+/// Exit code: usage or invalid input: bad arguments (clap uses it too), a malformed URL,
+/// an invalid name.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: Redis unreachable, or no answer within the timeout.
+pub const EXIT_CONNECTION: u8 = 3;
+/// Exit code: not found: no such group, partition or live replica.
+pub const EXIT_NOT_FOUND: u8 = 4;
+/// Exit code: unexpected data: a Leasehold key of the wrong type, or a reply of an
+/// unexpected shape.
+pub const EXIT_DATA: u8 = 5;
+
+/// Why a command failed.
+#[derive(Debug)]
+pub enum Error {
+    /// A name (prefix, group, duty, replica) broke the naming rules.
+    Name(ConfigError),
+    /// `--redis-url` is malformed.
+    Url(BuildError),
+    /// A Redis call failed.
+    Store(StoreError),
+    /// A read of `group` through the group admin failed.
+    Group {
+        /// The group.
+        group: String,
+        /// What the library said.
+        error: PartitionsError,
+    },
+    /// No group by this name under the prefix.
+    NoGroup(String),
+    /// Standard output was closed (`| head`): the command ends quietly.
+    StdoutClosed,
+    /// Standard output could not be written.
+    Stdout(io::Error),
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Self {
+        Self::Name(e)
+    }
+}
+
+/// A failed command: an exit code and one line for stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The exit code.
+    pub code: u8,
+    /// The message, one line; empty for a quiet exit (stdout closed by a pager).
+    pub message: String,
+}
+
+impl Failure {
+    fn new(code: u8, message: impl Into<String>) -> Self {
+        // One line on stderr, whatever the server put in its message.
+        let message = message.into().replace(['\r', '\n'], " ");
+        Self { code, message }
+    }
+}
+
+impl Error {
+    /// The exit code and message of this error, for a command run against `target`.
+    pub fn failure(&self, target: &Target) -> Failure {
+        let prefix = &target.prefix;
+        match self {
+            Self::Name(e) => Failure::new(EXIT_USAGE, e.to_string()),
+            // The message never repeats the URL, which may hold a password.
+            Self::Url(e) => {
+                let detail = match e {
+                    BuildError::Url(cause) => cause.to_string(),
+                    other => other.to_string(),
+                };
+                Failure::new(EXIT_USAGE, format!("invalid --redis-url: {detail}"))
+            }
+            Self::Store(e) => store_failure(e, target),
+            Self::Group { group, error } => group_failure(group, error, target),
+            Self::NoGroup(group) => Failure::new(
+                EXIT_NOT_FOUND,
+                format!(
+                    "no group {group:?} under prefix {prefix:?} (never created: no replica \
+                     has joined it and no partitions were added to it)"
+                ),
+            ),
+            Self::StdoutClosed => Failure::new(0, ""),
+            Self::Stdout(e) => Failure::new(EXIT_OTHER, format!("cannot write to stdout: {e}")),
+        }
+    }
+}
+
+fn store_failure(e: &StoreError, target: &Target) -> Failure {
+    match e {
+        StoreError::Timeout(_) => Failure::new(
+            EXIT_CONNECTION,
+            format!(
+                "no answer from Redis within {} ms (--timeout-ms)",
+                target.timeout.as_millis()
+            ),
+        ),
+        StoreError::Connection(d) => {
+            Failure::new(EXIT_CONNECTION, format!("cannot reach Redis: {d}"))
+        }
+        StoreError::Unavailable(cause) => {
+            Failure::new(EXIT_CONNECTION, format!("cannot reach Redis: {cause}"))
+        }
+        e @ StoreError::WrongType(_) => Failure::new(
+            EXIT_DATA,
+            format!(
+                "{e} (under prefix {:?}: did something else write it?)",
+                target.prefix
+            ),
+        ),
+        e @ StoreError::Protocol(_) => Failure::new(
+            EXIT_DATA,
+            format!("{e} (is the URL a Redis server? did something else write the keys?)"),
+        ),
+        other => Failure::new(EXIT_OTHER, other.to_string()),
+    }
+}
+
+fn group_failure(group: &str, e: &PartitionsError, target: &Target) -> Failure {
+    match e {
+        PartitionsError::Store(e) => store_failure(e, target),
+        PartitionsError::Config(e) => Failure::new(EXIT_USAGE, e.to_string()),
+        PartitionsError::DuplicatePartition(p) => Failure::new(
+            EXIT_USAGE,
+            format!("partition {p:?} is named more than once"),
+        ),
+        PartitionsError::AlreadyPresent(p) => Failure::new(
+            EXIT_USAGE,
+            format!("partition {p:?} is already in group {group:?}"),
+        ),
+        PartitionsError::LastPartition => Failure::new(
+            EXIT_USAGE,
+            format!(
+                "a group keeps at least one partition: that would leave group {group:?} \
+                 empty"
+            ),
+        ),
+        PartitionsError::UnknownPartition(p) => Failure::new(
+            EXIT_NOT_FOUND,
+            format!("no partition {p:?} in group {group:?}"),
+        ),
+        PartitionsError::UnknownReplica(r) => Failure::new(
+            EXIT_NOT_FOUND,
+            format!(
+                "replica {r:?} is not live in group {group:?} (only a heartbeating replica \
+                 can be drained or undrained)"
+            ),
+        ),
+        PartitionsError::UnknownGroup(g) => Error::NoGroup(g.clone()).failure(target),
+        other => Failure::new(EXIT_OTHER, other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn target() -> Target {
+        Target {
+            url: "redis://127.0.0.1:1/".to_owned(),
+            prefix: "lh".to_owned(),
+            timeout: Duration::from_millis(300),
+        }
+    }
+
+    fn group(error: PartitionsError) -> Failure {
+        Error::Group {
+            group: "tenants".to_owned(),
+            error,
+        }
+        .failure(&target())
+    }
+
+    #[test]
+    fn unknown_things_are_not_found() {
+        for f in [
+            group(PartitionsError::UnknownPartition("p9".into())),
+            group(PartitionsError::UnknownReplica("r".into())),
+            group(PartitionsError::UnknownGroup("tenants".into())),
+        ] {
+            assert_eq!(f.code, EXIT_NOT_FOUND, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn timeouts_name_the_flag() {
+        let f = Error::Store(StoreError::Timeout(Duration::ZERO)).failure(&target());
+        assert_eq!(f.code, EXIT_CONNECTION);
+        assert_eq!(
+            f.message,
+            "no answer from Redis within 300 ms (--timeout-ms)"
+        );
+    }
+}
