@@ -11,7 +11,8 @@ use crate::target::Target;
 /// Exit code: any other Redis error (authentication, ACL refusal, server error).
 pub const EXIT_OTHER: u8 = 1;
 /// Exit code: usage or invalid input: bad arguments (clap uses it too), a malformed URL,
-/// an invalid name.
+/// an invalid name, a change the group refuses (a partition named twice, already in the
+/// group, or its last one).
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code: Redis unreachable, or no answer within the timeout.
 pub const EXIT_CONNECTION: u8 = 3;
@@ -32,6 +33,14 @@ pub enum Error {
     Store(StoreError),
     /// A read of `group` through the group admin failed.
     Group {
+        /// The group.
+        group: String,
+        /// What the library said.
+        error: PartitionsError,
+    },
+    /// A change of `group` failed: refused (and then nothing changed), or the store's
+    /// error (and then it may or may not have been applied).
+    Refused {
         /// The group.
         group: String,
         /// What the library said.
@@ -90,6 +99,13 @@ impl Error {
             }
             Self::Store(e) => store_failure(e, target),
             Self::Group { group, error } => group_failure(group, error, target),
+            Self::Refused { group, error } => {
+                let mut f = group_failure(group, error, target);
+                if !matches!(error, PartitionsError::Store(_)) {
+                    f.message.push_str("; nothing was changed");
+                }
+                f
+            }
             Self::NoGroup(group) => Failure::new(
                 EXIT_NOT_FOUND,
                 format!(
@@ -190,11 +206,41 @@ mod tests {
         .failure(&target())
     }
 
+    fn refused(error: PartitionsError) -> Failure {
+        Error::Refused {
+            group: "tenants".to_owned(),
+            error,
+        }
+        .failure(&target())
+    }
+
+    #[test]
+    fn refused_changes_say_nothing_changed() {
+        for f in [
+            refused(PartitionsError::AlreadyPresent("p1".into())),
+            refused(PartitionsError::DuplicatePartition("p1".into())),
+            refused(PartitionsError::LastPartition),
+        ] {
+            assert_eq!(f.code, EXIT_USAGE, "{f:?}");
+            assert!(f.message.ends_with("; nothing was changed"), "{f:?}");
+        }
+        let f = refused(PartitionsError::AlreadyPresent("p1".into()));
+        assert_eq!(
+            f.message,
+            "partition \"p1\" is already in group \"tenants\"; nothing was changed"
+        );
+        // A read changes nothing anyway; a change that timed out may have been applied.
+        let f = group(PartitionsError::UnknownPartition("p9".into()));
+        assert_eq!(f.message, "no partition \"p9\" in group \"tenants\"");
+        let f = refused(PartitionsError::Store(StoreError::Timeout(Duration::ZERO)));
+        assert!(!f.message.contains("nothing"), "{f:?}");
+    }
+
     #[test]
     fn unknown_things_are_not_found() {
         for f in [
             group(PartitionsError::UnknownPartition("p9".into())),
-            group(PartitionsError::UnknownReplica("r".into())),
+            refused(PartitionsError::UnknownReplica("r".into())),
             group(PartitionsError::UnknownGroup("tenants".into())),
         ] {
             assert_eq!(f.code, EXIT_NOT_FOUND, "{f:?}");

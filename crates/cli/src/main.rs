@@ -1,11 +1,15 @@
 //! `leasehold`: who leads each duty and who owns each partition, read straight from
-//! Redis, for the operators of a fleet that uses Leasehold.
+//! Redis, and the few changes an operator makes to a partition group, for the
+//! operators of a fleet that uses Leasehold.
 //!
 //! ```text
 //! leasehold status --redis-url redis://127.0.0.1:6379/ --group tenants [--json]
 //! leasehold watch  --redis-url redis://127.0.0.1:6379/ --group tenants
 //! leasehold owner  --redis-url redis://127.0.0.1:6379/ --group tenants tenant-7 [--json]
 //! leasehold leader --redis-url redis://127.0.0.1:6379/ --duty scheduler [--json]
+//! leasehold partitions add|remove --redis-url ... --group tenants tenant-33 [...]
+//! leasehold partitions list --redis-url ... --group tenants [--json]
+//! leasehold drain|undrain --redis-url ... --group tenants --replica replica-c
 //! ```
 //!
 //! Every Redis call runs under `--timeout-ms`. See `docs/operations.md` for the output
@@ -29,12 +33,15 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0  success (also when nobody leads the duty)
   1  any other Redis error (authentication, ACL refusal, server error)
-  2  usage: bad arguments, a malformed --redis-url, an invalid name
+  2  usage or invalid input: bad arguments, a malformed --redis-url, an invalid name,
+     a partition named twice, already in the group, or the group's last one
   3  Redis unreachable, or no answer within --timeout-ms
-  4  not found: no such group, or partition in it
-  5  unexpected data: a Leasehold key of the wrong type, or a malformed reply";
+  4  not found: no such group, partition in it, or live replica in it
+  5  unexpected data: a Leasehold key of the wrong type, or a malformed reply
+A refused change changes nothing in Redis.";
 
-/// Inspect Leasehold leader elections and partition groups in Redis.
+/// Inspect Leasehold leader elections and partition groups in Redis, and change a
+/// group's partitions and drains.
 #[derive(Debug, Parser)]
 #[command(name = "leasehold", version, after_help = EXIT_CODES)]
 struct Cli {
@@ -91,6 +98,56 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Add, remove or list a group's partitions; every replica sees a change within
+    /// one renew interval.
+    #[command(subcommand)]
+    Partitions(PartitionsCommand),
+    /// Drain a live replica: it hands its partitions over to the others and claims
+    /// nothing until undrained (for its current session).
+    #[command(after_help = EXIT_CODES)]
+    Drain(ReplicaArgs),
+    /// Let a drained replica take its share again.
+    #[command(after_help = EXIT_CODES)]
+    Undrain(ReplicaArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum PartitionsCommand {
+    /// Add partitions to a group, creating the group if it does not exist. Refused,
+    /// changing nothing, if one is in the group already or named twice.
+    #[command(after_help = EXIT_CODES)]
+    Add {
+        #[command(flatten)]
+        group: GroupArgs,
+        /// When this creates the group, nothing in it is granted for this long, in
+        /// milliseconds: set it to the group's lease (so that after a Redis restart
+        /// that lost the group no old owner can still believe it holds a partition).
+        #[arg(long, default_value_t = 10_000)]
+        grant_delay_ms: u64,
+        /// The partitions to add.
+        #[arg(value_name = "PARTITION", required = true)]
+        partitions: Vec<String>,
+    },
+    /// Remove partitions from a group; an owned one is handed back by its owner.
+    /// Refused, changing nothing, if one is not in the group, is named twice, or the
+    /// group would be left without partitions.
+    #[command(after_help = EXIT_CODES)]
+    Remove {
+        #[command(flatten)]
+        group: GroupArgs,
+        /// The partitions to remove.
+        #[arg(value_name = "PARTITION", required = true)]
+        partitions: Vec<String>,
+    },
+    /// Every partition of a group, one per line, in the order they were added.
+    #[command(after_help = EXIT_CODES)]
+    List {
+        #[command(flatten)]
+        group: GroupArgs,
+        /// Print one JSON object instead (shape in docs/operations.md).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -121,6 +178,15 @@ struct GroupArgs {
     group: String,
 }
 
+#[derive(Debug, Args)]
+struct ReplicaArgs {
+    #[command(flatten)]
+    group: GroupArgs,
+    /// The replica id.
+    #[arg(long)]
+    replica: String,
+}
+
 impl RedisArgs {
     fn target(&self) -> Target {
         Target {
@@ -138,6 +204,12 @@ impl Command {
             Self::Status { group, .. } | Self::Watch { group, .. } | Self::Owner { group, .. } => {
                 &group.redis
             }
+            Self::Drain(r) | Self::Undrain(r) => &r.group.redis,
+            Self::Partitions(
+                PartitionsCommand::Add { group, .. }
+                | PartitionsCommand::Remove { group, .. }
+                | PartitionsCommand::List { group, .. },
+            ) => &group.redis,
         }
     }
 }
@@ -155,6 +227,22 @@ async fn run(target: &Target, command: Command) -> Result<(), Error> {
             partition,
             json,
         } => commands::owner(target, &group.group, &partition, json).await,
+        Command::Partitions(PartitionsCommand::Add {
+            group,
+            grant_delay_ms,
+            partitions,
+        }) => {
+            let delay = Duration::from_millis(grant_delay_ms);
+            commands::add(target, &group.group, &partitions, delay).await
+        }
+        Command::Partitions(PartitionsCommand::Remove { group, partitions }) => {
+            commands::remove(target, &group.group, &partitions).await
+        }
+        Command::Partitions(PartitionsCommand::List { group, json }) => {
+            commands::list_partitions(target, &group.group, json).await
+        }
+        Command::Drain(r) => commands::drain(target, &r.group.group, &r.replica, true).await,
+        Command::Undrain(r) => commands::drain(target, &r.group.group, &r.replica, false).await,
     }
 }
 
@@ -197,5 +285,43 @@ mod tests {
     #[test]
     fn cli_definition_is_valid() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn partitions_take_names_after_the_group() {
+        let cli = Cli::try_parse_from([
+            "leasehold",
+            "partitions",
+            "add",
+            "--redis-url",
+            "redis://h/",
+            "--group",
+            "g",
+            "p1",
+            "p2",
+        ])
+        .unwrap();
+        let Command::Partitions(PartitionsCommand::Add {
+            group,
+            grant_delay_ms,
+            partitions,
+        }) = cli.command
+        else {
+            panic!("not an add: {cli:?}");
+        };
+        assert_eq!(group.group, "g");
+        assert_eq!(grant_delay_ms, 10_000);
+        assert_eq!(partitions, ["p1", "p2"]);
+        // At least one name.
+        let none = Cli::try_parse_from([
+            "leasehold",
+            "partitions",
+            "remove",
+            "--redis-url",
+            "redis://h/",
+            "--group",
+            "g",
+        ]);
+        assert!(none.is_err());
     }
 }

@@ -258,3 +258,78 @@ async fn watch_prints_each_change_of_owner_and_stops_on_ctrl_c() {
     assert_eq!(status.code(), Some(0));
     tokio::join!(a.shutdown(), b.shutdown());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_prints_drains_state_changes_and_partitions_added_and_removed() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    let a = replica(&store, "leasehold", "tenants", 4, "replica-a");
+    let b = replica(&store, "leasehold", "tenants", 4, "replica-b");
+    let balanced = [("replica-a", 2), ("replica-b", 2)];
+    wait_for_counts(&store, "leasehold", "tenants", &balanced).await;
+    let url = redis.url();
+
+    let mut child = leasehold()
+        .args(["watch", "--redis-url", &url, "--group", "tenants"])
+        .args(["--interval-ms", "50"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next_line = async || {
+        timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("watch printed nothing for 20 s")
+            .unwrap()
+            .expect("watch ended early")
+    };
+    while !next_line().await.starts_with("watching for changes") {}
+    // Owner changes come and go in between; these come in this order.
+    let mut wait_for = async |want: &str| {
+        loop {
+            let line = next_line().await;
+            let (_, change) = line.split_once("  ").unwrap();
+            if change == want {
+                return;
+            }
+            assert!(
+                change.starts_with('p') && change.contains(" → "),
+                "only owner changes in between; waiting for {want:?}, got {line:?}"
+            );
+        }
+    };
+
+    let drain = [
+        "--redis-url",
+        &url,
+        "--group",
+        "tenants",
+        "--replica",
+        "replica-b",
+    ];
+    let mut args = vec!["drain"];
+    args.extend(drain);
+    assert_eq!(run(&args).await.code, Some(0));
+    wait_for("replica replica-b drained").await;
+    wait_for("replica replica-b active → draining").await;
+    args[0] = "undrain";
+    assert_eq!(run(&args).await.code, Some(0));
+    wait_for("replica replica-b undrained").await;
+    wait_for("replica replica-b draining → active").await;
+
+    let set = ["--redis-url", &url, "--group", "tenants"];
+    let mut args = vec!["partitions", "add"];
+    args.extend(set);
+    args.push("p9");
+    assert_eq!(run(&args).await.code, Some(0));
+    wait_for("partition p9 added").await;
+    args[1] = "remove";
+    assert_eq!(run(&args).await.code, Some(0));
+    wait_for("partition p9 removed").await;
+
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
+    tokio::join!(a.shutdown(), b.shutdown());
+}

@@ -44,7 +44,7 @@ pub async fn owner(target: &Target, group: &str, partition: &str, json: bool) ->
     validate_name("partition name", partition)?;
     let owner = match admin.owner(partition).await {
         Ok(owner) => owner,
-        Err(e) => return Err(group_error(target, &store, group, e).await),
+        Err(e) => return Err(group_error(target, &store, group, e, false).await),
     };
     let instance = match &owner.owner {
         Some(replica) => admin

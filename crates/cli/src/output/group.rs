@@ -1,5 +1,5 @@
-//! A group's status (`status`, the start of `watch`) and one partition's owner
-//! (`owner`).
+//! A group's status (`status`, the start of `watch`), one partition's owner (`owner`)
+//! and the partition set (`partitions list`).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -88,6 +88,17 @@ pub struct OwnerJson {
     pub held_since: Option<String>,
     /// The owner's process, `host pid`; `null` when unowned or unknown.
     pub instance: Option<String>,
+}
+
+/// `leasehold partitions list --json`.
+#[derive(Debug, Serialize)]
+pub struct PartitionsJson {
+    /// The group.
+    pub group: String,
+    /// The key prefix.
+    pub prefix: String,
+    /// Every partition, in the order they were added.
+    pub partitions: Vec<String>,
 }
 
 /// One live replica, as the tables and the JSON show it.
@@ -320,6 +331,15 @@ pub fn owner_text(owner: &PartitionOwner, instance: Option<&str>, now: SystemTim
     }
     line.push('\n');
     line
+}
+
+/// The JSON form of a group's partition set.
+pub fn partitions_json(prefix: &str, group: &str, partitions: Vec<String>) -> PartitionsJson {
+    PartitionsJson {
+        group: group.to_owned(),
+        prefix: prefix.to_owned(),
+        partitions,
+    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
-//! What the commands print: the tables, the one-line answers, the JSON shapes and the
-//! lines of `watch`. Pure functions of what was read, tested without a server.
+//! What the commands print: the tables, the one-line answers, the JSON shapes, the
+//! lines of `watch` and what a change says. Pure functions of what was read, tested
+//! without a server.
 //!
 //! The JSON shapes are a stable interface for scripts (documented in
 //! `docs/operations.md`): fields may be added, never renamed or removed.
 
+mod admin;
 mod duty;
 mod group;
 mod watch;
@@ -14,8 +16,9 @@ use std::time::{Duration, SystemTime};
 use leasehold_partitions::ReplicaState;
 use serde::Serialize;
 
+pub use self::admin::{added_text, drain_text, nobody_takes_over, removed_text};
 pub use self::duty::{leader_json, leader_text};
-pub use self::group::{owner_json, owner_text, status_json, status_text};
+pub use self::group::{owner_json, owner_text, partitions_json, status_json, status_text};
 pub use self::watch::changes;
 
 fn millis(d: Duration) -> u64 {
