@@ -16,11 +16,14 @@ pub const EXIT_OTHER: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code: Redis unreachable, or no answer within the timeout.
 pub const EXIT_CONNECTION: u8 = 3;
-/// Exit code: not found: no such group, partition or live replica.
+/// Exit code: not found: no such group, partition, live replica, or duty.
 pub const EXIT_NOT_FOUND: u8 = 4;
-/// Exit code: unexpected data: a Leasehold key of the wrong type, or a reply of an
-/// unexpected shape.
+/// Exit code: unexpected data: a Leasehold key of the wrong type, a lease that is not
+/// a Leasehold lease, a reply of an unexpected shape.
 pub const EXIT_DATA: u8 = 5;
+
+/// Longest excerpt of a foreign value quoted in a message.
+const QUOTE_LIMIT: usize = 64;
 
 /// Why a command failed.
 #[derive(Debug)]
@@ -48,6 +51,15 @@ pub enum Error {
     },
     /// No group by this name under the prefix.
     NoGroup(String),
+    /// Nothing was ever elected for this duty under the prefix (it has no fence key).
+    NoDuty(String),
+    /// A duty's lease key holds a value that is not a Leasehold token.
+    ForeignLease {
+        /// The lease key.
+        key: String,
+        /// What it holds.
+        value: String,
+    },
     /// Standard output was closed (`| head`): the command ends quietly.
     StdoutClosed,
     /// Standard output could not be written.
@@ -83,6 +95,16 @@ impl Failure {
     }
 }
 
+/// `value` quoted and escaped, cut to [`QUOTE_LIMIT`] characters.
+fn quote(value: &str) -> String {
+    if value.chars().count() > QUOTE_LIMIT {
+        let cut: String = value.chars().take(QUOTE_LIMIT).collect();
+        format!("{cut:?}...")
+    } else {
+        format!("{value:?}")
+    }
+}
+
 impl Error {
     /// The exit code and message of this error, for a command run against `target`.
     pub fn failure(&self, target: &Target) -> Failure {
@@ -111,6 +133,21 @@ impl Error {
                 format!(
                     "no group {group:?} under prefix {prefix:?} (never created: no replica \
                      has joined it and no partitions were added to it)"
+                ),
+            ),
+            Self::NoDuty(duty) => Failure::new(
+                EXIT_NOT_FOUND,
+                format!(
+                    "no duty {duty:?} under prefix {prefix:?}: never elected here (no key \
+                     {prefix}:{{{duty}}}:fence)"
+                ),
+            ),
+            Self::ForeignLease { key, value } => Failure::new(
+                EXIT_DATA,
+                format!(
+                    "{key} holds {}, which is not a Leasehold lease (<replica>:<32 hex \
+                     digits>): did something else write it?",
+                    quote(value)
                 ),
             ),
             Self::StdoutClosed => Failure::new(0, ""),
@@ -242,9 +279,29 @@ mod tests {
             group(PartitionsError::UnknownPartition("p9".into())),
             refused(PartitionsError::UnknownReplica("r".into())),
             group(PartitionsError::UnknownGroup("tenants".into())),
+            Error::NoDuty("reports".into()).failure(&target()),
         ] {
             assert_eq!(f.code, EXIT_NOT_FOUND, "{f:?}");
         }
+        assert_eq!(
+            Error::NoDuty("reports".into()).failure(&target()).message,
+            "no duty \"reports\" under prefix \"lh\": never elected here (no key \
+             lh:{reports}:fence)"
+        );
+    }
+
+    #[test]
+    fn a_foreign_lease_is_data_quoted_on_one_line() {
+        let f = Error::ForeignLease {
+            key: "lh:{d}:lease".into(),
+            value: format!("x\ny{}", "z".repeat(100)),
+        }
+        .failure(&target());
+        assert_eq!(f.code, EXIT_DATA);
+        assert!(!f.message.contains('\n'), "{f:?}");
+        assert!(f.message.starts_with("lh:{d}:lease holds \"x\\ny"), "{f:?}");
+        assert!(f.message.contains("...,"), "cut: {f:?}");
+        assert!(f.message.contains("not a Leasehold lease"), "{f:?}");
     }
 
     #[test]

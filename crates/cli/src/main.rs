@@ -7,6 +7,7 @@
 //! leasehold watch  --redis-url redis://127.0.0.1:6379/ --group tenants
 //! leasehold owner  --redis-url redis://127.0.0.1:6379/ --group tenants tenant-7 [--json]
 //! leasehold leader --redis-url redis://127.0.0.1:6379/ --duty scheduler [--json]
+//! leasehold list   --redis-url redis://127.0.0.1:6379/ [--prefix leasehold] [--json]
 //! leasehold partitions add|remove --redis-url ... --group tenants tenant-33 [...]
 //! leasehold partitions list --redis-url ... --group tenants [--json]
 //! leasehold drain|undrain --redis-url ... --group tenants --replica replica-c
@@ -31,13 +32,15 @@ use crate::target::Target;
 
 const EXIT_CODES: &str = "\
 Exit codes:
-  0  success (also when nobody leads the duty)
+  0  success (also when nobody leads the duty now)
   1  any other Redis error (authentication, ACL refusal, server error)
   2  usage or invalid input: bad arguments, a malformed --redis-url, an invalid name,
      a partition named twice, already in the group, or the group's last one
   3  Redis unreachable, or no answer within --timeout-ms
-  4  not found: no such group, partition in it, or live replica in it
-  5  unexpected data: a Leasehold key of the wrong type, or a malformed reply
+  4  not found: no such group, partition in it, live replica in it, or duty (never
+     elected under this prefix)
+  5  unexpected data: a Leasehold key of the wrong type, a lease key that does not hold
+     a Leasehold lease, or a malformed reply
 A refused change changes nothing in Redis.";
 
 /// Inspect Leasehold leader elections and partition groups in Redis, and change a
@@ -62,7 +65,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Who leads a duty: replica, fence and lease left, or "nobody".
+    /// Who leads a duty: replica, fence and lease left, or "nobody leads now" (exit 0);
+    /// a duty never elected under the prefix exits 4, a lease key holding anything but
+    /// a Leasehold lease exits 5. A duty's lease carries neither its holder's instance
+    /// nor since when it leads, so neither is shown.
     #[command(after_help = EXIT_CODES)]
     Leader {
         #[command(flatten)]
@@ -94,6 +100,16 @@ enum Command {
         /// The partition.
         #[arg(value_name = "PARTITION")]
         partition: String,
+        /// Print one JSON object instead (shape in docs/operations.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// The groups and duties under the prefix (found with SCAN, never KEYS): each
+    /// group's partitions, owned ones and live replicas; each duty's leader, or none.
+    #[command(after_help = EXIT_CODES)]
+    List {
+        #[command(flatten)]
+        redis: RedisArgs,
         /// Print one JSON object instead (shape in docs/operations.md).
         #[arg(long)]
         json: bool,
@@ -200,7 +216,7 @@ impl RedisArgs {
 impl Command {
     fn redis(&self) -> &RedisArgs {
         match self {
-            Self::Leader { redis, .. } => redis,
+            Self::Leader { redis, .. } | Self::List { redis, .. } => redis,
             Self::Status { group, .. } | Self::Watch { group, .. } | Self::Owner { group, .. } => {
                 &group.redis
             }
@@ -227,6 +243,7 @@ async fn run(target: &Target, command: Command) -> Result<(), Error> {
             partition,
             json,
         } => commands::owner(target, &group.group, &partition, json).await,
+        Command::List { json, .. } => commands::list(target, json).await,
         Command::Partitions(PartitionsCommand::Add {
             group,
             grant_delay_ms,

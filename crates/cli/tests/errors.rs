@@ -78,6 +78,7 @@ async fn unreachable_port_is_a_connection_error_well_within_the_timeout() {
         vec!["status", "--group", "g"],
         vec!["watch", "--group", "g"],
         vec!["owner", "--group", "g", "p0"],
+        vec!["list"],
         vec!["partitions", "add", "--group", "g", "p0"],
         vec!["partitions", "remove", "--group", "g", "p0"],
         vec!["partitions", "list", "--group", "g"],
@@ -101,6 +102,7 @@ async fn black_holed_server_times_out_after_the_timeout() {
     for args in [
         vec!["leader", "--duty", "d"],
         vec!["status", "--group", "g"],
+        vec!["list"],
         vec!["partitions", "add", "--group", "g", "p0"],
         vec!["drain", "--group", "g", "--replica", "r"],
     ] {
@@ -136,6 +138,8 @@ async fn keys_of_the_wrong_type_are_data_errors() {
     let r = run(&["status", "--redis-url", &url, "--group", "tenants"]).await;
     assert_failed(&r, 5, "wrong type");
     let r = run(&["watch", "--redis-url", &url, "--group", "tenants"]).await;
+    assert_failed(&r, 5, "wrong type");
+    let r = run(&["list", "--redis-url", &url]).await;
     assert_failed(&r, 5, "wrong type");
     let r = run(&[
         "partitions",

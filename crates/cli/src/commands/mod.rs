@@ -14,7 +14,7 @@ use leasehold_election::config::validate_name;
 use leasehold_partitions::PartitionsError;
 
 pub use self::admin::{add, drain, list_partitions, remove};
-pub use self::duty::leader;
+pub use self::duty::{leader, list};
 pub use self::group::{owner, status, watch};
 use crate::error::Error;
 use crate::reads;

@@ -17,7 +17,7 @@ use leasehold_partitions::ReplicaState;
 use serde::Serialize;
 
 pub use self::admin::{added_text, drain_text, nobody_takes_over, removed_text};
-pub use self::duty::{leader_json, leader_text};
+pub use self::duty::{ListJson, duty_entry, group_entry, leader_json, leader_text, list_text};
 pub use self::group::{owner_json, owner_text, partitions_json, status_json, status_text};
 pub use self::watch::changes;
 
@@ -103,10 +103,15 @@ fn header(cells: &[&str]) -> Vec<String> {
 
 /// `1 partition`, `2 partitions`.
 fn plural(n: usize, noun: &str) -> String {
+    plural_of(n, noun, &format!("{noun}s"))
+}
+
+/// `1 duty`, `2 duties`.
+fn plural_of(n: usize, one: &str, many: &str) -> String {
     if n == 1 {
-        format!("1 {noun}")
+        format!("1 {one}")
     } else {
-        format!("{n} {noun}s")
+        format!("{n} {many}")
     }
 }
 

@@ -5,7 +5,9 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use leasehold_election::{DutyResult, Leadership, RedisStore};
+use leasehold_election::{
+    DutyResult, Elector, ElectorConfig, ElectorHandle, Fence, Leadership, RedisStore,
+};
 use leasehold_partitions::{
     Coordinator, CoordinatorHandle, GroupConfig, GroupStatus, group_status,
 };
@@ -92,6 +94,30 @@ pub fn this_instance() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "unknown-host".to_owned());
     format!("{host} {}", std::process::id())
+}
+
+/// Starts an elector of `duty` under `prefix` and waits until it leads.
+pub async fn leader(
+    store: &RedisStore,
+    prefix: &str,
+    duty: &str,
+    replica: &str,
+) -> (ElectorHandle, Fence) {
+    let config = ElectorConfig::builder(duty, replica)
+        .lease(Duration::from_secs(5))
+        .key_prefix(prefix)
+        .build()
+        .unwrap();
+    let elector = Elector::new(store.clone(), config, |lead: Leadership| async move {
+        lead.cancelled().await;
+        Ok(())
+    })
+    .spawn();
+    let fence = timeout(SETTLE_LIMIT, elector.wait_until_leader())
+        .await
+        .unwrap_or_else(|_| panic!("{replica} never led {duty}"))
+        .unwrap();
+    (elector, fence)
 }
 
 pub fn store(redis: &RedisServer) -> RedisStore {
