@@ -77,6 +77,13 @@ async fn unreachable_port_is_a_connection_error_well_within_the_timeout() {
         vec!["leader", "--duty", "d"],
         vec!["status", "--group", "g"],
         vec!["watch", "--group", "g"],
+        vec!["owner", "--group", "g", "p0"],
+        vec!["list"],
+        vec!["partitions", "add", "--group", "g", "p0"],
+        vec!["partitions", "remove", "--group", "g", "p0"],
+        vec!["partitions", "list", "--group", "g"],
+        vec!["drain", "--group", "g", "--replica", "r"],
+        vec!["undrain", "--group", "g", "--replica", "r"],
     ] {
         let mut args = args;
         args.extend(["--redis-url", &url, "--timeout-ms", "1000"]);
@@ -95,6 +102,9 @@ async fn black_holed_server_times_out_after_the_timeout() {
     for args in [
         vec!["leader", "--duty", "d"],
         vec!["status", "--group", "g"],
+        vec!["list"],
+        vec!["partitions", "add", "--group", "g", "p0"],
+        vec!["drain", "--group", "g", "--replica", "r"],
     ] {
         let mut args = args;
         args.extend(["--redis-url", &url, "--timeout-ms", "300"]);
@@ -128,6 +138,19 @@ async fn keys_of_the_wrong_type_are_data_errors() {
     let r = run(&["status", "--redis-url", &url, "--group", "tenants"]).await;
     assert_failed(&r, 5, "wrong type");
     let r = run(&["watch", "--redis-url", &url, "--group", "tenants"]).await;
+    assert_failed(&r, 5, "wrong type");
+    let r = run(&["list", "--redis-url", &url]).await;
+    assert_failed(&r, 5, "wrong type");
+    let r = run(&[
+        "partitions",
+        "add",
+        "--redis-url",
+        &url,
+        "--group",
+        "tenants",
+        "p0",
+    ])
+    .await;
     assert_failed(&r, 5, "wrong type");
 
     // A duty's lease is a string; a hash there is someone else's key.

@@ -7,13 +7,14 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use leasehold_testkit::RedisServer;
-use support::{leasehold, replica, run, run_json, store, wait_for_counts};
+use support::{leasehold, replica, run, run_json, store, this_instance, wait_for_counts};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::timeout;
 
-/// `status --json` with the two fields that vary from run to run (fences are floored at
-/// the server's time; lease left ticks down) replaced by placeholders, line by line, so
-/// the rest is compared byte for byte with the golden file.
+/// `status --json` with the fields that vary from run to run (fences are floored at
+/// the server's time; times tick; the instance is this process) replaced by
+/// placeholders, line by line, so the rest is compared byte for byte with the golden
+/// file.
 fn with_placeholders(json: &str) -> String {
     let mut out = String::new();
     for line in json.lines() {
@@ -22,16 +23,18 @@ fn with_placeholders(json: &str) -> String {
         let replaced = [
             ("\"fence\": ", "\"<fence>\""),
             ("\"lease_left_ms\": ", "\"<ms>\""),
+            ("\"held_for_ms\": ", "\"<ms>\""),
+            ("\"session_left_ms\": ", "\"<ms>\""),
+            ("\"instance\": ", "\"<instance>\""),
         ]
         .into_iter()
         .find_map(|(key, placeholder)| {
             let rest = trimmed.strip_prefix(key)?;
-            let number = rest.trim_end_matches(',');
-            number.parse::<u64>().ok()?;
-            Some(format!(
-                "{indent}{key}{placeholder}{}",
-                &rest[number.len()..]
-            ))
+            let value = rest.trim_end_matches(',');
+            let is_number = value.parse::<u64>().is_ok();
+            let is_string = value.len() > 2 && value.starts_with('"') && value.ends_with('"');
+            (is_number || is_string)
+                .then(|| format!("{indent}{key}{placeholder}{}", &rest[value.len()..]))
         });
         out.push_str(&replaced.unwrap_or_else(|| line.to_owned()));
         out.push('\n');
@@ -63,13 +66,18 @@ async fn status_json_of_one_replica_matches_the_golden_file() {
         "raw output:\n{}",
         r.stdout
     );
-    // The placeholders stood for real numbers.
+    // The placeholders stood for real values.
     let json: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     for p in json["partitions"].as_array().unwrap() {
         assert!(p["fence"].as_u64().unwrap() > 0, "{p}");
         let left = p["lease_left_ms"].as_u64().unwrap();
         assert!(left > 0 && left <= 2_000, "{p}");
+        assert!(p["held_for_ms"].as_u64().is_some(), "{p}");
     }
+    let r0 = &json["replicas"][0];
+    let left = r0["session_left_ms"].as_u64().unwrap();
+    assert!(left > 0 && left <= 2_000, "{r0}");
+    assert_eq!(r0["instance"], this_instance());
     a.shutdown().await;
 }
 
@@ -100,28 +108,39 @@ async fn status_of_two_balanced_replicas_shows_two_each_and_no_spread() {
         [
             "group tenants (prefix ops): 4 partitions, 2 live replicas",
             "",
-            "PARTITION  OWNER      FENCE             LEASE LEFT",
+            "PARTITION  OWNER      FENCE             LEASE LEFT  HELD FOR",
         ],
         "{}",
         r.stdout
     );
     for (i, line) in lines[3..7].iter().enumerate() {
         let cols: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(cols.len(), 4, "{line}");
+        assert_eq!(cols.len(), 5, "{line}");
         assert_eq!(cols[0], format!("p{i}"));
         assert!(["replica-a", "replica-b"].contains(&cols[1]), "{line}");
         assert!(cols[2].parse::<u64>().unwrap() > 0, "{line}");
-        assert!(cols[3].ends_with('s'), "{line}");
+        assert!(cols[3].ends_with('s') && cols[4].ends_with('s'), "{line}");
     }
     assert_eq!(
-        lines[7..],
+        lines[7..9],
         [
             "",
-            "REPLICA    OWNED",
-            "replica-a  2",
-            "replica-b  2",
+            "REPLICA    STATE   DRAINED  OWNED  SESSION LEFT  INSTANCE"
+        ],
+        "{}",
+        r.stdout
+    );
+    for (line, replica) in lines[9..11].iter().zip(["replica-a", "replica-b"]) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cols[..4], [replica, "active", "no", "2"], "{line}");
+        assert!(cols[4].ends_with('s'), "{line}");
+        assert_eq!(cols[5..].join(" "), this_instance(), "{line}");
+    }
+    assert_eq!(
+        lines[11..],
+        [
             "",
-            "live replicas: 2, unowned partitions: 0, spread: 0",
+            "live replicas: 2, unowned partitions: 0, spread: 0, list version: 0",
         ],
         "{}",
         r.stdout
@@ -134,13 +153,18 @@ async fn status_of_two_balanced_replicas_shows_two_each_and_no_spread() {
     assert_eq!(json["live_replicas"], 2);
     assert_eq!(json["unowned"], 0);
     assert_eq!(json["spread"], 0);
-    assert_eq!(
-        json["replicas"],
-        serde_json::json!([
-            {"replica": "replica-a", "owned": 2, "settling": false},
-            {"replica": "replica-b", "owned": 2, "settling": false},
-        ])
-    );
+    assert_eq!(json["list_version"], 0);
+    let replicas = json["replicas"].as_array().unwrap();
+    assert_eq!(replicas.len(), 2, "{json}");
+    for (r, id) in replicas.iter().zip(["replica-a", "replica-b"]) {
+        assert_eq!(r["replica"], id);
+        assert_eq!(r["owned"], 2);
+        assert_eq!(r["settling"], false);
+        assert_eq!(r["state"], "active");
+        assert_eq!(r["drained"], false);
+        assert_eq!(r["instance"], this_instance());
+        assert!(r["session_left_ms"].as_u64().unwrap() <= 2_000, "{r}");
+    }
     tokio::join!(a.shutdown(), b.shutdown());
 }
 
@@ -192,6 +216,11 @@ async fn watch_prints_each_change_of_owner_and_stops_on_ctrl_c() {
             joined = true;
             continue;
         }
+        // Its state as it settles: "replica replica-b settling → active".
+        if change.starts_with("replica replica-b ") {
+            assert_eq!(change, "replica replica-b settling → active", "{line}");
+            continue;
+        }
         // "p1  replica-a → (none)  fence 1764...", "p1  (none) → replica-b  fence ..."
         let cols: Vec<&str> = change.split_whitespace().collect();
         assert_eq!(cols.len(), 6, "{line}");
@@ -227,5 +256,80 @@ async fn watch_prints_each_change_of_owner_and_stops_on_ctrl_c() {
         .expect("watch did not stop on SIGINT")
         .unwrap();
     assert_eq!(status.code(), Some(0));
+    tokio::join!(a.shutdown(), b.shutdown());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_prints_drains_state_changes_and_partitions_added_and_removed() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    let a = replica(&store, "leasehold", "tenants", 4, "replica-a");
+    let b = replica(&store, "leasehold", "tenants", 4, "replica-b");
+    let balanced = [("replica-a", 2), ("replica-b", 2)];
+    wait_for_counts(&store, "leasehold", "tenants", &balanced).await;
+    let url = redis.url();
+
+    let mut child = leasehold()
+        .args(["watch", "--redis-url", &url, "--group", "tenants"])
+        .args(["--interval-ms", "50"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next_line = async || {
+        timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("watch printed nothing for 20 s")
+            .unwrap()
+            .expect("watch ended early")
+    };
+    while !next_line().await.starts_with("watching for changes") {}
+    // Owner changes come and go in between; these come in this order.
+    let mut wait_for = async |want: &str| {
+        loop {
+            let line = next_line().await;
+            let (_, change) = line.split_once("  ").unwrap();
+            if change == want {
+                return;
+            }
+            assert!(
+                change.starts_with('p') && change.contains(" → "),
+                "only owner changes in between; waiting for {want:?}, got {line:?}"
+            );
+        }
+    };
+
+    let drain = [
+        "--redis-url",
+        &url,
+        "--group",
+        "tenants",
+        "--replica",
+        "replica-b",
+    ];
+    let mut args = vec!["drain"];
+    args.extend(drain);
+    assert_eq!(run(&args).await.code, Some(0));
+    wait_for("replica replica-b drained").await;
+    wait_for("replica replica-b active → draining").await;
+    args[0] = "undrain";
+    assert_eq!(run(&args).await.code, Some(0));
+    wait_for("replica replica-b undrained").await;
+    wait_for("replica replica-b draining → active").await;
+
+    let set = ["--redis-url", &url, "--group", "tenants"];
+    let mut args = vec!["partitions", "add"];
+    args.extend(set);
+    args.push("p9");
+    assert_eq!(run(&args).await.code, Some(0));
+    wait_for("partition p9 added").await;
+    args[1] = "remove";
+    assert_eq!(run(&args).await.code, Some(0));
+    wait_for("partition p9 removed").await;
+
+    child.start_kill().unwrap();
+    let _ = child.wait().await;
     tokio::join!(a.shutdown(), b.shutdown());
 }

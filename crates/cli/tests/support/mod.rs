@@ -5,8 +5,12 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use leasehold_election::{DutyResult, Leadership, RedisStore};
-use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupConfig, group_status};
+use leasehold_election::{
+    DutyResult, Elector, ElectorConfig, ElectorHandle, Fence, Leadership, RedisStore,
+};
+use leasehold_partitions::{
+    Coordinator, CoordinatorHandle, GroupConfig, GroupStatus, group_status,
+};
 use leasehold_testkit::RedisServer;
 use tokio::process::Command;
 use tokio::time::{Instant, sleep, timeout};
@@ -66,6 +70,54 @@ pub fn assert_failed(r: &Run, code: i32, contains: &str) {
     assert_eq!(r.stderr.lines().count(), 1, "one line on stderr: {r:?}");
     assert!(r.stderr.starts_with("leasehold: error: "), "{r:?}");
     assert!(r.stderr.contains(contains), "expected {contains:?}: {r:?}");
+}
+
+/// A server that answers `DEBUG DIGEST`, to check that a refused command changed
+/// nothing.
+pub fn redis_with_digest() -> RedisServer {
+    RedisServer::start_with_args(&["--enable-debug-command", "yes"])
+}
+
+/// A digest of every key and value on the server (`DEBUG DIGEST`).
+pub fn digest(redis: &RedisServer) -> String {
+    let d = redis.redis_cli(&["DEBUG", "DIGEST"]);
+    assert!(!d.starts_with("(error)"), "DEBUG DIGEST: {d}");
+    d
+}
+
+/// This process as a coordinator describes itself to its group: `host pid`.
+pub fn this_instance() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    format!("{host} {}", std::process::id())
+}
+
+/// Starts an elector of `duty` under `prefix` and waits until it leads.
+pub async fn leader(
+    store: &RedisStore,
+    prefix: &str,
+    duty: &str,
+    replica: &str,
+) -> (ElectorHandle, Fence) {
+    let config = ElectorConfig::builder(duty, replica)
+        .lease(Duration::from_secs(5))
+        .key_prefix(prefix)
+        .build()
+        .unwrap();
+    let elector = Elector::new(store.clone(), config, |lead: Leadership| async move {
+        lead.cancelled().await;
+        Ok(())
+    })
+    .spawn();
+    let fence = timeout(SETTLE_LIMIT, elector.wait_until_leader())
+        .await
+        .unwrap_or_else(|_| panic!("{replica} never led {duty}"))
+        .unwrap();
+    (elector, fence)
 }
 
 pub fn store(redis: &RedisServer) -> RedisStore {
@@ -128,6 +180,30 @@ pub async fn wait_for_counts(
         assert!(
             Instant::now() < deadline,
             "group {group} did not settle on {counts:?}: {status:?}"
+        );
+        sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the group's status satisfies `done` (`what` names it for the failure).
+pub async fn wait_until(
+    store: &RedisStore,
+    prefix: &str,
+    group: &str,
+    what: &str,
+    done: impl Fn(&GroupStatus) -> bool,
+) -> GroupStatus {
+    let deadline = Instant::now() + SETTLE_LIMIT;
+    loop {
+        let status = group_status(store, prefix, group).await;
+        if let Ok(Some(s)) = &status
+            && done(s)
+        {
+            return s.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "group {group}: never {what}: {status:?}"
         );
         sleep(Duration::from_millis(50)).await;
     }

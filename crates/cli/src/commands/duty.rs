@@ -1,0 +1,83 @@
+//! `leader` and `list`: reading duties, and everything under a prefix.
+
+use leasehold_election::StoreError;
+use leasehold_election::config::validate_name;
+use leasehold_election::keys::DutyKeys;
+
+use super::print;
+use crate::error::Error;
+use crate::output;
+use crate::reads::{self, Duty};
+use crate::target::Target;
+
+/// `leasehold leader`: who leads, or that nobody does now; a duty never elected and a
+/// lease that is not Leasehold's are errors.
+pub async fn leader(target: &Target, duty: &str, json: bool) -> Result<(), Error> {
+    let store = target.store()?;
+    validate_name("duty", duty)?;
+    let (leader, fence) = match reads::duty(&store, &target.prefix, duty).await? {
+        Duty::Led(l) => {
+            let fence = l.fence;
+            (Some(l), fence)
+        }
+        Duty::Vacant { last_fence } => (None, last_fence),
+        Duty::NeverElected => return Err(Error::NoDuty(duty.to_owned())),
+        Duty::Foreign(value) => {
+            return Err(Error::ForeignLease {
+                key: DutyKeys::new(&target.prefix, duty).lease,
+                value,
+            });
+        }
+    };
+    print(&if json {
+        output::to_json(&output::leader_json(
+            &target.prefix,
+            duty,
+            leader.as_ref(),
+            fence,
+        ))
+    } else {
+        output::leader_text(duty, leader.as_ref(), fence)
+    })
+}
+
+/// `leasehold list`: the groups and duties under the prefix (found with SCAN), each
+/// read once.
+pub async fn list(target: &Target, json: bool) -> Result<(), Error> {
+    let store = target.store()?;
+    let found = reads::inventory(&store, &target.prefix).await?;
+    let mut groups = Vec::with_capacity(found.groups.len());
+    for group in &found.groups {
+        let admin = target.admin(&store, group)?;
+        match admin.status().await {
+            Ok(Some(status)) => groups.push(output::group_entry(group, &status)),
+            // Deleted since the scan found it.
+            Ok(None) => {}
+            Err(error) => {
+                return Err(Error::Group {
+                    group: group.clone(),
+                    error,
+                });
+            }
+        }
+    }
+    let mut duties = Vec::with_capacity(found.duties.len());
+    for duty in &found.duties {
+        let read = match reads::duty(&store, &target.prefix, duty).await {
+            // A lease key of another type is no more Leasehold's than a foreign value.
+            Err(StoreError::WrongType(_)) => Duty::Foreign(String::new()),
+            read => read?,
+        };
+        duties.extend(output::duty_entry(duty, &read));
+    }
+    let list = output::ListJson {
+        prefix: target.prefix.clone(),
+        groups,
+        duties,
+    };
+    print(&if json {
+        output::to_json(&list)
+    } else {
+        output::list_text(&list)
+    })
+}

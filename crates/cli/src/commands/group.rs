@@ -1,0 +1,134 @@
+//! `status`, `watch` and `owner`: reading a group.
+
+use std::time::{Duration, SystemTime};
+
+use leasehold_election::RedisStore;
+use leasehold_election::config::validate_name;
+use leasehold_partitions::{GroupAdmin, GroupStatus};
+use tokio::time::{MissedTickBehavior, interval};
+
+use super::{group_error, now, print};
+use crate::error::{EXIT_DATA, Error};
+use crate::output;
+use crate::target::Target;
+
+/// The whole group; [`Error::NoGroup`] if it does not exist.
+async fn read(admin: &GroupAdmin<RedisStore>, group: &str) -> Result<GroupStatus, Error> {
+    admin
+        .status()
+        .await
+        .map_err(|error| Error::Group {
+            group: group.to_owned(),
+            error,
+        })?
+        .ok_or_else(|| Error::NoGroup(group.to_owned()))
+}
+
+/// `leasehold status`.
+pub async fn status(target: &Target, group: &str, json: bool) -> Result<(), Error> {
+    let store = target.store()?;
+    let admin = target.admin(&store, group)?;
+    let status = read(&admin, group).await?;
+    print(&if json {
+        output::to_json(&output::status_json(&target.prefix, group, &status))
+    } else {
+        output::status_text(&target.prefix, group, &status)
+    })
+}
+
+/// `leasehold owner`: one partition's owner, with its instance from the group's
+/// members.
+pub async fn owner(target: &Target, group: &str, partition: &str, json: bool) -> Result<(), Error> {
+    let store = target.store()?;
+    let admin = target.admin(&store, group)?;
+    validate_name("partition name", partition)?;
+    let owner = match admin.owner(partition).await {
+        Ok(owner) => owner,
+        Err(e) => return Err(group_error(target, &store, group, e, false).await),
+    };
+    let instance = match &owner.owner {
+        Some(replica) => admin
+            .status()
+            .await
+            .map_err(|error| Error::Group {
+                group: group.to_owned(),
+                error,
+            })?
+            .and_then(|s| {
+                s.members
+                    .into_iter()
+                    .find(|m| &m.replica == replica)
+                    .map(|m| m.instance)
+            })
+            .filter(|i| !i.is_empty()),
+        None => None,
+    };
+    let now = SystemTime::now();
+    print(&if json {
+        output::to_json(&output::owner_json(
+            &target.prefix,
+            group,
+            &owner,
+            instance.as_deref(),
+            now,
+        ))
+    } else {
+        output::owner_text(&owner, instance.as_deref(), now)
+    })
+}
+
+/// `leasehold watch`: the status once, then one line per change until Ctrl-C.
+///
+/// The first read fails like `status`. Afterwards a failed read is reported once on
+/// stderr and retried; only data of the wrong shape ends the watch.
+pub async fn watch(target: &Target, group: &str, every: Duration) -> Result<(), Error> {
+    let store = target.store()?;
+    let admin = target.admin(&store, group)?;
+    let mut last = read(&admin, group).await?;
+    print(&output::status_text(&target.prefix, group, &last))?;
+    print(&format!(
+        "\nwatching for changes every {} ms; Ctrl-C to stop\n",
+        every.as_millis()
+    ))?;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut tick = interval(every);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    tick.tick().await;
+    let mut failing = false;
+    loop {
+        let next = async {
+            tick.tick().await;
+            read(&admin, group).await
+        };
+        let result = tokio::select! {
+            _ = &mut ctrl_c => return Ok(()),
+            r = next => r,
+        };
+        match result {
+            Ok(status) => {
+                if failing {
+                    failing = false;
+                    eprintln!("{}  reading the group works again", now());
+                }
+                let at = now();
+                let lines: String = output::changes(&last, &status)
+                    .iter()
+                    .map(|c| format!("{at}  {c}\n"))
+                    .collect();
+                print(&lines)?;
+                last = status;
+            }
+            Err(e) => {
+                let failure = e.failure(target);
+                if failure.code == EXIT_DATA {
+                    return Err(e);
+                }
+                if !failing {
+                    failing = true;
+                    eprintln!("{}  error: {} (retrying)", now(), failure.message);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! The commands. Each returns a typed [`Error`]; `main` maps it to an exit code and a
+//! message ([`Error::failure`]).
+
+mod admin;
+mod duty;
+mod group;
+
+use std::collections::HashSet;
+use std::io::{self, Write as _};
+use std::time::SystemTime;
+
+use leasehold_election::RedisStore;
+use leasehold_election::config::validate_name;
+use leasehold_partitions::PartitionsError;
+
+pub use self::admin::{add, drain, list_partitions, remove, set_weight};
+pub use self::duty::{leader, list};
+pub use self::group::{owner, status, watch};
+use crate::error::Error;
+use crate::reads;
+use crate::target::Target;
+
+/// Writes to stdout; a closed stdout (`| head`) ends the command quietly.
+fn print(text: &str) -> Result<(), Error> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::BrokenPipe => Error::StdoutClosed,
+            _ => Error::Stdout(e),
+        })
+}
+
+fn now() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+/// Checks partition names before anything is sent: each follows the naming rules, and
+/// none is named twice (the admin checks the same; checking first makes bad input a
+/// usage error whatever the state of Redis).
+fn partition_names(group: &str, names: &[String]) -> Result<(), Error> {
+    let mut seen = HashSet::new();
+    for n in names {
+        validate_name("partition name", n)?;
+        if !seen.insert(n.as_str()) {
+            return Err(Error::Refused {
+                group: group.to_owned(),
+                error: PartitionsError::DuplicatePartition(n.clone()),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The error of an admin call on `group` (`change`: a refused change, else a read).
+/// The admin cannot tell a missing group from a missing partition or replica in it:
+/// for those, whether the group exists decides.
+async fn group_error(
+    target: &Target,
+    store: &RedisStore,
+    group: &str,
+    error: PartitionsError,
+    change: bool,
+) -> Error {
+    let missing_inside = matches!(
+        error,
+        PartitionsError::UnknownPartition(_) | PartitionsError::UnknownReplica(_)
+    );
+    if missing_inside {
+        match reads::group_exists(store, &target.prefix, group).await {
+            Ok(false) => return Error::NoGroup(group.to_owned()),
+            Ok(true) => {}
+            Err(e) => return Error::Store(e),
+        }
+    }
+    let group = group.to_owned();
+    if change {
+        Error::Refused { group, error }
+    } else {
+        Error::Group { group, error }
+    }
+}

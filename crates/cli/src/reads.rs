@@ -1,0 +1,271 @@
+//! Reads the libraries do not offer, each one short read-only Lua script under the
+//! call timeout: a duty's raw lease (to tell a duty never elected, one nobody leads
+//! now and a foreign value apart), whether a group exists, and the names of the groups
+//! and duties under a prefix (SCAN, page by page; never KEYS).
+
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use leasehold_election::config::validate_name;
+use leasehold_election::ext::{LuaScript, Parse, eval};
+use leasehold_election::keys::DutyKeys;
+use leasehold_election::{Fence, RedisStore, StoreError};
+use leasehold_partitions::keys::GroupKeys;
+
+/// KEYS: lease, fence. Reply: {lease value or nil, PTTL of the lease, fence or '0',
+/// whether the fence key exists (1/0)}. Read-only.
+static DUTY: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new(
+        r#"
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]),
+  redis.call('GET', KEYS[2]) or '0', redis.call('EXISTS', KEYS[2])}
+"#,
+    )
+});
+
+/// KEYS: the group's metadata. Reply 1 if the group exists, else 0 (the test the group
+/// scripts make). Read-only.
+static GROUP_EXISTS: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::new("return redis.call('HEXISTS', KEYS[1], 'count')"));
+
+/// ARGV: cursor, pattern, count. Reply: SCAN's {next cursor, keys}. Read-only.
+static SCAN: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::new("return redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])")
+});
+
+/// How many keys one SCAN step looks at (a hint to Redis: each step stays short).
+const SCAN_COUNT: &str = "1000";
+
+/// The holder of a duty's lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leader {
+    /// Its replica id.
+    pub replica: String,
+    /// The fence of its term.
+    pub fence: Fence,
+    /// Lease left; `None` when the key has no expiry (which Leasehold never writes).
+    pub lease_left: Option<Duration>,
+}
+
+/// What a duty's keys say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Duty {
+    /// Someone leads it.
+    Led(Leader),
+    /// Nobody leads it now; it was elected before (its fence key exists).
+    Vacant {
+        /// The last fence issued.
+        last_fence: Fence,
+    },
+    /// It was never elected under this prefix: neither a lease nor a fence key.
+    NeverElected,
+    /// The lease key holds something that is not a Leasehold token.
+    Foreign(String),
+}
+
+/// Whether `value` is a Leasehold lease token: `<replica id>:<32 lowercase hex digits>`.
+pub fn is_token(value: &str) -> bool {
+    value.rsplit_once(':').is_some_and(|(replica, hex)| {
+        hex.len() == 32
+            && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+            && validate_name("replica id", replica).is_ok()
+    })
+}
+
+/// Classifies one read of a duty's keys.
+fn duty_of(
+    lease: Option<String>,
+    lease_left: Option<Duration>,
+    fence: Fence,
+    fence_exists: bool,
+) -> Duty {
+    match lease {
+        Some(value) if !is_token(&value) => Duty::Foreign(value),
+        Some(token) => Duty::Led(Leader {
+            replica: leasehold_election::keys::replica_of_token(&token).to_owned(),
+            fence,
+            lease_left,
+        }),
+        None if fence_exists => Duty::Vacant { last_fence: fence },
+        None => Duty::NeverElected,
+    }
+}
+
+/// Reads `duty` under `prefix` in one script.
+///
+/// # Errors
+/// The store's error; [`StoreError::Protocol`] if the fence is not a number.
+pub async fn duty(store: &RedisStore, prefix: &str, duty: &str) -> Result<Duty, StoreError> {
+    let keys = DutyKeys::new(prefix, duty);
+    let reply = eval(store, &DUTY, &[&keys.lease, &keys.fence], &[]).await?;
+    let mut p = Parse::new("duty", reply);
+    let lease = p.next_opt_string()?;
+    let lease_left = p.next_pttl()?;
+    let fence = Fence(p.next_u64()?);
+    let fence_exists = p.next_int()? == 1;
+    p.finish()?;
+    Ok(duty_of(lease, lease_left, fence, fence_exists))
+}
+
+/// Whether `group` exists under `prefix`.
+///
+/// # Errors
+/// The store's error.
+pub async fn group_exists(
+    store: &RedisStore,
+    prefix: &str,
+    group: &str,
+) -> Result<bool, StoreError> {
+    let keys = GroupKeys::new(prefix, group);
+    let reply = eval(store, &GROUP_EXISTS, &[&keys.meta], &[]).await?;
+    Ok(Parse::new("group exists", reply).next_int()? == 1)
+}
+
+/// The groups and duties under a prefix, by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inventory {
+    /// Groups: a `<prefix>:{<group>}:meta` key exists.
+    pub groups: BTreeSet<String>,
+    /// Duties: a `<prefix>:{<duty>}:lease` or `:fence` key exists.
+    pub duties: BTreeSet<String>,
+}
+
+impl Inventory {
+    /// Files `key` under its group or duty, if it is a group's metadata or a duty's
+    /// lease or fence under `prefix`; other keys are left out.
+    fn add(&mut self, prefix: &str, key: &str) {
+        let Some(rest) = key.strip_prefix(prefix).and_then(|r| r.strip_prefix(":{")) else {
+            return;
+        };
+        // Names contain no braces: the first `}` ends the hash tag.
+        let Some((name, suffix)) = rest.split_once('}') else {
+            return;
+        };
+        if validate_name("name", name).is_err() {
+            return;
+        }
+        match suffix {
+            ":meta" => self.groups.insert(name.to_owned()),
+            ":lease" | ":fence" => self.duties.insert(name.to_owned()),
+            _ => false,
+        };
+    }
+}
+
+/// `text` with the glob characters of SCAN's MATCH escaped.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Every group and duty under `prefix`: SCAN with MATCH `<prefix>:{*}:*`, a thousand
+/// keys per step, each step one call under the timeout.
+///
+/// # Errors
+/// The store's error.
+pub async fn inventory(store: &RedisStore, prefix: &str) -> Result<Inventory, StoreError> {
+    let pattern = format!("{}:{{*}}:*", glob_escape(prefix));
+    let mut found = Inventory::default();
+    let mut cursor = "0".to_owned();
+    loop {
+        let reply = eval(store, &SCAN, &[], &[&cursor, &pattern, SCAN_COUNT]).await?;
+        let mut p = Parse::new("scan", reply);
+        cursor = p.next_string()?;
+        let mut keys = p.next_array()?;
+        while keys.remaining() > 0 {
+            found.add(prefix, &keys.next_string()?);
+        }
+        p.finish()?;
+        if cursor == "0" {
+            return Ok(found);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEX: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn tokens_are_a_replica_and_32_hex_digits() {
+        assert!(is_token(&format!("replica-a:{HEX}")));
+        assert!(is_token(&format!("node:a:{HEX}")), "ids may hold colons");
+        for foreign in [
+            "x".to_owned(),
+            "replica-a:0123".to_owned(),
+            format!(":{HEX}"),
+            format!("replica-a:{}", HEX.to_uppercase()),
+            format!("replica-a:{HEX}0"),
+            format!("a{{b}}:{HEX}"),
+        ] {
+            assert!(!is_token(&foreign), "{foreign:?}");
+        }
+    }
+
+    #[test]
+    fn a_duty_is_led_vacant_never_elected_or_foreign() {
+        let left = Some(Duration::from_millis(900));
+        assert_eq!(
+            duty_of(Some(format!("r1:{HEX}")), left, Fence(7), true),
+            Duty::Led(Leader {
+                replica: "r1".into(),
+                fence: Fence(7),
+                lease_left: left
+            })
+        );
+        assert_eq!(
+            duty_of(None, Some(Duration::ZERO), Fence(7), true),
+            Duty::Vacant {
+                last_fence: Fence(7)
+            }
+        );
+        assert_eq!(
+            duty_of(None, Some(Duration::ZERO), Fence(0), false),
+            Duty::NeverElected
+        );
+        assert_eq!(
+            duty_of(Some("x".into()), None, Fence(0), false),
+            Duty::Foreign("x".into())
+        );
+    }
+
+    #[test]
+    fn inventory_keeps_group_metadata_and_duty_keys_only() {
+        let mut inv = Inventory::default();
+        for key in [
+            "lh:{tenants}:meta",
+            "lh:{tenants}:members",
+            "lh:{tenants}:fences",
+            "lh:{tenants}:p1:lease", // a grouped elector's key, not a duty
+            "lh:{scheduler}:lease",
+            "lh:{scheduler}:fence",
+            "lh:{scheduler}:boot",
+            "lh:{reports}:fence",
+            "lh:{}:fence",
+            "lhx:{other}:fence",
+            "lh:released",
+        ] {
+            inv.add("lh", key);
+        }
+        assert_eq!(inv.groups.into_iter().collect::<Vec<_>>(), ["tenants"]);
+        assert_eq!(
+            inv.duties.into_iter().collect::<Vec<_>>(),
+            ["reports", "scheduler"]
+        );
+    }
+
+    #[test]
+    fn glob_characters_of_the_prefix_are_escaped() {
+        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+        assert_eq!(glob_escape("leasehold"), "leasehold");
+    }
+}

@@ -1,0 +1,390 @@
+//! `leasehold partitions add|remove|list` against a real redis-server: the happy paths,
+//! a running replica taking an added partition and giving back a removed one, and
+//! every kind of bad input refused with its exit code, changing nothing.
+
+mod support;
+
+use leasehold_testkit::RedisServer;
+use support::{
+    assert_failed, digest, redis_with_digest, replica, run, run_json, store, wait_for_counts,
+    wait_until,
+};
+
+/// `leasehold partitions <args> --redis-url <url>`.
+async fn partitions(url: &str, args: &[&str]) -> support::Run {
+    let mut all = vec!["partitions"];
+    all.extend(args);
+    all.extend(["--redis-url", url]);
+    run(&all).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_creates_the_group_then_adds_and_remove_takes_away() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let r = partitions(
+        &url,
+        &[
+            "add",
+            "--group",
+            "tenants",
+            "--grant-delay-ms",
+            "0",
+            "p0",
+            "p1",
+        ],
+    )
+    .await;
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            Some(0),
+            "created group tenants (prefix leasehold) with 2 partitions; nothing in it is \
+             granted for 0 ms (--grant-delay-ms)\n",
+            ""
+        ),
+        "{r:?}"
+    );
+    let r = partitions(&url, &["add", "--group", "tenants", "p2", "p3"]).await;
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (
+            Some(0),
+            "added 2 partitions to group tenants (prefix leasehold)\n"
+        ),
+        "{r:?}"
+    );
+    let r = partitions(&url, &["list", "--group", "tenants"]).await;
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (Some(0), "p0\np1\np2\np3\n"),
+        "{r:?}"
+    );
+
+    let r = partitions(&url, &["remove", "--group", "tenants", "p1", "p3"]).await;
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (
+            Some(0),
+            "removed 2 partitions from group tenants (prefix leasehold); an owned one is \
+             handed back by its owner\n"
+        ),
+        "{r:?}"
+    );
+    let json = run_json(&[
+        "partitions",
+        "list",
+        "--group",
+        "tenants",
+        "--json",
+        "--redis-url",
+        &url,
+    ])
+    .await;
+    assert_eq!(
+        json,
+        serde_json::json!({"group": "tenants", "prefix": "leasehold", "partitions": ["p0", "p2"]})
+    );
+
+    // The default grant delay (10 s) is said when the add creates the group.
+    let r = partitions(&url, &["add", "--group", "other", "--prefix", "ops", "x"]).await;
+    assert_eq!(
+        r.stdout,
+        "created group other (prefix ops) with 1 partition; nothing in it is granted for \
+         10000 ms (--grant-delay-ms)\n",
+        "{r:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_replica_takes_an_added_partition_and_gives_back_a_removed_one() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    let url = redis.url();
+    let a = replica(&store, "leasehold", "tenants", 2, "replica-a");
+    wait_for_counts(&store, "leasehold", "tenants", &[("replica-a", 2)]).await;
+
+    let r = partitions(&url, &["add", "--group", "tenants", "p7"]).await;
+    assert_eq!(r.code, Some(0), "{r:?}");
+    wait_until(&store, "leasehold", "tenants", "owned p7", |s| {
+        s.partitions
+            .iter()
+            .any(|p| p.partition == "p7" && p.owner.as_deref() == Some("replica-a"))
+    })
+    .await;
+
+    let r = partitions(&url, &["remove", "--group", "tenants", "p0"]).await;
+    assert_eq!(r.code, Some(0), "{r:?}");
+    let s = wait_until(&store, "leasehold", "tenants", "gave p0 back", |s| {
+        s.members.iter().all(|m| m.held == 2)
+    })
+    .await;
+    let names: Vec<&str> = s.partitions.iter().map(|p| p.partition.as_str()).collect();
+    assert_eq!(names, ["p1", "p7"]);
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_with_its_exit_code_and_changes_nothing() {
+    let redis = redis_with_digest();
+    let url = redis.url();
+    let r = partitions(
+        &url,
+        &[
+            "add",
+            "--group",
+            "tenants",
+            "--grant-delay-ms",
+            "0",
+            "p0",
+            "p1",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, Some(0), "{r:?}");
+    let before = digest(&redis);
+
+    let cases: &[(&[&str], i32, &str)] = &[
+        // Adding.
+        (
+            &["partitions", "add", "--group", "tenants", "p0"],
+            2,
+            "partition \"p0\" is already in group \"tenants\"; nothing was changed",
+        ),
+        (
+            &["partitions", "add", "--group", "tenants", "p5", "p0"],
+            2,
+            "partition \"p0\" is already in group \"tenants\"; nothing was changed",
+        ),
+        (
+            &["partitions", "add", "--group", "tenants", "p5", "p5"],
+            2,
+            "partition \"p5\" is named more than once; nothing was changed",
+        ),
+        (
+            &["partitions", "add", "--group", "tenants", "p5", ""],
+            2,
+            "partition name must not be empty",
+        ),
+        (
+            &["partitions", "add", "--group", "tenants", "a{b"],
+            2,
+            "partition name contains '{', which is reserved for Redis Cluster hash tags",
+        ),
+        (
+            &["partitions", "add", "--group", "tenants", "a}b"],
+            2,
+            "contains '}'",
+        ),
+        (
+            &["partitions", "add", "--group", "tenants", "a\nb"],
+            2,
+            "partition name contains the control character '\\n'",
+        ),
+        (
+            &["partitions", "add", "--group", "", "p5"],
+            2,
+            "group must not be empty",
+        ),
+        (
+            &["partitions", "add", "--group", "t{x}", "p5"],
+            2,
+            "group contains '{'",
+        ),
+        (
+            &[
+                "partitions",
+                "add",
+                "--group",
+                "tenants",
+                "--prefix",
+                "a\tb",
+                "p5",
+            ],
+            2,
+            "prefix contains the control character",
+        ),
+        // Removing.
+        (
+            &["partitions", "remove", "--group", "tenants", "p9"],
+            4,
+            "no partition \"p9\" in group \"tenants\"; nothing was changed",
+        ),
+        (
+            &["partitions", "remove", "--group", "tenants", "p1", "p9"],
+            4,
+            "no partition \"p9\" in group \"tenants\"; nothing was changed",
+        ),
+        (
+            &["partitions", "remove", "--group", "tenants", "p0", "p1"],
+            2,
+            "a group keeps at least one partition: that would leave group \"tenants\" \
+             empty; nothing was changed",
+        ),
+        (
+            &["partitions", "remove", "--group", "tenants", "p0", "p0"],
+            2,
+            "partition \"p0\" is named more than once",
+        ),
+        (
+            &["partitions", "remove", "--group", "tenants", ""],
+            2,
+            "must not be empty",
+        ),
+        (
+            &["partitions", "remove", "--group", "nope", "p0"],
+            4,
+            "no group \"nope\" under prefix \"leasehold\"",
+        ),
+        (
+            &[
+                "partitions",
+                "remove",
+                "--group",
+                "tenants",
+                "--prefix",
+                "ops",
+                "p0",
+            ],
+            4,
+            "no group \"tenants\" under prefix \"ops\"",
+        ),
+        // Reading a group that does not exist, or a partition not in it.
+        (
+            &["partitions", "list", "--group", "nope"],
+            4,
+            "no group \"nope\"",
+        ),
+        (
+            &["owner", "--group", "tenants", "p9"],
+            4,
+            "no partition \"p9\" in group \"tenants\"",
+        ),
+        (&["owner", "--group", "nope", "p0"], 4, "no group \"nope\""),
+        (
+            &["owner", "--group", "tenants", "a{b}"],
+            2,
+            "partition name contains '{'",
+        ),
+        (&["status", "--group", "nope"], 4, "no group \"nope\""),
+        // Draining a replica that is not live, or of no group.
+        (
+            &["drain", "--group", "tenants", "--replica", "ghost"],
+            4,
+            "replica \"ghost\" is not live in group \"tenants\" (only a heartbeating \
+             replica can be drained or undrained); nothing was changed",
+        ),
+        (
+            &["undrain", "--group", "tenants", "--replica", "ghost"],
+            4,
+            "replica \"ghost\" is not live in group \"tenants\"",
+        ),
+        (
+            &["drain", "--group", "nope", "--replica", "ghost"],
+            4,
+            "no group \"nope\"",
+        ),
+        (
+            &["drain", "--group", "tenants", "--replica", ""],
+            2,
+            "replica id must not be empty",
+        ),
+    ];
+    for (args, code, message) in cases {
+        let mut all = args.to_vec();
+        all.extend(["--redis-url", &url]);
+        let r = run(&all).await;
+        assert_failed(&r, *code, message);
+        assert_eq!(digest(&redis), before, "{args:?} changed Redis: {r:?}");
+    }
+    assert!(
+        !run(&[
+            "partitions",
+            "add",
+            "--group",
+            "tenants",
+            "--redis-url",
+            &url
+        ])
+        .await
+        .stderr
+        .is_empty(),
+        "a partition name is required"
+    );
+    let r = partitions(&url, &["list", "--group", "tenants"]).await;
+    assert_eq!(r.stdout, "p0\np1\n", "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weight_sets_a_partitions_weight_and_status_shows_the_loads() {
+    let redis = redis_with_digest();
+    let url = redis.url();
+    let r = partitions(
+        &url,
+        &[
+            "add",
+            "--group",
+            "tenants",
+            "--grant-delay-ms",
+            "0",
+            "p0",
+            "p1",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, Some(0), "{r:?}");
+    let r = partitions(&url, &["weight", "--group", "tenants", "p0", "5"]).await;
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (
+            Some(0),
+            "partition p0 of group tenants: weight 5 (was 1); the group balances by weight\n"
+        ),
+        "{r:?}"
+    );
+    let json = run_json(&[
+        "status",
+        "--group",
+        "tenants",
+        "--json",
+        "--redis-url",
+        &url,
+    ])
+    .await;
+    assert_eq!(json["weighted"], true, "{json}");
+    assert_eq!(json["total_weight"], 6, "{json}");
+    assert_eq!(json["partitions"][0]["weight"], 5, "{json}");
+    assert_eq!(json["partitions"][1]["weight"], 1, "{json}");
+    let text = run(&["status", "--group", "tenants", "--redis-url", &url]).await;
+    assert!(text.stdout.contains("WEIGHT"), "{text:?}");
+    assert!(text.stdout.ends_with("total weight: 6\n"), "{text:?}");
+
+    let before = digest(&redis);
+    for (args, code, message) in [
+        (
+            vec!["weight", "--group", "tenants", "p0", "0"],
+            2,
+            "between 1 and 1000000",
+        ),
+        (
+            vec!["weight", "--group", "tenants", "p0", "1000001"],
+            2,
+            "between 1 and 1000000",
+        ),
+        (
+            vec!["weight", "--group", "tenants", "p9", "2"],
+            4,
+            "no partition \"p9\"",
+        ),
+        (vec!["weight", "--group", "nope", "p0", "2"], 4, "nope"),
+        (
+            vec!["weight", "--group", "tenants", "{p0}", "2"],
+            2,
+            "partition name",
+        ),
+    ] {
+        let r = partitions(&url, &args).await;
+        assert_failed(&r, code, message);
+        assert_eq!(digest(&redis), before, "{args:?} changed Redis: {r:?}");
+    }
+}
