@@ -22,6 +22,9 @@ declare -A runs=(
   [load-10k]="load --partitions 1000,10000 --replicas 10 --lease-ms 2000 --seconds 10 --runs 10 --replica-nice 10"
   [load-10k-unniced]="load --partitions 10000 --replicas 10 --lease-ms 2000 --seconds 10 --runs 3"
   [load-100k]="load --partitions 100000 --replicas 10 --lease-ms 10000 --seconds 10 --runs 3 --replica-nice 10"
+  [rebalance-zipf]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --weights zipf"
+  [rebalance-zipf-count]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --weights zipf --count-only"
+  [rebalance-capacities]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --capacities 1,1,2,2"
   [rolling]="rolling --partitions 64 --replicas 4 --lease-ms 2000"
   [rolling-sticky]="rolling --partitions 64 --replicas 4 --lease-ms 2000 --sticky --rejoin-grace-ms 20000"
   [rolling-add]="rolling --partitions 64 --replicas 4 --lease-ms 2000 --add-partitions 8"
@@ -29,7 +32,7 @@ declare -A runs=(
   [stall]="stall --lease-ms 1000"
   [chaos]="chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 600 --seed 42"
 )
-order=(failover handover rebalance-64 rebalance-10k load-1k-4 load-10k load-10k-unniced load-100k rolling rolling-sticky rolling-add add stall chaos)
+order=(failover handover rebalance-64 rebalance-10k load-1k-4 load-10k load-10k-unniced load-100k rebalance-zipf rebalance-zipf-count rebalance-capacities rolling rolling-sticky rolling-add add stall chaos)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${order[@]}")
 for name in "${wanted[@]}"; do

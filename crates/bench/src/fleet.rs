@@ -82,6 +82,7 @@ impl Fleet {
                 nice,
                 list_version: 0,
                 rejoin_grace_ms: None,
+                capacity: 1,
             },
             watch: GroupWatch::new(setup::build_store(&servers.spec, lease)?, &group, poll),
             servers,

@@ -9,6 +9,7 @@ use leasehold_partitions::{GroupStatus, group_status};
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
 use crate::event::now_us;
+use crate::ownership::{Balance, Loads};
 use crate::setup::BoxError;
 
 /// The key prefix every bench group uses (the library default).
@@ -30,6 +31,11 @@ impl GroupWatch {
             group: group.to_owned(),
             every,
         }
+    }
+
+    /// The store it reads through.
+    pub fn store(&self) -> &RedisStore {
+        &self.store
     }
 
     /// The group now; `None` before any replica has joined.
@@ -106,6 +112,31 @@ pub fn balanced(status: &GroupStatus, live: &[String]) -> bool {
         && status.replicas.iter().all(|(r, _)| live.contains(r))
         && owned_by(status, live)
         && spread_of(&counts(status, live)) <= 1
+}
+
+/// [`balanced`], or with `Balance::Load`: every partition owned by `live`, every one
+/// of `live` (and no one else) heartbeating, each within its share ± the largest weight.
+pub fn balanced_by(status: &GroupStatus, live: &[String], balance: &Balance) -> bool {
+    match balance {
+        Balance::Count => balanced(status, live),
+        Balance::Load(loads) => {
+            status.replicas.len() == live.len()
+                && status.replicas.iter().all(|(r, _)| live.contains(r))
+                && owned_by(status, live)
+                && loads.within(&loads_of(status, live, loads))
+        }
+    }
+}
+
+/// The weights (by `loads`) each of `live` holds, summed.
+pub fn loads_of(status: &GroupStatus, live: &[String], loads: &Loads) -> BTreeMap<String, u64> {
+    let mut out: BTreeMap<String, u64> = live.iter().map(|r| (r.clone(), 0)).collect();
+    for p in &status.partitions {
+        if let Some(l) = p.owner.as_ref().and_then(|o| out.get_mut(o)) {
+            *l += loads.weight(&p.partition);
+        }
+    }
+    out
 }
 
 /// A one-line summary of a status, for error messages and progress.

@@ -74,6 +74,7 @@ mod stall;
 mod stats;
 mod tables;
 mod topology;
+mod weights;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -173,9 +174,35 @@ pub struct RebalanceArgs {
     /// Run every replica at this niceness (`nice -n`, 0..=19); see `load`.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=19))]
     pub replica_nice: u8,
+    /// Tenant sizes: `zipf` draws each partition's weight from a Zipf law (the k-th
+    /// largest weighs 1000 / k^s), seeded, and sets it in the group before the cold
+    /// start. The report gains a `load` section and the join's `moved_weight`.
+    #[arg(long, value_enum)]
+    pub weights: Option<WeightsArg>,
+    /// The Zipf exponent s of `--weights zipf`.
+    #[arg(long, default_value_t = 1.1, requires = "weights")]
+    pub zipf_s: f64,
+    /// The seed of `--weights zipf`.
+    #[arg(long, default_value_t = 1, requires = "weights")]
+    pub weight_seed: u64,
+    /// With `--weights`: draw the same weights but do not tell the library (it balances
+    /// by count), to compare the loads a count-only group ends with.
+    #[arg(long, requires = "weights")]
+    pub count_only: bool,
+    /// Each starting replica's capacity, in order (as many as `--replicas`; the joiner
+    /// has capacity 1).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub capacities: Option<Vec<u32>>,
     /// The Redis set-up.
     #[command(flatten)]
     pub target: TargetArgs,
+}
+
+/// Tenant size distributions of `rebalance --weights`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WeightsArg {
+    /// Zipf: a few large tenants, a long tail of small ones.
+    Zipf,
 }
 
 /// Options of the `load` scenario.
@@ -351,6 +378,9 @@ pub struct PartitionChildArgs {
     /// shutdown hands everything over).
     #[arg(long)]
     pub rejoin_grace_ms: Option<u64>,
+    /// The replica's capacity (see `GroupConfigBuilder::capacity`).
+    #[arg(long, default_value_t = 1)]
+    pub capacity: u32,
 }
 
 fn parse_count(s: &str) -> Result<usize, String> {

@@ -13,9 +13,72 @@
 //! a line may be older than one read before it).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::partition_event::PartitionEvent;
 use crate::replica::Logged;
+
+/// How the bench judges a group balanced.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Balance {
+    /// Every replica within one partition of every other (spread ≤ 1).
+    #[default]
+    Count,
+    /// Every replica's load within its capacity share of the total weight ± the largest
+    /// weight (a weighted group, or replicas of different capacities).
+    Load(Arc<Loads>),
+}
+
+/// The weights of a group's partitions and its replicas' capacities, as the bench set
+/// them up.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Loads {
+    /// Partition → weight (1 if absent).
+    pub weights: HashMap<String, u64>,
+    /// Replica → capacity (1 if absent).
+    pub capacities: HashMap<String, u32>,
+    /// The weights of the group's partitions, summed.
+    pub total: u64,
+    /// The largest weight.
+    pub max_weight: u64,
+}
+
+impl Loads {
+    /// The weight of `partition`.
+    pub fn weight(&self, partition: &str) -> u64 {
+        self.weights.get(partition).copied().unwrap_or(1)
+    }
+
+    /// The capacity of `replica`.
+    pub fn capacity(&self, replica: &str) -> u32 {
+        self.capacities.get(replica).copied().unwrap_or(1)
+    }
+
+    /// Each of `loads`' replicas' share of the total: total × capacity / the
+    /// capacities of `loads`' replicas summed.
+    pub fn shares<'a>(
+        &self,
+        loads: impl Iterator<Item = &'a str> + Clone,
+    ) -> BTreeMap<String, f64> {
+        let caps: u64 = loads.clone().map(|r| u64::from(self.capacity(r))).sum();
+        loads
+            .map(|r| {
+                let share = self.total as f64 * f64::from(self.capacity(r)) / caps.max(1) as f64;
+                (r.to_owned(), share)
+            })
+            .collect()
+    }
+
+    /// Whether every replica of `loads` (replica → load) is within its share ± the
+    /// largest weight.
+    pub fn within(&self, loads: &BTreeMap<String, u64>) -> bool {
+        let shares = self.shares(loads.keys().map(String::as_str));
+        loads.iter().all(|(r, l)| {
+            let share = shares.get(r).copied().unwrap_or(0.0);
+            (*l as f64 - share).abs() <= self.max_weight as f64 + 1e-9
+        })
+    }
+}
 
 /// One replica id's latest incarnation.
 #[derive(Debug, Clone, Default)]
@@ -27,6 +90,8 @@ struct Replica {
     joined: bool,
     /// Its partitions: `owned` seen, `released` not yet.
     owned: HashSet<String>,
+    /// Their weights, summed.
+    load: u64,
 }
 
 /// The ownership of a group of `partitions` partitions, by the replicas' reports.
@@ -43,6 +108,7 @@ pub struct Ownership {
     /// Latest instant seen (wall µs).
     clock_us: u64,
     milestones: Milestones,
+    balance: Balance,
 }
 
 /// The first instants, since the last [`Ownership::reset_milestones`], at which each
@@ -64,6 +130,8 @@ pub struct ReplicaCount {
     pub owned: usize,
     /// Whether it printed `joined`.
     pub joined: bool,
+    /// The weights of what it owns, summed (its count in an unweighted group).
+    pub load: u64,
 }
 
 /// A snapshot of [`Ownership`]: counters only, cheap to take often.
@@ -81,6 +149,8 @@ pub struct Progress {
     pub clock_us: u64,
     /// The milestones so far.
     pub milestones: Milestones,
+    /// How balance is judged.
+    pub balance: Balance,
 }
 
 impl Progress {
@@ -90,13 +160,25 @@ impl Progress {
     }
 
     /// Every partition owned by exactly one live replica, every live replica joined,
-    /// and max − min of their owned counts ≤ 1.
+    /// and max − min of their owned counts ≤ 1 (by load: every one within its share ±
+    /// the largest weight).
     pub fn balanced(&self) -> bool {
         !self.replicas.is_empty()
             && self.all_owned()
             && self.owned_twice == 0
             && self.replicas.iter().all(|r| r.joined)
-            && self.spread() <= 1
+            && match &self.balance {
+                Balance::Count => self.spread() <= 1,
+                Balance::Load(loads) => loads.within(&self.loads()),
+            }
+    }
+
+    /// Load per live replica.
+    pub fn loads(&self) -> BTreeMap<String, u64> {
+        self.replicas
+            .iter()
+            .map(|r| (r.replica.clone(), r.load))
+            .collect()
     }
 
     /// max − min of the live replicas' owned counts (0 with none).
@@ -148,6 +230,34 @@ impl Ownership {
             multi: 0,
             clock_us: 0,
             milestones: Milestones::default(),
+            balance: Balance::Count,
+        }
+    }
+
+    /// Judges balance by `balance` from now on.
+    pub fn set_balance(&mut self, balance: Balance) {
+        self.balance = balance;
+        let weight = |p: &str| match &self.balance {
+            Balance::Count => 1,
+            Balance::Load(l) => l.weight(p),
+        };
+        let loads: Vec<(String, u64)> = self
+            .replicas
+            .iter()
+            .map(|(id, r)| (id.clone(), r.owned.iter().map(|p| weight(p)).sum()))
+            .collect();
+        for (id, load) in loads {
+            if let Some(r) = self.replicas.get_mut(&id) {
+                r.load = load;
+            }
+        }
+        self.check();
+    }
+
+    fn weight(&self, partition: &str) -> u64 {
+        match &self.balance {
+            Balance::Count => 1,
+            Balance::Load(l) => l.weight(partition),
         }
     }
 
@@ -206,6 +316,10 @@ impl Ownership {
             } => {
                 if r.owned.insert(partition.clone()) {
                     self.hold(partition);
+                    let w = self.weight(partition);
+                    if let Some(r) = self.replicas.get_mut(replica) {
+                        r.load += w;
+                    }
                 }
                 self.tick(*at_us);
             }
@@ -214,6 +328,10 @@ impl Ownership {
             } => {
                 if r.owned.remove(partition) {
                     self.unhold(partition);
+                    let w = self.weight(partition);
+                    if let Some(r) = self.replicas.get_mut(replica) {
+                        r.load = r.load.saturating_sub(w);
+                    }
                 }
                 self.tick(*at_us);
             }
@@ -255,10 +373,12 @@ impl Ownership {
                     replica: id.clone(),
                     owned: r.owned.len(),
                     joined: r.joined,
+                    load: r.load,
                 })
                 .collect(),
             clock_us: self.clock_us,
             milestones: self.milestones,
+            balance: self.balance.clone(),
         }
     }
 
@@ -269,7 +389,10 @@ impl Ownership {
     /// Takes `replica`'s partitions out of the holder counts (if it is live).
     fn drop_owned(&mut self, replica: &str) -> HashSet<String> {
         let owned = match self.replicas.get_mut(replica) {
-            Some(r) if r.live => std::mem::take(&mut r.owned),
+            Some(r) if r.live => {
+                r.load = 0;
+                std::mem::take(&mut r.owned)
+            }
             _ => return HashSet::new(),
         };
         for p in &owned {

@@ -51,7 +51,8 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
         args.replica.as_str(),
     )
     .lease(lease)
-    .list_version(args.list_version);
+    .list_version(args.list_version)
+    .capacity(args.capacity);
     if let Some(ms) = args.settle_ms {
         builder = builder.settle(Duration::from_millis(ms));
     }

@@ -16,22 +16,26 @@
 //! scan of the group, so they come at most every [`poll_interval`]: P × 10 µs, within
 //! 5..=100 ms.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
+
+use leasehold_partitions::GroupAdmin;
 
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::RebalanceArgs;
 use crate::event::{micros, now_us, span_ms};
 use crate::fleet::{self, Fleet, convergence_limit};
-use crate::group::{balanced, counts, describe, spread_of};
-use crate::ownership::OwnerChanges;
-use crate::partition_event::PartitionEvent;
+use crate::group::{PREFIX, balanced_by, counts, describe, spread_of};
+use crate::ownership::{Balance, Loads, OwnerChanges};
+use crate::partition_event::{PartitionEvent, partition_names};
 use crate::replica::Logged;
 use crate::setup::BoxError;
 use crate::stats::{Summary, round3};
 use crate::topology::Topology;
+use crate::weights::{self, LoadReport};
+use crate::{RebalanceArgs, WeightsArg};
 
 /// How often the bench reads the group from Redis for `partitions` partitions: 10 µs
 /// per partition, at least 5 ms, at most 100 ms (a read scans every partition's key).
@@ -90,6 +94,9 @@ pub struct Join {
     pub confirmed_ms: f64,
     /// Owner changes (`owned` lines) from the spawn until one lease after balance.
     pub moved: u64,
+    /// The weights of the partitions that changed owner, summed (with `--weights`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_weight: Option<u64>,
 }
 
 /// The final report of `rebalance`.
@@ -117,6 +124,18 @@ pub struct RebalanceReport {
     pub final_counts: BTreeMap<String, usize>,
     /// max − min of `final_counts`.
     pub spread: usize,
+    /// `zipf` with `--weights`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weights: Option<&'static str>,
+    /// Whether the weights were only drawn, not set in the group (`--count-only`).
+    pub count_only: bool,
+    /// The starting replicas' capacities (with `--capacities`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacities: Option<Vec<u32>>,
+    /// The loads at the end against the capacity shares (with `--weights` or
+    /// `--capacities`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadReport>,
 }
 
 /// Runs the scenario.
@@ -140,18 +159,81 @@ pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
     Ok(report)
 }
 
+/// The weights and capacities of a run, and how balance is judged.
+async fn setup_loads(fleet: &Fleet, args: &RebalanceArgs) -> Result<Option<Loads>, BoxError> {
+    if args.weights.is_none() && args.capacities.is_none() {
+        return Ok(None);
+    }
+    let names = partition_names(args.partitions);
+    let weights = match args.weights {
+        Some(WeightsArg::Zipf) => weights::zipf(&names, args.zipf_s, args.weight_seed),
+        None => HashMap::new(),
+    };
+    let capacities: HashMap<String, u32> = args
+        .capacities
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| (format!("replica-{}", i + 1), *c))
+        .collect();
+    let loads = Loads {
+        total: names
+            .iter()
+            .map(|n| weights.get(n).copied().unwrap_or(1))
+            .sum(),
+        max_weight: weights.values().copied().max().unwrap_or(1).max(1),
+        weights,
+        capacities,
+    };
+    if args.weights.is_some() && !args.count_only {
+        // The group, with its weights, before any replica: nothing moves for them.
+        let admin = GroupAdmin::new(fleet.watch.store().clone(), PREFIX, &fleet.spec.group)?
+            .grant_delay(fleet.lease());
+        admin.add(names.iter().cloned()).await?;
+        for n in &names {
+            let w = loads.weight(n);
+            if w != 1 {
+                admin.set_weight(n, w).await?;
+            }
+        }
+    }
+    Ok(Some(loads))
+}
+
 async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
     let lease = fleet.lease();
     let limit = convergence_limit(args.partitions, lease);
     let n = args.replicas;
+    if let Some(caps) = &args.capacities
+        && caps.len() != n
+    {
+        return Err(format!(
+            "--capacities lists {} capacities for {n} replicas",
+            caps.len()
+        )
+        .into());
+    }
+    let loads = setup_loads(fleet, args).await?;
+    let by_load = args
+        .capacities
+        .as_ref()
+        .is_some_and(|c| c.iter().any(|x| *x != 1))
+        || (args.weights.is_some() && !args.count_only);
+    let balance = match (&loads, by_load) {
+        (Some(l), true) => Balance::Load(Arc::new(l.clone())),
+        _ => Balance::Count,
+    };
+    fleet.log.set_balance(balance.clone());
 
     // Cold start.
     let start_us = now_us();
     for i in 1..=n {
-        fleet.spawn(&format!("replica-{i}"))?;
+        let mut spec = fleet.spec.clone();
+        spec.capacity = args.capacities.as_ref().map_or(1, |c| c[i - 1]);
+        fleet.spawn_with(&spec, &format!("replica-{i}"), 1)?;
     }
     let (all_owned_ms, balanced_ms) = converge(fleet, "cold start", start_us, limit).await?;
-    let confirmed_ms = confirm(fleet, "cold start", start_us, limit).await?;
+    let confirmed_ms = confirm(fleet, "cold start", start_us, limit, &balance).await?;
     tokio::time::sleep(lease).await;
     let cold = OwnerChanges::count(&fleet.log.snapshot(), 0, now_us());
     let reported_handoffs = reported_handoffs(fleet);
@@ -195,7 +277,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         Some(&last) if taken.len() == orphans.len() => span_ms(kill_us, last),
         _ => owned_ms,
     };
-    let kill_confirmed_ms = confirm(fleet, "kill", kill_us, limit).await?;
+    let kill_confirmed_ms = confirm(fleet, "kill", kill_us, limit, &balance).await?;
     killed.wait(fleet::EXIT).await?;
     eprintln!(
         "kill {victim}: its leases expire {expiry_ms:.1} ms after the kill; its {} partitions all owned after {kill_owned_ms:.1} ms, balanced after {kill_balanced_ms:.1} ms, confirmed by Redis after {kill_confirmed_ms:.1} ms",
@@ -219,9 +301,14 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     fleet.spawn(&joiner)?;
     fleet.log.reset_milestones();
     let (_, join_ms) = converge(fleet, "join", join_us, limit).await?;
-    let join_confirmed_ms = confirm(fleet, "join", join_us, limit).await?;
+    let join_confirmed_ms = confirm(fleet, "join", join_us, limit, &balance).await?;
     tokio::time::sleep(lease).await;
-    let moved = OwnerChanges::count(&fleet.log.snapshot(), join_us, now_us());
+    let log = fleet.log.snapshot();
+    let moved = OwnerChanges::count(&log, join_us, now_us());
+    let moved_weight = loads.as_ref().and(args.weights).map(|_| {
+        let l = loads.as_ref().expect("weights");
+        moved_since(&log, join_us).iter().map(|p| l.weight(p)).sum()
+    });
     eprintln!(
         "join {joiner}: balanced after {join_ms:.1} ms, confirmed by Redis after {join_confirmed_ms:.1} ms; {} partitions moved [{}]",
         moved.changes,
@@ -231,7 +318,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     let live = fleet.live();
     let status = fleet.watch.status().await?.ok_or("the group is gone")?;
     let final_counts = counts(&status, &live);
-    if !balanced(&status, &live) {
+    if !balanced_by(&status, &live, &balance) {
         return Err(format!("unbalanced at the end: {}", describe(&status)).into());
     }
     let reported = fleet.log.progress();
@@ -264,9 +351,21 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
             balanced_ms: round3(join_ms),
             confirmed_ms: round3(join_confirmed_ms),
             moved: moved.changes,
+            moved_weight,
         },
         spread: spread_of(&final_counts),
         final_counts,
+        weights: args.weights.map(|_| "zipf"),
+        count_only: args.count_only,
+        capacities: args.capacities.clone(),
+        load: loads.as_ref().map(|l| {
+            let owners: BTreeMap<String, String> = status
+                .partitions
+                .iter()
+                .filter_map(|p| Some((p.partition.clone(), p.owner.clone()?)))
+                .collect();
+            weights::report(l, &owners, &live)
+        }),
     })
 }
 
@@ -302,15 +401,34 @@ async fn confirm(
     phase: &str,
     from_us: u64,
     limit: Duration,
+    balance: &Balance,
 ) -> Result<f64, BoxError> {
     let live = fleet.live();
     let (_, at) = fleet
         .watch
         .poll_until(&format!("{phase}: balanced in Redis"), limit, |s| {
-            balanced(s, &live)
+            balanced_by(s, &live, balance)
         })
         .await?;
     Ok(span_ms(from_us, at))
+}
+
+/// The partitions whose owner changed at or after `since_us` (by the `owned` lines).
+fn moved_since(log: &[Logged], since_us: u64) -> BTreeSet<String> {
+    let mut last: HashMap<&str, &str> = HashMap::new();
+    let mut moved = BTreeSet::new();
+    for l in log {
+        if let PartitionEvent::Owned {
+            partition, at_us, ..
+        } = &l.event
+        {
+            let prev = last.insert(partition.as_str(), l.replica.as_str());
+            if prev.is_some_and(|p| p != l.replica) && *at_us >= since_us {
+                moved.insert(partition.clone());
+            }
+        }
+    }
+    moved
 }
 
 /// For each of `orphans` (the partitions `victim` owned), the first `owned` line of

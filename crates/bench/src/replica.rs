@@ -80,6 +80,11 @@ impl EventLog {
         self.lock().ownership.expect_partitions(partitions);
     }
 
+    /// Judges balance by `balance` from now on.
+    pub fn set_balance(&self, balance: crate::ownership::Balance) {
+        self.lock().ownership.set_balance(balance);
+    }
+
     /// Forgets the ownership milestones, so the next ones are recorded anew.
     pub fn reset_milestones(&self) {
         self.lock().ownership.reset_milestones();
@@ -138,6 +143,8 @@ pub struct ReplicaSpec {
     /// The rejoin grace (`--rejoin-grace-ms`; `None`: a shutdown hands everything
     /// over).
     pub rejoin_grace_ms: Option<u64>,
+    /// The replica's capacity (`--capacity`; 1: the library default).
+    pub capacity: u32,
 }
 
 /// A `leasehold-bench partition-child` process. Dropping it kills the process.
@@ -184,6 +191,9 @@ impl ReplicaProcess {
         }
         if let Some(grace) = spec.rejoin_grace_ms {
             cmd.args(["--rejoin-grace-ms", &grace.to_string()]);
+        }
+        if spec.capacity != 1 {
+            cmd.args(["--capacity", &spec.capacity.to_string()]);
         }
         if let Some(url) = ledger_url {
             cmd.args(["--ledger-url", url])

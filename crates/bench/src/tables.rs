@@ -209,6 +209,7 @@ pub fn generate(name: &str, b: &BTreeMap<String, Bench>) -> Result<String, BoxEr
         "chaos" => chaos(get(b, "chaos")?),
         "readme" => readme(b),
         "rolling" => rolling(b),
+        "weights" => weights_table(b),
         "add" => add(get(b, "add")?),
         other => Err(format!("no table generator named {other:?}").into()),
     }
@@ -242,6 +243,49 @@ fn rolling(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
             r["refused"],
             r["all_owned"],
             r["spread"],
+        );
+        sources.push(bench.source());
+    }
+    let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
+    Ok(out)
+}
+
+/// Weighted balance beside count balance of the same tenants, and capacities.
+fn weights_table(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    let mut out = String::from(
+        "| run | largest load / its share | bound (1 + largest weight / share) | loads at the end (share) | joiner: moved, weight moved |\n\
+         |---|---|---|---|---|\n",
+    );
+    let mut sources = Vec::new();
+    for (name, label) in [
+        ("rebalance-zipf", "Zipf(1.1) weights, balanced by weight"),
+        (
+            "rebalance-zipf-count",
+            "the same tenants, balanced by count (weights not set)",
+        ),
+        ("rebalance-capacities", "capacities 1, 1, 2, 2, unweighted"),
+    ] {
+        let bench = get(b, name)?;
+        let r = bench.last();
+        let load = &r["load"];
+        let loads: Vec<String> = load["replicas"]
+            .as_object()
+            .map(|m| {
+                m.values()
+                    .map(|v| format!("{} ({})", v["load"], fig(num(&v["share"]))))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let moved_weight = r["join"]["moved_weight"]
+            .as_u64()
+            .map_or_else(|| "-".to_owned(), |w| w.to_string());
+        let _ = writeln!(
+            out,
+            "| {label} | **{}** | {} | {} | {}, {moved_weight} |",
+            fig(num(&load["max_over_share"])),
+            fig(1.0 + num(&load["max_weight_over_share"])),
+            loads.join(", "),
+            r["join"]["moved"],
         );
         sources.push(bench.source());
     }

@@ -176,3 +176,49 @@ async fn rebalance_times_each_phase_from_the_replicas_lines() {
     assert!(r["join"]["moved"].as_u64().expect("moved") >= 1);
     assert!(r["spread"].as_u64().expect("spread") <= 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_weighted_rebalance_reports_loads_against_shares() {
+    let _one = SERIAL.lock().await;
+    for extra in [&["--weights", "zipf"][..], &["--capacities", "1,2,1"][..]] {
+        let mut args = vec![
+            "rebalance",
+            "--partitions",
+            "16",
+            "--replicas",
+            "3",
+            "--lease-ms",
+            "500",
+        ];
+        args.extend_from_slice(extra);
+        let out = bench(&args).await;
+        let lines = reports(&out, "rebalance");
+        let r = lines.last().expect("a report");
+        eprintln!("{r}");
+        let load = &r["load"];
+        for key in [
+            "max_over_share",
+            "max_weight_over_share",
+            "within_bound",
+            "replicas",
+        ] {
+            assert!(load.get(key).is_some(), "{key} missing from {r}");
+        }
+        assert_eq!(load["within_bound"], true, "{r}");
+        let over = load["max_over_share"].as_f64().expect("max_over_share");
+        let bound = 1.0 + load["max_weight_over_share"].as_f64().expect("bound");
+        assert!(over <= bound + 1e-9, "{over} > {bound}");
+        let loads: u64 = load["replicas"]
+            .as_object()
+            .expect("replicas")
+            .values()
+            .map(|v| v["load"].as_u64().expect("load"))
+            .sum();
+        assert_eq!(loads, load["total_weight"].as_u64().expect("total"), "{r}");
+        if extra[0] == "--weights" {
+            assert!(r["join"]["moved_weight"].as_u64().is_some(), "{r}");
+        } else {
+            assert_eq!(load["replicas"]["replica-2"]["capacity"], 2, "{r}");
+        }
+    }
+}

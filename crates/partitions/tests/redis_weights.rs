@@ -99,7 +99,7 @@ fn judge(status: &GroupStatus) -> (BTreeMap<String, u64>, Result<(), String>) {
     (loads, verdict)
 }
 
-/// Waits until the group is within its bounds; returns the loads.
+/// Waits until the group is within its bounds and quiet; returns the loads.
 async fn settled(
     admin: &GroupAdmin<RedisStore>,
     fleet: &Fleet<RedisStore>,
@@ -122,7 +122,14 @@ async fn settled(
                 .members
                 .iter()
                 .all(|m| fleet.replicas.contains_key(&m.replica));
-        if verdict.is_ok() && views_agree && members_agree {
+        // And quiet: no term started for two leases (refining hand-offs are done).
+        let terms = fleet.ledger.terms();
+        let quiet = terms
+            .iter()
+            .map(|t| t.start)
+            .max()
+            .is_none_or(|last| last.elapsed() > LEASE * 2);
+        if verdict.is_ok() && views_agree && members_agree && quiet {
             return loads;
         }
         assert!(

@@ -37,6 +37,7 @@ fn claim(replica: &str, token: &str, count: usize) -> ClaimRequest {
         floor: Fence(1),
         regrant: Vec::new(),
         room: None,
+        fallback: false,
     }
 }
 
@@ -340,6 +341,7 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     log("d joins with capacity 2", shape(&r));
     let with_room = |room: u64| ClaimRequest {
         room: Some(room),
+        fallback: true,
         ..claim("d", d, 10)
     };
     let r = b.claim(&k, &with_room(2)).await.unwrap();

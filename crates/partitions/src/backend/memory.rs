@@ -449,6 +449,7 @@ impl Protocol for MemoryGroupStore {
                 }
             }
             if chosen.is_empty()
+                && req.fallback
                 && let Some(first) = candidates.first()
             {
                 chosen.push(first.clone());

@@ -322,9 +322,10 @@ pub(crate) mod protocol {
         /// Instead of free partitions: these, if the session holds them.
         pub regrant: Vec<String>,
         /// A weighted claim: take the free partitions (oldest first, among the next
-        /// `count`) whose weights fit into this much room, or, if none does, the first.
-        /// `None`: the first `count`.
+        /// `count`) whose weights fit into this much room. `None`: the first `count`.
         pub room: Option<u64>,
+        /// With a room: if none fits, take the first free one anyway.
+        pub fallback: bool,
     }
 
     /// What a claim got.

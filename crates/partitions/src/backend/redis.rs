@@ -352,11 +352,11 @@ return {session, resumed, exists and 1 or 0, count, version, digest, names, stat
 });
 
 /// ARGV: replica, token, ttl ms, count, fence floor, drain budget, room (-1: none),
-/// names to regrant...
+/// fallback (1/0), names to regrant...
 ///
 /// Extends the session, then takes up to `count` free partitions, oldest first (with a
-/// room: those among the first `count` whose weights fit into it, or the first if none
-/// does), or, given names, new terms for those of them the session holds; each with
+/// room: those among the first `count` whose weights fit into it, or, with the
+/// fallback, the first if none does), or, given names, new terms for those of them the session holds; each with
 /// fence = max(last + 1, floor, server time in µs). Reply {'ok', {name, fence, weight,
 /// ...}, unowned}, {'wait', ms} before the group may grant, {'lost'} without a session.
 static CLAIM: LazyLock<LuaScript> = LazyLock::new(|| {
@@ -376,9 +376,9 @@ if after > now then return {'wait', after - now} end
 redis.call('ZADD', KEYS[1], 'GT', now + ttl, replica)
 local dead = drain(tonumber(ARGV[6]))
 local room = tonumber(ARGV[7])
-local names, regrant = {}, #ARGV > 7
+local names, regrant = {}, #ARGV > 8
 if regrant then
-  for i = 8, #ARGV do names[#names + 1] = ARGV[i] end
+  for i = 9, #ARGV do names[#names + 1] = ARGV[i] end
 elseif want > 0 and room < 0 then
   local popped = redis.call('ZPOPMIN', KEYS[6], want)
   for i = 1, #popped, 2 do names[#names + 1] = popped[i] end
@@ -392,7 +392,7 @@ elseif want > 0 then
       acc = acc + ws[j]
     end
   end
-  if #names == 0 and #cand > 0 then names[1] = cand[1] end
+  if #names == 0 and #cand > 0 and ARGV[8] == '1' then names[1] = cand[1] end
   if #names > 0 then redis.call('ZREM', KEYS[6], unpack(names)) end
 end
 local out = {}
@@ -1055,6 +1055,7 @@ impl Protocol for RedisStore {
             &floor,
             &budget,
             &room,
+            if req.fallback { "1" } else { "0" },
         ];
         args.extend(req.regrant.iter().map(String::as_str));
         let mut p = Parse::new("claim", self.eval(&CLAIM, &keys.all(), &args).await?);

@@ -127,11 +127,13 @@ pub(crate) enum Action {
     /// Send this heartbeat (its renewal outcome goes to every waiting elector).
     Tick(TickRequest),
     /// Claim up to `count` free partitions, issuing fences of at least `floor` (in a
-    /// weighted group: those whose weights fit into `room`).
+    /// weighted group: those whose weights fit into `room`, and with `fallback` the
+    /// first if none does).
     Claim {
         count: usize,
         floor: Fence,
         room: Option<u64>,
+        fallback: bool,
     },
     /// New terms for these partitions, which the (resumed) session holds.
     Regrant { indices: Vec<usize>, floor: Fence },
@@ -938,8 +940,17 @@ impl GroupState {
         if count == 0 {
             return Vec::new();
         }
+        // Orphans go to whoever asks; else the plan says who may take one that does
+        // not fit.
+        let fallback =
+            room == Some(u64::MAX) || self.wplan.as_ref().is_some_and(|(p, _)| p.fallback);
         self.claiming = true;
-        vec![Action::Claim { count, floor, room }]
+        vec![Action::Claim {
+            count,
+            floor,
+            room,
+            fallback,
+        }]
     }
 
     /// A claim (or a regrant) came back; `granted` are the partitions won (by index)
@@ -1396,6 +1407,7 @@ mod tests {
                 count: CLAIM_BATCH,
                 floor: Fence(1),
                 room: None,
+                fallback: false,
             }]
         );
         // One batch in flight at a time; the next one as soon as it is back.
@@ -1412,6 +1424,7 @@ mod tests {
                 count: 100,
                 floor: Fence(100 + CLAIM_BATCH as u64),
                 room: None,
+                fallback: false,
             }],
             "up to floor(P/2), with fences above every fence seen"
         );

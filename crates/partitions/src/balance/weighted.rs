@@ -6,22 +6,29 @@
 //! W × cᵢ / C. The rule keeps every replica's load (the weights it holds, summed) within
 //! `share − w_max ≤ load ≤ share + w_max`:
 //!
-//! - **Claims.** A replica claims free partitions while its load is below its share
-//!   (the claim takes those that fit into the room left, oldest first, and one that
-//!   does not fit only if none did), so a claim never takes it past share + w_max.
+//! - **Claims.** A replica claims free partitions while its load is below its share:
+//!   those that fit into the room left, oldest first. The one that may also take a
+//!   partition that does not fit (if none does) is an under-loaded replica (below),
+//!   or else the replica furthest below its share (ties by id). So a claim never takes
+//!   a replica past share + w_max.
 //! - **Under-loaded first.** While some active replica is *under* (load below
 //!   share − w_max), only under replicas claim.
 //! - **Hand-offs.** While some active replica is under and nothing is free, the
 //!   replicas above their share release the deficit between them, most loaded first
 //!   (ties by id), each never below its own share − w_max. A replica above
 //!   share + w_max (its share shrank: a join, a weight change) releases the excess.
+//! - **Refining.** With nobody under and nothing free, the replica furthest above its
+//!   share (i) may still hand weight to the one furthest below (j): partitions that
+//!   fit into both its excess and j's room, or, if none does, its lightest one if that
+//!   weighs less than the gap between them. A heavy tenant that would only move the
+//!   imbalance elsewhere stays.
 //!
 //! Every replica evaluates the same rule on the same loads (read from the sessions in
-//! Redis), so they agree on who releases. Each hand-off moves weight from a replica above
-//! its share to one under share − w_max, which strictly lowers the sum of squared
-//! deviations from the shares: hand-offs stop, and once they have, nobody is under and
-//! nobody is over. Unweighted groups of equal capacities use the count rule
-//! ([`super::plan`]) instead, which this one reduces to.
+//! Redis), so they agree on who releases. Every hand-off moves weight w from a replica
+//! above its share to one whose deviation is more than w below it, which strictly
+//! lowers the sum of squared deviations from the shares: hand-offs stop, and once they
+//! have, nobody is under and nobody is over. Unweighted groups of equal capacities use
+//! the count rule ([`super::plan`]) instead.
 //!
 //! Arithmetic is in integers scaled by C (`load × C` against `W × c`), so replicas
 //! reading the same view decide alike, without rounding.
@@ -53,6 +60,8 @@ pub(crate) struct Totals {
 pub(crate) struct WeightedPlan {
     /// Claim free partitions whose weights fit into this much room (0: claim nothing).
     pub(crate) room: u64,
+    /// If none fits, take the first free one anyway.
+    pub(crate) fallback: bool,
     /// Release these of its partitions (indices), so that an under-loaded replica gets
     /// them or this one is back within its bound.
     pub(crate) shed: Vec<usize>,
@@ -89,6 +98,7 @@ pub(crate) fn weighted_plan(
     let share = totals.weight as f64 * f64::from(capacity.max(1)) / c_sum as f64;
     let nothing = WeightedPlan {
         room: 0,
+        fallback: false,
         shed: Vec::new(),
         share,
     };
@@ -118,11 +128,15 @@ pub(crate) fn weighted_plan(
     };
     let unders: Vec<&Loaded> = view.iter().filter(|m| under(m)).collect();
     if unders.is_empty() {
-        return WeightedPlan { room, ..nothing };
+        return refine(me, mine, &view, c_sum, w, room, totals.unowned, nothing);
     }
     let me_under = unders.iter().any(|m| m.replica == me);
     if me_under {
-        return WeightedPlan { room, ..nothing };
+        return WeightedPlan {
+            room,
+            fallback: true,
+            ..nothing
+        };
     }
     if totals.unowned > 0 {
         // The under-loaded replicas take what is free first.
@@ -158,6 +172,75 @@ pub(crate) fn weighted_plan(
         }
     }
     nothing
+}
+
+/// The refining stage (nobody under): claims up to the share (the replica furthest
+/// below it may take one that does not fit), and, with nothing free, one hand-off from
+/// the replica furthest above its share to the one furthest below.
+#[allow(clippy::too_many_arguments)]
+fn refine(
+    me: &str,
+    mine: &[(usize, u64)],
+    view: &[Loaded],
+    c_sum: u128,
+    w: u128,
+    room: u64,
+    unowned: usize,
+    nothing: WeightedPlan,
+) -> WeightedPlan {
+    // Deviations from the shares, scaled by C, of the active members.
+    let dev: Vec<(i128, &str)> = view
+        .iter()
+        .filter_map(|m| {
+            let l = i128::try_from(u128::from(m.load?) * c_sum).ok()?;
+            let s = i128::try_from(w * u128::from(m.capacity.max(1))).ok()?;
+            Some((l - s, m.replica.as_str()))
+        })
+        .collect();
+    let lowest = dev.iter().min_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)));
+    let highest = dev.iter().max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(a.1)));
+    let (Some(&(d_j, j)), Some(&(d_i, i))) = (lowest, highest) else {
+        return nothing;
+    };
+    let claims = WeightedPlan {
+        room,
+        fallback: j == me && room > 0,
+        ..nothing.clone()
+    };
+    if unowned > 0 || i != me || d_i <= 0 || d_j >= 0 {
+        return claims;
+    }
+    let c = i128::try_from(c_sum).unwrap_or(i128::MAX);
+    // What fits into both this replica's excess and j's room.
+    let fit = d_i.min(-d_j) / c;
+    let mut shed = choose_within(mine, u64::try_from(fit).unwrap_or(0));
+    if shed.is_empty() {
+        // Else the lightest, if it weighs less than the gap.
+        let gap = d_i - d_j;
+        shed = mine
+            .iter()
+            .min_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)))
+            .filter(|(_, wt)| i128::from(*wt) * c < gap)
+            .map(|(idx, _)| vec![*idx])
+            .unwrap_or_default();
+    }
+    WeightedPlan { shed, ..nothing }
+}
+
+/// The heaviest of `mine` first, as long as they fit into `room` in all (ties by
+/// index); none if none fits.
+fn choose_within(mine: &[(usize, u64)], room: u64) -> Vec<usize> {
+    let mut sorted: Vec<(usize, u64)> = mine.to_vec();
+    sorted.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut left = room;
+    let mut chosen = Vec::new();
+    for (i, w) in sorted {
+        if w <= left {
+            chosen.push(i);
+            left -= w;
+        }
+    }
+    chosen
 }
 
 /// Which of `mine` (index, weight) to release to give up at least `need` (or as close
@@ -281,8 +364,8 @@ mod tests {
         }
 
         /// The claim script: oldest free first, those that fit into the room; if none
-        /// fit, the first one.
-        fn claim(&mut self, k: usize, room: u64) -> u64 {
+        /// fit, the first one (with `fallback`).
+        fn claim(&mut self, k: usize, room: u64, fallback: bool) -> u64 {
             if room == 0 {
                 return 0;
             }
@@ -297,6 +380,7 @@ mod tests {
                 }
             }
             if taken.is_empty()
+                && fallback
                 && let Some(&i) = free.first()
             {
                 taken.push(i);
@@ -326,7 +410,7 @@ mod tests {
                         moved += held.remove(i).unwrap();
                         changed = true;
                     }
-                    if plan.shed.is_empty() && self.claim(k, plan.room) > 0 {
+                    if plan.shed.is_empty() && self.claim(k, plan.room, plan.fallback) > 0 {
                         changed = true;
                     }
                 }
@@ -355,7 +439,7 @@ mod tests {
                 for (k, plan) in plans.iter().enumerate() {
                     if self.reps[k].held.is_some()
                         && plan.shed.is_empty()
-                        && self.claim(k, plan.room) > 0
+                        && self.claim(k, plan.room, plan.fallback) > 0
                     {
                         changed = true;
                     }
@@ -504,6 +588,30 @@ mod tests {
             let mut w = World::new(weights, &capacities);
             w.settle();
             w.assert_within_bounds();
+        }
+
+        /// Once settled, the most loaded replica (against its share) has no partition
+        /// lighter than its gap to the least loaded one: no single move would help.
+        #[test]
+        fn a_settled_group_has_no_improving_move(
+            weights in zipf_like(),
+            capacities in prop::collection::vec(1u32..=3, 2..7),
+        ) {
+            let mut w = World::new(weights, &capacities);
+            w.settle();
+            let loads = w.loads();
+            let dev = |(_, l, s): &(String, u64, f64)| *l as f64 - s;
+            let i = loads.iter().max_by(|a, b| dev(a).total_cmp(&dev(b))).unwrap();
+            let j = loads.iter().min_by(|a, b| dev(a).total_cmp(&dev(b))).unwrap();
+            let gap = dev(i) - dev(j);
+            let k = w.reps.iter().position(|r| r.id == i.0).unwrap();
+            let lightest = w.reps[k].held.as_ref().unwrap().values().copied().min();
+            prop_assert!(
+                lightest.is_none_or(|l| l as f64 >= gap - 1e-9),
+                "{} could hand {lightest:?} to {} (gap {gap}): {loads:?}",
+                i.0,
+                j.0
+            );
         }
 
         /// The same when every replica decides on one view at a time, as they do.

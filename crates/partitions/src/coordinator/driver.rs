@@ -416,15 +416,18 @@ where
                         (sent, reply)
                     }));
                 }
-                Action::Claim { count, floor, room } => {
-                    self.send_claim(count, floor, room, Vec::new());
-                }
+                Action::Claim {
+                    count,
+                    floor,
+                    room,
+                    fallback,
+                } => self.send_claim(count, floor, (room, fallback), Vec::new()),
                 Action::Regrant { indices, floor } => {
                     let names = indices
                         .into_iter()
                         .map(|i| self.names.get(i).to_string())
                         .collect();
-                    self.send_claim(0, floor, None, names);
+                    self.send_claim(0, floor, (None, false), names);
                 }
                 Action::Stop { indices, reason } => {
                     let (why, counted) = match reason {
@@ -470,7 +473,13 @@ where
         done
     }
 
-    fn send_claim(&mut self, count: usize, floor: Fence, room: Option<u64>, regrant: Vec<String>) {
+    fn send_claim(
+        &mut self,
+        count: usize,
+        floor: Fence,
+        (room, fallback): (Option<u64>, bool),
+        regrant: Vec<String>,
+    ) {
         let req = ClaimRequest {
             replica: self.config.replica_id.clone(),
             token: self.state.token().to_owned(),
@@ -479,6 +488,7 @@ where
             floor,
             regrant,
             room,
+            fallback,
         };
         let (backend, keys, limit) = (self.backend.clone(), self.keys.clone(), self.limit());
         let sent = Instant::now();
