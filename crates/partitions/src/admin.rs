@@ -92,7 +92,7 @@ impl<B: GroupBackend> GroupAdmin<B> {
     }
 
     /// Adds partitions to the group (creating it if it does not exist); returns how
-    /// many were added. More than 500 names are sent in chunks of 500: if one is
+    /// many were added. More than 250 names are sent in chunks of 250: if one is
     /// refused, the chunks before it stay added.
     ///
     /// # Errors

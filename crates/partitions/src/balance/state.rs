@@ -932,18 +932,21 @@ impl GroupState {
             return Vec::new();
         }
         let room = self.room(now);
+        // Orphans go to whoever asks; else the plan says who may take one that does
+        // not fit.
+        let fallback = room == Some(u64::MAX)
+            || self
+                .wplan
+                .as_ref()
+                .is_some_and(|(p, _)| p.fallback && p.shed.is_empty());
         let count = match room {
-            Some(0) => 0,
+            Some(0) if !fallback => 0,
             Some(_) => self.unowned.min(CLAIM_BATCH),
             None => self.budget(now).min(CLAIM_BATCH),
         };
         if count == 0 {
             return Vec::new();
         }
-        // Orphans go to whoever asks; else the plan says who may take one that does
-        // not fit.
-        let fallback =
-            room == Some(u64::MAX) || self.wplan.as_ref().is_some_and(|(p, _)| p.fallback);
         self.claiming = true;
         vec![Action::Claim {
             count,
@@ -1421,7 +1424,7 @@ mod tests {
         assert_eq!(
             next,
             vec![Action::Claim {
-                count: 100,
+                count: 100.min(CLAIM_BATCH),
                 floor: Fence(100 + CLAIM_BATCH as u64),
                 room: None,
                 fallback: false,

@@ -121,8 +121,11 @@ pub(crate) fn weighted_plan(
             ..nothing
         };
     }
+    // Whole weight units below the share: what a claim may add without passing it
+    // (rounded down, so that a partition taken never weighs more than its taker's
+    // deviation, which is what makes every move lower the squared deviations).
     let room = if my_load < my_share {
-        u64::try_from(ceil_div(my_share - my_load, c_sum)).unwrap_or(u64::MAX)
+        u64::try_from((my_share - my_load) / c_sum).unwrap_or(u64::MAX)
     } else {
         0
     };
@@ -204,7 +207,7 @@ fn refine(
     };
     let claims = WeightedPlan {
         room,
-        fallback: j == me && room > 0,
+        fallback: j == me && d_j < 0,
         ..nothing.clone()
     };
     if unowned > 0 || i != me || d_i <= 0 || d_j >= 0 {
@@ -366,7 +369,7 @@ mod tests {
         /// The claim script: oldest free first, those that fit into the room; if none
         /// fit, the first one (with `fallback`).
         fn claim(&mut self, k: usize, room: u64, fallback: bool) -> u64 {
-            if room == 0 {
+            if room == 0 && !fallback {
                 return 0;
             }
             let free = self.free();
@@ -577,7 +580,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
+        #![proptest_config(ProptestConfig::with_cases(1024))]
 
         /// From a cold start, any weights and capacities settle within the bounds.
         #[test]
@@ -590,8 +593,9 @@ mod tests {
             w.assert_within_bounds();
         }
 
-        /// Once settled, the most loaded replica (against its share) has no partition
-        /// lighter than its gap to the least loaded one: no single move would help.
+        /// Once settled, the most loaded replica (against its share; ties: the lowest
+        /// id, as the rule picks it) has no partition lighter than its gap to the least
+        /// loaded one: no single move of its would help.
         #[test]
         fn a_settled_group_has_no_improving_move(
             weights in zipf_like(),
@@ -601,7 +605,8 @@ mod tests {
             w.settle();
             let loads = w.loads();
             let dev = |(_, l, s): &(String, u64, f64)| *l as f64 - s;
-            let i = loads.iter().max_by(|a, b| dev(a).total_cmp(&dev(b))).unwrap();
+            let top = loads.iter().map(dev).fold(f64::MIN, f64::max);
+            let i = loads.iter().find(|x| (dev(x) - top).abs() < 1e-9).unwrap();
             let j = loads.iter().min_by(|a, b| dev(a).total_cmp(&dev(b))).unwrap();
             let gap = dev(i) - dev(j);
             let k = w.reps.iter().position(|r| r.id == i.0).unwrap();
