@@ -7,21 +7,23 @@
 //! of one duty and scrape them:
 //!
 //! ```text
-//! cargo run --example prometheus -- --replica replica-a --port 9464
-//! cargo run --example prometheus -- --replica replica-b --port 9465
-//! cargo run --example prometheus -- --replica replica-c --port 9466
+//! cargo run --release --example prometheus -- --replica replica-a --port 9464
+//! cargo run --release --example prometheus -- --replica replica-b --port 9465
+//! cargo run --release --example prometheus -- --replica replica-c --port 9466
 //! curl -s localhost:9464/metrics localhost:9465/metrics localhost:9466/metrics | grep '^leasehold_is_leader'
 //! ```
 //!
 //! Exactly one of them reports `leasehold_is_leader{duty="scheduler",...} 1`. Stop the
-//! leader (Ctrl-C releases the lease at once) and another one takes over. The alerts to
-//! build on these metrics are in `docs/operations.md`.
+//! leader (the first Ctrl-C or SIGTERM releases the lease at once) and another one takes
+//! over; while Redis cannot be reached a replica says "waiting for Redis (...)" once for
+//! each new error. The alerts to build on these metrics are in `docs/operations.md`.
 //!
 //! Flags (or environment): `--replica` (`REPLICA_ID`, default `replica-<pid>`), `--duty`
 //! (default `scheduler`), `--port` (`METRICS_PORT`, default 9464; listens on every
 //! interface), `--redis-url` (`REDIS_URL`, default `redis://127.0.0.1:6379/`),
 //! `--lease-ms` (default 3000).
 
+use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -49,8 +51,9 @@ struct Args {
     lease_ms: u64,
 }
 
-/// Runs the replica until Ctrl-C. (Public so that `tests/prometheus_metrics.rs` can run
-/// this very code in three child processes.)
+/// Runs the replica until the first SIGINT or SIGTERM. (Public so that the workspace's
+/// `tests/prometheus_metrics.rs` and `tests/examples.rs` can run this very code as child
+/// processes.)
 #[tokio::main]
 pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
@@ -58,6 +61,10 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
+    // One shutdown future for the whole run, its handlers installed before anything
+    // else: a signal that arrives at any point from here on ends the loop below.
+    let shutdown = shutdown_signal()?;
+    tokio::pin!(shutdown);
     let args = Args::parse();
     let replica = args
         .replica
@@ -97,8 +104,55 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.duty, args.port
     );
 
-    tokio::signal::ctrl_c().await?;
-    println!("{replica}: releasing the lease");
+    let mut status = elector.subscribe();
+    let mut error: Option<String> = None;
+    loop {
+        tokio::select! {
+            signal = &mut shutdown => {
+                println!("{replica}: {signal}: releasing the lease");
+                break;
+            }
+            changed = status.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                let now = status.borrow_and_update().last_error.as_ref().map(ToString::to_string);
+                if now != error {
+                    match &now {
+                        Some(e) => println!("{replica}: waiting for Redis ({e})"),
+                        None => println!("{replica}: Redis is reachable"),
+                    }
+                    error = now;
+                }
+            }
+        }
+    }
     elector.shutdown().await;
+    println!("{replica}: released");
     Ok(())
+}
+
+/// Resolves with the signal's name on the first SIGINT (Ctrl-C) or SIGTERM. On Unix
+/// the handlers are installed by this call, not on the first poll.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = &'static str>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => "SIGINT",
+                _ = terminate.recv() => "SIGTERM",
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let ctrl_c = tokio::signal::ctrl_c();
+        Ok(async move {
+            let _ = ctrl_c.await;
+            "Ctrl-C"
+        })
+    }
 }

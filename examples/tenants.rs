@@ -6,33 +6,46 @@
 //! each tenant it owns, a callback does a little periodic "work" tagged with the
 //! tenant's fence and stops as soon as ownership ends (handed over to a newcomer, lease
 //! lost, shutdown). Start replicas in separate terminals and watch the tenants spread,
-//! move to a newcomer, and come back when one leaves; Ctrl-C leaves gracefully, so the
-//! others take its tenants over at once instead of waiting for the leases to expire:
+//! move to a newcomer, and come back when one leaves. The first Ctrl-C (SIGINT) or
+//! SIGTERM leaves gracefully, so the others take its tenants over at once instead of
+//! waiting for the leases to expire; while Redis cannot be reached it says "waiting for
+//! Redis (...)" once for each new error:
 //!
 //! ```text
-//! cargo run --example tenants -- replica-a
-//! cargo run --example tenants -- replica-b
-//! cargo run --example tenants -- replica-c
+//! cargo run --release --example tenants -- replica-a
+//! cargo run --release --example tenants -- replica-b
+//! cargo run --release --example tenants -- replica-c
 //! ```
 //!
 //! Uses `REDIS_URL` (default `redis://127.0.0.1:6379/`).
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::time::Duration;
 
 use leasehold_election::{DutyResult, Leadership, RedisStore};
-use leasehold_partitions::{Coordinator, GroupConfig, GroupView};
+use leasehold_partitions::{Coordinator, GroupConfig, GroupView, PartitionsError};
 
 /// How often a tenant's callback processes a batch.
 const BATCH_EVERY: Duration = Duration::from_secs(1);
+/// Claims and hand-offs come in bursts: the owned set is shown once it has been quiet
+/// this long.
+const SETTLE: Duration = Duration::from_millis(200);
 
+/// Runs the replica until the first SIGINT or SIGTERM. (Public so that the workspace's
+/// `tests/examples.rs` can run this very code as a child process.)
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
+    // One shutdown future for the whole run, its handlers installed before anything
+    // else: a signal that arrives at any point from here on ends the loop below.
+    let shutdown = shutdown_signal()?;
+    tokio::pin!(shutdown);
+
     let replica = std::env::args()
         .nth(1)
         .unwrap_or_else(|| format!("replica-{}", std::process::id()));
@@ -51,16 +64,40 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("{replica}: joining group 'tenants' on {url}; Ctrl-C to leave");
     let mut view = coordinator.subscribe();
     let mut shown = BTreeSet::new();
+    let mut error: Option<String> = None;
+    let settle = tokio::time::sleep(SETTLE);
+    tokio::pin!(settle);
+    let mut settling = false;
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => break,
+            signal = &mut shutdown => {
+                println!(
+                    "{replica}: {signal}: leaving; handing {} tenants over at once",
+                    coordinator.view().owned.len()
+                );
+                break;
+            }
             changed = view.changed() => {
                 if changed.is_err() {
                     break;
                 }
-                // Claims and hand-offs come in bursts: show the state once it settles.
-                tokio::time::sleep(Duration::from_millis(200)).await;
                 let v = view.borrow_and_update().clone();
+                let now = v.error.as_ref().map(describe);
+                if now != error {
+                    match &now {
+                        Some(e) => println!("{replica}: {e}"),
+                        None => println!("{replica}: taking part again"),
+                    }
+                    error = now;
+                }
+                if v.owned != shown {
+                    settle.as_mut().reset(tokio::time::Instant::now() + SETTLE);
+                    settling = true;
+                }
+            }
+            () = &mut settle, if settling => {
+                settling = false;
+                let v = coordinator.view();
                 if v.owned != shown {
                     show(&replica, &v);
                     shown = v.owned;
@@ -68,10 +105,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    println!(
-        "{replica}: leaving; handing {} tenants over at once",
-        shown.len()
-    );
     coordinator.shutdown().await;
     println!("{replica}: left the group");
     Ok(())
@@ -97,17 +130,48 @@ async fn serve(tenant: String, lead: Leadership) -> DutyResult {
     Ok(())
 }
 
+/// What keeps this replica from taking part: Redis out of reach (retried at every
+/// tick), or a conflict someone has to resolve.
+fn describe(e: &PartitionsError) -> String {
+    match e {
+        PartitionsError::Store(e) => format!("waiting for Redis ({e})"),
+        other => format!("not claiming tenants: {other}"),
+    }
+}
+
 /// Prints what this replica owns and who else is live.
 fn show(replica: &str, v: &GroupView) {
     let owned: Vec<&str> = v.owned.iter().map(String::as_str).collect();
     println!(
-        "{replica}: owns {} of 32 tenants [{}]; live replicas: {}{}",
+        "{replica}: owns {} of {} tenants [{}]; live replicas: {}",
         owned.len(),
+        v.partitions,
         owned.join(" "),
         v.live_replicas.join(", "),
-        v.error
-            .as_ref()
-            .map(|e| format!(" (last error: {e})"))
-            .unwrap_or_default()
     );
+}
+
+/// Resolves with the signal's name on the first SIGINT (Ctrl-C) or SIGTERM. On Unix
+/// the handlers are installed by this call, not on the first poll.
+fn shutdown_signal() -> std::io::Result<impl Future<Output = &'static str>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        let mut terminate = signal(SignalKind::terminate())?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => "SIGINT",
+                _ = terminate.recv() => "SIGTERM",
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let ctrl_c = tokio::signal::ctrl_c();
+        Ok(async move {
+            let _ = ctrl_c.await;
+            "Ctrl-C"
+        })
+    }
 }

@@ -10,7 +10,8 @@
 //! Store: `--memory`, else `REDIS_URL` / `--redis-url`, else a private `redis-server` on a
 //! free loopback port, else the embedded in-memory store. Replicas are tasks in this
 //! process either way; with Redis each has its own connection pool, so they meet only
-//! through the server.
+//! through the server. `RUST_LOG` (e.g. `RUST_LOG=warn`) shows the library's log lines
+//! on stderr.
 
 mod backend;
 mod plot;
@@ -64,6 +65,14 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // The library logs through `tracing`: `RUST_LOG=warn` (or any filter) prints its
+    // lines on stderr. Nothing by default, so that the live view stays clean.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "off".into()),
+        )
+        .init();
     let tui = !args.no_tui
         && std::io::stdout().is_terminal()
         && std::env::var_os("TERM").is_some_and(|t| t != "dumb");

@@ -124,29 +124,27 @@ pub(crate) fn svg(timeline: &Timeline, events: &[Event], title: &str) -> Result<
         }
         let font = ("sans-serif", 16).into_font().color(&BLACK);
         for (k, (e, x)) in events.iter().zip(&xs).enumerate() {
-            let text = match &e.outcome {
-                Outcome::Converged { after, moved, .. } => {
-                    format!("{}: re-owned in {}, {moved} moved", e.label, secs(*after))
-                }
-                _ => format!("{}: did not converge", e.label),
-            };
+            let text = event_label(e, cold_start(timeline, e.at));
             let (w, h) = main.estimate_text_size(&text, &font)?;
             let (w, h) = (w as i32, h as i32);
-            // Rightwards from the line, unless that would leave the chart.
-            let left = if x + 4 + w < (WIDTH - LEGEND) as i32 - 10 {
-                x + 4
-            } else {
-                x - 4 - w
-            };
+            // Rightwards from the line, unless that would leave the chart; then it ends
+            // at the line. Anchored at the line either way (the SVG's text-anchor), so
+            // it stays there whatever width the viewer's font gives it: the width here
+            // is only an estimate, for the white box behind it.
             let y = label_y(k);
+            let (left, at, anchor) = if x + 4 + w < (WIDTH - LEGEND) as i32 - 10 {
+                (x + 4, x + 4, HPos::Left)
+            } else {
+                (x - 4 - w, x - 4, HPos::Right)
+            };
             main.draw(&Rectangle::new(
                 [(left - 2, y - h / 2 - 2), (left + w + 2, y + h / 2 + 2)],
                 WHITE.filled(),
             ))?;
             main.draw(&Text::new(
                 text,
-                (left, y),
-                font.clone().pos(Pos::new(HPos::Left, VPos::Center)),
+                (at, y),
+                font.clone().pos(Pos::new(anchor, VPos::Center)),
             ))?;
         }
 
@@ -158,6 +156,28 @@ pub(crate) fn svg(timeline: &Timeline, events: &[Event], title: &str) -> Result<
         root.present()?;
     }
     Ok(out)
+}
+
+/// An event's label: what happened and what followed.
+fn event_label(e: &Event, cold: bool) -> String {
+    match &e.outcome {
+        Outcome::Converged { after, moved, .. } if cold => {
+            format!(
+                "{}: cold start, all {moved} owned after {}",
+                e.label,
+                secs(*after)
+            )
+        }
+        Outcome::Converged { after, moved, .. } => {
+            format!("{}: re-owned in {}, {moved} moved", e.label, secs(*after))
+        }
+        _ => format!("{}: did not converge", e.label),
+    }
+}
+
+/// Whether no partition had an owner at `at` (the fleet's first start).
+fn cold_start(timeline: &Timeline, at: Duration) -> bool {
+    !timeline.spans.iter().any(|s| s.start <= at && at < s.end)
 }
 
 fn draw_legend<DB: DrawingBackend>(
@@ -284,6 +304,11 @@ mod tests {
             removed: Some("replica-2".into()),
         });
         t.record(ms(400), &o("replica-1", "replica-1"));
+        t.marks.push(Mark {
+            at: ms(480),
+            label: "stop replica-1 (graceful shutdown)".into(),
+            removed: Some("replica-1".into()),
+        });
         t.finish(ms(500));
         let events = vec![
             Event {
@@ -299,6 +324,15 @@ mod tests {
                 at: ms(200),
                 label: "kill replica-2".into(),
                 outcome: Outcome::TimedOut(Balance::of(&[], &[])),
+            },
+            Event {
+                at: ms(480),
+                label: "stop replica-1 (graceful shutdown)".into(),
+                outcome: Outcome::Converged {
+                    after: ms(10),
+                    moved: 2,
+                    spread: 0,
+                },
             },
         ];
         (t, events)
@@ -324,8 +358,10 @@ mod tests {
             [
                 (1, "replica-2".into(), 100, 200, false),
                 (1, "replica-2".into(), 200, 400, true),
-                (0, "replica-1".into(), 100, 500, false),
-                (1, "replica-1".into(), 400, 500, false),
+                (0, "replica-1".into(), 100, 480, false),
+                (0, "replica-1".into(), 480, 500, true),
+                (1, "replica-1".into(), 400, 480, false),
+                (1, "replica-1".into(), 480, 500, true),
             ]
         );
     }
@@ -337,7 +373,7 @@ mod tests {
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
         for needle in [
             "demo title",
-            "start 2 replicas: re-owned in 0.10 s, 2 moved",
+            "start 2 replicas: cold start, all 2 owned after 0.10 s",
             "kill replica-2: did not converge",
             "replica-1",
             "white: unowned",
@@ -345,6 +381,39 @@ mod tests {
         ] {
             assert!(svg.contains(needle), "{needle} missing");
         }
+        assert!(
+            !svg.contains("re-owned in 0.10 s"),
+            "the cold start is labelled as such"
+        );
         assert_eq!(fade(RGBColor(255, 0, 100)), RGBColor(255, 178, 208));
+    }
+
+    /// A label too long to fit right of its line ends at the line: it is anchored there
+    /// (`text-anchor="end"`), not placed by the estimated width of its text.
+    #[test]
+    fn a_label_left_of_its_line_ends_at_the_line() {
+        let (t, events) = timeline();
+        let svg = svg(&t, &events, "demo title").unwrap();
+        let lines: Vec<&str> = svg.lines().collect();
+        let i = lines
+            .iter()
+            .position(|l| l.contains("stop replica-1 (graceful shutdown): re-owned in"))
+            .expect("the stop label");
+        let text = lines[i - 1];
+        assert!(text.contains(r#"text-anchor="end""#), "{text}");
+        let attr = |line: &str, name: &str| -> i32 {
+            let rest = &line[line.find(&format!("{name}=\"")).expect(name) + name.len() + 2..];
+            rest[..rest.find('"').unwrap()].parse().unwrap()
+        };
+        let line_x = lines
+            .iter()
+            .filter(|l| l.contains(r#"stroke-width="2""#))
+            .map(|l| {
+                let points = &l[l.find("points=\"").unwrap() + 8..];
+                points[..points.find(',').unwrap()].parse::<i32>().unwrap()
+            })
+            .max()
+            .expect("the event lines");
+        assert_eq!(attr(text, "x"), line_x - 4, "{text}");
     }
 }

@@ -7,63 +7,32 @@
 //! test, so `main` decides which role a process plays.
 
 #[allow(dead_code)]
-#[path = "../prometheus.rs"]
+#[path = "../examples/prometheus.rs"]
 mod prometheus;
+mod support;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use leasehold_testkit::RedisServer;
 
-/// Set in a child process: run the example instead of the test.
-const CHILD_ENV: &str = "LEASEHOLD_PROMETHEUS_EXAMPLE_CHILD";
-const TEST_NAME: &str = "three_replicas_export_exactly_one_leader";
+use self::support::{CHILD_ENV, free_port};
+
 const DUTY: &str = "scrape-test";
 const LEASE_MS: u64 = 1_000;
 const LIMIT: Duration = Duration::from_secs(20);
 
 fn main() {
     if std::env::var_os(CHILD_ENV).is_some() {
-        child();
+        support::child(prometheus::main);
     }
-    // Honour `cargo test -- <filter>` and `--list` well enough to stay out of the way.
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--list") {
-        println!("{TEST_NAME}: test");
-        return;
-    }
-    if let Some(filter) = args.iter().find(|a| !a.starts_with('-'))
-        && !TEST_NAME.contains(filter.as_str())
-    {
-        println!(
-            "\nrunning 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out\n"
-        );
-        return;
-    }
-    println!("\nrunning 1 test");
-    three_replicas_export_exactly_one_leader();
-    println!(
-        "test {TEST_NAME} ... ok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out\n"
-    );
-}
-
-/// A replica: the example's `main`, with the arguments this process was given. It exits
-/// when its stdin closes, so a replica never outlives a test that died.
-fn child() -> ! {
-    std::thread::spawn(|| {
-        let _ = std::io::stdin().read_to_end(&mut Vec::new());
-        std::process::exit(0);
-    });
-    match prometheus::main() {
-        Ok(()) => std::process::exit(0),
-        Err(e) => {
-            eprintln!("replica failed: {e}");
-            std::process::exit(1);
-        }
-    }
+    support::run(&[(
+        "three_replicas_export_exactly_one_leader",
+        three_replicas_export_exactly_one_leader,
+    )]);
 }
 
 /// The child processes, killed when dropped (also when the test panics).
@@ -83,14 +52,9 @@ impl Replicas {
         let exe = std::env::current_exe().expect("the test binary's path");
         let mut replicas = Vec::new();
         for name in names {
-            // Racy (the port is free now, not necessarily later), like every test that
-            // needs a fixed port; a clash shows up as a replica that never answers.
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("a free port")
-                .port();
+            let port = free_port();
             let child = Command::new(&exe)
-                .env(CHILD_ENV, "1")
+                .env(CHILD_ENV, "prometheus")
                 .env_remove("REDIS_URL")
                 .env_remove("METRICS_PORT")
                 .env_remove("REPLICA_ID")
