@@ -49,32 +49,15 @@
 //! leasehold-bench stall --lease-ms 1000 [--block-leases 2.5] [--topology T | --redis-url URL]
 //! ```
 
-mod add;
 mod chaos;
-mod child;
-mod event;
-mod failover;
-mod fleet;
-mod follower;
+mod clock;
+mod duty;
 mod group;
-mod handover;
-mod harness;
-mod leader;
-mod load;
-mod ownership;
-mod partition_child;
-mod partition_event;
 mod proc_stats;
-mod rebalance;
 mod redis_stats;
-mod replica;
-mod rolling;
-mod setup;
-mod stall;
 mod stats;
+mod store;
 mod tables;
-mod topology;
-mod weights;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -83,9 +66,9 @@ use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 use tracing_subscriber::EnvFilter;
 
-use crate::harness::Harness;
-use crate::setup::BoxError;
-use crate::topology::{ConnArgs, TargetArgs};
+use crate::duty::{Harness, child, failover, handover, stall};
+use crate::group::{add, load, rebalance, rolling};
+use crate::store::{BoxError, ConnArgs, TargetArgs};
 
 /// Measures Leasehold's failover and hand-over across processes.
 #[derive(Debug, Parser)]
@@ -437,7 +420,7 @@ fn main() -> ExitCode {
 async fn dispatch(command: Command) -> Result<(), BoxError> {
     match command {
         Command::Child(args) => child::run(&args).await,
-        Command::PartitionChild(args) => partition_child::run(&args).await,
+        Command::PartitionChild(args) => group::child::run(&args).await,
         Command::Tables(args) => {
             let files: Vec<std::path::PathBuf> = tables::DOCS.iter().map(Into::into).collect();
             let stale = tables::run(&args.root, &files, args.write)?;

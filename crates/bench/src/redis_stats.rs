@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use redis::Value;
 use redis::aio::MultiplexedConnection;
 
-use crate::setup::BoxError;
+use crate::store::BoxError;
 
 /// The commands a replica sends.
 pub const REQUESTS: [&str; 3] = ["evalsha", "eval", "ping"];

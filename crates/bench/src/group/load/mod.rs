@@ -28,14 +28,14 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
-use crate::event::{now_us, span_ms};
-use crate::fleet::{Fleet, convergence_limit};
-use crate::group::{balanced, counts, describe};
-use crate::ownership::Progress;
-use crate::partition_event::PartitionEvent;
+use crate::clock::{now_us, span_ms};
+use crate::group::fleet::{Fleet, convergence_limit};
+use crate::group::status::{balanced, counts, describe};
+use crate::group::ownership::Progress;
+use crate::group::event::PartitionEvent;
 use crate::proc_stats::{self, ProcSample};
 use crate::redis_stats::{self, REQUESTS, SLOWLOG_MAX_LEN, ServerSample, Stat};
-use crate::setup::BoxError;
+use crate::store::BoxError;
 use crate::stats::{Percentiles, max_of, round3};
 use crate::{LoadArgs, print_last};
 
