@@ -4,9 +4,10 @@
 //! the nodes a scenario measures.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use redis::Value;
 use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Value};
 
 use crate::store::BoxError;
 
@@ -99,6 +100,23 @@ pub struct SlowlogConfig {
     pub slower_than: String,
     /// `slowlog-max-len`.
     pub max_len: String,
+}
+
+/// How long a stats read may take: `SLOWLOG GET -1` after a cold start of 100,000
+/// partitions is a reply of many megabytes, far beyond redis-rs's default 500 ms.
+const STATS_RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A connection for reading a node's statistics (`INFO`, `SLOWLOG`, `CONFIG`), with a
+/// response timeout long enough for the largest of those replies.
+///
+/// # Errors
+/// A malformed URL or a failed connection.
+pub async fn connect(url: &str) -> Result<MultiplexedConnection, BoxError> {
+    let config = AsyncConnectionConfig::new().set_response_timeout(Some(STATS_RESPONSE_TIMEOUT));
+    let client = redis::Client::open(url)?;
+    Ok(client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?)
 }
 
 /// Makes every node log every command (threshold 0, [`SLOWLOG_MAX_LEN`] entries) and

@@ -166,7 +166,7 @@ pub fn generate(name: &str, b: &BTreeMap<String, Bench>) -> Result<String, BoxEr
                 h.source()
             ))
         }
-        "rebalance-64" | "rebalance-10k" => rebalance(get(b, name)?),
+        "rebalance-64" | "rebalance-10k" | "rebalance-64-cluster" => rebalance(get(b, name)?),
         "load-1k-4" => {
             let l = get(b, "load-1k-4")?;
             let r = l.last();
@@ -211,8 +211,127 @@ pub fn generate(name: &str, b: &BTreeMap<String, Bench>) -> Result<String, BoxEr
         "rolling" => rolling(b),
         "weights" => weights_table(b),
         "add" => add(get(b, "add")?),
+        "topology-failover" => topology_failover(b),
+        "topology-handover" => topology_handover(b),
+        "topology-load" => topology_load(b),
+        "chaos-summary" => chaos_summary(get(b, "chaos")?),
         other => Err(format!("no table generator named {other:?}").into()),
     }
+}
+
+/// The topologies a `--topology` run covers, each with its report's name.
+const TOPOLOGIES: [(&str, &str); 4] = [
+    ("single", ""),
+    ("tls", "-tls"),
+    ("sentinel", "-sentinel"),
+    ("cluster", "-cluster"),
+];
+
+/// `min / median / max` of a `Summary` object.
+fn spread3(s: &Value) -> String {
+    format!(
+        "{} / {} / {}",
+        fig(num(&s["min"])),
+        fig(num(&s["median"])),
+        fig(num(&s["max"]))
+    )
+}
+
+/// Failover on every topology.
+fn topology_failover(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    let mut out = String::from(
+        "| topology | overshoot after real expiry (ms) min / median / max | failover (ms) min / median / max |\n|---|---|---|\n",
+    );
+    let mut sources = Vec::new();
+    for (topology, suffix) in TOPOLOGIES {
+        let bench = get(b, &format!("failover{suffix}"))?;
+        let r = bench.last();
+        let _ = writeln!(
+            out,
+            "| {topology} | {} | {} |",
+            spread3(&r["overshoot_ms"]),
+            spread3(&r["failover_ms"])
+        );
+        sources.push(bench.source());
+    }
+    let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
+    Ok(out)
+}
+
+/// Hand-over on every topology.
+fn topology_handover(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    let mut out = String::from(
+        "| topology | hand-over from sending SIGTERM (ms) min / median / max | from the child's SIGTERM handler (ms) min / median / max |\n|---|---|---|\n",
+    );
+    let mut sources = Vec::new();
+    for (topology, suffix) in TOPOLOGIES {
+        let bench = get(b, &format!("handover{suffix}"))?;
+        let r = bench.last();
+        let _ = writeln!(
+            out,
+            "| {topology} | {} | {} |",
+            spread3(&r["handover_ms"]),
+            spread3(&r["from_sigterm_ms"])
+        );
+        sources.push(bench.source());
+    }
+    let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
+    Ok(out)
+}
+
+/// Steady traffic on every topology.
+fn topology_load(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    let mut out = String::from(
+        "| topology | requests/s | per replica | server's own traffic subtracted (requests/s) | Redis CPU |\n|---|---|---|---|---|\n",
+    );
+    let mut sources = Vec::new();
+    for (topology, suffix) in TOPOLOGIES {
+        let bench = get(b, &format!("load-1k-4{suffix}"))?;
+        let r = bench.last();
+        let _ = writeln!(
+            out,
+            "| {topology} | {} | {} | {} | {} % |",
+            fig(num(&r["requests_per_sec"])),
+            fig(num(&r["per_replica_per_sec"])),
+            fig(num(&r["background_per_sec"])),
+            fig(num(&r["redis_cpu_pct"])),
+        );
+        sources.push(bench.source());
+    }
+    let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
+    Ok(out)
+}
+
+/// One sentence on the chaos run, for the README.
+fn chaos_summary(c: &Bench) -> Result<String, BoxError> {
+    let r = c.last();
+    let faults: u64 = r["faults"]
+        .as_object()
+        .map(|m| m.values().filter_map(Value::as_u64).sum())
+        .unwrap_or(0);
+    Ok(format!(
+        "A seeded chaos run (`{}`, {}) accepted {} fenced writes through {faults} faults, \
+         the fence refused {} stale writes, and the check found **{} violations** \
+         ([docs/guarantees.md](docs/guarantees.md#the-chaos-run-zero-stale-writes-under-faults)).\n",
+        c.command,
+        c.date,
+        thousands(r["writes_accepted"].as_u64().unwrap_or(0)),
+        r["stale_rejected"],
+        r["violations"],
+    ))
+}
+
+/// An integer with thousands separated by commas (1,786,279).
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// The three rolling runs side by side.
@@ -241,7 +360,11 @@ fn rolling(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
             fig(num(&r["max_unowned_ms"])),
             fig(num(&r["sum_unowned_ms"])),
             r["refused"],
-            r["all_owned"],
+            if r["all_owned"].as_bool() == Some(true) {
+                "yes"
+            } else {
+                "no"
+            },
             r["spread"],
         );
         sources.push(bench.source());
@@ -462,7 +585,7 @@ fn chaos(c: &Bench) -> Result<String, BoxError> {
          | every partition owned at the end, spread among live replicas | spread {} |\n\
          | availability (fraction of time a partition had an owner writing): min / median | {} % / {} % |\n\
          | longest gap in a partition's ledger | {} ms |\n",
-        r["writes_accepted"],
+        thousands(r["writes_accepted"].as_u64().unwrap_or(0)),
         r["stale_rejected"],
         r["violations"],
         r["spread"],
@@ -497,6 +620,12 @@ fn readme(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
     let l1k = get(b, "load-1k-4")?.last();
     let l10k = get(b, "load-10k")?.last();
     let l100k = get(b, "load-100k")?.last();
+    let roll = get(b, "rolling")?.last();
+    let sticky = get(b, "rolling-sticky")?.last();
+    let roll_add = get(b, "rolling-add")?.last();
+    let add = get(b, "add")?.last();
+    let zipf = get(b, "rebalance-zipf")?.last();
+    let zipf_count = get(b, "rebalance-zipf-count")?.last();
     let cmd = |n: &str| get(b, n).map(|x| x.command.clone());
     Ok(format!(
         "| what | command | result | original Python design |\n|---|---|---|---|\n\
@@ -508,7 +637,11 @@ fn readme(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
          | 10,000 partitions / 10 replicas: cold start → all owned, a kill → owned again | `{}` | {}; {} after the kill | — |\n\
          | steady Redis load, 1,000 partitions on 4 replicas | `{}` | {} requests/s, {} % of a core | 5,300 requests/s |\n\
          | … 10,000 partitions on 10 replicas (10 cold starts) | `{}` | {} % of a core, {}× that of 1,000; all owned ≤ {} | — |\n\
-         | … 100,000 partitions on 10 replicas | `{}` | {} % of a core; all owned after {} (lease 10 s) | — |\n",
+         | … 100,000 partitions on 10 replicas | `{}` | {} % of a core; all owned after {} (lease 10 s) | — |\n\
+         | rolling restart of 4 replicas (64 partitions): longest a partition went unowned | `{}` | {} ms, {} moved; with `--sticky`: {} moved | — |\n\
+         | … a deploy adding 8 partitions | `{}` | {} refused; {} of {} partitions owned at the end; spread {} | — |\n\
+         | a partition added at runtime: owned after | `{}` | median {} ms (renew interval {} ms) | — |\n\
+         | Zipf-sized tenants on 4 replicas: largest load / its share | `{}` | {} balanced by weight, {} by count | — |\n",
         cmd("failover")?,
         fig(num(&f["overshoot_ms"]["median"])),
         cmd("handover")?,
@@ -532,6 +665,25 @@ fn readme(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
         cmd("load-100k")?,
         fig(num(&l100k["redis_cpu_pct"])),
         secs(num(&l100k["all_owned_ms"])),
+        cmd("rolling")?,
+        fig(num(&roll["max_unowned_ms"])),
+        roll["moved"],
+        sticky["moved"],
+        cmd("rolling-add")?,
+        roll_add["refused"],
+        if roll_add["all_owned"].as_bool() == Some(true) {
+            roll_add["partitions_after"].clone()
+        } else {
+            Value::from("not all")
+        },
+        roll_add["partitions_after"],
+        roll_add["spread"],
+        cmd("add")?,
+        fig(num(&add["owned_ms"]["p50"])),
+        fig(num(&add["renew_interval_ms"])),
+        cmd("rebalance-zipf")?,
+        fig(num(&zipf["load"]["max_over_share"])),
+        fig(num(&zipf_count["load"]["max_over_share"])),
     ))
 }
 
@@ -639,6 +791,9 @@ mod tests {
 
     #[test]
     fn figures_keep_a_readable_precision() {
+        assert_eq!(thousands(1_786_279), "1,786,279");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
         assert_eq!(fig(2.5), "2.50");
         assert_eq!(fig(1686.3283), "1686.3");
         assert_eq!(fig(f64::NAN), "?");

@@ -108,9 +108,9 @@ impl std::fmt::Display for BackendWarning {
                 "maxmemory-policy is {p}: Redis may evict lease keys; set it to noeviction"
             ),
             Self::NoPersistence => f.write_str(
-                "persistence is off: a Redis restart loses every lease; nothing is granted for \
-                 one lease after it (partition claims excepted: there an old owner may overlap \
-                 a new one until its next renewal; fences still reject its writes)",
+                "persistence is off: a Redis restart loses every lease and partition; \
+                 nothing is granted for one lease after it, so no old holder overlaps a new \
+                 one, and fences keep growing",
             ),
         }
     }

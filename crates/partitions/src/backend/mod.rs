@@ -22,12 +22,12 @@ pub(crate) mod memory;
 pub(crate) mod redis;
 
 // Batch sizes bound how long one script runs in Redis (every other client of that
-// server waits meanwhile): a claim of 50 partitions or an addition of 250 names stays
+// server waits meanwhile): a claim of 25 partitions or an addition of 250 names stays
 // within a few milliseconds on the project's machine at 100,000 partitions. They
 // should not be considered stable.
 
 /// How many partitions one claim script takes at most.
-pub(crate) const CLAIM_BATCH: usize = 50;
+pub(crate) const CLAIM_BATCH: usize = 25;
 /// How many partitions one release script gives back at most.
 pub(crate) const RELEASE_BATCH: usize = 250;
 /// How many names one script adds or removes (seeding, applying a list, the admin).

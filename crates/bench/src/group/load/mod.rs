@@ -99,8 +99,7 @@ async fn measure(
     let window = Duration::from_secs(args.seconds);
     let mut conns = Vec::new();
     for url in &fleet.servers.stats_urls {
-        let client = redis::Client::open(url.as_str())?;
-        conns.push(client.get_multiplexed_async_connection().await?);
+        conns.push(redis_stats::connect(url).await?);
     }
     // What the servers see before any replica runs (the Sentinels' PINGs, the
     // server's cron): not the replicas' doing, so it is subtracted below.
