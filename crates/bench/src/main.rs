@@ -39,6 +39,13 @@
 //! `"topology"` in the four scenarios above (`load` prints one line per run and per
 //! partition count before it).
 //!
+//! The code follows that split: `duty/` (the single-duty scenarios and the child
+//! leader), `group/` (the partition scenarios and the `partition-child` replica),
+//! `chaos/`, and what they share: `store.rs` (the Redis set-ups and the one place a
+//! store is built), `clock.rs` (the wall clock every process of a run shares),
+//! `stats.rs`, `proc_stats.rs` and `redis_stats.rs` (measuring); `tables.rs`
+//! regenerates the docs' tables from the committed reports.
+//!
 //! ```text
 //! leasehold-bench failover --lease-ms 1000 --runs 10 [--topology T | --redis-url URL]
 //! leasehold-bench handover --lease-ms 1000 --runs 10 [--topology T | --redis-url URL]

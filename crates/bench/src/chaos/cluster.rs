@@ -8,8 +8,7 @@ use leasehold_testkit::{FaultProxy, RedisServer};
 
 use crate::group::fleet::EXIT;
 use crate::group::replica::{EventLog, ReplicaProcess, ReplicaSpec};
-use crate::store::BoxError;
-use crate::store::StoreSpec;
+use crate::store::{BoxError, StoreSpec};
 
 /// One replica id with its two links, and its current process (if any).
 #[derive(Debug)]

@@ -28,12 +28,11 @@ use self::progress::Sampler;
 use self::schedule::{Fault, FaultKind, schedule};
 use crate::ChaosArgs;
 use crate::clock::now_us;
-use crate::group::status::{GroupWatch, balanced, counts, describe, spread_of};
 use crate::group::event::{PartitionEvent, ledger_key, partition_names};
 use crate::group::replica::{EventLog, ReplicaSpec};
-use crate::store::{self, BoxError};
+use crate::group::status::{GroupWatch, balanced, counts, describe, spread_of};
 use crate::stats::round3;
-use crate::store::StoreSpec;
+use crate::store::{self, BoxError, StoreSpec};
 
 /// Violation sentences kept in the report (all of them go to stderr).
 const DETAILS: usize = 20;

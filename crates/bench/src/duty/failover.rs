@@ -13,9 +13,8 @@ use tokio::time::sleep;
 use crate::clock::{micros, now_us, span_ms};
 use crate::duty::harness::{Harness, fence_grew, summary};
 use crate::duty::leader::ChildLeader;
-use crate::store::BoxError;
 use crate::stats::{Summary, round3};
-use crate::store::Topology;
+use crate::store::{BoxError, Topology};
 
 /// Longest a killed child takes to be reaped.
 const REAP: Duration = Duration::from_secs(5);

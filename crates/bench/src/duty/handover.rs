@@ -8,9 +8,8 @@ use tokio::time::sleep;
 
 use crate::clock::{micros, now_us, span_ms};
 use crate::duty::harness::{Harness, fence_grew, summary};
-use crate::store::BoxError;
 use crate::stats::{Summary, round3};
-use crate::store::Topology;
+use crate::store::{BoxError, Topology};
 
 /// Longest a terminated child may take to exit.
 const EXIT: Duration = Duration::from_secs(10);

@@ -12,8 +12,8 @@ use crate::ScenarioArgs;
 use crate::clock::{micros, now_us};
 use crate::duty::follower::Follower;
 use crate::duty::leader::{ChildLeader, Leading};
-use crate::store::{self, BoxError};
-use crate::store::{Servers, Topology};
+use crate::stats::Summary;
+use crate::store::{self, BoxError, Servers, Topology};
 
 /// Longest a child may take to start and win a free lease (process start, runtime,
 /// connection, self-check, acquire) on a busy machine.
@@ -105,7 +105,6 @@ impl Harness {
             follower,
         })
     }
-}
 
     /// Runs `one` `runs` times one after another, printing each result with
     /// `describe`.

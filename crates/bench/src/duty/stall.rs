@@ -19,9 +19,8 @@ use serde::Serialize;
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep, timeout};
 
-use crate::store::{self, BoxError};
 use crate::stats::round3;
-use crate::store::{Servers, TargetArgs, Topology};
+use crate::store::{self, BoxError, Servers, TargetArgs, Topology};
 
 /// Worker threads of the application's runtime.
 const WORKERS: usize = 2;

@@ -21,14 +21,13 @@ use tokio::time::{Instant, sleep};
 
 use crate::AddArgs;
 use crate::clock::{now_us, span_ms};
-use crate::group::fleet::{Fleet, convergence_limit};
-use crate::group::status::PREFIX;
-use crate::group::ownership::Progress;
 use crate::group::event::{PartitionEvent, partition_names};
+use crate::group::fleet::{Fleet, convergence_limit};
+use crate::group::ownership::Progress;
 use crate::group::rebalance::poll_interval;
-use crate::store::{self, BoxError};
+use crate::group::status::PREFIX;
 use crate::stats::Percentiles;
-use crate::store::Topology;
+use crate::store::{self, BoxError, Topology};
 
 /// The last line of `add`.
 #[derive(Debug, Clone, Serialize)]

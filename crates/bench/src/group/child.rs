@@ -28,8 +28,7 @@ use tokio::time::{MissedTickBehavior, interval};
 use crate::PartitionChildArgs;
 use crate::clock::now_us;
 use crate::group::event::{PartitionEvent, ledger_key, partition_names};
-use crate::store::{self, BoxError};
-use crate::store::StoreSpec;
+use crate::store::{self, BoxError, StoreSpec};
 
 /// Where and how often a callback writes its ledger records.
 #[derive(Debug)]

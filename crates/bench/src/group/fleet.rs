@@ -8,11 +8,10 @@ use std::time::Duration;
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
 use crate::clock::now_us;
-use crate::group::status::GroupWatch;
 use crate::group::ownership::Progress;
 use crate::group::replica::{EventLog, ReplicaProcess, ReplicaSpec};
-use crate::store::{self, BoxError};
-use crate::store::{Servers, TargetArgs};
+use crate::group::status::GroupWatch;
+use crate::store::{self, BoxError, Servers, TargetArgs};
 
 /// Longest a replica may take to leave gracefully after SIGTERM.
 pub const EXIT: Duration = Duration::from_secs(15);

@@ -26,15 +26,14 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::clock::{micros, now_us, span_ms};
-use crate::group::fleet::{self, Fleet, convergence_limit};
-use crate::group::status::{PREFIX, balanced_by, counts, describe, spread_of};
-use crate::group::ownership::{Balance, Loads, OwnerChanges};
 use crate::group::event::{PartitionEvent, partition_names};
+use crate::group::fleet::{self, Fleet, convergence_limit};
+use crate::group::ownership::{Balance, Loads, OwnerChanges};
 use crate::group::replica::Logged;
-use crate::store::BoxError;
-use crate::stats::{Summary, round3};
-use crate::store::Topology;
+use crate::group::status::{PREFIX, balanced_by, counts, describe, spread_of};
 use crate::group::weights::{self, LoadReport};
+use crate::stats::{Summary, round3};
+use crate::store::{BoxError, Topology};
 use crate::{RebalanceArgs, WeightsArg};
 
 /// How often the bench reads the group from Redis for `partitions` partitions: 10 µs

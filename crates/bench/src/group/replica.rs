@@ -13,10 +13,9 @@ use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
 use crate::clock::now_us;
-use crate::group::ownership::{Ownership, Progress};
 use crate::group::event::PartitionEvent;
-use crate::store::BoxError;
-use crate::store::StoreSpec;
+use crate::group::ownership::{Ownership, Progress};
+use crate::store::{BoxError, StoreSpec};
 
 /// One event of a replica process, as the bench logged it.
 #[derive(Debug, Clone)]

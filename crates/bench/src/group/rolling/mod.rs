@@ -30,14 +30,13 @@ use tokio::time::{Instant, MissedTickBehavior, interval, sleep};
 
 use crate::RollingArgs;
 use crate::clock::{micros, now_us, span_ms};
-use crate::group::fleet::{self, Fleet, convergence_limit};
-use crate::group::status::{counts, describe};
-use crate::group::ownership::{OwnerChanges, Progress};
 use crate::group::event::{PartitionEvent, partition_names};
+use crate::group::fleet::{self, Fleet, convergence_limit};
+use crate::group::ownership::{OwnerChanges, Progress};
 use crate::group::rebalance::poll_interval;
-use crate::store::BoxError;
+use crate::group::status::{counts, describe};
 use crate::stats::round3;
-use crate::store::Topology;
+use crate::store::{BoxError, Topology};
 
 pub use self::books::{Refusal, Start, Unowned, refusals};
 
