@@ -39,6 +39,13 @@
 //! `"topology"` in the four scenarios above (`load` prints one line per run and per
 //! partition count before it).
 //!
+//! The code follows that split: `duty/` (the single-duty scenarios and the child
+//! leader), `group/` (the partition scenarios and the `partition-child` replica),
+//! `chaos/`, and what they share: `store.rs` (the Redis set-ups and the one place a
+//! store is built), `clock.rs` (the wall clock every process of a run shares),
+//! `stats.rs`, `proc_stats.rs` and `redis_stats.rs` (measuring); `tables.rs`
+//! regenerates the docs' tables from the committed reports.
+//!
 //! ```text
 //! leasehold-bench failover --lease-ms 1000 --runs 10 [--topology T | --redis-url URL]
 //! leasehold-bench handover --lease-ms 1000 --runs 10 [--topology T | --redis-url URL]
@@ -49,32 +56,15 @@
 //! leasehold-bench stall --lease-ms 1000 [--block-leases 2.5] [--topology T | --redis-url URL]
 //! ```
 
-mod add;
 mod chaos;
-mod child;
-mod event;
-mod failover;
-mod fleet;
-mod follower;
+mod clock;
+mod duty;
 mod group;
-mod handover;
-mod harness;
-mod leader;
-mod load;
-mod ownership;
-mod partition_child;
-mod partition_event;
 mod proc_stats;
-mod rebalance;
 mod redis_stats;
-mod replica;
-mod rolling;
-mod setup;
-mod stall;
 mod stats;
+mod store;
 mod tables;
-mod topology;
-mod weights;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -83,9 +73,9 @@ use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 use tracing_subscriber::EnvFilter;
 
-use crate::harness::Harness;
-use crate::setup::BoxError;
-use crate::topology::{ConnArgs, TargetArgs};
+use crate::duty::{Harness, child, failover, handover, stall};
+use crate::group::{add, load, rebalance, rolling};
+use crate::store::{BoxError, ConnArgs, TargetArgs};
 
 /// Measures Leasehold's failover and hand-over across processes.
 #[derive(Debug, Parser)]
@@ -437,7 +427,7 @@ fn main() -> ExitCode {
 async fn dispatch(command: Command) -> Result<(), BoxError> {
     match command {
         Command::Child(args) => child::run(&args).await,
-        Command::PartitionChild(args) => partition_child::run(&args).await,
+        Command::PartitionChild(args) => group::child::run(&args).await,
         Command::Tables(args) => {
             let files: Vec<std::path::PathBuf> = tables::DOCS.iter().map(Into::into).collect();
             let stale = tables::run(&args.root, &files, args.write)?;

@@ -1,7 +1,7 @@
 //! CPU time and peak memory of a process, from Linux's `/proc/<pid>/stat` and
 //! `/proc/<pid>/status`.
 
-use crate::setup::BoxError;
+use crate::store::BoxError;
 
 /// Clock ticks per second of the `utime`/`stime` fields: Linux reports them in
 /// `USER_HZ`, which is 100 on every architecture this bench runs on (x86-64, aarch64);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Value};
 
-use crate::setup::BoxError;
+use crate::store::BoxError;
 
 /// The commands a replica sends.
 pub const REQUESTS: [&str; 3] = ["evalsha", "eval", "ping"];

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::setup::BoxError;
+use crate::store::BoxError;
 
 /// The files that carry generated tables.
 pub const DOCS: [&str; 4] = [

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use leasehold_testkit::{FaultProxy, RedisServer};
 
-use crate::fleet::EXIT;
-use crate::replica::{EventLog, ReplicaProcess, ReplicaSpec};
-use crate::setup::BoxError;
-use crate::topology::StoreSpec;
+use crate::group::fleet::EXIT;
+use crate::group::replica::{EventLog, ReplicaProcess, ReplicaSpec};
+use crate::store::{BoxError, StoreSpec};
 
 /// One replica id with its two links, and its current process (if any).
 #[derive(Debug)]

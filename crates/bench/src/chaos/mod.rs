@@ -27,13 +27,12 @@ use self::cluster::Cluster;
 use self::progress::Sampler;
 use self::schedule::{Fault, FaultKind, schedule};
 use crate::ChaosArgs;
-use crate::event::now_us;
-use crate::group::{GroupWatch, balanced, counts, describe, spread_of};
-use crate::partition_event::{PartitionEvent, ledger_key, partition_names};
-use crate::replica::{EventLog, ReplicaSpec};
-use crate::setup::{self, BoxError};
+use crate::clock::now_us;
+use crate::group::event::{PartitionEvent, ledger_key, partition_names};
+use crate::group::replica::{EventLog, ReplicaSpec};
+use crate::group::status::{GroupWatch, balanced, counts, describe, spread_of};
 use crate::stats::round3;
-use crate::topology::StoreSpec;
+use crate::store::{self, BoxError, StoreSpec};
 
 /// Violation sentences kept in the report (all of them go to stderr).
 const DETAILS: usize = 20;
@@ -148,7 +147,7 @@ pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
     };
     let mut cluster = Cluster::start(spec, log.clone())?;
     let watch = GroupWatch::new(
-        setup::build_store(&StoreSpec::single(cluster.coordination_url()), lease)?,
+        store::build_store(&StoreSpec::single(cluster.coordination_url()), lease)?,
         &group,
         Duration::from_millis(20),
     );

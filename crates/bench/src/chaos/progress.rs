@@ -8,9 +8,9 @@ use tokio::task::JoinHandle;
 use tokio::time::{MissedTickBehavior, interval};
 use tokio_util::sync::CancellationToken;
 
-use crate::event::now_us;
-use crate::partition_event::{ledger_key, partition_names};
-use crate::setup::BoxError;
+use crate::clock::now_us;
+use crate::group::event::{ledger_key, partition_names};
+use crate::store::BoxError;
 
 /// A background task reading `LLEN` of every ledger (one pipeline per sample).
 #[derive(Debug)]

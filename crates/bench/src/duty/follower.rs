@@ -7,8 +7,8 @@ use leasehold_election::{Elector, ElectorConfig, ElectorHandle, RedisStore, Role
 use tokio::sync::watch;
 use tokio::time::timeout;
 
-use crate::event::now_us;
-use crate::setup::BoxError;
+use crate::clock::now_us;
+use crate::store::BoxError;
 
 /// The start of the follower's first term.
 #[derive(Debug, Clone, Copy)]

@@ -6,11 +6,10 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::sleep;
 
-use crate::event::{micros, now_us, span_ms};
-use crate::harness::Harness;
-use crate::setup::BoxError;
+use crate::clock::{micros, now_us, span_ms};
+use crate::duty::harness::{Harness, fence_grew, summary};
 use crate::stats::{Summary, round3};
-use crate::topology::Topology;
+use crate::store::{BoxError, Topology};
 
 /// Longest a terminated child may take to exit.
 const EXIT: Duration = Duration::from_secs(10);
@@ -52,24 +51,21 @@ pub struct HandoverReport {
 /// # Errors
 /// The first run that fails.
 pub async fn run(harness: &Harness, runs: usize) -> Result<HandoverReport, BoxError> {
-    let mut all = Vec::with_capacity(runs);
-    for i in 1..=runs {
-        let r = one(harness, i).await.map_err(|e| format!("run {i}: {e}"))?;
-        eprintln!(
-            "run {i}/{runs}: handover {:.1} ms (signal delivery {:.1} ms, after SIGTERM {:.1} ms)",
-            r.handover_ms, r.signal_ms, r.from_sigterm_ms
-        );
-        all.push(r);
-    }
-    let series = |f: fn(&HandoverRun) -> f64| all.iter().map(f).collect::<Vec<_>>();
-    let summary = |v: Vec<f64>| Summary::of(&v).ok_or("no runs");
+    let all = harness
+        .repeat(runs, one, |r: &HandoverRun| {
+            format!(
+                "handover {:.1} ms (signal delivery {:.1} ms, after SIGTERM {:.1} ms)",
+                r.handover_ms, r.signal_ms, r.from_sigterm_ms
+            )
+        })
+        .await?;
     Ok(HandoverReport {
         scenario: "handover",
         topology: harness.topology(),
-        lease_ms: micros(harness.lease()) / 1000,
-        handover_ms: summary(series(|r| r.handover_ms))?,
-        signal_ms: summary(series(|r| r.signal_ms))?,
-        from_sigterm_ms: summary(series(|r| r.from_sigterm_ms))?,
+        lease_ms: harness.lease_ms(),
+        handover_ms: summary(&all, |r| r.handover_ms)?,
+        signal_ms: summary(&all, |r| r.signal_ms)?,
+        from_sigterm_ms: summary(&all, |r| r.from_sigterm_ms)?,
         runs: all,
     })
 }
@@ -95,13 +91,7 @@ async fn one(harness: &Harness, run: usize) -> Result<HandoverRun, BoxError> {
     let (Some(sigterm_us), Some(stopped_us)) = (state.sigterm_us, state.stopped_us) else {
         return Err("the child exited without reporting its shutdown".into());
     };
-    if led.fence <= pair.leading.fence {
-        return Err(format!(
-            "fence did not increase: child {}, follower {}",
-            pair.leading.fence, led.fence
-        )
-        .into());
-    }
+    fence_grew(pair.leading.fence, led.fence)?;
     Ok(HandoverRun {
         handover_ms: round3(span_ms(sent_us, led.at_us)),
         signal_ms: round3(span_ms(sent_us, sigterm_us)),

@@ -7,12 +7,11 @@ use std::time::Duration;
 
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
-use crate::event::now_us;
-use crate::group::GroupWatch;
-use crate::ownership::Progress;
-use crate::replica::{EventLog, ReplicaProcess, ReplicaSpec};
-use crate::setup::{self, BoxError};
-use crate::topology::{Servers, TargetArgs};
+use crate::clock::now_us;
+use crate::group::ownership::Progress;
+use crate::group::replica::{EventLog, ReplicaProcess, ReplicaSpec};
+use crate::group::status::GroupWatch;
+use crate::store::{self, BoxError, Servers, TargetArgs};
 
 /// Longest a replica may take to leave gracefully after SIGTERM.
 pub const EXIT: Duration = Duration::from_secs(15);
@@ -84,7 +83,7 @@ impl Fleet {
                 rejoin_grace_ms: None,
                 capacity: 1,
             },
-            watch: GroupWatch::new(setup::build_store(&servers.spec, lease)?, &group, poll),
+            watch: GroupWatch::new(store::build_store(&servers.spec, lease)?, &group, poll),
             servers,
             log: EventLog::new(partitions),
             procs: Vec::new(),

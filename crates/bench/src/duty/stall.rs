@@ -19,9 +19,8 @@ use serde::Serialize;
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep, timeout};
 
-use crate::setup::{self, BoxError};
 use crate::stats::round3;
-use crate::topology::{Servers, TargetArgs, Topology};
+use crate::store::{self, BoxError, Servers, TargetArgs, Topology};
 
 /// Worker threads of the application's runtime.
 const WORKERS: usize = 2;
@@ -178,8 +177,8 @@ fn one(
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let (following_tx, following_rx) = oneshot::channel::<()>();
     let successor = {
-        let store = setup::build_store(&servers.spec, lease)?;
-        let config = setup::config(duty, "successor", lease)?;
+        let store = store::build_store(&servers.spec, lease)?;
+        let config = store::config(duty, "successor", lease)?;
         let terms = successor_terms.clone();
         async move {
             let b = Elector::new(store, config, move |lead: Leadership| {
@@ -210,8 +209,8 @@ fn one(
     let spec = servers.spec.clone();
     let duty = duty.to_owned();
     app.block_on(async move {
-        let store: RedisStore = setup::build_store(&spec, lease)?;
-        let config = setup::config(&duty, "blocked", lease)?;
+        let store: RedisStore = store::build_store(&spec, lease)?;
+        let config = store::config(&duty, "blocked", lease)?;
         let (open, gate_rx) = watch::channel(false);
         // With every worker blocked, the duty and a helper hold one worker each; the
         // barrier proves both are held at once.

@@ -25,16 +25,15 @@ use leasehold_partitions::GroupAdmin;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::event::{micros, now_us, span_ms};
-use crate::fleet::{self, Fleet, convergence_limit};
-use crate::group::{PREFIX, balanced_by, counts, describe, spread_of};
-use crate::ownership::{Balance, Loads, OwnerChanges};
-use crate::partition_event::{PartitionEvent, partition_names};
-use crate::replica::Logged;
-use crate::setup::BoxError;
+use crate::clock::{micros, now_us, span_ms};
+use crate::group::event::{PartitionEvent, partition_names};
+use crate::group::fleet::{self, Fleet, convergence_limit};
+use crate::group::ownership::{Balance, Loads, OwnerChanges};
+use crate::group::replica::Logged;
+use crate::group::status::{PREFIX, balanced_by, counts, describe, spread_of};
+use crate::group::weights::{self, LoadReport};
 use crate::stats::{Summary, round3};
-use crate::topology::Topology;
-use crate::weights::{self, LoadReport};
+use crate::store::{BoxError, Topology};
 use crate::{RebalanceArgs, WeightsArg};
 
 /// How often the bench reads the group from Redis for `partitions` partitions: 10 µs

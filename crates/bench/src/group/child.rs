@@ -26,10 +26,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{MissedTickBehavior, interval};
 
 use crate::PartitionChildArgs;
-use crate::event::now_us;
-use crate::partition_event::{PartitionEvent, ledger_key, partition_names};
-use crate::setup::{self, BoxError};
-use crate::topology::StoreSpec;
+use crate::clock::now_us;
+use crate::group::event::{PartitionEvent, ledger_key, partition_names};
+use crate::store::{self, BoxError, StoreSpec};
 
 /// Where and how often a callback writes its ledger records.
 #[derive(Debug)]
@@ -44,7 +43,7 @@ struct Ledger {
 /// Bad settings, or the SIGTERM handler could not be installed.
 pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
     let lease = Duration::from_millis(args.lease_ms);
-    let store = setup::build_store(&args.conn.spec()?, lease)?;
+    let store = store::build_store(&args.conn.spec()?, lease)?;
     let mut builder = GroupConfig::builder(
         args.group.as_str(),
         partition_names(args.partitions),
@@ -62,7 +61,7 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
     let config = builder.build()?;
     let ledger = match &args.ledger_url {
         Some(url) => Some(Arc::new(Ledger {
-            writer: FencedWriter::new(setup::build_store(&StoreSpec::single(url.as_str()), lease)?),
+            writer: FencedWriter::new(store::build_store(&StoreSpec::single(url.as_str()), lease)?),
             every: Duration::from_millis(args.write_every_ms.max(1)),
         })),
         None => None,

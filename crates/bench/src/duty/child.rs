@@ -11,8 +11,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
 use crate::ChildArgs;
-use crate::event::{Event, now_us, wall_us};
-use crate::setup::{self, BoxError};
+use crate::clock::{now_us, wall_us};
+use crate::duty::event::Event;
+use crate::store::{self, BoxError};
 
 /// How often the duty looks at its deadline to notice a renewal.
 const POLL: Duration = Duration::from_millis(1);
@@ -23,8 +24,8 @@ const POLL: Duration = Duration::from_millis(1);
 /// Bad settings, or the SIGTERM handler could not be installed.
 pub async fn run(args: &ChildArgs) -> Result<(), BoxError> {
     let lease = Duration::from_millis(args.lease_ms);
-    let store = setup::build_store(&args.conn.spec()?, lease)?;
-    let config = setup::config(&args.duty, &args.replica, lease)?;
+    let store = store::build_store(&args.conn.spec()?, lease)?;
+    let config = store::config(&args.duty, &args.replica, lease)?;
     // The renewal was sent at `deadline - (lease - margin)`.
     let validity = config.lease - config.safety_margin;
     // Installed before the elector starts, so an early SIGTERM is never fatal.

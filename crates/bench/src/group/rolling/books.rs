@@ -1,15 +1,15 @@
 //! The pure bookkeeping of `rolling`, from the children's lines: how long partitions
 //! sat without an owner, and which replica processes were kept out of the group.
-//! (Owner changes are [`OwnerChanges`](crate::ownership::OwnerChanges): by replica
+//! (Owner changes are [`OwnerChanges`](crate::group::ownership::OwnerChanges): by replica
 //! id, so a partition re-taken by the same id after a sticky restart is no move.)
 
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use crate::event::span_ms;
-use crate::partition_event::PartitionEvent;
-use crate::replica::Logged;
+use crate::clock::span_ms;
+use crate::group::event::PartitionEvent;
+use crate::group::replica::Logged;
 
 /// A replica process: its id and incarnation.
 type Holder<'a> = (&'a str, u32);
@@ -189,7 +189,7 @@ pub fn refusals(starts: &[Start], log: &[Logged], within_us: u64) -> Vec<Refusal
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ownership::OwnerChanges;
+    use crate::group::ownership::OwnerChanges;
 
     fn line(replica: &str, incarnation: u32, event: PartitionEvent) -> Logged {
         Logged {

@@ -1,17 +1,19 @@
-//! What every scenario run shares: the Redis servers, the follower's store, and the
-//! start of a run (child leader up, follower following).
+//! What `failover` and `handover` share: the Redis servers, the follower's store, the
+//! start of a run (child leader up, follower following), the loop over runs and the
+//! checks and summaries of their results.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use leasehold_election::RedisStore;
 
 use crate::ScenarioArgs;
-use crate::event::now_us;
-use crate::follower::Follower;
-use crate::leader::{ChildLeader, Leading};
-use crate::setup::{self, BoxError};
-use crate::topology::{Servers, Topology};
+use crate::clock::{micros, now_us};
+use crate::duty::follower::Follower;
+use crate::duty::leader::{ChildLeader, Leading};
+use crate::stats::Summary;
+use crate::store::{self, BoxError, Servers, Topology};
 
 /// Longest a child may take to start and win a free lease (process start, runtime,
 /// connection, self-check, acquire) on a busy machine.
@@ -53,10 +55,10 @@ impl Harness {
     pub fn start(args: &ScenarioArgs) -> Result<Self, BoxError> {
         let lease = Duration::from_millis(args.lease_ms);
         let servers = Servers::start(&args.target)?;
-        let renew_interval = setup::config("probe", "probe", lease)?.renew_interval;
+        let renew_interval = store::config("probe", "probe", lease)?.renew_interval;
         Ok(Self {
             exe: std::env::current_exe()?,
-            store: setup::build_store(&servers.spec, lease)?,
+            store: store::build_store(&servers.spec, lease)?,
             spec_arg: servers.spec.to_arg()?,
             lease,
             renew_interval,
@@ -75,6 +77,11 @@ impl Harness {
         self.lease
     }
 
+    /// The lease, in whole ms (as reports give it).
+    pub fn lease_ms(&self) -> u64 {
+        micros(self.lease) / 1000
+    }
+
     /// How often the leader renews (the library default for this lease).
     pub fn renew_interval(&self) -> Duration {
         self.renew_interval
@@ -89,7 +96,7 @@ impl Harness {
         let duty = format!("bench-{scenario}-{}-{run}", self.tag);
         let leader = ChildLeader::spawn(&self.exe, &self.spec_arg, &duty, "child", self.lease)?;
         let leading = leader.wait_leading(CHILD_START + self.lease).await?;
-        let config = setup::config(&duty, "follower", self.lease)?;
+        let config = store::config(&duty, "follower", self.lease)?;
         let follower = Follower::spawn(self.store.clone(), config);
         follower.wait_following(self.lease * 3).await?;
         Ok(Pair {
@@ -98,4 +105,47 @@ impl Harness {
             follower,
         })
     }
+
+    /// Runs `one` `runs` times one after another, printing each result with
+    /// `describe`.
+    ///
+    /// # Errors
+    /// The first run that fails, with its number.
+    pub async fn repeat<'h, R, Fut>(
+        &'h self,
+        runs: usize,
+        one: impl Fn(&'h Harness, usize) -> Fut,
+        describe: impl Fn(&R) -> String,
+    ) -> Result<Vec<R>, BoxError>
+    where
+        Fut: Future<Output = Result<R, BoxError>>,
+    {
+        let mut all = Vec::with_capacity(runs);
+        for i in 1..=runs {
+            let r = one(self, i).await.map_err(|e| format!("run {i}: {e}"))?;
+            eprintln!("run {i}/{runs}: {}", describe(&r));
+            all.push(r);
+        }
+        Ok(all)
+    }
+}
+
+/// Min, median and max of one figure over every run.
+///
+/// # Errors
+/// If there were no runs.
+pub fn summary<R>(runs: &[R], figure: fn(&R) -> f64) -> Result<Summary, BoxError> {
+    let series: Vec<f64> = runs.iter().map(figure).collect();
+    Ok(Summary::of(&series).ok_or("no runs")?)
+}
+
+/// Checks that the follower's term got a higher fence than the child's.
+///
+/// # Errors
+/// If it did not.
+pub fn fence_grew(child: u64, follower: u64) -> Result<(), BoxError> {
+    if follower <= child {
+        return Err(format!("fence did not increase: child {child}, follower {follower}").into());
+    }
+    Ok(())
 }

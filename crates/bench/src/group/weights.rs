@@ -8,7 +8,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use serde::Serialize;
 
-use crate::ownership::Loads;
+use crate::group::ownership::Loads;
 use crate::stats::round3;
 
 /// The weight of the largest tenant; the k-th largest weighs `SCALE / k^s`, at least 1.

@@ -15,8 +15,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::partition_event::PartitionEvent;
-use crate::replica::Logged;
+use crate::group::event::PartitionEvent;
+use crate::group::replica::Logged;
 
 /// How the bench judges a group balanced.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

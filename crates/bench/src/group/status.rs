@@ -8,9 +8,9 @@ use leasehold_election::RedisStore;
 use leasehold_partitions::{GroupStatus, group_status};
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
-use crate::event::now_us;
-use crate::ownership::{Balance, Loads};
-use crate::setup::BoxError;
+use crate::clock::now_us;
+use crate::group::ownership::{Balance, Loads};
+use crate::store::BoxError;
 
 /// The key prefix every bench group uses (the library default).
 pub const PREFIX: &str = "leasehold";

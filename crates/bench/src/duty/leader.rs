@@ -10,8 +10,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
-use crate::event::Event;
-use crate::setup::BoxError;
+use crate::duty::event::Event;
+use crate::store::BoxError;
 
 /// Everything a child has reported so far.
 #[derive(Debug, Clone, Copy, Default)]

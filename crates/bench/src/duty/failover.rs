@@ -10,12 +10,11 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::sleep;
 
-use crate::event::{micros, now_us, span_ms};
-use crate::harness::Harness;
-use crate::leader::ChildLeader;
-use crate::setup::BoxError;
+use crate::clock::{micros, now_us, span_ms};
+use crate::duty::harness::{Harness, fence_grew, summary};
+use crate::duty::leader::ChildLeader;
 use crate::stats::{Summary, round3};
-use crate::topology::Topology;
+use crate::store::{BoxError, Topology};
 
 /// Longest a killed child takes to be reaped.
 const REAP: Duration = Duration::from_secs(5);
@@ -62,24 +61,21 @@ pub struct FailoverReport {
 /// # Errors
 /// The first run that fails.
 pub async fn run(harness: &Harness, runs: usize) -> Result<FailoverReport, BoxError> {
-    let mut all = Vec::with_capacity(runs);
-    for i in 1..=runs {
-        let r = one(harness, i).await.map_err(|e| format!("run {i}: {e}"))?;
-        eprintln!(
-            "run {i}/{runs}: failover {:.1} ms, since renew {:.1} ms, overshoot {:.1} ms",
-            r.failover_ms, r.since_renew_ms, r.overshoot_ms
-        );
-        all.push(r);
-    }
-    let series = |f: fn(&FailoverRun) -> f64| all.iter().map(f).collect::<Vec<_>>();
-    let summary = |v: Vec<f64>| Summary::of(&v).ok_or("no runs");
+    let all = harness
+        .repeat(runs, one, |r: &FailoverRun| {
+            format!(
+                "failover {:.1} ms, since renew {:.1} ms, overshoot {:.1} ms",
+                r.failover_ms, r.since_renew_ms, r.overshoot_ms
+            )
+        })
+        .await?;
     Ok(FailoverReport {
         scenario: "failover",
         topology: harness.topology(),
-        lease_ms: micros(harness.lease()) / 1000,
-        failover_ms: summary(series(|r| r.failover_ms))?,
-        overshoot_ms: summary(series(|r| r.overshoot_ms))?,
-        since_renew_ms: summary(series(|r| r.since_renew_ms))?,
+        lease_ms: harness.lease_ms(),
+        failover_ms: summary(&all, |r| r.failover_ms)?,
+        overshoot_ms: summary(&all, |r| r.overshoot_ms)?,
+        since_renew_ms: summary(&all, |r| r.since_renew_ms)?,
         runs: all,
     })
 }
@@ -103,13 +99,7 @@ async fn one(harness: &Harness, run: usize) -> Result<FailoverRun, BoxError> {
     let renewed_us = state
         .last_extended_us()
         .ok_or("the child reported no lease")?;
-    if led.fence <= pair.leading.fence {
-        return Err(format!(
-            "fence did not increase: child {}, follower {}",
-            pair.leading.fence, led.fence
-        )
-        .into());
-    }
+    fence_grew(pair.leading.fence, led.fence)?;
     let failover_ms = span_ms(kill_us, led.at_us);
     let since_renew_ms = span_ms(renewed_us, kill_us);
     let overshoot_ms = failover_ms - (lease.as_secs_f64() * 1000.0 - since_renew_ms);

@@ -20,15 +20,14 @@ use serde::Serialize;
 use tokio::time::{Instant, sleep};
 
 use crate::AddArgs;
-use crate::event::{now_us, span_ms};
-use crate::fleet::{Fleet, convergence_limit};
-use crate::group::PREFIX;
-use crate::ownership::Progress;
-use crate::partition_event::{PartitionEvent, partition_names};
-use crate::rebalance::poll_interval;
-use crate::setup::{self, BoxError};
+use crate::clock::{now_us, span_ms};
+use crate::group::event::{PartitionEvent, partition_names};
+use crate::group::fleet::{Fleet, convergence_limit};
+use crate::group::ownership::Progress;
+use crate::group::rebalance::poll_interval;
+use crate::group::status::PREFIX;
 use crate::stats::Percentiles;
-use crate::topology::Topology;
+use crate::store::{self, BoxError, Topology};
 
 /// The last line of `add`.
 #[derive(Debug, Clone, Serialize)]
@@ -95,7 +94,7 @@ async fn phases(fleet: &mut Fleet, args: &AddArgs) -> Result<AddReport, BoxError
     // One lease more: the group has settled (no hand-off in flight).
     sleep(lease).await;
 
-    let store = setup::build_store(&fleet.servers.spec, lease)?;
+    let store = store::build_store(&fleet.servers.spec, lease)?;
     let admin = GroupAdmin::new(store, PREFIX, &fleet.spec.group)?.grant_delay(lease);
     let names = partition_names(args.partitions + args.adds);
     let renew = lease / 3;

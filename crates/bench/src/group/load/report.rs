@@ -5,9 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::setup::BoxError;
 use crate::stats::{Percentiles, max_of, median, round3};
-use crate::topology::Topology;
+use crate::store::{BoxError, Topology};
 
 /// The figures of `load`: one cold start and its steady window, or (in a summary) the
 /// worst or median of several.

@@ -28,15 +28,15 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use tokio::time::Instant;
 
-use crate::event::{now_us, span_ms};
-use crate::fleet::{Fleet, convergence_limit};
-use crate::group::{balanced, counts, describe};
-use crate::ownership::Progress;
-use crate::partition_event::PartitionEvent;
+use crate::clock::{now_us, span_ms};
+use crate::group::event::PartitionEvent;
+use crate::group::fleet::{Fleet, convergence_limit};
+use crate::group::ownership::Progress;
+use crate::group::status::{balanced, counts, describe};
 use crate::proc_stats::{self, ProcSample};
 use crate::redis_stats::{self, REQUESTS, SLOWLOG_MAX_LEN, ServerSample, Stat};
-use crate::setup::BoxError;
 use crate::stats::{Percentiles, max_of, round3};
+use crate::store::BoxError;
 use crate::{LoadArgs, print_last};
 
 pub use self::report::{LoadReport, RunReport, SummaryReport};

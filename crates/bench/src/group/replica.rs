@@ -12,11 +12,10 @@ use tokio::process::{Child, ChildStdout, Command};
 use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
-use crate::event::now_us;
-use crate::ownership::{Ownership, Progress};
-use crate::partition_event::PartitionEvent;
-use crate::setup::BoxError;
-use crate::topology::StoreSpec;
+use crate::clock::now_us;
+use crate::group::event::PartitionEvent;
+use crate::group::ownership::{Ownership, Progress};
+use crate::store::{BoxError, StoreSpec};
 
 /// One event of a replica process, as the bench logged it.
 #[derive(Debug, Clone)]
@@ -81,7 +80,7 @@ impl EventLog {
     }
 
     /// Judges balance by `balance` from now on.
-    pub fn set_balance(&self, balance: crate::ownership::Balance) {
+    pub fn set_balance(&self, balance: crate::group::ownership::Balance) {
         self.lock().ownership.set_balance(balance);
     }
 

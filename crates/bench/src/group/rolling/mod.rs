@@ -29,15 +29,14 @@ use serde::Serialize;
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep};
 
 use crate::RollingArgs;
-use crate::event::{micros, now_us, span_ms};
-use crate::fleet::{self, Fleet, convergence_limit};
-use crate::group::{counts, describe};
-use crate::ownership::{OwnerChanges, Progress};
-use crate::partition_event::{PartitionEvent, partition_names};
-use crate::rebalance::poll_interval;
-use crate::setup::BoxError;
+use crate::clock::{micros, now_us, span_ms};
+use crate::group::event::{PartitionEvent, partition_names};
+use crate::group::fleet::{self, Fleet, convergence_limit};
+use crate::group::ownership::{OwnerChanges, Progress};
+use crate::group::rebalance::poll_interval;
+use crate::group::status::{counts, describe};
 use crate::stats::round3;
-use crate::topology::Topology;
+use crate::store::{BoxError, Topology};
 
 pub use self::books::{Refusal, Start, Unowned, refusals};
 

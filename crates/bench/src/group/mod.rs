@@ -1,0 +1,22 @@
+//! Partition-group scenarios: every replica is a child OS process (this binary in its
+//! hidden `partition-child` mode, [`child`]), followed through its own JSON lines
+//! ([`event`], logged by [`replica`], gathered by [`fleet`] and folded into who owns
+//! what by [`ownership`]) and, where asked, through `group_status` reads ([`status`]).
+//!
+//! - [`rebalance`]: cold start, SIGKILL of one replica, a join (weighted too:
+//!   [`weights`]);
+//! - [`load`]: cold-start convergence and the steady cost of a balanced group;
+//! - [`rolling`]: every replica restarted in turn, default, sticky or growing the list;
+//! - [`add`]: partitions added to a running group.
+
+pub mod add;
+pub mod child;
+pub mod event;
+pub mod fleet;
+pub mod load;
+pub mod ownership;
+pub mod rebalance;
+pub mod replica;
+pub mod rolling;
+pub mod status;
+pub mod weights;
