@@ -211,9 +211,44 @@ pub fn generate(name: &str, b: &BTreeMap<String, Bench>) -> Result<String, BoxEr
         "rolling" => rolling(b),
         "weights" => weights_table(b),
         "add" => add(get(b, "add")?),
-        "topology-failover" => topology_failover(b),
-        "topology-handover" => topology_handover(b),
-        "topology-load" => topology_load(b),
+        "topology-failover" => by_topology(
+            b,
+            "| topology | overshoot after real expiry (ms) min / median / max | failover (ms) min / median / max |\n|---|---|---|",
+            "failover",
+            |r| {
+                format!(
+                    "{} | {}",
+                    spread3(&r["overshoot_ms"]),
+                    spread3(&r["failover_ms"])
+                )
+            },
+        ),
+        "topology-handover" => by_topology(
+            b,
+            "| topology | hand-over from sending SIGTERM (ms) min / median / max | from the child's SIGTERM handler (ms) min / median / max |\n|---|---|---|",
+            "handover",
+            |r| {
+                format!(
+                    "{} | {}",
+                    spread3(&r["handover_ms"]),
+                    spread3(&r["from_sigterm_ms"])
+                )
+            },
+        ),
+        "topology-load" => by_topology(
+            b,
+            "| topology | requests/s | per replica | server's own traffic subtracted (requests/s) | Redis CPU |\n|---|---|---|---|---|",
+            "load-1k-4",
+            |r| {
+                format!(
+                    "{} | {} | {} | {} %",
+                    fig(num(&r["requests_per_sec"])),
+                    fig(num(&r["per_replica_per_sec"])),
+                    fig(num(&r["background_per_sec"])),
+                    fig(num(&r["redis_cpu_pct"])),
+                )
+            },
+        ),
         "chaos-summary" => chaos_summary(get(b, "chaos")?),
         other => Err(format!("no table generator named {other:?}").into()),
     }
@@ -237,65 +272,19 @@ fn spread3(s: &Value) -> String {
     )
 }
 
-/// Failover on every topology.
-fn topology_failover(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
-    let mut out = String::from(
-        "| topology | overshoot after real expiry (ms) min / median / max | failover (ms) min / median / max |\n|---|---|---|\n",
-    );
+/// A row per topology of the reports `base` (single), `base-tls`, `base-sentinel` and
+/// `base-cluster`: the topology, then `cells` of its summary.
+fn by_topology(
+    b: &BTreeMap<String, Bench>,
+    header: &str,
+    base: &str,
+    cells: fn(&Value) -> String,
+) -> Result<String, BoxError> {
+    let mut out = format!("{header}\n");
     let mut sources = Vec::new();
     for (topology, suffix) in TOPOLOGIES {
-        let bench = get(b, &format!("failover{suffix}"))?;
-        let r = bench.last();
-        let _ = writeln!(
-            out,
-            "| {topology} | {} | {} |",
-            spread3(&r["overshoot_ms"]),
-            spread3(&r["failover_ms"])
-        );
-        sources.push(bench.source());
-    }
-    let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
-    Ok(out)
-}
-
-/// Hand-over on every topology.
-fn topology_handover(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
-    let mut out = String::from(
-        "| topology | hand-over from sending SIGTERM (ms) min / median / max | from the child's SIGTERM handler (ms) min / median / max |\n|---|---|---|\n",
-    );
-    let mut sources = Vec::new();
-    for (topology, suffix) in TOPOLOGIES {
-        let bench = get(b, &format!("handover{suffix}"))?;
-        let r = bench.last();
-        let _ = writeln!(
-            out,
-            "| {topology} | {} | {} |",
-            spread3(&r["handover_ms"]),
-            spread3(&r["from_sigterm_ms"])
-        );
-        sources.push(bench.source());
-    }
-    let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
-    Ok(out)
-}
-
-/// Steady traffic on every topology.
-fn topology_load(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
-    let mut out = String::from(
-        "| topology | requests/s | per replica | server's own traffic subtracted (requests/s) | Redis CPU |\n|---|---|---|---|---|\n",
-    );
-    let mut sources = Vec::new();
-    for (topology, suffix) in TOPOLOGIES {
-        let bench = get(b, &format!("load-1k-4{suffix}"))?;
-        let r = bench.last();
-        let _ = writeln!(
-            out,
-            "| {topology} | {} | {} | {} | {} % |",
-            fig(num(&r["requests_per_sec"])),
-            fig(num(&r["per_replica_per_sec"])),
-            fig(num(&r["background_per_sec"])),
-            fig(num(&r["redis_cpu_pct"])),
-        );
+        let bench = get(b, &format!("{base}{suffix}"))?;
+        let _ = writeln!(out, "| {topology} | {} |", cells(bench.last()));
         sources.push(bench.source());
     }
     let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
