@@ -671,6 +671,10 @@ where
                 .as_secs_f64(),
         );
         counter!(m::TERMS_STARTED, &self.labels.pair()).increment(1);
+        // Before the status says "leader": a `step_down()` that saw this term's fence
+        // bumps the counter after this point, so the term sees it.
+        let mut step_downs = self.control.step_downs.subscribe();
+        step_downs.mark_unchanged();
         // Gauges first, then the status: whoever sees the status sees the gauges too.
         self.status.send_modify(|s| {
             s.role = Role::Leader { fence, since };
@@ -685,8 +689,6 @@ where
             self.next_renew(sent)
         };
         let mut duty_done = false;
-        let mut step_downs = self.control.step_downs.subscribe();
-        step_downs.mark_unchanged();
         let reason = loop {
             tokio::select! {
                 biased;
