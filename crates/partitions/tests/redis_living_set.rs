@@ -44,9 +44,7 @@ async fn until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) -> D
 async fn a_partition_added_at_runtime_is_claimed_at_once_by_the_fair_share_rule() {
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 11, LEASE);
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     fleet.converge(LIMIT).await;
     let admin = admin(&redis);
 
@@ -79,9 +77,7 @@ async fn a_partition_added_at_runtime_is_claimed_at_once_by_the_fair_share_rule(
 async fn a_removed_partition_is_cancelled_released_and_never_claimed_again() {
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 12, LEASE);
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     fleet.converge(LIMIT).await;
     let admin = admin(&redis);
     let gone = ["p00003".to_owned(), "p00007".to_owned()];
@@ -338,9 +334,7 @@ async fn a_sticky_replica_that_does_not_return_is_replaced_after_its_grace() {
 async fn a_drained_replica_hands_everything_over_and_takes_its_share_back_when_undrained() {
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 12, LEASE);
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     fleet.converge(LIMIT).await;
     let admin = admin(&redis);
 
@@ -378,9 +372,7 @@ async fn a_drained_replica_hands_everything_over_and_takes_its_share_back_when_u
 async fn one_partitions_owner_is_read_without_listing_the_group() {
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 8, LEASE);
-    for r in ["a", "b"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b"]);
     fleet.converge(LIMIT).await;
     sleep(Duration::from_millis(100)).await;
     let owner = admin(&redis).owner("p00005").await.unwrap();

@@ -74,9 +74,7 @@ async fn every_move_is_counted_with_its_cause() {
         .unwrap()
         .grant_delay(LEASE);
     let mut fleet = Fleet::new(store, 12, LEASE);
-    for r in ["a", "b"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b"]);
     fleet.converge(LIMIT).await;
     assert_eq!(totals.counter(m::ACQUISITIONS, None), 12);
 

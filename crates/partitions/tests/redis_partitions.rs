@@ -24,9 +24,7 @@ fn store(redis: &RedisServer) -> RedisStore {
 async fn sixty_four_partitions_on_four_replicas_sixteen_each() {
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 64, LEASE);
-    for r in ["a", "b", "c", "d"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c", "d"]);
     fleet.converge(LIMIT).await;
     assert!(
         fleet.counts().values().all(|c| *c == 16),
@@ -61,9 +59,7 @@ async fn sixty_four_partitions_on_four_replicas_sixteen_each() {
 async fn join_moves_only_the_joiners_share_and_leave_hands_over_at_once() {
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 24, LEASE);
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     fleet.converge(LIMIT).await;
     let before = fleet.ledger.terms().len();
     fleet.start("d");
@@ -92,9 +88,7 @@ async fn join_moves_only_the_joiners_share_and_leave_hands_over_at_once() {
 async fn a_crashed_replicas_partitions_are_owned_again_within_a_lease_and_a_renew_interval() {
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 30, LEASE);
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     fleet.converge(LIMIT).await;
     let killed = Instant::now();
     fleet.replicas.remove("c").unwrap().abort();
@@ -115,9 +109,7 @@ async fn a_crashed_replicas_partitions_are_owned_again_within_a_lease_and_a_rene
 async fn a_redis_restart_that_loses_everything_never_yields_two_owners_and_converges() {
     let mut redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 20, LEASE);
-    for r in ["a", "b"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b"]);
     fleet.converge(LIMIT).await;
     redis.restart();
     sleep(LEASE).await;
@@ -148,9 +140,7 @@ async fn a_redis_restart_that_loses_everything_never_yields_two_owners_and_conve
 async fn a_flushed_script_cache_costs_no_ownership() {
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 12, LEASE);
-    for r in ["a", "b"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b"]);
     fleet.converge(LIMIT).await;
     let before = fleet.ledger.terms().len();
     for _ in 0..3 {
@@ -169,9 +159,7 @@ async fn a_flushed_script_cache_costs_no_ownership() {
 async fn a_group_key_of_the_wrong_type_is_a_typed_error_and_nobody_serves_until_it_is_fixed() {
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 8, LEASE);
-    for r in ["a", "b"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b"]);
     fleet.converge(LIMIT).await;
     redis.redis_cli(&["DEL", "leasehold:{g}:states"]);
     redis.redis_cli(&["SET", "leasehold:{g}:states", "not a hash"]);
@@ -285,9 +273,7 @@ fn commands(redis: &RedisServer) -> u64 {
 async fn steady_traffic(partitions: usize) -> f64 {
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), partitions, LEASE);
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     fleet.converge(LIMIT).await;
     sleep(LEASE).await;
     let (start, before) = (Instant::now(), commands(&redis));

@@ -45,9 +45,7 @@ async fn five_thousand_partitions_on_three_replicas_converge_from_a_cold_start()
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 5_000, LEASE);
     let start = Instant::now();
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     // Settle (one lease) plus a few claim batches; generous for a busy 2-core machine.
     let took = fleet.converge(Duration::from_secs(30)).await;
     eprintln!("5,000 partitions on 3 replicas: balanced {took:?} after the start");
@@ -66,9 +64,7 @@ async fn five_thousand_partitions_on_three_replicas_converge_from_a_cold_start()
 async fn steady_tick_cost(partitions: usize) -> (f64, f64) {
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), partitions, LEASE);
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     fleet.converge(Duration::from_secs(30)).await;
     sleep(LEASE).await;
     let before = commandstats(&redis);

@@ -150,9 +150,7 @@ async fn zipf_tenants_on_four_replicas_stay_within_share_plus_the_largest_weight
     let redis = RedisServer::start();
     let weights = zipf(32);
     let (mut fleet, admin) = weighted_group(&redis, &weights).await;
-    for r in ["a", "b", "c", "d"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c", "d"]);
     let loads = settled(&admin, &fleet).await;
     let total: u64 = weights.iter().sum();
     assert_eq!(loads.values().sum::<u64>(), total);
@@ -226,9 +224,7 @@ async fn capacities_one_one_two_two_take_shares_in_proportion() {
 async fn a_weight_change_at_runtime_rebalances_and_loads_follow_at_once() {
     let redis = RedisServer::start();
     let (mut fleet, admin) = weighted_group(&redis, &[1; 24]).await;
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     settled(&admin, &fleet).await;
     // One tenant grows to the size of all the others together.
     let owner = admin.owner("p00000").await.unwrap().owner.unwrap();
@@ -252,9 +248,7 @@ async fn a_weight_change_at_runtime_rebalances_and_loads_follow_at_once() {
 async fn a_crashed_replicas_load_is_taken_within_the_bounds() {
     let redis = RedisServer::start();
     let (mut fleet, admin) = weighted_group(&redis, &zipf(20)).await;
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     settled(&admin, &fleet).await;
     fleet.replicas.remove("b").unwrap().abort();
     let start = Instant::now();

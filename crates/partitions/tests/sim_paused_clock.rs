@@ -30,9 +30,7 @@ async fn cold_start_balances_without_handoffs() {
 #[tokio::test(start_paused = true)]
 async fn a_joiner_gets_its_share_even_when_the_cap_does_not_move() {
     let mut fleet = Fleet::new(MemoryGroupStore::new(), 12, LEASE);
-    for r in ["a", "b", "c", "d"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c", "d"]);
     fleet.converge(Duration::from_secs(10)).await;
     let before = fleet.ledger.terms().len();
     fleet.start("e");
@@ -52,9 +50,7 @@ async fn a_joiner_gets_its_share_even_when_the_cap_does_not_move() {
 #[tokio::test(start_paused = true)]
 async fn graceful_leave_hands_partitions_over_at_once() {
     let mut fleet = Fleet::new(MemoryGroupStore::new(), 30, LEASE);
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     fleet.converge(Duration::from_secs(10)).await;
     let leaver = fleet.replicas.remove("c").unwrap();
     let start = tokio::time::Instant::now();
@@ -68,9 +64,7 @@ async fn graceful_leave_hands_partitions_over_at_once() {
 #[tokio::test(start_paused = true)]
 async fn a_dead_replicas_partitions_move_within_a_lease_and_a_renew_interval() {
     let mut fleet = Fleet::new(MemoryGroupStore::new(), 30, LEASE);
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     fleet.converge(Duration::from_secs(10)).await;
     let killed = tokio::time::Instant::now();
     fleet.replicas.remove("c").unwrap().abort();

@@ -26,9 +26,7 @@ async fn minimal_acl_user_balances_a_group() {
     .build()
     .unwrap();
     let mut fleet = Fleet::new(store, 12, LEASE);
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     fleet.converge(LIMIT).await;
     assert!(
         fleet.counts().values().all(|c| *c == 4),

@@ -79,9 +79,7 @@ async fn groups_spread_over_primaries_and_recover_from_a_failover() {
     assert_ne!(g_node, other_node);
 
     let mut fleet = Fleet::new(store.clone(), 12, LEASE);
-    for r in ["a", "b", "c"] {
-        fleet.start(r);
-    }
+    fleet.start_all(&["a", "b", "c"]);
     let other_partitions: Vec<String> = (0..8).map(|i| format!("q{i}")).collect();
     let second = spawn_group(&store, &other, &other_partitions, &["x", "y"]);
     fleet.converge(LIMIT).await;

@@ -108,6 +108,13 @@ impl<B: GroupBackend> Fleet<B> {
         self.start_with(config);
     }
 
+    /// Starts every one of `replicas` with the fleet's configuration.
+    pub fn start_all(&mut self, replicas: &[&str]) {
+        for replica in replicas {
+            self.start(replica);
+        }
+    }
+
     /// Starts a replica with its own configuration (its id is the config's).
     pub fn start_with(&mut self, config: GroupConfig) {
         let replica = config.replica_id.clone();
