@@ -747,6 +747,7 @@ where
                 }
             }
         };
+        leadership.set_end_reason(&reason);
         self.step_down(fence, reason, duty, duty_done, &cancel, deadline, token)
             .await
     }

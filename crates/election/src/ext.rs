@@ -11,7 +11,7 @@ pub use crate::config::{validate_lease, validate_name};
 pub use crate::elector::Grant;
 pub use crate::grid::RenewGrid;
 pub use crate::keys::{new_token, replica_of_token};
-pub use crate::store::redis::{LuaScript, Parse};
+pub use crate::store::redis::{FENCE_LUA, LuaScript, Parse};
 
 use crate::error::StoreError;
 use crate::store::RedisStore;

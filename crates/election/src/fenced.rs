@@ -8,7 +8,7 @@ use crate::fence::Fence;
 use crate::metrics as m;
 use crate::store::RedisStore;
 use crate::store::redis::Parse;
-use crate::store::redis::scripts::FENCED_WRITE;
+use crate::store::redis::scripts::{FENCED_PUSH, FENCED_WRITE};
 
 /// A fenced write was not performed.
 #[derive(Debug, Clone, Error)]
@@ -96,6 +96,10 @@ impl FencedWriter {
 
     /// `RPUSH key value`, fenced: append to a ledger.
     ///
+    /// Never sent twice: if the connection breaks after the request went out, this
+    /// fails with a [`StoreError`](crate::StoreError) and the record may or may not have
+    /// been appended (a retry could append it twice).
+    ///
     /// # Errors
     /// As [`FencedWriter::set`].
     ///
@@ -124,10 +128,12 @@ impl FencedWriter {
         let fence_arg = fence.0.to_string();
         let mut argv = vec![fence_arg.as_str(), op];
         argv.extend_from_slice(args);
-        let reply = self
-            .store
-            .eval(&FENCED_WRITE, &[&guard, key], &argv)
-            .await?;
+        let script = if op == "RPUSH" {
+            &*FENCED_PUSH
+        } else {
+            &*FENCED_WRITE
+        };
+        let reply = self.store.eval(script, &[&guard, key], &argv).await?;
         let mut p = Parse::new("fenced write", reply);
         let accepted = p.next_int()? == 1;
         let highest = Fence(p.next_u64()?);

@@ -22,8 +22,8 @@ pub struct DutyKeys {
     /// The boot marker: which server lifetime wrote the duty's keys, and since when it
     /// counts; after a restart nothing is granted until one lease after that. `None`
     /// for the keys of a group's partition unless asked for with
-    /// [`DutyKeys::with_boot_marker`] (the partition coordinator does not hold its
-    /// claims after a restart yet).
+    /// [`DutyKeys::with_boot_marker`] (a partition group holds its grants back after a
+    /// restart its own way: a group created again grants nothing for one lease).
     pub boot: Option<String>,
     /// The release-notification channel (shared by every duty under one prefix).
     pub channel: String,

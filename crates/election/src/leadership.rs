@@ -1,13 +1,14 @@
 //! The handle a duty receives while its replica leads.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::fence::Fence;
+use crate::status::TermEndReason;
 
 /// Given to a duty when its replica becomes leader; valid for one term.
 ///
@@ -29,6 +30,8 @@ pub struct Leadership {
     duty: Arc<str>,
     cancel: CancellationToken,
     deadline: Arc<Deadline>,
+    /// Why the term ended, set before `cancel` fires.
+    reason: Arc<OnceLock<TermEndReason>>,
 }
 
 /// The term is over: returned by [`Leadership::check`]. Stop the duty's work; any write
@@ -99,6 +102,7 @@ impl Leadership {
             duty: duty.into(),
             cancel,
             deadline: Arc::new(Deadline::new(deadline)),
+            reason: Arc::new(OnceLock::new()),
         }
     }
 
@@ -147,6 +151,24 @@ impl Leadership {
         } else {
             Ok(())
         }
+    }
+
+    /// Why the term ended; `None` while it runs. Known before
+    /// [`cancelled`](Self::cancelled) completes, so a duty can tell a planned move
+    /// ([`TermEndReason::HandedOff`], [`TermEndReason::Drained`],
+    /// [`TermEndReason::Removed`], [`TermEndReason::Shutdown`]) from a lost lease
+    /// ([`TermEndReason::RenewalRefused`], [`TermEndReason::DeadlinePassed`]). A term
+    /// whose local deadline passed before the elector ran says `DeadlinePassed`.
+    pub fn end_reason(&self) -> Option<TermEndReason> {
+        if let Some(r) = self.reason.get() {
+            return Some(r.clone());
+        }
+        (Instant::now() >= self.deadline.get()).then_some(TermEndReason::DeadlinePassed)
+    }
+
+    /// Records why the term ended (the first reason wins), before the elector cancels it.
+    pub(crate) fn set_end_reason(&self, reason: &TermEndReason) {
+        let _ = self.reason.set(reason.clone());
     }
 
     /// A token that fires when the elector ends the term (to pass into other tasks).
@@ -209,6 +231,21 @@ mod tests {
         tokio::time::advance(Duration::from_millis(300)).await;
         assert!(!l.extend_deadline(start + Duration::from_millis(900)));
         assert!(l.check().is_err(), "stays over");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_end_reason_is_known_once_the_term_is_over() {
+        let l = lead(Instant::now() + Duration::from_millis(100));
+        assert!(l.end_reason().is_none());
+        l.set_end_reason(&TermEndReason::HandedOff);
+        l.set_end_reason(&TermEndReason::Shutdown);
+        assert!(matches!(l.end_reason(), Some(TermEndReason::HandedOff)));
+        let l = lead(Instant::now() + Duration::from_millis(100));
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert!(matches!(
+            l.end_reason(),
+            Some(TermEndReason::DeadlinePassed)
+        ));
     }
 
     #[tokio::test(start_paused = true)]

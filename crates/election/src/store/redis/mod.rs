@@ -10,7 +10,7 @@ pub(crate) mod scripts;
 
 pub use self::builder::RedisStoreBuilder;
 pub use self::parse::Parse;
-pub use self::scripts::LuaScript;
+pub use self::scripts::{FENCE_LUA, LuaScript};
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -381,9 +381,10 @@ impl RedisStore {
     }
 
     /// Runs a script under the store's call timeout: `EVALSHA`, then `EVAL` on
-    /// `NOSCRIPT`. A call that fails because the cached connection had dropped (or
-    /// reached a demoted primary) is retried once on a fresh one, so the script must be
-    /// safe to run twice (every Leasehold script is idempotent for its token). On a
+    /// `NOSCRIPT`. A call refused by a demoted primary (`READONLY`: it did not run) is
+    /// sent again on a fresh connection; so is an [idempotent](LuaScript::idempotent)
+    /// script whose connection broke (it may or may not have run). A script that must
+    /// [run once](LuaScript::run_once) fails instead: its outcome is unknown. On a
     /// cluster the call goes to the node that owns the slot of the first key; every key
     /// must share its hash tag.
     ///
@@ -424,7 +425,8 @@ impl RedisStore {
                 let (mut conn, flight) = self.conn().await?;
                 on_send(&conn);
                 let result = run_script(&mut conn, script, keys, args).await;
-                let retry = matches!(&result, Err(e) if e.is_connection_dropped() || e.is_io_error() || is_readonly(e));
+                let retry = matches!(&result, Err(e) if is_readonly(e)
+                    || (script.is_idempotent() && (e.is_connection_dropped() || e.is_io_error())));
                 if let (Ok(reply), Some((replicas, wait)), Some(key)) =
                     (&result, self.inner.wait_for_replicas, keys.first())
                     && wrote(reply)
