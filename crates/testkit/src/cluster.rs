@@ -182,6 +182,84 @@ impl RedisCluster {
         self.primary_for_slot(self.keyslot(key))
     }
 
+    /// Moves `slot` to primary `to` (an index in [`nodes`](Self::nodes)) the way
+    /// `redis-cli --cluster reshard` does: `IMPORTING` on the target, `MIGRATING` on the
+    /// source, then `MIGRATE` one key at a time with `pause` between keys (while clients
+    /// keep working: a multi-key command whose keys are split between the two nodes
+    /// gets `TRYAGAIN`, one whose keys have all moved gets `ASK`), and finally
+    /// `SETSLOT NODE` on every primary. Returns how many keys moved.
+    ///
+    /// # Panics
+    ///
+    /// If `to` already serves the slot, or a step fails.
+    pub fn migrate_slot(&self, slot: u16, to: usize, pause: Duration) -> usize {
+        let from = self.primary_for_slot(slot);
+        assert_ne!(from, to, "node {to} already serves slot {slot}");
+        let id = |i: usize| {
+            let id = self.nodes[i].redis_cli(&["CLUSTER", "MYID"]);
+            id.trim_matches('"').to_owned()
+        };
+        let (from_id, to_id) = (id(from), id(to));
+        let slot_arg = slot.to_string();
+        let ok = |node: usize, args: &[&str]| {
+            let reply = self.nodes[node].redis_cli(args);
+            assert!(
+                reply == "OK" || reply == "\"OK\"",
+                "{args:?} on node {node}: {reply}"
+            );
+        };
+        ok(
+            to,
+            &["CLUSTER", "SETSLOT", &slot_arg, "IMPORTING", &from_id],
+        );
+        ok(
+            from,
+            &["CLUSTER", "SETSLOT", &slot_arg, "MIGRATING", &to_id],
+        );
+        let mut conn = self.nodes[from]
+            .client()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("a connection to the source");
+        conn.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("set read timeout");
+        let target = self.nodes[to].addr();
+        let mut moved = 0;
+        loop {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(1)
+                .query(&mut conn)
+                .expect("CLUSTER GETKEYSINSLOT");
+            let Some(key) = keys.first() else { break };
+            let _: Value = redis::cmd("MIGRATE")
+                .arg(target.ip().to_string())
+                .arg(target.port())
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(key)
+                .query(&mut conn)
+                .unwrap_or_else(|e| panic!("MIGRATE {key}: {e}"));
+            moved += 1;
+            std::thread::sleep(pause);
+        }
+        // The target first, then the source, then everyone else (as redis-cli does).
+        ok(to, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]);
+        ok(from, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]);
+        for (i, node) in self.nodes.iter().enumerate() {
+            if i != to
+                && i != from
+                && node.is_running()
+                && !node.redis_cli(&["ROLE"]).starts_with("slave")
+            {
+                ok(i, &["CLUSTER", "SETSLOT", &slot_arg, "NODE", &to_id]);
+            }
+        }
+        moved
+    }
+
     fn running(&self) -> impl Iterator<Item = &RedisServer> {
         self.nodes.iter().filter(|n| n.is_running())
     }

@@ -38,6 +38,8 @@ pub struct FaultProxy {
     /// dropping it (with the proxy) resets them all at once.
     resets: watch::Sender<u64>,
     open: Arc<AtomicUsize>,
+    /// Replies still to cut ([`cut_replies`](Self::cut_replies)).
+    cuts: Arc<Cuts>,
     accept_loop: JoinHandle<()>,
 }
 
@@ -58,18 +60,21 @@ impl FaultProxy {
         let (mode, mode_rx) = watch::channel(Mode::Pass);
         let (resets, resets_rx) = watch::channel(0);
         let open = Arc::new(AtomicUsize::new(0));
+        let cuts = Arc::new(Cuts::default());
         let accept_loop = tokio::spawn(accept_loop(
             listener,
             upstream,
             mode_rx,
             resets_rx,
             open.clone(),
+            cuts.clone(),
         ));
         Ok(Self {
             addr,
             mode,
             resets,
             open,
+            cuts,
             accept_loop,
         })
     }
@@ -114,6 +119,31 @@ impl FaultProxy {
         self.resets.send_modify(|n| *n += 1);
     }
 
+    /// Cuts the next `n` replies: each time the server answers on some connection, the
+    /// answer is dropped and that connection reset on both sides, so the request has run
+    /// and its client sees the connection drop (as when a connection breaks right after
+    /// the server executed a command). Counts chunks of bytes from the server: one reply
+    /// to one command, as long as the client sends one command at a time.
+    pub fn cut_replies(&self, n: usize) {
+        self.cut_replies_containing(n, b"");
+    }
+
+    /// As [`cut_replies`](Self::cut_replies), but only replies whose bytes contain
+    /// `needle` are cut (and counted); others pass.
+    pub fn cut_replies_containing(&self, n: usize, needle: &[u8]) {
+        *self
+            .cuts
+            .needle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = needle.to_vec();
+        self.cuts.left.store(n, Ordering::SeqCst);
+    }
+
+    /// Replies still to be cut.
+    pub fn cuts_left(&self) -> usize {
+        self.cuts.left.load(Ordering::SeqCst)
+    }
+
     /// The number of currently open relayed connections.
     pub fn connection_count(&self) -> usize {
         self.open.load(Ordering::SeqCst)
@@ -135,6 +165,7 @@ async fn accept_loop(
     mode: watch::Receiver<Mode>,
     mut resets: watch::Receiver<u64>,
     open: Arc<AtomicUsize>,
+    cuts: Arc<Cuts>,
 ) {
     let mut conns = JoinSet::new();
     loop {
@@ -156,7 +187,7 @@ async fn accept_loop(
         }
         // Only resets issued from now on concern this connection.
         resets.mark_unchanged();
-        let (mode, mut reset) = (mode.clone(), resets.clone());
+        let (mode, mut reset, cuts) = (mode.clone(), resets.clone(), cuts.clone());
         let guard = OpenGuard::new(&open);
         conns.spawn(async move {
             let _guard = guard;
@@ -173,11 +204,37 @@ async fn accept_loop(
                 // Biased: once a reset is signalled, no further byte is relayed.
                 biased;
                 _ = reset.changed() => {} // a reset, or the proxy was dropped
-                _ = relay(&mut client, &mut upstream, mode) => return,
+                cut = relay(&mut client, &mut upstream, mode, &cuts) => if !cut { return },
             }
             let _ = client.set_zero_linger();
             let _ = upstream.set_zero_linger();
         });
+    }
+}
+
+/// Which replies to cut: the next `left` that contain `needle`.
+#[derive(Debug, Default)]
+struct Cuts {
+    left: AtomicUsize,
+    needle: std::sync::Mutex<Vec<u8>>,
+}
+
+impl Cuts {
+    /// Whether to cut this chunk (counting it if so).
+    fn take(&self, chunk: &[u8]) -> bool {
+        if self.left.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        let needle = self
+            .needle
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let matches = needle.is_empty() || chunk.windows(needle.len()).any(|w| w == &needle[..]);
+        matches
+            && self
+                .left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
     }
 }
 
@@ -197,16 +254,27 @@ impl Drop for OpenGuard {
     }
 }
 
-/// Relays both directions until both have finished or either fails.
-async fn relay(client: &mut TcpStream, upstream: &mut TcpStream, mode: watch::Receiver<Mode>) {
+/// Relays both directions until both have finished or either fails; true if it stopped
+/// because a reply was cut (the connection is to be reset).
+async fn relay(
+    client: &mut TcpStream,
+    upstream: &mut TcpStream,
+    mode: watch::Receiver<Mode>,
+    cuts: &Cuts,
+) -> bool {
     let (client_rd, client_wr) = client.split();
     let (upstream_rd, upstream_wr) = upstream.split();
     let result = tokio::try_join!(
-        direction(client_rd, upstream_wr, mode.clone()),
-        direction(upstream_rd, client_wr, mode),
+        direction(client_rd, upstream_wr, mode.clone(), None),
+        direction(upstream_rd, client_wr, mode, Some(cuts)),
     );
-    if let Err(e) = result {
-        tracing::debug!(error = %e, "fault proxy connection closed");
+    match result {
+        Err(e) if e.kind() == io::ErrorKind::ConnectionAborted => true,
+        Err(e) => {
+            tracing::debug!(error = %e, "fault proxy connection closed");
+            false
+        }
+        Ok(_) => false,
     }
 }
 
@@ -216,6 +284,7 @@ async fn direction(
     mut rd: impl AsyncRead + Unpin,
     mut wr: impl AsyncWrite + Unpin,
     mut mode: watch::Receiver<Mode>,
+    cuts: Option<&Cuts>,
 ) -> io::Result<()> {
     // An empty chunk marks EOF. The queue is shared by the reader and writer futures below,
     // which run in this one task; a `Mutex` (never held across an await) keeps it `Send`.
@@ -245,6 +314,13 @@ async fn direction(
             release_at(read_at, &mut mode).await?;
             if chunk.is_empty() {
                 return wr.shutdown().await;
+            }
+            let cut = cuts.is_some_and(|c| c.take(&chunk));
+            if cut {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "fault proxy cut a reply",
+                ));
             }
             wr.write_all(&chunk).await?;
         }

@@ -188,3 +188,44 @@ async fn wait_for_count(proxy: &FaultProxy, expected: usize) {
     .await
     .unwrap_or_else(|_| panic!("connection count stuck at {}", proxy.connection_count()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_reply_runs_the_command_and_resets_the_connection() {
+    let (server, proxy) = setup().await;
+    let mut conn = connect(&proxy.url(), Duration::from_secs(5)).await.unwrap();
+    assert_eq!(get(&mut conn, "k").await.unwrap().as_deref(), Some("v"));
+    proxy.cut_replies(1);
+    let cut: redis::RedisResult<i64> = tokio::time::timeout(
+        HUNG,
+        redis::cmd("INCR").arg("counter").query_async(&mut conn),
+    )
+    .await
+    .expect("INCR hung");
+    let e = cut.expect_err("the reply was cut");
+    assert!(
+        e.is_connection_dropped() || e.is_io_error(),
+        "the client sees the connection drop: {e:?}"
+    );
+    assert_eq!(proxy.cuts_left(), 0);
+    // The command ran; the next reply (on a new connection) is delivered.
+    assert_eq!(server.redis_cli(&["GET", "counter"]).trim(), "1");
+    let mut again = connect(&proxy.url(), Duration::from_secs(5)).await.unwrap();
+    assert_eq!(get(&mut again, "k").await.unwrap().as_deref(), Some("v"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_replies_containing_the_needle_are_cut() {
+    let (_server, proxy) = setup().await;
+    let mut conn = connect(&proxy.url(), Duration::from_secs(5)).await.unwrap();
+    proxy.cut_replies_containing(1, b"needle");
+    assert_eq!(get(&mut conn, "k").await.unwrap().as_deref(), Some("v"));
+    assert_eq!(proxy.cuts_left(), 1, "a reply without the needle passes");
+    let _: () = redis::cmd("SET")
+        .arg("n")
+        .arg("a needle")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(get(&mut conn, "n").await.is_err(), "this one is cut");
+    assert_eq!(proxy.cuts_left(), 0);
+}
