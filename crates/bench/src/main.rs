@@ -62,6 +62,7 @@ mod duty;
 mod group;
 mod proc_stats;
 mod redis_stats;
+mod simulate;
 mod stats;
 mod store;
 mod tables;
@@ -103,6 +104,8 @@ enum Command {
     Add(AddArgs),
     /// Seeded faults against replicas doing fenced writes; checks every ledger.
     Chaos(ChaosArgs),
+    /// The partition group's deterministic fault simulation over many seeds.
+    Simulate(simulate::SimulateArgs),
     /// Regenerates the docs' tables from the committed reports in `docs/bench/`.
     Tables(TablesArgs),
     /// A duty blocking its runtime: the default elector against the dedicated one.
@@ -401,6 +404,8 @@ fn main() -> ExitCode {
     // Partition replicas under faults warn about every failed tick: errors only.
     let default_filter = match cli.command {
         Command::PartitionChild(_) => "error",
+        // Thousands of simulated replicas under faults: their logs are noise.
+        Command::Simulate(_) => "off",
         _ => "warn,leasehold_election::elector=error",
     };
     let filter =
@@ -410,6 +415,26 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
+    if let Command::Simulate(args) = &cli.command {
+        // Every seed runs on a runtime of its own, on threads of this process.
+        return match simulate::run(args) {
+            Ok((report, passed)) => match print_last(&report) {
+                Ok(()) if passed => ExitCode::SUCCESS,
+                Ok(()) => {
+                    eprintln!("leasehold-bench: {} violations", report.violations);
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    eprintln!("leasehold-bench: {e}");
+                    ExitCode::FAILURE
+                }
+            },
+            Err(e) => {
+                eprintln!("leasehold-bench: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -463,6 +488,7 @@ async fn dispatch(command: Command) -> Result<(), BoxError> {
             }
         }
         Command::Stall(args) => print_last(&stall::run(&args).await?),
+        Command::Simulate(_) => unreachable!("run before the runtime starts"),
         Command::Failover(args) => {
             let harness = Harness::start(&args)?;
             print_last(&failover::run(&harness, runs(&args)?).await?)

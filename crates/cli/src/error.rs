@@ -131,8 +131,8 @@ impl Error {
             Self::NoGroup(group) => Failure::new(
                 EXIT_NOT_FOUND,
                 format!(
-                    "no group {group:?} under prefix {prefix:?} (never created: no replica \
-                     has joined it and no partitions were added to it)"
+                    "no group {group:?} under prefix {prefix:?} (no replica has created it: a \
+                     group is created by its replicas, never by `partitions add`)"
                 ),
             ),
             Self::NoDuty(duty) => Failure::new(
@@ -213,7 +213,14 @@ fn group_failure(group: &str, e: &PartitionsError, target: &Target) -> Failure {
             EXIT_NOT_FOUND,
             format!(
                 "replica {r:?} is not live in group {group:?} (only a heartbeating replica \
-                 can be drained or undrained)"
+                 can be drained; undrain takes a live or a drained one)"
+            ),
+        ),
+        PartitionsError::LastActiveReplica(r) => Failure::new(
+            EXIT_USAGE,
+            format!(
+                "replica {r:?} is the last one taking part in group {group:?}: draining it \
+                 would leave every partition unowned (drain --force does it anyway)"
             ),
         ),
         PartitionsError::UnknownGroup(g) => Error::NoGroup(g.clone()).failure(target),

@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::commands::Drain;
 use crate::error::{EXIT_OTHER, Error};
 use crate::target::Target;
 
@@ -35,7 +36,8 @@ Exit codes:
   0  success (also when nobody leads the duty now)
   1  any other Redis error (authentication, ACL refusal, server error)
   2  usage or invalid input: bad arguments, a malformed --redis-url, an invalid name,
-     a partition named twice, already in the group, or the group's last one
+     a partition named twice, already in the group, or the group's last one; a drain
+     of the last replica taking part (without --force)
   3  Redis unreachable, or no answer within --timeout-ms
   4  not found: no such group, partition in it, live replica in it, or duty (never
      elected under this prefix)
@@ -119,9 +121,17 @@ enum Command {
     #[command(subcommand)]
     Partitions(PartitionsCommand),
     /// Drain a live replica: it hands its partitions over to the others and claims
-    /// nothing until undrained (for its current session).
+    /// nothing until undrained (the drain is about the replica id: it lasts across
+    /// restarts and lost sessions). Refused if no other replica would take part.
     #[command(after_help = EXIT_CODES)]
-    Drain(ReplicaArgs),
+    Drain {
+        #[command(flatten)]
+        replica: ReplicaArgs,
+        /// Drain it even if it is the last replica taking part (every partition then
+        /// stays unowned until a replica joins or one is undrained).
+        #[arg(long)]
+        force: bool,
+    },
     /// Let a drained replica take its share again.
     #[command(after_help = EXIT_CODES)]
     Undrain(ReplicaArgs),
@@ -129,17 +139,18 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum PartitionsCommand {
-    /// Add partitions to a group, creating the group if it does not exist. Refused,
-    /// changing nothing, if one is in the group already or named twice.
+    /// Add partitions to a group its replicas created. Refused, changing nothing, if
+    /// one is in the group already or named twice, or the group does not exist (an add
+    /// never creates a group: after a Redis restart that lost it, the replicas restore
+    /// the set they saw).
     #[command(after_help = EXIT_CODES)]
     Add {
         #[command(flatten)]
         group: GroupArgs,
-        /// When this creates the group, nothing in it is granted for this long, in
-        /// milliseconds: set it to the group's lease (so that after a Redis restart
-        /// that lost the group no old owner can still believe it holds a partition).
-        #[arg(long, default_value_t = 10_000)]
-        grant_delay_ms: u64,
+        /// No longer used (an add never creates a group); accepted so that old scripts
+        /// still run, with a warning.
+        #[arg(long, hide = true)]
+        grant_delay_ms: Option<u64>,
         /// The partitions to add.
         #[arg(value_name = "PARTITION", required = true)]
         partitions: Vec<String>,
@@ -234,7 +245,7 @@ impl Command {
             Self::Status { group, .. } | Self::Watch { group, .. } | Self::Owner { group, .. } => {
                 &group.redis
             }
-            Self::Drain(r) | Self::Undrain(r) => &r.group.redis,
+            Self::Drain { replica: r, .. } | Self::Undrain(r) => &r.group.redis,
             Self::Partitions(
                 PartitionsCommand::Add { group, .. }
                 | PartitionsCommand::Remove { group, .. }
@@ -264,8 +275,10 @@ async fn run(target: &Target, command: Command) -> Result<(), Error> {
             grant_delay_ms,
             partitions,
         }) => {
-            let delay = Duration::from_millis(grant_delay_ms);
-            commands::add(target, &group.group, &partitions, delay).await
+            if grant_delay_ms.is_some() {
+                eprint!("{}", output::grant_delay_unused());
+            }
+            commands::add(target, &group.group, &partitions).await
         }
         Command::Partitions(PartitionsCommand::Remove { group, partitions }) => {
             commands::remove(target, &group.group, &partitions).await
@@ -278,8 +291,13 @@ async fn run(target: &Target, command: Command) -> Result<(), Error> {
         Command::Partitions(PartitionsCommand::List { group, json }) => {
             commands::list_partitions(target, &group.group, json).await
         }
-        Command::Drain(r) => commands::drain(target, &r.group.group, &r.replica, true).await,
-        Command::Undrain(r) => commands::drain(target, &r.group.group, &r.replica, false).await,
+        Command::Drain { replica: r, force } => {
+            let how = if force { Drain::Forced } else { Drain::On };
+            commands::drain(target, &r.group.group, &r.replica, how).await
+        }
+        Command::Undrain(r) => {
+            commands::drain(target, &r.group.group, &r.replica, Drain::Off).await
+        }
     }
 }
 
@@ -347,7 +365,7 @@ mod tests {
             panic!("not an add: {cli:?}");
         };
         assert_eq!(group.group, "g");
-        assert_eq!(grant_delay_ms, 10_000);
+        assert_eq!(grant_delay_ms, None);
         assert_eq!(partitions, ["p1", "p2"]);
         // At least one name.
         let none = Cli::try_parse_from([

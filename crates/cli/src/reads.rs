@@ -16,7 +16,7 @@ use leasehold_partitions::keys::GroupKeys;
 /// KEYS: lease, fence. Reply: {lease value or nil, PTTL of the lease, fence or '0',
 /// whether the fence key exists (1/0)}. Read-only.
 static DUTY: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::new(
+    LuaScript::idempotent(
         r#"
 return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]),
   redis.call('GET', KEYS[2]) or '0', redis.call('EXISTS', KEYS[2])}
@@ -27,11 +27,11 @@ return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]),
 /// KEYS: the group's metadata. Reply 1 if the group exists, else 0 (the test the group
 /// scripts make). Read-only.
 static GROUP_EXISTS: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::new("return redis.call('HEXISTS', KEYS[1], 'count')"));
+    LazyLock::new(|| LuaScript::idempotent("return redis.call('HEXISTS', KEYS[1], 'count')"));
 
 /// ARGV: cursor, pattern, count. Reply: SCAN's {next cursor, keys}. Read-only.
 static SCAN: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::new("return redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])")
+    LuaScript::idempotent("return redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])")
 });
 
 /// How many keys one SCAN step looks at (a hint to Redis: each step stays short).

@@ -32,7 +32,7 @@ async fn drain_moves_a_replicas_partitions_away_until_undrained() {
         (
             Some(0),
             "replica replica-b of group tenants drained: it hands its partitions over and \
-             claims nothing until undrained (for its current session)\n",
+             claims nothing until undrained (across restarts and lost sessions)\n",
             ""
         ),
         "{r:?}"
@@ -75,6 +75,7 @@ async fn drain_moves_a_replicas_partitions_away_until_undrained() {
         "{json}"
     );
     assert_eq!(replicas[1]["owned"], 0);
+    assert_eq!(json["drained"], serde_json::json!(["replica-b"]), "{json}");
     let r = run(&status).await;
     assert!(
         r.stdout
@@ -131,13 +132,65 @@ async fn drain_moves_a_replicas_partitions_away_until_undrained() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn draining_the_only_replica_warns_that_nobody_takes_over() {
+async fn a_drained_replica_that_stops_stays_drained_and_status_says_so() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    let a = replica(&store, "leasehold", "tenants", 4, "replica-a");
+    let b = replica(&store, "leasehold", "tenants", 4, "replica-b");
+    wait_for_counts(
+        &store,
+        "leasehold",
+        "tenants",
+        &[("replica-a", 2), ("replica-b", 2)],
+    )
+    .await;
+    let url = redis.url();
+    let drain = [
+        "drain",
+        "--redis-url",
+        &url,
+        "--group",
+        "tenants",
+        "--replica",
+        "replica-b",
+    ];
+    assert_eq!(run(&drain).await.code, Some(0));
+    b.shutdown().await;
+    wait_for_counts(&store, "leasehold", "tenants", &[("replica-a", 4)]).await;
+    let status = ["status", "--redis-url", &url, "--group", "tenants"];
+    let r = run(&status).await;
+    assert!(
+        r.stdout
+            .ends_with("drained, not live (drained again when they return): replica-b\n"),
+        "{r:?}"
+    );
+    let mut json_args = status.to_vec();
+    json_args.push("--json");
+    let json = run_json(&json_args).await;
+    assert_eq!(json["drained"], serde_json::json!(["replica-b"]), "{json}");
+    // It comes back drained.
+    let b = replica(&store, "leasehold", "tenants", 4, "replica-b");
+    let s = wait_until(&store, "leasehold", "tenants", "b back", |s| {
+        s.members.iter().any(|m| m.replica == "replica-b")
+    })
+    .await;
+    assert!(
+        s.members
+            .iter()
+            .all(|m| m.replica != "replica-b" || (m.drained && m.held == 0)),
+        "{s:?}"
+    );
+    tokio::join!(a.shutdown(), b.shutdown());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draining_the_only_replica_is_refused_unless_forced() {
     let redis = RedisServer::start();
     let store = store(&redis);
     let a = replica(&store, "leasehold", "tenants", 2, "replica-a");
     wait_for_counts(&store, "leasehold", "tenants", &[("replica-a", 2)]).await;
     let url = redis.url();
-    let r = run(&[
+    let mut drain = vec![
         "drain",
         "--redis-url",
         &url,
@@ -145,8 +198,25 @@ async fn draining_the_only_replica_warns_that_nobody_takes_over() {
         "tenants",
         "--replica",
         "replica-a",
-    ])
-    .await;
+    ];
+    let r = run(&drain).await;
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            Some(2),
+            "",
+            "leasehold: error: replica \"replica-a\" is the last one taking part in group \
+             \"tenants\": draining it would leave every partition unowned (drain --force does \
+             it anyway); nothing was changed\n"
+        ),
+        "{r:?}"
+    );
+    assert_eq!(
+        redis.redis_cli(&["HLEN", "leasehold:{tenants}:drains"]),
+        "(integer) 0"
+    );
+    drain.push("--force");
+    let r = run(&drain).await;
     assert_eq!(r.code, Some(0), "{r:?}");
     assert_eq!(
         r.stderr,

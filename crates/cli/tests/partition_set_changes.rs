@@ -6,8 +6,8 @@ mod support;
 
 use leasehold_testkit::RedisServer;
 use support::{
-    assert_failed, digest, redis_with_digest, replica, run, run_json, store, wait_for_counts,
-    wait_until,
+    assert_failed, create_group, digest, redis_with_digest, replica, run, run_json, store,
+    wait_for_counts, wait_until,
 };
 
 /// `leasehold partitions <args> --redis-url <url>`.
@@ -19,32 +19,28 @@ async fn partitions(url: &str, args: &[&str]) -> support::Run {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn add_creates_the_group_then_adds_and_remove_takes_away() {
+async fn add_adds_to_a_group_its_replicas_created_and_remove_takes_away() {
     let redis = RedisServer::start();
     let url = redis.url();
-    let r = partitions(
-        &url,
-        &[
-            "add",
-            "--group",
-            "tenants",
-            "--grant-delay-ms",
-            "0",
-            "p0",
-            "p1",
-        ],
-    )
-    .await;
+    // An add never creates a group (after a Redis restart that lost it, an add landing
+    // first would shrink it to the added names): its replicas do.
+    let r = partitions(&url, &["add", "--group", "tenants", "p0", "p1"]).await;
     assert_eq!(
         (r.code, r.stdout.as_str(), r.stderr.as_str()),
         (
-            Some(0),
-            "created group tenants (prefix leasehold) with 2 partitions; nothing in it is \
-             granted for 0 ms (--grant-delay-ms)\n",
-            ""
+            Some(4),
+            "",
+            "leasehold: error: no group \"tenants\" under prefix \"leasehold\" (no replica \
+             has created it: a group is created by its replicas, never by `partitions add`)\n"
         ),
         "{r:?}"
     );
+    assert_eq!(
+        redis.redis_cli(&["DBSIZE"]),
+        "(integer) 0",
+        "nothing was written"
+    );
+    create_group(&store(&redis), "leasehold", "tenants", 2).await;
     let r = partitions(&url, &["add", "--group", "tenants", "p2", "p3"]).await;
     assert_eq!(
         (r.code, r.stdout.as_str()),
@@ -86,12 +82,21 @@ async fn add_creates_the_group_then_adds_and_remove_takes_away() {
         serde_json::json!({"group": "tenants", "prefix": "leasehold", "partitions": ["p0", "p2"]})
     );
 
-    // The default grant delay (10 s) is said when the add creates the group.
-    let r = partitions(&url, &["add", "--group", "other", "--prefix", "ops", "x"]).await;
+    // The old --grant-delay-ms is still accepted, with a warning that it does nothing.
+    let r = partitions(
+        &url,
+        &["add", "--group", "tenants", "--grant-delay-ms", "0", "p4"],
+    )
+    .await;
     assert_eq!(
-        r.stdout,
-        "created group other (prefix ops) with 1 partition; nothing in it is granted for \
-         10000 ms (--grant-delay-ms)\n",
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            Some(0),
+            "added 1 partition to group tenants (prefix leasehold)\n",
+            "leasehold: warning: --grant-delay-ms is no longer used: `partitions add` never \
+             creates a group (its replicas do, and restore it after a Redis restart that \
+             lost it)\n"
+        ),
         "{r:?}"
     );
 }
@@ -128,20 +133,7 @@ async fn a_running_replica_takes_an_added_partition_and_gives_back_a_removed_one
 async fn bad_input_is_refused_with_its_exit_code_and_changes_nothing() {
     let redis = redis_with_digest();
     let url = redis.url();
-    let r = partitions(
-        &url,
-        &[
-            "add",
-            "--group",
-            "tenants",
-            "--grant-delay-ms",
-            "0",
-            "p0",
-            "p1",
-        ],
-    )
-    .await;
-    assert_eq!(r.code, Some(0), "{r:?}");
+    create_group(&store(&redis), "leasehold", "tenants", 2).await;
     let before = digest(&redis);
 
     let cases: &[(&[&str], i32, &str)] = &[
@@ -272,7 +264,8 @@ async fn bad_input_is_refused_with_its_exit_code_and_changes_nothing() {
             &["drain", "--group", "tenants", "--replica", "ghost"],
             4,
             "replica \"ghost\" is not live in group \"tenants\" (only a heartbeating \
-             replica can be drained or undrained); nothing was changed",
+             replica can be drained; undrain takes a live or a drained one); nothing \
+             was changed",
         ),
         (
             &["undrain", "--group", "tenants", "--replica", "ghost"],
@@ -319,20 +312,7 @@ async fn bad_input_is_refused_with_its_exit_code_and_changes_nothing() {
 async fn weight_sets_a_partitions_weight_and_status_shows_the_loads() {
     let redis = redis_with_digest();
     let url = redis.url();
-    let r = partitions(
-        &url,
-        &[
-            "add",
-            "--group",
-            "tenants",
-            "--grant-delay-ms",
-            "0",
-            "p0",
-            "p1",
-        ],
-    )
-    .await;
-    assert_eq!(r.code, Some(0), "{r:?}");
+    create_group(&store(&redis), "leasehold", "tenants", 2).await;
     let r = partitions(&url, &["weight", "--group", "tenants", "p0", "5"]).await;
     assert_eq!(
         (r.code, r.stdout.as_str()),

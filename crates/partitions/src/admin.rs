@@ -5,11 +5,22 @@ use std::time::Duration;
 
 use leasehold_election::StoreError;
 use leasehold_election::config::validate_name;
+use rand::RngExt;
 
-use crate::backend::protocol::{AddReply, Change, RemoveReply, WeightReply};
+use crate::backend::protocol::{AddReply, Change, DrainReply, RemoveReply, WeightReply};
 use crate::backend::{GroupBackend, GroupStatus, PartitionOwner, SET_CHUNK, read_status};
 use crate::error::PartitionsError;
 use crate::keys::GroupKeys;
+
+/// How often a change retries while the group is being created again (each time after
+/// the wait the group names; the window is one lease).
+const RESTORE_RETRIES: usize = 20;
+
+/// A new request id: a change sent again with it (after its reply was lost) gets the
+/// first answer.
+fn request_id() -> String {
+    format!("{:032x}", rand::rng().random::<u128>())
+}
 
 /// Changes a group's partition set and drains its replicas at runtime, for operators,
 /// control planes and tools: it needs no replica of its own (the `leasehold` CLI's
@@ -20,6 +31,12 @@ use crate::keys::GroupKeys;
 /// rule, a removed one is handed back by its owner (its callback is cancelled with
 /// [`TermEndReason::Removed`](leasehold_election::TermEndReason::Removed), then it is
 /// released), a drained replica hands everything over.
+///
+/// The admin changes a group its replicas created; it never creates one (so a change
+/// that lands just after Redis lost the group cannot shrink it to that change: the
+/// replicas restore the set they saw). Every change is safe to retry: if its reply is
+/// lost and the store sends it again, it still answers what it did. While a group that
+/// Redis lost is being created again (one lease), a change waits for it.
 ///
 /// ```no_run
 /// use leasehold_election::RedisStore;
@@ -39,7 +56,6 @@ use crate::keys::GroupKeys;
 pub struct GroupAdmin<B> {
     backend: B,
     keys: GroupKeys,
-    grant_delay: Duration,
 }
 
 fn names(
@@ -59,10 +75,11 @@ fn names(
 /// The largest weight a partition may have ([`GroupAdmin::set_weight`]).
 pub const MAX_WEIGHT: u64 = 1_000_000;
 
-/// A strict change is never refused as stale: if a store says so, it broke the protocol.
+/// A strict change is never refused as stale, nor kept waiting by a restore for longer
+/// than a few of its windows: if a store says so, it broke the protocol.
 fn never_stale() -> PartitionsError {
     PartitionsError::Store(StoreError::Protocol(
-        "a strict change was answered as stale".to_owned(),
+        "a strict change was answered as stale, or waited out too many restores".to_owned(),
     ))
 }
 
@@ -77,26 +94,16 @@ impl<B: GroupBackend> GroupAdmin<B> {
         Ok(Self {
             backend,
             keys: GroupKeys::new(prefix, group),
-            grant_delay: Duration::from_secs(10),
         })
     }
 
-    /// When [`add`](Self::add) creates the group (it did not exist), nothing is granted
-    /// for this long: set it to the group's lease, so that after a Redis restart that
-    /// lost the group no old owner can still believe it holds a partition. Default:
-    /// 10 s (the default lease).
-    #[must_use]
-    pub fn grant_delay(mut self, delay: Duration) -> Self {
-        self.grant_delay = delay;
-        self
-    }
-
-    /// Adds partitions to the group (creating it if it does not exist); returns how
-    /// many were added. More than 250 names are sent in chunks of 250: if one is
-    /// refused, the chunks before it stay added.
+    /// Adds partitions to the group; returns how many were added. More than 250 names
+    /// are sent in chunks of 250: if one is refused, the chunks before it stay added.
     ///
     /// # Errors
     /// [`PartitionsError::AlreadyPresent`] (nothing of that chunk added),
+    /// [`PartitionsError::UnknownGroup`] (no replica created the group, or Redis lost
+    /// it and no replica is live to restore it),
     /// [`PartitionsError::DuplicatePartition`] or [`PartitionsError::Config`] for a bad
     /// name (nothing added), or the store's error.
     ///
@@ -109,17 +116,28 @@ impl<B: GroupBackend> GroupAdmin<B> {
         let names = names(partitions)?;
         let mut added = 0;
         for chunk in names.chunks(SET_CHUNK) {
-            match self
-                .backend
-                .add(&self.keys, Change::Strict, self.grant_delay, chunk)
-                .await?
-            {
-                AddReply::Added(n) => added += n,
-                AddReply::Exists(name) => return Err(PartitionsError::AlreadyPresent(name)),
-                AddReply::Stale => return Err(never_stale()),
+            let change = Change::Strict { op: request_id() };
+            let mut tries = 0;
+            loop {
+                match self.backend.add(&self.keys, &change, chunk).await? {
+                    AddReply::Added(n) => added += n,
+                    AddReply::Exists(name) => return Err(PartitionsError::AlreadyPresent(name)),
+                    AddReply::NoGroup => return Err(self.no_group()),
+                    AddReply::Restoring(wait) if tries < RESTORE_RETRIES => {
+                        tries += 1;
+                        tokio::time::sleep(wait + Duration::from_millis(10)).await;
+                        continue;
+                    }
+                    AddReply::Restoring(_) | AddReply::Stale => return Err(never_stale()),
+                }
+                break;
             }
         }
         Ok(added)
+    }
+
+    fn no_group(&self) -> PartitionsError {
+        PartitionsError::UnknownGroup(self.keys.group.clone())
     }
 
     /// Removes partitions from the group; returns how many were removed. An owned one
@@ -140,17 +158,24 @@ impl<B: GroupBackend> GroupAdmin<B> {
         let names = names(partitions)?;
         let mut removed = 0;
         for chunk in names.chunks(SET_CHUNK) {
-            match self
-                .backend
-                .remove(&self.keys, Change::Strict, chunk)
-                .await?
-            {
-                RemoveReply::Removed(n) => removed += n,
-                RemoveReply::Unknown(name) => {
-                    return Err(self.unknown(PartitionsError::UnknownPartition(name)).await);
+            let change = Change::Strict { op: request_id() };
+            let mut tries = 0;
+            loop {
+                match self.backend.remove(&self.keys, &change, chunk).await? {
+                    RemoveReply::Removed(n) => removed += n,
+                    RemoveReply::Unknown(name) => {
+                        return Err(PartitionsError::UnknownPartition(name));
+                    }
+                    RemoveReply::Last => return Err(PartitionsError::LastPartition),
+                    RemoveReply::NoGroup => return Err(self.no_group()),
+                    RemoveReply::Restoring(wait) if tries < RESTORE_RETRIES => {
+                        tries += 1;
+                        tokio::time::sleep(wait + Duration::from_millis(10)).await;
+                        continue;
+                    }
+                    RemoveReply::Restoring(_) | RemoveReply::Stale => return Err(never_stale()),
                 }
-                RemoveReply::Last => return Err(PartitionsError::LastPartition),
-                RemoveReply::Stale => return Err(never_stale()),
+                break;
             }
         }
         Ok(removed)
@@ -179,40 +204,71 @@ impl<B: GroupBackend> GroupAdmin<B> {
     }
 
     /// Drains `replica`: it hands every partition over gracefully and claims nothing
-    /// until [`undrain`](Self::undrain)ed or gone (a drain applies to the replica's
-    /// current session: a restarted replica is not drained).
+    /// until [`undrain`](Self::undrain)ed. A drain is about the replica id: it lasts
+    /// across restarts and lost sessions (and a Redis restart that lost the group),
+    /// until undrained. Refused if no other live replica would take part any more (see
+    /// [`drain_forced`](Self::drain_forced)).
     ///
     /// # Errors
     /// [`PartitionsError::UnknownReplica`] if it has no live session,
+    /// [`PartitionsError::LastActiveReplica`] if it is the last one taking part,
     /// [`PartitionsError::UnknownGroup`] if there is no such group, or the store's
     /// error.
     ///
     /// # Cancel safety
     /// If the future is dropped, the drain may or may not be applied.
     pub async fn drain(&self, replica: &str) -> Result<(), PartitionsError> {
-        self.set_drain(replica, true).await
+        self.set_drain(replica, true, false).await
+    }
+
+    /// Drains `replica` even if no other replica would take part any more: every
+    /// partition of the group goes unowned until a replica joins or one is undrained.
+    ///
+    /// # Errors
+    /// As [`drain`](Self::drain), but never
+    /// [`LastActiveReplica`](PartitionsError::LastActiveReplica).
+    ///
+    /// # Cancel safety
+    /// As [`drain`](Self::drain).
+    pub async fn drain_forced(&self, replica: &str) -> Result<(), PartitionsError> {
+        self.set_drain(replica, true, true).await
     }
 
     /// Lets a drained replica take its share again.
     ///
     /// # Errors
-    /// As [`drain`](Self::drain).
+    /// [`PartitionsError::UnknownReplica`] if it is neither drained nor live,
+    /// [`PartitionsError::UnknownGroup`], or the store's error.
     ///
     /// # Cancel safety
     /// As [`drain`](Self::drain).
     pub async fn undrain(&self, replica: &str) -> Result<(), PartitionsError> {
-        self.set_drain(replica, false).await
+        self.set_drain(replica, false, false).await
     }
 
-    async fn set_drain(&self, replica: &str, on: bool) -> Result<(), PartitionsError> {
+    async fn set_drain(&self, replica: &str, on: bool, force: bool) -> Result<(), PartitionsError> {
         validate_name("replica id", replica).map_err(PartitionsError::Config)?;
-        if self.backend.drain(&self.keys, replica, on).await? {
-            Ok(())
-        } else {
-            Err(self
-                .unknown(PartitionsError::UnknownReplica(replica.to_owned()))
-                .await)
+        let op = request_id();
+        for _ in 0..RESTORE_RETRIES {
+            match self
+                .backend
+                .drain(&self.keys, Some(&op), replica, on, force)
+                .await?
+            {
+                DrainReply::Done => return Ok(()),
+                DrainReply::Unknown => {
+                    return Err(PartitionsError::UnknownReplica(replica.to_owned()));
+                }
+                DrainReply::Last => {
+                    return Err(PartitionsError::LastActiveReplica(replica.to_owned()));
+                }
+                DrainReply::NoGroup => return Err(self.no_group()),
+                DrainReply::Restoring(wait) => {
+                    tokio::time::sleep(wait + Duration::from_millis(10)).await;
+                }
+            }
         }
+        Err(never_stale())
     }
 
     /// `error`, or [`PartitionsError::UnknownGroup`] if the group does not exist (or a
@@ -220,12 +276,12 @@ impl<B: GroupBackend> GroupAdmin<B> {
     async fn unknown(&self, error: PartitionsError) -> PartitionsError {
         match self.backend.status_head(&self.keys).await {
             Ok(Some(_)) => error,
-            Ok(None) => PartitionsError::UnknownGroup(self.keys.group.clone()),
+            Ok(None) => self.no_group(),
             Err(e) => e.into(),
         }
     }
 
-    /// Whether the group exists (some replica, or [`add`](Self::add), created it).
+    /// Whether the group exists (its replicas create it; an admin never does).
     ///
     /// # Errors
     /// The store's error.
@@ -255,16 +311,24 @@ impl<B: GroupBackend> GroupAdmin<B> {
         if !(1..=MAX_WEIGHT).contains(&weight) {
             return Err(PartitionsError::InvalidWeight(weight));
         }
-        match self
-            .backend
-            .set_weight(&self.keys, partition, weight)
-            .await?
-        {
-            WeightReply::Set(old) => Ok(old),
-            WeightReply::Unknown => Err(self
-                .unknown(PartitionsError::UnknownPartition(partition.to_owned()))
-                .await),
+        let op = request_id();
+        for _ in 0..RESTORE_RETRIES {
+            match self
+                .backend
+                .set_weight(&self.keys, Some(&op), partition, weight)
+                .await?
+            {
+                WeightReply::Set(old) => return Ok(old),
+                WeightReply::Unknown => {
+                    return Err(PartitionsError::UnknownPartition(partition.to_owned()));
+                }
+                WeightReply::NoGroup => return Err(self.no_group()),
+                WeightReply::Restoring(wait) => {
+                    tokio::time::sleep(wait + Duration::from_millis(10)).await;
+                }
+            }
         }
+        Err(never_stale())
     }
 
     /// One partition's owner: replica, fence, time left on its session, how long it

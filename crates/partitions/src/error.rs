@@ -39,6 +39,10 @@ pub enum PartitionsError {
     /// The replica has no live session in the group.
     #[error("replica {0:?} is not live in the group")]
     UnknownReplica(String),
+    /// Draining this replica would leave no replica taking part: every partition would
+    /// go unowned (nothing was changed; `GroupAdmin::drain_forced` does it anyway).
+    #[error("replica {0:?} is the last one taking part in the group; nothing was drained")]
+    LastActiveReplica(String),
     /// The group does not exist (no replica ever created it, or Redis lost it).
     #[error("group {0:?} does not exist")]
     UnknownGroup(String),

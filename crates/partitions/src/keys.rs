@@ -1,8 +1,10 @@
 //! The Redis key layout of a partition group. Every key carries the group's hash tag,
 //! so every script of a group runs on one Redis Cluster slot.
 //!
-//! A fixed number of keys per group (seventeen), whatever the number of partitions: a
-//! partition is a field or a member in them, not a key of its own.
+//! A fixed number of keys per group (twenty), whatever the number of partitions: a
+//! partition is a field or a member in them, not a key of its own. An operator's change
+//! also keeps its reply a minute under a key of its own (`<prefix>:{<group>}:op:<id>`),
+//! so that a retry of the same request gets the same answer.
 
 use leasehold_election::keys::release_channel;
 
@@ -16,15 +18,21 @@ pub struct GroupKeys {
     /// Sorted set: replica id → expiry of its session (server clock, ms). A replica's
     /// partitions are held exactly as long as its session lives.
     pub members: String,
-    /// Hash: replica id → its current session token (`<replica>:<hex>`).
+    /// Hash: replica id → its current session token (`<replica>:<hex>`): every
+    /// partition of the session names it.
     pub sessions: String,
     /// Hash: replica id → `settling`, `active`, `leaving`, `draining` or `away`.
     pub states: String,
     /// Hash: `count` of partitions, `next` position, the list's `version` and `digest`
     /// (of the last versioned list applied; the digest is empty while one is being
-    /// applied), `grant_after` (server ms before which no partition is granted); once a
-    /// weight was set, `weighted` (1), `total` (the weights summed) and `wver` (bumped
-    /// by every weight change).
+    /// applied), `grant_after` (server ms before which no partition is granted), `life`
+    /// (this lifetime of the group: a random id), `origin` (`seed`: created from a
+    /// replica's list; `restore`: from the set a replica saw before Redis lost it),
+    /// `sver` (bumped by every change to the set, its weights and drains), `lease` (the
+    /// creator's, ms), `fmax` (the highest fence issued), `rcount` (while a restore is
+    /// under way: how many partitions the restored set has); once a weight was set,
+    /// `weighted` (1), `total` (the weights summed) and `wver` (bumped by every weight
+    /// change).
     pub meta: String,
     /// Sorted set: partition → its position (order of addition). The partition set:
     /// authoritative once the group exists.
@@ -43,7 +51,8 @@ pub struct GroupKeys {
     pub dead: String,
     /// Hash: partition → why its owner must give it up (`removed`), until it does.
     pub revoked: String,
-    /// Hash: replica id → the session token an operator drained.
+    /// Hash: replica id → 1, for every replica an operator drained (until undrained,
+    /// whatever becomes of its sessions).
     pub drains: String,
     /// Hash: partition → when its current owner took it (server ms).
     pub since: String,
@@ -56,6 +65,16 @@ pub struct GroupKeys {
     pub loads: String,
     /// Hash: replica id → its capacity, as it said when it joined.
     pub capacity: String,
+    /// Hash: replica id → the token of the process that holds its session (the one that
+    /// started it, or resumed it after a sticky restart). Only that process ticks,
+    /// claims for or ends the session.
+    pub holders: String,
+    /// Hash: replica id → `process \t until \t ttl` of a sticky replica's process that
+    /// was refused while its old session lived (a restart after a crash): when the old
+    /// session expires, it is parked for that process instead of ended.
+    pub heirs: String,
+    /// Hash: process token → `seq \t reply` of its last claim, for a retry of it.
+    pub acks: String,
     /// The channel a release or a leave publishes on (shared with single duties under
     /// the same prefix).
     pub channel: String,
@@ -87,13 +106,17 @@ impl GroupKeys {
             weights: key("weights"),
             loads: key("loads"),
             capacity: key("capacity"),
+            holders: key("holders"),
+            heirs: key("heirs"),
+            acks: key("acks"),
             channel: release_channel(prefix),
             notice: format!("{prefix}:{{{group}}}"),
         }
     }
 
-    /// Every key, in the order the group scripts take them as `KEYS`.
-    pub(crate) fn all(&self) -> [&str; 17] {
+    /// Every key, in the order the group scripts take them as `KEYS` (and
+    /// `lua/lib/keys.lua` names them).
+    pub(crate) fn all(&self) -> [&str; 20] {
         [
             &self.members,
             &self.sessions,
@@ -112,6 +135,9 @@ impl GroupKeys {
             &self.weights,
             &self.loads,
             &self.capacity,
+            &self.holders,
+            &self.heirs,
+            &self.acks,
         ]
     }
 }
@@ -126,6 +152,27 @@ mod tests {
         assert_eq!(k.members, "lh:{tenants}:members");
         assert_eq!(k.held, "lh:{tenants}:held");
         assert!(k.all().iter().all(|key| key.starts_with("lh:{tenants}:")));
+        // The scripts name them in the same order: `local A, B = KEYS[1], KEYS[2]`.
+        let lua = include_str!("backend/lua/lib/keys.lua");
+        let mut named = std::collections::BTreeMap::new();
+        for line in lua
+            .lines()
+            .filter(|l| l.starts_with("local ") && l.contains("KEYS["))
+        {
+            let (lhs, rhs) = line["local ".len()..].split_once(" = ").unwrap();
+            for (name, key) in lhs.split(", ").zip(rhs.split(", ")) {
+                let i: usize = key
+                    .trim_start_matches("KEYS[")
+                    .trim_end_matches(']')
+                    .parse()
+                    .unwrap();
+                named.insert(i, name.to_lowercase());
+            }
+        }
+        for (i, key) in k.all().iter().enumerate() {
+            let name = &named[&(i + 1)];
+            assert_eq!(*key, format!("lh:{{tenants}}:{name}"), "KEYS[{}]", i + 1);
+        }
         assert_eq!(k.channel, "lh:released");
         assert_eq!(k.notice, "lh:{tenants}");
     }

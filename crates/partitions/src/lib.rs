@@ -48,7 +48,12 @@ mod coordinator;
 mod error;
 pub mod keys;
 pub mod metrics;
+mod replica;
 mod view;
+
+#[cfg(any(test, feature = "sim"))]
+#[doc(hidden)]
+pub mod sim;
 
 pub use self::admin::{GroupAdmin, MAX_WEIGHT};
 pub use self::backend::memory::MemoryGroupStore;

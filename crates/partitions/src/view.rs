@@ -48,4 +48,9 @@ pub struct GroupView {
     /// capacity / the capacities summed). Its load stays within share ± the largest
     /// weight.
     pub share: Option<f64>,
+    /// The life and set version of this replica's copy of the group's set (kept to
+    /// restore the group if Redis loses it), once it has read one. For Leasehold's own
+    /// simulations.
+    #[doc(hidden)]
+    pub set_copy: Option<(String, u64)>,
 }

@@ -25,9 +25,7 @@ fn store(redis: &RedisServer) -> RedisStore {
 }
 
 fn admin(redis: &RedisServer) -> GroupAdmin<RedisStore> {
-    GroupAdmin::new(store(redis), "leasehold", "g")
-        .unwrap()
-        .grant_delay(LEASE)
+    GroupAdmin::new(store(redis), "leasehold", "g").unwrap()
 }
 
 /// Waits until `done` holds, checking every 5 ms; how long it took.

@@ -70,9 +70,7 @@ async fn every_move_is_counted_with_its_cause() {
         .call_timeout(Duration::from_millis(300))
         .build()
         .unwrap();
-    let admin = GroupAdmin::new(store.clone(), "leasehold", "g")
-        .unwrap()
-        .grant_delay(LEASE);
+    let admin = GroupAdmin::new(store.clone(), "leasehold", "g").unwrap();
     let mut fleet = Fleet::new(store, 12, LEASE);
     fleet.start_all(&["a", "b"]);
     fleet.converge(LIMIT).await;

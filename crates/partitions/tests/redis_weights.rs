@@ -31,17 +31,15 @@ fn zipf(n: usize) -> Vec<u64> {
         .collect()
 }
 
-/// A group of `weights.len()` partitions created with those weights before any
-/// replica starts.
+/// A group of `weights.len()` partitions given those weights before any of the
+/// fleet's replicas starts.
 async fn weighted_group(
     redis: &RedisServer,
     weights: &[u64],
 ) -> (Fleet<RedisStore>, GroupAdmin<RedisStore>) {
     let fleet = Fleet::new(store(redis), weights.len(), LEASE);
-    let admin = GroupAdmin::new(store(redis), "leasehold", "g")
-        .unwrap()
-        .grant_delay(Duration::ZERO);
-    admin.add(fleet.partitions.clone()).await.unwrap();
+    fleet.create_group().await;
+    let admin = GroupAdmin::new(store(redis), "leasehold", "g").unwrap();
     for (p, w) in fleet.partitions.iter().zip(weights) {
         admin.set_weight(p, *w).await.unwrap();
     }

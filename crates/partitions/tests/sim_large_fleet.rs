@@ -37,7 +37,20 @@ async fn hundred_replicas_ten_thousand_partitions_through_kills_and_joins() {
             .unwrap()
             .clone();
         match event % 3 {
-            0 => fleet.replicas.remove(&victim).unwrap().abort(),
+            0 => {
+                // A killed replica's partitions are owned again within one lease and
+                // one renew interval (the default, lease / 3).
+                let orphans = fleet.replicas[&victim].view().owned;
+                fleet.replicas.remove(&victim).unwrap().abort();
+                let took = fleet.reowned(&orphans, Duration::from_secs(30)).await;
+                let bound = LEASE + LEASE / 3;
+                assert!(
+                    took <= bound,
+                    "event {event}: {} partitions of the killed {victim} owned again after \
+                     {took:?}, bound {bound:?}",
+                    orphans.len()
+                );
+            }
             1 => fleet.replicas.remove(&victim).unwrap().shutdown().await,
             _ => {
                 fleet.start(&format!("r{next:03}"));

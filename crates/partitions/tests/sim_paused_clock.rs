@@ -66,11 +66,13 @@ async fn a_dead_replicas_partitions_move_within_a_lease_and_a_renew_interval() {
     let mut fleet = Fleet::new(MemoryGroupStore::new(), 30, LEASE);
     fleet.start_all(&["a", "b", "c"]);
     fleet.converge(Duration::from_secs(10)).await;
+    let orphans = fleet.replicas["c"].view().owned;
     let killed = tokio::time::Instant::now();
     fleet.replicas.remove("c").unwrap().abort();
-    let took = fleet.converge(Duration::from_secs(10)).await;
+    let took = fleet.reowned(&orphans, Duration::from_secs(10)).await;
     let bound = LEASE + LEASE / 3;
     assert!(took <= bound, "re-owned after {took:?}, bound {bound:?}");
+    fleet.converge(Duration::from_secs(10)).await;
     assert!(
         killed.elapsed() >= LEASE / 2,
         "cannot be re-owned before the leases expire"

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use leasehold_election::{Leadership, RedisStore};
 use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupConfig, group_status};
-use leasehold_testkit::RedisCluster;
+use leasehold_testkit::{MINIMAL_ACL_COMMANDS, MINIMAL_ACL_PATTERNS, RedisCluster, acl_user_args};
 use support::Fleet;
 use tokio::time::Instant;
 
@@ -154,4 +154,92 @@ async fn groups_spread_over_primaries_and_recover_from_a_failover() {
     for (_, h) in second {
         h.shutdown().await;
     }
+}
+
+/// How many scripts a node refused to run (`rejected_calls` of `EVALSHA` and `EVAL` in
+/// `INFO commandstats`): a cluster redirection (`ASK`, `TRYAGAIN`, `MOVED`) counts there.
+fn rejected_scripts(node: &leasehold_testkit::RedisServer) -> u64 {
+    let info = node.redis_cli(&["INFO", "commandstats"]);
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| l.split("rejected_calls=").nth(1))
+        .filter_map(|n| n.split(',').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Finding 9 of issue 17: while a slot migrates, a script whose keys are split between
+/// the two nodes gets `TRYAGAIN` (and one whose keys have all moved, `ASK`). The store
+/// retries through both; a migration shorter than a lease loses no session: nothing
+/// moves, nobody owns twice, and the group works on its new primary. Run as the
+/// minimal ACL user plus `+cluster|slots +asking`, as docs/topologies.md says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_migration_shorter_than_a_lease_loses_no_session() {
+    // As the documented minimal ACL user with the cluster's additions
+    // (docs/topologies.md): `ASKING` is what a redirected script needs.
+    let commands = format!("{MINIMAL_ACL_COMMANDS} +cluster|slots +asking");
+    let user = acl_user_args("leasehold", MINIMAL_ACL_PATTERNS, &commands);
+    let user: Vec<&str> = user.iter().map(String::as_str).collect();
+    let cluster = tokio::task::block_in_place(|| RedisCluster::start_with_args(3, 0, &user));
+    let urls = cluster
+        .nodes()
+        .iter()
+        .map(|n| format!("redis://leasehold:secret@127.0.0.1:{}/", n.port()));
+    let store = RedisStore::cluster_builder(urls)
+        .call_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    // A longer lease than the other tests': several ticks run during the migration.
+    let lease = Duration::from_secs(2);
+    let mut fleet = Fleet::new(store.clone(), 12, lease);
+    fleet.start_all(&["a", "b", "c"]);
+    fleet.converge(LIMIT).await;
+    let slot = tokio::task::block_in_place(|| cluster.keyslot(&members_key("g")));
+    let from = tokio::task::block_in_place(|| cluster.primary_for_slot(slot));
+    let to = (from + 1) % 3;
+    let terms = fleet.ledger.terms().len();
+    let rejected_before = tokio::task::block_in_place(|| {
+        rejected_scripts(&cluster.nodes()[from]) + rejected_scripts(&cluster.nodes()[to])
+    });
+
+    let started = Instant::now();
+    // A dozen keys or more, 60 ms apart: the migration takes about half a lease.
+    let moved =
+        tokio::task::block_in_place(|| cluster.migrate_slot(slot, to, Duration::from_millis(60)));
+    let took = started.elapsed();
+    assert!(moved >= 10, "the group's keys moved: {moved}");
+    assert!(took < lease * 2 / 3, "the migration took {took:?}");
+    assert_eq!(
+        tokio::task::block_in_place(|| cluster.primary_for_slot(slot)),
+        to
+    );
+    let redirected = tokio::task::block_in_place(|| {
+        rejected_scripts(&cluster.nodes()[from]) + rejected_scripts(&cluster.nodes()[to])
+    }) - rejected_before;
+    assert!(
+        redirected > 0,
+        "the replicas ran scripts during the migration (moved {moved} keys in {took:?})"
+    );
+    eprintln!("slot migration: {moved} keys in {took:?}, {redirected} scripts redirected");
+
+    // Three leases on the new primary: every session lived through it.
+    tokio::time::sleep(lease * 3).await;
+    fleet.converge(LIMIT).await;
+    assert_eq!(
+        fleet.ledger.terms().len(),
+        terms,
+        "a partition moved: {:#?}",
+        &fleet.ledger.terms()[terms..]
+    );
+    assert_eq!(
+        tokio::task::block_in_place(
+            || cluster.nodes()[to].redis_cli(&["EXISTS", &members_key("g")])
+        ),
+        "(integer) 1"
+    );
+    // And the group works there: a crash's partitions move as usual.
+    let orphans = fleet.replicas["c"].view().owned;
+    fleet.replicas.remove("c").unwrap().abort();
+    fleet.reowned(&orphans, LIMIT).await;
+    fleet.converge(LIMIT).await;
+    fleet.ledger.assert_no_double_ownership();
 }

@@ -159,7 +159,7 @@ pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
 }
 
 /// The weights and capacities of a run, and how balance is judged.
-async fn setup_loads(fleet: &Fleet, args: &RebalanceArgs) -> Result<Option<Loads>, BoxError> {
+async fn setup_loads(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<Option<Loads>, BoxError> {
     if args.weights.is_none() && args.capacities.is_none() {
         return Ok(None);
     }
@@ -185,10 +185,22 @@ async fn setup_loads(fleet: &Fleet, args: &RebalanceArgs) -> Result<Option<Loads
         capacities,
     };
     if args.weights.is_some() && !args.count_only {
-        // The group, with its weights, before any replica: nothing moves for them.
-        let admin = GroupAdmin::new(fleet.watch.store().clone(), PREFIX, &fleet.spec.group)?
-            .grant_delay(fleet.lease());
-        admin.add(names.iter().cloned()).await?;
+        // The group, with its weights, before the measured replicas start: nothing
+        // moves for them. A first replica creates it (an admin never does) and leaves
+        // within its grant window, before anything could be granted to it.
+        let admin = GroupAdmin::new(fleet.watch.store().clone(), PREFIX, &fleet.spec.group)?;
+        let creator = "group-creator";
+        fleet.spawn(creator)?;
+        let start = Instant::now();
+        while !admin.exists().await? {
+            if start.elapsed() > Duration::from_secs(30) {
+                return Err("the first replica did not create the group in 30 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        fleet.stop(creator, Duration::from_secs(30)).await?;
+        // It owned nothing; it is not one of the replicas balance is judged over.
+        fleet.log.retire(creator);
         for n in &names {
             let w = loads.weight(n);
             if w != 1 {

@@ -1,40 +1,31 @@
 //! `partitions add|remove|list`, `drain` and `undrain`: changing a group through
 //! [`GroupAdmin`](leasehold_partitions::GroupAdmin). A refused change changes nothing.
 
-use std::time::Duration;
-
 use leasehold_election::config::validate_name;
 use leasehold_partitions::{PartitionsError, ReplicaState};
 
 use super::{group_error, partition_names, print};
 use crate::error::Error;
 use crate::output;
-use crate::reads;
 use crate::target::Target;
 
-/// `leasehold partitions add`: creates the group if it does not exist, and then
-/// grants nothing in it for `grant_delay`.
-pub async fn add(
-    target: &Target,
-    group: &str,
-    names: &[String],
-    grant_delay: Duration,
-) -> Result<(), Error> {
+/// `leasehold partitions add`: to a group its replicas created (an add never creates
+/// one).
+pub async fn add(target: &Target, group: &str, names: &[String]) -> Result<(), Error> {
     let store = target.store()?;
-    let admin = target.admin(&store, group)?.grant_delay(grant_delay);
+    let admin = target.admin(&store, group)?;
     partition_names(group, names)?;
-    // Only to tell the operator (a mistyped group would be created): the add itself
-    // creates the group if it is missing.
-    let existed = reads::group_exists(&store, &target.prefix, group).await?;
     let added = admin
         .add(names.iter().cloned())
         .await
-        .map_err(|error| Error::Refused {
-            group: group.to_owned(),
-            error,
+        .map_err(|error| match error {
+            PartitionsError::UnknownGroup(g) => Error::NoGroup(g),
+            error => Error::Refused {
+                group: group.to_owned(),
+                error,
+            },
         })?;
-    let created = (!existed).then_some(grant_delay);
-    print(&output::added_text(&target.prefix, group, added, created))
+    print(&output::added_text(&target.prefix, group, added))
 }
 
 /// `leasehold partitions remove`.
@@ -83,16 +74,28 @@ pub async fn list_partitions(target: &Target, group: &str, json: bool) -> Result
     })
 }
 
-/// `leasehold drain` (`on`) and `leasehold undrain`.
-pub async fn drain(target: &Target, group: &str, replica: &str, on: bool) -> Result<(), Error> {
+/// What `leasehold drain` and `undrain` do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drain {
+    /// `drain`: refused for the last replica taking part.
+    On,
+    /// `drain --force`.
+    Forced,
+    /// `undrain`.
+    Off,
+}
+
+/// `leasehold drain` and `leasehold undrain`.
+pub async fn drain(target: &Target, group: &str, replica: &str, how: Drain) -> Result<(), Error> {
     let store = target.store()?;
     let admin = target.admin(&store, group)?;
     validate_name("replica id", replica)?;
-    let result = if on {
-        admin.drain(replica).await
-    } else {
-        admin.undrain(replica).await
+    let result = match how {
+        Drain::On => admin.drain(replica).await,
+        Drain::Forced => admin.drain_forced(replica).await,
+        Drain::Off => admin.undrain(replica).await,
     };
+    let on = how != Drain::Off;
     if let Err(e) = result {
         return Err(group_error(target, &store, group, e, true).await);
     }
@@ -102,10 +105,12 @@ pub async fn drain(target: &Target, group: &str, replica: &str, on: bool) -> Res
     }
     // The drain is done; a failed read here only costs the warning.
     if let Ok(Some(status)) = admin.status().await {
+        // Taking part as the drain script counts it: live, not leaving or draining, not
+        // drained (an away replica takes its partitions back when it returns).
         let others = status.members.iter().any(|m| {
             m.replica != replica
                 && !m.drained
-                && matches!(m.state, ReplicaState::Active | ReplicaState::Settling)
+                && !matches!(m.state, ReplicaState::Leaving | ReplicaState::Draining)
         });
         if !others {
             eprint!("{}", output::nobody_takes_over(group));

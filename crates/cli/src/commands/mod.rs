@@ -13,7 +13,7 @@ use leasehold_election::RedisStore;
 use leasehold_election::config::validate_name;
 use leasehold_partitions::PartitionsError;
 
-pub use self::admin::{add, drain, list_partitions, remove, set_weight};
+pub use self::admin::{Drain, add, drain, list_partitions, remove, set_weight};
 pub use self::duty::{leader, list};
 pub use self::group::{owner, status, watch};
 use crate::error::Error;

@@ -1,21 +1,19 @@
 //! What the changes say when they succeed: `partitions add|remove`, `drain`, `undrain`.
 
-use std::time::Duration;
-
 use super::plural;
 
-/// `partitions add`: `added` partitions, and the grant delay if the add created the
-/// group (`None`: it existed).
-pub fn added_text(prefix: &str, group: &str, added: usize, created: Option<Duration>) -> String {
-    let n = plural(added, "partition");
-    match created {
-        None => format!("added {n} to group {group} (prefix {prefix})\n"),
-        Some(delay) => format!(
-            "created group {group} (prefix {prefix}) with {n}; nothing in it is granted for \
-             {} ms (--grant-delay-ms)\n",
-            delay.as_millis()
-        ),
-    }
+/// `partitions add`: `added` partitions.
+pub fn added_text(prefix: &str, group: &str, added: usize) -> String {
+    format!(
+        "added {} to group {group} (prefix {prefix})\n",
+        plural(added, "partition")
+    )
+}
+
+/// The warning of `partitions add --grant-delay-ms`, a flag that no longer does anything.
+pub fn grant_delay_unused() -> &'static str {
+    "leasehold: warning: --grant-delay-ms is no longer used: `partitions add` never creates \
+     a group (its replicas do, and restore it after a Redis restart that lost it)\n"
 }
 
 /// `partitions remove`.
@@ -40,7 +38,7 @@ pub fn drain_text(group: &str, replica: &str, drained: bool) -> String {
     if drained {
         format!(
             "replica {replica} of group {group} drained: it hands its partitions over and \
-             claims nothing until undrained (for its current session)\n"
+             claims nothing until undrained (across restarts and lost sessions)\n"
         )
     } else {
         format!("replica {replica} of group {group} undrained: it takes its share again\n")
@@ -60,15 +58,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_add_says_whether_it_created_the_group() {
+    fn changes_say_what_they_did() {
         assert_eq!(
-            added_text("lh", "g", 1, None),
+            added_text("lh", "g", 1),
             "added 1 partition to group g (prefix lh)\n"
-        );
-        assert_eq!(
-            added_text("lh", "g", 2, Some(Duration::from_secs(10))),
-            "created group g (prefix lh) with 2 partitions; nothing in it is granted for \
-             10000 ms (--grant-delay-ms)\n"
         );
         assert_eq!(
             removed_text("lh", "g", 3),

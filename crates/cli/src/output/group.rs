@@ -34,6 +34,8 @@ pub struct StatusJson {
     pub weighted: bool,
     /// The partitions' weights, summed (the partition count if none was set).
     pub total_weight: u64,
+    /// Every drained replica id, live or not (a drain lasts until undrained).
+    pub drained: Vec<String>,
 }
 
 /// One partition in [`StatusJson`].
@@ -253,6 +255,7 @@ pub fn status_json(prefix: &str, group: &str, status: &GroupStatus) -> StatusJso
         list_version: status.list_version,
         weighted: status.weighted,
         total_weight: status.total_weight,
+        drained: status.drained.clone(),
     }
 }
 
@@ -343,6 +346,20 @@ pub fn status_text(prefix: &str, group: &str, status: &GroupStatus) -> String {
         let _ = write!(out, ", total weight: {}", status.total_weight);
     }
     out.push('\n');
+    let live: Vec<&str> = status.replicas.iter().map(|(r, _)| r.as_str()).collect();
+    let away: Vec<&str> = status
+        .drained
+        .iter()
+        .map(String::as_str)
+        .filter(|r| !live.contains(r))
+        .collect();
+    if !away.is_empty() {
+        let _ = writeln!(
+            out,
+            "drained, not live (drained again when they return): {}",
+            away.join(", ")
+        );
+    }
     out
 }
 
@@ -468,6 +485,7 @@ pub(super) mod tests {
             list_version: 3,
             weighted: false,
             total_weight: 5,
+            drained: vec!["b".into(), "z".into()],
         }
     }
 
@@ -490,6 +508,7 @@ b        draining  yes      1      9.6s          host-b 41
 c        settling  no       0      9.6s          host-c 41
 
 live replicas: 3, unowned partitions: 2, spread: 2, list version: 3
+drained, not live (drained again when they return): z
 ";
         assert_eq!(text, expected);
     }
@@ -525,6 +544,7 @@ live replicas: 3, unowned partitions: 2, spread: 2, list version: 3
             "list_version": 3,
             "weighted": false,
             "total_weight": 5,
+            "drained": ["b", "z"],
         });
         assert_eq!(json, expected);
         assert!(to_json(&expected).ends_with("}\n"));
@@ -575,7 +595,7 @@ live replicas: 3, unowned partitions: 2, spread: 2, list version: 3
             text.contains("\nc        settling  no       0      0     1         4.0"),
             "{text}"
         );
-        assert!(text.ends_with(", total weight: 12\n"), "{text}");
+        assert!(text.contains(", total weight: 12\n"), "{text}");
         let json = serde_json::to_value(status_json("leasehold", "tenants", &status)).unwrap();
         assert_eq!(json["weighted"], true);
         assert_eq!(json["total_weight"], 12);
@@ -600,6 +620,7 @@ live replicas: 3, unowned partitions: 2, spread: 2, list version: 3
             list_version: 0,
             weighted: false,
             total_weight: 1,
+            drained: vec![],
         };
         let text = status_text("lh", "g", &status);
         assert!(

@@ -16,7 +16,9 @@ use std::time::{Duration, SystemTime};
 use leasehold_partitions::ReplicaState;
 use serde::Serialize;
 
-pub use self::admin::{added_text, drain_text, nobody_takes_over, removed_text, weight_text};
+pub use self::admin::{
+    added_text, drain_text, grant_delay_unused, nobody_takes_over, removed_text, weight_text,
+};
 pub use self::duty::{ListJson, duty_entry, group_entry, leader_json, leader_text, list_text};
 pub use self::group::{owner_json, owner_text, partitions_json, status_json, status_text};
 pub use self::watch::changes;

@@ -148,6 +148,20 @@ pub fn replica(
     Coordinator::new(store.clone(), config, hold).spawn()
 }
 
+/// Creates `group` (partitions `p0..p{n-1}`) under `prefix` the way a fleet does, by
+/// its first replica (`partitions add` never creates a group): a replica that seeds the
+/// set and leaves at once, before anything could be granted to it. The group then has
+/// no live replica.
+pub async fn create_group(store: &RedisStore, prefix: &str, group: &str, partitions: usize) {
+    let creator = replica(store, prefix, group, partitions, "group-creator");
+    let deadline = Instant::now() + SETTLE_LIMIT;
+    while !matches!(group_status(store, prefix, group).await, Ok(Some(_))) {
+        assert!(Instant::now() < deadline, "group {group} was not created");
+        sleep(Duration::from_millis(5)).await;
+    }
+    creator.shutdown().await;
+}
+
 /// Waits until the store shows every partition owned and every live replica with
 /// `counts[replica]` partitions, as counted from the leases and as published.
 pub async fn wait_for_counts(

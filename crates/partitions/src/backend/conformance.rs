@@ -1,43 +1,60 @@
 //! The same sequence of group operations against a real redis-server and the in-memory
-//! store: both must answer alike (apart from clocks and fences, which differ by
-//! nature), so simulations on the in-memory store run the protocol Redis runs.
+//! store: both must answer alike, so simulations on the in-memory store run the
+//! protocol Redis runs. Clocks differ by nature: times are compared coarsely, and fences
+//! by their order (each fence seen is replaced by its rank among all fences seen).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use leasehold_election::{Fence, RedisStore};
 use leasehold_testkit::RedisServer;
 
+use super::ops::restore::Restored;
 use super::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, Conflict, MemberState, Protocol, RemoveReply,
-    SessionReply, TickReply, TickRequest, VersionStep,
+    Change, ClaimReply, ClaimRequest, MemberState, Protocol, RestoreStep, TickReply, TickRequest,
+    VersionStep,
 };
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 
 const TTL: Duration = Duration::from_secs(5);
 
+/// The group's incarnation as the last tick reply `shape` saw it: the script's replicas
+/// tick and claim in it (a step that means another says so).
+static INC: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+fn inc() -> String {
+    INC.lock().unwrap().clone()
+}
+
 fn tick(replica: &str, token: &str, join: bool, state: MemberState) -> TickRequest {
     TickRequest {
         replica: replica.into(),
-        token: token.into(),
+        process: token.into(),
+        session: token.into(),
         join,
         state,
         ttl: TTL,
         instance: format!("host-{replica} 1"),
         capacity: 1,
+        sticky: false,
+        incarnation: inc(),
     }
 }
 
-fn claim(replica: &str, token: &str, count: usize) -> ClaimRequest {
+fn claim(replica: &str, token: &str, seq: u64, count: usize) -> ClaimRequest {
     ClaimRequest {
         replica: replica.into(),
-        token: token.into(),
+        process: token.into(),
+        session: token.into(),
+        seq,
         ttl: TTL,
         count,
         floor: Fence(1),
         regrant: Vec::new(),
         room: None,
         fallback: false,
+        incarnation: inc(),
     }
 }
 
@@ -45,98 +62,175 @@ fn names(list: &[&str]) -> Vec<String> {
     list.iter().map(|n| (*n).to_owned()).collect()
 }
 
+fn strict(op: &str) -> Change {
+    Change::Strict { op: op.into() }
+}
+
+/// Fences replaced by their rank among every fence seen so far (first seen, first
+/// ranked; a fence equal to one seen before gets its rank).
+#[derive(Default)]
+struct Ranks(BTreeMap<u64, usize>);
+
+impl Ranks {
+    fn of(&mut self, f: Fence) -> String {
+        let n = self.0.len();
+        format!("f{}", self.0.entry(f.get()).or_insert(n))
+    }
+}
+
 /// A tick reply without its clocks: session, resumed, set, (replica, state, held) by
-/// replica (the store orders them by expiry: two in one millisecond tie on Redis),
-/// unowned, drained, revoked (sorted), expired.
-fn shape(r: &TickReply) -> String {
+/// replica, unowned, grant wait (whether any), ending, drained, revoked (sorted),
+/// expired, loads, weights.
+/// Ticks and claims from now on name the incarnation `r` reports.
+fn seen(r: &TickReply) {
+    if let Some(set) = &r.set {
+        set.incarnation.clone_into(&mut INC.lock().unwrap());
+    }
+}
+
+fn shape(r: &TickReply, ranks: &mut Ranks) -> String {
+    seen(r);
     let mut members: Vec<_> = r
         .members
         .iter()
-        .map(|m| (m.replica.clone(), m.state, m.held))
+        .map(|m| (m.replica.clone(), m.state, m.held, m.load, m.capacity))
         .collect();
     members.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut loads: Vec<_> = r
-        .members
-        .iter()
-        .map(|m| (m.replica.clone(), m.load, m.capacity))
-        .collect();
-    loads.sort();
-    let weights = r
-        .set
-        .as_ref()
-        .map(|s| (s.weighted, s.total_weight, s.max_weight, s.weights_version));
+    let set = r.set.as_ref().map(|s| {
+        format!(
+            "({}, v{}, {:?}, w={}/{}/{}/{}, life={}, sver={}, fmax={}, {:?}, rcount={})",
+            s.count,
+            s.version,
+            s.digest,
+            s.weighted,
+            s.total_weight,
+            s.max_weight,
+            s.weights_version,
+            !s.life.is_empty(),
+            s.set_version,
+            ranks.of(s.highest_fence),
+            s.origin,
+            s.restore_count
+        )
+    });
     let mut revoked = r.revoked.clone();
     revoked.sort();
     format!(
-        "{:?} resumed={:?} set={:?} {members:?} unowned={} drained={} revoked={revoked:?} \
-         expired={} loads={loads:?} weights={weights:?}",
+        "{:?} resumed={:?} set={set:?} {members:?} unowned={} waits={} ending={} drained={} \
+         revoked={revoked:?} expired={}",
         r.session,
-        r.resumed.as_ref().map(|t| t.len()),
-        r.set
-            .as_ref()
-            .map(|s| (s.count, s.version, s.digest.clone())),
+        r.resumed.as_ref().map(String::len),
         r.unowned,
+        !r.grant_wait.is_zero(),
+        r.ending,
         r.drained,
         r.expired
     )
 }
 
-fn claimed(r: &ClaimReply) -> Vec<String> {
+fn claimed(r: &ClaimReply, ranks: &mut Ranks) -> String {
+    match r {
+        ClaimReply::Claimed {
+            partitions,
+            returned,
+            unowned,
+        } => {
+            let p: Vec<_> = partitions
+                .iter()
+                .map(|(n, f, w)| format!("{n}:{}:{w}", ranks.of(*f)))
+                .collect();
+            format!("{p:?} returned={returned:?} unowned={unowned}")
+        }
+        ClaimReply::Wait(d) => format!("Wait(waits={})", !d.is_zero()),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The fences a claim granted.
+fn fences_of(r: &ClaimReply) -> Vec<(String, Fence)> {
     match r {
         ClaimReply::Claimed { partitions, .. } => {
-            partitions.iter().map(|(n, ..)| n.clone()).collect()
+            partitions.iter().map(|(n, f, _)| (n.clone(), *f)).collect()
         }
         other => panic!("expected a claim, got {other:?}"),
     }
 }
 
-/// Runs the script of operations and returns every answer, clocks removed.
+/// Runs the script of operations and returns every answer, clocks and fences normalized.
+#[allow(clippy::too_many_lines)]
 async fn script<B: Protocol>(b: &B) -> Vec<String> {
+    INC.lock().unwrap().clear();
     let k = GroupKeys::new("leasehold", "conformance");
     let mut out = Vec::new();
+    let mut ranks = Ranks::default();
     let mut log = |what: &str, v: String| out.push(format!("{what}: {v}"));
     let (a, b1) = (
         "a:00000000000000000000000000000001",
         "b:00000000000000000000000000000001",
     );
-    let delay = Duration::from_millis(1);
+    let seed = Change::Seed {
+        life: "life-1".into(),
+        grant_delay: Duration::from_millis(60),
+        lease: TTL,
+    };
 
     let r = b
         .tick(&k, &tick("a", a, true, MemberState::Settling))
         .await
         .unwrap();
-    log("a joins a group that does not exist", shape(&r));
+    log("a joins a group that does not exist", shape(&r, &mut ranks));
+    let r = b.add(&k, &strict("op-1"), &names(&["x"])).await.unwrap();
+    log("an operator's add never creates it", format!("{r:?}"));
+    let r = b.add(&k, &seed, &names(&["p0", "p1", "p2"])).await.unwrap();
+    log("a seeds it with 3", format!("{r:?}"));
     let r = b
-        .add(&k, Change::Ensure, delay, &names(&["p0", "p1", "p2"]))
+        .tick(&k, &tick("a", a, true, MemberState::Settling))
         .await
         .unwrap();
-    log("a creates it with 3", format!("{r:?}"));
+    log("then a joins it", shape(&r, &mut ranks));
+    let r = b.claim(&k, &claim("a", a, 1, 2)).await.unwrap();
+    log("a claim before the grant wait", claimed(&r, &mut ranks));
+    let r = b.add(&k, &strict("op-2"), &names(&["x"])).await.unwrap();
+    log("an operator's add waits out the window", format!("{r:?}"));
     let r = b
-        .add(&k, Change::Ensure, delay, &names(&["p2", "p3", "p4", "p4"]))
+        .add(&k, &seed, &names(&["p2", "p3", "p4", "p4"]))
         .await
         .unwrap();
-    log("ensure-add overlapping names", format!("{r:?}"));
+    log("the seed goes on with overlapping names", format!("{r:?}"));
+    let other = Change::Seed {
+        life: "life-2".into(),
+        grant_delay: Duration::from_millis(60),
+        lease: TTL,
+    };
+    let r = b.add(&k, &other, &names(&["q"])).await.unwrap();
+    log("another replica's seed", format!("{r:?}"));
+    tokio::time::sleep(Duration::from_millis(80)).await;
     let r = b
-        .add(&k, Change::Strict, delay, &names(&["p9", "p4"]))
+        .add(&k, &strict("op-3"), &names(&["p9", "p4"]))
         .await
         .unwrap();
     log("strict add of a present one", format!("{r:?}"));
+    let r = b
+        .add(&k, &strict("op-3"), &names(&["p9", "p4"]))
+        .await
+        .unwrap();
+    log("the same request again", format!("{r:?}"));
     let r = b.set_version(&k, 2, VersionStep::Begin).await.unwrap();
     log("version 2 begins", format!("{r}"));
     let r = b.set_version(&k, 2, VersionStep::Begin).await.unwrap();
     log("and may be continued", format!("{r}"));
     let r = b
-        .add(&k, Change::Versioned(1), delay, &names(&["p9"]))
+        .add(&k, &Change::Versioned(1), &names(&["p9"]))
         .await
         .unwrap();
     log("a version 1 addition is stale", format!("{r:?}"));
     let r = b
-        .remove(&k, Change::Versioned(1), &names(&["p0"]))
+        .remove(&k, &Change::Versioned(1), &names(&["p0"]))
         .await
         .unwrap();
     log("and so is a removal", format!("{r:?}"));
     let r = b
-        .add(&k, Change::Versioned(2), delay, &names(&["p4"]))
+        .add(&k, &Change::Versioned(2), &names(&["p4"]))
         .await
         .unwrap();
     log("a version 2 addition is not", format!("{r:?}"));
@@ -144,36 +238,76 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     log("version 2 applied", format!("{r}"));
     let r = b.set_version(&k, 2, VersionStep::Begin).await.unwrap();
     log("once applied it is not begun again", format!("{r}"));
-    let r = b.set_version(&k, 1, VersionStep::Begin).await.unwrap();
-    log("an older version is not", format!("{r}"));
     let r = b.set_version(&k, 1, VersionStep::Done("v1")).await.unwrap();
-    log("nor recorded", format!("{r}"));
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    log("an older version is not recorded", format!("{r}"));
     let r = b
         .tick(&k, &tick("a", a, false, MemberState::Active))
         .await
         .unwrap();
-    log("a renews", shape(&r));
+    log("a renews", shape(&r, &mut ranks));
+    let r = b
+        .tick(&k, &tick("a", a, false, MemberState::Active))
+        .await
+        .unwrap();
+    log("a tick sent twice", shape(&r, &mut ranks));
     let r = b
         .tick(&k, &tick("a", "a:other", true, MemberState::Settling))
         .await
         .unwrap();
-    log("a second process for a", shape(&r));
-    let r = b.claim(&k, &claim("a", a, 2)).await.unwrap();
-    log("a claims 2", format!("{:?}", claimed(&r)));
+    log("a second process for a", shape(&r, &mut ranks));
+    let r = b.claim(&k, &claim("a", a, 2, 2)).await.unwrap();
+    log("a claims 2", claimed(&r, &mut ranks));
+    let a_terms = fences_of(&r);
+    let r = b.claim(&k, &claim("a", a, 2, 2)).await.unwrap();
+    log(
+        "the same claim again gets the same answer",
+        claimed(&r, &mut ranks),
+    );
+    let r = b.claim(&k, &claim("a", a, 1, 2)).await.unwrap();
+    log("an older one is stale", claimed(&r, &mut ranks));
+    let r = b
+        .claim(
+            &k,
+            &ClaimRequest {
+                process: "a:other".into(),
+                ..claim("a", a, 3, 2)
+            },
+        )
+        .await
+        .unwrap();
+    log(
+        "a process that does not hold the session",
+        claimed(&r, &mut ranks),
+    );
     let r = b
         .tick(&k, &tick("b", b1, true, MemberState::Active))
         .await
         .unwrap();
-    log("b joins", shape(&r));
-    let r = b.claim(&k, &claim("b", b1, 10)).await.unwrap();
-    log("b claims the rest", format!("{:?}", claimed(&r)));
-    let r = b.release(&k, a, &names(&["p0", "p3"])).await.unwrap();
-    log("a releases p0 (its own) and p3 (b's)", format!("{r:?}"));
+    log("b joins", shape(&r, &mut ranks));
+    let r = b.claim(&k, &claim("b", b1, 1, 10)).await.unwrap();
+    log("b claims the rest", claimed(&r, &mut ranks));
+    let b_terms = fences_of(&r);
+    let p3 = b_terms.iter().find(|(n, _)| n == "p3").unwrap().clone();
+    let mut both = a_terms.clone();
+    both.push(p3.clone());
+    both.push(a_terms[0].clone());
+    let r = b.release(&k, a, &both).await.unwrap();
+    log(
+        "a releases its own (twice in one batch) and b's p3",
+        format!("{r:?}"),
+    );
+    let r = b.release(&k, a, &a_terms).await.unwrap();
+    log("a releases them again", format!("{r:?}"));
     let r = b.held(&k, a).await.unwrap();
-    log("a holds", format!("{r:?}"));
-    let r = b.claim(&k, &claim("b", b1, 10)).await.unwrap();
-    log("b claims again", format!("{:?}", claimed(&r)));
+    log("a holds", format!("{}", r.len()));
+    let r = b.claim(&k, &claim("a", a, 3, 1)).await.unwrap();
+    log("a claims one back", claimed(&r, &mut ranks));
+    let r = b.claim(&k, &claim("b", b1, 2, 10)).await.unwrap();
+    log("b claims again", claimed(&r, &mut ranks));
+    let b_terms = b.held(&k, b1).await.unwrap();
+    // A late release of a's old term of p0 (b holds p0 now) touches nothing.
+    let r = b.release(&k, b1, &[a_terms[0].clone()]).await.unwrap();
+    log("a release of another term", format!("{r:?}"));
     let owner = b.owner(&k, "p0").await.unwrap().expect("p0 is a partition");
     log("p0's owner", format!("{:?}", owner.owner));
     log(
@@ -181,84 +315,161 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         format!("{:?}", b.owner(&k, "nope").await.unwrap()),
     );
     let r = b
-        .remove(&k, Change::Strict, &names(&["p2", "zz"]))
+        .remove(&k, &strict("op-4"), &names(&["p2", "zz"]))
         .await
         .unwrap();
     log("strict remove of an unknown one", format!("{r:?}"));
     let r = b
-        .remove(&k, Change::Strict, &names(&["p0", "p1", "p2", "p3", "p4"]))
+        .remove(&k, &strict("op-5"), &names(&["p0", "p1", "p2", "p3", "p4"]))
         .await
         .unwrap();
     log("strict remove of every one", format!("{r:?}"));
-    let r = b.remove(&k, Change::Strict, &names(&["p2"])).await.unwrap();
+    let r = b
+        .remove(&k, &strict("op-6"), &names(&["p2"]))
+        .await
+        .unwrap();
     log("b's p2 removed", format!("{r:?}"));
+    let r = b
+        .remove(&k, &strict("op-6"), &names(&["p2"]))
+        .await
+        .unwrap();
+    log("the same removal again", format!("{r:?}"));
     let r = b
         .tick(&k, &tick("b", b1, false, MemberState::Active))
         .await
         .unwrap();
-    log("b is told to give p2 up", shape(&r));
-    let r = b.release(&k, b1, &names(&["p2"])).await.unwrap();
-    log("b releases it", format!("{r:?}"));
-    let r = b.drain(&k, "a", true).await.unwrap();
-    log("a drained", format!("{r}"));
-    let r = b.drain(&k, "ghost", true).await.unwrap();
-    log("a replica that is not live", format!("{r}"));
-    let r = b
-        .tick(&k, &tick("a", a, false, MemberState::Draining))
-        .await
-        .unwrap();
-    log("a sees it", shape(&r));
-    let r = b
-        .tick(&k, &tick("a", a, false, MemberState::Away))
-        .await
-        .unwrap();
-    log("a goes away", shape(&r));
-    let r = b
-        .tick(&k, &tick("a", "a:new-process", true, MemberState::Active))
-        .await
-        .unwrap();
-    log("a comes back and resumes", shape(&r));
+    log("b is told to give p2 up", shape(&r, &mut ranks));
+    let p2 = b_terms.iter().find(|(n, _, _)| n == "p2").unwrap();
     let r = b
         .claim(
             &k,
             &ClaimRequest {
-                // p4 is b's: only what the session holds gets a new term.
-                regrant: names(&["p1", "p4"]),
-                ..claim("a", a, 0)
+                regrant: vec![(p2.0.clone(), p2.1)],
+                ..claim("b", b1, 3, 0)
             },
         )
         .await
         .unwrap();
-    log("a regrants what it holds", format!("{:?}", claimed(&r)));
-    b.leave(&k, "a", a).await.unwrap();
+    log(
+        "a regrant of the removed p2 gives it back",
+        claimed(&r, &mut ranks),
+    );
+    let r = b.drain(&k, None, "a", true, false).await.unwrap();
+    log("a drained", format!("{r:?}"));
+    let r = b.drain(&k, None, "b", true, false).await.unwrap();
+    log("the last one taking part", format!("{r:?}"));
+    let r = b.drain(&k, None, "ghost", true, false).await.unwrap();
+    log("a replica that is not live", format!("{r:?}"));
     let r = b
-        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .tick(&k, &tick("a", a, false, MemberState::Draining))
         .await
         .unwrap();
-    log("after a left", shape(&r));
-    let r = b.claim(&k, &claim("b", b1, 10)).await.unwrap();
-    log("b takes a's", format!("{:?}", claimed(&r)));
+    log("a sees it", shape(&r, &mut ranks));
+    let r = b
+        .tick(
+            &k,
+            &TickRequest {
+                ttl: Duration::from_secs(30),
+                ..tick("a", a, false, MemberState::Away)
+            },
+        )
+        .await
+        .unwrap();
+    log("a parks for 30 s", shape(&r, &mut ranks));
+    let head = b.status_head(&k).await.unwrap().unwrap();
+    let left = head
+        .members
+        .iter()
+        .find(|m| m.replica == "a")
+        .map(|m| m.left.as_secs().div_ceil(10) * 10);
+    log("its session's time left, to 10 s", format!("{left:?}"));
     let r = b
         .tick(&k, &tick("a", a, false, MemberState::Active))
         .await
         .unwrap();
     log(
-        "a's ended session is never renewed",
+        "a tick of the parked process delivered late",
+        shape(&r, &mut ranks),
+    );
+    let back = "a:new-process";
+    let r = b
+        .tick(&k, &tick("a", back, true, MemberState::Settling))
+        .await
+        .unwrap();
+    log("a comes back and resumes", shape(&r, &mut ranks));
+    let r = b
+        .tick(&k, &tick("a", back, true, MemberState::Settling))
+        .await
+        .unwrap();
+    log(
+        "its resume again (the reply was lost)",
+        shape(&r, &mut ranks),
+    );
+    let head = b.status_head(&k).await.unwrap().unwrap();
+    let left = head
+        .members
+        .iter()
+        .find(|m| m.replica == "a")
+        .map(|m| m.left.as_millis().div_ceil(1000));
+    log("the resumed session's time left, in s", format!("{left:?}"));
+    let held = b.held(&k, a).await.unwrap();
+    let regrant = ClaimRequest {
+        process: back.into(),
+        // p4 is b's: only what the session holds gets a new term.
+        regrant: held
+            .iter()
+            .map(|(n, f, _)| (n.clone(), *f))
+            .chain([("p4".to_owned(), Fence(1))])
+            .collect(),
+        ..claim("a", a, 1, 0)
+    };
+    let r = b.claim(&k, &regrant).await.unwrap();
+    log(
+        "a, drained, regrants what it holds",
+        claimed(&r, &mut ranks),
+    );
+    let r = b.drain(&k, None, "a", false, false).await.unwrap();
+    log("a undrained", format!("{r:?}"));
+    let r = b
+        .tick(&k, &tick("a", a, false, MemberState::Active))
+        .await
+        .unwrap();
+    log("the old process's tick", format!("{:?}", r.session));
+    b.leave(&k, "a", "a:someone", a).await.unwrap();
+    let r = b
+        .tick(
+            &k,
+            &TickRequest {
+                process: back.into(),
+                ..tick("a", a, false, MemberState::Active)
+            },
+        )
+        .await
+        .unwrap();
+    log(
+        "a leave by a process that does not hold it",
         format!("{:?}", r.session),
     );
-    let r = b.claim(&k, &claim("a", a, 1)).await.unwrap();
-    log("nor claims", format!("{r:?}"));
+    b.leave(&k, "a", back, a).await.unwrap();
+    let r = b
+        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .await
+        .unwrap();
+    log("after a left", shape(&r, &mut ranks));
+    let r = b.claim(&k, &claim("b", b1, 4, 10)).await.unwrap();
+    log("b takes a's", claimed(&r, &mut ranks));
     let head = b.status_head(&k).await.unwrap().expect("the group exists");
     log(
         "status head",
         format!(
-            "{} {:?} {:?}",
+            "{} {:?} {:?} drained={:?}",
             head.set.count,
             head.members
                 .iter()
                 .map(|m| (&m.replica, m.held))
                 .collect::<Vec<_>>(),
-            head.instances
+            head.instances,
+            head.drained,
         ),
     );
     let page = b.status_page(&k, 1, 3).await.unwrap();
@@ -267,7 +478,7 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         format!(
             "{:?}",
             page.iter()
-                .map(|p| (&p.partition, &p.owner))
+                .map(|p| (&p.partition, &p.owner, p.weight))
                 .collect::<Vec<_>>()
         ),
     );
@@ -275,58 +486,67 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         "list",
         format!("{:?}", b.list_page(&k, 0, 100).await.unwrap()),
     );
-    // A session that expires holding a partition: the tick that finds it says so, once.
+    let page = b.set_page(&k, 0, 100).await.unwrap().unwrap();
+    log(
+        "set page",
+        format!(
+            "{:?} v{} {:?} {:?}",
+            page.names, page.version, page.digest, page.drained
+        ),
+    );
+
+    // A session that expires holding more than one reap budget: freed over ticks.
     let short = Duration::from_millis(40);
     let c = "c:00000000000000000000000000000001";
-    let r = b.release(&k, b1, &names(&["p0"])).await.unwrap();
-    log("b gives p0 back", format!("{r:?}"));
-    let r = b
-        .tick(
-            &k,
-            &TickRequest {
-                ttl: short,
-                ..tick("c", c, true, MemberState::Active)
-            },
-        )
-        .await
-        .unwrap();
-    log("c joins for 40 ms", shape(&r));
+    let many: Vec<String> = (0..300).map(|i| format!("m{i:03}")).collect();
+    let r = b.add(&k, &strict("op-7"), &many).await.unwrap();
+    log("300 more", format!("{r:?}"));
+    b.tick(
+        &k,
+        &TickRequest {
+            ttl: short,
+            ..tick("c", c, true, MemberState::Active)
+        },
+    )
+    .await
+    .unwrap();
     let r = b
         .claim(
             &k,
             &ClaimRequest {
                 ttl: short,
-                ..claim("c", c, 1)
+                ..claim("c", c, 1, 300)
             },
         )
         .await
         .unwrap();
-    log("c claims p0", format!("{:?}", claimed(&r)));
+    log("c claims them all", format!("{}", fences_of(&r).len()));
     tokio::time::sleep(short * 2).await;
-    let r = b.claim(&k, &claim("c", c, 1)).await.unwrap();
+    let r = b.claim(&k, &claim("c", c, 2, 1)).await.unwrap();
     log("c's expired session claims nothing", format!("{r:?}"));
     let r = b
         .tick(&k, &tick("b", b1, false, MemberState::Active))
         .await
         .unwrap();
-    log("b finds c expired", shape(&r));
+    log("b finds c expired", shape(&r, &mut ranks));
     let r = b
         .tick(&k, &tick("b", b1, false, MemberState::Active))
         .await
         .unwrap();
-    log("and does not count it twice", shape(&r));
+    log("and frees the rest", shape(&r, &mut ranks));
+
     // Weights.
-    let r = b.set_weight(&k, "zz", 2).await.unwrap();
+    let r = b.set_weight(&k, Some("op-8"), "zz", 2).await.unwrap();
     log("the weight of an unknown partition", format!("{r:?}"));
-    let r = b.set_weight(&k, "p1", 5).await.unwrap();
+    let r = b.set_weight(&k, Some("op-9"), "p1", 5).await.unwrap();
     log("b's p1 weighs 5", format!("{r:?}"));
+    let r = b.set_weight(&k, Some("op-9"), "p1", 5).await.unwrap();
+    log("the same weight request again", format!("{r:?}"));
     let r = b
         .tick(&k, &tick("b", b1, false, MemberState::Active))
         .await
         .unwrap();
-    log("b's load counts it", shape(&r));
-    let r = b.set_weight(&k, "p0", 3).await.unwrap();
-    log("free p0 weighs 3", format!("{r:?}"));
+    log("b's load counts it", shape(&r, &mut ranks));
     let d = "d:00000000000000000000000000000001";
     let r = b
         .tick(
@@ -338,39 +558,30 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         )
         .await
         .unwrap();
-    log("d joins with capacity 2", shape(&r));
-    let with_room = |room: u64| ClaimRequest {
+    log("d joins with capacity 2", shape(&r, &mut ranks));
+    let with_room = |seq: u64, room: u64| ClaimRequest {
         room: Some(room),
         fallback: true,
-        ..claim("d", d, 10)
+        ..claim("d", d, seq, 10)
     };
-    let r = b.claim(&k, &with_room(2)).await.unwrap();
+    let r = b.set_weight(&k, Some("op-10"), "m000", 3).await.unwrap();
+    log("free m000 weighs 3", format!("{r:?}"));
+    let first_only = ClaimRequest {
+        count: 1,
+        ..with_room(1, 2)
+    };
+    let r = b.claim(&k, &first_only).await.unwrap();
     log(
         "nothing fits into 2: d takes the first",
-        format!("{:?}", weighed(&r)),
+        claimed(&r, &mut ranks),
     );
-    let r = b.release(&k, b1, &names(&["p3"])).await.unwrap();
-    log("b gives p3 back", format!("{r:?}"));
-    let r = b.claim(&k, &with_room(1)).await.unwrap();
-    log("p3 fits into 1", format!("{:?}", weighed(&r)));
+    let r = b.claim(&k, &with_room(2, 2)).await.unwrap();
+    log("two more fit into 2", claimed(&r, &mut ranks));
     let r = b
         .tick(&k, &tick("d", d, false, MemberState::Active))
         .await
         .unwrap();
-    log("loads after the moves", shape(&r));
-    log(
-        "b holds, with weights",
-        format!("{:?}", b.held(&k, b1).await.unwrap()),
-    );
-    let o = b.owner(&k, "p1").await.unwrap().expect("p1 is listed");
-    log(
-        "p1's owner and weight",
-        format!("{:?} {}", o.owner, o.weight),
-    );
-    let r = b.remove(&k, Change::Strict, &names(&["p1"])).await.unwrap();
-    log("held p1 removed", format!("{r:?}"));
-    let r = b.release(&k, b1, &names(&["p1"])).await.unwrap();
-    log("and given back", format!("{r:?}"));
+    log("loads after the moves", shape(&r, &mut ranks));
     let head = b.status_head(&k).await.unwrap().expect("the group exists");
     log(
         "weighted status",
@@ -385,40 +596,284 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
                 .collect::<Vec<_>>()
         ),
     );
+
+    // A restart after a crash: the knocking process gets the old session.
+    let e1 = "e:00000000000000000000000000000001";
+    let e2 = "e:00000000000000000000000000000002";
+    let e_ttl = Duration::from_millis(100);
+    let sticky = |t: &str, join: bool| TickRequest {
+        ttl: e_ttl,
+        sticky: true,
+        ..tick("e", t, join, MemberState::Active)
+    };
+    b.tick(&k, &sticky(e1, true)).await.unwrap();
+    let r = b
+        .claim(
+            &k,
+            &ClaimRequest {
+                ttl: e_ttl,
+                ..claim("e", e1, 1, 2)
+            },
+        )
+        .await
+        .unwrap();
+    log("e claims 2", format!("{}", fences_of(&r).len()));
+    let r = b.tick(&k, &sticky(e2, true)).await.unwrap();
+    log(
+        "e restarted after a crash knocks",
+        format!("{:?}", r.session),
+    );
+    // Its old session expires (a ttl after the claim), the knock is good for two.
+    tokio::time::sleep(e_ttl * 3 / 2).await;
+    let r = b
+        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .await
+        .unwrap();
+    log("e's old session expires into away", shape(&r, &mut ranks));
+    let r = b.tick(&k, &sticky(e2, true)).await.unwrap();
+    log("the knocker resumes it", shape(&r, &mut ranks));
+
     out
 }
 
-fn weighed(r: &ClaimReply) -> Vec<(String, u64)> {
-    match r {
-        ClaimReply::Claimed { partitions, .. } => {
-            partitions.iter().map(|(n, _, w)| (n.clone(), *w)).collect()
+/// The restore steps of `copy` (to run against a store that lost the group).
+async fn restore<B: Protocol>(b: &B) -> Vec<String> {
+    INC.lock().unwrap().clear();
+    let k = GroupKeys::new("leasehold", "restored");
+    let mut out = Vec::new();
+    let mut log = |what: &str, v: String| out.push(format!("{what}: {v}"));
+    let of = |v: u64| Restored {
+        life: "life-9".into(),
+        set_version: v,
+        grant_delay: Duration::from_millis(60),
+        count: 3,
+    };
+    let begin = |v: u64, names: Vec<(String, u64)>| RestoreStep::Begin {
+        of: of(v),
+        version: 4,
+        digest: "dg".into(),
+        lease: TTL,
+        highest_fence: Fence(1 << 52),
+        weighted: true,
+        weights_version: 2,
+        drained: names_of(&["r2"]),
+        names,
+    };
+    let r = b
+        .add(
+            &k,
+            &Change::Seed {
+                life: "seed".into(),
+                grant_delay: Duration::from_millis(60),
+                lease: TTL,
+            },
+            &names(&["s0"]),
+        )
+        .await
+        .unwrap();
+    log("a replica without a copy seeds it", format!("{r:?}"));
+    let r = b
+        .restore(&k, &begin(7, vec![("p0".into(), 1), ("p1".into(), 4)]))
+        .await
+        .unwrap();
+    log("a replica with a copy takes over", format!("{r}"));
+    let r = b
+        .restore(&k, &begin(6, vec![("old".into(), 1)]))
+        .await
+        .unwrap();
+    log("an older copy does not", format!("{r}"));
+    let r = b
+        .restore(&k, &begin(7, vec![("p0".into(), 1)]))
+        .await
+        .unwrap();
+    log("the same copy again", format!("{r}"));
+    let t = b
+        .tick(&k, &tick("r1", "r1:01", true, MemberState::Settling))
+        .await
+        .unwrap();
+    seen(&t);
+    log(
+        "what a tick sees midway",
+        format!(
+            "{:?}",
+            t.set.as_ref().map(|s| (s.count, s.restore_count, s.origin))
+        ),
+    );
+    let r = b
+        .restore(
+            &k,
+            &RestoreStep::Add {
+                of: of(7),
+                names: vec![("p2".into(), 1)],
+            },
+        )
+        .await
+        .unwrap();
+    log("the rest of the copy", format!("{r}"));
+    let r = b
+        .restore(
+            &k,
+            &RestoreStep::Add {
+                of: of(6),
+                names: vec![("old".into(), 1)],
+            },
+        )
+        .await
+        .unwrap();
+    log("nothing of another copy", format!("{r}"));
+    let page = b.set_page(&k, 0, 100).await.unwrap().unwrap();
+    log(
+        "the group restored",
+        format!(
+            "{:?} v{} {:?} w={} {:?} sver={} fmax_kept={}",
+            page.names,
+            page.version,
+            page.digest,
+            page.weighted,
+            page.drained,
+            page.set_version,
+            page.highest_fence.get() >= 1 << 52
+        ),
+    );
+    let t = b
+        .tick(&k, &tick("r1", "r1:01", false, MemberState::Settling))
+        .await
+        .unwrap();
+    log(
+        "a tick sees it",
+        format!(
+            "{:?} waits={}",
+            t.set
+                .as_ref()
+                .map(|s| (s.count, s.restore_count, s.origin, s.total_weight)),
+            !t.grant_wait.is_zero()
+        ),
+    );
+    let r = b
+        .remove(&k, &strict("op-r"), &names(&["p0"]))
+        .await
+        .unwrap();
+    log(
+        "an operator's change waits out the window",
+        format!("{r:?}"),
+    );
+    let c = b.claim(&k, &claim("r1", "r1:01", 1, 3)).await.unwrap();
+    log("and so do claims", format!("{c:?}"));
+    let d = b.drain(&k, Some("op-d"), "r1", true, true).await.unwrap();
+    log("and drains", format!("{d:?}"));
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let r = b
+        .remove(&k, &strict("op-r"), &names(&["p0"]))
+        .await
+        .unwrap();
+    log("then it goes through", format!("{r:?}"));
+    // r2 is drained (the copy said so) and not live.
+    let d = b.drain(&k, Some("op-u"), "r2", false, false).await.unwrap();
+    log("an undrain of a replica that is not live", format!("{d:?}"));
+    let d = b.drain(&k, Some("op-u"), "r2", false, false).await.unwrap();
+    log("the same undrain again", format!("{d:?}"));
+    let d = b.drain(&k, Some("op-v"), "r2", false, false).await.unwrap();
+    log("another undrain of it", format!("{d:?}"));
+    let t = b
+        .tick(&k, &tick("r1", "r1:01", false, MemberState::Settling))
+        .await
+        .unwrap();
+    log(
+        "and the restore is over",
+        format!("{:?}", t.set.as_ref().map(|s| (s.count, s.restore_count))),
+    );
+    // A session lives in one incarnation of the group: a tick or claim naming another
+    // (Redis lost the group since, and a late copy of the session's join started it
+    // again) is refused, and changes nothing.
+    let elsewhere = "s:seed:1".to_owned();
+    let t = b
+        .tick(
+            &k,
+            &TickRequest {
+                incarnation: elsewhere.clone(),
+                ..tick("r1", "r1:01", false, MemberState::Active)
+            },
+        )
+        .await
+        .unwrap();
+    log("a tick of another incarnation", format!("{:?}", t.session));
+    let c = b
+        .claim(
+            &k,
+            &ClaimRequest {
+                incarnation: elsewhere,
+                ..claim("r1", "r1:01", 2, 3)
+            },
+        )
+        .await
+        .unwrap();
+    log("a claim of another incarnation", format!("{c:?}"));
+    let t = b
+        .tick(&k, &tick("r1", "r1:01", false, MemberState::Active))
+        .await
+        .unwrap();
+    log("the session itself lives on", format!("{:?}", t.session));
+    out
+}
+
+fn names_of(list: &[&str]) -> Vec<String> {
+    names(list)
+}
+
+/// `Restoring(54ms)` and `Wait(1.2s)` as `Restoring(…)`, `Wait(…)`: clocks differ.
+fn without_waits(line: &str) -> String {
+    let mut out = line.to_owned();
+    for word in ["Restoring(", "Wait("] {
+        let mut from = 0;
+        while let Some(i) = out[from..].find(word) {
+            let start = from + i + word.len();
+            let Some(end) = out[start..].find(')') else {
+                break;
+            };
+            out.replace_range(start..start + end, "…");
+            from = start;
         }
-        other => panic!("expected a claim, got {other:?}"),
     }
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_and_the_in_memory_store_answer_the_same_script_alike() {
     let redis = RedisServer::start();
     let store = RedisStore::builder(redis.url()).build().unwrap();
-    let on_redis = script(&store).await;
-    let in_memory = script(&MemoryGroupStore::new()).await;
+    let mut on_redis = script(&store).await;
+    on_redis.extend(restore(&store).await);
+    let memory = MemoryGroupStore::new();
+    let mut in_memory = script(&memory).await;
+    in_memory.extend(restore(&memory).await);
+    let on_redis: Vec<String> = on_redis.iter().map(|l| without_waits(l)).collect();
+    let in_memory: Vec<String> = in_memory.iter().map(|l| without_waits(l)).collect();
     for (r, m) in on_redis.iter().zip(&in_memory) {
         assert_eq!(r, m, "Redis and the in-memory store differ");
     }
     assert_eq!(on_redis.len(), in_memory.len());
     // And the script checks what it claims to, on both.
     let expect = |step: &str, part: &str| {
-        let line = on_redis.iter().find(|l| l.starts_with(step)).expect(step);
-        assert!(line.contains(part), "{line}");
+        let line = on_redis
+            .iter()
+            .find(|l| l.starts_with(&format!("{step}:")))
+            .unwrap_or_else(|| panic!("no step {step:?}"));
+        assert!(
+            line.contains(part),
+            "{line}\nexpected it to contain {part:?}"
+        );
     };
+    expect("a joins a group that does not exist", "NoGroup");
     expect("a joins a group that does not exist", "set=None");
-    expect("a creates it with 3", &format!("{:?}", AddReply::Added(3)));
-    expect(
-        "ensure-add overlapping",
-        &format!("{:?}", AddReply::Added(2)),
-    );
-    expect("strict add of a present", r#"Exists("p4")"#);
+    expect("then a joins it", "Live");
+    expect("an operator's add never creates it", "NoGroup");
+    expect("a seeds it with 3", "Added(3)");
+    expect("a claim before the grant wait", "Wait(…)");
+    expect("an operator's add waits out the window", "Restoring(");
+    expect("the seed goes on with overlapping names", "Added(2)");
+    expect("another replica's seed", "Stale");
+    expect("strict add of a present one", r#"Exists("p4")"#);
+    expect("the same request again", r#"Exists("p4")"#);
     expect("version 2 begins", "true");
     expect("and may be continued", "true");
     expect("a version 1 addition is stale", "Stale");
@@ -426,47 +881,87 @@ async fn redis_and_the_in_memory_store_answer_the_same_script_alike() {
     expect("a version 2 addition is not", "Added(0)");
     expect("version 2 applied", "true");
     expect("once applied it is not begun again", "false");
-    expect("an older version is not", "false");
-    expect("nor recorded", "false");
-    expect("c claims p0", r#"["p0"]"#);
-    expect("c's expired session claims nothing", "Lost");
-    expect("b finds c expired", "expired=1");
-    expect("and does not count it twice", "expired=0");
-    expect("a renews", r#"set=Some((5, 2, "v2"))"#);
+    expect("an older version is not recorded", "false");
+    expect("a renews", r#"(5, v2, \"v2\""#);
+    expect("a tick sent twice", "Live");
+    expect("a second process for a", "Refused(DuplicateReplica)");
+    expect("a claims 2", r#"["p0:"#);
+    expect("the same claim again gets the same answer", r#"["p0:"#);
+    expect("an older one is stale", "Stale");
+    expect("a process that does not hold the session", "Lost");
     expect(
-        "a second process for a",
-        &format!("{:?}", SessionReply::Refused(Conflict::DuplicateReplica)),
+        "a releases its own (twice in one batch) and b's p3",
+        "[true, true, false, true]",
     );
-    expect("a claims 2", r#"["p0", "p1"]"#);
-    expect("a releases p0", "[true, false]");
-    expect("b claims again", r#"["p0"]"#);
+    expect("a releases them again", "[true, true]");
+    expect("a holds", "0");
+    expect("a claims one back", r#"["p0:"#);
+    expect("a release of another term", "[false]");
     expect("an unknown partition's owner", "None");
-    expect("strict remove of an unknown", r#"Unknown("zz")"#);
-    expect(
-        "strict remove of every",
-        &format!("{:?}", RemoveReply::Last),
-    );
+    expect("strict remove of an unknown one", r#"Unknown("zz")"#);
+    expect("strict remove of every one", "Last");
+    expect("b's p2 removed", "Removed(1)");
+    expect("the same removal again", "Removed(1)");
     expect("b is told to give p2 up", r#"revoked=[("p2", "removed")]"#);
-    expect("b releases it", "[true]");
-    expect("a drained", "true");
-    expect("a replica that is not live", "false");
+    expect(
+        "a regrant of the removed p2 gives it back",
+        r#"[] returned=["p2"]"#,
+    );
+    expect("a drained", "Done");
+    expect("the last one taking part", "Last");
+    expect("a replica that is not live", "Unknown");
     expect("a sees it", "drained=true");
+    expect("its session's time left, to 10 s", "Some(30)");
+    expect("a tick of the parked process delivered late", "Lost");
     expect("a comes back and resumes", "resumed=Some(34)");
-    expect("a regrants", r#"["p1"]"#);
-    expect("b takes a's", r#"["p1"]"#);
-    expect("a's ended session", "Lost");
-    expect("nor claims", "Lost");
-    expect("list", r#"["p0", "p1", "p3", "p4"]"#);
+    expect("its resume again (the reply was lost)", "resumed=Some(34)");
+    expect("the resumed session's time left, in s", "Some(5)");
+    expect(
+        "a, drained, regrants what it holds",
+        r#"[] returned=["p0"]"#,
+    );
+    expect("the old process's tick", "Lost");
+    expect("a leave by a process that does not hold it", "Live");
+    expect("b takes a's", "unowned=0");
+    expect("c claims them all", "300");
+    expect("c's expired session claims nothing", "Lost");
+    expect("b finds c expired", "ending=1");
+    expect("b finds c expired", "expired=300");
+    expect("and frees the rest", "ending=0");
+    expect("and frees the rest", "expired=0");
     expect("the weight of an unknown partition", "Unknown");
     expect("b's p1 weighs 5", "Set(1)");
-    expect("b's load counts it", r#"("b", 7, 1)"#);
-    expect("b's load counts it", "weights=Some((true, 8, 5, 1))");
-    expect("d joins with capacity 2", r#"("d", 0, 2)"#);
-    expect("nothing fits into 2", r#"[("p0", 3)]"#);
-    expect("p3 fits into 1", r#"[("p3", 1)]"#);
-    expect("loads after the moves", r#"("b", 6, 1), ("d", 4, 2)"#);
-    expect("b holds, with weights", r#"[("p1", 5), ("p4", 1)]"#);
-    expect("p1's owner and weight", r#"Some("b") 5"#);
-    expect("held p1 removed", "Removed(1)");
-    expect("weighted status", r#"true 5 3 [("b", 1, 1), ("d", 4, 2)]"#);
+    expect("the same weight request again", "Set(1)");
+    expect("nothing fits into 2: d takes the first", r#"["m000:"#);
+    expect("two more fit into 2", r#"["m001:f8:1", "m002:f8:1"]"#);
+    expect("loads after the moves", r#"("d", Active, 3, 5, 2)"#);
+    expect(
+        "e restarted after a crash knocks",
+        "Refused(DuplicateReplica)",
+    );
+    expect("e's old session expires into away", r#"("e", Away, 2"#);
+    expect("e's old session expires into away", "expired=0");
+    expect("the knocker resumes it", "resumed=Some(34)");
+    expect("a replica without a copy seeds it", "Added(1)");
+    expect("a replica with a copy takes over", "true");
+    expect("an older copy does not", "false");
+    expect("the same copy again", "true");
+    expect("what a tick sees midway", "(2, 3, Restore)");
+    expect("nothing of another copy", "false");
+    expect(
+        "the group restored",
+        r#"[("p0", 1), ("p1", 4), ("p2", 1)] v4 "dg" w=true ["r2"] sver=7 fmax_kept=true"#,
+    );
+    expect("a tick sees it", "(3, 3, Restore, 6)) waits=true");
+    expect("an operator's change waits out the window", "Restoring(");
+    expect("and so do claims", "Wait(");
+    expect("and drains", "Restoring(");
+    expect("then it goes through", "Removed(1)");
+    expect("an undrain of a replica that is not live", "Done");
+    expect("the same undrain again", "Done");
+    expect("another undrain of it", "Unknown");
+    expect("and the restore is over", "(2, 0)");
+    expect("a tick of another incarnation", "Lost");
+    expect("a claim of another incarnation", "Lost");
+    expect("the session itself lives on", "Live");
 }

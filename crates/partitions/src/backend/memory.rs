@@ -1,22 +1,25 @@
 //! The group protocol in process memory, on tokio's clock: the same rules as the Redis
-//! scripts in [`super::redis`], step for step, for simulations under paused time and
-//! the embedded demo. It has none of Redis's costs, so it proves logic, never scale.
+//! scripts, step for step (each operation's twin lives beside its script's arguments
+//! and parser, in [`super::ops`]; the shared parts of the scripts' libraries are the
+//! methods here), for simulations under paused time and the embedded demo. It has none
+//! of Redis's costs, so it proves logic, never scale.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use leasehold_election::keys::replica_of_token;
-use leasehold_election::{BackendWarning, Fence, StoreError};
+use leasehold_election::{BackendWarning, StoreError};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
+use super::ops;
 use super::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, Conflict, MemberInfo, MemberState, Protocol,
-    RemoveReply, SessionReply, SetInfo, StatusHead, TickReply, TickRequest, VersionStep,
-    WeightReply,
+    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, Granted, MemberInfo, MemberState,
+    Origin, Protocol, RemoveReply, RestoreStep, SetInfo, SetPage, StatusHead, Term, TickReply,
+    TickRequest, VersionStep, WeightReply,
 };
-use super::{DRAIN_BUDGET, PartitionOwner};
+use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
 
 /// An in-process store for partition groups with the Redis scripts' semantics, on
@@ -36,7 +39,7 @@ pub struct MemoryGroupStore {
 struct Inner {
     epoch: Instant,
     // A std mutex: never held across an await; every critical section is map work.
-    groups: Mutex<HashMap<String, Group>>,
+    groups: Mutex<BTreeMap<String, Group>>,
     notices: broadcast::Sender<String>,
 }
 
@@ -46,130 +49,217 @@ impl Default for MemoryGroupStore {
     }
 }
 
-#[derive(Debug)]
-struct Meta {
-    count: usize,
-    next: u64,
-    version: u64,
-    digest: String,
-    grant_after: Instant,
-    /// A weight was set once: `loads` is kept.
-    weighted: bool,
-    /// The weights summed (kept once weighted).
-    total: u64,
-    /// Bumped by every weight change.
-    wver: u64,
+/// The server clock as the scripts read it: milliseconds (every score) and
+/// microseconds (fences), since the store was created.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Now {
+    pub(crate) ms: u64,
+    pub(crate) us: u64,
 }
 
-/// One group, field for field the keys of [`GroupKeys`].
+/// META.
+#[derive(Debug, Clone)]
+pub(crate) struct Meta {
+    pub(crate) count: usize,
+    pub(crate) next: u64,
+    pub(crate) version: u64,
+    pub(crate) digest: String,
+    pub(crate) grant_after: u64,
+    pub(crate) life: String,
+    pub(crate) sver: u64,
+    pub(crate) lease: u64,
+    pub(crate) fmax: u64,
+    pub(crate) origin: Origin,
+    pub(crate) weighted: bool,
+    pub(crate) total: u64,
+    pub(crate) wver: u64,
+    /// How many partitions a restore is to bring back.
+    pub(crate) rcount: usize,
+    /// This incarnation of the group (`inc` in `meta.lua`).
+    pub(crate) inc: String,
+}
+
+/// One group, field for field the keys of [`GroupKeys`] (scores in server ms).
 #[derive(Debug, Default)]
-struct Group {
-    members: HashMap<String, Instant>,
-    sessions: HashMap<String, String>,
-    states: HashMap<String, MemberState>,
-    meta: Option<Meta>,
-    positions: HashMap<String, u64>,
-    order: BTreeMap<u64, String>,
-    free: BTreeSet<(Instant, String)>,
-    free_since: HashMap<String, Instant>,
-    owners: HashMap<String, String>,
-    fences: HashMap<String, u64>,
-    held: HashMap<String, BTreeSet<String>>,
-    dead: BTreeSet<(Instant, String)>,
-    revoked: HashMap<String, String>,
-    drains: HashMap<String, String>,
-    since: HashMap<String, Instant>,
-    info: HashMap<String, String>,
+pub(crate) struct Group {
+    pub(crate) members: BTreeMap<String, u64>,
+    pub(crate) sessions: BTreeMap<String, String>,
+    pub(crate) states: BTreeMap<String, MemberState>,
+    pub(crate) meta: Option<Meta>,
+    /// PARTITIONS: name → position, and position → name.
+    pub(crate) positions: BTreeMap<String, u64>,
+    pub(crate) order: BTreeMap<u64, String>,
+    /// FREE: (since, name), and name → since.
+    pub(crate) free: BTreeSet<(u64, String)>,
+    pub(crate) free_since: BTreeMap<String, u64>,
+    pub(crate) owners: BTreeMap<String, String>,
+    pub(crate) fences: BTreeMap<String, u64>,
+    /// HELD: token → names.
+    pub(crate) held: BTreeMap<String, BTreeSet<String>>,
+    /// DEAD: (ended, token).
+    pub(crate) dead: BTreeSet<(u64, String)>,
+    pub(crate) revoked: BTreeMap<String, String>,
+    pub(crate) drains: BTreeSet<String>,
+    pub(crate) since: BTreeMap<String, u64>,
+    pub(crate) info: BTreeMap<String, String>,
     /// Partition → weight, for weights other than 1.
-    weights: HashMap<String, u64>,
-    /// Session token → its partitions' weights summed (once weighted).
-    loads: HashMap<String, u64>,
-    capacity: HashMap<String, u32>,
+    pub(crate) weights: BTreeMap<String, u64>,
+    /// Session token → its partitions' weights summed (kept once weighted).
+    pub(crate) loads: BTreeMap<String, u64>,
+    pub(crate) capacity: BTreeMap<String, u32>,
+    pub(crate) holders: BTreeMap<String, String>,
+    /// HEIRS: replica → (process, until, ttl ms).
+    pub(crate) heirs: BTreeMap<String, (String, u64, u64)>,
+    /// ACKS: process → (seq, reply).
+    pub(crate) acks: BTreeMap<String, (u64, ClaimReply)>,
+    /// The admin scripts' `op` keys: request id → (expiry, reply).
+    pub(crate) ops: BTreeMap<String, (u64, ops::OpReply)>,
+}
+
+/// `names` without repeats, in order.
+pub(crate) fn distinct(names: &[String]) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    names
+        .iter()
+        .filter(|n| seen.insert(n.as_str()))
+        .cloned()
+        .collect()
 }
 
 impl Group {
-    fn weight(&self, name: &str) -> u64 {
+    pub(crate) fn weight(&self, name: &str) -> u64 {
         self.weights.get(name).copied().unwrap_or(1)
     }
 
-    fn weighted(&self) -> bool {
+    pub(crate) fn weighted(&self) -> bool {
         self.meta.as_ref().is_some_and(|m| m.weighted)
     }
 
-    /// Adds `delta` to session `token`'s load, in a weighted group.
-    fn add_load(&mut self, token: &str, delta: i128) {
-        if self.weighted() {
-            let l = self.loads.entry(token.to_owned()).or_default();
-            *l = u64::try_from((i128::from(*l) + delta).max(0)).unwrap_or(u64::MAX);
+    /// Whether the group grants nothing yet (`restoring` in `meta.lua`).
+    pub(crate) fn restoring(&self, now: Now) -> Option<Duration> {
+        self.meta
+            .as_ref()
+            .filter(|m| m.grant_after > now.ms)
+            .map(|m| Duration::from_millis(m.grant_after - now.ms))
+    }
+
+    pub(crate) fn bump_set(&mut self) {
+        if let Some(m) = self.meta.as_mut() {
+            m.sver += 1;
+            m.rcount = 0;
         }
     }
 
-    fn live(&self, token: &str, now: Instant) -> Option<Instant> {
+    /// The expiry of session `token` if it is its replica's current session and
+    /// unexpired (`live` in `session.lua`).
+    pub(crate) fn live(&self, token: &str, now: Now) -> Option<u64> {
         let replica = replica_of_token(token);
         if self.sessions.get(replica).map(String::as_str) != Some(token) {
             return None;
         }
-        self.members.get(replica).copied().filter(|exp| *exp > now)
+        self.members
+            .get(replica)
+            .copied()
+            .filter(|exp| *exp > now.ms)
     }
 
-    /// Ends the sessions that have expired; returns how many partitions they held.
-    fn reap(&mut self, now: Instant) -> usize {
-        let gone: Vec<(String, Instant)> = self
+    /// `teardown` in `session.lua`.
+    pub(crate) fn teardown(&mut self, replica: &str, token: Option<&str>, ended: u64) {
+        let holder = self.holders.remove(replica);
+        self.members.remove(replica);
+        self.sessions.remove(replica);
+        self.states.remove(replica);
+        self.info.remove(replica);
+        self.capacity.remove(replica);
+        if let Some(h) = holder {
+            self.acks.remove(&h);
+        }
+        if let Some(t) = token {
+            self.dead.retain(|(_, d)| d != t);
+            self.dead.insert((ended, t.to_owned()));
+        }
+    }
+
+    /// `reap` in `session.lua`.
+    pub(crate) fn reap(&mut self, now: Now) -> usize {
+        let gone: Vec<(String, u64)> = self
             .members
             .iter()
-            .filter(|(_, exp)| **exp <= now)
+            .filter(|(_, exp)| **exp <= now.ms)
             .map(|(r, exp)| (r.clone(), *exp))
             .collect();
         let mut lost = 0;
         for (r, exp) in gone {
-            self.members.remove(&r);
-            self.states.remove(&r);
-            self.info.remove(&r);
-            self.capacity.remove(&r);
-            if let Some(token) = self.sessions.remove(&r) {
-                if self.drains.get(&r) == Some(&token) {
-                    self.drains.remove(&r);
+            let token = self.sessions.get(&r).cloned();
+            let heir = self.heirs.remove(&r);
+            match (&token, heir) {
+                (Some(_), Some((_, until, ttl))) if until > now.ms => {
+                    self.members.insert(r.clone(), now.ms + ttl);
+                    self.states.insert(r, MemberState::Away);
                 }
-                lost += self.owners.values().filter(|o| **o == token).count();
-                self.dead.insert((exp, token));
+                _ => {
+                    if let Some(t) = &token {
+                        lost += self.held.get(t).map_or(0, BTreeSet::len);
+                    }
+                    self.teardown(&r, token.as_deref(), exp);
+                }
             }
         }
         lost
     }
 
-    /// Whether a change in `mode` comes too late: the group is at another list version
-    /// than the one being applied.
-    fn stale(&self, mode: Change) -> bool {
-        match mode {
-            Change::Versioned(v) => self.meta.as_ref().map_or(0, |m| m.version) != v,
-            Change::Strict | Change::Ensure => false,
+    /// `give_back` in `free.lua`: one flag per name, and how many were given back now.
+    pub(crate) fn give_back(
+        &mut self,
+        token: &str,
+        names: &[String],
+        fences: Option<&[u64]>,
+        at: u64,
+    ) -> (Vec<bool>, usize) {
+        let mut out = Vec::with_capacity(names.len());
+        let mut seen = BTreeSet::new();
+        let mut gone = 0;
+        for (j, n) in names.iter().enumerate() {
+            let f = fences.map(|f| f[j]);
+            let current = self.fences.get(n).copied();
+            let ours = f.is_none_or(|f| current == Some(f));
+            let owner = self.owners.get(n).map(String::as_str);
+            if owner == Some(token) && ours && !seen.contains(n) {
+                seen.insert(n.clone());
+                out.push(true);
+                gone += 1;
+                let w = self.weight(n);
+                if let Some(l) = self.loads.get_mut(token) {
+                    *l = l.saturating_sub(w);
+                }
+                self.owners.remove(n);
+                if let Some(set) = self.held.get_mut(token) {
+                    set.remove(n);
+                }
+                self.revoked.remove(n);
+                self.since.remove(n);
+                if self.positions.contains_key(n) {
+                    self.add_free(n, at);
+                } else {
+                    self.weights.remove(n);
+                }
+            } else if (seen.contains(n) || owner.is_none()) && f.is_some() && current == f {
+                out.push(true);
+            } else {
+                out.push(false);
+            }
         }
-    }
-
-    fn add_free(&mut self, name: &str, since: Instant) {
-        if let Some(old) = self.free_since.insert(name.to_owned(), since) {
-            self.free.remove(&(old, name.to_owned()));
+        if self.held.get(token).is_some_and(BTreeSet::is_empty) {
+            self.held.remove(token);
         }
-        self.free.insert((since, name.to_owned()));
+        (out, gone)
     }
 
-    fn remove_free(&mut self, name: &str) {
-        if let Some(since) = self.free_since.remove(name) {
-            self.free.remove(&(since, name.to_owned()));
-        }
-    }
-
-    fn forget(&mut self, name: &str) {
-        self.revoked.remove(name);
-        self.since.remove(name);
-    }
-
-    /// Moves up to `budget` partitions of ended sessions to the free set; returns how
-    /// many ended sessions still hold partitions.
-    fn drain(&mut self, budget: usize) -> usize {
+    /// `free_ended` in `free.lua`: returns how many ended sessions still hold some.
+    pub(crate) fn free_ended(&mut self, budget: usize) -> usize {
         let mut moved = 0;
         let mut left_over = 0;
-        let dead: Vec<(Instant, String)> = self.dead.iter().cloned().collect();
+        let dead: Vec<(u64, String)> = self.dead.iter().cloned().collect();
         for (ended, token) in dead {
             let left = budget.saturating_sub(moved);
             if left == 0 {
@@ -187,67 +277,84 @@ impl Group {
             } else {
                 left_over += 1;
             }
-            for name in &names {
+            if !names.is_empty() {
+                self.give_back(&token, &names, None, ended);
+                // An entry whose partition another session owns now is stale: dropped.
                 if let Some(set) = self.held.get_mut(&token) {
-                    set.remove(name);
-                }
-                if self.owners.get(name) == Some(&token) {
-                    self.owners.remove(name);
-                    self.forget(name);
-                    if self.positions.contains_key(name) {
-                        self.add_free(name, ended);
-                    } else {
-                        self.weights.remove(name);
+                    for n in &names {
+                        set.remove(n);
+                    }
+                    if set.is_empty() {
+                        self.held.remove(&token);
                     }
                 }
+                moved += names.len();
             }
-            if self.held.get(&token).is_some_and(BTreeSet::is_empty) {
-                self.held.remove(&token);
-            }
-            moved += names.len();
         }
         left_over
     }
 
-    fn unowned(&self) -> usize {
-        let draining: usize = self
+    pub(crate) fn add_free(&mut self, name: &str, since: u64) {
+        if let Some(old) = self.free_since.insert(name.to_owned(), since) {
+            self.free.remove(&(old, name.to_owned()));
+        }
+        self.free.insert((since, name.to_owned()));
+    }
+
+    pub(crate) fn remove_free(&mut self, name: &str) -> bool {
+        match self.free_since.remove(name) {
+            Some(since) => self.free.remove(&(since, name.to_owned())),
+            None => false,
+        }
+    }
+
+    /// `unowned` in `free.lua`.
+    pub(crate) fn unowned(&self) -> usize {
+        let ending: usize = self
             .dead
             .iter()
             .map(|(_, t)| self.held.get(t).map_or(0, BTreeSet::len))
             .sum();
-        self.free.len() + draining
+        self.free.len() + ending
     }
 
-    fn roster(&self, now: Instant) -> Vec<MemberInfo> {
-        let mut members: Vec<MemberInfo> = self
+    /// `roster` in `session.lua`, ordered as Redis orders the members: by expiry, then
+    /// by name.
+    pub(crate) fn roster(&self, now: Now) -> Vec<MemberInfo> {
+        let weighted = self.weighted();
+        let mut members: Vec<(u64, MemberInfo)> = self
             .members
             .iter()
-            .filter(|(_, exp)| **exp > now)
+            .filter(|(_, exp)| **exp > now.ms)
             .map(|(r, exp)| {
                 let token = self.sessions.get(r);
                 let held = token
                     .and_then(|t| self.held.get(t))
                     .map_or(0, BTreeSet::len);
-                MemberInfo {
-                    replica: r.clone(),
-                    state: self.states.get(r).copied().unwrap_or(MemberState::Settling),
-                    left: *exp - now,
-                    held,
-                    load: if self.weighted() {
-                        token.and_then(|t| self.loads.get(t)).copied().unwrap_or(0)
-                    } else {
-                        held as u64
+                let load = if weighted {
+                    token.and_then(|t| self.loads.get(t)).copied().unwrap_or(0)
+                } else {
+                    held as u64
+                };
+                (
+                    *exp,
+                    MemberInfo {
+                        replica: r.clone(),
+                        state: self.states.get(r).copied().unwrap_or(MemberState::Settling),
+                        left: Duration::from_millis(exp - now.ms),
+                        held,
+                        load,
+                        capacity: self.capacity.get(r).copied().unwrap_or(1),
                     },
-                    capacity: self.capacity.get(r).copied().unwrap_or(1),
-                }
+                )
             })
             .collect();
-        // Redis orders the sorted set by expiry, then by name.
-        members.sort_by(|a, b| a.left.cmp(&b.left).then_with(|| a.replica.cmp(&b.replica)));
-        members
+        members.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.replica.cmp(&b.1.replica)));
+        members.into_iter().map(|(_, m)| m).collect()
     }
 
-    fn set_info(&self) -> Option<SetInfo> {
+    /// The set as a tick reports it (`meta` and `weight_info` in `meta.lua`).
+    pub(crate) fn set_info(&self) -> Option<SetInfo> {
         self.meta.as_ref().map(|m| SetInfo {
             count: m.count,
             version: m.version,
@@ -260,49 +367,32 @@ impl Group {
                 1
             },
             weights_version: m.wver,
+            life: m.life.clone(),
+            set_version: m.sver,
+            highest_fence: leasehold_election::Fence(m.fmax),
+            origin: m.origin,
+            lease: Duration::from_millis(m.lease),
+            restore_count: m.rcount,
+            incarnation: m.inc.clone(),
         })
     }
 
-    fn create(&mut self, now: Instant, delay: Duration) {
-        if self.meta.is_none() {
-            self.meta = Some(Meta {
-                count: 0,
-                next: 0,
-                version: 0,
-                digest: String::new(),
-                grant_after: now + delay,
-                weighted: false,
-                total: 0,
-                wver: 0,
-            });
-        }
+    /// An operator's change answered before (`replayed` in `meta.lua`).
+    pub(crate) fn replayed(&self, op: Option<&str>, now: Now) -> Option<ops::OpReply> {
+        let op = op?;
+        self.ops
+            .get(op)
+            .filter(|(until, _)| *until > now.ms)
+            .map(|(_, r)| r.clone())
     }
 
-    fn owner_of(&self, name: &str, now: Instant) -> PartitionOwner {
-        let fence = Fence(self.fences.get(name).copied().unwrap_or(0));
-        let live = self
-            .owners
-            .get(name)
-            .and_then(|t| self.live(t, now).map(|exp| (t, exp)));
-        PartitionOwner {
-            partition: name.to_owned(),
-            fence,
-            owner: live.map(|(t, _)| replica_of_token(t).to_owned()),
-            remaining: live.map(|(_, exp)| exp - now),
-            held_for: live.and_then(|_| self.since.get(name).map(|s| now - *s)),
-            weight: self.weight(name),
+    /// Keeps an operator's reply a minute (`answer` in `meta.lua`).
+    pub(crate) fn answer(&mut self, op: Option<&str>, reply: ops::OpReply, now: Now) {
+        if let Some(op) = op {
+            self.ops.retain(|_, (until, _)| *until > now.ms);
+            self.ops.insert(op.to_owned(), (now.ms + 60_000, reply));
         }
     }
-}
-
-/// `names` without repeats, in order.
-fn distinct(names: &[String]) -> Vec<String> {
-    let mut seen = std::collections::HashSet::new();
-    names
-        .iter()
-        .filter(|n| seen.insert(n.as_str()))
-        .cloned()
-        .collect()
 }
 
 impl MemoryGroupStore {
@@ -311,7 +401,7 @@ impl MemoryGroupStore {
         Self {
             inner: Arc::new(Inner {
                 epoch: Instant::now(),
-                groups: Mutex::new(HashMap::new()),
+                groups: Mutex::new(BTreeMap::new()),
                 notices: broadcast::channel(4096).0,
             }),
         }
@@ -322,350 +412,89 @@ impl MemoryGroupStore {
         self.lock().clear();
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Group>> {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Group>> {
         self.inner
             .groups
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn micros(&self, now: Instant) -> u64 {
-        u64::try_from(now.duration_since(self.inner.epoch).as_micros()).unwrap_or(u64::MAX)
+    fn now(&self) -> Now {
+        let d = Instant::now().duration_since(self.inner.epoch);
+        Now {
+            ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+            us: u64::try_from(d.as_micros()).unwrap_or(u64::MAX),
+        }
     }
 
-    fn notify(&self, keys: &GroupKeys) {
-        let _ = self.inner.notices.send(keys.notice.clone());
+    /// Runs `f` on the group of `keys` (created empty if missing) at the store's clock;
+    /// publishes the group's notice if `f` says so.
+    fn with<T>(&self, keys: &GroupKeys, f: impl FnOnce(&mut Group, Now) -> (T, bool)) -> T {
+        let now = self.now();
+        let (out, notify) = {
+            let mut groups = self.lock();
+            let g = groups.entry(keys.notice.clone()).or_default();
+            f(g, now)
+        };
+        if notify {
+            let _ = self.inner.notices.send(keys.notice.clone());
+        }
+        out
+    }
+
+    /// As [`with`](Self::with) for a read.
+    fn read<T>(&self, keys: &GroupKeys, f: impl FnOnce(&Group, Now) -> T) -> Option<T> {
+        let now = self.now();
+        let groups = self.lock();
+        groups.get(&keys.notice).map(|g| f(g, now))
     }
 }
 
 impl Protocol for MemoryGroupStore {
     async fn tick(&self, keys: &GroupKeys, req: &TickRequest) -> Result<TickReply, StoreError> {
-        let now = Instant::now();
-        let mut changed = false;
-        let reply = {
-            let mut groups = self.lock();
-            let g = groups.entry(keys.notice.clone()).or_default();
-            let expired = g.reap(now);
-            let mut session = SessionReply::Live;
-            let mut resumed = None;
-            match g.sessions.get(&req.replica).cloned() {
-                Some(cur) if cur == req.token => {
-                    let exp = g.members.entry(req.replica.clone()).or_insert(now);
-                    *exp = (*exp).max(now + req.ttl);
-                }
-                _ if !req.join => session = SessionReply::Lost,
-                Some(cur) => {
-                    if g.states.get(&req.replica) == Some(&MemberState::Away) {
-                        resumed = Some(cur);
-                        let exp = g.members.entry(req.replica.clone()).or_insert(now);
-                        *exp = (*exp).max(now + req.ttl);
-                    } else {
-                        session = SessionReply::Refused(Conflict::DuplicateReplica);
-                    }
-                }
-                None => {
-                    g.sessions.insert(req.replica.clone(), req.token.clone());
-                    g.members.insert(req.replica.clone(), now + req.ttl);
-                }
-            }
-            let (mut drained, mut revoked) = (false, Vec::new());
-            if session == SessionReply::Live {
-                let token = resumed.clone().unwrap_or_else(|| req.token.clone());
-                changed = g.states.insert(req.replica.clone(), req.state) != Some(req.state);
-                if req.join {
-                    g.info.insert(req.replica.clone(), req.instance.clone());
-                    g.capacity.insert(req.replica.clone(), req.capacity.max(1));
-                }
-                drained = g.drains.get(&req.replica) == Some(&token);
-                let mut mine: Vec<(String, String)> = g
-                    .revoked
-                    .iter()
-                    .filter(|(p, _)| g.owners.get(*p) == Some(&token))
-                    .map(|(p, why)| (p.clone(), why.clone()))
-                    .collect();
-                mine.sort();
-                revoked = mine;
-            }
-            let draining = g.drain(DRAIN_BUDGET);
-            TickReply {
-                session,
-                resumed,
-                set: g.set_info(),
-                members: g.roster(now),
-                unowned: g.unowned(),
-                grant_wait: g.meta.as_ref().map_or(Duration::ZERO, |m| {
-                    m.grant_after.saturating_duration_since(now)
-                }),
-                draining,
-                drained,
-                revoked,
-                expired,
-            }
-        };
-        if changed {
-            self.notify(keys);
-        }
-        Ok(reply)
+        Ok(self.with(keys, |g, now| g.tick(req, now)))
     }
 
     async fn claim(&self, keys: &GroupKeys, req: &ClaimRequest) -> Result<ClaimReply, StoreError> {
-        let now = Instant::now();
-        let now_us = self.micros(now);
-        let mut groups = self.lock();
-        let g = groups.entry(keys.notice.clone()).or_default();
-        // Sessions are reaped by ticks; a claim only refuses to extend its own ended one.
-        if g.sessions.get(&req.replica) != Some(&req.token)
-            || g.members.get(&req.replica).is_none_or(|exp| *exp <= now)
-        {
-            return Ok(ClaimReply::Lost);
-        }
-        if let Some(m) = &g.meta
-            && m.grant_after > now
-        {
-            return Ok(ClaimReply::Wait(m.grant_after - now));
-        }
-        if let Some(exp) = g.members.get_mut(&req.replica) {
-            *exp = (*exp).max(now + req.ttl);
-        }
-        g.drain(DRAIN_BUDGET);
-        let regrant = !req.regrant.is_empty();
-        let names: Vec<String> = if regrant {
-            req.regrant.clone()
-        } else if let Some(room) = req.room {
-            // Among the next `count`, oldest first: those that fit; else the first.
-            let candidates: Vec<String> = g
-                .free
-                .iter()
-                .take(req.count)
-                .map(|(_, n)| n.clone())
-                .collect();
-            let mut chosen = Vec::new();
-            let mut acc = 0;
-            for n in &candidates {
-                let w = g.weight(n);
-                if acc + w <= room {
-                    chosen.push(n.clone());
-                    acc += w;
-                }
-            }
-            if chosen.is_empty()
-                && req.fallback
-                && let Some(first) = candidates.first()
-            {
-                chosen.push(first.clone());
-            }
-            for n in &chosen {
-                g.remove_free(n);
-            }
-            chosen
-        } else {
-            let mut popped = Vec::new();
-            for _ in 0..req.count {
-                let Some((_, name)) = g.free.pop_first() else {
-                    break;
-                };
-                g.free_since.remove(&name);
-                popped.push(name);
-            }
-            popped
-        };
-        let mut gained = 0;
-        let mut partitions = Vec::new();
-        for name in names {
-            let owner = g.owners.get(&name);
-            let take = if regrant {
-                owner == Some(&req.token)
-            } else {
-                !owner.is_some_and(|o| *o != req.token && g.live(o, now).is_some())
-            };
-            if !take {
-                continue;
-            }
-            let fence = (g.fences.get(&name).copied().unwrap_or(0) + 1)
-                .max(req.floor.get())
-                .max(now_us);
-            g.fences.insert(name.clone(), fence);
-            g.owners.insert(name.clone(), req.token.clone());
-            g.since.insert(name.clone(), now);
-            g.held
-                .entry(req.token.clone())
-                .or_default()
-                .insert(name.clone());
-            let w = g.weight(&name);
-            if !regrant {
-                gained += w;
-            }
-            partitions.push((name, Fence(fence), w));
-        }
-        g.add_load(&req.token, i128::from(gained));
-        Ok(ClaimReply::Claimed {
-            partitions,
-            unowned: g.unowned(),
-        })
+        Ok(self.with(keys, |g, now| (g.claim(req, now), false)))
     }
 
     async fn release(
         &self,
         keys: &GroupKeys,
-        token: &str,
-        names: &[String],
+        session: &str,
+        terms: &[Term],
     ) -> Result<Vec<bool>, StoreError> {
-        let now = Instant::now();
-        let released: Vec<bool> = {
-            let mut groups = self.lock();
-            let g = groups.entry(keys.notice.clone()).or_default();
-            names
-                .iter()
-                .map(|name| {
-                    if g.owners.get(name).map(String::as_str) != Some(token) {
-                        return false;
-                    }
-                    g.owners.remove(name);
-                    g.forget(name);
-                    if let Some(set) = g.held.get_mut(token) {
-                        set.remove(name);
-                    }
-                    let w = g.weight(name);
-                    g.add_load(token, -i128::from(w));
-                    if g.positions.contains_key(name) {
-                        g.add_free(name, now);
-                    } else {
-                        g.weights.remove(name);
-                    }
-                    true
-                })
-                .collect()
-        };
-        if released.iter().any(|r| *r) {
-            self.notify(keys);
-        }
-        Ok(released)
+        Ok(self.with(keys, |g, now| g.release(session, terms, now)))
     }
 
-    async fn leave(&self, keys: &GroupKeys, replica: &str, token: &str) -> Result<(), StoreError> {
-        let now = Instant::now();
-        let left = {
-            let mut groups = self.lock();
-            let g = groups.entry(keys.notice.clone()).or_default();
-            let ours = g.sessions.get(replica).map(String::as_str) == Some(token);
-            if ours {
-                g.members.remove(replica);
-                g.sessions.remove(replica);
-                g.states.remove(replica);
-                g.info.remove(replica);
-                g.capacity.remove(replica);
-                if g.drains.get(replica).map(String::as_str) == Some(token) {
-                    g.drains.remove(replica);
-                }
-                g.dead.insert((now, token.to_owned()));
-                g.drain(DRAIN_BUDGET);
-            }
-            ours
-        };
-        if left {
-            self.notify(keys);
-        }
+    async fn leave(
+        &self,
+        keys: &GroupKeys,
+        replica: &str,
+        process: &str,
+        session: &str,
+    ) -> Result<(), StoreError> {
+        self.with(keys, |g, now| ((), g.leave(replica, process, session, now)));
         Ok(())
     }
 
     async fn add(
         &self,
         keys: &GroupKeys,
-        mode: Change,
-        grant_delay: Duration,
+        mode: &Change,
         names: &[String],
     ) -> Result<AddReply, StoreError> {
-        let now = Instant::now();
-        let added = {
-            let mut groups = self.lock();
-            let g = groups.entry(keys.notice.clone()).or_default();
-            if g.stale(mode) {
-                return Ok(AddReply::Stale);
-            }
-            let names = distinct(names);
-            g.create(now, grant_delay);
-            if mode == Change::Strict
-                && let Some(n) = names.iter().find(|n| g.positions.contains_key(*n))
-            {
-                return Ok(AddReply::Exists(n.clone()));
-            }
-            let mut added = 0;
-            for n in names {
-                if g.positions.contains_key(&n) {
-                    continue;
-                }
-                let w = g.weight(&n);
-                let meta = g.meta.as_mut().expect("created above");
-                let pos = meta.next;
-                meta.next += 1;
-                meta.count += 1;
-                if meta.weighted {
-                    meta.total += w;
-                }
-                g.positions.insert(n.clone(), pos);
-                g.order.insert(pos, n.clone());
-                if !g.owners.contains_key(&n) {
-                    g.add_free(&n, now);
-                }
-                g.revoked.remove(&n);
-                added += 1;
-            }
-            added
-        };
-        if added > 0 {
-            self.notify(keys);
-        }
-        Ok(AddReply::Added(added))
+        Ok(self.with(keys, |g, now| g.add(mode, names, now)))
     }
 
     async fn remove(
         &self,
         keys: &GroupKeys,
-        mode: Change,
+        mode: &Change,
         names: &[String],
     ) -> Result<RemoveReply, StoreError> {
-        let removed = {
-            let mut groups = self.lock();
-            let g = groups.entry(keys.notice.clone()).or_default();
-            if g.stale(mode) {
-                return Ok(RemoveReply::Stale);
-            }
-            let names = distinct(names);
-            if mode == Change::Strict {
-                if let Some(n) = names.iter().find(|n| !g.positions.contains_key(*n)) {
-                    return Ok(RemoveReply::Unknown(n.clone()));
-                }
-                if names.len() >= g.positions.len() && !names.is_empty() {
-                    return Ok(RemoveReply::Last);
-                }
-            }
-            let mut removed = 0;
-            for n in names {
-                let Some(pos) = g.positions.remove(&n) else {
-                    continue;
-                };
-                g.order.remove(&pos);
-                g.remove_free(&n);
-                let w = g.weight(&n);
-                if g.owners.contains_key(&n) {
-                    g.revoked.insert(n.clone(), "removed".into());
-                } else {
-                    g.weights.remove(&n);
-                }
-                if let Some(m) = g.meta.as_mut() {
-                    m.count = m.count.saturating_sub(1);
-                    if m.weighted {
-                        m.total = m.total.saturating_sub(w);
-                    }
-                }
-                removed += 1;
-            }
-            removed
-        };
-        if removed > 0 {
-            self.notify(keys);
-        }
-        Ok(RemoveReply::Removed(removed))
+        Ok(self.with(keys, |g, now| g.remove(mode, names, now)))
     }
 
     async fn list_page(
@@ -674,15 +503,18 @@ impl Protocol for MemoryGroupStore {
         offset: usize,
         limit: usize,
     ) -> Result<Vec<String>, StoreError> {
-        let groups = self.lock();
-        Ok(groups.get(&keys.notice).map_or_else(Vec::new, |g| {
-            g.order
-                .values()
-                .skip(offset)
-                .take(limit.max(1))
-                .cloned()
-                .collect()
-        }))
+        Ok(self
+            .read(keys, |g, _| g.list_page(offset, limit))
+            .unwrap_or_default())
+    }
+
+    async fn set_page(
+        &self,
+        keys: &GroupKeys,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Option<SetPage>, StoreError> {
+        Ok(self.read(keys, |g, _| g.set_page(offset, limit)).flatten())
     }
 
     async fn set_version(
@@ -691,104 +523,38 @@ impl Protocol for MemoryGroupStore {
         version: u64,
         step: VersionStep<'_>,
     ) -> Result<bool, StoreError> {
-        let mut groups = self.lock();
-        let g = groups.entry(keys.notice.clone()).or_default();
-        let Some(m) = g.meta.as_mut() else {
-            return Ok(false);
-        };
-        Ok(match step {
-            VersionStep::Begin if m.version < version => {
-                m.version = version;
-                m.digest.clear();
-                true
-            }
-            VersionStep::Begin => m.version == version && m.digest.is_empty(),
-            VersionStep::Done(digest) if m.version == version => {
-                m.digest = digest.to_owned();
-                true
-            }
-            VersionStep::Done(_) => false,
-        })
+        Ok(self.with(keys, |g, _| (g.set_version(version, step), false)))
     }
 
-    async fn drain(&self, keys: &GroupKeys, replica: &str, on: bool) -> Result<bool, StoreError> {
-        let now = Instant::now();
-        let done = {
-            let mut groups = self.lock();
-            let g = groups.entry(keys.notice.clone()).or_default();
-            match g.sessions.get(replica).cloned() {
-                Some(token) if g.live(&token, now).is_some() => {
-                    if on {
-                        g.drains.insert(replica.to_owned(), token);
-                    } else {
-                        g.drains.remove(replica);
-                    }
-                    true
-                }
-                _ => false,
-            }
-        };
-        if done {
-            self.notify(keys);
-        }
-        Ok(done)
+    async fn restore(&self, keys: &GroupKeys, step: &RestoreStep) -> Result<bool, StoreError> {
+        Ok(self.with(keys, |g, now| (g.restore(step, now), false)))
     }
 
-    async fn held(&self, keys: &GroupKeys, token: &str) -> Result<Vec<(String, u64)>, StoreError> {
-        let groups = self.lock();
-        Ok(groups
-            .get(&keys.notice)
-            .and_then(|g| {
-                let set = g.held.get(token)?;
-                Some(set.iter().map(|n| (n.clone(), g.weight(n))).collect())
-            })
+    async fn drain(
+        &self,
+        keys: &GroupKeys,
+        op: Option<&str>,
+        replica: &str,
+        on: bool,
+        force: bool,
+    ) -> Result<DrainReply, StoreError> {
+        Ok(self.with(keys, |g, now| g.drain(op, replica, on, force, now)))
+    }
+
+    async fn held(&self, keys: &GroupKeys, session: &str) -> Result<Vec<Granted>, StoreError> {
+        Ok(self
+            .read(keys, |g, _| g.held_by(session))
             .unwrap_or_default())
     }
 
     async fn set_weight(
         &self,
         keys: &GroupKeys,
+        op: Option<&str>,
         partition: &str,
         weight: u64,
     ) -> Result<WeightReply, StoreError> {
-        let old = {
-            let mut groups = self.lock();
-            let g = groups.entry(keys.notice.clone()).or_default();
-            if !g.positions.contains_key(partition) {
-                return Ok(WeightReply::Unknown);
-            }
-            if !g.weighted() {
-                let count = g.positions.len() as u64;
-                let tokens: Vec<String> = g.sessions.values().cloned().collect();
-                for t in tokens {
-                    let n = g.held.get(&t).map_or(0, BTreeSet::len) as u64;
-                    g.loads.insert(t, n);
-                }
-                if let Some(m) = g.meta.as_mut() {
-                    m.weighted = true;
-                    m.total = count;
-                }
-            }
-            let old = g.weight(partition);
-            if weight == 1 {
-                g.weights.remove(partition);
-            } else {
-                g.weights.insert(partition.to_owned(), weight);
-            }
-            let delta = i128::from(weight) - i128::from(old);
-            if let Some(m) = g.meta.as_mut() {
-                m.total = u64::try_from((i128::from(m.total) + delta).max(0)).unwrap_or(0);
-                m.wver += 1;
-            }
-            if let Some(owner) = g.owners.get(partition).cloned()
-                && g.loads.contains_key(&owner)
-            {
-                g.add_load(&owner, delta);
-            }
-            old
-        };
-        self.notify(keys);
-        Ok(WeightReply::Set(old))
+        Ok(self.with(keys, |g, now| g.set_weight(op, partition, weight, now)))
     }
 
     async fn owner(
@@ -796,39 +562,11 @@ impl Protocol for MemoryGroupStore {
         keys: &GroupKeys,
         partition: &str,
     ) -> Result<Option<PartitionOwner>, StoreError> {
-        let now = Instant::now();
-        let groups = self.lock();
-        Ok(groups
-            .get(&keys.notice)
-            .filter(|g| g.positions.contains_key(partition))
-            .map(|g| g.owner_of(partition, now)))
+        Ok(self.read(keys, |g, now| g.owner(partition, now)).flatten())
     }
 
     async fn status_head(&self, keys: &GroupKeys) -> Result<Option<StatusHead>, StoreError> {
-        let now = Instant::now();
-        let groups = self.lock();
-        Ok(groups.get(&keys.notice).and_then(|g| {
-            let set = g.set_info()?;
-            let members = g.roster(now);
-            let instances = members
-                .iter()
-                .map(|m| g.info.get(&m.replica).cloned().unwrap_or_default())
-                .collect();
-            let drained = members
-                .iter()
-                .filter(|m| {
-                    g.drains.contains_key(&m.replica)
-                        && g.drains.get(&m.replica) == g.sessions.get(&m.replica)
-                })
-                .map(|m| m.replica.clone())
-                .collect();
-            Some(StatusHead {
-                set,
-                members,
-                instances,
-                drained,
-            })
-        }))
+        Ok(self.read(keys, |g, now| g.status_head(now)).flatten())
     }
 
     async fn status_page(
@@ -837,16 +575,9 @@ impl Protocol for MemoryGroupStore {
         offset: usize,
         limit: usize,
     ) -> Result<Vec<PartitionOwner>, StoreError> {
-        let now = Instant::now();
-        let groups = self.lock();
-        Ok(groups.get(&keys.notice).map_or_else(Vec::new, |g| {
-            g.order
-                .values()
-                .skip(offset)
-                .take(limit.max(1))
-                .map(|name| g.owner_of(name, now))
-                .collect()
-        }))
+        Ok(self
+            .read(keys, |g, now| g.status_page(offset, limit, now))
+            .unwrap_or_default())
     }
 
     fn notices(&self, _keys: &GroupKeys) -> broadcast::Receiver<String> {

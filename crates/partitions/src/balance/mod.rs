@@ -1,8 +1,7 @@
-//! The balancing rules, as pure code: [`plan`] (who may claim and who hands over, from
-//! one view of the group) and [`state`] (one replica's decisions over time: sessions,
-//! settling, hysteresis, orphans, claims). Neither does I/O, reads a clock or draws a
-//! random number of its own: time and randomness are passed in.
+//! The balancing rules, as pure functions of one replica's view of the group: [`plan`]
+//! (by count: who may claim and who hands over) and [`weighted`] (by weight and
+//! capacity). They do no I/O, read no clock and draw no random number; what they share
+//! over time (hysteresis, orphans) is [`crate::replica::policy`].
 
 pub(crate) mod plan;
-pub(crate) mod state;
 pub(crate) mod weighted;

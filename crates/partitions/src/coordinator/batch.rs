@@ -3,18 +3,20 @@
 //! Electors see an ordinary [`LeaseStore`] ([`GroupStore`]). Their renewals wait for
 //! the next group tick *sent after they asked* and take its answer: one heartbeat of
 //! the replica's session extends every partition it holds, so there is no per-renewal
-//! queue at all, only a `watch` of the latest tick's outcome. Their releases are queued
+//! queue at all, only the latest tick's outcome and a `Notify` that wakes every waiting
+//! renewal in the order they asked (a `watch` would wake them in an order of its own
+//! choosing, which a seeded simulation could not replay). Their releases are queued
 //! and sent together, one script per batch. Acquisitions never happen here: the
 //! coordinator claims partitions in batches and grants each elector its term.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use leasehold_election::keys::DutyKeys;
 use leasehold_election::{Acquire, BackendWarning, Fence, LeaderInfo, LeaseStore, StoreError};
-use tokio::sync::{Notify, broadcast, oneshot, watch};
+use tokio::sync::{Notify, broadcast, oneshot};
 use tokio::time::Instant;
 use tracing::Span;
 
@@ -35,10 +37,11 @@ pub(crate) struct Outcome {
     pub(crate) result: Result<Option<Arc<str>>, StoreError>,
 }
 
-/// A release waiting for the next release batch.
+/// A release waiting for the next release batch: one term.
 #[derive(Debug)]
 pub(crate) struct PendingRelease {
     pub(crate) partition: Arc<str>,
+    pub(crate) fence: Fence,
     pub(crate) token: String,
     pub(crate) reply: oneshot::Sender<Result<bool, StoreError>>,
     /// The elector's span, so the batch's work is traced to it.
@@ -48,25 +51,28 @@ pub(crate) struct PendingRelease {
 /// What the coordinator and its electors share.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    outcome: watch::Sender<Option<Outcome>>,
+    outcome: Mutex<Option<Outcome>>,
+    /// Woken (all waiters, first asked first) when `outcome` changes or at close.
+    answered: Notify,
     /// An elector is waiting for a renewal.
     pub(crate) wanted: Notify,
     releases: Mutex<Vec<PendingRelease>>,
     /// A release was queued.
     pub(crate) released: Notify,
-    /// Partitions whose electors must be refused their next renewal.
-    revoked: Mutex<HashSet<usize>>,
+    /// Terms (partition index, fence) whose electors must be refused their next renewal.
+    revoked: Mutex<BTreeSet<(usize, Fence)>>,
     closed: AtomicBool,
 }
 
 impl Default for Shared {
     fn default() -> Self {
         Self {
-            outcome: watch::channel(None).0,
+            outcome: Mutex::new(None),
+            answered: Notify::new(),
             wanted: Notify::new(),
             releases: Mutex::new(Vec::new()),
             released: Notify::new(),
-            revoked: Mutex::new(HashSet::new()),
+            revoked: Mutex::new(BTreeSet::new()),
             closed: AtomicBool::new(false),
         }
     }
@@ -75,7 +81,8 @@ impl Default for Shared {
 impl Shared {
     /// Answers every renewal asked for at or before `outcome.sent`.
     pub(crate) fn answer(&self, outcome: Outcome) {
-        self.outcome.send_replace(Some(outcome));
+        *self.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+        self.answered.notify_waiters();
     }
 
     /// Takes up to `max` queued releases of one token (the oldest first).
@@ -106,33 +113,33 @@ impl Shared {
             .is_empty()
     }
 
-    /// Refuses the next renewal of these partitions' electors.
-    pub(crate) fn revoke(&self, indices: impl IntoIterator<Item = usize>) {
+    /// Refuses every later renewal of these terms' electors.
+    pub(crate) fn revoke(&self, terms: impl IntoIterator<Item = (usize, Fence)>) {
         self.revoked
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .extend(indices);
+            .extend(terms);
     }
 
-    /// A new elector of partition `index` starts clean.
-    pub(crate) fn unrevoke(&self, index: usize) {
+    /// The elector of this term has ended: its revocation is no longer needed.
+    pub(crate) fn forget(&self, term: (usize, Fence)) {
         self.revoked
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(&index);
+            .remove(&term);
     }
 
-    fn is_revoked(&self, index: usize) -> bool {
+    fn is_revoked(&self, term: (usize, Fence)) -> bool {
         self.revoked
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .contains(&index)
+            .contains(&term)
     }
 
     /// The coordinator has stopped: fail every waiting and later call.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        self.outcome.send_modify(|_| {});
+        self.answered.notify_waiters();
         for p in std::mem::take(&mut *self.releases.lock().unwrap_or_else(PoisonError::into_inner))
         {
             let _ = p.reply.send(Err(stopped()));
@@ -143,29 +150,39 @@ impl Shared {
         self.closed.load(Ordering::SeqCst)
     }
 
-    async fn renew(&self, index: usize, token: &str) -> Result<bool, StoreError> {
+    async fn renew(&self, term: (usize, Fence), token: &str) -> Result<bool, StoreError> {
         let asked = Instant::now();
-        let mut rx = self.outcome.subscribe();
         self.wanted.notify_one();
-        let outcome = rx
-            .wait_for(|o| self.is_closed() || o.as_ref().is_some_and(|o| o.sent >= asked))
-            .await
-            .map_err(|_| stopped())?;
-        let Some(outcome) = outcome.as_ref().filter(|_| !self.is_closed()) else {
-            return Err(stopped());
+        let outcome = loop {
+            let answered = self.answered.notified();
+            tokio::pin!(answered);
+            answered.as_mut().enable();
+            if self.is_closed() {
+                return Err(stopped());
+            }
+            let current = self
+                .outcome
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            if let Some(o) = current.filter(|o| o.sent >= asked) {
+                break o;
+            }
+            answered.await;
         };
         match &outcome.result {
-            Ok(Some(session)) => Ok(**session == *token && !self.is_revoked(index)),
+            Ok(Some(session)) => Ok(**session == *token && !self.is_revoked(term)),
             Ok(None) => Ok(false),
             Err(e) => Err(e.clone()),
         }
     }
 
-    /// Queues the release of `partition` held with `token`; the reply comes with the
-    /// next release batch.
+    /// Queues the release of term `fence` of `partition`, held with `token`; the reply
+    /// comes with the next release batch.
     pub(crate) fn queue_release(
         &self,
         partition: Arc<str>,
+        fence: Fence,
         token: &str,
     ) -> oneshot::Receiver<Result<bool, StoreError>> {
         let (reply, rx) = oneshot::channel();
@@ -178,6 +195,7 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
             .push(PendingRelease {
                 partition,
+                fence,
                 token: token.to_owned(),
                 reply,
                 span: Span::current(),
@@ -187,7 +205,8 @@ impl Shared {
     }
 }
 
-/// The store one partition elector uses: renewals and releases through the batch.
+/// The store one partition elector (of one term) uses: renewals and releases through
+/// the batch.
 #[derive(Debug, Clone)]
 pub(crate) struct GroupStore<B> {
     pub(crate) backend: B,
@@ -195,6 +214,8 @@ pub(crate) struct GroupStore<B> {
     pub(crate) shared: Arc<Shared>,
     pub(crate) partition: Arc<str>,
     pub(crate) index: usize,
+    /// The term's fence: its release names it.
+    pub(crate) fence: Fence,
 }
 
 impl<B: GroupBackend> LeaseStore for GroupStore<B> {
@@ -216,12 +237,12 @@ impl<B: GroupBackend> LeaseStore for GroupStore<B> {
         token: &str,
         _lease: Duration,
     ) -> Result<bool, StoreError> {
-        self.shared.renew(self.index, token).await
+        self.shared.renew((self.index, self.fence), token).await
     }
 
     async fn release(&self, _keys: &DutyKeys, token: &str) -> Result<bool, StoreError> {
         self.shared
-            .queue_release(self.partition.clone(), token)
+            .queue_release(self.partition.clone(), self.fence, token)
             .await
             .unwrap_or_else(|_| Err(stopped()))
     }
@@ -270,7 +291,7 @@ mod tests {
         // An answer from before the renewal asked does not count.
         shared.answer(outcome(before, Some("a:1")));
         let s = shared.clone();
-        let renewal = tokio::spawn(async move { s.renew(0, "a:1").await });
+        let renewal = tokio::spawn(async move { s.renew((0, Fence(1)), "a:1").await });
         tokio::task::yield_now().await;
         assert!(!renewal.is_finished());
         shared.answer(outcome(Instant::now(), Some("a:1")));
@@ -282,25 +303,25 @@ mod tests {
         let shared = Arc::new(Shared::default());
         for (token, revoke, expect) in [("a:old", false, false), ("a:1", true, false)] {
             if revoke {
-                shared.revoke([0]);
+                shared.revoke([(0, Fence(1))]);
             }
             let s = shared.clone();
-            let renewal = tokio::spawn(async move { s.renew(0, token).await });
+            let renewal = tokio::spawn(async move { s.renew((0, Fence(1)), token).await });
             tokio::task::yield_now().await;
             shared.answer(outcome(Instant::now(), Some("a:1")));
             assert_eq!(renewal.await.unwrap().unwrap(), expect, "{token}");
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
         let s = shared.clone();
-        let renewal = tokio::spawn(async move { s.renew(1, "a:1").await });
-        let release = shared.queue_release("p1".into(), "a:1");
+        let renewal = tokio::spawn(async move { s.renew((1, Fence(1)), "a:1").await });
+        let release = shared.queue_release("p1".into(), Fence(1), "a:1");
         tokio::task::yield_now().await;
         shared.close();
         assert!(renewal.await.unwrap().is_err());
         assert!(release.await.unwrap().is_err());
         assert!(
             shared
-                .queue_release("p1".into(), "a:1")
+                .queue_release("p1".into(), Fence(1), "a:1")
                 .await
                 .unwrap()
                 .is_err(),
@@ -317,6 +338,7 @@ mod tests {
             rxs.push(rx);
             shared.releases.lock().unwrap().push(PendingRelease {
                 partition: i.to_string().into(),
+                fence: Fence(1),
                 token: (*token).into(),
                 reply,
                 span: Span::none(),

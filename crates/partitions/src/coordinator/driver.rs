@@ -1,10 +1,11 @@
-//! The coordinator's driver: performs what [`GroupState`] decides and feeds it what
-//! happened. It never waits on I/O in its loop: every store call runs in a lane of its
-//! own (tick, claim, release, chores), so a slow claim or a burst of elector events
-//! never delays the tick that carries the renewals, and the renewal answer is handed to
-//! the electors before anything else is done with a tick's reply.
+//! The coordinator's driver: performs what [`ReplicaState`] decides and feeds it what
+//! happened. It decides nothing itself, and never waits on I/O in its loop: every store
+//! call runs in a lane of its own (tick, claim, release, chores), so a slow claim or a
+//! burst of elector events never delays the tick that carries the renewals, and the
+//! renewal answer is handed to the electors before anything else is done with a tick's
+//! reply.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,16 +27,18 @@ use tracing::{debug, error, info, info_span, warn};
 use super::batch::{GroupStore, Outcome, PendingRelease, Shared};
 use super::slots::{Ended, Slots};
 use crate::backend::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, Conflict, RemoveReply, TickReply, VersionStep,
+    Change, ClaimReply, ClaimRequest, Conflict, Granted, TickReply, VersionStep,
 };
-use crate::backend::{GroupBackend, RELEASE_BATCH, SET_CHUNK};
-use crate::balance::state::{
-    Action, ClaimError, GroupState, Leaving, Renewal, Settings, StopReason,
-};
+use crate::backend::{GroupBackend, RELEASE_BATCH, STATUS_PAGE};
 use crate::config::GroupConfig;
 use crate::error::PartitionsError;
 use crate::keys::GroupKeys;
 use crate::metrics as m;
+use crate::replica::list::Configured;
+use crate::replica::{
+    Action, Claim, ClaimFailure, Leaving, Renewal, ReplicaState, SetAnswer, SetOp, Settings,
+    StopReason,
+};
 use crate::view::GroupView;
 
 /// How long a queued release waits for others to share its batch.
@@ -44,8 +47,8 @@ const BATCH_WINDOW: Duration = Duration::from_millis(1);
 type Lane<T> = Option<Pin<Box<dyn Future<Output = T> + Send>>>;
 /// A tick's send time and reply.
 type Ticked = (Instant, Result<TickReply, StoreError>);
-/// A claim's send time, the session it was for, and its reply.
-type Claimed = (Instant, String, Result<ClaimReply, StoreError>);
+/// A claim's session and reply.
+type Claimed = (String, Result<ClaimReply, StoreError>);
 /// A release batch and its reply (one flag per release).
 type Released = (Vec<PendingRelease>, Result<Vec<bool>, StoreError>);
 
@@ -68,14 +71,13 @@ async fn sleep_until_opt(at: Option<Instant>) {
     }
 }
 
-/// Calls that run one at a time beside the tick, claim and release lanes.
+/// The calls that run one at a time beside the tick, claim and release lanes.
 enum Chore {
-    Applied(Result<(), StoreError>),
     Reconciled {
         token: String,
-        resume: bool,
-        reply: Result<Vec<(String, u64)>, StoreError>,
+        reply: Result<Vec<Granted>, StoreError>,
     },
+    Set(SetAnswer),
     Ended,
 }
 
@@ -88,101 +90,6 @@ fn instance() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "unknown-host".to_owned());
     format!("{host} {}", std::process::id())
-}
-
-/// A partition list to apply to the group.
-struct ListSpec {
-    names: Arc<[String]>,
-    version: u64,
-    digest: String,
-    /// No grant for this long after creating the group.
-    grant_delay: Duration,
-}
-
-/// Applies `list` to the group. Creating it (or an unversioned list): adds every name.
-/// A versioned list on an existing group takes the version first, then adds every name
-/// and removes the others, each step only while the group is still at that version (a
-/// newer list applied meanwhile wins; an older one never undoes this one), and records
-/// its digest last (a replica that finds the digest missing, after a crash mid-way,
-/// applies it again). Idempotent: replicas applying the same list at once do no harm.
-async fn apply<B: GroupBackend>(
-    backend: B,
-    keys: Arc<GroupKeys>,
-    list: ListSpec,
-    create: bool,
-    limit: Duration,
-) -> Result<(), StoreError> {
-    let ListSpec {
-        names,
-        version,
-        digest,
-        grant_delay,
-    } = list;
-    let timed_out = || StoreError::Timeout(limit);
-    let versioned = version > 0 && !create;
-    if versioned
-        && !timeout(
-            limit,
-            backend.set_version(&keys, version, VersionStep::Begin),
-        )
-        .await
-        .map_err(|_| timed_out())??
-    {
-        return Ok(());
-    }
-    let mode = if versioned {
-        Change::Versioned(version)
-    } else {
-        Change::Ensure
-    };
-    for chunk in names.chunks(SET_CHUNK) {
-        let reply = timeout(limit, backend.add(&keys, mode, grant_delay, chunk))
-            .await
-            .map_err(|_| timed_out())??;
-        if reply == AddReply::Stale {
-            return Ok(());
-        }
-    }
-    if version == 0 {
-        return Ok(());
-    }
-    if create {
-        // A new group: take the version as a whole.
-        timeout(
-            limit,
-            backend.set_version(&keys, version, VersionStep::Begin),
-        )
-        .await
-        .map_err(|_| timed_out())??;
-    } else {
-        let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
-        let (mut extra, mut offset) = (Vec::new(), 0);
-        loop {
-            let page = timeout(limit, backend.list_page(&keys, offset, 1_000))
-                .await
-                .map_err(|_| timed_out())??;
-            if page.is_empty() {
-                break;
-            }
-            offset += page.len();
-            extra.extend(page.into_iter().filter(|n| !wanted.contains(n.as_str())));
-        }
-        for chunk in extra.chunks(SET_CHUNK) {
-            let reply = timeout(limit, backend.remove(&keys, mode, chunk))
-                .await
-                .map_err(|_| timed_out())??;
-            if reply == RemoveReply::Stale {
-                return Ok(());
-            }
-        }
-    }
-    timeout(
-        limit,
-        backend.set_version(&keys, version, VersionStep::Done(&digest)),
-    )
-    .await
-    .map_err(|_| timed_out())??;
-    Ok(())
 }
 
 #[derive(Debug, Clone)]
@@ -208,7 +115,7 @@ impl Labels {
 }
 
 /// Partition names by a local index: interned as the group names them (claims,
-/// revocations), since the set changes at runtime.
+/// revocations, reads), since the set changes at runtime.
 #[derive(Debug, Default)]
 struct Names {
     names: Vec<Arc<str>>,
@@ -232,19 +139,29 @@ impl Names {
     }
 }
 
+/// What a driver runs on.
+pub(crate) struct Parts<B, F> {
+    pub(crate) backend: B,
+    pub(crate) config: GroupConfig,
+    /// Every partition elector's configuration but its duty name.
+    pub(crate) template: ElectorConfig,
+    pub(crate) callback: Arc<F>,
+    pub(crate) view: watch::Sender<GroupView>,
+    pub(crate) shutdown: CancellationToken,
+    /// The renew grid's epoch.
+    pub(crate) epoch: Instant,
+    /// Draw random numbers from this seed (a simulation), or from the system.
+    pub(crate) seed: Option<u64>,
+}
+
 pub(crate) struct Driver<B, F> {
     backend: B,
     keys: Arc<GroupKeys>,
     config: Arc<GroupConfig>,
-    /// Every partition elector's configuration but its duty name.
     template: ElectorConfig,
-    /// This replica's partition list (to create the group, or apply a newer version).
-    list: Arc<[String]>,
-    /// The list's digest.
-    digest: String,
     names: Names,
     callback: Arc<F>,
-    state: GroupState,
+    state: ReplicaState,
     shared: Arc<Shared>,
     slots: Slots,
     view: watch::Sender<GroupView>,
@@ -272,31 +189,40 @@ where
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
     /// A driver for this replica, its first tick due at once.
-    pub(crate) fn new(
-        backend: B,
-        config: GroupConfig,
-        template: ElectorConfig,
-        callback: Arc<F>,
-        view: watch::Sender<GroupView>,
-        shutdown: CancellationToken,
-        epoch: Instant,
-    ) -> Self {
-        let mut rng = StdRng::from_rng(&mut rand::rng());
-        // Computed once: it reads the whole list.
-        let digest = config.digest();
-        let state = GroupState::new(
+    pub(crate) fn new(parts: Parts<B, F>) -> Self {
+        let Parts {
+            backend,
+            config,
+            template,
+            callback,
+            view,
+            shutdown,
+            epoch,
+            seed,
+        } = parts;
+        let mut rng = match seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_rng(&mut rand::rng()),
+        };
+        let configured = Configured {
+            names: config.partitions.clone().into(),
+            version: config.list_version,
+            // Computed once: it reads the whole list.
+            digest: config.digest(),
+            lease: config.lease,
+        };
+        let state = ReplicaState::new(
             Settings {
                 replica: config.replica_id.clone(),
                 lease: config.lease,
                 renew_interval: config.renew_interval,
                 retry_interval: config.retry_interval,
                 settle: config.settle,
-                list_version: config.list_version,
-                digest: digest.clone(),
                 rejoin_grace: config.rejoin_grace,
                 instance: instance(),
                 capacity: config.capacity,
             },
+            configured,
             RenewGrid::new(epoch, config.renew_interval),
             epoch,
             &mut rng,
@@ -311,10 +237,8 @@ where
             backend,
             keys,
             labels: Labels::new(&config),
-            list: config.partitions.clone().into(),
             config: Arc::new(config),
             template,
-            digest,
             names,
             callback,
             state,
@@ -351,7 +275,7 @@ where
                     let actions = self.state.on_shutdown(Instant::now());
                     self.perform(actions)
                 }
-                (sent, token, reply) = next_of(&mut self.claim) => self.on_claim(sent, &token, reply),
+                (token, reply) = next_of(&mut self.claim) => self.on_claim(&token, reply),
                 (batch, reply) = next_of(&mut self.release) => self.on_release(batch, reply),
                 chore = next_of(&mut self.chore) => self.on_chore(chore),
                 ended = self.slots.next() => self.on_ended(ended),
@@ -416,87 +340,74 @@ where
                         (sent, reply)
                     }));
                 }
-                Action::Claim {
-                    count,
-                    floor,
-                    room,
-                    fallback,
-                } => self.send_claim(count, floor, (room, fallback), Vec::new()),
-                Action::Regrant { indices, floor } => {
-                    let names = indices
-                        .into_iter()
-                        .map(|i| self.names.get(i).to_string())
-                        .collect();
-                    self.send_claim(0, floor, (None, false), names);
-                }
-                Action::Stop { indices, reason } => {
-                    let (why, counted) = match reason {
-                        StopReason::Rebalance => (TermEndReason::HandedOff, true),
-                        StopReason::Drained => (TermEndReason::Drained, false),
-                        StopReason::Removed => (TermEndReason::Removed, false),
-                    };
-                    for i in indices {
-                        info!(partition = %self.names.get(i), reason = why.label(), "handing a partition over");
-                        if counted {
-                            counter!(m::HANDOFFS, &self.labels.pair()).increment(1);
-                        }
-                        self.slots.stop_because(i, why.clone());
-                    }
-                    let handoffs = self.state.handoffs();
-                    self.view.send_if_modified(|v| {
-                        let changed = v.handoffs != handoffs;
-                        v.handoffs = handoffs;
-                        changed
-                    });
-                }
+                Action::Claim(claim) => self.send_claim(claim),
+                Action::Start { index, fence, sent } => self.start(index, fence, sent),
+                Action::Stop { indices, reason } => self.stop(indices, reason),
                 Action::StopAll { .. } => self.slots.stop_all(),
-                Action::Release(indices) => {
-                    let token = self.state.token().to_owned();
-                    for i in indices {
-                        warn!(partition = %self.names.get(i), "the session holds a partition no elector runs; giving it back");
-                        drop(self.shared.queue_release(self.names.get(i), &token));
-                    }
-                }
-                Action::Revoke(indices) => {
-                    for &i in &indices {
+                Action::Revoke(terms) => {
+                    for &(i, _) in &terms {
                         warn!(partition = %self.names.get(i), "the store no longer lists this partition under this session; stepping down");
                     }
-                    self.shared.revoke(indices);
+                    self.shared.revoke(terms);
                 }
                 Action::Exit => done = true,
-                chore @ (Action::Apply { .. } | Action::Reconcile { .. } | Action::End { .. }) => {
+                chore @ (Action::Reconcile { .. } | Action::Set(_) | Action::End) => {
                     self.chores.push_back(chore);
                     self.next_chore();
                 }
             }
         }
+        self.publish_owned();
         done
     }
 
-    fn send_claim(
-        &mut self,
-        count: usize,
-        floor: Fence,
-        (room, fallback): (Option<u64>, bool),
-        regrant: Vec<String>,
-    ) {
+    fn stop(&mut self, indices: Vec<usize>, reason: StopReason) {
+        let (why, counted) = match reason {
+            StopReason::Rebalance => (TermEndReason::HandedOff, true),
+            StopReason::Drained => (TermEndReason::Drained, false),
+            StopReason::Removed => (TermEndReason::Removed, false),
+            StopReason::Leave => (TermEndReason::Shutdown, false),
+        };
+        for i in indices {
+            debug!(partition = %self.names.get(i), reason = why.label(), "handing a partition over");
+            if counted {
+                counter!(m::HANDOFFS, &self.labels.pair()).increment(1);
+            }
+            self.slots.stop_because(i, why.clone());
+        }
+        let handoffs = self.state.handoffs();
+        self.view.send_if_modified(|v| {
+            let changed = v.handoffs != handoffs;
+            v.handoffs = handoffs;
+            changed
+        });
+    }
+
+    fn send_claim(&mut self, claim: Claim) {
+        let regrant = claim
+            .regrant
+            .iter()
+            .map(|&(i, f)| (self.names.get(i).to_string(), f))
+            .collect();
         let req = ClaimRequest {
             replica: self.config.replica_id.clone(),
-            token: self.state.token().to_owned(),
+            process: self.state.process().to_owned(),
+            session: self.state.token().to_owned(),
+            seq: claim.seq,
             ttl: self.config.lease,
-            count,
-            floor,
+            count: claim.count,
+            floor: claim.floor,
             regrant,
-            room,
-            fallback,
+            room: claim.room,
+            fallback: claim.fallback,
+            incarnation: self.state.incarnation().to_owned(),
         };
         let (backend, keys, limit) = (self.backend.clone(), self.keys.clone(), self.limit());
-        let sent = Instant::now();
         self.claim = Some(Box::pin(async move {
             let reply = timeout(limit, backend.claim(&keys, &req))
                 .await
                 .unwrap_or(Err(StoreError::Timeout(limit)));
-            (sent, req.token, reply)
+            (req.session, reply)
         }));
     }
 
@@ -510,37 +421,38 @@ where
         let (backend, keys, limit) = (self.backend.clone(), self.keys.clone(), self.limit());
         let timed_out = move || StoreError::Timeout(limit);
         self.chore = Some(match action {
-            Action::Apply { create } => {
-                info!(
-                    create,
-                    version = self.config.list_version,
-                    partitions = self.list.len(),
-                    "applying this replica's partition list to the group"
-                );
-                let list = ListSpec {
-                    names: self.list.clone(),
-                    version: self.config.list_version,
-                    digest: self.digest.clone(),
-                    grant_delay: self.config.lease,
-                };
-                let fut = apply(backend, keys, list, create, limit);
-                Box::pin(async move { Chore::Applied(fut.await) })
-            }
             Action::Reconcile { resume } => {
+                if resume {
+                    info!(
+                        "resumed this replica's session after a restart: its partitions get new terms"
+                    );
+                }
                 let token = self.state.token().to_owned();
                 Box::pin(async move {
                     let r = timeout(limit, backend.held(&keys, &token)).await;
                     Chore::Reconciled {
                         token,
-                        resume,
                         reply: r.unwrap_or_else(|_| Err(timed_out())),
                     }
                 })
             }
-            Action::End { token } => {
-                let replica = self.config.replica_id.clone();
+            Action::Set(op) => {
+                if let SetOp::Seed { .. } | SetOp::Restore(_) = &op {
+                    info!(op = ?op_name(&op), "creating the group, which does not exist");
+                }
                 Box::pin(async move {
-                    match timeout(limit, backend.leave(&keys, &replica, &token)).await {
+                    let answer = timeout(limit, set_op(&backend, &keys, &op))
+                        .await
+                        .unwrap_or(SetAnswer::Failed);
+                    Chore::Set(answer)
+                })
+            }
+            Action::End => {
+                let replica = self.config.replica_id.clone();
+                let process = self.state.process().to_owned();
+                let token = self.state.token().to_owned();
+                Box::pin(async move {
+                    match timeout(limit, backend.leave(&keys, &replica, &process, &token)).await {
                         Ok(Ok(())) => {}
                         Ok(Err(e)) => {
                             warn!(error = %e, "could not end the session; it expires within one lease");
@@ -583,7 +495,9 @@ where
             Err(_) => Vec::new(),
         };
         let session = self.state.token().to_owned();
-        let (renewal, actions) = self.state.on_tick(reply, &revoked, now, &mut self.rng);
+        let (renewal, actions) = self
+            .state
+            .on_tick(reply, &revoked, sent, now, &mut self.rng);
         let refused = matches!(renewal, Renewal::Refused);
         // The electors first: nothing else in this reply is urgent.
         self.shared.answer(Outcome {
@@ -594,18 +508,12 @@ where
                 Renewal::Failed(e) => Err(e),
             },
         });
-        if self.state.token() != session {
-            if refused {
-                warn!(
-                    "this replica's group session has ended (it was not renewed in time, or \
-                     Redis lost its data); its partitions are gone, starting a new session"
-                );
-                counter!(m::SESSIONS_LOST, &self.labels.pair()).increment(1);
-            } else {
-                info!(
-                    "resumed this replica's session after a restart: its partitions get new terms"
-                );
-            }
+        if self.state.token() != session && refused {
+            warn!(
+                "this replica's group session has ended (it was not renewed in time, or \
+                 Redis lost its data); its partitions are gone, starting a new session"
+            );
+            counter!(m::SESSIONS_LOST, &self.labels.pair()).increment(1);
         }
         if let Some(c) = self.state.conflict() {
             let e = self.conflict_error(c);
@@ -634,53 +542,37 @@ where
         }
     }
 
-    fn on_claim(
-        &mut self,
-        sent: Instant,
-        token: &str,
-        reply: Result<ClaimReply, StoreError>,
-    ) -> bool {
+    fn on_claim(&mut self, token: &str, reply: Result<ClaimReply, StoreError>) -> bool {
         let now = Instant::now();
-        if let Err(e) = &reply {
-            warn!(error = %e, "a claim failed; asking the store what this replica holds");
-        }
-        let reply = ClaimError::split(reply).map(|(partitions, unowned)| {
-            let granted: Vec<(usize, Fence, u64)> = partitions
-                .into_iter()
-                .map(|(name, fence, weight)| (self.names.intern(&name), fence, weight))
-                .collect();
-            (granted, unowned)
+        let (granted, returned): (Vec<(usize, Fence, u64)>, Vec<usize>) = match &reply {
+            Ok(ClaimReply::Claimed {
+                partitions,
+                returned,
+                ..
+            }) => (
+                partitions
+                    .iter()
+                    .map(|(name, fence, weight)| (self.names.intern(name), *fence, *weight))
+                    .collect(),
+                returned.iter().map(|n| self.names.intern(n)).collect(),
+            ),
+            _ => (Vec::new(), Vec::new()),
+        };
+        let reply = reply.map_err(|e| {
+            debug!(error = %e, "a claim failed; sending it again");
+            ClaimFailure::Failed
         });
-        let granted: Vec<(usize, Fence, u64)> =
-            reply.as_ref().map(|(g, _)| g.clone()).unwrap_or_default();
-        let actions = self.state.on_claimed(reply, now);
         if !granted.is_empty() {
             counter!(m::ACQUISITIONS, &self.labels.pair()).increment(granted.len() as u64);
-            let mut names = Vec::with_capacity(granted.len());
-            for (i, fence, _) in granted {
-                let grant = Grant {
-                    fence,
-                    sent,
-                    token: token.to_owned(),
-                };
-                if self.slots.busy(i) {
-                    self.slots.wait(i, grant);
-                } else {
-                    self.start(i, grant);
-                }
-                names.push(self.names.get(i).to_string());
-            }
-            let load = self.state.load();
-            self.view.send_modify(|v| {
-                v.owned.extend(names);
-                v.load = load;
-            });
-            gauge!(m::OWNED, &self.labels.pair()).set(self.view.borrow().owned.len() as f64);
         }
+        let actions = self
+            .state
+            .on_claimed(reply, &granted, &returned, token, now);
         self.perform(actions)
     }
 
-    fn start(&mut self, i: usize, grant: Grant) {
+    /// Starts the elector of term `fence` of partition `i`.
+    fn start(&mut self, i: usize, fence: Fence, sent: Instant) {
         let name = self.names.get(i);
         let mut config = self.template.clone();
         config.duty = name.to_string();
@@ -690,17 +582,27 @@ where
             shared: self.shared.clone(),
             partition: name.clone(),
             index: i,
+            fence,
         };
         let callback = self.callback.clone();
         let partition = name.clone();
+        let grant = Grant {
+            fence,
+            sent,
+            token: self.state.token().to_owned(),
+        };
         let elector = Elector::new(store, config, move |lead: Leadership| {
             callback(partition.to_string(), lead)
         })
         .granted(grant);
         let (handle, run) = elector.pair();
-        self.shared.unrevoke(i);
-        self.slots
-            .start(i, handle, run, info_span!("partition", partition = %name));
+        self.slots.start(
+            i,
+            fence,
+            handle,
+            run,
+            info_span!("partition", partition = %name),
+        );
     }
 
     fn on_ended(&mut self, ended: Ended) -> bool {
@@ -710,22 +612,34 @@ where
         }
         let reason = ended.reason.as_ref().map_or("stopped", |r| r.label());
         counter!(m::RELEASES, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "reason" => reason).increment(1);
-        if let Some(grant) = ended.next
-            && self.state.leaving() == Leaving::No
-        {
-            // Re-claimed before this one had ended: the new term starts now. (While
-            // leaving it is dropped: ending the session frees it.)
-            self.start(ended.index, grant);
-            return false;
+        self.shared.forget((ended.index, ended.fence));
+        let actions = self
+            .state
+            .on_stopped(ended.index, ended.fence, Instant::now());
+        self.perform(actions)
+    }
+
+    /// Brings the view's owned partitions and load up to date with the ledger.
+    fn publish_owned(&mut self) {
+        let changed = self.state.take_owned_changes();
+        if changed.is_empty() {
+            return;
         }
-        let actions = self.state.on_stopped(ended.index, Instant::now());
+        let ledger = self.state.ledger();
+        let (add, remove): (Vec<usize>, Vec<usize>) =
+            changed.into_iter().partition(|&i| ledger.owned(i));
         let load = self.state.load();
+        let names = &self.names;
         self.view.send_modify(|v| {
-            v.owned.remove(&*name);
+            for i in remove {
+                v.owned.remove(&*names.get(i));
+            }
+            for i in add {
+                v.owned.insert(names.get(i).to_string());
+            }
             v.load = load;
         });
-        gauge!(m::OWNED, &self.labels.pair()).set(self.slots.len() as f64);
-        self.perform(actions)
+        gauge!(m::OWNED, &self.labels.pair()).set(self.state.ledger().owned_count() as f64);
     }
 
     fn flush_releases(&mut self) {
@@ -744,10 +658,13 @@ where
             return;
         };
         let token = first.token.clone();
-        let names: Vec<String> = batch.iter().map(|p| p.partition.to_string()).collect();
+        let terms: Vec<(String, Fence)> = batch
+            .iter()
+            .map(|p| (p.partition.to_string(), p.fence))
+            .collect();
         let (backend, keys, limit) = (self.backend.clone(), self.keys.clone(), self.limit());
         self.release = Some(Box::pin(async move {
-            let reply = timeout(limit, backend.release(&keys, &token, &names))
+            let reply = timeout(limit, backend.release(&keys, &token, &terms))
                 .await
                 .unwrap_or(Err(StoreError::Timeout(limit)));
             (batch, reply)
@@ -787,34 +704,32 @@ where
     fn on_chore(&mut self, chore: Chore) -> bool {
         let now = Instant::now();
         let actions = match chore {
-            Chore::Applied(reply) => {
-                if let Err(e) = &reply {
-                    warn!(error = %e, "applying the partition list failed; trying again at the next tick");
-                }
-                self.state.on_applied(reply.is_ok(), now);
-                Vec::new()
-            }
-            Chore::Reconciled {
-                token,
-                resume,
-                reply,
-            } => match reply {
+            Chore::Reconciled { token, reply } => match reply {
                 Ok(held) => {
-                    let indices: HashMap<usize, u64> = held
+                    let held: Vec<(usize, Fence, u64)> = held
                         .iter()
-                        .map(|(name, weight)| (self.names.intern(name), *weight))
+                        .map(|(name, fence, weight)| (self.names.intern(name), *fence, *weight))
                         .collect();
-                    if token == self.state.token() {
-                        self.state.on_reconciled(Some(indices), resume, now)
-                    } else {
-                        self.state.on_reconciled(None, resume, now)
-                    }
+                    self.state.on_reconciled(Some(held), &token, now)
                 }
                 Err(e) => {
                     debug!(error = %e, "reconciling failed");
-                    self.state.on_reconciled(None, resume, now)
+                    self.state.on_reconciled(None, &token, now)
                 }
             },
+            Chore::Set(answer) => {
+                if matches!(answer, SetAnswer::Failed) {
+                    debug!("a change to the partition set failed; taken up again at a later tick");
+                }
+                let actions = self.state.on_set(answer, now);
+                let copy = self.state.set_copy();
+                self.view.send_if_modified(|v| {
+                    let changed = v.set_copy != copy;
+                    v.set_copy = copy;
+                    changed
+                });
+                actions
+            }
             Chore::Ended => {
                 if self.state.leaving() == Leaving::Ending {
                     return true;
@@ -879,4 +794,65 @@ where
         gauge!(m::LOAD, &self.labels.pair()).set(load as f64);
         gauge!(m::CAPACITY, &self.labels.pair()).set(f64::from(capacity));
     }
+}
+
+/// What a set step does, for logs.
+fn op_name(op: &SetOp) -> &'static str {
+    match op {
+        SetOp::Seed { .. } => "seed from this replica's list",
+        SetOp::Restore(_) => "restore the set this replica saw",
+        _ => "change the set",
+    }
+}
+
+/// Performs one step of changing or reading the set.
+async fn set_op<B: GroupBackend>(backend: &B, keys: &GroupKeys, op: &SetOp) -> SetAnswer {
+    let answer = match op {
+        SetOp::Read { offset } => backend
+            .set_page(keys, *offset, STATUS_PAGE)
+            .await
+            .map(SetAnswer::Page),
+        SetOp::Seed {
+            life,
+            names,
+            grant_delay,
+            lease,
+        } => backend
+            .add(
+                keys,
+                &Change::Seed {
+                    life: life.clone(),
+                    grant_delay: *grant_delay,
+                    lease: *lease,
+                },
+                names,
+            )
+            .await
+            .map(SetAnswer::Added),
+        SetOp::Restore(step) => backend.restore(keys, step).await.map(SetAnswer::Ok),
+        SetOp::Add { version, names } => backend
+            .add(keys, &Change::Versioned(*version), names)
+            .await
+            .map(SetAnswer::Added),
+        SetOp::List { offset } => backend
+            .list_page(keys, *offset, STATUS_PAGE)
+            .await
+            .map(SetAnswer::Listed),
+        SetOp::Remove { version, names } => backend
+            .remove(keys, &Change::Versioned(*version), names)
+            .await
+            .map(SetAnswer::Removed),
+        SetOp::Begin { version } => backend
+            .set_version(keys, *version, VersionStep::Begin)
+            .await
+            .map(SetAnswer::Ok),
+        SetOp::Done { version, digest } => backend
+            .set_version(keys, *version, VersionStep::Done(digest))
+            .await
+            .map(SetAnswer::Ok),
+    };
+    answer.unwrap_or_else(|e| {
+        debug!(error = %e, "a step on the partition set failed");
+        SetAnswer::Failed
+    })
 }

@@ -1,5 +1,5 @@
-//! The coordinator: a pure decision state machine
-//! ([`GroupState`](crate::balance::state::GroupState)) and the driver that performs its
+//! The coordinator: the replica's pure decision state machine
+//! ([`ReplicaState`](crate::replica::ReplicaState)), the driver that performs its
 //! actions ([`driver`]), one granted elector per owned partition inside a `JoinSet`
 //! ([`slots`]), and the batch between them and the electors ([`batch`]).
 
@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info_span, warn};
 
-use self::driver::Driver;
+use self::driver::{Driver, Parts};
 use crate::backend::{GroupBackend, GroupStatus, read_status};
 use crate::config::GroupConfig;
 use crate::error::PartitionsError;
@@ -36,6 +36,7 @@ pub struct Coordinator<B, F> {
     config: GroupConfig,
     callback: Arc<F>,
     shutdown: CancellationToken,
+    seed: Option<u64>,
 }
 
 impl<B, F> std::fmt::Debug for Coordinator<B, F> {
@@ -59,7 +60,16 @@ where
             config,
             callback: Arc::new(callback),
             shutdown: CancellationToken::new(),
+            seed: None,
         }
+    }
+
+    /// Draws this coordinator's random numbers (session tokens, hand-off picks) from
+    /// `seed`, so that a simulation replays exactly. For Leasehold's own simulations.
+    #[doc(hidden)]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
     }
 
     /// Also stops gracefully when `token` is cancelled.
@@ -89,15 +99,16 @@ where
         let epoch = Instant::now();
         let task = match self.config.elector(&self.config.partitions[0], epoch) {
             Ok(template) => {
-                let driver = Driver::new(
-                    self.backend.clone(),
-                    self.config,
+                let driver = Driver::new(Parts {
+                    backend: self.backend.clone(),
+                    config: self.config,
                     template,
-                    self.callback,
-                    view_tx,
-                    self.shutdown.clone(),
+                    callback: self.callback,
+                    view: view_tx,
+                    shutdown: self.shutdown.clone(),
                     epoch,
-                );
+                    seed: self.seed,
+                });
                 tokio::spawn(driver.run().instrument(span))
             }
             Err(e) => {
@@ -230,181 +241,4 @@ pub async fn group_status<B: GroupBackend>(
     group: &str,
 ) -> Result<Option<GroupStatus>, PartitionsError> {
     Ok(read_status(backend, &GroupKeys::new(prefix, group)).await?)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::time::Duration;
-
-    use leasehold_election::{BackendWarning, Leadership, StoreError};
-    use tokio::sync::broadcast;
-
-    use super::*;
-    use crate::backend::PartitionOwner;
-    use crate::backend::protocol::{
-        AddReply, Change, ClaimReply, ClaimRequest, Protocol, RemoveReply, StatusHead, TickReply,
-        TickRequest, VersionStep, WeightReply,
-    };
-    use crate::{GroupBackend, MemoryGroupStore};
-
-    /// The in-memory store, losing the replies of its next `lose` claims: the claim
-    /// happens, the caller hears a timeout.
-    #[derive(Clone, Default)]
-    struct LosesClaimReplies {
-        inner: MemoryGroupStore,
-        lose: Arc<AtomicUsize>,
-    }
-
-    impl GroupBackend for LosesClaimReplies {}
-
-    impl Protocol for LosesClaimReplies {
-        async fn tick(&self, k: &GroupKeys, r: &TickRequest) -> Result<TickReply, StoreError> {
-            self.inner.tick(k, r).await
-        }
-        async fn claim(&self, k: &GroupKeys, r: &ClaimRequest) -> Result<ClaimReply, StoreError> {
-            let reply = self.inner.claim(k, r).await;
-            let lost = self
-                .lose
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok();
-            if lost && matches!(reply, Ok(ClaimReply::Claimed { .. })) {
-                return Err(StoreError::Timeout(Duration::from_millis(1)));
-            }
-            reply
-        }
-        async fn release(
-            &self,
-            k: &GroupKeys,
-            t: &str,
-            n: &[String],
-        ) -> Result<Vec<bool>, StoreError> {
-            self.inner.release(k, t, n).await
-        }
-        async fn leave(&self, k: &GroupKeys, r: &str, t: &str) -> Result<(), StoreError> {
-            self.inner.leave(k, r, t).await
-        }
-        async fn add(
-            &self,
-            k: &GroupKeys,
-            mode: Change,
-            delay: Duration,
-            n: &[String],
-        ) -> Result<AddReply, StoreError> {
-            self.inner.add(k, mode, delay, n).await
-        }
-        async fn remove(
-            &self,
-            k: &GroupKeys,
-            mode: Change,
-            n: &[String],
-        ) -> Result<RemoveReply, StoreError> {
-            self.inner.remove(k, mode, n).await
-        }
-        async fn list_page(
-            &self,
-            k: &GroupKeys,
-            o: usize,
-            l: usize,
-        ) -> Result<Vec<String>, StoreError> {
-            self.inner.list_page(k, o, l).await
-        }
-        async fn set_version(
-            &self,
-            k: &GroupKeys,
-            v: u64,
-            step: VersionStep<'_>,
-        ) -> Result<bool, StoreError> {
-            self.inner.set_version(k, v, step).await
-        }
-        async fn drain(&self, k: &GroupKeys, r: &str, on: bool) -> Result<bool, StoreError> {
-            self.inner.drain(k, r, on).await
-        }
-        async fn held(&self, k: &GroupKeys, t: &str) -> Result<Vec<(String, u64)>, StoreError> {
-            self.inner.held(k, t).await
-        }
-        async fn set_weight(
-            &self,
-            k: &GroupKeys,
-            p: &str,
-            w: u64,
-        ) -> Result<WeightReply, StoreError> {
-            self.inner.set_weight(k, p, w).await
-        }
-        async fn owner(
-            &self,
-            k: &GroupKeys,
-            p: &str,
-        ) -> Result<Option<PartitionOwner>, StoreError> {
-            self.inner.owner(k, p).await
-        }
-        async fn status_head(&self, k: &GroupKeys) -> Result<Option<StatusHead>, StoreError> {
-            self.inner.status_head(k).await
-        }
-        async fn status_page(
-            &self,
-            k: &GroupKeys,
-            o: usize,
-            l: usize,
-        ) -> Result<Vec<PartitionOwner>, StoreError> {
-            self.inner.status_page(k, o, l).await
-        }
-        fn notices(&self, k: &GroupKeys) -> broadcast::Receiver<String> {
-            self.inner.notices(k)
-        }
-        async fn warnings(&self) -> Result<Vec<BackendWarning>, StoreError> {
-            self.inner.warnings().await
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn partitions_taken_by_a_claim_whose_reply_was_lost_are_never_stranded() {
-        let store = LosesClaimReplies::default();
-        store.lose.store(1, Ordering::SeqCst);
-        let partitions: Vec<String> = (0..8).map(|i| format!("p{i}")).collect();
-        let config = GroupConfig::builder("g", partitions, "a")
-            .lease(Duration::from_millis(900))
-            .build()
-            .unwrap();
-        let handle = Coordinator::new(
-            store.clone(),
-            config,
-            |_: String, l: Leadership| async move {
-                l.cancelled().await;
-                Ok(())
-            },
-        )
-        .spawn();
-        let mut view = handle.subscribe();
-        tokio::time::timeout(
-            Duration::from_secs(10),
-            view.wait_for(|v| v.owned.len() == 8),
-        )
-        .await
-        .expect("every partition is served in the end")
-        .unwrap();
-        assert_eq!(
-            store.lose.load(Ordering::SeqCst),
-            0,
-            "the first claim's reply was lost"
-        );
-        let status = handle.group_status().await.unwrap().unwrap();
-        assert!(
-            status
-                .partitions
-                .iter()
-                .all(|p| p.owner.as_deref() == Some("a")),
-            "and the store agrees: {status:?}"
-        );
-        handle.shutdown().await;
-        let status = group_status(&store, "leasehold", "g")
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(
-            status.partitions.iter().all(|p| p.owner.is_none()),
-            "nothing is left held after a graceful leave: {status:?}"
-        );
-    }
 }

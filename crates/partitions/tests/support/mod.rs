@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_election::Leadership;
+use leasehold_election::{Leadership, TermEndReason};
 use leasehold_partitions::{
-    Coordinator, CoordinatorHandle, GroupBackend, GroupConfig, GroupConfigBuilder,
+    Coordinator, CoordinatorHandle, GroupAdmin, GroupBackend, GroupConfig, GroupConfigBuilder,
 };
 use tokio::time::Instant;
 
@@ -19,6 +19,8 @@ pub struct Term {
     pub fence: u64,
     pub start: Instant,
     pub end: Option<Instant>,
+    /// Why it ended, as its callback was told (`Leadership::end_reason`).
+    pub reason: Option<TermEndReason>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -117,10 +119,16 @@ impl<B: GroupBackend> Fleet<B> {
 
     /// Starts a replica with its own configuration (its id is the config's).
     pub fn start_with(&mut self, config: GroupConfig) {
+        let backend = self.backend.clone();
+        self.start_on(backend, config);
+    }
+
+    /// Starts a replica on a store of its own (behind a fault proxy, say).
+    pub fn start_on(&mut self, backend: B, config: GroupConfig) {
         let replica = config.replica_id.clone();
         let ledger = self.ledger.clone();
         let handle = Coordinator::new(
-            self.backend.clone(),
+            backend,
             config,
             move |partition: String, lead: Leadership| {
                 let ledger = ledger.clone();
@@ -133,17 +141,46 @@ impl<B: GroupBackend> Fleet<B> {
                             fence: lead.fence().get(),
                             start: Instant::now(),
                             end: None,
+                            reason: None,
                         });
                         all.len() - 1
                     };
-                    let _end = EndOnDrop(ledger, index);
+                    let _end = EndOnDrop(ledger.clone(), index);
                     lead.cancelled().await;
+                    ledger.0.lock().unwrap()[index].reason = lead.end_reason();
                     Ok(())
                 }
             },
         )
         .spawn();
         self.replicas.insert(replica, handle);
+    }
+
+    /// Creates the group the way a fleet does, by its first replica (an admin never
+    /// creates one): a replica that only seeds the set and leaves at once, before it
+    /// could be granted anything. For tests that change the group before any of their
+    /// replicas runs.
+    pub async fn create_group(&self) {
+        let config = self.config("group-creator");
+        let creator = Coordinator::new(
+            self.backend.clone(),
+            config,
+            |_p, lead: Leadership| async move {
+                lead.cancelled().await;
+                Ok(())
+            },
+        )
+        .spawn();
+        let admin = GroupAdmin::new(self.backend.clone(), "leasehold", &self.group).unwrap();
+        let start = Instant::now();
+        while !admin.exists().await.unwrap_or(false) {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the group was not created"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        creator.shutdown().await;
     }
 
     /// Owned count per replica, from each replica's own view.
@@ -199,6 +236,60 @@ impl<B: GroupBackend> Fleet<B> {
                 "not balanced after {limit:?}: counts {:?}, all owned once: {}",
                 self.counts(),
                 self.all_owned_once()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        start.elapsed()
+    }
+
+    /// Waits (on the tokio clock) until each of `partitions` is owned by exactly one
+    /// replica whose callback for it runs; returns how long it took.
+    pub async fn reowned<'a>(
+        &self,
+        partitions: impl IntoIterator<Item = &'a String> + Clone,
+        limit: Duration,
+    ) -> Duration {
+        let start = Instant::now();
+        loop {
+            let running: Vec<Term> = self
+                .ledger
+                .terms()
+                .into_iter()
+                .filter(|t| t.end.is_none())
+                .collect();
+            let done = partitions.clone().into_iter().all(|p| {
+                let owners: Vec<&String> = self
+                    .replicas
+                    .iter()
+                    .filter(|(_, h)| h.view().owned.contains(p))
+                    .map(|(r, _)| r)
+                    .collect();
+                owners.len() == 1
+                    && running
+                        .iter()
+                        .any(|t| &t.partition == p && &t.replica == owners[0])
+            });
+            if done {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < limit,
+                "not owned again after {limit:?}: counts {:?}",
+                self.counts()
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// Waits until every partition is owned once and its callback runs, however the
+    /// counts are spread (a weighted group balances loads, not counts).
+    pub async fn settle(&self, limit: Duration) -> Duration {
+        let start = Instant::now();
+        while !(self.all_owned_once() && self.callbacks_agree()) {
+            assert!(
+                start.elapsed() < limit,
+                "not every partition owned once after {limit:?}: counts {:?}",
+                self.counts()
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

@@ -1,0 +1,79 @@
+-- add: partitions into the set.
+--
+-- ARGV: 1 mode (`strict`: an operator's; `ensure`; a list version: only while the group
+-- is at that version; `seed`: creates the group if it does not exist), 2 the seed's
+-- life (a new group's id), 3 grant delay ms (seed), 4 lease ms (seed), 5 channel,
+-- 6 notice, 7.. names.
+--
+-- Adds the names not in the set yet (free at once, unless a session still holds one
+-- it was told to give up: it keeps it). Only a seed creates a group that does not
+-- exist (with no grant for the delay: if Redis lost its data, every old owner's
+-- deadline passes first), and a seed goes on only while the group is the one it
+-- created. While a group just created grants nothing yet, its set may still be
+-- replaced by a restore: every change but the seed's waits. Strict: nothing if one is
+-- already there. The reply of an operator's change that changed the set is kept a
+-- minute under KEYS[21], for a retry (a refusal changes nothing: a retry answers anew).
+--
+-- Reply {'ok', added}, {'exists', name}, {'stale'} (another list version, or another
+-- seed), {'nogroup'}, {'restoring', ms}.
+local mode = ARGV[1]
+local bad = expect({META, PARTITIONS, FREE, OWNERS, REVOKED, WEIGHTS})
+if bad then return bad end
+local again = replayed()
+if again then return again end
+local now, now_us = clock()
+local m = meta()
+if mode == 'seed' then
+  if not m.exists then
+    redis.call('HSET', META, 'count', 0, 'next', 0, 'version', 0, 'grant_after',
+      now + tonumber(ARGV[3]), 'life', ARGV[2], 'sver', 0, 'lease', ARGV[4], 'fmax', 0,
+      'origin', 'seed', 'inc', 's:' .. ARGV[2] .. ':' .. int(now_us))
+    m = meta()
+  elseif m.life ~= ARGV[2] or m.origin ~= 'seed' then
+    return {'stale'}
+  end
+elseif not m.exists then
+  return {'nogroup'}
+elseif restoring(m, now) then
+  return {'restoring', m.grant_after - now}
+elseif tonumber(mode) and m.version ~= tonumber(mode) then
+  return {'stale'}
+end
+local names = distinct(tail(7))
+if #names == 0 then return {'ok', 0} end
+local present = redis.call('ZMSCORE', PARTITIONS, unpack(names))
+if mode == 'strict' then
+  for j, n in ipairs(names) do
+    if present[j] then return {'exists', n} end
+  end
+end
+local owners = redis.call('HMGET', OWNERS, unpack(names))
+local nxt = tonumber(redis.call('HGET', META, 'next') or '0')
+local pos, free, added = {}, {}, {}
+for j, n in ipairs(names) do
+  if not present[j] then
+    pos[#pos + 1] = nxt
+    pos[#pos + 1] = n
+    nxt = nxt + 1
+    added[#added + 1] = n
+    if not owners[j] then
+      free[#free + 1] = now
+      free[#free + 1] = n
+    end
+  end
+end
+if #added > 0 then
+  redis.call('ZADD', PARTITIONS, unpack(pos))
+  if #free > 0 then redis.call('ZADD', FREE, unpack(free)) end
+  redis.call('HDEL', REVOKED, unpack(added))
+  redis.call('HINCRBY', META, 'count', #added)
+  redis.call('HSET', META, 'next', nxt)
+  if m.weighted then
+    -- 1 each, unless one removed while held is back with its weight.
+    redis.call('HINCRBY', META, 'total', sum(weights_of(added)))
+  end
+  bump_set()
+  redis.call('PUBLISH', ARGV[5], ARGV[6])
+end
+if #added == 0 then return {'ok', 0} end
+return answer({'ok', #added})

@@ -1,0 +1,129 @@
+-- claim: new terms for a session: free partitions, or (a regrant) partitions the
+-- session holds with no elector (after a resume, or a claim whose reply was lost).
+--
+-- ARGV: 1 replica, 2 process token, 3 session token, 4 request seq (per process,
+-- growing), 5 ttl ms, 6 count, 7 fence floor, 8 budget (ended sessions' partitions to
+-- free), 9 room (-1: none), 10 fallback (1/0), 11 the incarnation of the group the
+-- session belongs to, 12.. regrant: name, fence, name, fence...
+--
+-- Extends the session, then takes up to `count` free partitions, oldest first (with a
+-- room: those among the first `count` whose weights fit into it, or with the fallback
+-- the first if none does), or regrants each named partition whose current term is the
+-- session's at that fence: if it is still listed, not revoked and the replica not
+-- drained, in a new term; else it is given back. A drained replica takes nothing.
+-- Every fence is max(last + 1, floor, the group's highest + 1, server µs).
+--
+-- Safe to retry: the reply is kept per process; the same seq again gets it again, an
+-- older one `stale` (it was overtaken).
+--
+-- Reply: {'ok', {name, fence, weight, ...}, {name given back, ...}, unowned},
+-- {'wait', ms} before the group grants anything, {'lost'} without a session,
+-- {'stale'}.
+local replica, process, session = ARGV[1], ARGV[2], ARGV[3]
+local seq, ttl, want, floor = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
+  tonumber(ARGV[7])
+local bad = expect(ALL)
+if bad then return bad end
+local now, now_us = clock()
+-- Sessions are reaped by ticks; a claim only refuses one that has ended.
+local until_ms = tonumber(redis.call('ZSCORE', MEMBERS, replica) or '0')
+local holder = redis.call('HGET', HOLDERS, replica) or session
+if redis.call('HGET', SESSIONS, replica) ~= session or holder ~= process or until_ms <= now then
+  return {'lost'}
+end
+local m = meta()
+-- A session of another incarnation of the group (see tick.lua) gets nothing here.
+if ARGV[11] ~= m.inc then return {'lost'} end
+local ack = redis.call('HGET', ACKS, process)
+if ack then
+  local s, kept = string.match(ack, '^(%d+)\t(.*)$')
+  if tonumber(s) == seq then return cjson.decode(kept) end
+  if tonumber(s) > seq then return {'stale'} end
+end
+if m.grant_after > now then return {'wait', m.grant_after - now} end
+redis.call('ZADD', MEMBERS, 'GT', now + ttl, replica)
+local dead = free_ended(tonumber(ARGV[8]))
+local drained = redis.call('HEXISTS', DRAINS, replica) == 1
+local room = tonumber(ARGV[9])
+local names, regrant, returned = {}, #ARGV > 11, {}
+if regrant then
+  local asked, fences = {}, {}
+  for i = 12, #ARGV, 2 do
+    asked[#asked + 1] = ARGV[i]
+    fences[#fences + 1] = ARGV[i + 1]
+  end
+  local owners = redis.call('HMGET', OWNERS, unpack(asked))
+  local current = redis.call('HMGET', FENCES, unpack(asked))
+  local listed = redis.call('ZMSCORE', PARTITIONS, unpack(asked))
+  local revoked = redis.call('HMGET', REVOKED, unpack(asked))
+  local back, back_fences = {}, {}
+  for j, n in ipairs(asked) do
+    if owners[j] == session and current[j] == fences[j] then
+      if listed[j] and not revoked[j] and not drained then
+        names[#names + 1] = n
+      else
+        back[#back + 1] = n
+        back_fences[#back_fences + 1] = fences[j]
+      end
+    end
+  end
+  local flags = give_back(session, back, back_fences, now)
+  for j, n in ipairs(back) do
+    if flags[j] == 1 then returned[#returned + 1] = n end
+  end
+elseif want > 0 and not drained and room < 0 then
+  local popped = redis.call('ZPOPMIN', FREE, want)
+  for i = 1, #popped, 2 do names[#names + 1] = popped[i] end
+elseif want > 0 and not drained then
+  local cand = redis.call('ZRANGE', FREE, 0, want - 1)
+  local ws = weights_of(cand)
+  local acc = 0
+  for j, n in ipairs(cand) do
+    if acc + ws[j] <= room then
+      names[#names + 1] = n
+      acc = acc + ws[j]
+    end
+  end
+  if #names == 0 and #cand > 0 and ARGV[10] == '1' then names[1] = cand[1] end
+  if #names > 0 then redis.call('ZREM', FREE, unpack(names)) end
+end
+local out = {}
+if #names > 0 then
+  local owners = redis.call('HMGET', OWNERS, unpack(names))
+  local fences = redis.call('HMGET', FENCES, unpack(names))
+  local ws = weights_of(names)
+  local fset, oset, hset, sset = {}, {}, {}, {}
+  local gained, high = 0, m.fmax
+  for j, n in ipairs(names) do
+    local o = owners[j]
+    -- A free partition is never held by a live session; if one is, it stays with it.
+    if regrant or not (o and o ~= session and live(o, now)) then
+      local f = next_fence(tonumber(fences[j] or '0'), math.max(floor, m.fmax + 1), now_us)
+      if f > high then high = f end
+      f = int(f)
+      fset[#fset + 1] = n
+      fset[#fset + 1] = f
+      oset[#oset + 1] = n
+      oset[#oset + 1] = session
+      hset[#hset + 1] = 0
+      hset[#hset + 1] = entry(session, n)
+      sset[#sset + 1] = n
+      sset[#sset + 1] = now
+      out[#out + 1] = n
+      out[#out + 1] = f
+      out[#out + 1] = ws[j]
+      if not regrant then gained = gained + ws[j] end
+    end
+  end
+  if #out > 0 then
+    redis.call('HSET', FENCES, unpack(fset))
+    redis.call('HSET', OWNERS, unpack(oset))
+    redis.call('ZADD', HELD, unpack(hset))
+    redis.call('HSET', SINCE, unpack(sset))
+    redis.call('HSET', META, 'fmax', int(high))
+    if gained > 0 and m.weighted then redis.call('HINCRBY', LOADS, session, gained) end
+  end
+end
+local reply = {'ok', out, returned, unowned(dead)}
+redis.call('HSET', ACKS, process, seq .. '\t' .. cjson.encode(reply))
+return reply

@@ -1,0 +1,72 @@
+-- The group's metadata (META) and its partitions' weights.
+
+-- Everything META says, as a table (`exists` false if the group does not exist).
+local function meta()
+  local m = redis.call('HMGET', META, 'count', 'version', 'digest', 'grant_after', 'life',
+    'sver', 'lease', 'fmax', 'origin', 'weighted', 'total', 'wver', 'rcount', 'inc')
+  return {
+    exists = m[1] ~= false,
+    count = tonumber(m[1] or '0'),
+    version = tonumber(m[2] or '0'),
+    digest = m[3] or '',
+    grant_after = tonumber(m[4] or '0'),
+    life = m[5] or '',
+    sver = tonumber(m[6] or '0'),
+    lease = tonumber(m[7] or '0'),
+    fmax = tonumber(m[8] or '0'),
+    origin = m[9] or '',
+    weighted = m[10] == '1',
+    total = tonumber(m[11] or '0'),
+    wver = tonumber(m[12] or '0'),
+    rcount = tonumber(m[13] or '0'),
+    -- This incarnation of the group: drawn anew whenever the group is created (seeded,
+    -- restored, or taken over by a newer restore). Every session belongs to one.
+    inc = m[14] or '',
+  }
+end
+
+-- Whether the group was just created (seeded from a replica's list, or restored from
+-- the set a replica saw) and grants nothing yet: its set may still be replaced by a
+-- replica that saw a newer one, so an operator's change waits.
+local function restoring(m, now)
+  return m.exists and m.grant_after > now
+end
+
+-- Every change to the set (names, weights, drains, list version) bumps its version, so
+-- replicas know to read it again; a restore is over once the set changes.
+local function bump_set()
+  redis.call('HINCRBY', META, 'sver', 1)
+  redis.call('HDEL', META, 'rcount')
+end
+
+-- The weights of `names` (1 unless set).
+local function weights_of(names)
+  local w = {}
+  if #names == 0 then return w end
+  local s = redis.call('ZMSCORE', WEIGHTS, unpack(names))
+  for j = 1, #names do w[j] = tonumber(s[j] or '1') end
+  return w
+end
+
+-- The weights of the set: weighted (1/0), total, largest, version of the last change.
+local function weight_info(m)
+  if not m.weighted then return 0, m.count, 1, m.wver end
+  local top = redis.call('ZREVRANGE', WEIGHTS, 0, 0, 'WITHSCORES')
+  local wmax = 1
+  if #top == 2 and tonumber(top[2]) > 1 then wmax = tonumber(top[2]) end
+  return 1, m.total, wmax, m.wver
+end
+
+-- An operator's change answered before (the same request retried): its reply.
+local function replayed()
+  if not OP then return nil end
+  local r = redis.call('GET', OP)
+  if r then return cjson.decode(r) end
+  return nil
+end
+
+-- Keeps an operator's reply a minute for a retry of the same request, and returns it.
+local function answer(reply)
+  if OP then redis.call('SET', OP, cjson.encode(reply), 'PX', 60000) end
+  return reply
+end

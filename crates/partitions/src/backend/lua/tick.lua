@@ -1,0 +1,125 @@
+-- tick: one replica's heartbeat.
+--
+-- ARGV: 1 replica, 2 process token, 3 session token (the process's own, or the one it
+-- resumed), 4 join (1/0), 5 state, 6 ttl ms, 7 budget (ended sessions' partitions to
+-- free), 8 channel, 9 notice, 10 instance, 11 capacity, 12 sticky (1/0), 13 the
+-- incarnation of the group the session belongs to (the join's reply said; '' for a
+-- join).
+--
+-- Ends expired sessions (a sticky one whose replica is knocking is parked for it
+-- instead); starts, resumes or extends this replica's session. A session lives in one
+-- incarnation of the group: a join finds no group (`nogroup`, nothing started), and a
+-- tick of another incarnation (Redis lost the group since, and a late copy of the
+-- session's join may have started it again here) is `lost`. A session that has
+-- ended is never extended again, an `away` one is resumed by the next process to
+-- join (its expiry is then set to one ttl from now, not only raised), and the process
+-- that resumed it gets the same answer again if it asks again (its reply was lost); a
+-- parking tick (state `away`) sets the expiry to one ttl from now, and a tick of the
+-- parked process delivered after it changes nothing. Publishes the
+-- notice when the member's state changes. Frees partitions of ended sessions, and
+-- reads the group.
+--
+-- Reply, 29 slots:
+--   1 session ('live', 'lost', 'duplicate' or 'nogroup'), 2 the token this join resumed or '',
+--   3 whether the group exists (1/0), 4 count, 5 list version, 6 list digest,
+--   7 names[], 8 states[], 9 ms left[], 10 held[] of the live members,
+--   11 partitions without a live owner, 12 ms before anything is granted,
+--   13 ended sessions still holding partitions, 14 drained (1/0),
+--   15 {revoked name, reason, ...} of this session, 16 partitions of sessions that
+--   expired now, 17 loads[], 18 capacities[], 19 weighted (1/0), 20 total weight,
+--   21 largest weight, 22 weights version, 23 life, 24 set version, 25 highest fence,
+--   26 origin ('seed', 'restore' or ''), 27 the group's lease ms, 28 how many
+--   partitions a restore is to bring back (0 if none), 29 the group's incarnation.
+local replica, process, session = ARGV[1], ARGV[2], ARGV[3]
+local join, state, ttl = ARGV[4] == '1', ARGV[5], tonumber(ARGV[6])
+local bad = expect(ALL)
+if bad then return bad end
+local now = clock()
+local expired = reap(now)
+local m = meta()
+local status, resumed = 'live', ''
+local cur = redis.call('HGET', SESSIONS, replica)
+local parked = redis.call('HGET', STATES, replica) == 'away'
+-- A session always has a holder (the process ticking it); one written by an older
+-- version of the protocol has none: its own token holds it.
+local holder = redis.call('HGET', HOLDERS, replica) or cur
+if join and not m.exists then
+  -- Sessions live in a group: the replica seeds or restores it first, then joins.
+  status = 'nogroup'
+elseif not join and ARGV[13] ~= m.inc then
+  -- The session belongs to another incarnation of the group: never extended here.
+  status = 'lost'
+elseif cur and cur == session and holder == process and parked and state ~= 'away' then
+  -- A tick the parked process sent before its parking tick, delivered after it: the
+  -- process is gone, and the session stays parked for its return.
+  status = 'lost'
+elseif cur and cur == session and holder == process then
+  if state == 'away' then
+    redis.call('ZADD', MEMBERS, now + ttl, replica)
+  else
+    redis.call('ZADD', MEMBERS, 'GT', now + ttl, replica)
+  end
+elseif not join then
+  status = 'lost'
+elseif cur and holder == process and parked then
+  -- A join of the process that has parked the session since: delivered late.
+  status = 'lost'
+elseif cur and holder == process then
+  -- This process resumed the session before; its reply was lost.
+  resumed = cur
+  redis.call('ZADD', MEMBERS, 'GT', now + ttl, replica)
+  if state == 'settling' then state = 'active' end
+elseif cur and parked then
+  -- Back from a sticky restart: this process takes the session over.
+  resumed = cur
+  if holder then redis.call('HDEL', ACKS, holder) end
+  redis.call('HSET', HOLDERS, replica, process)
+  redis.call('HDEL', HEIRS, replica)
+  redis.call('ZADD', MEMBERS, now + ttl, replica)
+  if state == 'settling' then state = 'active' end
+elseif cur then
+  status = 'duplicate'
+  if ARGV[12] == '1' then
+    -- A restart after a crash knocks: the session goes to it when it expires.
+    redis.call('HSET', HEIRS, replica, process .. '\t' .. int(now + 2 * ttl) .. '\t' .. int(ttl))
+  end
+else
+  redis.call('HSET', SESSIONS, replica, process)
+  redis.call('HSET', HOLDERS, replica, process)
+  redis.call('HDEL', HEIRS, replica)
+  redis.call('ZADD', MEMBERS, now + ttl, replica)
+end
+local drained, revoked = 0, {}
+if status == 'live' then
+  local tok = session
+  if resumed ~= '' then tok = resumed end
+  if redis.call('HGET', STATES, replica) ~= state then
+    redis.call('HSET', STATES, replica, state)
+    redis.call('PUBLISH', ARGV[8], ARGV[9])
+  end
+  if join then
+    redis.call('HSET', INFO, replica, ARGV[10])
+    redis.call('HSET', CAPACITY, replica, ARGV[11])
+  end
+  if redis.call('HEXISTS', DRAINS, replica) == 1 then drained = 1 end
+  if redis.call('HLEN', REVOKED) > 0 then
+    local all = redis.call('HGETALL', REVOKED)
+    local names = {}
+    for i = 1, #all, 2 do names[#names + 1] = all[i] end
+    local owners = redis.call('HMGET', OWNERS, unpack(names))
+    for j, n in ipairs(names) do
+      if owners[j] == tok then
+        revoked[#revoked + 1] = n
+        revoked[#revoked + 1] = all[2 * j]
+      end
+    end
+  end
+end
+local dead = free_ended(tonumber(ARGV[7]))
+local names, states, lefts, helds, loads, caps = roster(now, m.weighted)
+local wait = m.grant_after - now
+if wait < 0 then wait = 0 end
+local w, total, wmax, wver = weight_info(m)
+return {status, resumed, m.exists and 1 or 0, m.count, m.version, m.digest, names, states,
+  lefts, helds, unowned(dead), wait, #dead, drained, revoked, expired, loads, caps, w, total,
+  wmax, wver, m.life, m.sver, int(m.fmax), m.origin, m.lease, m.rcount, m.inc}

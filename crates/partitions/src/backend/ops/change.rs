@@ -1,0 +1,323 @@
+//! add and remove: changes to the partition set (`lua/add.lua`, `lua/remove.lua`).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use leasehold_election::ext::{LuaScript, Parse};
+use leasehold_election::{RedisStore, StoreError};
+
+use super::{OpReply, count, group_script, ms, op_key};
+use crate::backend::memory::{Group, Meta, Now, distinct};
+use crate::backend::protocol::Origin;
+use crate::keys::GroupKeys;
+
+pub(crate) static ADD: LazyLock<LuaScript> = group_script!("add.lua");
+pub(crate) static REMOVE: LazyLock<LuaScript> = group_script!("remove.lua");
+
+/// How an addition or a removal treats the set it finds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// An operator's change: nothing if one name is already there (an addition) or
+    /// unknown, or if the set would be empty (a removal); the group must exist. `op`:
+    /// the request's id, under which its reply is kept a minute for a retry.
+    Strict { op: String },
+    /// Whatever is not done yet (a replica applying its versioned list).
+    Ensure,
+    /// As `Ensure`, but only while the group's list version is this one: a newer list
+    /// applied meanwhile wins.
+    Versioned(u64),
+    /// Creates a group that does not exist from a replica's configured list (no grant
+    /// for `grant_delay`), and goes on only while the group is the one it created
+    /// (`life`: the new group's id).
+    Seed {
+        life: String,
+        grant_delay: Duration,
+        lease: Duration,
+    },
+}
+
+impl Change {
+    fn op(&self) -> Option<&str> {
+        match self {
+            Self::Strict { op } => Some(op),
+            _ => None,
+        }
+    }
+
+    fn mode(&self) -> String {
+        match self {
+            Self::Strict { .. } => "strict".to_owned(),
+            Self::Ensure => "ensure".to_owned(),
+            Self::Versioned(v) => v.to_string(),
+            Self::Seed { .. } => "seed".to_owned(),
+        }
+    }
+
+    /// The keys a script of this change takes: the group's, and an operator's reply key.
+    fn keys(&self, keys: &GroupKeys) -> Vec<String> {
+        let mut all: Vec<String> = keys.all().iter().map(|k| (*k).to_owned()).collect();
+        if let Some(op) = self.op() {
+            all.push(op_key(keys, op));
+        }
+        all
+    }
+}
+
+/// What adding partitions did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AddReply {
+    /// This many were new.
+    Added(usize),
+    /// (strict) This one is in the set already; nothing was added.
+    Exists(String),
+    /// (versioned, seed) The group is at another list version now, or is not the one
+    /// this seed created; nothing was added.
+    Stale,
+    /// The group does not exist (only a seed creates one).
+    NoGroup,
+    /// The group was just created again and its set may still be restored: try again
+    /// after this long.
+    Restoring(Duration),
+}
+
+/// What removing partitions did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoveReply {
+    /// This many were removed.
+    Removed(usize),
+    /// (strict) This one is not in the set; nothing was removed.
+    Unknown(String),
+    /// (strict) It would leave the set empty; nothing was removed.
+    Last,
+    /// (versioned) The group is at another list version now; nothing was removed.
+    Stale,
+    /// The group does not exist.
+    NoGroup,
+    /// As for [`AddReply::Restoring`].
+    Restoring(Duration),
+}
+
+pub(crate) async fn add(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    mode: &Change,
+    names: &[String],
+) -> Result<AddReply, StoreError> {
+    let (life, delay, lease) = match mode {
+        Change::Seed {
+            life,
+            grant_delay,
+            lease,
+        } => (
+            life.clone(),
+            super::millis(*grant_delay),
+            super::millis(*lease),
+        ),
+        _ => (String::new(), String::new(), String::new()),
+    };
+    let m = mode.mode();
+    let mut args = vec![
+        m.as_str(),
+        &life,
+        &delay,
+        &lease,
+        &keys.channel,
+        &keys.notice,
+    ];
+    args.extend(names.iter().map(String::as_str));
+    let all = mode.keys(keys);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let mut p = Parse::new("add", store.eval(&ADD, &all, &args).await?);
+    match p.next_string()?.as_str() {
+        "ok" => Ok(AddReply::Added(count(p.next_int()?))),
+        "exists" => Ok(AddReply::Exists(p.next_string()?)),
+        "stale" => Ok(AddReply::Stale),
+        "nogroup" => Ok(AddReply::NoGroup),
+        "restoring" => Ok(AddReply::Restoring(ms(p.next_int()?))),
+        other => Err(StoreError::Protocol(format!("add replied {other:?}"))),
+    }
+}
+
+pub(crate) async fn remove(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    mode: &Change,
+    names: &[String],
+) -> Result<RemoveReply, StoreError> {
+    let m = mode.mode();
+    let mut args = vec![m.as_str(), keys.channel.as_str(), keys.notice.as_str()];
+    args.extend(names.iter().map(String::as_str));
+    let all = mode.keys(keys);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let mut p = Parse::new("remove", store.eval(&REMOVE, &all, &args).await?);
+    match p.next_string()?.as_str() {
+        "ok" => Ok(RemoveReply::Removed(count(p.next_int()?))),
+        "unknown" => Ok(RemoveReply::Unknown(p.next_string()?)),
+        "last" => Ok(RemoveReply::Last),
+        "stale" => Ok(RemoveReply::Stale),
+        "nogroup" => Ok(RemoveReply::NoGroup),
+        "restoring" => Ok(RemoveReply::Restoring(ms(p.next_int()?))),
+        other => Err(StoreError::Protocol(format!("remove replied {other:?}"))),
+    }
+}
+
+impl Group {
+    /// The twin of `lua/add.lua`; whether to publish the notice.
+    pub(crate) fn add(&mut self, mode: &Change, names: &[String], now: Now) -> (AddReply, bool) {
+        let op = mode.op();
+        if let Some(OpReply::Add(r)) = self.replayed(op, now) {
+            return (r, false);
+        }
+        let answer = |g: &mut Self, r: AddReply| {
+            g.answer(op, OpReply::Add(r.clone()), now);
+            r
+        };
+        match (mode, &self.meta) {
+            (
+                Change::Seed {
+                    life,
+                    grant_delay,
+                    lease,
+                },
+                None,
+            ) => {
+                self.meta = Some(Meta {
+                    count: 0,
+                    next: 0,
+                    version: 0,
+                    digest: String::new(),
+                    grant_after: now.ms + millis(*grant_delay),
+                    life: life.clone(),
+                    sver: 0,
+                    lease: millis(*lease),
+                    fmax: 0,
+                    origin: Origin::Seed,
+                    weighted: false,
+                    total: 0,
+                    wver: 0,
+                    rcount: 0,
+                    inc: format!("s:{life}:{}", now.us),
+                });
+            }
+            (Change::Seed { life, .. }, Some(m)) if m.life != *life || m.origin != Origin::Seed => {
+                return (AddReply::Stale, false);
+            }
+            // The seed goes on, in its own grant window.
+            (Change::Seed { .. }, Some(_)) => {}
+            (_, None) => return (AddReply::NoGroup, false),
+            (_, Some(_)) if self.restoring(now).is_some() => {
+                let wait = self.restoring(now).unwrap_or_default();
+                return (AddReply::Restoring(wait), false);
+            }
+            (Change::Versioned(v), Some(m)) if m.version != *v => {
+                return (AddReply::Stale, false);
+            }
+            _ => {}
+        }
+        let names = distinct(names);
+        if matches!(mode, Change::Strict { .. })
+            && let Some(n) = names.iter().find(|n| self.positions.contains_key(*n))
+        {
+            return (AddReply::Exists(n.clone()), false);
+        }
+        let mut added = 0;
+        for n in names {
+            if self.positions.contains_key(&n) {
+                continue;
+            }
+            let w = self.weight(&n);
+            let meta = self.meta.as_mut().expect("the group exists");
+            let pos = meta.next;
+            meta.next += 1;
+            meta.count += 1;
+            if meta.weighted {
+                meta.total += w;
+            }
+            self.positions.insert(n.clone(), pos);
+            self.order.insert(pos, n.clone());
+            if !self.owners.contains_key(&n) {
+                self.add_free(&n, now.ms);
+            }
+            self.revoked.remove(&n);
+            added += 1;
+        }
+        if added > 0 {
+            self.bump_set();
+        }
+        if added == 0 {
+            return (AddReply::Added(0), false);
+        }
+        (answer(self, AddReply::Added(added)), true)
+    }
+
+    /// The twin of `lua/remove.lua`; whether to publish the notice.
+    pub(crate) fn remove(
+        &mut self,
+        mode: &Change,
+        names: &[String],
+        now: Now,
+    ) -> (RemoveReply, bool) {
+        let op = mode.op();
+        if let Some(OpReply::Remove(r)) = self.replayed(op, now) {
+            return (r, false);
+        }
+        let answer = |g: &mut Self, r: RemoveReply| {
+            g.answer(op, OpReply::Remove(r.clone()), now);
+            r
+        };
+        let Some(m) = &self.meta else {
+            return (RemoveReply::NoGroup, false);
+        };
+        if let Some(wait) = self.restoring(now) {
+            return (RemoveReply::Restoring(wait), false);
+        }
+        match mode {
+            Change::Versioned(v) if m.version != *v => return (RemoveReply::Stale, false),
+            Change::Seed { .. } => return (RemoveReply::Stale, false),
+            _ => {}
+        }
+        let names = distinct(names);
+        if names.is_empty() {
+            return (RemoveReply::Removed(0), false);
+        }
+        let strict = matches!(mode, Change::Strict { .. });
+        let mut gone = Vec::new();
+        for n in &names {
+            if self.positions.contains_key(n) {
+                gone.push(n.clone());
+            } else if strict {
+                return (RemoveReply::Unknown(n.clone()), false);
+            }
+        }
+        if strict && gone.len() >= self.positions.len() {
+            return (RemoveReply::Last, false);
+        }
+        if gone.is_empty() {
+            return (RemoveReply::Removed(0), false);
+        }
+        for n in &gone {
+            if let Some(pos) = self.positions.remove(n) {
+                self.order.remove(&pos);
+            }
+            self.remove_free(n);
+            let w = self.weight(n);
+            if self.owners.contains_key(n) {
+                self.revoked.insert(n.clone(), "removed".into());
+            } else {
+                self.weights.remove(n);
+            }
+            if let Some(m) = self.meta.as_mut() {
+                m.count = m.count.saturating_sub(1);
+                if m.weighted {
+                    m.total = m.total.saturating_sub(w);
+                }
+            }
+        }
+        self.bump_set();
+        (answer(self, RemoveReply::Removed(gone.len())), true)
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis().max(1)).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,270 @@
+//! claim: new terms for a session, free partitions or regrants (`lua/claim.lua`).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use leasehold_election::ext::{LuaScript, Parse};
+use leasehold_election::{Fence, RedisStore, StoreError};
+
+use super::{count, group_script, ms, strings, triples};
+use crate::backend::REAP_BUDGET;
+use crate::backend::memory::{Group, Now};
+use crate::backend::protocol::{Granted, Term};
+use crate::keys::GroupKeys;
+
+pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("claim.lua");
+
+/// A batch claim of free partitions, or (with `regrant`) new terms for terms the
+/// session holds with no elector.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    pub replica: String,
+    pub process: String,
+    pub session: String,
+    /// This process's request number, growing: a claim sent again with the same one
+    /// gets the first answer (it is never applied twice).
+    pub seq: u64,
+    pub ttl: Duration,
+    /// Take at most this many free partitions (oldest free first).
+    pub count: usize,
+    /// Every fence issued is at least this (the highest this replica has seen + 1).
+    pub floor: Fence,
+    /// Instead of free partitions: new terms for these terms of the session.
+    pub regrant: Vec<Term>,
+    /// A weighted claim: take the free partitions (oldest first, among the next
+    /// `count`) whose weights fit into this much room. `None`: the first `count`.
+    pub room: Option<u64>,
+    /// With a room: if none fits, take the first free one anyway.
+    pub fallback: bool,
+    /// The incarnation of the group the session lives in: a claim of another one is
+    /// `Lost`.
+    pub incarnation: String,
+}
+
+/// What a claim got.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimReply {
+    /// These terms were granted; `returned` are partitions of a regrant given back
+    /// (removed, revoked, or the replica drained); `unowned` are left.
+    Claimed {
+        partitions: Vec<Granted>,
+        returned: Vec<String>,
+        unowned: usize,
+    },
+    /// The group grants nothing for this long yet.
+    Wait(Duration),
+    /// The session has ended.
+    Lost,
+    /// A later request of this process overtook this one: its answer is unknown here.
+    Stale,
+}
+
+pub(crate) async fn redis(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    req: &ClaimRequest,
+) -> Result<ClaimReply, StoreError> {
+    let (seq, ttl, want, floor) = (
+        req.seq.to_string(),
+        super::millis(req.ttl),
+        req.count.to_string(),
+        req.floor.get().to_string(),
+    );
+    let budget = REAP_BUDGET.to_string();
+    let room = req
+        .room
+        .map_or_else(|| "-1".to_owned(), |r| r.min(1 << 52).to_string());
+    let fences: Vec<String> = req
+        .regrant
+        .iter()
+        .map(|(_, f)| f.get().to_string())
+        .collect();
+    let mut args = vec![
+        req.replica.as_str(),
+        &req.process,
+        &req.session,
+        &seq,
+        &ttl,
+        &want,
+        &floor,
+        &budget,
+        &room,
+        if req.fallback { "1" } else { "0" },
+        &req.incarnation,
+    ];
+    for ((name, _), fence) in req.regrant.iter().zip(&fences) {
+        args.push(name);
+        args.push(fence);
+    }
+    let mut p = Parse::new("claim", store.eval(&SCRIPT, &keys.all(), &args).await?);
+    match p.next_string()?.as_str() {
+        "ok" => {
+            let partitions = triples(&mut p)?;
+            let returned = strings(&mut p)?;
+            let unowned = count(p.next_int()?);
+            p.finish()?;
+            Ok(ClaimReply::Claimed {
+                partitions,
+                returned,
+                unowned,
+            })
+        }
+        "wait" => Ok(ClaimReply::Wait(ms(p.next_int()?))),
+        "lost" => Ok(ClaimReply::Lost),
+        "stale" => Ok(ClaimReply::Stale),
+        other => Err(StoreError::Protocol(format!("claim replied {other:?}"))),
+    }
+}
+
+impl Group {
+    /// The twin of `lua/claim.lua`.
+    pub(crate) fn claim(&mut self, req: &ClaimRequest, now: Now) -> ClaimReply {
+        let until = self.members.get(&req.replica).copied().unwrap_or(0);
+        let holder = self
+            .holders
+            .get(&req.replica)
+            .cloned()
+            .unwrap_or_else(|| req.session.clone());
+        if self.sessions.get(&req.replica) != Some(&req.session)
+            || holder != req.process
+            || until <= now.ms
+        {
+            return ClaimReply::Lost;
+        }
+        if req.incarnation != self.meta.as_ref().map_or("", |m| m.inc.as_str()) {
+            return ClaimReply::Lost;
+        }
+        if let Some((seq, reply)) = self.acks.get(&req.process) {
+            if *seq == req.seq {
+                return reply.clone();
+            }
+            if *seq > req.seq {
+                return ClaimReply::Stale;
+            }
+        }
+        let (fmax, weighted) = match &self.meta {
+            Some(m) if m.grant_after > now.ms => {
+                return ClaimReply::Wait(Duration::from_millis(m.grant_after - now.ms));
+            }
+            Some(m) => (m.fmax, m.weighted),
+            None => (0, false),
+        };
+        let ttl = u64::try_from(req.ttl.as_millis().max(1)).unwrap_or(u64::MAX);
+        if let Some(exp) = self.members.get_mut(&req.replica) {
+            *exp = (*exp).max(now.ms + ttl);
+        }
+        self.free_ended(REAP_BUDGET);
+        let drained = self.drains.contains(&req.replica);
+        let regrant = !req.regrant.is_empty();
+        let mut returned = Vec::new();
+        let names: Vec<String> = if regrant {
+            let (mut take, mut back, mut back_fences) = (Vec::new(), Vec::new(), Vec::new());
+            for (n, f) in &req.regrant {
+                if self.owners.get(n) == Some(&req.session) && self.fences.get(n) == Some(&f.0) {
+                    if self.positions.contains_key(n) && !self.revoked.contains_key(n) && !drained {
+                        take.push(n.clone());
+                    } else {
+                        back.push(n.clone());
+                        back_fences.push(f.0);
+                    }
+                }
+            }
+            let (flags, _) = self.give_back(&req.session, &back, Some(&back_fences), now.ms);
+            returned = back
+                .into_iter()
+                .zip(flags)
+                .filter_map(|(n, ok)| ok.then_some(n))
+                .collect();
+            take
+        } else if req.count == 0 || drained {
+            Vec::new()
+        } else if let Some(room) = req.room {
+            // Among the next `count`, oldest first: those that fit; else the first.
+            let candidates: Vec<String> = self
+                .free
+                .iter()
+                .take(req.count)
+                .map(|(_, n)| n.clone())
+                .collect();
+            let mut chosen = Vec::new();
+            let mut acc = 0;
+            for n in &candidates {
+                let w = self.weight(n);
+                if acc + w <= room {
+                    chosen.push(n.clone());
+                    acc += w;
+                }
+            }
+            if chosen.is_empty()
+                && req.fallback
+                && let Some(first) = candidates.first()
+            {
+                chosen.push(first.clone());
+            }
+            for n in &chosen {
+                self.remove_free(n);
+            }
+            chosen
+        } else {
+            let mut popped = Vec::new();
+            while popped.len() < req.count {
+                let Some((_, name)) = self.free.pop_first() else {
+                    break;
+                };
+                self.free_since.remove(&name);
+                popped.push(name);
+            }
+            popped
+        };
+        let mut gained = 0;
+        let mut high = fmax;
+        let mut partitions = Vec::new();
+        for name in names {
+            let owner = self.owners.get(&name);
+            let take =
+                regrant || !owner.is_some_and(|o| *o != req.session && self.live(o, now).is_some());
+            if !take {
+                continue;
+            }
+            let last = self.fences.get(&name).copied().unwrap_or(0);
+            let fence = (last + 1).max(req.floor.get()).max(fmax + 1).max(now.us);
+            high = high.max(fence);
+            self.fences.insert(name.clone(), fence);
+            self.owners.insert(name.clone(), req.session.clone());
+            self.since.insert(name.clone(), now.ms);
+            self.held
+                .entry(req.session.clone())
+                .or_default()
+                .insert(name.clone());
+            let w = self.weight(&name);
+            if !regrant {
+                gained += w;
+            }
+            partitions.push((name, Fence(fence), w));
+        }
+        if let Some(meta) = self.meta.as_mut() {
+            meta.fmax = high;
+        }
+        if gained > 0 && weighted {
+            *self.loads.entry(req.session.clone()).or_default() += gained;
+        }
+        self.record(req, partitions, returned)
+    }
+
+    /// Keeps a claim's reply for its retry.
+    fn record(
+        &mut self,
+        req: &ClaimRequest,
+        partitions: Vec<Granted>,
+        returned: Vec<String>,
+    ) -> ClaimReply {
+        let reply = ClaimReply::Claimed {
+            partitions,
+            returned,
+            unowned: self.unowned(),
+        };
+        self.acks
+            .insert(req.process.clone(), (req.seq, reply.clone()));
+        reply
+    }
+}

@@ -1,0 +1,118 @@
+//! drain: an operator's drain of a replica id (`lua/drain.lua`).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use leasehold_election::ext::{LuaScript, Parse};
+use leasehold_election::{RedisStore, StoreError};
+
+use super::{OpReply, group_script, ms, op_key};
+use crate::backend::memory::{Group, Now};
+use crate::backend::protocol::MemberState;
+use crate::keys::GroupKeys;
+
+pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("drain.lua");
+
+/// What a drain (or an undrain) did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrainReply {
+    /// Done (or it was so already).
+    Done,
+    /// The replica is not live (and, for an undrain, not drained).
+    Unknown,
+    /// No other live replica would take part: refused (unless forced).
+    Last,
+    /// The group does not exist.
+    NoGroup,
+    /// The group was just created again: try again after this long.
+    Restoring(Duration),
+}
+
+pub(crate) async fn redis(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    op: Option<&str>,
+    replica: &str,
+    on: bool,
+    force: bool,
+) -> Result<DrainReply, StoreError> {
+    let args = [
+        replica,
+        if on { "1" } else { "0" },
+        if force { "1" } else { "0" },
+        &keys.channel,
+        &keys.notice,
+    ];
+    let mut all: Vec<String> = keys.all().iter().map(|k| (*k).to_owned()).collect();
+    if let Some(op) = op {
+        all.push(op_key(keys, op));
+    }
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let mut p = Parse::new("drain", store.eval(&SCRIPT, &all, &args).await?);
+    match p.next_string()?.as_str() {
+        "ok" => Ok(DrainReply::Done),
+        "unknown" => Ok(DrainReply::Unknown),
+        "last" => Ok(DrainReply::Last),
+        "nogroup" => Ok(DrainReply::NoGroup),
+        "restoring" => Ok(DrainReply::Restoring(ms(p.next_int()?))),
+        other => Err(StoreError::Protocol(format!("drain replied {other:?}"))),
+    }
+}
+
+impl Group {
+    /// The twin of `lua/drain.lua`; whether to publish the notice.
+    pub(crate) fn drain(
+        &mut self,
+        op: Option<&str>,
+        replica: &str,
+        on: bool,
+        force: bool,
+        now: Now,
+    ) -> (DrainReply, bool) {
+        if let Some(OpReply::Drain(r)) = self.replayed(op, now) {
+            return (r, false);
+        }
+        if self.meta.is_none() {
+            return (DrainReply::NoGroup, false);
+        }
+        if let Some(wait) = self.restoring(now) {
+            return (DrainReply::Restoring(wait), false);
+        }
+        let is_live = self.members.get(replica).is_some_and(|exp| *exp > now.ms);
+        if !on {
+            let was = self.drains.remove(replica);
+            if !was && !is_live {
+                return (DrainReply::Unknown, false);
+            }
+            if was {
+                self.bump_set();
+            }
+            self.answer(op, OpReply::Drain(DrainReply::Done), now);
+            return (DrainReply::Done, was);
+        }
+        if !is_live {
+            return (DrainReply::Unknown, false);
+        }
+        if !force && !self.drains.contains(replica) {
+            let others = self
+                .members
+                .iter()
+                .filter(|(r, exp)| **exp > now.ms && r.as_str() != replica)
+                .filter(|(r, _)| {
+                    !matches!(
+                        self.states.get(*r),
+                        Some(MemberState::Leaving | MemberState::Draining)
+                    ) && !self.drains.contains(*r)
+                })
+                .count();
+            if others == 0 {
+                return (DrainReply::Last, false);
+            }
+        }
+        if self.drains.insert(replica.to_owned()) {
+            self.bump_set();
+        }
+        self.answer(op, OpReply::Drain(DrainReply::Done), now);
+        (DrainReply::Done, true)
+    }
+}

@@ -1,0 +1,41 @@
+//! held: the terms a session holds (`lua/held.lua`). Read-only.
+
+use std::sync::LazyLock;
+
+use leasehold_election::ext::{LuaScript, Parse};
+use leasehold_election::{Fence, RedisStore, StoreError};
+use redis::Value;
+
+use super::{group_script, triples};
+use crate::backend::memory::Group;
+use crate::backend::protocol::Granted;
+use crate::keys::GroupKeys;
+
+pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("held.lua");
+
+pub(crate) async fn redis(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    session: &str,
+) -> Result<Vec<Granted>, StoreError> {
+    let reply = store.eval(&SCRIPT, &keys.all(), &[session]).await?;
+    triples(&mut Parse::new("held", Value::Array(vec![reply])))
+}
+
+impl Group {
+    /// The twin of `lua/held.lua`.
+    pub(crate) fn held_by(&self, session: &str) -> Vec<Granted> {
+        self.held.get(session).map_or_else(Vec::new, |set| {
+            set.iter()
+                .filter(|n| self.owners.get(*n).map(String::as_str) == Some(session))
+                .map(|n| {
+                    (
+                        n.clone(),
+                        Fence(self.fences.get(n).copied().unwrap_or(0)),
+                        self.weight(n),
+                    )
+                })
+                .collect()
+        })
+    }
+}

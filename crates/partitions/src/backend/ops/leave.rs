@@ -1,0 +1,49 @@
+//! leave: ends a session gracefully (`lua/leave.lua`).
+
+use std::sync::LazyLock;
+
+use leasehold_election::ext::LuaScript;
+use leasehold_election::{RedisStore, StoreError};
+
+use super::group_script;
+use crate::backend::REAP_BUDGET;
+use crate::backend::memory::{Group, Now};
+use crate::keys::GroupKeys;
+
+pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("leave.lua");
+
+pub(crate) async fn redis(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    replica: &str,
+    process: &str,
+    session: &str,
+) -> Result<(), StoreError> {
+    let budget = REAP_BUDGET.to_string();
+    let args = [
+        replica,
+        process,
+        session,
+        &keys.channel,
+        &keys.notice,
+        &budget,
+    ];
+    store.eval(&SCRIPT, &keys.all(), &args).await.map(drop)
+}
+
+impl Group {
+    /// The twin of `lua/leave.lua`; whether the session ended (and the notice goes out).
+    pub(crate) fn leave(&mut self, replica: &str, process: &str, session: &str, now: Now) -> bool {
+        let holder = self
+            .holders
+            .get(replica)
+            .cloned()
+            .unwrap_or_else(|| session.to_owned());
+        if self.sessions.get(replica).map(String::as_str) != Some(session) || holder != process {
+            return false;
+        }
+        self.teardown(replica, Some(session), now.ms);
+        self.free_ended(REAP_BUDGET);
+        true
+    }
+}

@@ -1,0 +1,236 @@
+//! One module per operation of the group protocol, each holding all of it: its request
+//! and reply, the script that runs it on Redis (`../lua/<op>.lua`, whose header says
+//! what it takes and replies) with the arguments it is sent and the parser of its
+//! reply, and its in-memory twin (a method on [`super::memory::Group`], the same rules
+//! step for step). A change to an operation is a change to one module and its script.
+//!
+//! Every script starts with the shared libraries in `../lua/lib/`: the keys named once
+//! (`keys.lua`), helpers (`util.lua`), the metadata and weights (`meta.lua`), giving
+//! partitions back (`free.lua`) and sessions (`session.lua`), and the fence rule the
+//! election crate uses too (`leasehold_election::ext::FENCE_LUA`).
+
+use std::time::Duration;
+
+use leasehold_election::ext::Parse;
+use leasehold_election::{Fence, StoreError};
+
+use super::protocol::MemberInfo;
+use super::protocol::MemberState;
+
+pub(crate) mod change;
+pub(crate) mod claim;
+pub(crate) mod drain;
+pub(crate) mod held;
+pub(crate) mod leave;
+pub(crate) mod read;
+pub(crate) mod release;
+pub(crate) mod restore;
+pub(crate) mod tick;
+pub(crate) mod version;
+pub(crate) mod weight;
+
+/// The libraries every group script starts with, in order.
+pub(crate) const LIBRARY: &[&str] = &[
+    leasehold_election::ext::FENCE_LUA,
+    include_str!("../lua/lib/keys.lua"),
+    include_str!("../lua/lib/util.lua"),
+    include_str!("../lua/lib/meta.lua"),
+    include_str!("../lua/lib/free.lua"),
+    include_str!("../lua/lib/session.lua"),
+];
+
+/// A group script: the libraries, then the body of `lua/<file>`. Every group script is
+/// safe to run twice (its header says why), so the store may retry it.
+macro_rules! group_script {
+    ($file:literal) => {
+        std::sync::LazyLock::new(|| {
+            let mut code = $crate::backend::ops::LIBRARY.concat();
+            code.push_str(include_str!(concat!("../lua/", $file)));
+            leasehold_election::ext::LuaScript::idempotent(code)
+        })
+    };
+}
+pub(crate) use group_script;
+
+/// The reply slots a script's header promises (`Reply, N slots`), for the test that
+/// checks them against the parsers.
+#[cfg(test)]
+pub(crate) fn header_slots(body: &str) -> Option<usize> {
+    let line = body.lines().find(|l| l.contains("Reply, "))?;
+    let n = line.split("Reply, ").nth(1)?.split(' ').next()?;
+    n.parse().ok()
+}
+
+/// A duration as script milliseconds (at least 1).
+pub(crate) fn millis(d: Duration) -> String {
+    d.as_millis().max(1).to_string()
+}
+
+/// Script milliseconds as a duration (never negative).
+pub(crate) fn ms(i: i64) -> Duration {
+    Duration::from_millis(i.max(0).unsigned_abs())
+}
+
+/// A script count as a `usize` (never negative).
+pub(crate) fn count(i: i64) -> usize {
+    usize::try_from(i.max(0)).unwrap_or(usize::MAX)
+}
+
+/// The next item as a list of strings (nil items as empty strings).
+pub(crate) fn strings(p: &mut Parse) -> Result<Vec<String>, StoreError> {
+    let mut list = p.next_array()?;
+    let mut out = Vec::with_capacity(list.remaining());
+    while list.remaining() > 0 {
+        out.push(list.next_opt_string()?.unwrap_or_default());
+    }
+    Ok(out)
+}
+
+/// The next item as a list of integers.
+pub(crate) fn ints(p: &mut Parse) -> Result<Vec<i64>, StoreError> {
+    let mut list = p.next_array()?;
+    let mut out = Vec::with_capacity(list.remaining());
+    while list.remaining() > 0 {
+        out.push(list.next_int()?);
+    }
+    Ok(out)
+}
+
+/// The next item as a flat list of pairs.
+pub(crate) fn pairs(p: &mut Parse) -> Result<Vec<(String, String)>, StoreError> {
+    let flat = strings(p)?;
+    Ok(flat
+        .chunks(2)
+        .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
+        .collect())
+}
+
+/// The next item as a flat list of `name, fence, weight` triples.
+pub(crate) fn triples(p: &mut Parse) -> Result<Vec<(String, Fence, u64)>, StoreError> {
+    let mut flat = p.next_array()?;
+    let mut out = Vec::with_capacity(flat.remaining() / 3);
+    while flat.remaining() > 0 {
+        out.push((
+            flat.next_string()?,
+            Fence(flat.next_u64()?),
+            flat.next_u64()?,
+        ));
+    }
+    Ok(out)
+}
+
+/// A roster as scripts send it: names[], states[], ms left[], held[], then (later in
+/// the reply, see [`loads`]) loads[] and capacities[].
+pub(crate) fn roster(p: &mut Parse) -> Result<Vec<MemberInfo>, StoreError> {
+    let names = strings(p)?;
+    let states = strings(p)?;
+    let lefts = ints(p)?;
+    let helds = ints(p)?;
+    Ok(names
+        .into_iter()
+        .enumerate()
+        .map(|(i, replica)| {
+            let held = count(helds.get(i).copied().unwrap_or(0));
+            MemberInfo {
+                replica,
+                state: MemberState::parse(states.get(i).map_or("", String::as_str)),
+                left: ms(lefts.get(i).copied().unwrap_or(0)),
+                held,
+                load: held as u64,
+                capacity: 1,
+            }
+        })
+        .collect())
+}
+
+/// The roster's loads[] and capacities[].
+pub(crate) fn loads(p: &mut Parse, members: &mut [MemberInfo]) -> Result<(), StoreError> {
+    let loads = ints(p)?;
+    let caps = ints(p)?;
+    for (i, m) in members.iter_mut().enumerate() {
+        m.load = loads
+            .get(i)
+            .map_or(m.held as u64, |l| l.max(&0).unsigned_abs());
+        m.capacity = caps
+            .get(i)
+            .map_or(1, |c| u32::try_from((*c).max(1)).unwrap_or(u32::MAX));
+    }
+    Ok(())
+}
+
+/// An operator's change's reply, as the in-memory store keeps it for a retry (the
+/// scripts keep it under the request's key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OpReply {
+    Add(change::AddReply),
+    Remove(change::RemoveReply),
+    Weight(weight::WeightReply),
+    Drain(drain::DrainReply),
+}
+
+/// The key under which an operator's request `op` keeps its reply (the admin scripts'
+/// `KEYS[21]`).
+pub(crate) fn op_key(keys: &crate::keys::GroupKeys, op: &str) -> String {
+    format!("{}:{{{}}}:op:{op}", keys.prefix, keys.group)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every script names its reply slots in its header, and its parser reads exactly
+    /// that many (a reply of the wrong length is a protocol error).
+    #[test]
+    fn every_script_header_names_its_reply() {
+        let tick = include_str!("../lua/tick.lua");
+        assert_eq!(header_slots(tick), Some(tick::SLOTS));
+        for (name, body) in super::super::redis::sources() {
+            assert!(
+                body.starts_with(&format!("-- {name}:")),
+                "lua/{name}.lua opens with its name and what it does"
+            );
+            assert!(
+                body.contains("ARGV") || body.contains("Read-only"),
+                "{name}"
+            );
+            assert!(
+                body.contains("Reply"),
+                "lua/{name}.lua says what it replies"
+            );
+        }
+    }
+
+    /// Every command a group script calls, from its source: `redis.call('X'`.
+    fn commands(source: &str) -> Vec<String> {
+        source
+            .split("redis.call('")
+            .skip(1)
+            .filter_map(|rest| rest.split('\'').next())
+            .map(str::to_lowercase)
+            .collect()
+    }
+
+    #[test]
+    fn every_script_calls_only_what_the_minimal_acl_rule_allows() {
+        let allowed: Vec<&str> = leasehold_testkit::MINIMAL_ACL_COMMANDS
+            .split_whitespace()
+            .filter_map(|c| c.strip_prefix('+'))
+            .collect();
+        let mut sources: Vec<(&str, &str)> = super::super::redis::sources();
+        for lib in LIBRARY {
+            sources.push(("a library", lib));
+        }
+        let mut seen = 0;
+        for (name, body) in sources {
+            for command in commands(body) {
+                seen += 1;
+                assert!(
+                    allowed.contains(&command.as_str()),
+                    "{name} calls {command}, which docs/topologies.md's minimal ACL rule \
+                     does not allow"
+                );
+            }
+        }
+        assert!(seen > 100, "the scan found the calls: {seen}");
+    }
+}

@@ -1,0 +1,287 @@
+//! tick: one replica's heartbeat (`lua/tick.lua`).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use leasehold_election::ext::{LuaScript, Parse};
+use leasehold_election::{Fence, RedisStore, StoreError};
+
+use super::{count, group_script, loads, ms, pairs, roster};
+use crate::backend::REAP_BUDGET;
+use crate::backend::memory::{Group, Now};
+use crate::backend::protocol::{MemberInfo, MemberState, Origin, SetInfo};
+use crate::keys::GroupKeys;
+
+pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("tick.lua");
+
+/// The reply slots of `lua/tick.lua`.
+pub(crate) const SLOTS: usize = 29;
+
+/// One replica's heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TickRequest {
+    pub replica: String,
+    /// This process's token: it holds the session it started or resumed.
+    pub process: String,
+    /// The session this heartbeat is for: the process's own token, or the one it
+    /// resumed.
+    pub session: String,
+    /// Start (or resume) a session (true), or extend it (false). A session that has
+    /// ended is never extended again: the replica starts a new one with a new token.
+    pub join: bool,
+    pub state: MemberState,
+    /// Session time-to-live: the lease (the rejoin grace for the parking tick before a
+    /// sticky restart).
+    pub ttl: Duration,
+    /// The process, for operators (`host pid`).
+    pub instance: String,
+    /// This replica's capacity (stored when it joins).
+    pub capacity: u32,
+    /// The replica keeps its partitions across restarts (`rejoin_grace`): a join refused
+    /// because its old session still lives claims that session for when it expires.
+    pub sticky: bool,
+    /// The incarnation of the group the session lives in, as its join's reply said
+    /// (ignored by a join): a tick of another incarnation is `Lost`.
+    pub incarnation: String,
+}
+
+/// What became of the heartbeat's session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionReply {
+    /// Live until at least the tick's server time + ttl.
+    Live,
+    /// Ended (expired, or Redis lost it): every partition it held is gone.
+    Lost,
+    /// Not admitted.
+    Refused(Conflict),
+    /// A join found no group: no session was started (the replica seeds or restores the
+    /// group, then joins).
+    NoGroup,
+}
+
+/// Something that keeps a replica out of its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conflict {
+    /// Another live session uses this replica id.
+    DuplicateReplica,
+}
+
+/// What a tick found.
+#[derive(Debug, Clone)]
+pub struct TickReply {
+    pub session: SessionReply,
+    /// The token of the `away` session this join resumed: from now on the replica's.
+    pub resumed: Option<String>,
+    /// The partition set; `None` if the group does not exist (never created, or Redis
+    /// lost it).
+    pub set: Option<SetInfo>,
+    /// Live members, this one included once admitted.
+    pub members: Vec<MemberInfo>,
+    /// Partitions with no live owner (free, or held by ended sessions).
+    pub unowned: usize,
+    /// Time left before the group grants anything (after it was created, or created
+    /// again when Redis lost its data).
+    pub grant_wait: Duration,
+    /// Ended sessions whose partitions are not all free yet (freed a few hundred per
+    /// call).
+    pub ending: usize,
+    /// An operator drained this replica.
+    pub drained: bool,
+    /// Partitions this session holds and must give up, with why (`removed`).
+    pub revoked: Vec<(String, String)>,
+    /// Partitions held by sessions this tick found expired (their replica crashed, was
+    /// killed or paused past its lease): each is counted by one tick only.
+    pub expired: usize,
+}
+
+pub(crate) async fn redis(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    req: &TickRequest,
+) -> Result<TickReply, StoreError> {
+    let ttl = super::millis(req.ttl);
+    let budget = REAP_BUDGET.to_string();
+    let capacity = req.capacity.max(1).to_string();
+    let args = [
+        req.replica.as_str(),
+        &req.process,
+        &req.session,
+        if req.join { "1" } else { "0" },
+        req.state.as_str(),
+        &ttl,
+        &budget,
+        &keys.channel,
+        &keys.notice,
+        &req.instance,
+        &capacity,
+        if req.sticky { "1" } else { "0" },
+        &req.incarnation,
+    ];
+    parse(store.eval(&SCRIPT, &keys.all(), &args).await?)
+}
+
+fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
+    let mut p = Parse::new("group tick", reply);
+    if p.remaining() != SLOTS {
+        return Err(StoreError::Protocol(format!(
+            "group tick: {} slots, expected {SLOTS}",
+            p.remaining()
+        )));
+    }
+    let session = match p.next_string()?.as_str() {
+        "live" => SessionReply::Live,
+        "lost" => SessionReply::Lost,
+        "duplicate" => SessionReply::Refused(Conflict::DuplicateReplica),
+        "nogroup" => SessionReply::NoGroup,
+        other => {
+            return Err(StoreError::Protocol(format!(
+                "group tick session {other:?}"
+            )));
+        }
+    };
+    let resumed = p.next_opt_string()?.filter(|t| !t.is_empty());
+    let exists = p.next_int()? == 1;
+    let mut set = SetInfo::plain(count(p.next_int()?), p.next_u64()?, "");
+    set.digest = p.next_opt_string()?.unwrap_or_default();
+    let mut members = roster(&mut p)?;
+    let unowned = count(p.next_int()?);
+    let grant_wait = ms(p.next_int()?);
+    let ending = count(p.next_int()?);
+    let drained = p.next_int()? == 1;
+    let revoked = pairs(&mut p)?;
+    let expired = count(p.next_int()?);
+    loads(&mut p, &mut members)?;
+    set.weighted = p.next_int()? == 1;
+    set.total_weight = p.next_int()?.max(0).unsigned_abs();
+    set.max_weight = p.next_int()?.max(1).unsigned_abs();
+    set.weights_version = p.next_u64()?;
+    set.life = p.next_opt_string()?.unwrap_or_default();
+    set.set_version = p.next_u64()?;
+    set.highest_fence = Fence(p.next_u64()?);
+    set.origin = Origin::parse(&p.next_opt_string()?.unwrap_or_default());
+    set.lease = ms(p.next_int()?);
+    set.restore_count = count(p.next_int()?);
+    set.incarnation = p.next_opt_string()?.unwrap_or_default();
+    p.finish()?;
+    Ok(TickReply {
+        session,
+        resumed,
+        set: exists.then_some(set),
+        members,
+        unowned,
+        grant_wait,
+        ending,
+        drained,
+        revoked,
+        expired,
+    })
+}
+
+impl Group {
+    /// The twin of `lua/tick.lua`; whether to publish the notice.
+    pub(crate) fn tick(&mut self, req: &TickRequest, now: Now) -> (TickReply, bool) {
+        let ttl = u64::try_from(req.ttl.as_millis().max(1)).unwrap_or(u64::MAX);
+        let expired = self.reap(now);
+        let mut session = SessionReply::Live;
+        let mut resumed = None;
+        let mut state = req.state;
+        let cur = self.sessions.get(&req.replica).cloned();
+        let holder = self
+            .holders
+            .get(&req.replica)
+            .cloned()
+            .or_else(|| cur.clone());
+        let mine = holder.as_deref() == Some(req.process.as_str());
+        let parked = self.states.get(&req.replica) == Some(&MemberState::Away);
+        let inc = self.meta.as_ref().map_or("", |m| m.inc.as_str());
+        let foreign = !req.join && req.incarnation != inc;
+        match &cur {
+            _ if req.join && self.meta.is_none() => session = SessionReply::NoGroup,
+            _ if foreign => session = SessionReply::Lost,
+            Some(c) if *c == req.session && mine && parked && req.state != MemberState::Away => {
+                session = SessionReply::Lost;
+            }
+            Some(c) if *c == req.session && mine => {
+                let exp = self.members.entry(req.replica.clone()).or_insert(0);
+                *exp = if req.state == MemberState::Away {
+                    now.ms + ttl
+                } else {
+                    (*exp).max(now.ms + ttl)
+                };
+            }
+            _ if !req.join => session = SessionReply::Lost,
+            Some(_) if mine && parked => session = SessionReply::Lost,
+            Some(c) if mine => {
+                resumed = Some(c.clone());
+                let exp = self.members.entry(req.replica.clone()).or_insert(0);
+                *exp = (*exp).max(now.ms + ttl);
+                if state == MemberState::Settling {
+                    state = MemberState::Active;
+                }
+            }
+            Some(c) if parked => {
+                resumed = Some(c.clone());
+                if let Some(h) = holder {
+                    self.acks.remove(&h);
+                }
+                self.holders
+                    .insert(req.replica.clone(), req.process.clone());
+                self.heirs.remove(&req.replica);
+                self.members.insert(req.replica.clone(), now.ms + ttl);
+                if state == MemberState::Settling {
+                    state = MemberState::Active;
+                }
+            }
+            Some(_) => {
+                session = SessionReply::Refused(Conflict::DuplicateReplica);
+                if req.sticky {
+                    self.heirs.insert(
+                        req.replica.clone(),
+                        (req.process.clone(), now.ms + 2 * ttl, ttl),
+                    );
+                }
+            }
+            None => {
+                self.sessions
+                    .insert(req.replica.clone(), req.process.clone());
+                self.holders
+                    .insert(req.replica.clone(), req.process.clone());
+                self.heirs.remove(&req.replica);
+                self.members.insert(req.replica.clone(), now.ms + ttl);
+            }
+        }
+        let (mut drained, mut revoked, mut changed) = (false, Vec::new(), false);
+        if session == SessionReply::Live {
+            let token = resumed.clone().unwrap_or_else(|| req.session.clone());
+            changed = self.states.insert(req.replica.clone(), state) != Some(state);
+            if req.join {
+                self.info.insert(req.replica.clone(), req.instance.clone());
+                self.capacity
+                    .insert(req.replica.clone(), req.capacity.max(1));
+            }
+            drained = self.drains.contains(&req.replica);
+            revoked = self
+                .revoked
+                .iter()
+                .filter(|(p, _)| self.owners.get(*p) == Some(&token))
+                .map(|(p, why)| (p.clone(), why.clone()))
+                .collect();
+        }
+        let ending = self.free_ended(REAP_BUDGET);
+        let reply = TickReply {
+            session,
+            resumed,
+            set: self.set_info(),
+            members: self.roster(now),
+            unowned: self.unowned(),
+            grant_wait: self.meta.as_ref().map_or(Duration::ZERO, |m| {
+                Duration::from_millis(m.grant_after.saturating_sub(now.ms))
+            }),
+            ending,
+            drained,
+            revoked,
+            expired,
+        };
+        (reply, changed)
+    }
+}

@@ -1,0 +1,66 @@
+//! version: the steps of applying a versioned list (`lua/version.lua`).
+
+use std::sync::LazyLock;
+
+use leasehold_election::ext::{LuaScript, Parse};
+use leasehold_election::{RedisStore, StoreError};
+
+use super::group_script;
+use crate::backend::memory::Group;
+use crate::keys::GroupKeys;
+
+pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("version.lua");
+
+/// A step of applying a versioned list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VersionStep<'a> {
+    /// Takes the version (if the group's is older, or this one is still being
+    /// applied), leaving the digest empty until `Done`: nobody else applies an older
+    /// list from now on, and one that is newer stops this one.
+    Begin,
+    /// The list is applied: records its digest, if the group is still at this version.
+    Done(&'a str),
+}
+
+pub(crate) async fn redis(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    version: u64,
+    step: VersionStep<'_>,
+) -> Result<bool, StoreError> {
+    let v = version.to_string();
+    let args = match step {
+        VersionStep::Begin => [v.as_str(), "begin", ""],
+        VersionStep::Done(digest) => [v.as_str(), "done", digest],
+    };
+    let reply = store.eval(&SCRIPT, &keys.all(), &args).await?;
+    Ok(Parse::new("version", reply).next_int()? == 1)
+}
+
+impl Group {
+    /// The twin of `lua/version.lua`.
+    pub(crate) fn set_version(&mut self, version: u64, step: VersionStep<'_>) -> bool {
+        let Some(m) = self.meta.as_mut() else {
+            return false;
+        };
+        match step {
+            VersionStep::Begin if m.version < version => {
+                m.version = version;
+                m.digest.clear();
+                m.sver += 1;
+                m.rcount = 0;
+                true
+            }
+            VersionStep::Begin => m.version == version && m.digest.is_empty(),
+            VersionStep::Done(digest) if m.version == version => {
+                if m.digest != digest {
+                    m.digest = digest.to_owned();
+                    m.sver += 1;
+                    m.rcount = 0;
+                }
+                true
+            }
+            VersionStep::Done(_) => false,
+        }
+    }
+}

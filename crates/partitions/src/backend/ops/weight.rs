@@ -1,0 +1,112 @@
+//! weight: one partition's weight (`lua/weight.lua`).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use leasehold_election::ext::{LuaScript, Parse};
+use leasehold_election::{RedisStore, StoreError};
+
+use super::{OpReply, group_script, ms, op_key};
+use crate::backend::memory::{Group, Now};
+use crate::keys::GroupKeys;
+
+pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("weight.lua");
+
+/// What setting a weight did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightReply {
+    /// Set; this was the weight before.
+    Set(u64),
+    /// The partition is not in the set.
+    Unknown,
+    /// The group does not exist.
+    NoGroup,
+    /// The group was just created again: try again after this long.
+    Restoring(Duration),
+}
+
+pub(crate) async fn redis(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    op: Option<&str>,
+    partition: &str,
+    weight: u64,
+) -> Result<WeightReply, StoreError> {
+    let w = weight.to_string();
+    let args = [partition, w.as_str(), &keys.channel, &keys.notice];
+    let mut all: Vec<String> = keys.all().iter().map(|k| (*k).to_owned()).collect();
+    if let Some(op) = op {
+        all.push(op_key(keys, op));
+    }
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let mut p = Parse::new("weight", store.eval(&SCRIPT, &all, &args).await?);
+    match p.next_string()?.as_str() {
+        "ok" => Ok(WeightReply::Set(p.next_u64()?)),
+        "unknown" => Ok(WeightReply::Unknown),
+        "nogroup" => Ok(WeightReply::NoGroup),
+        "restoring" => Ok(WeightReply::Restoring(ms(p.next_int()?))),
+        other => Err(StoreError::Protocol(format!("weight replied {other:?}"))),
+    }
+}
+
+impl Group {
+    /// The twin of `lua/weight.lua`; whether to publish the notice.
+    pub(crate) fn set_weight(
+        &mut self,
+        op: Option<&str>,
+        partition: &str,
+        weight: u64,
+        now: Now,
+    ) -> (WeightReply, bool) {
+        if let Some(OpReply::Weight(r)) = self.replayed(op, now) {
+            return (r, false);
+        }
+        let answer = |g: &mut Self, r: WeightReply| {
+            g.answer(op, OpReply::Weight(r), now);
+            r
+        };
+        if self.meta.is_none() {
+            return (WeightReply::NoGroup, false);
+        }
+        if let Some(wait) = self.restoring(now) {
+            return (WeightReply::Restoring(wait), false);
+        }
+        if !self.positions.contains_key(partition) {
+            return (WeightReply::Unknown, false);
+        }
+        if self.weighted() && self.weight(partition) == weight {
+            return (WeightReply::Set(weight), false);
+        }
+        if !self.weighted() {
+            let count = self.positions.len() as u64;
+            let tokens: Vec<String> = self.sessions.values().cloned().collect();
+            for t in tokens {
+                let n = self.held.get(&t).map_or(0, |s| s.len()) as u64;
+                self.loads.insert(t, n);
+            }
+            if let Some(m) = self.meta.as_mut() {
+                m.weighted = true;
+                m.total = count;
+            }
+        }
+        let old = self.weight(partition);
+        if weight == 1 {
+            self.weights.remove(partition);
+        } else {
+            self.weights.insert(partition.to_owned(), weight);
+        }
+        let delta = i128::from(weight) - i128::from(old);
+        if let Some(m) = self.meta.as_mut() {
+            m.total = u64::try_from((i128::from(m.total) + delta).max(0)).unwrap_or(0);
+            m.wver += 1;
+            m.sver += 1;
+            m.rcount = 0;
+        }
+        if let Some(owner) = self.owners.get(partition).cloned()
+            && let Some(l) = self.loads.get_mut(&owner)
+        {
+            *l = u64::try_from((i128::from(*l) + delta).max(0)).unwrap_or(0);
+        }
+        (answer(self, WeightReply::Set(old)), true)
+    }
+}

@@ -1,0 +1,316 @@
+//! The protocol between a coordinator and its store: the operations
+//! ([`Protocol`]), each with its request and reply in [`super::ops`], and the types
+//! they share. Public only so that the sealed [`super::GroupBackend`] can name it; not
+//! reachable from outside the crate.
+#![allow(unreachable_pub)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use leasehold_election::{BackendWarning, Fence, StoreError};
+use tokio::sync::broadcast;
+
+pub use super::ops::change::{AddReply, Change, RemoveReply};
+pub use super::ops::claim::{ClaimReply, ClaimRequest};
+pub use super::ops::drain::DrainReply;
+pub use super::ops::read::{SetPage, StatusHead};
+pub use super::ops::restore::RestoreStep;
+pub use super::ops::tick::{Conflict, SessionReply, TickReply, TickRequest};
+pub use super::ops::version::VersionStep;
+pub use super::ops::weight::WeightReply;
+use super::status::PartitionOwner;
+use crate::keys::GroupKeys;
+
+/// What a member is doing, as the others see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MemberState {
+    /// Heartbeating, claiming nothing yet; counts towards N.
+    Settling,
+    /// Taking part.
+    Active,
+    /// Handing everything back before it goes; no longer counts towards N.
+    Leaving,
+    /// Drained by an operator: handing everything over, claiming nothing; not counted
+    /// towards N.
+    Draining,
+    /// Gone for a restart, its session (and partitions) kept for its return.
+    Away,
+}
+
+impl MemberState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Settling => "settling",
+            Self::Active => "active",
+            Self::Leaving => "leaving",
+            Self::Draining => "draining",
+            Self::Away => "away",
+        }
+    }
+
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "active" => Self::Active,
+            "leaving" => Self::Leaving,
+            "draining" => Self::Draining,
+            "away" => Self::Away,
+            _ => Self::Settling,
+        }
+    }
+
+    /// Whether the member counts towards N (it will hold its share).
+    pub fn counts(self) -> bool {
+        matches!(self, Self::Settling | Self::Active | Self::Away)
+    }
+}
+
+/// How the group (this lifetime of it) came to exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// From a replica's configured list (a new group, or one Redis lost whose set no
+    /// live replica had seen).
+    Seed,
+    /// From the set a live replica saw before Redis lost the group.
+    Restore,
+    /// Written by an older version of the protocol.
+    Unknown,
+}
+
+impl Origin {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "seed" => Self::Seed,
+            "restore" => Self::Restore,
+            _ => Self::Unknown,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Seed => "seed",
+            Self::Restore => "restore",
+            Self::Unknown => "",
+        }
+    }
+}
+
+/// The group's partition set, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetInfo {
+    /// Partitions in the set.
+    pub count: usize,
+    /// The version of the last versioned list applied (0: none).
+    pub version: u64,
+    /// That list's digest.
+    pub digest: String,
+    /// A weight was ever set: loads are weights summed, not counts.
+    pub weighted: bool,
+    /// The weights summed (`count` unless weighted).
+    pub total_weight: u64,
+    /// The largest weight (1 unless weighted).
+    pub max_weight: u64,
+    /// Bumped by every weight change.
+    pub weights_version: u64,
+    /// This lifetime of the group (a random id, new when it is created).
+    pub life: String,
+    /// Bumped by every change to the set: names, weights, drains, list version.
+    pub set_version: u64,
+    /// The highest fence the group has issued.
+    pub highest_fence: Fence,
+    /// How this lifetime began.
+    pub origin: Origin,
+    /// The lease of the replica that created it.
+    pub lease: Duration,
+    /// How many partitions a restore is to bring back (0 unless restored).
+    pub restore_count: usize,
+    /// This incarnation of the group: new whenever it is created (seeded, restored, or
+    /// taken over by a newer restore). A session lives in one incarnation only.
+    pub incarnation: String,
+}
+
+impl SetInfo {
+    /// An unweighted set of `count` partitions at list `version`.
+    pub fn plain(count: usize, version: u64, digest: &str) -> Self {
+        Self {
+            count,
+            version,
+            digest: digest.to_owned(),
+            weighted: false,
+            total_weight: count as u64,
+            max_weight: 1,
+            weights_version: 0,
+            life: String::new(),
+            set_version: 0,
+            highest_fence: Fence(0),
+            origin: Origin::Seed,
+            lease: Duration::ZERO,
+            restore_count: 0,
+            incarnation: String::new(),
+        }
+    }
+}
+
+/// A live member as a tick saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberInfo {
+    pub replica: String,
+    pub state: MemberState,
+    /// Time left on its session.
+    pub left: Duration,
+    /// Partitions its session holds.
+    pub held: usize,
+    /// Their weights summed (`held` unless the group is weighted).
+    pub load: u64,
+    /// Its capacity (1 unless it said otherwise).
+    pub capacity: u32,
+}
+
+/// A term of a partition: the partition and the fence it was granted with. Releases
+/// and regrants name terms, so that a late or repeated one touches only the term it was
+/// meant for.
+pub type Term = (String, Fence);
+
+/// A term a claim granted: the partition, its fence, its weight.
+pub type Granted = (String, Fence, u64);
+
+pub trait Protocol {
+    /// Heartbeat: start, resume or extend the session, reap ended sessions, read the
+    /// group. Safe to retry.
+    fn tick(
+        &self,
+        keys: &GroupKeys,
+        req: &TickRequest,
+    ) -> impl Future<Output = Result<TickReply, StoreError>> + Send;
+
+    /// Takes up to `count` free partitions (or regrants terms the session holds), and
+    /// extends the session. Safe to retry with the same seq.
+    fn claim(
+        &self,
+        keys: &GroupKeys,
+        req: &ClaimRequest,
+    ) -> impl Future<Output = Result<ClaimReply, StoreError>> + Send;
+
+    /// Gives back the terms of `session` among `terms`; one flag per term (true: no
+    /// term of the session holds it and no later one was granted). Safe to retry.
+    fn release(
+        &self,
+        keys: &GroupKeys,
+        session: &str,
+        terms: &[Term],
+    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
+
+    /// Ends `replica`'s session `session` (if it is the current one and `process` holds
+    /// it) and frees what it still holds. Safe to retry.
+    fn leave(
+        &self,
+        keys: &GroupKeys,
+        replica: &str,
+        process: &str,
+        session: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Adds partitions to the set (see [`Change`]).
+    fn add(
+        &self,
+        keys: &GroupKeys,
+        mode: &Change,
+        names: &[String],
+    ) -> impl Future<Output = Result<AddReply, StoreError>> + Send;
+
+    /// Removes partitions from the set; their owners are told to give them up.
+    fn remove(
+        &self,
+        keys: &GroupKeys,
+        mode: &Change,
+        names: &[String],
+    ) -> impl Future<Output = Result<RemoveReply, StoreError>> + Send;
+
+    /// Up to `limit` partition names from position `offset` of the set.
+    fn list_page(
+        &self,
+        keys: &GroupKeys,
+        offset: usize,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
+
+    /// The set as a replica keeps it (names with weights, drains, versions), a page;
+    /// `None` if the group does not exist.
+    fn set_page(
+        &self,
+        keys: &GroupKeys,
+        offset: usize,
+        limit: usize,
+    ) -> impl Future<Output = Result<Option<SetPage>, StoreError>> + Send;
+
+    /// A step of applying a versioned list.
+    fn set_version(
+        &self,
+        keys: &GroupKeys,
+        version: u64,
+        step: VersionStep<'_>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// A step of restoring a group Redis lost; false if another restore (or seed) won.
+    fn restore(
+        &self,
+        keys: &GroupKeys,
+        step: &RestoreStep,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Drains (or undrains) `replica`; `op` names an operator's request, whose reply
+    /// is kept for a retry.
+    fn drain(
+        &self,
+        keys: &GroupKeys,
+        op: Option<&str>,
+        replica: &str,
+        on: bool,
+        force: bool,
+    ) -> impl Future<Output = Result<DrainReply, StoreError>> + Send;
+
+    /// The terms the session holds, with their weights.
+    fn held(
+        &self,
+        keys: &GroupKeys,
+        session: &str,
+    ) -> impl Future<Output = Result<Vec<Granted>, StoreError>> + Send;
+
+    /// Sets a partition's weight (the group balances by weight from then on); the
+    /// owner's load follows at once. `op`: the operator's request id, for a retry.
+    fn set_weight(
+        &self,
+        keys: &GroupKeys,
+        op: Option<&str>,
+        partition: &str,
+        weight: u64,
+    ) -> impl Future<Output = Result<WeightReply, StoreError>> + Send;
+
+    /// One partition's owner; `None` if it is not in the set.
+    fn owner(
+        &self,
+        keys: &GroupKeys,
+        partition: &str,
+    ) -> impl Future<Output = Result<Option<PartitionOwner>, StoreError>> + Send;
+
+    /// The group without its partitions; `None` if it does not exist.
+    fn status_head(
+        &self,
+        keys: &GroupKeys,
+    ) -> impl Future<Output = Result<Option<StatusHead>, StoreError>> + Send;
+
+    /// Up to `limit` partitions from position `offset`, with their owners.
+    fn status_page(
+        &self,
+        keys: &GroupKeys,
+        offset: usize,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<PartitionOwner>, StoreError>> + Send;
+
+    /// Notices published by releases, leaves, member state changes, additions and
+    /// removals (`keys.notice` for this group;
+    /// `leasehold_election::store::ANY_RELEASE` when some may have been missed).
+    fn notices(&self, keys: &GroupKeys) -> broadcast::Receiver<String>;
+
+    /// Server settings that weaken the guarantees (logged once per store).
+    fn warnings(&self) -> impl Future<Output = Result<Vec<BackendWarning>, StoreError>> + Send;
+}

@@ -1,0 +1,186 @@
+//! What operators read of a group: its status, one partition's owner, and how the
+//! whole group is read page by page.
+
+use std::time::Duration;
+
+use leasehold_election::{Fence, StoreError};
+
+use super::protocol::MemberState;
+use super::{GroupBackend, STATUS_PAGE};
+use crate::keys::GroupKeys;
+
+/// The whole group as stored, for operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupStatus {
+    /// Every partition with its owner, in the order they were added. On a large group
+    /// this is read in pages of a thousand, so it is not one atomic snapshot.
+    pub partitions: Vec<PartitionOwner>,
+    /// Live replicas with how many partitions each holds (`None`: still settling).
+    pub replicas: Vec<(String, Option<usize>)>,
+    /// Every live replica in detail, in the order of `replicas`. Read in one script
+    /// with `replicas`, before the partitions.
+    pub members: Vec<ReplicaStatus>,
+    /// The version of the last versioned partition list applied to the group (0 if
+    /// none: the set was seeded, or changed through [`crate::GroupAdmin`] only).
+    pub list_version: u64,
+    /// Whether the group balances by weight: a weight was set
+    /// ([`crate::GroupAdmin::set_weight`]), or its replicas' capacities differ.
+    pub weighted: bool,
+    /// The partitions' weights, summed (P in an unweighted group).
+    pub total_weight: u64,
+    /// Every drained replica id, live or not: a drain lasts until undrained.
+    pub drained: Vec<String>,
+}
+
+/// What a live replica of a group is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplicaState {
+    /// Just joined: heartbeating, claiming nothing yet.
+    Settling,
+    /// Taking part.
+    Active,
+    /// Shutting down: handing its partitions back.
+    Leaving,
+    /// Drained by an operator: handing its partitions over, claiming nothing.
+    Draining,
+    /// Restarting: its partitions are kept for its return (`rejoin_grace`).
+    Away,
+}
+
+/// One live replica, for operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaStatus {
+    /// The replica id.
+    pub replica: String,
+    /// What it is doing.
+    pub state: ReplicaState,
+    /// Partitions its session holds.
+    pub held: usize,
+    /// Time left on its session: its partitions are held that long unless it
+    /// heartbeats again.
+    pub session_left: Duration,
+    /// The process using it (`host pid`), as it said when it joined.
+    pub instance: String,
+    /// Whether an operator drained it.
+    pub drained: bool,
+    /// The weights of its partitions, summed (its partition count in an unweighted
+    /// group).
+    pub load: u64,
+    /// Its capacity ([`crate::GroupConfigBuilder::capacity`]).
+    pub capacity: u32,
+}
+
+impl GroupStatus {
+    /// Partitions owned per live replica, counted from the partitions themselves.
+    pub fn owned_counts(&self) -> Vec<(String, usize)> {
+        let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for p in &self.partitions {
+            if let Some(owner) = p.owner.as_deref() {
+                *counts.entry(owner).or_default() += 1;
+            }
+        }
+        self.replicas
+            .iter()
+            .map(|(r, _)| (r.clone(), counts.get(r.as_str()).copied().unwrap_or(0)))
+            .collect()
+    }
+
+    /// max − min of [`GroupStatus::owned_counts`] (0 with no replicas).
+    pub fn spread(&self) -> usize {
+        let counts: Vec<usize> = self.owned_counts().into_iter().map(|(_, n)| n).collect();
+        match (counts.iter().max(), counts.iter().min()) {
+            (Some(max), Some(min)) => max - min,
+            _ => 0,
+        }
+    }
+}
+
+/// One partition's owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionOwner {
+    /// The partition.
+    pub partition: String,
+    /// Its owner's replica id, if a live session holds it.
+    pub owner: Option<String>,
+    /// The fence of the current (or last) term.
+    pub fence: Fence,
+    /// Time left on the owner's session (when it is not renewed).
+    pub remaining: Option<Duration>,
+    /// How long its owner has held it (since the claim that won it).
+    pub held_for: Option<Duration>,
+    /// Its weight (1 unless set).
+    pub weight: u64,
+}
+
+/// Reads the whole group: the head, then the partitions page by page.
+pub(crate) async fn read_status<B: GroupBackend>(
+    backend: &B,
+    keys: &GroupKeys,
+) -> Result<Option<GroupStatus>, StoreError> {
+    let Some(head) = backend.status_head(keys).await? else {
+        return Ok(None);
+    };
+    let mut partitions = Vec::with_capacity(head.set.count);
+    while partitions.len() < head.set.count {
+        let page = backend
+            .status_page(keys, partitions.len(), STATUS_PAGE)
+            .await?;
+        if page.is_empty() {
+            break;
+        }
+        partitions.extend(page);
+    }
+    let members: Vec<ReplicaStatus> = head
+        .members
+        .iter()
+        .zip(
+            head.instances
+                .iter()
+                .chain(std::iter::repeat(&String::new())),
+        )
+        .map(|(m, instance)| ReplicaStatus {
+            replica: m.replica.clone(),
+            state: match m.state {
+                MemberState::Settling => ReplicaState::Settling,
+                MemberState::Active => ReplicaState::Active,
+                MemberState::Leaving => ReplicaState::Leaving,
+                MemberState::Draining => ReplicaState::Draining,
+                MemberState::Away => ReplicaState::Away,
+            },
+            held: m.held,
+            session_left: m.left,
+            instance: instance.clone(),
+            drained: head.drained.contains(&m.replica),
+            load: m.load,
+            capacity: m.capacity,
+        })
+        .collect();
+    let weighted = head.set.weighted
+        || head
+            .members
+            .windows(2)
+            .any(|w| w[0].capacity != w[1].capacity);
+    let replicas = head
+        .members
+        .into_iter()
+        .map(|m| {
+            let held = (m.state != MemberState::Settling).then_some(m.held);
+            (m.replica, held)
+        })
+        .collect();
+    Ok(Some(GroupStatus {
+        partitions,
+        replicas,
+        members,
+        list_version: head.set.version,
+        weighted,
+        total_weight: head.set.total_weight,
+        drained: {
+            // Redis answers in hash order; the in-memory store sorted.
+            let mut d = head.drained;
+            d.sort();
+            d
+        },
+    }))
+}

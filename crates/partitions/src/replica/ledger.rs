@@ -1,0 +1,447 @@
+//! The one record of what this replica holds and runs: for every partition, the term
+//! its session holds in the store (with its fence, weight and what is being done with
+//! it), and the elector of an earlier term still ending. The electors the driver runs,
+//! the renewals it refuses and the partitions the view shows as owned all derive from
+//! it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use leasehold_election::Fence;
+use tokio::time::Instant;
+
+/// Why this replica hands a partition over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopReason {
+    /// To even out the group.
+    Rebalance,
+    /// The replica is drained.
+    Drained,
+    /// The partition was removed from the set.
+    Removed,
+    /// The replica leaves the group.
+    Leave,
+}
+
+/// What is being done with a term the session holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Granted; its elector starts once the partition's earlier elector has ended.
+    Starting,
+    /// Its elector runs.
+    Serving,
+    /// Its elector was told to hand over (and releases the term when done).
+    Stopping(StopReason),
+    /// Held in the store with no elector (a resumed session, a claim whose reply was
+    /// lost): to be granted again, or given back.
+    Unserved,
+    /// A regrant of it is in flight.
+    Regranting,
+}
+
+/// A term the session holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub(crate) fence: Fence,
+    pub(crate) weight: u64,
+    pub(crate) phase: Phase,
+    /// When the call that granted it was sent (its elector's deadline is anchored no
+    /// earlier).
+    pub(crate) sent: Instant,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Slot {
+    held: Option<Held>,
+    /// The fence of an earlier term whose elector is still ending (it holds nothing in
+    /// the store any more: its session ended, or it is releasing).
+    ending: Option<Fence>,
+}
+
+impl Slot {
+    /// Whether the view shows the partition as owned: an elector runs or is about to.
+    fn owned(&self) -> bool {
+        self.ending.is_some()
+            || self.held.is_some_and(|h| {
+                matches!(
+                    h.phase,
+                    Phase::Starting | Phase::Serving | Phase::Stopping(_)
+                )
+            })
+    }
+
+    /// Electors running.
+    fn electors(&self) -> usize {
+        usize::from(self.ending.is_some())
+            + usize::from(
+                self.held
+                    .is_some_and(|h| matches!(h.phase, Phase::Serving | Phase::Stopping(_))),
+            )
+    }
+}
+
+/// What the ledger asks the driver to do after a change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Effect {
+    /// Start the elector of this term, granted by a call sent at that instant.
+    Start(usize, Fence, Instant),
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    slots: BTreeMap<usize, Slot>,
+    /// Partitions whose "owned" changed since the view last looked.
+    changed: BTreeSet<usize>,
+}
+
+impl Ledger {
+    fn edit<T>(&mut self, i: usize, f: impl FnOnce(&mut Slot) -> T) -> T {
+        let slot = self.slots.entry(i).or_default();
+        let before = slot.owned();
+        let out = f(slot);
+        let after = slot.owned();
+        if *slot == Slot::default() {
+            self.slots.remove(&i);
+        }
+        if before != after {
+            self.changed.insert(i);
+        }
+        out
+    }
+
+    /// The term of `i` the session holds, if any.
+    pub(crate) fn held(&self, i: usize) -> Option<Held> {
+        self.slots.get(&i).and_then(|s| s.held)
+    }
+
+    /// A claim (or a regrant) granted term `fence` of `i`: its elector starts at once,
+    /// or once the partition's earlier elector has ended.
+    pub(crate) fn grant(
+        &mut self,
+        i: usize,
+        fence: Fence,
+        weight: u64,
+        sent: Instant,
+    ) -> Option<Effect> {
+        self.edit(i, |s| {
+            // An earlier term of ours whose elector still runs (handing over, its release
+            // on its way): the store granted the partition again, so that term is over.
+            if let Some(h) = s.held.take()
+                && h.fence != fence
+                && matches!(h.phase, Phase::Serving | Phase::Stopping(_))
+            {
+                debug_assert!(s.ending.is_none(), "one elector per partition");
+                s.ending = Some(h.fence);
+            }
+            let starts = s.ending.is_none();
+            s.held = Some(Held {
+                fence,
+                weight,
+                phase: if starts {
+                    Phase::Serving
+                } else {
+                    Phase::Starting
+                },
+                sent,
+            });
+            starts.then_some(Effect::Start(i, fence, sent))
+        })
+    }
+
+    /// A grant waiting for its elector to start is not to start (its partition was
+    /// revoked, the replica drained): it is unserved again, for a regrant to give back.
+    pub(crate) fn unstart(&mut self, i: usize) {
+        self.edit(i, |s| {
+            if let Some(h) = &mut s.held
+                && h.phase == Phase::Starting
+            {
+                h.phase = Phase::Unserved;
+            }
+        });
+    }
+
+    /// Tells the elector of `i` to hand over; false if none serves it.
+    pub(crate) fn stop(&mut self, i: usize, reason: StopReason) -> bool {
+        self.edit(i, |s| match &mut s.held {
+            Some(h) if h.phase == Phase::Serving => {
+                h.phase = Phase::Stopping(reason);
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// The elector of term `fence` of `i` has ended (after its release, if it made one):
+    /// a grant that waited for it starts now.
+    pub(crate) fn ended(&mut self, i: usize, fence: Fence) -> Option<Effect> {
+        self.edit(i, |s| {
+            if s.ending == Some(fence) {
+                s.ending = None;
+                if let Some(h) = &mut s.held
+                    && h.phase == Phase::Starting
+                {
+                    h.phase = Phase::Serving;
+                    return Some(Effect::Start(i, h.fence, h.sent));
+                }
+            } else if s.held.is_some_and(|h| h.fence == fence) {
+                s.held = None;
+            }
+            None
+        })
+    }
+
+    /// The session is over: every running elector is ending (the store freed its term
+    /// with the session); terms without one are gone.
+    pub(crate) fn session_lost(&mut self) {
+        let all: Vec<usize> = self.slots.keys().copied().collect();
+        for i in all {
+            self.edit(i, |s| {
+                if let Some(h) = s.held.take()
+                    && matches!(h.phase, Phase::Serving | Phase::Stopping(_))
+                {
+                    s.ending = Some(h.fence);
+                }
+            });
+        }
+    }
+
+    /// The store says the session holds term `fence` of `i` with no elector of ours
+    /// (a resume, or a claim whose reply was lost).
+    pub(crate) fn unserved(&mut self, i: usize, fence: Fence, weight: u64, now: Instant) {
+        self.edit(i, |s| {
+            s.held = Some(Held {
+                fence,
+                weight,
+                phase: Phase::Unserved,
+                sent: now,
+            });
+        });
+    }
+
+    /// Sets the weight of the term `fence` of `i` (a reconcile read it).
+    pub(crate) fn weigh(&mut self, i: usize, fence: Fence, weight: u64) {
+        if let Some(h) = self.slots.get_mut(&i).and_then(|s| s.held.as_mut())
+            && h.fence == fence
+        {
+            h.weight = weight;
+        }
+    }
+
+    /// Drops every term that has no elector (leaving: the end of the session frees
+    /// them; or a sticky leave: the parked session keeps them).
+    pub(crate) fn drop_unstarted(&mut self) {
+        let all: Vec<usize> = self.slots.keys().copied().collect();
+        for i in all {
+            self.edit(i, |s| {
+                if s.held
+                    .is_some_and(|h| !matches!(h.phase, Phase::Serving | Phase::Stopping(_)))
+                {
+                    s.held = None;
+                }
+            });
+        }
+    }
+
+    /// Moves these terms to `phase` (from Unserved: a regrant or a give-back is sent).
+    pub(crate) fn mark(&mut self, terms: &[(usize, Fence)], phase: Phase) {
+        for &(i, f) in terms {
+            self.edit(i, |s| {
+                if let Some(h) = &mut s.held
+                    && h.fence == f
+                {
+                    h.phase = phase;
+                }
+            });
+        }
+    }
+
+    /// A regrant or give-back of these terms came back without granting them: they are
+    /// no longer this session's (given back, or never were).
+    pub(crate) fn drop_terms(&mut self, terms: &[(usize, Fence)]) {
+        for &(i, f) in terms {
+            self.edit(i, |s| {
+                if s.held
+                    .is_some_and(|h| h.fence == f && h.phase == Phase::Regranting)
+                {
+                    s.held = None;
+                }
+            });
+        }
+    }
+
+    /// Forgets term `fence` of `i`, whose elector was about to start and will not (the
+    /// replica is leaving: the end of its session has it).
+    pub(crate) fn discard(&mut self, i: usize, fence: Fence) {
+        self.edit(i, |s| {
+            if s.held.is_some_and(|h| h.fence == fence) {
+                s.held = None;
+            }
+        });
+    }
+
+    /// A regrant or give-back failed: its terms are unserved again (to retry).
+    pub(crate) fn unsend(&mut self, terms: &[(usize, Fence)]) {
+        for &(i, f) in terms {
+            self.edit(i, |s| {
+                if let Some(h) = &mut s.held
+                    && h.fence == f
+                    && h.phase == Phase::Regranting
+                {
+                    h.phase = Phase::Unserved;
+                }
+            });
+        }
+    }
+
+    /// The store no longer lists term `fence` of `i` under the session (a reconcile):
+    /// forget it; true if its elector runs (its renewals must be refused).
+    pub(crate) fn forget(&mut self, i: usize, fence: Fence) -> bool {
+        self.edit(i, |s| match s.held {
+            Some(h) if h.fence == fence => {
+                s.held = None;
+                if matches!(h.phase, Phase::Serving | Phase::Stopping(_)) {
+                    // Its elector still runs until it hears it is over.
+                    s.ending = Some(fence);
+                    true
+                } else {
+                    false
+                }
+            }
+            _ => false,
+        })
+    }
+
+    /// Every term the session holds: (partition, held).
+    pub(crate) fn terms(&self) -> impl Iterator<Item = (usize, Held)> + '_ {
+        self.slots
+            .iter()
+            .filter_map(|(i, s)| s.held.map(|h| (*i, h)))
+    }
+
+    /// Partitions whose elector serves (not stopping).
+    pub(crate) fn serving(&self) -> Vec<usize> {
+        self.terms()
+            .filter(|(_, h)| h.phase == Phase::Serving)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Terms in `phase`.
+    pub(crate) fn in_phase(&self, phase: Phase) -> Vec<(usize, Fence)> {
+        self.terms()
+            .filter(|(_, h)| h.phase == phase)
+            .map(|(i, h)| (i, h.fence))
+            .collect()
+    }
+
+    /// How many terms the session holds (in any phase).
+    pub(crate) fn held_count(&self) -> usize {
+        self.terms().count()
+    }
+
+    /// Their weights, summed.
+    pub(crate) fn load(&self) -> u64 {
+        self.terms().map(|(_, h)| h.weight).sum()
+    }
+
+    /// Electors running, of any term.
+    pub(crate) fn electors(&self) -> usize {
+        self.slots.values().map(Slot::electors).sum()
+    }
+
+    /// Whether a term is on its way out or in: stopping (its release pending), or a
+    /// regrant or give-back in flight. A reconcile's answer could miss or overtake it.
+    pub(crate) fn busy(&self) -> bool {
+        self.terms()
+            .any(|(_, h)| matches!(h.phase, Phase::Stopping(_) | Phase::Regranting))
+    }
+
+    /// Whether partition `i` is shown as owned.
+    pub(crate) fn owned(&self, i: usize) -> bool {
+        self.slots.get(&i).is_some_and(Slot::owned)
+    }
+
+    /// How many partitions are shown as owned.
+    pub(crate) fn owned_count(&self) -> usize {
+        self.slots.values().filter(|s| s.owned()).count()
+    }
+
+    /// The partitions whose "owned" changed since the last call.
+    pub(crate) fn take_changes(&mut self) -> BTreeSet<usize> {
+        std::mem::take(&mut self.changed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_waits_for_the_partitions_ending_elector() {
+        let mut l = Ledger::default();
+        let t = Instant::now();
+        assert_eq!(
+            l.grant(1, Fence(10), 1, t),
+            Some(Effect::Start(1, Fence(10), t))
+        );
+        l.session_lost();
+        assert!(l.owned(1), "its elector is still ending");
+        assert_eq!(l.held(1), None);
+        assert_eq!(
+            l.grant(1, Fence(20), 1, t),
+            None,
+            "waits for the old elector"
+        );
+        assert_eq!(l.electors(), 1);
+        assert_eq!(l.ended(1, Fence(10)), Some(Effect::Start(1, Fence(20), t)));
+        assert_eq!(l.held(1).unwrap().phase, Phase::Serving);
+        assert_eq!(l.ended(1, Fence(20)), None);
+        assert!(!l.owned(1));
+        assert_eq!(l.take_changes(), [1].into());
+    }
+
+    #[test]
+    fn a_grant_over_a_term_still_handing_over_waits_for_its_elector() {
+        let mut l = Ledger::default();
+        let t = Instant::now();
+        l.grant(1, Fence(10), 1, t);
+        assert!(l.stop(1, StopReason::Rebalance));
+        // Released, and claimed again before the old elector was joined.
+        assert_eq!(l.grant(1, Fence(20), 1, t), None);
+        assert_eq!(l.electors(), 1, "only the old one runs");
+        assert_eq!(l.ended(1, Fence(10)), Some(Effect::Start(1, Fence(20), t)));
+        assert_eq!(l.held(1).unwrap().fence, Fence(20));
+    }
+
+    #[test]
+    fn unserved_terms_are_regranted_or_dropped_by_fence() {
+        let mut l = Ledger::default();
+        let t = Instant::now();
+        l.unserved(1, Fence(5), 3, t);
+        l.unserved(2, Fence(6), 1, t);
+        assert!(!l.owned(1), "no elector yet");
+        assert_eq!(l.load(), 4);
+        l.mark(&[(1, Fence(5)), (2, Fence(6))], Phase::Regranting);
+        // A stale answer about an older term changes nothing.
+        l.drop_terms(&[(1, Fence(4))]);
+        assert_eq!(l.held_count(), 2);
+        assert_eq!(
+            l.grant(1, Fence(9), 3, t),
+            Some(Effect::Start(1, Fence(9), t))
+        );
+        l.drop_terms(&[(2, Fence(6))]);
+        assert_eq!(l.held_count(), 1);
+        assert_eq!(l.serving(), [1]);
+    }
+
+    #[test]
+    fn a_term_the_store_forgot_keeps_its_elector_until_it_ends() {
+        let mut l = Ledger::default();
+        l.grant(1, Fence(5), 1, Instant::now());
+        assert!(l.forget(1, Fence(5)), "its renewals must be refused");
+        assert!(l.owned(1));
+        assert_eq!(l.held(1), None);
+        assert_eq!(l.ended(1, Fence(5)), None);
+        assert!(!l.owned(1));
+        assert!(!l.forget(1, Fence(5)));
+    }
+}

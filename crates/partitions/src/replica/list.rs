@@ -1,0 +1,438 @@
+//! The partition set, as steps: this replica's copy of the group's set (read whenever
+//! the set's version moves, so that the group can be restored if Redis loses it), and
+//! the three ways this replica changes the group's set: seeding a group that does not
+//! exist from its configured list, restoring one Redis lost from its copy, and applying
+//! a newer versioned list. One step at a time; each step is one store call the driver
+//! makes ([`SetOp`]), whose answer ([`SetAnswer`]) gives the next.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leasehold_election::Fence;
+
+use crate::backend::ops::restore::Restored;
+use crate::backend::protocol::{AddReply, Origin, RemoveReply, RestoreStep, SetInfo, SetPage};
+use crate::backend::{SET_CHUNK, STATUS_PAGE};
+
+/// The group's set as this replica last read it in full.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct SetCopy {
+    pub(crate) life: String,
+    pub(crate) set_version: u64,
+    pub(crate) version: u64,
+    pub(crate) digest: String,
+    pub(crate) lease: Duration,
+    pub(crate) highest_fence: Fence,
+    pub(crate) weighted: bool,
+    pub(crate) weights_version: u64,
+    pub(crate) drained: Vec<String>,
+    pub(crate) names: Vec<(String, u64)>,
+}
+
+/// A step for the driver: one store call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SetOp {
+    /// Read a page of the set (`set_page`).
+    Read {
+        offset: usize,
+    },
+    /// Seed the group from the configured list (`add` in seed mode).
+    Seed {
+        life: String,
+        names: Vec<String>,
+        grant_delay: Duration,
+        lease: Duration,
+    },
+    /// A step of a restore.
+    Restore(RestoreStep),
+    /// A step of applying a versioned list.
+    Begin {
+        version: u64,
+    },
+    Add {
+        version: u64,
+        names: Vec<String>,
+    },
+    List {
+        offset: usize,
+    },
+    Remove {
+        version: u64,
+        names: Vec<String>,
+    },
+    Done {
+        version: u64,
+        digest: String,
+    },
+}
+
+/// What a step's store call answered (`Failed`: it failed; the job stops and is taken up
+/// again at a later tick).
+#[derive(Debug, Clone)]
+pub(crate) enum SetAnswer {
+    Page(Option<SetPage>),
+    Added(AddReply),
+    Removed(RemoveReply),
+    Ok(bool),
+    Listed(Vec<String>),
+    Failed,
+}
+
+/// What this replica is doing to the set.
+#[derive(Debug, Clone)]
+enum Job {
+    /// Reading the set into a new copy.
+    Read { copy: SetCopy, offset: usize },
+    /// Seeding: the chunk from `next` is in flight.
+    Seed { life: String, next: usize },
+    /// Restoring `copy`: the chunk from `next` is in flight (`None`: the begin).
+    Restore {
+        of: Restored,
+        copy: Arc<SetCopy>,
+        next: Option<usize>,
+    },
+    /// Applying a versioned list.
+    Apply(Apply),
+}
+
+#[derive(Debug, Clone)]
+enum Apply {
+    /// A new group just seeded takes the list's version as a whole.
+    SeedBegin,
+    Begin,
+    Add(usize),
+    List {
+        offset: usize,
+        extra: Vec<String>,
+    },
+    Remove {
+        extra: Vec<String>,
+        next: usize,
+    },
+    Done,
+}
+
+/// This replica's configured list.
+#[derive(Debug, Clone)]
+pub(crate) struct Configured {
+    pub(crate) names: Arc<[String]>,
+    /// Its version (0: unversioned, a seed only).
+    pub(crate) version: u64,
+    pub(crate) digest: String,
+    /// This replica's lease (no grant for this long after the group is created).
+    pub(crate) lease: Duration,
+}
+
+#[derive(Debug)]
+pub(crate) struct SetSync {
+    configured: Configured,
+    /// The last complete copy of the group's set.
+    copy: Option<Arc<SetCopy>>,
+    job: Option<Job>,
+    /// The highest fence the group is known to have issued (ticks carry it).
+    highest_fence: Fence,
+}
+
+impl SetSync {
+    pub(crate) fn new(configured: Configured) -> Self {
+        Self {
+            configured,
+            copy: None,
+            job: None,
+            highest_fence: Fence(0),
+        }
+    }
+
+    /// The copy of the set, if complete.
+    pub(crate) fn copy(&self) -> Option<&SetCopy> {
+        self.copy.as_deref()
+    }
+
+    /// Whether this replica's versioned list differs from the group's at the same
+    /// version (the group's is followed).
+    pub(crate) fn list_differs(&self, set: Option<&SetInfo>) -> bool {
+        set.is_some_and(|set| {
+            self.configured.version > 0
+                && set.version == self.configured.version
+                && !set.digest.is_empty()
+                && set.digest != self.configured.digest
+        })
+    }
+
+    /// A tick's view of the set (`None`: the group does not exist): the first step of a
+    /// job to start, if one is due. `life` draws a new group's id.
+    pub(crate) fn on_tick(
+        &mut self,
+        set: Option<&SetInfo>,
+        grant_wait: Duration,
+        life: impl FnOnce() -> String,
+    ) -> Option<SetOp> {
+        if let Some(set) = set {
+            self.highest_fence = self.highest_fence.max(set.highest_fence);
+        }
+        if self.job.is_some() {
+            return None;
+        }
+        let job = match set {
+            None => match &self.copy {
+                // Redis lost the group: restore it from the set this replica saw.
+                Some(copy) => Some(self.restore(copy.clone())),
+                // Nobody here saw it (or it never existed): seed it.
+                None => Some(Job::Seed {
+                    life: life(),
+                    next: 0,
+                }),
+            },
+            Some(set) => self.due(set, grant_wait),
+        };
+        self.job = job;
+        self.step()
+    }
+
+    /// The job a tick that found the group calls for.
+    fn due(&self, set: &SetInfo, grant_wait: Duration) -> Option<Job> {
+        let window = !grant_wait.is_zero();
+        if let Some(copy) = &self.copy {
+            // Created again, not granting yet: a newer set this replica saw wins over a
+            // seed (from some replica's configured list) or an older restore.
+            let newer = match set.origin {
+                Origin::Seed => copy.life != set.life,
+                Origin::Restore => copy.life == set.life && copy.set_version > set.set_version,
+                Origin::Unknown => false,
+            };
+            // A restore of this very copy whose replica stopped midway: complete it.
+            let unfinished = set.origin == Origin::Restore
+                && copy.life == set.life
+                && copy.set_version == set.set_version
+                && set.count < set.restore_count;
+            if (window && newer) || unfinished {
+                return Some(self.restore(copy.clone()));
+            }
+        }
+        let fresh = self
+            .copy
+            .as_ref()
+            .is_some_and(|c| c.life == set.life && c.set_version == set.set_version);
+        if !fresh {
+            return Some(Job::Read {
+                copy: SetCopy::default(),
+                offset: 0,
+            });
+        }
+        let c = &self.configured;
+        let newer_list = c.version > set.version
+            || (c.version > 0 && c.version == set.version && set.digest.is_empty());
+        (newer_list && !window).then_some(Job::Apply(Apply::Begin))
+    }
+
+    fn restore(&self, copy: Arc<SetCopy>) -> Job {
+        Job::Restore {
+            of: Restored {
+                life: copy.life.clone(),
+                set_version: copy.set_version,
+                grant_delay: copy.lease.max(self.configured.lease),
+                count: copy.names.len(),
+            },
+            copy,
+            next: None,
+        }
+    }
+
+    /// The step the current job is at.
+    fn step(&self) -> Option<SetOp> {
+        let c = &self.configured;
+        let chunk = |from: usize| -> Vec<String> {
+            c.names.iter().skip(from).take(SET_CHUNK).cloned().collect()
+        };
+        Some(match self.job.as_ref()? {
+            Job::Read { offset, .. } => SetOp::Read { offset: *offset },
+            Job::Seed { life, next } => SetOp::Seed {
+                life: life.clone(),
+                names: chunk(*next),
+                grant_delay: c.lease,
+                lease: c.lease,
+            },
+            Job::Restore { of, copy, next } => SetOp::Restore(match next {
+                None => RestoreStep::Begin {
+                    of: of.clone(),
+                    version: copy.version,
+                    digest: copy.digest.clone(),
+                    lease: copy.lease.max(c.lease),
+                    highest_fence: copy.highest_fence.max(self.highest_fence),
+                    weighted: copy.weighted,
+                    weights_version: copy.weights_version,
+                    drained: copy.drained.clone(),
+                    names: copy.names.iter().take(SET_CHUNK).cloned().collect(),
+                },
+                Some(from) => RestoreStep::Add {
+                    of: of.clone(),
+                    names: copy
+                        .names
+                        .iter()
+                        .skip(*from)
+                        .take(SET_CHUNK)
+                        .cloned()
+                        .collect(),
+                },
+            }),
+            Job::Apply(Apply::Begin | Apply::SeedBegin) => SetOp::Begin { version: c.version },
+            Job::Apply(Apply::Add(from)) => SetOp::Add {
+                version: c.version,
+                names: chunk(*from),
+            },
+            Job::Apply(Apply::List { offset, .. }) => SetOp::List { offset: *offset },
+            Job::Apply(Apply::Remove { extra, next }) => SetOp::Remove {
+                version: c.version,
+                names: extra.iter().skip(*next).take(SET_CHUNK).cloned().collect(),
+            },
+            Job::Apply(Apply::Done) => SetOp::Done {
+                version: c.version,
+                digest: c.digest.clone(),
+            },
+        })
+    }
+
+    /// The answer to the step in flight: the next step, if any. `changed`: whether the
+    /// group's set changed (look again at once).
+    pub(crate) fn on_answer(&mut self, answer: SetAnswer) -> (Option<SetOp>, bool) {
+        let Some(job) = self.job.take() else {
+            return (None, false);
+        };
+        let total = self.configured.names.len();
+        let (next, changed) = match (job, answer) {
+            (_, SetAnswer::Failed) => (None, false),
+            (Job::Read { mut copy, offset }, SetAnswer::Page(Some(page))) => {
+                let consistent =
+                    offset == 0 || (page.life == copy.life && page.set_version == copy.set_version);
+                if !consistent {
+                    // The set changed while it was read: read it again.
+                    (
+                        Some(Job::Read {
+                            copy: SetCopy::default(),
+                            offset: 0,
+                        }),
+                        false,
+                    )
+                } else {
+                    let n = page.names.len();
+                    copy.names.extend(page.names);
+                    copy.life = page.life;
+                    copy.set_version = page.set_version;
+                    copy.version = page.version;
+                    copy.digest = page.digest;
+                    copy.lease = page.lease;
+                    copy.highest_fence = page.highest_fence;
+                    copy.weighted = page.weighted;
+                    copy.weights_version = page.weights_version;
+                    copy.drained = page.drained;
+                    if n < STATUS_PAGE {
+                        self.copy = Some(Arc::new(copy));
+                        (None, false)
+                    } else {
+                        (
+                            Some(Job::Read {
+                                copy,
+                                offset: offset + n,
+                            }),
+                            false,
+                        )
+                    }
+                }
+            }
+            (Job::Read { .. }, SetAnswer::Page(None)) => (None, false),
+            (Job::Seed { life, next }, SetAnswer::Added(AddReply::Added(_))) => {
+                let next = next + SET_CHUNK;
+                if next < total {
+                    (Some(Job::Seed { life, next }), true)
+                } else if self.configured.version > 0 {
+                    (Some(Job::Apply(Apply::SeedBegin)), true)
+                } else {
+                    (None, true)
+                }
+            }
+            (Job::Seed { .. }, _) => (None, true),
+            (Job::Restore { of, copy, next }, SetAnswer::Ok(true)) => {
+                // The begin brought the first chunk.
+                let from = next.map_or(SET_CHUNK, |n| n + SET_CHUNK);
+                if from < copy.names.len() {
+                    (
+                        Some(Job::Restore {
+                            of,
+                            copy,
+                            next: Some(from),
+                        }),
+                        true,
+                    )
+                } else {
+                    (None, true)
+                }
+            }
+            (Job::Restore { .. }, _) => (None, true),
+            (Job::Apply(step), answer) => match self.apply(step, answer) {
+                Some(next) => (Some(Job::Apply(next)), true),
+                None => (None, true),
+            },
+            (_, _) => (None, false),
+        };
+        self.job = next;
+        (self.step(), changed)
+    }
+
+    /// The versioned list's next step. Creating a group (after a seed) or an unversioned
+    /// list: nothing more. A versioned list takes the version first, then adds every
+    /// name and removes the others, each step only while the group is still at that
+    /// version (a newer list applied meanwhile wins; an older one never undoes this one),
+    /// and records its digest last (a replica that finds the digest missing, after a
+    /// crash midway, applies it again). Replicas applying the same list at once do no
+    /// harm.
+    fn apply(&self, step: Apply, answer: SetAnswer) -> Option<Apply> {
+        let c = &self.configured;
+        match (step, answer) {
+            (Apply::SeedBegin, SetAnswer::Ok(true)) => Some(Apply::Done),
+            (Apply::Begin, SetAnswer::Ok(true)) => Some(Apply::Add(0)),
+            (Apply::Add(from), SetAnswer::Added(AddReply::Added(_))) => {
+                let next = from + SET_CHUNK;
+                if next < c.names.len() {
+                    Some(Apply::Add(next))
+                } else {
+                    Some(Apply::List {
+                        offset: 0,
+                        extra: Vec::new(),
+                    })
+                }
+            }
+            (Apply::List { offset, mut extra }, SetAnswer::Listed(page)) => {
+                if page.is_empty() {
+                    return if extra.is_empty() {
+                        Some(Apply::Done)
+                    } else {
+                        Some(Apply::Remove { extra, next: 0 })
+                    };
+                }
+                let wanted: BTreeSet<&str> = c.names.iter().map(String::as_str).collect();
+                let n = page.len();
+                extra.extend(page.into_iter().filter(|p| !wanted.contains(p.as_str())));
+                Some(Apply::List {
+                    offset: offset + n,
+                    extra,
+                })
+            }
+            (Apply::Remove { extra, next }, SetAnswer::Removed(RemoveReply::Removed(_))) => {
+                let next = next + SET_CHUNK;
+                if next < extra.len() {
+                    Some(Apply::Remove { extra, next })
+                } else {
+                    Some(Apply::Done)
+                }
+            }
+            // Done, stale (a newer list won), or refused: the job ends.
+            _ => None,
+        }
+    }
+
+    /// The highest fence the group is known to have issued.
+    pub(crate) fn highest_fence(&self) -> Fence {
+        self.highest_fence
+    }
+}

@@ -1,0 +1,1143 @@
+//! One replica's decisions over time, as a pure state machine: no I/O, no clock, no
+//! random numbers of its own. The driver ([`crate::coordinator`]) feeds it what
+//! happened (a tick's reply, a claim's reply, an elector that ended, a notice, the
+//! clock) and performs the [`Action`]s it returns.
+//!
+//! It is made of named parts, each with its rules and tests:
+//! - [`session`]: how the replica stands in its group. The first tick of a session
+//!   joins with a fresh token; a session the store reports lost is never renewed
+//!   again (a new one starts at once, and every elector of the old one is refused its
+//!   next renewal); a join that finds its replica's session `away` (a sticky restart),
+//!   or whose replica id's old session it was waiting for (a sticky restart after a
+//!   crash), resumes it.
+//! - [`cadence`]: one tick per renew interval, sooner after a change.
+//! - [`ledger`]: the only record of what the replica holds and runs. Every claim,
+//!   regrant and release names a term (a partition and its fence), so a late or
+//!   repeated one touches only the term it was meant for.
+//! - [`policy`]: hysteresis and orphans, for both balancing rules.
+//! - [`leave`]: a graceful leave, plain or sticky.
+//! - [`list`]: the partition set: the copy kept to restore the group if Redis loses it,
+//!   seeding, restoring, and applying a newer versioned list.
+//!
+//! Rules kept here, each unit-tested in [`tests`]:
+//! - **Settling.** After joining, claim nothing for `settle` (one renew interval after
+//!   a lost session; nothing after resuming, or when joining a group an active member
+//!   already serves).
+//! - **Claims.** Up to the plan's allowance, in batches, one batch in flight at a time
+//!   (sent again with the same sequence number if its reply is lost: the store answers
+//!   it once); nothing before the group's grant wait has passed.
+//! - **Unserved terms** (a resumed session's, or a claim's whose reply never came) are
+//!   granted again, a batch at a time, before anything new is claimed; the store gives
+//!   back those removed, revoked or of a drained replica.
+//! - **Reconciling.** When the store's count of this session's partitions and the
+//!   ledger's differ on two ticks in a row with nothing in flight, or a weight changed,
+//!   ask the store which terms the session holds (never with a claim or a hand-over in
+//!   flight, whose answer the read could overtake).
+//! - **Removed and drained.** A partition removed from the set is handed back
+//!   (`Removed`); a drained replica hands everything over (`Drained`) and claims
+//!   nothing until undrained.
+//!
+//! The timing constants are tuned for the tests and benchmarks in this repository and
+//! should not be considered stable.
+
+pub(crate) mod cadence;
+pub(crate) mod leave;
+pub(crate) mod ledger;
+pub(crate) mod list;
+pub(crate) mod policy;
+pub(crate) mod session;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use leasehold_election::{Fence, RenewGrid, StoreError};
+use rand::Rng;
+use rand::seq::IndexedRandom;
+use tokio::time::Instant;
+
+use self::cadence::{Cadence, NOTICE_DELAY, QUICK};
+pub(crate) use self::leave::Leaving;
+pub(crate) use self::ledger::StopReason;
+use self::ledger::{Effect, Ledger, Phase};
+use self::list::{Configured, SetSync};
+pub(crate) use self::list::{SetAnswer, SetOp};
+use self::policy::Policy;
+use self::session::{Admitted, Session};
+use crate::backend::CLAIM_BATCH;
+use crate::backend::protocol::{
+    ClaimReply, Conflict, MemberState, SessionReply, SetInfo, TickReply, TickRequest,
+};
+use crate::balance::plan::{Member, Plan, plan};
+use crate::balance::weighted::{Loaded, Totals, WeightedPlan, weighted_plan};
+
+/// The settings the rules need.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) replica: String,
+    pub(crate) lease: Duration,
+    pub(crate) renew_interval: Duration,
+    pub(crate) retry_interval: Duration,
+    pub(crate) settle: Duration,
+    /// Keep the session (and every partition) this long across a graceful restart.
+    pub(crate) rejoin_grace: Option<Duration>,
+    /// This process, for operators (`host pid`).
+    pub(crate) instance: String,
+    /// This replica's capacity: its share of a weighted group's load is in proportion.
+    pub(crate) capacity: u32,
+}
+
+/// A claim for the driver to send: the replica, process, session and ttl are the
+/// current ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Claim {
+    /// The request number: the same one again is the same request.
+    pub(crate) seq: u64,
+    /// Take up to this many free partitions.
+    pub(crate) count: usize,
+    /// Every fence at least this.
+    pub(crate) floor: Fence,
+    /// A weighted claim's room, and whether to take the first if none fits.
+    pub(crate) room: Option<u64>,
+    pub(crate) fallback: bool,
+    /// Instead: new terms for these terms the session holds.
+    pub(crate) regrant: Vec<(usize, Fence)>,
+}
+
+/// Something for the driver to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Send this heartbeat (its renewal outcome goes to every waiting elector).
+    Tick(TickRequest),
+    /// Send this claim (or regrant).
+    Claim(Claim),
+    /// Start the elector of term `fence` of partition `index`, its deadline anchored at
+    /// `sent`.
+    Start {
+        index: usize,
+        fence: Fence,
+        sent: Instant,
+    },
+    /// Hand these partitions over gracefully (cancel, grace, release).
+    Stop {
+        indices: Vec<usize>,
+        reason: StopReason,
+    },
+    /// Stop every elector (leaving; with `keep`, without releasing).
+    StopAll { keep: bool },
+    /// Ask the store which terms this session holds (`resume`: it was just resumed).
+    Reconcile { resume: bool },
+    /// These terms' electors no longer hold their partition: refuse their next renewal.
+    Revoke(Vec<(usize, Fence)>),
+    /// A step of changing or reading the partition set.
+    Set(SetOp),
+    /// End the session (the last step of a leave).
+    End,
+    /// Nothing left to do: the coordinator stops.
+    Exit,
+}
+
+/// What a tick means for the electors waiting on it.
+#[derive(Debug, Clone)]
+pub(crate) enum Renewal {
+    /// The session `token` was extended: its electors' renewals succeed.
+    Renewed { token: String },
+    /// No session was extended: every waiting renewal is refused.
+    Refused,
+    /// The tick failed; waiting renewals get this error and retry.
+    Failed(StoreError),
+}
+
+/// Why a claim got nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ClaimFailure {
+    /// The call failed: it may or may not have been applied.
+    Failed,
+}
+
+/// A claim in flight.
+#[derive(Debug, Clone)]
+struct Pending {
+    claim: Claim,
+    /// When it was first sent (its grants' deadlines are anchored there).
+    sent: Instant,
+    /// Waiting to be sent again (its reply was lost) at this instant.
+    resend_at: Option<Instant>,
+}
+
+/// The group as the last tick saw it.
+#[derive(Debug, Default)]
+struct View {
+    /// Live members counted towards N, for the plan.
+    members: Vec<Member>,
+    /// The same with their loads and capacities, for a weighted plan.
+    loaded: Vec<Loaded>,
+    /// Every live member's id.
+    live: Vec<String>,
+    /// The partition set (`None`: the group does not exist).
+    set: Option<SetInfo>,
+    /// This session's partitions and load as the store counted them.
+    server_held: usize,
+    server_load: u64,
+    /// Partitions without a live owner.
+    unowned: usize,
+}
+
+/// One replica's view of its group and what it is doing about it.
+#[derive(Debug)]
+pub(crate) struct ReplicaState {
+    s: Settings,
+    session: Session,
+    cadence: Cadence,
+    ledger: Ledger,
+    policy: Policy,
+    leaving: Leaving,
+    set: SetSync,
+    view: View,
+    plan: Option<Plan>,
+    /// The last weighted plan, and the load it lets this replica claim up to.
+    wplan: Option<(WeightedPlan, u64)>,
+    /// An operator drained this replica.
+    drained: bool,
+    claim: Option<Pending>,
+    /// The last claim's sequence number.
+    seq: u64,
+    /// A reconcile in flight (`Some(resume)`).
+    reconciling: Option<bool>,
+    /// No claim before this instant (the group's grant wait).
+    claim_after: Option<Instant>,
+    /// Consecutive quiet ticks whose count of this session's partitions differed.
+    mismatch: u32,
+    /// The group's weights version this replica's weights are from.
+    weights_version: u64,
+    /// The send time of the last tick that extended the current session.
+    renewed_at: Option<Instant>,
+    /// The highest fence this replica has seen in the group.
+    highest: Fence,
+    /// Partitions handed over to rebalance, in total.
+    handoffs: u64,
+}
+
+impl ReplicaState {
+    /// A replica that joins at its first tick, at `now`, with its configured list.
+    pub(crate) fn new(
+        s: Settings,
+        configured: Configured,
+        grid: RenewGrid,
+        now: Instant,
+        rng: &mut impl Rng,
+    ) -> Self {
+        Self {
+            session: Session::new(&s.replica, rng),
+            cadence: Cadence::new(grid, s.renew_interval, now),
+            s,
+            ledger: Ledger::default(),
+            policy: Policy::default(),
+            leaving: Leaving::No,
+            set: SetSync::new(configured),
+            view: View::default(),
+            plan: None,
+            wplan: None,
+            drained: false,
+            claim: None,
+            seq: 0,
+            reconciling: None,
+            claim_after: None,
+            mismatch: 0,
+            weights_version: 0,
+            renewed_at: None,
+            highest: Fence(0),
+            handoffs: 0,
+        }
+    }
+
+    // ---- What the driver and the view read. ----
+
+    /// This process's token (it holds the session).
+    pub(crate) fn process(&self) -> &str {
+        self.session.process()
+    }
+
+    /// The current session's token.
+    pub(crate) fn token(&self) -> &str {
+        self.session.token()
+    }
+
+    /// The incarnation of the group the current session lives in.
+    pub(crate) fn incarnation(&self) -> &str {
+        self.session.incarnation()
+    }
+
+    /// When [`ReplicaState::poll`] has something to do next (`None`: only when some
+    /// reply or event arrives).
+    pub(crate) fn wake_at(&self) -> Option<Instant> {
+        let tick = self.may_tick().then(|| self.cadence.due_at());
+        let resend = self.claim.as_ref().and_then(|p| p.resend_at);
+        [tick, self.claim_after, resend].into_iter().flatten().min()
+    }
+
+    /// No tick while one is in flight (its reply comes first), once the session is
+    /// being ended or parked, or while leaving without a session (nothing to renew).
+    fn may_tick(&self) -> bool {
+        !self.cadence.in_flight()
+            && !self.leaving.done_ticking()
+            && (self.leaving == Leaving::No || self.session.member())
+    }
+
+    /// Still settling, not admitted, or refused: claiming nothing.
+    pub(crate) fn settling(&self, now: Instant) -> bool {
+        self.session.settling(now)
+    }
+
+    /// Whether a session has ever been admitted.
+    pub(crate) fn joined(&self) -> bool {
+        self.session.joined()
+    }
+
+    /// The conflict that keeps this replica out, if any.
+    pub(crate) fn conflict(&self) -> Option<Conflict> {
+        self.session.conflict()
+    }
+
+    /// Live members at the last tick.
+    pub(crate) fn live(&self) -> &[String] {
+        &self.view.live
+    }
+
+    /// The last plan (cap and floor for the view).
+    pub(crate) fn plan(&self) -> Option<Plan> {
+        self.plan
+    }
+
+    /// Partitions in the group's set at the last tick.
+    pub(crate) fn partitions(&self) -> usize {
+        self.view.set.as_ref().map_or(0, |s| s.count)
+    }
+
+    /// Whether this replica's versioned list differs from the group's at the same
+    /// version (the group's wins).
+    pub(crate) fn list_differs(&self) -> bool {
+        self.set.list_differs(self.view.set.as_ref())
+    }
+
+    /// Whether an operator drained this replica.
+    pub(crate) fn drained(&self) -> bool {
+        self.drained
+    }
+
+    /// Partitions handed over so far.
+    pub(crate) fn handoffs(&self) -> u64 {
+        self.handoffs
+    }
+
+    /// Where the leave stands.
+    pub(crate) fn leaving(&self) -> Leaving {
+        self.leaving
+    }
+
+    /// Whether releases must be refused: a sticky restart keeps every partition.
+    pub(crate) fn keeps_leases(&self) -> bool {
+        self.leaving.keeps_leases()
+    }
+
+    /// The ledger (what runs, what the view shows).
+    pub(crate) fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The partitions whose "owned" changed since the last call.
+    pub(crate) fn take_owned_changes(&mut self) -> std::collections::BTreeSet<usize> {
+        self.ledger.take_changes()
+    }
+
+    /// Whether the group balances by weight: a weight was set, or capacities differ.
+    pub(crate) fn weighted(&self) -> bool {
+        self.view.set.as_ref().is_some_and(|s| s.weighted)
+            || self
+                .view
+                .loaded
+                .iter()
+                .any(|m| m.capacity != self.s.capacity)
+    }
+
+    /// This replica's load (the weights it holds, summed; its count unless weighted).
+    pub(crate) fn load(&self) -> u64 {
+        if self.view.set.as_ref().is_some_and(|s| s.weighted) {
+            self.ledger.load()
+        } else {
+            self.ledger.held_count() as u64
+        }
+    }
+
+    /// The life and version of this replica's copy of the set, once it has one.
+    pub(crate) fn set_copy(&self) -> Option<(String, u64)> {
+        self.set.copy().map(|c| (c.life.clone(), c.set_version))
+    }
+
+    /// This replica's share of the group's load, in a weighted group.
+    pub(crate) fn share(&self) -> Option<f64> {
+        self.wplan.as_ref().map(|(p, _)| p.share)
+    }
+
+    fn member_state(&self, now: Instant) -> MemberState {
+        match self.leaving {
+            Leaving::Parking | Leaving::ParkSent | Leaving::Parked => MemberState::Away,
+            Leaving::No | Leaving::Pausing => {
+                if self.drained {
+                    MemberState::Draining
+                } else if self.settling(now) {
+                    MemberState::Settling
+                } else {
+                    MemberState::Active
+                }
+            }
+            _ => MemberState::Leaving,
+        }
+    }
+
+    fn held(&self) -> usize {
+        self.ledger.held_count()
+    }
+
+    /// Nothing in flight that a reconcile's answer could miss or overtake.
+    fn quiet(&self) -> bool {
+        self.claim.is_none() && self.reconciling.is_none() && !self.ledger.busy()
+    }
+
+    // ---- Inputs. ----
+
+    /// The clock reached [`ReplicaState::wake_at`].
+    pub(crate) fn poll(&mut self, now: Instant) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if let Some(p) = &mut self.claim
+            && p.resend_at.is_some_and(|at| at <= now)
+        {
+            p.resend_at = None;
+            actions.push(Action::Claim(p.claim.clone()));
+        }
+        if self.claim_after.is_some_and(|c| c <= now) {
+            self.claim_after = None;
+            actions.extend(self.claim(now));
+        }
+        if self.may_tick() && now >= self.cadence.due_at() {
+            self.cadence.sent(now);
+            let ttl = match (self.leaving, self.s.rejoin_grace) {
+                (Leaving::Parking, Some(grace)) => {
+                    self.leaving = Leaving::ParkSent;
+                    grace.max(self.s.lease)
+                }
+                _ => self.s.lease,
+            };
+            actions.push(Action::Tick(TickRequest {
+                replica: self.s.replica.clone(),
+                process: self.session.process().to_owned(),
+                session: self.session.token().to_owned(),
+                join: !self.session.member(),
+                state: self.member_state(now),
+                ttl,
+                instance: self.s.instance.clone(),
+                capacity: self.s.capacity,
+                sticky: self.s.rejoin_grace.is_some(),
+                incarnation: self.session.incarnation().to_owned(),
+            }));
+        }
+        actions
+    }
+
+    /// A tick sent at `sent` came back; `revoked` are the partitions (by index) it says
+    /// this session must give up. `life` draws a new group's id, if one is seeded.
+    pub(crate) fn on_tick(
+        &mut self,
+        reply: Result<TickReply, StoreError>,
+        revoked: &[usize],
+        sent: Instant,
+        now: Instant,
+        rng: &mut impl Rng,
+    ) -> (Renewal, Vec<Action>) {
+        self.cadence.answered();
+        let mut actions = Vec::new();
+        match self.leaving {
+            Leaving::Announcing => {
+                // Told the group (or could not): now hand everything back.
+                self.leaving = Leaving::Stopping;
+                actions.extend(self.stop_everything(false, now));
+            }
+            Leaving::ParkSent => {
+                // Marked away (or could not: then it expires within one lease).
+                self.leaving = Leaving::Parked;
+                actions.push(Action::Exit);
+            }
+            _ => {}
+        }
+        let reply = match reply {
+            Ok(r) => r,
+            Err(e) => return (Renewal::Failed(e), actions),
+        };
+        let renewal = match reply.session {
+            SessionReply::Live => {
+                let served = reply.members.iter().any(|m| {
+                    m.replica != self.s.replica && m.state == MemberState::Active && m.held > 0
+                });
+                // Settling lets replicas started together see each other before anyone
+                // claims. A replica joining a group that is already being served (a
+                // restart in a rolling deploy, a scale-up) has nobody to wait for: it
+                // takes its share at once, so that nothing freed for it sits unowned
+                // while it settles.
+                let settle = if served {
+                    Duration::ZERO
+                } else if self.session.joined() {
+                    self.s.renew_interval
+                } else {
+                    self.s.settle
+                };
+                let incarnation = reply.set.as_ref().map_or("", |s| s.incarnation.as_str());
+                match self
+                    .session
+                    .live(reply.resumed.as_deref(), settle, incarnation, now)
+                {
+                    Admitted::Resumed => {
+                        // Back from a sticky restart: this process holds the session,
+                        // with every partition it held, each to get a new term.
+                        self.renewed_at = Some(sent);
+                        self.reconcile(true, &mut actions);
+                    }
+                    Admitted::Joined => {
+                        self.renewed_at = Some(sent);
+                        self.cadence.wake(now + settle);
+                    }
+                    Admitted::Extended => self.renewed_at = Some(sent),
+                }
+                Renewal::Renewed {
+                    token: self.session.token().to_owned(),
+                }
+            }
+            SessionReply::Lost => {
+                // Whatever this session held is gone; its electors are refused at their
+                // next renewal. Start a new session at once.
+                self.session_over(now, rng);
+                if matches!(
+                    self.leaving,
+                    Leaving::Parking | Leaving::ParkSent | Leaving::Pausing
+                ) {
+                    // A sticky leave whose session is gone has nothing to park.
+                    self.leaving = Leaving::Pausing;
+                    actions.extend(self.end_if_done(now));
+                }
+                Renewal::Refused
+            }
+            SessionReply::Refused(c) => {
+                self.session.refused(c);
+                Renewal::Refused
+            }
+            // No group to join yet: the set sync seeds or restores it, the next tick
+            // joins.
+            SessionReply::NoGroup => Renewal::Refused,
+        };
+        self.observe(&reply, now);
+        if matches!(self.leaving, Leaving::Stopping | Leaving::Pausing) {
+            // The reply may have cleared the last thing a leave waited for.
+            actions.extend(self.end_if_done(now));
+        }
+        if self.leaving == Leaving::No {
+            // Also a replica kept out (a duplicate id) keeps its copy of the set and may
+            // restore the group: the set is everyone's.
+            let set = self.view.set.clone();
+            let mut life = || session::new_token("life", rng);
+            if let Some(op) = self.set.on_tick(set.as_ref(), reply.grant_wait, &mut life) {
+                actions.push(Action::Set(op));
+            }
+        }
+        if self.session.member() && self.leaving == Leaving::No {
+            actions.extend(self.revoke(revoked));
+            actions.extend(self.check_count());
+            actions.extend(self.refresh_weights());
+            actions.extend(self.decide(now, rng));
+        }
+        (renewal, actions)
+    }
+
+    /// Hands back partitions removed from the set.
+    fn revoke(&mut self, revoked: &[usize]) -> Vec<Action> {
+        let mut stop = Vec::new();
+        for &i in revoked {
+            match self.ledger.held(i).map(|h| h.phase) {
+                Some(Phase::Serving) => {
+                    self.ledger.stop(i, StopReason::Removed);
+                    stop.push(i);
+                }
+                // Not started yet: it is given back by the next regrant.
+                Some(Phase::Starting) => self.ledger.unstart(i),
+                _ => {}
+            }
+        }
+        if stop.is_empty() {
+            return Vec::new();
+        }
+        vec![Action::Stop {
+            indices: stop,
+            reason: StopReason::Removed,
+        }]
+    }
+
+    /// Takes in the members, counts and timers of a tick reply.
+    fn observe(&mut self, reply: &TickReply, now: Instant) {
+        let v = &mut self.view;
+        v.unowned = reply.unowned;
+        v.set.clone_from(&reply.set);
+        if let Some(set) = &reply.set {
+            self.highest = self.highest.max(set.highest_fence);
+        }
+        self.drained = reply.drained;
+        self.claim_after = (!reply.grant_wait.is_zero()).then(|| now + reply.grant_wait);
+        v.live = reply.members.iter().map(|m| m.replica.clone()).collect();
+        v.members = reply
+            .members
+            .iter()
+            .filter(|m| m.state.counts())
+            .map(|m| Member {
+                replica: m.replica.clone(),
+                owned: (m.state != MemberState::Settling).then_some(m.held),
+            })
+            .collect();
+        v.loaded = reply
+            .members
+            .iter()
+            .filter(|m| m.state.counts())
+            .map(|m| Loaded {
+                replica: m.replica.clone(),
+                load: (m.state != MemberState::Settling).then_some(m.load),
+                capacity: m.capacity,
+            })
+            .collect();
+        let me = reply.members.iter().find(|m| m.replica == self.s.replica);
+        v.server_held = me.map_or(0, |m| m.held);
+        v.server_load = me.map_or(0, |m| m.load);
+        // A member that stops heartbeating ends when its session expires: look again
+        // right after the earliest expiry if that comes before the next regular tick,
+        // so its partitions move within one lease of its last heartbeat plus a tick.
+        if let Some(left) = reply
+            .members
+            .iter()
+            .filter(|m| m.replica != self.s.replica)
+            .map(|m| m.left)
+            .min()
+            && now + left < self.cadence.next()
+        {
+            self.cadence.wake(now + left + QUICK);
+        }
+        // Ended sessions whose partitions are still being freed, chunk by chunk.
+        if reply.ending > 0 {
+            self.cadence.wake(now + QUICK);
+        }
+    }
+
+    /// Starts over with a new session (the last one ended).
+    fn session_over(&mut self, now: Instant, rng: &mut impl Rng) {
+        self.session.lost(rng);
+        self.ledger.session_lost();
+        // A claim or a read in flight was for the old session: its answer is ignored.
+        self.claim = None;
+        self.reconciling = None;
+        self.renewed_at = None;
+        self.view.server_held = 0;
+        self.mismatch = 0;
+        self.policy.reset();
+        self.plan = None;
+        self.cadence.wake(now);
+    }
+
+    fn reconcile(&mut self, resume: bool, actions: &mut Vec<Action>) {
+        self.mismatch = 0;
+        self.reconciling = Some(resume);
+        actions.push(Action::Reconcile { resume });
+    }
+
+    /// Two quiet ticks in a row with the store counting this session's partitions
+    /// otherwise than the ledger: reconcile.
+    fn check_count(&mut self) -> Vec<Action> {
+        if self.quiet() && self.view.server_held != self.held() {
+            self.mismatch += 1;
+        } else {
+            self.mismatch = 0;
+        }
+        let mut actions = Vec::new();
+        if self.mismatch >= 2 {
+            self.reconcile(false, &mut actions);
+        }
+        actions
+    }
+
+    /// A weight changed since this replica last read its partitions' weights: read
+    /// them again (the same read as a reconcile), once nothing is in flight.
+    fn refresh_weights(&mut self) -> Vec<Action> {
+        let Some(set) = &self.view.set else {
+            return Vec::new();
+        };
+        if !set.weighted || set.weights_version == self.weights_version || !self.quiet() {
+            return Vec::new();
+        }
+        self.weights_version = set.weights_version;
+        let mut actions = Vec::new();
+        if self.held() > 0 {
+            self.reconcile(false, &mut actions);
+        }
+        actions
+    }
+
+    /// Applies the balancing rule to the last tick's view: hand over, then claim.
+    fn decide(&mut self, now: Instant, rng: &mut impl Rng) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if self.drained {
+            // Hand everything over; the others take it (a draining member is not
+            // counted towards N). Nothing is claimed until undrained.
+            self.plan = None;
+            self.wplan = None;
+            let all = self.ledger.serving();
+            for &i in &all {
+                self.ledger.stop(i, StopReason::Drained);
+            }
+            for (i, _) in self.ledger.in_phase(Phase::Starting) {
+                self.ledger.unstart(i);
+            }
+            if !all.is_empty() {
+                actions.push(Action::Stop {
+                    indices: all,
+                    reason: StopReason::Drained,
+                });
+            }
+            // Unserved terms are given back by a regrant.
+            actions.extend(self.claim(now));
+            return actions;
+        }
+        let settling = self.settling(now);
+        // Which partitions to hand over if the rule insists (`None`: a count to pick).
+        let (wants, named) = if self.weighted() {
+            self.plan = None;
+            let set = self
+                .view
+                .set
+                .clone()
+                .unwrap_or_else(|| SetInfo::plain(0, 0, ""));
+            let mine: Vec<(usize, u64)> = self
+                .ledger
+                .terms()
+                .filter(|(_, h)| h.phase == Phase::Serving)
+                .map(|(i, h)| (i, h.weight))
+                .collect();
+            let wplan = weighted_plan(
+                &self.s.replica,
+                self.view.server_load,
+                &mine,
+                settling,
+                self.s.capacity,
+                &self.view.loaded,
+                Totals {
+                    weight: set.total_weight,
+                    max_weight: set.max_weight,
+                    unowned: self.view.unowned,
+                },
+            );
+            let anyone = settling || self.view.loaded.iter().any(|m| m.load.is_none());
+            self.policy.observe(self.view.unowned, anyone, now);
+            let shed = wplan.shed.clone();
+            let target = self.view.server_load.saturating_add(wplan.room);
+            self.wplan = Some((wplan, target));
+            (!shed.is_empty(), Some(shed))
+        } else {
+            self.wplan = None;
+            let p = plan(
+                self.partitions(),
+                &self.s.replica,
+                self.view.server_held,
+                settling,
+                &self.view.members,
+                self.view.unowned,
+            );
+            self.plan = Some(p);
+            let anyone = settling || self.view.members.iter().any(|m| m.owned.is_none());
+            self.policy.observe(self.view.unowned, anyone, now);
+            (p.shed > 0, None)
+        };
+        if self.policy.hand_over(wants, 2 * self.s.renew_interval, now) {
+            let candidates = match named {
+                Some(shed) => shed,
+                None => {
+                    let n = self.plan.map_or(0, |p| p.shed);
+                    self.ledger.serving().sample(rng, n).copied().collect()
+                }
+            };
+            let chosen: Vec<usize> = candidates
+                .into_iter()
+                .filter(|&i| self.ledger.stop(i, StopReason::Rebalance))
+                .collect();
+            self.handoffs += chosen.len() as u64;
+            if !chosen.is_empty() {
+                actions.push(Action::Stop {
+                    indices: chosen,
+                    reason: StopReason::Rebalance,
+                });
+            }
+        }
+        actions.extend(self.claim(now));
+        actions
+    }
+
+    /// Partitions nobody has claimed for longer than lease + retry interval while
+    /// nobody settles.
+    fn orphaned(&self, now: Instant) -> bool {
+        self.policy
+            .orphaned(self.s.lease + self.s.retry_interval, now)
+    }
+
+    /// In a weighted group: the room left for claims now (`None` in a count group).
+    fn room(&self, now: Instant) -> Option<u64> {
+        let (wplan, target) = self.wplan.as_ref()?;
+        if self.orphaned(now) && wplan.shed.is_empty() {
+            return Some(u64::MAX);
+        }
+        if !wplan.shed.is_empty() {
+            return Some(0);
+        }
+        Some(target.saturating_sub(self.ledger.load().max(self.view.server_load)))
+    }
+
+    /// How many partitions to claim now beyond what this replica holds.
+    fn budget(&self, now: Instant) -> usize {
+        let Some(plan) = self.plan else { return 0 };
+        let held = self.held().max(self.view.server_held);
+        let mut budget = plan.allowance.saturating_sub(held);
+        // Availability before balance: partitions nobody has claimed for longer than
+        // lease + retry interval while nobody settles go to whoever asks, above the cap.
+        if self.orphaned(now) && plan.shed == 0 {
+            budget = budget.max(self.view.unowned);
+        }
+        budget.min(self.view.unowned)
+    }
+
+    fn claim(&mut self, now: Instant) -> Vec<Action> {
+        // No claim while reconciling either: the answer must not miss a partition that a
+        // claim sent after it grants.
+        if !self.session.member()
+            || self.leaving != Leaving::No
+            || self.claim.is_some()
+            || self.reconciling.is_some()
+            || self.claim_after.is_some_and(|c| c > now)
+        {
+            return Vec::new();
+        }
+        let floor = Fence(self.highest.max(self.set.highest_fence()).get() + 1);
+        // Unserved terms first: granted again, or given back by the store (removed,
+        // revoked, drained).
+        let unserved: Vec<(usize, Fence)> = self
+            .ledger
+            .in_phase(Phase::Unserved)
+            .into_iter()
+            .take(CLAIM_BATCH)
+            .collect();
+        let mut claim = Claim {
+            seq: self.seq + 1,
+            count: 0,
+            floor,
+            room: None,
+            fallback: false,
+            regrant: Vec::new(),
+        };
+        if !unserved.is_empty() {
+            self.ledger.mark(&unserved, Phase::Regranting);
+            claim.regrant = unserved;
+        } else {
+            if self.settling(now) || self.drained {
+                return Vec::new();
+            }
+            let room = self.room(now);
+            // Orphans go to whoever asks; else the plan says who may take one that does
+            // not fit.
+            let fallback = room == Some(u64::MAX)
+                || self
+                    .wplan
+                    .as_ref()
+                    .is_some_and(|(p, _)| p.fallback && p.shed.is_empty());
+            let count = match room {
+                Some(0) if !fallback => 0,
+                Some(_) => self.view.unowned.min(CLAIM_BATCH),
+                None => self.budget(now).min(CLAIM_BATCH),
+            };
+            if count == 0 {
+                return Vec::new();
+            }
+            claim.count = count;
+            claim.room = room;
+            claim.fallback = fallback;
+        }
+        self.seq = claim.seq;
+        self.claim = Some(Pending {
+            claim: claim.clone(),
+            sent: now,
+            resend_at: None,
+        });
+        vec![Action::Claim(claim)]
+    }
+
+    /// A claim came back (it was sent for session `token`); the granted partitions are
+    /// named by index.
+    pub(crate) fn on_claimed(
+        &mut self,
+        reply: Result<ClaimReply, ClaimFailure>,
+        granted: &[(usize, Fence, u64)],
+        returned: &[usize],
+        token: &str,
+        now: Instant,
+    ) -> Vec<Action> {
+        if token != self.session.token() {
+            // For a session that has ended: whatever it granted went with the session.
+            return Vec::new();
+        }
+        let Some(pending) = self.claim.take() else {
+            return Vec::new();
+        };
+        let regrant = pending.claim.regrant.clone();
+        match reply {
+            Ok(ClaimReply::Claimed { unowned, .. }) => {
+                self.view.unowned = unowned;
+                let mut actions = Vec::new();
+                let sent = self
+                    .renewed_at
+                    .map_or(pending.sent, |r| r.max(pending.sent));
+                let mut won = false;
+                for &(i, fence, weight) in granted {
+                    self.highest = self.highest.max(fence);
+                    won = true;
+                    if self.leaving != Leaving::No {
+                        // Sent before the leave began: the end of the session (or the
+                        // parked session) has it.
+                        continue;
+                    }
+                    if let Some(Effect::Start(i, fence, sent)) =
+                        self.ledger.grant(i, fence, weight, sent)
+                    {
+                        actions.push(Action::Start {
+                            index: i,
+                            fence,
+                            sent,
+                        });
+                    }
+                }
+                // Regranted terms not granted again were given back, or were not the
+                // session's any more.
+                let kept: std::collections::BTreeSet<usize> =
+                    granted.iter().map(|(i, _, _)| *i).collect();
+                let gone: Vec<(usize, Fence)> = regrant
+                    .iter()
+                    .copied()
+                    .filter(|(i, _)| !kept.contains(i) || returned.contains(i))
+                    .collect();
+                self.ledger.drop_terms(&gone);
+                if self.leaving != Leaving::No {
+                    actions.extend(self.end_if_done(now));
+                    return actions;
+                }
+                // More to take (or regrant), and the last batch was not empty-handed:
+                // go on at once.
+                if won || !regrant.is_empty() {
+                    actions.extend(self.claim(now));
+                }
+                actions
+            }
+            Ok(ClaimReply::Wait(d)) => {
+                self.ledger.unsend(&regrant);
+                self.claim_after = Some(now + d);
+                self.end_if_done(now)
+            }
+            Ok(ClaimReply::Lost) => {
+                // The next tick confirms it and starts a new session.
+                self.ledger.unsend(&regrant);
+                self.cadence.wake(now);
+                self.end_if_done(now)
+            }
+            Ok(ClaimReply::Stale) => {
+                // Overtaken by a later request of this process: ask what it holds.
+                self.ledger.unsend(&regrant);
+                let mut actions = self.end_if_done(now);
+                if self.leaving == Leaving::No {
+                    self.reconcile(false, &mut actions);
+                }
+                actions
+            }
+            Err(ClaimFailure::Failed) if self.leaving != Leaving::No => {
+                // Ending the session frees whatever it may have taken.
+                self.ledger.unsend(&regrant);
+                self.end_if_done(now)
+            }
+            Err(ClaimFailure::Failed) => {
+                // It may or may not have been applied: send the same request again; the
+                // store applies it once and answers it again.
+                self.claim = Some(Pending {
+                    resend_at: Some(now + (self.s.renew_interval / 4).min(QUICK * 20)),
+                    ..pending
+                });
+                Vec::new()
+            }
+        }
+    }
+
+    /// The store said which terms session `token` holds (by index; `None`: the read
+    /// failed).
+    pub(crate) fn on_reconciled(
+        &mut self,
+        held: Option<Vec<(usize, Fence, u64)>>,
+        token: &str,
+        now: Instant,
+    ) -> Vec<Action> {
+        if token != self.session.token() {
+            return Vec::new();
+        }
+        let Some(resume) = self.reconciling.take() else {
+            return Vec::new();
+        };
+        let Some(held) = held else {
+            if resume {
+                // Ask again at once: the resumed partitions wait for it.
+                let mut actions = Vec::new();
+                self.reconcile(true, &mut actions);
+                return actions;
+            }
+            return self.claim(now);
+        };
+        let store: BTreeMap<usize, (Fence, u64)> =
+            held.iter().map(|(i, f, w)| (*i, (*f, *w))).collect();
+        let mut revoke = Vec::new();
+        // Terms the ledger holds that the store does not (under this fence).
+        let ours: Vec<(usize, Fence, Phase)> = self
+            .ledger
+            .terms()
+            .map(|(i, h)| (i, h.fence, h.phase))
+            .collect();
+        for (i, fence, phase) in ours {
+            if store.get(&i).is_some_and(|(f, _)| *f == fence) {
+                continue;
+            }
+            if matches!(phase, Phase::Stopping(_)) {
+                // Handing over already; its release finds it gone.
+                continue;
+            }
+            if self.ledger.forget(i, fence) {
+                revoke.push((i, fence));
+            }
+        }
+        // Terms the store holds: weights, and those no elector of ours runs.
+        for (&i, &(fence, weight)) in &store {
+            match self.ledger.held(i) {
+                Some(h) if h.fence == fence => self.ledger.weigh(i, fence, weight),
+                Some(_) => {}
+                None => self.ledger.unserved(i, fence, weight, now),
+            }
+        }
+        let mut actions = Vec::new();
+        if !revoke.is_empty() {
+            actions.push(Action::Revoke(revoke));
+        }
+        actions.extend(self.claim(now));
+        actions
+    }
+
+    /// A step of changing or reading the set came back.
+    pub(crate) fn on_set(&mut self, answer: SetAnswer, now: Instant) -> Vec<Action> {
+        let (next, changed) = self.set.on_answer(answer);
+        if changed {
+            // The set changed: look again (and claim) right away.
+            self.cadence.wake(now);
+        }
+        next.map(Action::Set).into_iter().collect()
+    }
+
+    /// The elector of term `fence` of partition `i` has ended (after its release).
+    pub(crate) fn on_stopped(&mut self, i: usize, fence: Fence, now: Instant) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if let Some(Effect::Start(i, fence, sent)) = self.ledger.ended(i, fence) {
+            if self.leaving == Leaving::No {
+                let sent = self.renewed_at.map_or(sent, |r| r.max(sent));
+                actions.push(Action::Start {
+                    index: i,
+                    fence,
+                    sent,
+                });
+            } else {
+                self.ledger.discard(i, fence);
+            }
+        }
+        actions.extend(self.end_if_done(now));
+        actions
+    }
+
+    /// Once a leave has stopped every elector and no claim is in flight (one could
+    /// still grant this session partitions nobody would serve): end the session, or
+    /// (sticky) mark it away with the next tick.
+    fn end_if_done(&mut self, now: Instant) -> Vec<Action> {
+        if self.ledger.electors() > 0 || self.claim.is_some() {
+            return Vec::new();
+        }
+        match self.leaving {
+            Leaving::Stopping => {
+                self.leaving = Leaving::Ending;
+                vec![Action::End]
+            }
+            Leaving::Pausing if self.session.member() => {
+                self.leaving = Leaving::Parking;
+                self.cadence.wake(now);
+                Vec::new()
+            }
+            Leaving::Pausing => {
+                // The session was lost meanwhile: nothing to park.
+                self.leaving = Leaving::Parked;
+                vec![Action::Exit]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Stops every elector; what no elector runs is left to the end of the session
+    /// (plain) or kept with it (sticky).
+    fn stop_everything(&mut self, keep: bool, now: Instant) -> Vec<Action> {
+        for i in self.ledger.serving() {
+            self.ledger.stop(i, StopReason::Leave);
+        }
+        self.ledger.drop_unstarted();
+        let mut actions = vec![Action::StopAll { keep }];
+        actions.extend(self.end_if_done(now));
+        actions
+    }
+
+    /// Something changed in the group (a release, a leave, a member's state, the set):
+    /// look again right away.
+    pub(crate) fn on_notice(&mut self, now: Instant) {
+        if self.leaving == Leaving::No {
+            self.cadence.wake(now + NOTICE_DELAY);
+        }
+    }
+
+    /// An elector is waiting for a renewal.
+    pub(crate) fn on_renew_wanted(&mut self, now: Instant) {
+        self.cadence.renewal_wanted(now);
+    }
+
+    /// Shut down: announce, stop every elector, end the session. With a rejoin grace:
+    /// stop every elector without releasing, then mark the session away.
+    pub(crate) fn on_shutdown(&mut self, now: Instant) -> Vec<Action> {
+        if self.leaving != Leaving::No {
+            return Vec::new();
+        }
+        let member = self.session.member();
+        if member && self.s.rejoin_grace.is_some() {
+            self.leaving = Leaving::Pausing;
+            return self.stop_everything(true, now);
+        }
+        if member {
+            self.leaving = Leaving::Announcing;
+            self.cadence.wake(now);
+            return Vec::new();
+        }
+        self.leaving = Leaving::Stopping;
+        self.stop_everything(false, now)
+    }
+}

@@ -1,0 +1,92 @@
+//! What both balancing rules (by count, [`crate::balance::plan`], and by weight,
+//! [`crate::balance::weighted`]) share over time: hand partitions over only when the
+//! rule asked for it on two ticks in a row, then not again for two renew intervals; and
+//! availability before balance (partitions nobody owns for longer than lease + retry
+//! interval, while nobody settles, go to whoever asks, above the cap).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+#[derive(Debug, Default)]
+pub(crate) struct Policy {
+    /// Consecutive ticks whose rule asked to hand partitions over.
+    shed_streak: u32,
+    /// No hand-over before this instant.
+    cooldown_until: Option<Instant>,
+    /// Since when partitions have been without a live owner while nobody settles.
+    unowned_since: Option<Instant>,
+}
+
+impl Policy {
+    /// Takes in one tick's view: partitions without a live owner, whether anyone
+    /// settles.
+    pub(crate) fn observe(&mut self, unowned: usize, anyone_settling: bool, now: Instant) {
+        if unowned > 0 && !anyone_settling {
+            self.unowned_since.get_or_insert(now);
+        } else {
+            self.unowned_since = None;
+        }
+    }
+
+    /// Whether partitions have gone without an owner for longer than `patience`.
+    pub(crate) fn orphaned(&self, patience: Duration, now: Instant) -> bool {
+        self.unowned_since
+            .is_some_and(|t| now.saturating_duration_since(t) > patience)
+    }
+
+    /// The rule asks to hand partitions over (`wants`): whether to do it now, after two
+    /// ticks in a row and outside the cooldown; doing it starts a cooldown of
+    /// `cooldown`.
+    pub(crate) fn hand_over(&mut self, wants: bool, cooldown: Duration, now: Instant) -> bool {
+        self.shed_streak = if wants { self.shed_streak + 1 } else { 0 };
+        if self.shed_streak >= 2 && self.cooldown_until.is_none_or(|c| now >= c) {
+            self.shed_streak = 0;
+            self.cooldown_until = Some(now + cooldown);
+            return true;
+        }
+        false
+    }
+
+    /// A new session starts from scratch.
+    pub(crate) fn reset(&mut self) {
+        self.shed_streak = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RI: Duration = Duration::from_millis(300);
+
+    #[test]
+    fn a_hand_over_needs_two_ticks_in_a_row_then_waits_out_the_cooldown() {
+        let mut p = Policy::default();
+        let t0 = Instant::now();
+        assert!(!p.hand_over(true, 2 * RI, t0));
+        assert!(!p.hand_over(false, 2 * RI, t0 + RI), "the streak broke");
+        assert!(!p.hand_over(true, 2 * RI, t0 + 2 * RI));
+        assert!(p.hand_over(true, 2 * RI, t0 + 3 * RI));
+        assert!(!p.hand_over(true, 2 * RI, t0 + 4 * RI));
+        assert!(!p.hand_over(true, 2 * RI, t0 + 4 * RI), "cooling down");
+        assert!(p.hand_over(true, 2 * RI, t0 + 5 * RI));
+    }
+
+    #[test]
+    fn orphans_count_only_while_nobody_settles() {
+        let mut p = Policy::default();
+        let t0 = Instant::now();
+        let patience = Duration::from_secs(1);
+        p.observe(3, false, t0);
+        assert!(!p.orphaned(patience, t0 + patience));
+        assert!(p.orphaned(patience, t0 + patience + RI));
+        p.observe(3, true, t0 + 2 * patience);
+        assert!(
+            !p.orphaned(patience, t0 + 3 * patience),
+            "the clock restarted"
+        );
+        p.observe(0, false, t0 + 3 * patience);
+        assert!(!p.orphaned(patience, t0 + 9 * patience));
+    }
+}
