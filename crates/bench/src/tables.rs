@@ -207,6 +207,7 @@ pub fn generate(name: &str, b: &BTreeMap<String, Bench>) -> Result<String, BoxEr
         "scripts" => scripts(b),
         "stall" => stall(get(b, "stall")?),
         "chaos" => chaos(get(b, "chaos")?),
+        "simulate" => simulate(get(b, "simulate")?),
         "readme" => readme(b),
         "rolling" => rolling(b),
         "weights" => weights_table(b),
@@ -307,6 +308,25 @@ fn chaos_summary(c: &Bench) -> Result<String, BoxError> {
         thousands(r["writes_accepted"].as_u64().unwrap_or(0)),
         r["stale_rejected"],
         r["violations"],
+    ))
+}
+
+/// The partition group simulation's totals.
+fn simulate(sim: &Bench) -> Result<String, BoxError> {
+    let r = sim.last();
+    let int = |k: &str| thousands(r[k].as_u64().unwrap_or(0));
+    Ok(format!(
+        "| seeds | simulated time | events | terms | **violations** | wall time (2 threads) |\n\
+         |---|---|---|---|---|---|\n\
+         | {} | {:.1} h | {} | {} | **{}** | {:.0} s |\n\n\
+         From {}.\n",
+        int("seeds"),
+        num(&r["simulated_s"]) / 3600.0,
+        int("events"),
+        int("terms"),
+        r["violations"],
+        num(&r["wall_s"]),
+        sim.source()
     ))
 }
 
