@@ -21,8 +21,8 @@ mod tenants;
 
 use std::time::Duration;
 
+use leasehold_election::DutyKeys;
 use leasehold_election::RedisStore;
-use leasehold_election::keys::DutyKeys;
 use leasehold_testkit::RedisServer;
 
 use self::support::{ExampleProcess, free_port};

@@ -1,41 +1,19 @@
-//! Reads the libraries do not offer, each one short read-only Lua script under the
-//! call timeout: a duty's raw lease (to tell a duty never elected, one nobody leads
-//! now and a foreign value apart), whether a group exists, and the names of the groups
-//! and duties under a prefix (SCAN, page by page; never KEYS).
+//! What the CLI makes of the libraries' raw reads (each one read-only script under the
+//! call timeout): a duty's keys (to tell a duty never elected, one nobody leads now and
+//! a foreign value apart), and the names of the groups and duties under a prefix (SCAN,
+//! step by step; never KEYS).
 
 use std::collections::BTreeSet;
-use std::sync::LazyLock;
 use std::time::Duration;
 
-use leasehold_election::config::validate_name;
-use leasehold_election::ext::{LuaScript, Parse, eval};
-use leasehold_election::keys::DutyKeys;
+use leasehold_election::DutyKeys;
+use leasehold_election::ext::{
+    DutyKeysRead, read_duty, replica_of_token, scan_step, validate_name,
+};
 use leasehold_election::{Fence, RedisStore, StoreError};
-use leasehold_partitions::keys::GroupKeys;
-
-/// KEYS: lease, fence. Reply: {lease value or nil, PTTL of the lease, fence or '0',
-/// whether the fence key exists (1/0)}. Read-only.
-static DUTY: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::idempotent(
-        r#"
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]),
-  redis.call('GET', KEYS[2]) or '0', redis.call('EXISTS', KEYS[2])}
-"#,
-    )
-});
-
-/// KEYS: the group's metadata. Reply 1 if the group exists, else 0 (the test the group
-/// scripts make). Read-only.
-static GROUP_EXISTS: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::idempotent("return redis.call('HEXISTS', KEYS[1], 'count')"));
-
-/// ARGV: cursor, pattern, count. Reply: SCAN's {next cursor, keys}. Read-only.
-static SCAN: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::idempotent("return redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])")
-});
 
 /// How many keys one SCAN step looks at (a hint to Redis: each step stays short).
-const SCAN_COUNT: &str = "1000";
+const SCAN_COUNT: usize = 1000;
 
 /// The holder of a duty's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,20 +52,16 @@ pub fn is_token(value: &str) -> bool {
 }
 
 /// Classifies one read of a duty's keys.
-fn duty_of(
-    lease: Option<String>,
-    lease_left: Option<Duration>,
-    fence: Fence,
-    fence_exists: bool,
-) -> Duty {
-    match lease {
+fn duty_of(read: DutyKeysRead) -> Duty {
+    let fence = read.fence.unwrap_or_default();
+    match read.lease {
         Some(value) if !is_token(&value) => Duty::Foreign(value),
         Some(token) => Duty::Led(Leader {
-            replica: leasehold_election::keys::replica_of_token(&token).to_owned(),
+            replica: replica_of_token(&token).to_owned(),
             fence,
-            lease_left,
+            lease_left: read.lease_left,
         }),
-        None if fence_exists => Duty::Vacant { last_fence: fence },
+        None if read.fence.is_some() => Duty::Vacant { last_fence: fence },
         None => Duty::NeverElected,
     }
 }
@@ -97,29 +71,8 @@ fn duty_of(
 /// # Errors
 /// The store's error; [`StoreError::Protocol`] if the fence is not a number.
 pub async fn duty(store: &RedisStore, prefix: &str, duty: &str) -> Result<Duty, StoreError> {
-    let keys = DutyKeys::new(prefix, duty);
-    let reply = eval(store, &DUTY, &[&keys.lease, &keys.fence], &[]).await?;
-    let mut p = Parse::new("duty", reply);
-    let lease = p.next_opt_string()?;
-    let lease_left = p.next_pttl()?;
-    let fence = Fence(p.next_u64()?);
-    let fence_exists = p.next_int()? == 1;
-    p.finish()?;
-    Ok(duty_of(lease, lease_left, fence, fence_exists))
-}
-
-/// Whether `group` exists under `prefix`.
-///
-/// # Errors
-/// The store's error.
-pub async fn group_exists(
-    store: &RedisStore,
-    prefix: &str,
-    group: &str,
-) -> Result<bool, StoreError> {
-    let keys = GroupKeys::new(prefix, group);
-    let reply = eval(store, &GROUP_EXISTS, &[&keys.meta], &[]).await?;
-    Ok(Parse::new("group exists", reply).next_int()? == 1)
+    let read = read_duty(store, &DutyKeys::new(prefix, duty)).await?;
+    Ok(duty_of(read))
 }
 
 /// The groups and duties under a prefix, by name.
@@ -175,14 +128,11 @@ pub async fn inventory(store: &RedisStore, prefix: &str) -> Result<Inventory, St
     let mut found = Inventory::default();
     let mut cursor = "0".to_owned();
     loop {
-        let reply = eval(store, &SCAN, &[], &[&cursor, &pattern, SCAN_COUNT]).await?;
-        let mut p = Parse::new("scan", reply);
-        cursor = p.next_string()?;
-        let mut keys = p.next_array()?;
-        while keys.remaining() > 0 {
-            found.add(prefix, &keys.next_string()?);
+        let (next, keys) = scan_step(store, &cursor, &pattern, SCAN_COUNT).await?;
+        for key in keys {
+            found.add(prefix, &key);
         }
-        p.finish()?;
+        cursor = next;
         if cursor == "0" {
             return Ok(found);
         }
@@ -211,11 +161,19 @@ mod tests {
         }
     }
 
+    fn read(lease: Option<String>, left: Option<Duration>, fence: Option<u64>) -> DutyKeysRead {
+        let mut r = DutyKeysRead::default();
+        r.lease = lease;
+        r.lease_left = left;
+        r.fence = fence.map(Fence);
+        r
+    }
+
     #[test]
     fn a_duty_is_led_vacant_never_elected_or_foreign() {
         let left = Some(Duration::from_millis(900));
         assert_eq!(
-            duty_of(Some(format!("r1:{HEX}")), left, Fence(7), true),
+            duty_of(read(Some(format!("r1:{HEX}")), left, Some(7))),
             Duty::Led(Leader {
                 replica: "r1".into(),
                 fence: Fence(7),
@@ -223,17 +181,17 @@ mod tests {
             })
         );
         assert_eq!(
-            duty_of(None, Some(Duration::ZERO), Fence(7), true),
+            duty_of(read(None, Some(Duration::ZERO), Some(7))),
             Duty::Vacant {
                 last_fence: Fence(7)
             }
         );
         assert_eq!(
-            duty_of(None, Some(Duration::ZERO), Fence(0), false),
+            duty_of(read(None, Some(Duration::ZERO), None)),
             Duty::NeverElected
         );
         assert_eq!(
-            duty_of(Some("x".into()), None, Fence(0), false),
+            duty_of(read(Some("x".into()), None, None)),
             Duty::Foreign("x".into())
         );
     }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use leasehold_election::RedisStore;
-use leasehold_election::config::validate_name;
+use leasehold_election::ext::validate_name;
 use leasehold_partitions::GroupAdmin;
 
 use crate::error::Error;

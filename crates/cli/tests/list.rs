@@ -18,12 +18,13 @@ async fn list_shows_a_group_and_duties_with_their_leaders() {
     // Under other prefixes: not listed.
     let (other, _) = leader(&store, "ops", "scheduler", "replica-a").await;
     redis.redis_cli(&["SET", "leaseholder:{x}:fence", "1"]);
-    // Enough other keys for SCAN to take several steps.
-    redis.redis_cli(&[
-        "EVAL",
-        "for i = 1, 3000 do redis.call('SET', 'filler:' .. i, 'x') end",
-        "0",
-    ]);
+    // Enough other keys for SCAN to take several steps: one MSET of 3000.
+    let filler: Vec<String> = (1..=3000)
+        .flat_map(|i| [format!("filler:{i}"), "x".to_owned()])
+        .collect();
+    let mut mset = vec!["MSET"];
+    mset.extend(filler.iter().map(String::as_str));
+    redis.redis_cli(&mset);
     wait_for_counts(
         &store,
         "leasehold",

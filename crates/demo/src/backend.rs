@@ -3,12 +3,13 @@
 use std::io;
 use std::time::Duration;
 
+use leasehold_election::DEFAULT_KEY_PREFIX;
 use leasehold_election::RedisStore;
-use leasehold_election::config::DEFAULT_KEY_PREFIX;
 use leasehold_partitions::{MemoryGroupStore, group_status};
 
+use leasehold_testkit::RedisServer;
+
 use crate::BoxError;
-use crate::redis_server::PrivateRedis;
 
 /// How long the first round trip to a given `REDIS_URL` may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -23,7 +24,7 @@ pub(crate) enum Store {
         /// `redis://...`.
         url: String,
         /// Our private server, killed when dropped.
-        _server: Option<PrivateRedis>,
+        _server: Option<RedisServer>,
     },
 }
 
@@ -70,7 +71,7 @@ pub(crate) async fn choose(memory: bool, redis_url: Option<String>) -> Result<Ch
         });
     }
     println!("starting a private redis-server on a free loopback port ...");
-    match tokio::task::spawn_blocking(PrivateRedis::start).await? {
+    match tokio::task::spawn_blocking(RedisServer::try_start).await? {
         Ok(server) => {
             let addr = server.addr();
             println!(

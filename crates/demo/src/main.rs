@@ -15,7 +15,6 @@
 
 mod backend;
 mod plot;
-mod redis_server;
 mod runner;
 mod state;
 mod view;

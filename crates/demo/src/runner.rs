@@ -7,11 +7,9 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use leasehold_election::config::DEFAULT_KEY_PREFIX;
+use leasehold_election::DEFAULT_KEY_PREFIX;
 use leasehold_election::{BuildError, Leadership, RedisStore};
-use leasehold_partitions::{
-    Coordinator, CoordinatorHandle, GroupBackend, GroupConfig, group_status,
-};
+use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupConfig, GroupStore, group_status};
 use tokio::time::{Instant, sleep};
 
 use crate::BoxError;
@@ -78,7 +76,7 @@ pub(crate) async fn run(settings: Settings, chosen: Chosen) -> Result<bool, BoxE
 /// Makes one store handle per replica.
 type Factory<B> = Box<dyn Fn() -> Result<B, BuildError> + Send + Sync>;
 
-struct Demo<B: GroupBackend> {
+struct Demo<B: GroupStore> {
     settings: Settings,
     header: String,
     group: String,
@@ -96,7 +94,7 @@ struct Demo<B: GroupBackend> {
     last_draw: Option<Instant>,
 }
 
-impl<B: GroupBackend> Demo<B> {
+impl<B: GroupStore> Demo<B> {
     fn new(
         settings: Settings,
         store: String,

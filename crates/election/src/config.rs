@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::validate::{validate_lease, validate_name};
+
 /// Shortest lease accepted by [`ElectorConfig::builder`].
 pub const MIN_LEASE: Duration = Duration::from_millis(10);
 /// Longest lease accepted by [`ElectorConfig::builder`].
@@ -113,48 +115,6 @@ pub enum ConfigError {
         /// Maximum backoff.
         max: Duration,
     },
-}
-
-/// Checks a duty name, replica id, partition or group name.
-///
-/// Names are non-empty, at most [`MAX_NAME_LEN`] bytes, and contain no control
-/// characters and no `{`/`}` (they are embedded in Redis Cluster hash tags).
-///
-/// # Errors
-/// The [`ConfigError`] naming the first rule the name breaks.
-pub fn validate_name(what: &'static str, name: &str) -> Result<(), ConfigError> {
-    if name.is_empty() {
-        return Err(ConfigError::EmptyName { what });
-    }
-    if name.len() > MAX_NAME_LEN {
-        return Err(ConfigError::NameTooLong {
-            what,
-            len: name.len(),
-            max: MAX_NAME_LEN,
-        });
-    }
-    if let Some(ch) = name.chars().find(|c| c.is_control()) {
-        return Err(ConfigError::ControlCharacter { what, ch });
-    }
-    if let Some(ch) = name.chars().find(|c| matches!(c, '{' | '}')) {
-        return Err(ConfigError::HashTagCharacter { what, ch });
-    }
-    Ok(())
-}
-
-/// Checks a lease duration against [`MIN_LEASE`] and [`MAX_LEASE`].
-///
-/// # Errors
-/// [`ConfigError::LeaseOutOfRange`].
-pub fn validate_lease(lease: Duration) -> Result<(), ConfigError> {
-    if !(MIN_LEASE..=MAX_LEASE).contains(&lease) {
-        return Err(ConfigError::LeaseOutOfRange {
-            got: lease,
-            min: MIN_LEASE,
-            max: MAX_LEASE,
-        });
-    }
-    Ok(())
 }
 
 /// Validated settings of one elector. Build it with [`ElectorConfig::builder`].

@@ -5,11 +5,18 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+/// A Leasehold component has stopped: an elector ([`crate::ElectorHandle`]'s waits), or
+/// a partition coordinator (its handle's waits, and the renewals it batched for its
+/// electors). Whatever needed it can never succeed. The text names the component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("the {0} has stopped")]
+pub struct Stopped(pub &'static str);
+
 /// A lease-store operation failed.
 ///
 /// [`StoreError::is_retryable`] tells transient faults (timeouts, lost connections,
 /// a server still loading) from errors that need an operator (a key of the wrong type,
-/// an ACL refusal) or mean the store is gone for good ([`StoreError::Closed`]). The
+/// an ACL refusal) or mean the store is gone for good ([`StoreError::Stopped`]). The
 /// elector retries both kinds with backoff and reports them in its status; the
 /// difference decides whether a leader steps down at once.
 ///
@@ -39,7 +46,7 @@ pub enum StoreError {
     #[error("redis refused the command (ACL): {0}")]
     NoPermission(#[source] Arc<redis::RedisError>),
     /// The write succeeded on the primary, but fewer replicas than
-    /// [`wait_for_replicas`](crate::store::RedisStoreBuilder::wait_for_replicas) asked
+    /// [`wait_for_replicas`](crate::RedisStoreBuilder::wait_for_replicas) asked
     /// for acknowledged it in time. Retryable: the acquire or renewal is not counted.
     #[error("only {acked} of {wanted} replicas acknowledged the write in time")]
     Replication {
@@ -56,9 +63,9 @@ pub enum StoreError {
     Protocol(String),
     /// The component this store belongs to has stopped (for example the partition
     /// coordinator that batches an elector's renewals), so the call can never succeed.
-    /// Not retryable. The text names the component.
-    #[error("{0} has stopped")]
-    Closed(&'static str),
+    /// Not retryable.
+    #[error(transparent)]
+    Stopped(#[from] Stopped),
 }
 
 impl StoreError {
@@ -94,7 +101,7 @@ impl StoreError {
             Self::Replication { .. } => "replication",
             Self::Server(_) => "server",
             Self::Protocol(_) => "protocol",
-            Self::Closed(_) => "closed",
+            Self::Stopped(_) => "stopped",
         }
     }
 }
@@ -152,7 +159,7 @@ impl From<deadpool::managed::PoolError<redis::RedisError>> for StoreError {
     }
 }
 
-/// A [`RedisStoreBuilder`](crate::store::RedisStoreBuilder) (or
+/// A [`RedisStoreBuilder`](crate::RedisStoreBuilder) (or
 /// [`RedisStore::connect`](crate::RedisStore::connect)) was given settings it cannot
 /// use. Not retryable: fix the settings.
 #[derive(Debug, Clone, Error)]
@@ -167,7 +174,7 @@ pub enum BuildError {
     /// A Sentinel or Cluster builder was given no URL.
     #[error("no {0} url given")]
     NoUrls(&'static str),
-    /// [`wait_for_replicas`](crate::store::RedisStoreBuilder::wait_for_replicas) asks
+    /// [`wait_for_replicas`](crate::RedisStoreBuilder::wait_for_replicas) asks
     /// for no replica, or its timeout is zero or not below the call timeout.
     #[error(
         "wait_for_replicas({replicas}, {timeout:?}) needs at least one replica and a timeout \
@@ -226,10 +233,10 @@ mod tests {
     }
 
     #[test]
-    fn a_stopped_component_is_closed_not_retryable() {
-        let e = StoreError::Closed("the partition coordinator");
+    fn a_stopped_component_is_not_retryable() {
+        let e = StoreError::from(Stopped("partition coordinator"));
         assert!(!e.is_retryable());
-        assert_eq!(e.kind(), "closed");
+        assert_eq!(e.kind(), "stopped");
         assert_eq!(e.to_string(), "the partition coordinator has stopped");
     }
 }

@@ -1,36 +1,49 @@
 //! Plumbing shared with Leasehold's sibling crates (the partition coordinator, the CLI,
-//! the bench): the reply parser, the script runner, name and lease checks, tokens,
-//! grants and the renew grid.
+//! the bench): the reply parser, scripts (run with [`RedisStore::eval`]), raw reads of
+//! a duty's keys and of the key space, name and lease checks, tokens, grants and the
+//! renew grid.
 //!
-//! For Leasehold's own crates; no semver promise. The items also stay at their older
-//! paths (`leasehold_election::LuaScript`, `config::validate_name`, ...).
+//! For Leasehold's own crates; no semver promise. This is their only public path.
 
-use redis::Value;
-
-pub use crate::config::{validate_lease, validate_name};
 pub use crate::elector::Grant;
 pub use crate::grid::RenewGrid;
-pub use crate::keys::{new_token, replica_of_token};
-pub use crate::store::redis::{FENCE_LUA, LuaScript, Parse};
+pub use crate::keys::release_channel;
+pub use crate::store::ANY_RELEASE;
+pub use crate::store::redis::{DutyKeysRead, FENCE_LUA, LuaScript, Parse};
+pub use crate::token::{new_token, replica_of_token, token_with};
+pub use crate::validate::{validate_lease, validate_name};
 
 use crate::error::StoreError;
+use crate::keys::DutyKeys;
 use crate::store::RedisStore;
 
-/// Runs `script` on `store`: [`RedisStore::eval`].
+/// A duty's keys as they are, in one read: whatever the lease key holds (a token or
+/// someone else's data), its time left, and the last fence issued. Read-only.
+///
+/// # Errors
+/// The [`StoreError`] of the read; [`StoreError::Protocol`] if the fence is not a
+/// number; [`StoreError::WrongType`] if a key holds another type.
+///
+/// # Cancel safety
+/// Cancel safe: it only reads.
+pub async fn read_duty(store: &RedisStore, keys: &DutyKeys) -> Result<DutyKeysRead, StoreError> {
+    store.read_duty(keys).await
+}
+
+/// One step of a SCAN over the key space for keys matching `pattern` (a SCAN MATCH
+/// glob): the next cursor (`"0"` once done) and the keys found; `count` is the
+/// server's hint for how many keys a step looks at. Start with cursor `"0"`.
 ///
 /// # Errors
 /// The [`StoreError`] of the call.
 ///
-/// # Panics
-/// Never.
-///
 /// # Cancel safety
-/// As [`RedisStore::eval`]: if the future is dropped, the script may or may not have run.
-pub async fn eval(
+/// Cancel safe: it only reads.
+pub async fn scan_step(
     store: &RedisStore,
-    script: &LuaScript,
-    keys: &[&str],
-    args: &[&str],
-) -> Result<Value, StoreError> {
-    store.eval(script, keys, args).await
+    cursor: &str,
+    pattern: &str,
+    count: usize,
+) -> Result<(String, Vec<String>), StoreError> {
+    store.scan_step(cursor, pattern, count).await
 }

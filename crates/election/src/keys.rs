@@ -67,16 +67,6 @@ pub fn release_channel(prefix: &str) -> String {
     format!("{prefix}:released")
 }
 
-/// The replica id inside a lease token (`<replica-id>:<hex>`).
-pub fn replica_of_token(token: &str) -> &str {
-    token.rsplit_once(':').map_or(token, |(replica, _)| replica)
-}
-
-/// A fresh, unguessable lease token for `replica`.
-pub fn new_token(replica: &str) -> String {
-    format!("{replica}:{:032x}", rand::random::<u128>())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,13 +84,5 @@ mod tests {
             Some("lh:{tenants}:t1:boot")
         );
         assert_eq!(k.channel, "lh:released");
-    }
-
-    #[test]
-    fn token_names_its_replica() {
-        let t = new_token("node:a");
-        assert_eq!(replica_of_token(&t), "node:a");
-        assert_eq!(t.len(), "node:a:".len() + 32);
-        assert_ne!(new_token("x"), new_token("x"));
     }
 }

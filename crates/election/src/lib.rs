@@ -3,31 +3,37 @@
 #![warn(missing_debug_implementations, unreachable_pub)]
 
 mod backoff;
-pub mod config;
+mod config;
 mod elector;
 mod error;
 #[doc(hidden)]
 pub mod ext;
 mod fence;
-mod fenced;
 mod grid;
-pub mod keys;
+mod keys;
 mod leadership;
 pub mod metrics;
 mod status;
-pub mod store;
+mod store;
+mod token;
+mod validate;
 
-pub use self::config::{ConfigError, ElectorConfig, ElectorConfigBuilder};
-pub use self::elector::{DutyError, DutyResult, Elector, ElectorHandle, ElectorStopped, Grant};
-pub use self::error::{BuildError, StoreError};
-pub use self::fence::Fence;
-pub use self::fenced::{FencedWriteError, FencedWriter};
-pub use self::grid::RenewGrid;
+pub use self::config::{
+    ConfigError, DEFAULT_KEY_PREFIX, ElectorConfig, ElectorConfigBuilder, MAX_LEASE, MAX_NAME_LEN,
+    MIN_LEASE,
+};
+pub use self::elector::{DutyError, DutyResult, Elector, ElectorHandle};
+pub use self::error::{BuildError, Stopped, StoreError};
+pub use self::fence::{Fence, FencedWriteError, FencedWriter};
+pub use self::keys::DutyKeys;
 pub use self::leadership::{Leadership, TermOver};
 pub use self::status::{Role, Status, TermEnd, TermEndReason};
 pub use self::store::{
-    Acquire, BackendWarning, LeaderInfo, LeaseStore, LuaScript, MemoryStore, RedisStore,
+    Acquire, BackendWarning, LeaderInfo, LeaseStore, MemoryStore, RedisStore, RedisStoreBuilder,
 };
+
+/// A result whose error is a [`StoreError`] unless another is named.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Asks the store who leads `duty` (under key prefix `prefix`) right now.
 ///

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use leasehold_election::config::{MAX_LEASE, MIN_LEASE};
 use leasehold_election::{ConfigError, ElectorConfig};
+use leasehold_election::{MAX_LEASE, MIN_LEASE};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

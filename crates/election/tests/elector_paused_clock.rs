@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use leasehold_election::keys::DutyKeys;
+use leasehold_election::ext::Grant;
 use leasehold_election::{
-    Acquire, Elector, ElectorConfig, ElectorHandle, Fence, Grant, LeaderInfo, Leadership,
+    Acquire, DutyKeys, Elector, ElectorConfig, ElectorHandle, Fence, LeaderInfo, Leadership,
     LeaseStore, MemoryStore, Role, StoreError, TermEndReason,
 };
 use tokio::sync::Notify;

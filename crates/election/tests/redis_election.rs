@@ -4,8 +4,8 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_election::keys::DutyKeys;
-use leasehold_election::store::ANY_RELEASE;
+use leasehold_election::DutyKeys;
+use leasehold_election::ext::ANY_RELEASE;
 use leasehold_election::{
     BackendWarning, Elector, Leadership, LeaseStore, RedisStore, Role, StoreError, TermEndReason,
     current_leader,

@@ -7,7 +7,8 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use leasehold_election::keys::{DutyKeys, new_token};
+use leasehold_election::DutyKeys;
+use leasehold_election::ext::new_token;
 use leasehold_election::{
     Acquire, Fence, FencedWriter, LeaseStore, RedisStore, StoreError, current_leader,
 };

@@ -5,7 +5,8 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_election::keys::{DutyKeys, new_token};
+use leasehold_election::DutyKeys;
+use leasehold_election::ext::new_token;
 use leasehold_election::{Acquire, BuildError, Fence, LeaseStore, RedisStore, StoreError};
 use leasehold_testkit::{MASTER_NAME, RedisSentinelSet};
 use support::{Terms, config, eventually};

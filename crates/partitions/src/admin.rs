@@ -4,13 +4,13 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use leasehold_election::StoreError;
-use leasehold_election::config::validate_name;
+use leasehold_election::ext::validate_name;
 use rand::RngExt;
 
-use crate::backend::protocol::{AddReply, Change, DrainReply, RemoveReply, WeightReply};
-use crate::backend::{GroupBackend, GroupStatus, PartitionOwner, SET_CHUNK, read_status};
 use crate::error::PartitionsError;
 use crate::keys::GroupKeys;
+use crate::store::protocol::{AddReply, Change, DrainReply, RemoveReply, WeightReply};
+use crate::store::{GroupStatus, GroupStore, PartitionOwner, SET_CHUNK, read_status};
 
 /// How often a change retries while the group is being created again (each time after
 /// the wait the group names; the window is one lease).
@@ -54,7 +54,7 @@ fn request_id() -> String {
 /// ```
 #[derive(Debug, Clone)]
 pub struct GroupAdmin<B> {
-    backend: B,
+    store: B,
     keys: GroupKeys,
 }
 
@@ -64,7 +64,7 @@ fn names(
     let names: Vec<String> = partitions.into_iter().map(Into::into).collect();
     let mut seen = HashSet::new();
     for n in &names {
-        validate_name("partition name", n).map_err(PartitionsError::Config)?;
+        validate_name("partition name", n)?;
         if !seen.insert(n.as_str()) {
             return Err(PartitionsError::DuplicatePartition(n.clone()));
         }
@@ -83,16 +83,16 @@ fn never_stale() -> PartitionsError {
     ))
 }
 
-impl<B: GroupBackend> GroupAdmin<B> {
+impl<B: GroupStore> GroupAdmin<B> {
     /// The admin of `group` under key prefix `prefix`.
     ///
     /// # Errors
     /// [`PartitionsError::Config`] if a name breaks the naming rules.
-    pub fn new(backend: B, prefix: &str, group: &str) -> Result<Self, PartitionsError> {
-        validate_name("key prefix", prefix).map_err(PartitionsError::Config)?;
-        validate_name("group name", group).map_err(PartitionsError::Config)?;
+    pub fn new(store: B, prefix: &str, group: &str) -> Result<Self, PartitionsError> {
+        validate_name("key prefix", prefix)?;
+        validate_name("group name", group)?;
         Ok(Self {
-            backend,
+            store,
             keys: GroupKeys::new(prefix, group),
         })
     }
@@ -119,7 +119,7 @@ impl<B: GroupBackend> GroupAdmin<B> {
             let change = Change::Strict { op: request_id() };
             let mut tries = 0;
             loop {
-                match self.backend.add(&self.keys, &change, chunk).await? {
+                match self.store.add(&self.keys, &change, chunk).await? {
                     AddReply::Added(n) => added += n,
                     AddReply::Exists(name) => return Err(PartitionsError::AlreadyPresent(name)),
                     AddReply::NoGroup => return Err(self.no_group()),
@@ -161,7 +161,7 @@ impl<B: GroupBackend> GroupAdmin<B> {
             let change = Change::Strict { op: request_id() };
             let mut tries = 0;
             loop {
-                match self.backend.remove(&self.keys, &change, chunk).await? {
+                match self.store.remove(&self.keys, &change, chunk).await? {
                     RemoveReply::Removed(n) => removed += n,
                     RemoveReply::Unknown(name) => {
                         return Err(PartitionsError::UnknownPartition(name));
@@ -190,12 +190,12 @@ impl<B: GroupBackend> GroupAdmin<B> {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn list(&self) -> Result<Vec<String>, PartitionsError> {
-        if self.backend.status_head(&self.keys).await?.is_none() {
+        if self.store.status_head(&self.keys).await?.is_none() {
             return Err(PartitionsError::UnknownGroup(self.keys.group.clone()));
         }
         let mut all = Vec::new();
         loop {
-            let page = self.backend.list_page(&self.keys, all.len(), 1_000).await?;
+            let page = self.store.list_page(&self.keys, all.len(), 1_000).await?;
             if page.is_empty() {
                 return Ok(all);
             }
@@ -247,11 +247,11 @@ impl<B: GroupBackend> GroupAdmin<B> {
     }
 
     async fn set_drain(&self, replica: &str, on: bool, force: bool) -> Result<(), PartitionsError> {
-        validate_name("replica id", replica).map_err(PartitionsError::Config)?;
+        validate_name("replica id", replica)?;
         let op = request_id();
         for _ in 0..RESTORE_RETRIES {
             match self
-                .backend
+                .store
                 .drain(&self.keys, Some(&op), replica, on, force)
                 .await?
             {
@@ -274,7 +274,7 @@ impl<B: GroupBackend> GroupAdmin<B> {
     /// `error`, or [`PartitionsError::UnknownGroup`] if the group does not exist (or a
     /// store error reading that).
     async fn unknown(&self, error: PartitionsError) -> PartitionsError {
-        match self.backend.status_head(&self.keys).await {
+        match self.store.status_head(&self.keys).await {
             Ok(Some(_)) => error,
             Ok(None) => self.no_group(),
             Err(e) => e.into(),
@@ -289,7 +289,7 @@ impl<B: GroupBackend> GroupAdmin<B> {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn exists(&self) -> Result<bool, PartitionsError> {
-        Ok(self.backend.status_head(&self.keys).await?.is_some())
+        Ok(self.store.status_head(&self.keys).await?.is_some())
     }
 
     /// Sets a partition's weight (1 ..= [`MAX_WEIGHT`]; every partition starts at 1).
@@ -307,14 +307,14 @@ impl<B: GroupBackend> GroupAdmin<B> {
     /// # Cancel safety
     /// If the future is dropped, the weight may or may not be set.
     pub async fn set_weight(&self, partition: &str, weight: u64) -> Result<u64, PartitionsError> {
-        validate_name("partition name", partition).map_err(PartitionsError::Config)?;
+        validate_name("partition name", partition)?;
         if !(1..=MAX_WEIGHT).contains(&weight) {
             return Err(PartitionsError::InvalidWeight(weight));
         }
         let op = request_id();
         for _ in 0..RESTORE_RETRIES {
             match self
-                .backend
+                .store
                 .set_weight(&self.keys, Some(&op), partition, weight)
                 .await?
             {
@@ -342,8 +342,8 @@ impl<B: GroupBackend> GroupAdmin<B> {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn owner(&self, partition: &str) -> Result<PartitionOwner, PartitionsError> {
-        validate_name("partition name", partition).map_err(PartitionsError::Config)?;
-        match self.backend.owner(&self.keys, partition).await? {
+        validate_name("partition name", partition)?;
+        match self.store.owner(&self.keys, partition).await? {
             Some(owner) => Ok(owner),
             None => Err(self
                 .unknown(PartitionsError::UnknownPartition(partition.to_owned()))
@@ -359,6 +359,6 @@ impl<B: GroupBackend> GroupAdmin<B> {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn status(&self) -> Result<Option<GroupStatus>, PartitionsError> {
-        Ok(read_status(&self.backend, &self.keys).await?)
+        Ok(read_status(&self.store, &self.keys).await?)
     }
 }

@@ -3,7 +3,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use leasehold_election::config::{DEFAULT_KEY_PREFIX, validate_lease, validate_name};
+use leasehold_election::DEFAULT_KEY_PREFIX;
+use leasehold_election::ext::{validate_lease, validate_name};
 use leasehold_election::{ConfigError, ElectorConfig};
 use thiserror::Error;
 
@@ -221,7 +222,7 @@ impl GroupConfigBuilder {
             }
         }
         if let Some(g) = self.rejoin_grace
-            && (g.is_zero() || g > leasehold_election::config::MAX_LEASE)
+            && (g.is_zero() || g > leasehold_election::MAX_LEASE)
         {
             return Err(GroupConfigError::RejoinGraceOutOfRange(g));
         }

@@ -1,6 +1,14 @@
 //! Errors of the partition coordinator and of the group admin.
 
-use leasehold_election::{ConfigError, StoreError};
+use leasehold_election::{ConfigError, Stopped, StoreError};
+
+use crate::config::GroupConfigError;
+
+/// What a stopped coordinator's calls and waits return.
+pub(crate) const STOPPED: Stopped = Stopped("partition coordinator");
+
+/// A result whose error is a [`PartitionsError`] unless another is named.
+pub type Result<T, E = PartitionsError> = std::result::Result<T, E>;
 use thiserror::Error;
 
 /// Why a coordinator is not (fully) taking part in its group, or why an admin call
@@ -23,7 +31,7 @@ pub enum PartitionsError {
     /// a hash-tag brace, a duplicate in one call...), or the configuration's public
     /// fields were changed after it was built, to values the builder rejects.
     #[error("invalid group configuration: {0}")]
-    Config(#[source] ConfigError),
+    Config(#[from] GroupConfigError),
     /// The same partition was named twice in one call.
     #[error("partition {0:?} appears more than once")]
     DuplicatePartition(String),
@@ -50,8 +58,15 @@ pub enum PartitionsError {
     #[error("a partition weight must be between 1 and {max}, got {0}", max = crate::MAX_WEIGHT)]
     InvalidWeight(u64),
     /// The coordinator has stopped.
-    #[error("the partition coordinator has stopped")]
-    Stopped,
+    #[error(transparent)]
+    Stopped(Stopped),
+}
+
+impl From<ConfigError> for PartitionsError {
+    /// A name or lease that broke a rule: [`PartitionsError::Config`].
+    fn from(e: ConfigError) -> Self {
+        Self::Config(GroupConfigError::Invalid(e))
+    }
 }
 
 impl PartitionsError {

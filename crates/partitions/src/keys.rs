@@ -6,7 +6,7 @@
 //! also keeps its reply a minute under a key of its own (`<prefix>:{<group>}:op:<id>`),
 //! so that a retry of the same request gets the same answer.
 
-use leasehold_election::keys::release_channel;
+use leasehold_election::ext::release_channel;
 
 /// The keys of one group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,7 +153,7 @@ mod tests {
         assert_eq!(k.held, "lh:{tenants}:held");
         assert!(k.all().iter().all(|key| key.starts_with("lh:{tenants}:")));
         // The scripts name them in the same order: `local A, B = KEYS[1], KEYS[2]`.
-        let lua = include_str!("backend/lua/lib/keys.lua");
+        let lua = include_str!("store/lua/lib/keys.lua");
         let mut named = std::collections::BTreeMap::new();
         for line in lua
             .lines()

@@ -41,7 +41,6 @@
 #![warn(missing_debug_implementations, unreachable_pub)]
 
 mod admin;
-mod backend;
 mod balance;
 mod config;
 mod coordinator;
@@ -49,6 +48,7 @@ mod error;
 pub mod keys;
 pub mod metrics;
 mod replica;
+mod store;
 mod view;
 
 #[cfg(any(test, feature = "sim"))]
@@ -56,11 +56,11 @@ mod view;
 pub mod sim;
 
 pub use self::admin::{GroupAdmin, MAX_WEIGHT};
-pub use self::backend::memory::MemoryGroupStore;
-#[doc(hidden)]
-pub use self::backend::redis::script_hashes;
-pub use self::backend::{GroupBackend, GroupStatus, PartitionOwner, ReplicaState, ReplicaStatus};
 pub use self::config::{GroupConfig, GroupConfigBuilder, GroupConfigError, MAX_CAPACITY};
 pub use self::coordinator::{Coordinator, CoordinatorHandle, group_status};
-pub use self::error::PartitionsError;
+pub use self::error::{PartitionsError, Result};
+pub use self::store::memory::MemoryGroupStore;
+#[doc(hidden)]
+pub use self::store::redis::script_hashes;
+pub use self::store::{GroupStatus, GroupStore, PartitionOwner, ReplicaState, ReplicaStatus};
 pub use self::view::GroupView;

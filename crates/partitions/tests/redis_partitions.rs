@@ -32,7 +32,7 @@ async fn sixty_four_partitions_on_four_replicas_sixteen_each() {
         fleet.counts()
     );
     // The store agrees with the replicas' views.
-    let status = group_status(&fleet.backend, "leasehold", "g")
+    let status = group_status(&fleet.store, "leasehold", "g")
         .await
         .unwrap()
         .unwrap();
@@ -122,7 +122,7 @@ async fn a_redis_restart_that_loses_everything_never_yields_two_owners_and_conve
     redis.restart();
     sleep(LEASE).await;
     fleet.converge(LIMIT).await;
-    let status = group_status(&fleet.backend, "leasehold", "g")
+    let status = group_status(&fleet.store, "leasehold", "g")
         .await
         .unwrap()
         .unwrap();
@@ -247,7 +247,7 @@ async fn a_duplicate_replica_id_is_refused_and_an_unversioned_other_list_follows
         b.view().owned
     );
     assert_eq!(b.view().partitions, 8);
-    let status = group_status(&fleet.backend, "leasehold", "g")
+    let status = group_status(&fleet.store, "leasehold", "g")
         .await
         .unwrap()
         .unwrap();

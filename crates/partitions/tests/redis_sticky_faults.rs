@@ -58,13 +58,13 @@ fn owned(fleet: &Fleet<RedisStore>, replica: &str) -> BTreeSet<String> {
     fleet.replicas[replica].view().owned
 }
 
-/// Parks `replica` (a sticky shutdown), then starts it again on `backend`; waits until
+/// Parks `replica` (a sticky shutdown), then starts it again on `store`; waits until
 /// the fleet is balanced again.
-async fn sticky_restart(fleet: &mut Fleet<RedisStore>, replica: &str, backend: RedisStore) {
+async fn sticky_restart(fleet: &mut Fleet<RedisStore>, replica: &str, store: RedisStore) {
     fleet.replicas.remove(replica).unwrap().shutdown().await;
     sleep(RENEW).await;
     let config = sticky(fleet, replica);
-    fleet.start_on(backend, config);
+    fleet.start_on(store, config);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,6 +5,7 @@ mod cluster;
 mod proxy;
 mod sentinel;
 mod server;
+#[cfg(feature = "tls")]
 mod tls;
 mod tools;
 
@@ -16,5 +17,6 @@ pub use cluster::RedisCluster;
 pub use proxy::FaultProxy;
 pub use sentinel::{MASTER_NAME, RedisSentinelSet};
 pub use server::{REDIS_SERVER_ENV, RedisServer};
+#[cfg(feature = "tls")]
 pub use tls::{ClientAuth, TestCa, TlsRedisServer};
 pub use tools::REDIS_CLI_ENV;

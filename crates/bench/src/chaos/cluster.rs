@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use leasehold_testkit::{FaultProxy, RedisServer};
 
-use crate::group::fleet::EXIT;
-use crate::group::replica::{EventLog, ReplicaProcess, ReplicaSpec};
+use crate::group::harness::EXIT;
+use crate::group::process::{EventLog, ReplicaProcess, ReplicaSpec};
 use crate::store::{BoxError, StoreSpec};
 
 /// One replica id with its two links, and its current process (if any).

@@ -29,7 +29,7 @@ use self::schedule::{Fault, FaultKind, schedule};
 use crate::ChaosArgs;
 use crate::clock::now_us;
 use crate::group::event::{PartitionEvent, ledger_key, partition_names};
-use crate::group::replica::{EventLog, ReplicaSpec};
+use crate::group::process::{EventLog, ReplicaSpec};
 use crate::group::status::{GroupWatch, balanced, counts, describe, spread_of};
 use crate::stats::round3;
 use crate::store::{self, BoxError, StoreSpec};

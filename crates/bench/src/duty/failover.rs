@@ -12,7 +12,7 @@ use tokio::time::sleep;
 
 use crate::clock::{micros, now_us, span_ms};
 use crate::duty::harness::{Harness, fence_grew, summary};
-use crate::duty::leader::ChildLeader;
+use crate::duty::process::LeaderProcess;
 use crate::stats::{Summary, round3};
 use crate::store::{BoxError, Topology};
 
@@ -120,7 +120,7 @@ async fn one(harness: &Harness, run: usize) -> Result<FailoverRun, BoxError> {
 
 /// If a renewal is due within [`RENEW_GUARD_US`] (or overdue), waits until the child
 /// reports it, so the kill never lands between a renewal's send and its report.
-async fn settle_renewal(leader: &ChildLeader, renew_interval: Duration) -> Result<(), BoxError> {
+async fn settle_renewal(leader: &LeaderProcess, renew_interval: Duration) -> Result<(), BoxError> {
     let state = leader.state();
     let last = state
         .last_extended_us()

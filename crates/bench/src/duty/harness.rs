@@ -11,7 +11,7 @@ use leasehold_election::RedisStore;
 use crate::ScenarioArgs;
 use crate::clock::{micros, now_us};
 use crate::duty::follower::Follower;
-use crate::duty::leader::{ChildLeader, Leading};
+use crate::duty::process::{LeaderProcess, Leading};
 use crate::stats::Summary;
 use crate::store::{self, BoxError, Servers, Topology};
 
@@ -39,7 +39,7 @@ pub struct Harness {
 #[derive(Debug)]
 pub struct Pair {
     /// The child process holding the lease.
-    pub leader: ChildLeader,
+    pub leader: LeaderProcess,
     /// Its `leading` event.
     pub leading: Leading,
     /// The in-process follower.
@@ -94,7 +94,7 @@ impl Harness {
     /// If either side does not get there in time.
     pub async fn start_pair(&self, scenario: &str, run: usize) -> Result<Pair, BoxError> {
         let duty = format!("bench-{scenario}-{}-{run}", self.tag);
-        let leader = ChildLeader::spawn(&self.exe, &self.spec_arg, &duty, "child", self.lease)?;
+        let leader = LeaderProcess::spawn(&self.exe, &self.spec_arg, &duty, "child", self.lease)?;
         let leading = leader.wait_leading(CHILD_START + self.lease).await?;
         let config = store::config(&duty, "follower", self.lease)?;
         let follower = Follower::spawn(self.store.clone(), config);

@@ -5,9 +5,10 @@
 //! - [`handover`]: SIGTERM the leader, time the graceful hand-over;
 //! - [`stall`]: in one process, a duty that blocks its runtime.
 //!
-//! [`harness`] starts the servers and each run's pair ([`leader`] is the parent's side
-//! of the child, [`follower`] the in-process elector); [`event`] is the child's JSON
-//! lines and [`child`] the child itself.
+//! As in the [group scenarios](crate::group): [`child`] is the child process itself,
+//! [`event`] its JSON lines, [`process`] the bench's side of it (spawn, follow,
+//! signal), and [`harness`] what the scenarios share (the servers and each run's pair:
+//! the child leader and the in-process [`follower`]).
 
 pub mod child;
 pub mod event;
@@ -15,7 +16,7 @@ pub mod failover;
 pub mod follower;
 pub mod handover;
 pub mod harness;
-pub mod leader;
+pub mod process;
 pub mod stall;
 
 pub use self::harness::Harness;

@@ -22,7 +22,7 @@ use tokio::time::{Instant, sleep};
 use crate::AddArgs;
 use crate::clock::{now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
-use crate::group::fleet::{Fleet, convergence_limit};
+use crate::group::harness::{Fleet, convergence_limit};
 use crate::group::ownership::Progress;
 use crate::group::rebalance::poll_interval;
 use crate::group::status::PREFIX;

@@ -1,7 +1,9 @@
 //! Partition-group scenarios: every replica is a child OS process (this binary in its
 //! hidden `partition-child` mode, [`child`]), followed through its own JSON lines
-//! ([`event`], logged by [`replica`], gathered by [`fleet`] and folded into who owns
-//! what by [`ownership`]) and, where asked, through `group_status` reads ([`status`]).
+//! ([`event`], logged by [`process`], the bench's side of each child, gathered by the
+//! [`harness`]'s fleet and folded into who owns what by [`ownership`]) and, where
+//! asked, through `group_status` reads ([`status`]). The [duty scenarios](crate::duty)
+//! are laid out the same way.
 //!
 //! - [`rebalance`]: cold start, SIGKILL of one replica, a join (weighted too:
 //!   [`weights`]);
@@ -12,11 +14,11 @@
 pub mod add;
 pub mod child;
 pub mod event;
-pub mod fleet;
+pub mod harness;
 pub mod load;
 pub mod ownership;
+pub mod process;
 pub mod rebalance;
-pub mod replica;
 pub mod rolling;
 pub mod status;
 pub mod weights;

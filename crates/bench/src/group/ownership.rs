@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::group::event::PartitionEvent;
-use crate::group::replica::Logged;
+use crate::group::process::Logged;
 
 /// How the bench judges a group balanced.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

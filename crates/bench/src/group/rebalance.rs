@@ -27,9 +27,9 @@ use tokio::time::Instant;
 
 use crate::clock::{micros, now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
-use crate::group::fleet::{self, Fleet, convergence_limit};
+use crate::group::harness::{self, Fleet, convergence_limit};
 use crate::group::ownership::{Balance, Loads, OwnerChanges};
-use crate::group::replica::Logged;
+use crate::group::process::Logged;
 use crate::group::status::{PREFIX, balanced_by, counts, describe, spread_of};
 use crate::group::weights::{self, LoadReport};
 use crate::stats::{Summary, round3};
@@ -289,7 +289,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         _ => owned_ms,
     };
     let kill_confirmed_ms = confirm(fleet, "kill", kill_us, limit, &balance).await?;
-    killed.wait(fleet::EXIT).await?;
+    killed.wait(harness::EXIT).await?;
     eprintln!(
         "kill {victim}: its leases expire {expiry_ms:.1} ms after the kill; its {} partitions all owned after {kill_owned_ms:.1} ms, balanced after {kill_balanced_ms:.1} ms, confirmed by Redis after {kill_confirmed_ms:.1} ms",
         orphans.len()

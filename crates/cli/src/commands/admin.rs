@@ -1,7 +1,7 @@
 //! `partitions add|remove|list`, `drain` and `undrain`: changing a group through
 //! [`GroupAdmin`](leasehold_partitions::GroupAdmin). A refused change changes nothing.
 
-use leasehold_election::config::validate_name;
+use leasehold_election::ext::validate_name;
 use leasehold_partitions::{PartitionsError, ReplicaState};
 
 use super::{group_error, partition_names, print};

@@ -1,8 +1,8 @@
 //! `leader` and `list`: reading duties, and everything under a prefix.
 
+use leasehold_election::DutyKeys;
 use leasehold_election::StoreError;
-use leasehold_election::config::validate_name;
-use leasehold_election::keys::DutyKeys;
+use leasehold_election::ext::validate_name;
 
 use super::print;
 use crate::error::Error;

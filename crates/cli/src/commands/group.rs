@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime};
 
 use leasehold_election::RedisStore;
-use leasehold_election::config::validate_name;
+use leasehold_election::ext::validate_name;
 use leasehold_partitions::{GroupAdmin, GroupStatus};
 use tokio::time::{MissedTickBehavior, interval};
 

@@ -10,14 +10,13 @@ use std::io::{self, Write as _};
 use std::time::SystemTime;
 
 use leasehold_election::RedisStore;
-use leasehold_election::config::validate_name;
-use leasehold_partitions::PartitionsError;
+use leasehold_election::ext::validate_name;
+use leasehold_partitions::{GroupAdmin, PartitionsError};
 
 pub use self::admin::{Drain, add, drain, list_partitions, remove, set_weight};
 pub use self::duty::{leader, list};
 pub use self::group::{owner, status, watch};
 use crate::error::Error;
-use crate::reads;
 use crate::target::Target;
 
 /// Writes to stdout; a closed stdout (`| head`) ends the command quietly.
@@ -67,10 +66,20 @@ async fn group_error(
         PartitionsError::UnknownPartition(_) | PartitionsError::UnknownReplica(_)
     );
     if missing_inside {
-        match reads::group_exists(store, &target.prefix, group).await {
+        let exists = match GroupAdmin::new(store.clone(), &target.prefix, group) {
+            Ok(admin) => admin.exists().await,
+            Err(e) => Err(e),
+        };
+        match exists {
             Ok(false) => return Error::NoGroup(group.to_owned()),
             Ok(true) => {}
-            Err(e) => return Error::Store(e),
+            Err(PartitionsError::Store(e)) => return Error::Store(e),
+            Err(other) => {
+                return Error::Group {
+                    group: group.to_owned(),
+                    error: other,
+                };
+            }
         }
     }
     let group = group.to_owned();

@@ -440,53 +440,50 @@ pub(super) mod tests {
         fence: u64,
         left_ms: u64,
     ) -> PartitionOwner {
-        PartitionOwner {
-            partition: name.to_owned(),
-            owner: owner.map(str::to_owned),
-            fence: Fence(fence),
-            remaining: owner.map(|_| Duration::from_millis(left_ms)),
-            held_for: owner.map(|_| Duration::from_millis(left_ms * 10)),
-            weight: 1,
-        }
+        let mut p = PartitionOwner::default();
+        p.partition = name.to_owned();
+        p.owner = owner.map(str::to_owned);
+        p.fence = Fence(fence);
+        p.remaining = owner.map(|_| Duration::from_millis(left_ms));
+        p.held_for = owner.map(|_| Duration::from_millis(left_ms * 10));
+        p.weight = 1;
+        p
     }
 
     pub(crate) fn member(replica: &str, state: ReplicaState, drained: bool) -> ReplicaStatus {
-        ReplicaStatus {
-            replica: replica.to_owned(),
-            state,
-            held: 0,
-            session_left: Duration::from_millis(9_600),
-            instance: format!("host-{replica} 4{}", replica.len()),
-            drained,
-            load: 0,
-            capacity: 1,
-        }
+        let mut m = ReplicaStatus::default();
+        m.replica = replica.to_owned();
+        m.state = state;
+        m.session_left = Duration::from_millis(9_600);
+        m.instance = format!("host-{replica} 4{}", replica.len());
+        m.drained = drained;
+        m.capacity = 1;
+        m
     }
 
     pub(crate) fn group() -> GroupStatus {
-        GroupStatus {
-            partitions: vec![
-                part("p0", Some("b"), 1_764_000_000_000_001, 9_512),
-                part("p1", Some("a"), 1_764_000_000_000_002, 840),
-                part("p2", None, 7, 0),
-                part("p3", None, 0, 0),
-                part("p4", Some("a"), 12, 10_000),
-            ],
-            replicas: vec![
-                ("b".into(), Some(1)),
-                ("a".into(), Some(2)),
-                ("c".into(), None),
-            ],
-            members: vec![
-                member("b", ReplicaState::Draining, true),
-                member("a", ReplicaState::Active, false),
-                member("c", ReplicaState::Settling, false),
-            ],
-            list_version: 3,
-            weighted: false,
-            total_weight: 5,
-            drained: vec!["b".into(), "z".into()],
-        }
+        let mut g = GroupStatus::default();
+        g.partitions = vec![
+            part("p0", Some("b"), 1_764_000_000_000_001, 9_512),
+            part("p1", Some("a"), 1_764_000_000_000_002, 840),
+            part("p2", None, 7, 0),
+            part("p3", None, 0, 0),
+            part("p4", Some("a"), 12, 10_000),
+        ];
+        g.replicas = vec![
+            ("b".into(), Some(1)),
+            ("a".into(), Some(2)),
+            ("c".into(), None),
+        ];
+        g.members = vec![
+            member("b", ReplicaState::Draining, true),
+            member("a", ReplicaState::Active, false),
+            member("c", ReplicaState::Settling, false),
+        ];
+        g.list_version = 3;
+        g.total_weight = 5;
+        g.drained = vec!["b".into(), "z".into()];
+        g
     }
 
     #[test]
@@ -613,15 +610,9 @@ drained, not live (drained again when they return): z
 
     #[test]
     fn empty_group_has_zero_spread() {
-        let status = GroupStatus {
-            partitions: vec![part("p0", None, 0, 0)],
-            replicas: vec![],
-            members: vec![],
-            list_version: 0,
-            weighted: false,
-            total_weight: 1,
-            drained: vec![],
-        };
+        let mut status = GroupStatus::default();
+        status.partitions = vec![part("p0", None, 0, 0)];
+        status.total_weight = 1;
         let text = status_text("lh", "g", &status);
         assert!(
             text.ends_with("live replicas: 0, unowned partitions: 1, spread: 0, list version: 0\n"),

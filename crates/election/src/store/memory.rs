@@ -11,7 +11,8 @@ use super::notify::Notifiers;
 use super::{Acquire, LeaderInfo, LeaseStore};
 use crate::error::StoreError;
 use crate::fence::Fence;
-use crate::keys::{DutyKeys, replica_of_token};
+use crate::keys::DutyKeys;
+use crate::token::replica_of_token;
 
 /// An in-process [`LeaseStore`] with the same semantics as [`super::RedisStore`], on
 /// tokio's clock, so it works under `tokio::time::pause()`.

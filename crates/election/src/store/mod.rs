@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, broadcast};
 
 pub use self::memory::MemoryStore;
-pub use self::redis::{LuaScript, RedisStore, RedisStoreBuilder};
+pub use self::redis::{RedisStore, RedisStoreBuilder};
 use crate::error::StoreError;
 use crate::fence::Fence;
 use crate::keys::DutyKeys;

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_election::keys::DutyKeys;
+use leasehold_election::DutyKeys;
 use leasehold_election::{Elector, ElectorConfig, ElectorHandle, Fence, Leadership, RedisStore};
 use leasehold_testkit::RedisServer;
 use tokio::time::Instant;

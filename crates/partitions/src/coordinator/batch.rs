@@ -1,6 +1,6 @@
 //! Both ends of the batch between a coordinator and its partition electors.
 //!
-//! Electors see an ordinary [`LeaseStore`] ([`GroupStore`]). Their renewals wait for
+//! Electors see an ordinary [`LeaseStore`] ([`BatchedStore`]). Their renewals wait for
 //! the next group tick *sent after they asked* and take its answer: one heartbeat of
 //! the replica's session extends every partition it holds, so there is no per-renewal
 //! queue at all, only the latest tick's outcome and a `Notify` that wakes every waiting
@@ -14,18 +14,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold_election::keys::DutyKeys;
+use leasehold_election::DutyKeys;
 use leasehold_election::{Acquire, BackendWarning, Fence, LeaderInfo, LeaseStore, StoreError};
 use tokio::sync::{Notify, broadcast, oneshot};
 use tokio::time::Instant;
 use tracing::Span;
 
-use crate::backend::GroupBackend;
 use crate::keys::GroupKeys;
+use crate::store::GroupStore;
 
 /// The error renewals and releases get once the coordinator has stopped.
 pub(crate) fn stopped() -> StoreError {
-    StoreError::Closed("the partition coordinator")
+    StoreError::Stopped(crate::error::STOPPED)
 }
 
 /// The latest tick's outcome, as the electors see it.
@@ -208,8 +208,8 @@ impl Shared {
 /// The store one partition elector (of one term) uses: renewals and releases through
 /// the batch.
 #[derive(Debug, Clone)]
-pub(crate) struct GroupStore<B> {
-    pub(crate) backend: B,
+pub(crate) struct BatchedStore<B> {
+    pub(crate) store: B,
     pub(crate) keys: Arc<GroupKeys>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) partition: Arc<str>,
@@ -218,7 +218,7 @@ pub(crate) struct GroupStore<B> {
     pub(crate) fence: Fence,
 }
 
-impl<B: GroupBackend> LeaseStore for GroupStore<B> {
+impl<B: GroupStore> LeaseStore for BatchedStore<B> {
     async fn acquire(
         &self,
         _keys: &DutyKeys,
@@ -251,7 +251,7 @@ impl<B: GroupBackend> LeaseStore for GroupStore<B> {
     // would be part of every partition elector's future (kilobytes each, times the
     // partitions a replica holds), though it runs at most once per term.
     async fn leader(&self, _keys: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
-        let owner = Box::pin(self.backend.owner(&self.keys, &self.partition)).await?;
+        let owner = Box::pin(self.store.owner(&self.keys, &self.partition)).await?;
         Ok(owner.and_then(|o| {
             o.owner
                 .map(|replica| LeaderInfo::new(replica, o.fence, o.remaining))
@@ -268,7 +268,7 @@ impl<B: GroupBackend> LeaseStore for GroupStore<B> {
     }
 
     async fn self_check(&self) -> Result<Vec<BackendWarning>, StoreError> {
-        Box::pin(self.backend.warnings()).await
+        Box::pin(self.store.warnings()).await
     }
 }
 

@@ -11,10 +11,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_election::store::ANY_RELEASE;
+use leasehold_election::ext::ANY_RELEASE;
+use leasehold_election::ext::{Grant, RenewGrid};
 use leasehold_election::{
-    DutyResult, Elector, ElectorConfig, Fence, Grant, Leadership, RenewGrid, StoreError,
-    TermEndReason,
+    DutyResult, Elector, ElectorConfig, Fence, Leadership, StoreError, TermEndReason,
 };
 use metrics::{counter, gauge};
 use rand::SeedableRng;
@@ -24,14 +24,10 @@ use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, info_span, warn};
 
-use super::batch::{GroupStore, Outcome, PendingRelease, Shared};
+use super::batch::{BatchedStore, Outcome, PendingRelease, Shared};
 use super::slots::{Ended, Slots};
-use crate::backend::protocol::{
-    Change, ClaimReply, ClaimRequest, Conflict, Granted, TickReply, VersionStep,
-};
-use crate::backend::{GroupBackend, RELEASE_BATCH, STATUS_PAGE};
 use crate::config::GroupConfig;
-use crate::error::PartitionsError;
+use crate::error::{PartitionsError, STOPPED};
 use crate::keys::GroupKeys;
 use crate::metrics as m;
 use crate::replica::list::Configured;
@@ -39,6 +35,10 @@ use crate::replica::{
     Action, Claim, ClaimFailure, Leaving, Renewal, ReplicaState, SetAnswer, SetOp, Settings,
     StopReason,
 };
+use crate::store::protocol::{
+    Change, ClaimReply, ClaimRequest, Conflict, Granted, TickReply, VersionStep,
+};
+use crate::store::{GroupStore, RELEASE_BATCH, STATUS_PAGE};
 use crate::view::GroupView;
 
 /// How long a queued release waits for others to share its batch.
@@ -141,7 +141,7 @@ impl Names {
 
 /// What a driver runs on.
 pub(crate) struct Parts<B, F> {
-    pub(crate) backend: B,
+    pub(crate) store: B,
     pub(crate) config: GroupConfig,
     /// Every partition elector's configuration but its duty name.
     pub(crate) template: ElectorConfig,
@@ -155,7 +155,7 @@ pub(crate) struct Parts<B, F> {
 }
 
 pub(crate) struct Driver<B, F> {
-    backend: B,
+    store: B,
     keys: Arc<GroupKeys>,
     config: Arc<GroupConfig>,
     template: ElectorConfig,
@@ -184,14 +184,14 @@ pub(crate) struct Driver<B, F> {
 
 impl<B, F, Fut> Driver<B, F>
 where
-    B: GroupBackend,
+    B: GroupStore,
     F: Fn(String, Leadership) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
     /// A driver for this replica, its first tick due at once.
     pub(crate) fn new(parts: Parts<B, F>) -> Self {
         let Parts {
-            backend,
+            store,
             config,
             template,
             callback,
@@ -233,8 +233,8 @@ where
             names.intern(p);
         }
         Self {
-            notices: backend.notices(&keys),
-            backend,
+            notices: store.notices(&keys),
+            store,
             keys,
             labels: Labels::new(&config),
             config: Arc::new(config),
@@ -304,7 +304,7 @@ where
         self.shared.close();
         self.view.send_modify(|v| {
             v.owned.clear();
-            v.error = Some(PartitionsError::Stopped);
+            v.error = Some(PartitionsError::Stopped(STOPPED));
         });
         gauge!(m::OWNED, &self.labels.pair()).set(0.0);
         info!("left the group");
@@ -330,11 +330,11 @@ where
         for action in actions {
             match action {
                 Action::Tick(req) => {
-                    let (backend, keys, limit) =
-                        (self.backend.clone(), self.keys.clone(), self.limit());
+                    let (store, keys, limit) =
+                        (self.store.clone(), self.keys.clone(), self.limit());
                     let sent = Instant::now();
                     self.tick = Some(Box::pin(async move {
-                        let reply = timeout(limit, backend.tick(&keys, &req))
+                        let reply = timeout(limit, store.tick(&keys, &req))
                             .await
                             .unwrap_or(Err(StoreError::Timeout(limit)));
                         (sent, reply)
@@ -402,9 +402,9 @@ where
             fallback: claim.fallback,
             incarnation: self.state.incarnation().to_owned(),
         };
-        let (backend, keys, limit) = (self.backend.clone(), self.keys.clone(), self.limit());
+        let (store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
         self.claim = Some(Box::pin(async move {
-            let reply = timeout(limit, backend.claim(&keys, &req))
+            let reply = timeout(limit, store.claim(&keys, &req))
                 .await
                 .unwrap_or(Err(StoreError::Timeout(limit)));
             (req.session, reply)
@@ -418,7 +418,7 @@ where
         let Some(action) = self.chores.pop_front() else {
             return;
         };
-        let (backend, keys, limit) = (self.backend.clone(), self.keys.clone(), self.limit());
+        let (store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
         let timed_out = move || StoreError::Timeout(limit);
         self.chore = Some(match action {
             Action::Reconcile { resume } => {
@@ -429,7 +429,7 @@ where
                 }
                 let token = self.state.token().to_owned();
                 Box::pin(async move {
-                    let r = timeout(limit, backend.held(&keys, &token)).await;
+                    let r = timeout(limit, store.held(&keys, &token)).await;
                     Chore::Reconciled {
                         token,
                         reply: r.unwrap_or_else(|_| Err(timed_out())),
@@ -441,7 +441,7 @@ where
                     info!(op = ?op_name(&op), "creating the group, which does not exist");
                 }
                 Box::pin(async move {
-                    let answer = timeout(limit, set_op(&backend, &keys, &op))
+                    let answer = timeout(limit, set_op(&store, &keys, &op))
                         .await
                         .unwrap_or(SetAnswer::Failed);
                     Chore::Set(answer)
@@ -452,7 +452,7 @@ where
                 let process = self.state.process().to_owned();
                 let token = self.state.token().to_owned();
                 Box::pin(async move {
-                    match timeout(limit, backend.leave(&keys, &replica, &process, &token)).await {
+                    match timeout(limit, store.leave(&keys, &replica, &process, &token)).await {
                         Ok(Ok(())) => {}
                         Ok(Err(e)) => {
                             warn!(error = %e, "could not end the session; it expires within one lease");
@@ -576,8 +576,8 @@ where
         let name = self.names.get(i);
         let mut config = self.template.clone();
         config.duty = name.to_string();
-        let store = GroupStore {
-            backend: self.backend.clone(),
+        let store = BatchedStore {
+            store: self.store.clone(),
             keys: self.keys.clone(),
             shared: self.shared.clone(),
             partition: name.clone(),
@@ -662,9 +662,9 @@ where
             .iter()
             .map(|p| (p.partition.to_string(), p.fence))
             .collect();
-        let (backend, keys, limit) = (self.backend.clone(), self.keys.clone(), self.limit());
+        let (store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
         self.release = Some(Box::pin(async move {
-            let reply = timeout(limit, backend.release(&keys, &token, &terms))
+            let reply = timeout(limit, store.release(&keys, &token, &terms))
                 .await
                 .unwrap_or(Err(StoreError::Timeout(limit)));
             (batch, reply)
@@ -806,9 +806,9 @@ fn op_name(op: &SetOp) -> &'static str {
 }
 
 /// Performs one step of changing or reading the set.
-async fn set_op<B: GroupBackend>(backend: &B, keys: &GroupKeys, op: &SetOp) -> SetAnswer {
+async fn set_op<B: GroupStore>(store: &B, keys: &GroupKeys, op: &SetOp) -> SetAnswer {
     let answer = match op {
-        SetOp::Read { offset } => backend
+        SetOp::Read { offset } => store
             .set_page(keys, *offset, STATUS_PAGE)
             .await
             .map(SetAnswer::Page),
@@ -817,7 +817,7 @@ async fn set_op<B: GroupBackend>(backend: &B, keys: &GroupKeys, op: &SetOp) -> S
             names,
             grant_delay,
             lease,
-        } => backend
+        } => store
             .add(
                 keys,
                 &Change::Seed {
@@ -829,24 +829,24 @@ async fn set_op<B: GroupBackend>(backend: &B, keys: &GroupKeys, op: &SetOp) -> S
             )
             .await
             .map(SetAnswer::Added),
-        SetOp::Restore(step) => backend.restore(keys, step).await.map(SetAnswer::Ok),
-        SetOp::Add { version, names } => backend
+        SetOp::Restore(step) => store.restore(keys, step).await.map(SetAnswer::Ok),
+        SetOp::Add { version, names } => store
             .add(keys, &Change::Versioned(*version), names)
             .await
             .map(SetAnswer::Added),
-        SetOp::List { offset } => backend
+        SetOp::List { offset } => store
             .list_page(keys, *offset, STATUS_PAGE)
             .await
             .map(SetAnswer::Listed),
-        SetOp::Remove { version, names } => backend
+        SetOp::Remove { version, names } => store
             .remove(keys, &Change::Versioned(*version), names)
             .await
             .map(SetAnswer::Removed),
-        SetOp::Begin { version } => backend
+        SetOp::Begin { version } => store
             .set_version(keys, *version, VersionStep::Begin)
             .await
             .map(SetAnswer::Ok),
-        SetOp::Done { version, digest } => backend
+        SetOp::Done { version, digest } => store
             .set_version(keys, *version, VersionStep::Done(digest))
             .await
             .map(SetAnswer::Ok),

@@ -18,11 +18,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info_span, warn};
 
 use self::driver::{Driver, Parts};
-use crate::backend::{GroupBackend, GroupStatus, read_status};
 use crate::config::GroupConfig;
-use crate::error::PartitionsError;
+use crate::error::{PartitionsError, STOPPED};
 use crate::keys::GroupKeys;
 use crate::metrics as m;
+use crate::store::{GroupStatus, GroupStore, read_status};
 use crate::view::GroupView;
 
 /// Spreads a group's partitions over every replica of the group; start it with
@@ -32,7 +32,7 @@ use crate::view::GroupView;
 /// the same [`Leadership`] an elector gives a duty; it is cancelled (with a grace
 /// bounded by the lease) when ownership ends.
 pub struct Coordinator<B, F> {
-    backend: B,
+    store: B,
     config: GroupConfig,
     callback: Arc<F>,
     shutdown: CancellationToken,
@@ -49,14 +49,14 @@ impl<B, F> std::fmt::Debug for Coordinator<B, F> {
 
 impl<B, F, Fut> Coordinator<B, F>
 where
-    B: GroupBackend,
+    B: GroupStore,
     F: Fn(String, Leadership) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
     /// A coordinator for this replica.
-    pub fn new(backend: B, config: GroupConfig, callback: F) -> Self {
+    pub fn new(store: B, config: GroupConfig, callback: F) -> Self {
         Self {
-            backend,
+            store,
             config,
             callback: Arc::new(callback),
             shutdown: CancellationToken::new(),
@@ -100,7 +100,7 @@ where
         let task = match self.config.elector(&self.config.partitions[0], epoch) {
             Ok(template) => {
                 let driver = Driver::new(Parts {
-                    backend: self.backend.clone(),
+                    store: self.store.clone(),
                     config: self.config,
                     template,
                     callback: self.callback,
@@ -113,7 +113,7 @@ where
             }
             Err(e) => {
                 warn!(error = %e, "invalid group configuration; not joining");
-                view_tx.send_modify(|v| v.error = Some(PartitionsError::Config(e)));
+                view_tx.send_modify(|v| v.error = Some(PartitionsError::Config(e.into())));
                 tokio::spawn(async move { drop(view_tx) })
             }
         };
@@ -121,7 +121,7 @@ where
             view: view_rx,
             shutdown: self.shutdown,
             task: Mutex::new(Some(task)),
-            backend: self.backend,
+            store: self.store,
             keys,
         }
     }
@@ -134,11 +134,11 @@ pub struct CoordinatorHandle<B> {
     view: watch::Receiver<GroupView>,
     shutdown: CancellationToken,
     task: Mutex<Option<JoinHandle<()>>>,
-    backend: B,
+    store: B,
     keys: Arc<GroupKeys>,
 }
 
-impl<B: GroupBackend> CoordinatorHandle<B> {
+impl<B: GroupStore> CoordinatorHandle<B> {
     /// A receiver of view changes.
     pub fn subscribe(&self) -> watch::Receiver<GroupView> {
         self.view.clone()
@@ -163,7 +163,7 @@ impl<B: GroupBackend> CoordinatorHandle<B> {
         let v = rx
             .wait_for(|v| v.joined || v.error.as_ref().is_some_and(PartitionsError::keeps_out))
             .await
-            .map_err(|_| PartitionsError::Stopped)?;
+            .map_err(|_| PartitionsError::Stopped(STOPPED))?;
         match &v.error {
             Some(e) if !v.joined && e.keeps_out() => Err(e.clone()),
             _ => Ok(()),
@@ -179,7 +179,7 @@ impl<B: GroupBackend> CoordinatorHandle<B> {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn group_status(&self) -> Result<Option<GroupStatus>, PartitionsError> {
-        Ok(read_status(&self.backend, &self.keys).await?)
+        Ok(read_status(&self.store, &self.keys).await?)
     }
 
     /// The token that stops this coordinator gracefully.
@@ -225,7 +225,7 @@ impl<B> Drop for CoordinatorHandle<B> {
     }
 }
 
-/// Reads a group from a backend, without being a member (for operators and tools):
+/// Reads a group from a store, without being a member (for operators and tools):
 /// `None` if no replica ever created it. A group of more than a thousand partitions is
 /// read in pages, each a short script, so it never blocks Redis for long (and is not
 /// one atomic snapshot).
@@ -235,10 +235,10 @@ impl<B> Drop for CoordinatorHandle<B> {
 ///
 /// # Cancel safety
 /// Cancel safe: it only reads.
-pub async fn group_status<B: GroupBackend>(
-    backend: &B,
+pub async fn group_status<B: GroupStore>(
+    store: &B,
     prefix: &str,
     group: &str,
 ) -> Result<Option<GroupStatus>, PartitionsError> {
-    Ok(read_status(backend, &GroupKeys::new(prefix, group)).await?)
+    Ok(read_status(store, &GroupKeys::new(prefix, group)).await?)
 }

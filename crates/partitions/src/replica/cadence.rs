@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use leasehold_election::RenewGrid;
+use leasehold_election::ext::RenewGrid;
 use tokio::time::Instant;
 
 /// How soon after something changed (a notice, an expiring member) to look again.

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use leasehold_election::Fence;
 
-use crate::backend::ops::restore::Restored;
-use crate::backend::protocol::{AddReply, Origin, RemoveReply, RestoreStep, SetInfo, SetPage};
-use crate::backend::{SET_CHUNK, STATUS_PAGE};
+use crate::store::ops::restore::Restored;
+use crate::store::protocol::{AddReply, Origin, RemoveReply, RestoreStep, SetInfo, SetPage};
+use crate::store::{SET_CHUNK, STATUS_PAGE};
 
 /// The group's set as this replica last read it in full.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

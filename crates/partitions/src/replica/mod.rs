@@ -52,7 +52,8 @@ mod tests;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use leasehold_election::{Fence, RenewGrid, StoreError};
+use leasehold_election::ext::{RenewGrid, token_with};
+use leasehold_election::{Fence, StoreError};
 use rand::Rng;
 use rand::seq::IndexedRandom;
 use tokio::time::Instant;
@@ -65,12 +66,12 @@ use self::list::{Configured, SetSync};
 pub(crate) use self::list::{SetAnswer, SetOp};
 use self::policy::Policy;
 use self::session::{Admitted, Session};
-use crate::backend::CLAIM_BATCH;
-use crate::backend::protocol::{
-    ClaimReply, Conflict, MemberState, SessionReply, SetInfo, TickReply, TickRequest,
-};
 use crate::balance::plan::{Member, Plan, plan};
 use crate::balance::weighted::{Loaded, Totals, WeightedPlan, weighted_plan};
+use crate::store::CLAIM_BATCH;
+use crate::store::protocol::{
+    ClaimReply, Conflict, MemberState, SessionReply, SetInfo, TickReply, TickRequest,
+};
 
 /// The settings the rules need.
 #[derive(Debug, Clone)]
@@ -543,7 +544,7 @@ impl ReplicaState {
             // Also a replica kept out (a duplicate id) keeps its copy of the set and may
             // restore the group: the set is everyone's.
             let set = self.view.set.clone();
-            let mut life = || session::new_token("life", rng);
+            let mut life = || token_with("life", rng);
             if let Some(op) = self.set.on_tick(set.as_ref(), reply.grant_wait, &mut life) {
                 actions.push(Action::Set(op));
             }

@@ -2,15 +2,11 @@
 
 use std::time::Duration;
 
-use rand::{Rng, RngExt};
+use leasehold_election::ext::token_with;
+use rand::Rng;
 use tokio::time::Instant;
 
-use crate::backend::protocol::Conflict;
-
-/// A fresh, unguessable token for `replica` (`<replica>:<hex>`).
-pub(crate) fn new_token(replica: &str, rng: &mut impl Rng) -> String {
-    format!("{replica}:{:032x}", rng.random::<u128>())
-}
+use crate::store::protocol::Conflict;
 
 /// How this replica stands in its group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +49,7 @@ pub(crate) enum Admitted {
 
 impl Session {
     pub(crate) fn new(replica: &str, rng: &mut impl Rng) -> Self {
-        let process = new_token(replica, rng);
+        let process = token_with(replica, rng);
         Self {
             replica: replica.to_owned(),
             token: process.clone(),
@@ -135,7 +131,7 @@ impl Session {
 
     /// The session has ended: the next one starts with a new token.
     pub(crate) fn lost(&mut self, rng: &mut impl Rng) {
-        self.process = new_token(&self.replica, rng);
+        self.process = token_with(&self.replica, rng);
         self.token = self.process.clone();
         self.standing = Standing::Joining;
     }

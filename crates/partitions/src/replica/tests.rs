@@ -3,14 +3,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_election::{Fence, RenewGrid};
+use leasehold_election::Fence;
+use leasehold_election::ext::RenewGrid;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokio::time::Instant;
 
 use super::list::{Configured, SetAnswer, SetOp};
 use super::*;
-use crate::backend::protocol::{AddReply, MemberInfo, Origin, RestoreStep};
+use crate::store::protocol::{AddReply, MemberInfo, Origin, RestoreStep};
 
 const LEASE: Duration = Duration::from_millis(900);
 const RI: Duration = Duration::from_millis(300);
@@ -84,7 +85,7 @@ impl Sim {
         let r = self.reply(SessionReply::Refused(Conflict::DuplicateReplica), vec![], 0);
         let (_, actions) = self.tick(r);
         assert_eq!(actions, vec![Action::Set(SetOp::Read { offset: 0 })]);
-        let page = crate::backend::protocol::SetPage {
+        let page = crate::store::protocol::SetPage {
             life: "life".into(),
             set_version: 1,
             version: 0,
@@ -966,7 +967,7 @@ fn a_set_read_that_sees_the_set_change_reads_it_again() {
     r.set_version = 7;
     let op = s.on_tick(Some(&r), Duration::ZERO, || "x".into());
     assert_eq!(op, Some(SetOp::Read { offset: 0 }));
-    let page = |v: u64, from: usize, n: usize| crate::backend::protocol::SetPage {
+    let page = |v: u64, from: usize, n: usize| crate::store::protocol::SetPage {
         life: "life".into(),
         set_version: v,
         version: 0,

@@ -16,12 +16,12 @@ use tokio::sync::{broadcast, oneshot};
 use tokio::time::{Instant, sleep, timeout};
 
 use crate::MemoryGroupStore;
-use crate::backend::PartitionOwner;
-use crate::backend::protocol::{
+use crate::keys::GroupKeys;
+use crate::store::PartitionOwner;
+use crate::store::protocol::{
     AddReply, Change, ClaimReply, ClaimRequest, DrainReply, Granted, Protocol, RemoveReply,
     RestoreStep, SetPage, StatusHead, Term, TickReply, TickRequest, VersionStep, WeightReply,
 };
-use crate::keys::GroupKeys;
 
 /// How long a call waits for its reply before it fails as timed out (the store's call
 /// timeout).
@@ -84,7 +84,7 @@ pub(crate) struct Link {
     epoch: Instant,
 }
 
-impl crate::GroupBackend for Link {}
+impl crate::GroupStore for Link {}
 
 impl Link {
     /// A link to `store` whose faults are drawn from `seed`; `calls` counts every call

@@ -36,7 +36,7 @@ use tokio::time::{Instant, sleep_until};
 
 use self::link::{Link, Mode};
 use self::oracle::{Listing, TermRec, Terms};
-use crate::backend::protocol::Protocol;
+use crate::store::protocol::Protocol;
 use crate::{Coordinator, CoordinatorHandle, GroupAdmin, GroupConfig, MemoryGroupStore};
 
 /// Every partition's lease in a simulation.

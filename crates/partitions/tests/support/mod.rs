@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use leasehold_election::{Leadership, TermEndReason};
 use leasehold_partitions::{
-    Coordinator, CoordinatorHandle, GroupAdmin, GroupBackend, GroupConfig, GroupConfigBuilder,
+    Coordinator, CoordinatorHandle, GroupAdmin, GroupConfig, GroupConfigBuilder, GroupStore,
 };
 use tokio::time::Instant;
 
@@ -68,8 +68,8 @@ impl Ledger {
     }
 }
 
-pub struct Fleet<B: GroupBackend> {
-    pub backend: B,
+pub struct Fleet<B: GroupStore> {
+    pub store: B,
     /// The group name (default `g`).
     pub group: String,
     pub partitions: Vec<String>,
@@ -78,15 +78,15 @@ pub struct Fleet<B: GroupBackend> {
     pub replicas: BTreeMap<String, CoordinatorHandle<B>>,
 }
 
-impl<B: GroupBackend> Fleet<B> {
-    pub fn new(backend: B, partitions: usize, lease: Duration) -> Self {
+impl<B: GroupStore> Fleet<B> {
+    pub fn new(store: B, partitions: usize, lease: Duration) -> Self {
         // Logs go to the test's captured output (shown when it fails); RUST_LOG picks.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
             .try_init();
         Self {
-            backend,
+            store,
             group: "g".to_owned(),
             partitions: (0..partitions).map(|i| format!("p{i:05}")).collect(),
             lease,
@@ -119,39 +119,35 @@ impl<B: GroupBackend> Fleet<B> {
 
     /// Starts a replica with its own configuration (its id is the config's).
     pub fn start_with(&mut self, config: GroupConfig) {
-        let backend = self.backend.clone();
-        self.start_on(backend, config);
+        let store = self.store.clone();
+        self.start_on(store, config);
     }
 
     /// Starts a replica on a store of its own (behind a fault proxy, say).
-    pub fn start_on(&mut self, backend: B, config: GroupConfig) {
+    pub fn start_on(&mut self, store: B, config: GroupConfig) {
         let replica = config.replica_id.clone();
         let ledger = self.ledger.clone();
-        let handle = Coordinator::new(
-            backend,
-            config,
-            move |partition: String, lead: Leadership| {
-                let ledger = ledger.clone();
-                async move {
-                    let index = {
-                        let mut all = ledger.0.lock().unwrap();
-                        all.push(Term {
-                            partition,
-                            replica: lead.replica_id().to_owned(),
-                            fence: lead.fence().get(),
-                            start: Instant::now(),
-                            end: None,
-                            reason: None,
-                        });
-                        all.len() - 1
-                    };
-                    let _end = EndOnDrop(ledger.clone(), index);
-                    lead.cancelled().await;
-                    ledger.0.lock().unwrap()[index].reason = lead.end_reason();
-                    Ok(())
-                }
-            },
-        )
+        let handle = Coordinator::new(store, config, move |partition: String, lead: Leadership| {
+            let ledger = ledger.clone();
+            async move {
+                let index = {
+                    let mut all = ledger.0.lock().unwrap();
+                    all.push(Term {
+                        partition,
+                        replica: lead.replica_id().to_owned(),
+                        fence: lead.fence().get(),
+                        start: Instant::now(),
+                        end: None,
+                        reason: None,
+                    });
+                    all.len() - 1
+                };
+                let _end = EndOnDrop(ledger.clone(), index);
+                lead.cancelled().await;
+                ledger.0.lock().unwrap()[index].reason = lead.end_reason();
+                Ok(())
+            }
+        })
         .spawn();
         self.replicas.insert(replica, handle);
     }
@@ -163,7 +159,7 @@ impl<B: GroupBackend> Fleet<B> {
     pub async fn create_group(&self) {
         let config = self.config("group-creator");
         let creator = Coordinator::new(
-            self.backend.clone(),
+            self.store.clone(),
             config,
             |_p, lead: Leadership| async move {
                 lead.cancelled().await;
@@ -171,7 +167,7 @@ impl<B: GroupBackend> Fleet<B> {
             },
         )
         .spawn();
-        let admin = GroupAdmin::new(self.backend.clone(), "leasehold", &self.group).unwrap();
+        let admin = GroupAdmin::new(self.store.clone(), "leasehold", &self.group).unwrap();
         let start = Instant::now();
         while !admin.exists().await.unwrap_or(false) {
             assert!(

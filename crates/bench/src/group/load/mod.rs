@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 use crate::clock::{now_us, span_ms};
 use crate::group::event::PartitionEvent;
-use crate::group::fleet::{Fleet, convergence_limit};
+use crate::group::harness::{Fleet, convergence_limit};
 use crate::group::ownership::Progress;
 use crate::group::status::{balanced, counts, describe};
 use crate::proc_stats::{self, ProcSample};

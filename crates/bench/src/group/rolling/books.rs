@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::clock::span_ms;
 use crate::group::event::PartitionEvent;
-use crate::group::replica::Logged;
+use crate::group::process::Logged;
 
 /// A replica process: its id and incarnation.
 type Holder<'a> = (&'a str, u32);

@@ -31,7 +31,7 @@ use tokio::time::{Instant, MissedTickBehavior, interval, sleep};
 use crate::RollingArgs;
 use crate::clock::{micros, now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
-use crate::group::fleet::{self, Fleet, convergence_limit};
+use crate::group::harness::{self, Fleet, convergence_limit};
 use crate::group::ownership::{OwnerChanges, Progress};
 use crate::group::rebalance::poll_interval;
 use crate::group::status::{counts, describe};
@@ -206,7 +206,7 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
     for (i, id) in ids.iter().enumerate() {
         let term_us = now_us();
         fleet
-            .stop(id, fleet::EXIT)
+            .stop(id, harness::EXIT)
             .await
             .map_err(|e| format!("restart of {id}: {e}"))?;
         let exit_us = now_us();

@@ -11,12 +11,14 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use super::conn::Conn;
-use super::scripts::{ACQUIRE, LEADER, RELEASE, RENEW};
+use super::replies::{self, DutyKeysRead};
+use super::scripts::{ACQUIRE, LEADER, RELEASE, RENEW, SCAN};
 use super::{Parse, RedisStore, run_script};
 use crate::error::StoreError;
 use crate::fence::Fence;
-use crate::keys::{DutyKeys, replica_of_token};
+use crate::keys::DutyKeys;
 use crate::store::{Acquire, BackendWarning, LeaderInfo, LeaseStore};
+use crate::token::replica_of_token;
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
@@ -82,6 +84,25 @@ fn answered(result: &Result<Acquire, StoreError>) -> bool {
 }
 
 impl RedisStore {
+    /// A duty's keys as they are, in one read.
+    pub(crate) async fn read_duty(&self, keys: &DutyKeys) -> Result<DutyKeysRead, StoreError> {
+        let reply = self.eval(&LEADER, &[&keys.lease, &keys.fence], &[]).await?;
+        replies::duty(reply)
+    }
+
+    /// One step of a SCAN for keys matching `pattern`: the next cursor ("0" once done)
+    /// and the keys found; `count` is the server's hint for the step's size.
+    pub(crate) async fn scan_step(
+        &self,
+        cursor: &str,
+        pattern: &str,
+        count: usize,
+    ) -> Result<(String, Vec<String>), StoreError> {
+        let count = count.to_string();
+        let reply = self.eval(&SCAN, &[], &[cursor, pattern, &count]).await?;
+        replies::scan(reply)
+    }
+
     /// Releases with `token` on the connection its unanswered acquire went out on:
     /// `None` if there is no such acquire (or that connection is dead).
     async fn release_after_unanswered(
@@ -104,7 +125,7 @@ impl RedisStore {
             Err(_) => Some(Err(StoreError::Timeout(limit))),
             Ok(Ok(v)) => {
                 self.unanswered().answered(token);
-                Some(Parse::new("release", v).next_int().map(|n| n == 1))
+                Some(replies::flag("release", v))
             }
             Ok(Err(e)) if e.is_connection_dropped() || e.is_io_error() => {
                 // The connection is gone, and with it anything not yet delivered: a
@@ -142,30 +163,7 @@ impl LeaseStore for RedisStore {
                     |conn| self.unanswered().sent(token, conn, lease),
                 )
                 .await?;
-            let mut p = Parse::new("acquire", reply);
-            let acquire = match p.next_int()? {
-                1 => Acquire::Won {
-                    fence: Fence(p.next_u64()?),
-                    regressed: p.next_int()? == 1,
-                },
-                3 => Acquire::Confirmed {
-                    fence: Fence(p.next_u64()?),
-                    remaining: p.next_pttl()?.unwrap_or(Duration::ZERO),
-                },
-                2 => Acquire::Recovering {
-                    wait: Duration::from_millis(p.next_u64()?),
-                },
-                _ => {
-                    let holder = p.next_opt_string()?.unwrap_or_default();
-                    Acquire::Lost {
-                        holder: replica_of_token(&holder).to_owned(),
-                        remaining: p.next_pttl()?,
-                        fence: Fence(p.next_u64()?),
-                    }
-                }
-            };
-            p.finish()?;
-            Ok(acquire)
+            replies::acquire(reply)
         }
         .await;
         // Dropped before this point (a caller's timeout), the acquire stays unanswered.
@@ -191,7 +189,7 @@ impl LeaseStore for RedisStore {
                 |_| {},
             )
             .await?;
-        Parse::new("renew", reply).next_int().map(|n| n == 1)
+        replies::flag("renew", reply)
     }
 
     /// After an unanswered acquire with `token`, the release goes out on that acquire's
@@ -203,7 +201,7 @@ impl LeaseStore for RedisStore {
         let reply = self
             .eval(&RELEASE, &[&keys.lease], &[token, &keys.channel])
             .await?;
-        Parse::new("release", reply).next_int().map(|n| n == 1)
+        replies::flag("release", reply)
     }
 
     /// Nothing to do if no acquire with `token` went out unanswered; otherwise the
@@ -216,18 +214,12 @@ impl LeaseStore for RedisStore {
     }
 
     async fn leader(&self, keys: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
-        let reply = self.eval(&LEADER, &[&keys.lease, &keys.fence], &[]).await?;
-        let mut p = Parse::new("leader", reply);
-        let Some(token) = p.next_opt_string()? else {
-            return Ok(None);
-        };
-        let info = LeaderInfo {
+        let read = self.read_duty(keys).await?;
+        Ok(read.lease.map(|token| LeaderInfo {
             replica_id: replica_of_token(&token).to_owned(),
-            remaining: p.next_pttl()?,
-            fence: Fence(p.next_u64()?),
-        };
-        p.finish()?;
-        Ok(Some(info))
+            remaining: read.lease_left,
+            fence: read.fence.unwrap_or_default(),
+        }))
     }
 
     /// A copy with its own pool, connections and release subscription, which start on

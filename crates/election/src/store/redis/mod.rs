@@ -6,10 +6,12 @@ mod conn;
 mod lease;
 mod parse;
 mod pubsub;
+pub(crate) mod replies;
 pub(crate) mod scripts;
 
 pub use self::builder::RedisStoreBuilder;
 pub use self::parse::Parse;
+pub use self::replies::DutyKeysRead;
 pub use self::scripts::{FENCE_LUA, LuaScript};
 
 use std::collections::HashSet;

@@ -93,6 +93,9 @@ pub(crate) static RELEASE: LazyLock<LuaScript> =
 pub(crate) static LEADER: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::idempotent(include_str!("lua/leader.lua")));
 
+pub(crate) static SCAN: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::idempotent(include_str!("lua/scan.lua")));
+
 /// Fenced `SET`, `HSET` and `DEL`: a retry writes the same again.
 pub(crate) static FENCED_WRITE: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::idempotent(include_str!("lua/fenced_write.lua")));

@@ -28,17 +28,19 @@
 --     for the pttl left, counted from this call's send time;
 --   {2, wait ms}: free, but held back for `wait` after data loss;
 --   {0, holder token, pttl, fence}: someone else holds it.
-local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[1] then
-  return {3, redis.call('GET', KEYS[2]) or '0', redis.call('PTTL', KEYS[1])}
+local LEASE, FENCE, BOOT = KEYS[1], KEYS[2], KEYS[3]
+local token, lease_ms, floor = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local cur = redis.call('GET', LEASE)
+if cur == token then
+  return {3, redis.call('GET', FENCE) or '0', redis.call('PTTL', LEASE)}
 elseif cur then
-  return {0, cur, redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '0'}
+  return {0, cur, redis.call('PTTL', LEASE), redis.call('GET', FENCE) or '0'}
 end
-local stored = tonumber(redis.call('GET', KEYS[2]) or '0')
+local stored = tonumber(redis.call('GET', FENCE) or '0')
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if KEYS[3] then
-  local boot = redis.call('HMGET', KEYS[3], 'run_id', 'since')
+if BOOT then
+  local boot = redis.call('HMGET', BOOT, 'run_id', 'since')
   local now_ms = math.floor(now_us / 1000)
   local run_id, up_ms = '', nil
   local info = redis.pcall('INFO', 'server')
@@ -59,13 +61,13 @@ if KEYS[3] then
   end
   if fresh then
     since = fresh
-    redis.call('HSET', KEYS[3], 'run_id', run_id, 'since', string.format('%.0f', since))
+    redis.call('HSET', BOOT, 'run_id', run_id, 'since', string.format('%.0f', since))
   end
-  local hold = since + tonumber(ARGV[2]) - now_ms
+  local hold = since + tonumber(lease_ms) - now_ms
   if hold > 0 then return {2, hold} end
 end
-local fence, regressed = next_fence(stored, tonumber(ARGV[3]), now_us)
+local fence, regressed = next_fence(stored, floor, now_us)
 local f = string.format('%.0f', fence)
-redis.call('SET', KEYS[2], f)
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', FENCE, f)
+redis.call('SET', LEASE, token, 'PX', lease_ms)
 return {1, f, regressed and 1 or 0}

@@ -1,5 +1,9 @@
--- leader: who holds a duty's lease. Read-only.
+-- leader: a duty's lease and fence as they are. Read-only.
 --
--- KEYS: 1 lease, 2 fence. Reply (one consistent snapshot): {holder token or false,
--- pttl, fence}.
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]) or '0'}
+-- KEYS: 1 lease, 2 fence.
+--
+-- Reply (one consistent snapshot): {lease value, pttl, fence}: the lease key's value
+-- (a holder's token, or someone else's data) or false, its PTTL, and the last fence
+-- issued or false (never elected).
+local LEASE, FENCE = KEYS[1], KEYS[2]
+return {redis.call('GET', LEASE), redis.call('PTTL', LEASE), redis.call('GET', FENCE)}

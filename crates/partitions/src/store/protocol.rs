@@ -1,6 +1,6 @@
 //! The protocol between a coordinator and its store: the operations
 //! ([`Protocol`]), each with its request and reply in [`super::ops`], and the types
-//! they share. Public only so that the sealed [`super::GroupBackend`] can name it; not
+//! they share. Public only so that the sealed [`super::GroupStore`] can name it; not
 //! reachable from outside the crate.
 #![allow(unreachable_pub)]
 
@@ -308,7 +308,7 @@ pub trait Protocol {
 
     /// Notices published by releases, leaves, member state changes, additions and
     /// removals (`keys.notice` for this group;
-    /// `leasehold_election::store::ANY_RELEASE` when some may have been missed).
+    /// `leasehold_election::ext::ANY_RELEASE` when some may have been missed).
     fn notices(&self, keys: &GroupKeys) -> broadcast::Receiver<String>;
 
     /// Server settings that weaken the guarantees (logged once per store).

@@ -9,8 +9,8 @@
 //! [`super::REAP_BUDGET`], adding or removing k partitions is O(k log P). Nothing in a
 //! steady tick reads or writes per-partition state.
 
+use leasehold_election::DutyKeys;
 use leasehold_election::ext::LuaScript;
-use leasehold_election::keys::DutyKeys;
 use leasehold_election::{BackendWarning, LeaseStore, RedisStore, StoreError};
 use tokio::sync::broadcast;
 

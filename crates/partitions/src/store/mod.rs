@@ -38,7 +38,7 @@ pub(crate) const STATUS_PAGE: usize = 1_000;
 
 /// A store that can host partition groups: [`leasehold_election::RedisStore`] (one
 /// script per operation) and [`crate::MemoryGroupStore`]. Sealed.
-pub trait GroupBackend: protocol::Protocol + Clone + Send + Sync + 'static {}
+pub trait GroupStore: protocol::Protocol + Clone + Send + Sync + 'static {}
 
-impl GroupBackend for leasehold_election::RedisStore {}
-impl GroupBackend for crate::MemoryGroupStore {}
+impl GroupStore for leasehold_election::RedisStore {}
+impl GroupStore for crate::MemoryGroupStore {}

@@ -6,8 +6,8 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 
 use super::group_script;
-use crate::backend::memory::Group;
 use crate::keys::GroupKeys;
+use crate::store::memory::Group;
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("version.lua");
 

@@ -7,9 +7,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 
 use super::{OpReply, count, group_script, ms, op_key};
-use crate::backend::memory::{Group, Meta, Now, distinct};
-use crate::backend::protocol::Origin;
 use crate::keys::GroupKeys;
+use crate::store::memory::{Group, Meta, Now, distinct};
+use crate::store::protocol::Origin;
 
 pub(crate) static ADD: LazyLock<LuaScript> = group_script!("add.lua");
 pub(crate) static REMOVE: LazyLock<LuaScript> = group_script!("remove.lua");

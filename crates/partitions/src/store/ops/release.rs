@@ -7,9 +7,9 @@ use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
 use super::group_script;
-use crate::backend::memory::{Group, Now};
-use crate::backend::protocol::Term;
 use crate::keys::GroupKeys;
+use crate::store::memory::{Group, Now};
+use crate::store::protocol::Term;
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("release.lua");
 

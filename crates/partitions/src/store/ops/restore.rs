@@ -8,9 +8,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
 use super::group_script;
-use crate::backend::memory::{Group, Meta, Now};
-use crate::backend::protocol::Origin;
 use crate::keys::GroupKeys;
+use crate::store::memory::{Group, Meta, Now};
+use crate::store::protocol::Origin;
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("restore.lua");
 

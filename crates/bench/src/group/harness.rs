@@ -9,7 +9,7 @@ use tokio::time::{Instant, MissedTickBehavior, interval};
 
 use crate::clock::now_us;
 use crate::group::ownership::Progress;
-use crate::group::replica::{EventLog, ReplicaProcess, ReplicaSpec};
+use crate::group::process::{EventLog, ReplicaProcess, ReplicaSpec};
 use crate::group::status::GroupWatch;
 use crate::store::{self, BoxError, Servers, TargetArgs};
 

@@ -6,11 +6,12 @@ use std::time::Duration;
 use leasehold_election::{Fence, StoreError};
 
 use super::protocol::MemberState;
-use super::{GroupBackend, STATUS_PAGE};
+use super::{GroupStore, STATUS_PAGE};
 use crate::keys::GroupKeys;
 
 /// The whole group as stored, for operators.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GroupStatus {
     /// Every partition with its owner, in the order they were added. On a large group
     /// this is read in pages of a thousand, so it is not one atomic snapshot.
@@ -33,10 +34,11 @@ pub struct GroupStatus {
 }
 
 /// What a live replica of a group is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ReplicaState {
     /// Just joined: heartbeating, claiming nothing yet.
+    #[default]
     Settling,
     /// Taking part.
     Active,
@@ -49,7 +51,8 @@ pub enum ReplicaState {
 }
 
 /// One live replica, for operators.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ReplicaStatus {
     /// The replica id.
     pub replica: String,
@@ -97,7 +100,8 @@ impl GroupStatus {
 }
 
 /// One partition's owner.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PartitionOwner {
     /// The partition.
     pub partition: String,
@@ -114,16 +118,16 @@ pub struct PartitionOwner {
 }
 
 /// Reads the whole group: the head, then the partitions page by page.
-pub(crate) async fn read_status<B: GroupBackend>(
-    backend: &B,
+pub(crate) async fn read_status<B: GroupStore>(
+    store: &B,
     keys: &GroupKeys,
 ) -> Result<Option<GroupStatus>, StoreError> {
-    let Some(head) = backend.status_head(keys).await? else {
+    let Some(head) = store.status_head(keys).await? else {
         return Ok(None);
     };
     let mut partitions = Vec::with_capacity(head.set.count);
     while partitions.len() < head.set.count {
-        let page = backend
+        let page = store
             .status_page(keys, partitions.len(), STATUS_PAGE)
             .await?;
         if page.is_empty() {

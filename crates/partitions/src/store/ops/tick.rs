@@ -7,10 +7,10 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
 use super::{count, group_script, loads, ms, pairs, roster};
-use crate::backend::REAP_BUDGET;
-use crate::backend::memory::{Group, Now};
-use crate::backend::protocol::{MemberInfo, MemberState, Origin, SetInfo};
 use crate::keys::GroupKeys;
+use crate::store::REAP_BUDGET;
+use crate::store::memory::{Group, Now};
+use crate::store::protocol::{MemberInfo, MemberState, Origin, SetInfo};
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("tick.lua");
 

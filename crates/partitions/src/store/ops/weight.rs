@@ -7,8 +7,8 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 
 use super::{OpReply, group_script, ms, op_key};
-use crate::backend::memory::{Group, Now};
 use crate::keys::GroupKeys;
+use crate::store::memory::{Group, Now};
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("weight.lua");
 

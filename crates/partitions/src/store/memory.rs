@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use leasehold_election::keys::replica_of_token;
+use leasehold_election::ext::replica_of_token;
 use leasehold_election::{BackendWarning, StoreError};
 use tokio::sync::broadcast;
 use tokio::time::Instant;

@@ -5,16 +5,16 @@
 use std::sync::LazyLock;
 use std::time::Duration;
 
+use leasehold_election::ext::replica_of_token;
 use leasehold_election::ext::{LuaScript, Parse};
-use leasehold_election::keys::replica_of_token;
 use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
 use super::{count, group_script, loads, ms, roster, strings};
-use crate::backend::memory::{Group, Now};
-use crate::backend::protocol::{MemberInfo, SetInfo};
-use crate::backend::status::PartitionOwner;
 use crate::keys::GroupKeys;
+use crate::store::memory::{Group, Now};
+use crate::store::protocol::{MemberInfo, SetInfo};
+use crate::store::status::PartitionOwner;
 
 pub(crate) static OWNER: LazyLock<LuaScript> = group_script!("owner.lua");
 pub(crate) static LIST: LazyLock<LuaScript> = group_script!("list.lua");

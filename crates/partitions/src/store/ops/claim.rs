@@ -7,10 +7,10 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
 use super::{count, group_script, ms, strings, triples};
-use crate::backend::REAP_BUDGET;
-use crate::backend::memory::{Group, Now};
-use crate::backend::protocol::{Granted, Term};
 use crate::keys::GroupKeys;
+use crate::store::REAP_BUDGET;
+use crate::store::memory::{Group, Now};
+use crate::store::protocol::{Granted, Term};
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("claim.lua");
 

@@ -52,14 +52,14 @@ pub struct Leading {
 ///
 /// Dropping it kills the child.
 #[derive(Debug)]
-pub struct ChildLeader {
+pub struct LeaderProcess {
     child: Child,
     pid: u32,
     state: watch::Receiver<ChildState>,
     reader: JoinHandle<()>,
 }
 
-impl ChildLeader {
+impl LeaderProcess {
     /// Starts `exe child ...` for `duty` as `replica`, on the store `spec_arg` (a
     /// `StoreSpec` as JSON).
     ///
@@ -131,7 +131,7 @@ impl ChildLeader {
     /// Waits until it leads.
     ///
     /// # Errors
-    /// As [`ChildLeader::wait_for`].
+    /// As [`LeaderProcess::wait_for`].
     pub async fn wait_leading(&self, limit: Duration) -> Result<Leading, BoxError> {
         let state = self
             .wait_for("leading", limit, |s| s.leading.is_some())

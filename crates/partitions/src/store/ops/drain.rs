@@ -7,9 +7,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 
 use super::{OpReply, group_script, ms, op_key};
-use crate::backend::memory::{Group, Now};
-use crate::backend::protocol::MemberState;
 use crate::keys::GroupKeys;
+use crate::store::memory::{Group, Now};
+use crate::store::protocol::MemberState;
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("drain.lua");
 

@@ -7,7 +7,7 @@ use crate::error::StoreError;
 use crate::fence::Fence;
 use crate::metrics as m;
 use crate::store::RedisStore;
-use crate::store::redis::Parse;
+use crate::store::redis::replies;
 use crate::store::redis::scripts::{FENCED_PUSH, FENCED_WRITE};
 
 /// A fenced write was not performed.
@@ -134,10 +134,7 @@ impl FencedWriter {
             &*FENCED_WRITE
         };
         let reply = self.store.eval(script, &[&guard, key], &argv).await?;
-        let mut p = Parse::new("fenced write", reply);
-        let accepted = p.next_int()? == 1;
-        let highest = Fence(p.next_u64()?);
-        p.finish()?;
+        let (accepted, highest) = replies::fenced_write(reply)?;
         if accepted {
             return Ok(());
         }

@@ -1,6 +1,13 @@
-//! Fencing tokens.
+//! Fencing tokens, and the writer that makes a resource check them.
+//!
+//! - this module: the [`Fence`] of a term;
+//! - `writer`: [`FencedWriter`], writes to Redis keys that only a current term makes.
+
+mod writer;
 
 use std::fmt;
+
+pub use self::writer::{FencedWriteError, FencedWriter};
 
 /// A fencing token: strictly increasing across every term of a duty.
 ///

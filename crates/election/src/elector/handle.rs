@@ -1,0 +1,162 @@
+//! The handle a caller keeps: status, waits, step-down and shutdown.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::Stopped;
+use crate::fence::Fence;
+use crate::status::{Role, Status, TermEndReason};
+
+/// What the waits return once the elector has stopped.
+const STOPPED: Stopped = Stopped("elector");
+
+/// Controls a running elector. Dropping it stops the elector gracefully in the
+/// background (the duty is cancelled and the lease released); call
+/// [`ElectorHandle::shutdown`] to wait for that.
+#[derive(Debug)]
+pub struct ElectorHandle {
+    pub(super) status: watch::Receiver<Status>,
+    pub(super) shutdown: CancellationToken,
+    pub(super) task: Mutex<Option<Worker>>,
+    pub(super) control: Arc<Control>,
+}
+
+/// Requests from the handle that end a term without a plain shutdown.
+#[derive(Debug, Default)]
+pub(super) struct Control {
+    /// Why the shutdown that follows ends the term (default: `Shutdown`).
+    pub(super) stop_reason: Mutex<Option<TermEndReason>>,
+    /// Bumped by every `step_down()`; a term started before the bump ends.
+    pub(super) step_downs: watch::Sender<u64>,
+}
+
+/// How a spawned elector runs.
+#[derive(Debug)]
+pub(super) enum Worker {
+    /// A task on the caller's runtime ([`Elector::spawn`](super::Elector::spawn)).
+    Task(JoinHandle<()>),
+    /// A thread of its own ([`Elector::spawn_dedicated`](super::Elector::spawn_dedicated)): fires once it has finished.
+    Thread(oneshot::Receiver<()>),
+}
+
+impl ElectorHandle {
+    /// A receiver of status changes.
+    pub fn subscribe(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+
+    /// The status now.
+    pub fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    /// Waits until this elector leads; returns the term's fence.
+    ///
+    /// # Errors
+    /// [`Stopped`] if the elector stops first.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only watches the status.
+    pub async fn wait_until_leader(&self) -> Result<Fence, Stopped> {
+        let mut rx = self.status.clone();
+        let status = rx
+            .wait_for(|s| s.is_leader() || s.role == Role::Stopped)
+            .await
+            .map_err(|_| STOPPED)?;
+        status.fence().ok_or(STOPPED)
+    }
+
+    /// The token that stops this elector gracefully when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stops like a shutdown, but the term ends with `reason` (in the status, logs and
+    /// metrics). For Leasehold's own crates: a partition removed, handed off, drained.
+    #[doc(hidden)]
+    pub fn stop_because(&self, reason: TermEndReason) {
+        *self
+            .control
+            .stop_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(reason);
+        self.shutdown.cancel();
+    }
+
+    /// Steps down voluntarily so that another replica leads: the current term ends
+    /// ([`TermEndReason::SteppedDown`]: the duty is cancelled with its grace, then the
+    /// lease is released and followers are woken), and this elector waits one retry
+    /// interval before it campaigns again (a follower woken by the release leads within
+    /// milliseconds; alone, this replica leads again after that wait). Returns once
+    /// the term has ended and the lease is released; `Ok(false)` if it was not leading.
+    ///
+    /// # Errors
+    /// [`Stopped`] if the elector stops first.
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Cancel safety
+    /// Dropping the future does not cancel the step-down, only the wait for it.
+    pub async fn step_down(&self) -> Result<bool, Stopped> {
+        let Some(fence) = self.status.borrow().fence() else {
+            return Ok(false);
+        };
+        self.control.step_downs.send_modify(|n| *n += 1);
+        let mut rx = self.status.clone();
+        rx.wait_for(|s| {
+            s.role == Role::Stopped || s.last_term.as_ref().is_some_and(|t| t.fence == fence)
+        })
+        .await
+        .map_err(|_| STOPPED)?;
+        Ok(true)
+    }
+
+    /// Stops gracefully: cancels the duty (with its grace), releases the lease, notifies
+    /// followers, and returns once all of that is done.
+    ///
+    /// # Errors
+    /// None: a release that fails is reported in the status (`last_term.released`,
+    /// `last_error`) and the lease then expires on its own.
+    ///
+    /// # Panics
+    /// Never (a panicking duty is caught by the elector).
+    ///
+    /// # Cancel safety
+    /// Dropping the future does not stop the shutdown: the elector keeps stopping (and
+    /// releasing) in the background; only the wait for it is cancelled.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        let task = self
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match task {
+            Some(Worker::Task(task)) => {
+                let _ = task.await;
+            }
+            Some(Worker::Thread(done)) => {
+                let _ = done.await;
+            }
+            // Spawned by the caller (`Elector::pair`): wait for the stopped status, or
+            // for the future to be dropped.
+            None => {
+                let mut rx = self.status.clone();
+                let _ = rx.wait_for(|s| s.role == Role::Stopped).await;
+            }
+        }
+    }
+}
+
+impl Drop for ElectorHandle {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
