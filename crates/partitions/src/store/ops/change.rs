@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
+use redis::Value;
 
 use super::{OpReply, count, group_script, ms, op_key};
 use crate::keys::GroupKeys;
@@ -127,15 +128,22 @@ pub(crate) async fn add(
     args.extend(names.iter().map(String::as_str));
     let all = mode.keys(keys);
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
-    let mut p = Parse::new("add", store.eval(&ADD, &all, &args).await?);
-    match p.next_string()?.as_str() {
-        "ok" => Ok(AddReply::Added(count(p.next_int()?))),
-        "exists" => Ok(AddReply::Exists(p.next_string()?)),
-        "stale" => Ok(AddReply::Stale),
-        "nogroup" => Ok(AddReply::NoGroup),
-        "restoring" => Ok(AddReply::Restoring(ms(p.next_int()?))),
-        other => Err(StoreError::Protocol(format!("add replied {other:?}"))),
-    }
+    parse_add(store.eval(&ADD, &all, &args).await?)
+}
+
+/// The reply of `lua/add.lua`.
+pub(super) fn parse_add(reply: Value) -> Result<AddReply, StoreError> {
+    let mut p = Parse::new("add", reply);
+    let r = match p.next_string()?.as_str() {
+        "ok" => AddReply::Added(count(p.next_int()?)),
+        "exists" => AddReply::Exists(p.next_string()?),
+        "stale" => AddReply::Stale,
+        "nogroup" => AddReply::NoGroup,
+        "restoring" => AddReply::Restoring(ms(p.next_int()?)),
+        other => return Err(StoreError::Protocol(format!("add replied {other:?}"))),
+    };
+    p.finish()?;
+    Ok(r)
 }
 
 pub(crate) async fn remove(
@@ -149,16 +157,23 @@ pub(crate) async fn remove(
     args.extend(names.iter().map(String::as_str));
     let all = mode.keys(keys);
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
-    let mut p = Parse::new("remove", store.eval(&REMOVE, &all, &args).await?);
-    match p.next_string()?.as_str() {
-        "ok" => Ok(RemoveReply::Removed(count(p.next_int()?))),
-        "unknown" => Ok(RemoveReply::Unknown(p.next_string()?)),
-        "last" => Ok(RemoveReply::Last),
-        "stale" => Ok(RemoveReply::Stale),
-        "nogroup" => Ok(RemoveReply::NoGroup),
-        "restoring" => Ok(RemoveReply::Restoring(ms(p.next_int()?))),
-        other => Err(StoreError::Protocol(format!("remove replied {other:?}"))),
-    }
+    parse_remove(store.eval(&REMOVE, &all, &args).await?)
+}
+
+/// The reply of `lua/remove.lua`.
+pub(super) fn parse_remove(reply: Value) -> Result<RemoveReply, StoreError> {
+    let mut p = Parse::new("remove", reply);
+    let r = match p.next_string()?.as_str() {
+        "ok" => RemoveReply::Removed(count(p.next_int()?)),
+        "unknown" => RemoveReply::Unknown(p.next_string()?),
+        "last" => RemoveReply::Last,
+        "stale" => RemoveReply::Stale,
+        "nogroup" => RemoveReply::NoGroup,
+        "restoring" => RemoveReply::Restoring(ms(p.next_int()?)),
+        other => return Err(StoreError::Protocol(format!("remove replied {other:?}"))),
+    };
+    p.finish()?;
+    Ok(r)
 }
 
 impl Group {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
+use redis::Value;
 
 use super::{OpReply, group_script, ms, op_key};
 use crate::keys::GroupKeys;
@@ -48,15 +49,22 @@ pub(crate) async fn redis(
         all.push(op_key(keys, op));
     }
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
-    let mut p = Parse::new("drain", store.eval(&SCRIPT, &all, &args).await?);
-    match p.next_string()?.as_str() {
-        "ok" => Ok(DrainReply::Done),
-        "unknown" => Ok(DrainReply::Unknown),
-        "last" => Ok(DrainReply::Last),
-        "nogroup" => Ok(DrainReply::NoGroup),
-        "restoring" => Ok(DrainReply::Restoring(ms(p.next_int()?))),
-        other => Err(StoreError::Protocol(format!("drain replied {other:?}"))),
-    }
+    parse(store.eval(&SCRIPT, &all, &args).await?)
+}
+
+/// The reply of `lua/drain.lua`.
+pub(super) fn parse(reply: Value) -> Result<DrainReply, StoreError> {
+    let mut p = Parse::new("drain", reply);
+    let r = match p.next_string()?.as_str() {
+        "ok" => DrainReply::Done,
+        "unknown" => DrainReply::Unknown,
+        "last" => DrainReply::Last,
+        "nogroup" => DrainReply::NoGroup,
+        "restoring" => DrainReply::Restoring(ms(p.next_int()?)),
+        other => return Err(StoreError::Protocol(format!("drain replied {other:?}"))),
+    };
+    p.finish()?;
+    Ok(r)
 }
 
 impl Group {

@@ -200,6 +200,101 @@ mod tests {
         }
     }
 
+    /// The reply shapes a script's header documents: every `{...}` after `Reply` is
+    /// one (its items; a quoted first item is the outcome's tag); none: an integer.
+    fn documented_shapes(source: &str) -> Vec<Vec<String>> {
+        let header: String = source
+            .lines()
+            .take_while(|l| l.starts_with("--"))
+            .map(|l| l.trim_start_matches('-').trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let reply = &header[header.find("Reply").expect("the header documents a reply")..];
+        reply
+            .split('{')
+            .skip(1)
+            .map(|rest| {
+                let inner = rest.split('}').next().unwrap_or_default();
+                inner
+                    .split(',')
+                    .map(|item| item.trim().to_owned())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// A reply of `shape`: a quoted tag as that string, every other item `"0"` (which
+    /// reads as a string, an integer or a duration).
+    fn reply_of(shape: &[String]) -> redis::Value {
+        redis::Value::Array(
+            shape
+                .iter()
+                .map(|item| {
+                    let text = item.trim_matches('\'');
+                    let text = if text.len() < item.len() { text } else { "0" };
+                    redis::Value::BulkString(text.as_bytes().to_vec())
+                })
+                .collect(),
+        )
+    }
+
+    type Parser = fn(redis::Value) -> Result<(), StoreError>;
+
+    /// The scripts whose replies have a fixed shape per outcome, with their parsers (the
+    /// tick's 29 slots are checked above; the variable-length replies of claim, held,
+    /// list, owner, release and the status reads by the conformance test).
+    fn fixed_shape_scripts() -> Vec<(&'static str, &'static str, Parser)> {
+        vec![
+            ("add", include_str!("../lua/add.lua"), |v| {
+                change::parse_add(v).map(drop)
+            }),
+            ("remove", include_str!("../lua/remove.lua"), |v| {
+                change::parse_remove(v).map(drop)
+            }),
+            ("drain", include_str!("../lua/drain.lua"), |v| {
+                drain::parse(v).map(drop)
+            }),
+            ("weight", include_str!("../lua/weight.lua"), |v| {
+                weight::parse(v).map(drop)
+            }),
+            ("restore", include_str!("../lua/restore.lua"), |v| {
+                restore::parse(v).map(drop)
+            }),
+            ("version", include_str!("../lua/version.lua"), |v| {
+                version::parse(v).map(drop)
+            }),
+        ]
+    }
+
+    #[test]
+    fn every_documented_reply_parses_and_nothing_more_does() {
+        for (name, source, parse) in fixed_shape_scripts() {
+            let shapes = documented_shapes(source);
+            if shapes.is_empty() {
+                parse(redis::Value::Int(1)).unwrap_or_else(|e| panic!("{name}: {e}"));
+                parse(redis::Value::Int(0)).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let two = redis::Value::Array(vec![redis::Value::Int(1), redis::Value::Int(1)]);
+                assert!(parse(two).is_err(), "{name}: a longer reply is refused");
+                continue;
+            }
+            for shape in shapes {
+                parse(reply_of(&shape)).unwrap_or_else(|e| panic!("{name} {shape:?}: {e}"));
+                let mut longer = shape.clone();
+                longer.push("extra".into());
+                assert!(
+                    parse(reply_of(&longer)).is_err(),
+                    "{name}: a reply longer than {shape:?} is refused"
+                );
+                if shape.len() > 1 {
+                    assert!(
+                        parse(reply_of(&shape[..shape.len() - 1])).is_err(),
+                        "{name}: a reply shorter than {shape:?} is refused"
+                    );
+                }
+            }
+        }
+    }
+
     /// Every command a group script calls, from its source: each `call('X'` of redis.
     fn commands(source: &str) -> Vec<String> {
         let call = ["redis", ".call('"].concat();

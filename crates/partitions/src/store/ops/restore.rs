@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
+use redis::Value;
 
 use super::group_script;
 use crate::keys::GroupKeys;
@@ -99,12 +100,19 @@ pub(crate) async fn redis(
         args.push(w.to_string());
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut p = Parse::new("restore", store.eval(&SCRIPT, &keys.all(), &args).await?);
-    match p.next_string()?.as_str() {
-        "ok" => Ok(true),
-        "stale" => Ok(false),
-        other => Err(StoreError::Protocol(format!("restore replied {other:?}"))),
-    }
+    parse(store.eval(&SCRIPT, &keys.all(), &args).await?)
+}
+
+/// The reply of `lua/restore.lua`: whether the step was applied.
+pub(super) fn parse(reply: Value) -> Result<bool, StoreError> {
+    let mut p = Parse::new("restore", reply);
+    let applied = match p.next_string()?.as_str() {
+        "ok" => true,
+        "stale" => false,
+        other => return Err(StoreError::Protocol(format!("restore replied {other:?}"))),
+    };
+    p.finish()?;
+    Ok(applied)
 }
 
 impl Group {

@@ -4,6 +4,7 @@ use std::sync::LazyLock;
 
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
+use redis::Value;
 
 use super::group_script;
 use crate::keys::GroupKeys;
@@ -33,8 +34,15 @@ pub(crate) async fn redis(
         VersionStep::Begin => [v.as_str(), "begin", ""],
         VersionStep::Done(digest) => [v.as_str(), "done", digest],
     };
-    let reply = store.eval(&SCRIPT, &keys.all(), &args).await?;
-    Ok(Parse::new("version", reply).next_int()? == 1)
+    parse(store.eval(&SCRIPT, &keys.all(), &args).await?)
+}
+
+/// The reply of `lua/version.lua`: 1 or 0.
+pub(super) fn parse(reply: Value) -> Result<bool, StoreError> {
+    let mut p = Parse::new("version", reply);
+    let taken = p.next_int()? == 1;
+    p.finish()?;
+    Ok(taken)
 }
 
 impl Group {

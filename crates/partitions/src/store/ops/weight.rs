@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
+use redis::Value;
 
 use super::{OpReply, group_script, ms, op_key};
 use crate::keys::GroupKeys;
@@ -39,14 +40,21 @@ pub(crate) async fn redis(
         all.push(op_key(keys, op));
     }
     let all: Vec<&str> = all.iter().map(String::as_str).collect();
-    let mut p = Parse::new("weight", store.eval(&SCRIPT, &all, &args).await?);
-    match p.next_string()?.as_str() {
-        "ok" => Ok(WeightReply::Set(p.next_u64()?)),
-        "unknown" => Ok(WeightReply::Unknown),
-        "nogroup" => Ok(WeightReply::NoGroup),
-        "restoring" => Ok(WeightReply::Restoring(ms(p.next_int()?))),
-        other => Err(StoreError::Protocol(format!("weight replied {other:?}"))),
-    }
+    parse(store.eval(&SCRIPT, &all, &args).await?)
+}
+
+/// The reply of `lua/weight.lua`.
+pub(super) fn parse(reply: Value) -> Result<WeightReply, StoreError> {
+    let mut p = Parse::new("weight", reply);
+    let r = match p.next_string()?.as_str() {
+        "ok" => WeightReply::Set(p.next_u64()?),
+        "unknown" => WeightReply::Unknown,
+        "nogroup" => WeightReply::NoGroup,
+        "restoring" => WeightReply::Restoring(ms(p.next_int()?)),
+        other => return Err(StoreError::Protocol(format!("weight replied {other:?}"))),
+    };
+    p.finish()?;
+    Ok(r)
 }
 
 impl Group {
