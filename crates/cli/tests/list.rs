@@ -115,20 +115,23 @@ async fn list_shows_a_group_and_duties_with_their_leaders() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn list_flags_lease_keys_that_are_not_leasehold_leases() {
+async fn list_flags_keys_that_are_not_leasehold_leases_and_lists_the_rest() {
     let redis = RedisServer::start();
     redis.redis_cli(&["SET", "leasehold:{weird}:lease", "x"]);
     redis.redis_cli(&["HSET", "leasehold:{hashed}:lease", "field", "value"]);
+    // A fence that is not a number: that entry is flagged, the others still listed.
+    redis.redis_cli(&["SET", "leasehold:{billing}:fence", "not-a-number"]);
     let url = redis.url();
     let r = run(&["list", "--redis-url", &url]).await;
     assert_eq!(
         (r.code, r.stdout.as_str()),
         (
             Some(0),
-            "prefix leasehold: 0 groups, 2 duties (0 led)\n\n\
-             DUTY    LEADER                   FENCE  LEASE LEFT\n\
-             hashed  (not a Leasehold lease)  -      -\n\
-             weird   (not a Leasehold lease)  -      -\n"
+            "prefix leasehold: 0 groups, 3 duties (0 led)\n\n\
+             DUTY     LEADER                   FENCE  LEASE LEFT\n\
+             billing  (not a Leasehold lease)  -      -\n\
+             hashed   (not a Leasehold lease)  -      -\n\
+             weird    (not a Leasehold lease)  -      -\n"
         ),
         "{r:?}"
     );

@@ -64,8 +64,9 @@ pub async fn list(target: &Target, json: bool) -> Result<(), Error> {
     let mut duties = Vec::with_capacity(found.duties.len());
     for duty in &found.duties {
         let read = match reads::duty(&store, &target.prefix, duty).await {
-            // A lease key of another type is no more Leasehold's than a foreign value.
-            Err(StoreError::WrongType(_)) => Duty::Foreign(String::new()),
+            // A key of another type, or a fence that is not a number, is no more
+            // Leasehold's than a foreign lease value: listed as such, with the rest.
+            Err(StoreError::WrongType(_) | StoreError::Protocol(_)) => Duty::Foreign(String::new()),
             read => read?,
         };
         duties.extend(output::duty_entry(duty, &read));
