@@ -114,7 +114,10 @@ impl Error {
             // The message never repeats the URL, which may hold a password.
             Self::Url(e) => {
                 let detail = match e {
-                    BuildError::Url(cause) => cause.to_string(),
+                    BuildError::Url(cause) => format!(
+                        "{cause} (expected redis://[user:password@]host:port[/db], or \
+                         rediss:// for TLS)"
+                    ),
                     other => other.to_string(),
                 };
                 Failure::new(EXIT_USAGE, format!("invalid --redis-url: {detail}"))

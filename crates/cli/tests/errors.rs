@@ -18,6 +18,9 @@ async fn malformed_url_is_a_usage_error() {
     ] {
         let r = run(&["leader", "--redis-url", url, "--duty", "d"]).await;
         assert_failed(&r, 2, "invalid --redis-url");
+        // It says what a URL should look like, and never repeats the given one.
+        assert!(r.stderr.contains("expected redis://"), "{r:?}");
+        assert!(!r.stderr.contains(url), "{r:?}");
     }
 }
 
