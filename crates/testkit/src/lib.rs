@@ -2,6 +2,7 @@
 
 mod acl;
 mod cluster;
+mod lua;
 mod proxy;
 mod sentinel;
 mod server;
@@ -14,6 +15,7 @@ pub use acl::{
     minimal_acl_user_args,
 };
 pub use cluster::RedisCluster;
+pub use lua::{documented_reply_shapes, reply_of};
 pub use proxy::FaultProxy;
 pub use sentinel::{MASTER_NAME, RedisSentinelSet};
 pub use server::{REDIS_SERVER_ENV, RedisServer};

@@ -112,47 +112,9 @@ pub(super) fn scan(reply: Value) -> Result<(String, Vec<String>), StoreError> {
 
 #[cfg(test)]
 mod tests {
+    use leasehold_testkit::{documented_reply_shapes as documented_shapes, reply_of};
+
     use super::*;
-
-    /// The reply shapes a script's header documents: every `{...}` after `Reply` is
-    /// one (its items; a numeric first item is the outcome's tag), and a header without
-    /// one documents an integer reply.
-    fn documented_shapes(source: &str) -> Vec<Vec<String>> {
-        let header: String = source
-            .lines()
-            .take_while(|l| l.starts_with("--"))
-            .map(|l| l.trim_start_matches('-').trim())
-            .collect::<Vec<_>>()
-            .join(" ");
-        let reply = &header[header.find("Reply").expect("the header documents a reply")..];
-        reply
-            .split('{')
-            .skip(1)
-            .map(|rest| {
-                let inner = rest.split('}').next().unwrap_or_default();
-                inner
-                    .split(',')
-                    .map(|item| item.trim().to_owned())
-                    .collect()
-            })
-            .collect()
-    }
-
-    /// A reply of `shape`: the tag as an integer, `...[]` items as empty arrays, every
-    /// other item a decimal string (which reads as a string, an integer or a PTTL).
-    fn reply_of(shape: &[String]) -> Value {
-        Value::Array(
-            shape
-                .iter()
-                .enumerate()
-                .map(|(i, item)| match item.parse::<i64>() {
-                    Ok(tag) if i == 0 => Value::Int(tag),
-                    _ if item.ends_with("[]") => Value::Array(vec![]),
-                    _ => Value::BulkString(b"0".to_vec()),
-                })
-                .collect(),
-        )
-    }
 
     type Parser = fn(Value) -> Result<(), StoreError>;
 

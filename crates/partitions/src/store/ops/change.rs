@@ -7,7 +7,7 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
-use super::{OpReply, count, group_script, ms, op_key};
+use super::{OpReply, count, group_script, keys_with_op, ms};
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Meta, Now, distinct};
 use crate::store::protocol::Origin;
@@ -56,11 +56,7 @@ impl Change {
 
     /// The keys a script of this change takes: the group's, and an operator's reply key.
     fn keys(&self, keys: &GroupKeys) -> Vec<String> {
-        let mut all: Vec<String> = keys.all().iter().map(|k| (*k).to_owned()).collect();
-        if let Some(op) = self.op() {
-            all.push(op_key(keys, op));
-        }
-        all
+        keys_with_op(keys, self.op())
     }
 }
 

@@ -174,8 +174,18 @@ pub(crate) fn op_key(keys: &crate::keys::GroupKeys, op: &str) -> String {
     format!("{}:{{{}}}:op:{op}", keys.prefix, keys.group)
 }
 
+/// The keys of a group script that may carry an operator's request: the group's, and
+/// the request's reply key when there is one.
+pub(crate) fn keys_with_op(keys: &crate::keys::GroupKeys, op: Option<&str>) -> Vec<String> {
+    let mut all: Vec<String> = keys.all().iter().map(|k| (*k).to_owned()).collect();
+    all.extend(op.map(|op| op_key(keys, op)));
+    all
+}
+
 #[cfg(test)]
 mod tests {
+    use leasehold_testkit::{documented_reply_shapes as documented_shapes, reply_of};
+
     use super::*;
 
     /// Every script names its reply slots in its header, and its parser reads exactly
@@ -198,44 +208,6 @@ mod tests {
                 "lua/{name}.lua says what it replies"
             );
         }
-    }
-
-    /// The reply shapes a script's header documents: every `{...}` after `Reply` is
-    /// one (its items; a quoted first item is the outcome's tag); none: an integer.
-    fn documented_shapes(source: &str) -> Vec<Vec<String>> {
-        let header: String = source
-            .lines()
-            .take_while(|l| l.starts_with("--"))
-            .map(|l| l.trim_start_matches('-').trim())
-            .collect::<Vec<_>>()
-            .join(" ");
-        let reply = &header[header.find("Reply").expect("the header documents a reply")..];
-        reply
-            .split('{')
-            .skip(1)
-            .map(|rest| {
-                let inner = rest.split('}').next().unwrap_or_default();
-                inner
-                    .split(',')
-                    .map(|item| item.trim().to_owned())
-                    .collect()
-            })
-            .collect()
-    }
-
-    /// A reply of `shape`: a quoted tag as that string, every other item `"0"` (which
-    /// reads as a string, an integer or a duration).
-    fn reply_of(shape: &[String]) -> redis::Value {
-        redis::Value::Array(
-            shape
-                .iter()
-                .map(|item| {
-                    let text = item.trim_matches('\'');
-                    let text = if text.len() < item.len() { text } else { "0" };
-                    redis::Value::BulkString(text.as_bytes().to_vec())
-                })
-                .collect(),
-        )
     }
 
     type Parser = fn(redis::Value) -> Result<(), StoreError>;
