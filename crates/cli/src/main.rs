@@ -3,29 +3,32 @@
 //! operators of a fleet that uses Leasehold.
 //!
 //! ```text
-//! leasehold status --redis-url redis://127.0.0.1:6379/ --group tenants [--json]
-//! leasehold watch  --redis-url redis://127.0.0.1:6379/ --group tenants
-//! leasehold owner  --redis-url redis://127.0.0.1:6379/ --group tenants tenant-7 [--json]
-//! leasehold leader --redis-url redis://127.0.0.1:6379/ --duty scheduler [--json]
-//! leasehold list   --redis-url redis://127.0.0.1:6379/ [--prefix leasehold] [--json]
-//! leasehold partitions add|remove --redis-url ... --group tenants tenant-33 [...]
-//! leasehold partitions list --redis-url ... --group tenants [--json]
-//! leasehold drain|undrain --redis-url ... --group tenants --replica replica-c
+//! leasehold status -u redis://127.0.0.1:6379/ -g tenants [--summary] [-o json]
+//! leasehold watch  -u redis://127.0.0.1:6379/ -g tenants [--interval 500ms]
+//! leasehold owner  -u redis://127.0.0.1:6379/ -g tenants tenant-7 [-o json]
+//! leasehold leader -u redis://127.0.0.1:6379/ -d scheduler [-o json]
+//! leasehold list   -u redis://127.0.0.1:6379/ [-p leasehold] [-o json]
+//! leasehold partitions add|remove -u ... -g tenants tenant-33 [...]
+//! leasehold partitions weight -u ... -g tenants tenant-7 250
+//! leasehold partitions list -u ... -g tenants [-o json]
+//! leasehold drain|undrain -u ... -g tenants -r replica-c
 //! ```
 //!
-//! Every Redis call runs under `--timeout-ms`. See `docs/operations.md` for the output
-//! and the exit codes.
+//! Every Redis call runs under `--timeout`. Every failure is one line on stderr,
+//! `leasehold: error: ...`, clap's usage errors included. See `docs/operations.md` for
+//! the output and the exit codes.
 
 mod commands;
 mod error;
 mod output;
 mod reads;
 mod target;
+mod usage;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::commands::Drain;
 use crate::error::{EXIT_OTHER, Error};
@@ -38,12 +41,17 @@ Exit codes:
   2  usage or invalid input: bad arguments, a malformed --redis-url, an invalid name,
      a partition named twice, already in the group, or the group's last one; a drain
      of the last replica taking part (without --force)
-  3  Redis unreachable, or no answer within --timeout-ms
+  3  Redis unreachable, or no answer within --timeout (a change may or may not have
+     been applied; running it again is safe)
   4  not found: no such group, partition in it, live replica in it, or duty (never
      elected under this prefix)
   5  unexpected data: a Leasehold key of the wrong type, a lease key that does not hold
      a Leasehold lease, or a malformed reply
-A refused change changes nothing in Redis.";
+A refused change changes nothing in Redis. Every error is one line on stderr.";
+
+/// What every subcommand's help ends with.
+const SEE_ALSO: &str =
+    "Exit codes: `leasehold --help`. Output and JSON shapes: docs/operations.md.";
 
 /// Inspect Leasehold leader elections and partition groups in Redis, and change a
 /// group's partitions and drains.
@@ -56,94 +64,122 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Every partition of a group with its owner, fence, lease left and how long it has
-    /// been held; then each live replica's state, drain, partitions owned, session left
-    /// and instance (host pid); then the spread and the list version.
-    #[command(after_help = EXIT_CODES)]
+    /// A group's partitions with their owners, and its live replicas.
+    ///
+    /// Every partition with its owner, fence, lease left and how long it has been held;
+    /// then each live replica's state, drain, partitions owned, session left and
+    /// instance (host pid); then the spread and the list version. `--summary` leaves the
+    /// partitions out: one line of counts, then one line per replica.
+    #[command(after_help = SEE_ALSO)]
     Status {
         #[command(flatten)]
         group: GroupArgs,
-        /// Print one JSON object instead (shape in docs/operations.md).
-        #[arg(long)]
-        json: bool,
+        /// Only the counts and one line per replica (for large groups).
+        #[arg(short = 's', long)]
+        summary: bool,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-    /// Who leads a duty: replica, fence and lease left, or "nobody leads now" (exit 0);
-    /// a duty never elected under the prefix exits 4, a lease key holding anything but
-    /// a Leasehold lease exits 5. A duty's lease carries neither its holder's instance
-    /// nor since when it leads, so neither is shown.
-    #[command(after_help = EXIT_CODES)]
+    /// Who leads a duty.
+    ///
+    /// The replica, fence and lease left, or "nobody leads now" (exit 0); a duty never
+    /// elected under the prefix exits 4, a lease key holding anything but a Leasehold
+    /// lease exits 5. A duty's lease carries neither its holder's instance nor since
+    /// when it leads, so neither is shown.
+    #[command(after_help = SEE_ALSO)]
     Leader {
         #[command(flatten)]
         redis: RedisArgs,
         /// The duty.
-        #[arg(long)]
+        #[arg(short = 'd', long)]
         duty: String,
-        /// Print one JSON object instead (shape in docs/operations.md).
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-    /// Print a group's status, then one line per change as it happens, until Ctrl-C:
-    /// owners, replicas joining and leaving, drains, replica states, partitions added
-    /// and removed, the list version.
-    #[command(after_help = EXIT_CODES)]
+    /// A group's status, then one line per change until Ctrl-C.
+    ///
+    /// Changes: owners, replicas joining and leaving, drains, replica states,
+    /// partitions added and removed, weights, the list version.
+    #[command(after_help = SEE_ALSO)]
     Watch {
         #[command(flatten)]
         group: GroupArgs,
-        /// How often to read the group, in milliseconds.
-        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
-        interval_ms: u64,
+        /// How often to read the group: 500ms, 2s, ...
+        #[arg(
+            short = 'i',
+            long,
+            value_name = "DURATION",
+            default_value = "500ms",
+            value_parser = usage::duration
+        )]
+        interval: Duration,
+        /// The older spelling of --interval, in milliseconds.
+        #[arg(
+            long,
+            hide = true,
+            value_name = "MS",
+            value_parser = clap::value_parser!(u64).range(1..),
+            conflicts_with = "interval"
+        )]
+        interval_ms: Option<u64>,
     },
-    /// One partition's owner: replica, its instance (host pid), fence, lease left and
-    /// how long it has held the partition (since when, by this machine's clock).
-    #[command(after_help = EXIT_CODES)]
+    /// One partition's owner.
+    ///
+    /// The replica, its instance (host pid), fence, lease left and how long it has held
+    /// the partition (since when, by this machine's clock).
+    #[command(after_help = SEE_ALSO)]
     Owner {
         #[command(flatten)]
         group: GroupArgs,
         /// The partition.
-        #[arg(value_name = "PARTITION")]
+        #[arg(value_name = "PARTITION", allow_negative_numbers = true)]
         partition: String,
-        /// Print one JSON object instead (shape in docs/operations.md).
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-    /// The groups and duties under the prefix (found with SCAN, never KEYS): each
-    /// group's partitions, owned ones and live replicas; each duty's leader, or none.
-    #[command(after_help = EXIT_CODES)]
+    /// The groups and duties under the prefix.
+    ///
+    /// Found with SCAN, never KEYS: each group's partitions, owned ones and live
+    /// replicas; each duty's leader, or none.
+    #[command(after_help = SEE_ALSO)]
     List {
         #[command(flatten)]
         redis: RedisArgs,
-        /// Print one JSON object instead (shape in docs/operations.md).
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArgs,
     },
-    /// Add, remove or list a group's partitions; every replica sees a change within
-    /// one renew interval.
+    /// Add, remove, weigh or list a group's partitions.
+    ///
+    /// Every replica sees a change within one renew interval.
     #[command(subcommand)]
     Partitions(PartitionsCommand),
-    /// Drain a live replica: it hands its partitions over to the others and claims
-    /// nothing until undrained (the drain is about the replica id: it lasts across
-    /// restarts and lost sessions). Refused if no other replica would take part.
-    #[command(after_help = EXIT_CODES)]
+    /// Drain a live replica: it hands its partitions over to the others.
+    ///
+    /// It claims nothing until undrained (the drain is about the replica id: it lasts
+    /// across restarts and lost sessions). Refused if no other replica would take part.
+    /// A replica drained already is left as it is, and the command says so.
+    #[command(after_help = SEE_ALSO)]
     Drain {
         #[command(flatten)]
         replica: ReplicaArgs,
         /// Drain it even if it is the last replica taking part (every partition then
         /// stays unowned until a replica joins or one is undrained).
-        #[arg(long)]
+        #[arg(short = 'f', long)]
         force: bool,
     },
     /// Let a drained replica take its share again.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = SEE_ALSO)]
     Undrain(ReplicaArgs),
 }
 
 #[derive(Debug, Subcommand)]
 enum PartitionsCommand {
-    /// Add partitions to a group its replicas created. Refused, changing nothing, if
-    /// one is in the group already or named twice, or the group does not exist (an add
-    /// never creates a group: after a Redis restart that lost it, the replicas restore
-    /// the set they saw).
-    #[command(after_help = EXIT_CODES)]
+    /// Add partitions to a group its replicas created.
+    ///
+    /// Refused, changing nothing, if one is in the group already or named twice, or the
+    /// group does not exist (an add never creates a group: after a Redis restart that
+    /// lost it, the replicas restore the set they saw).
+    #[command(after_help = SEE_ALSO)]
     Add {
         #[command(flatten)]
         group: GroupArgs,
@@ -151,50 +187,91 @@ enum PartitionsCommand {
         /// still run, with a warning.
         #[arg(long, hide = true)]
         grant_delay_ms: Option<u64>,
-        /// The partitions to add.
-        #[arg(value_name = "PARTITION", required = true)]
+        /// The partitions to add (put `--` before a name that starts with `-`).
+        #[arg(
+            value_name = "PARTITION",
+            required = true,
+            allow_negative_numbers = true
+        )]
         partitions: Vec<String>,
     },
     /// Remove partitions from a group; an owned one is handed back by its owner.
+    ///
     /// Refused, changing nothing, if one is not in the group, is named twice, or the
     /// group would be left without partitions.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = SEE_ALSO)]
     Remove {
         #[command(flatten)]
         group: GroupArgs,
-        /// The partitions to remove.
-        #[arg(value_name = "PARTITION", required = true)]
+        /// The partitions to remove (put `--` before a name that starts with `-`).
+        #[arg(
+            value_name = "PARTITION",
+            required = true,
+            allow_negative_numbers = true
+        )]
         partitions: Vec<String>,
     },
-    /// Set a partition's weight (1 to 1000000; every partition starts at 1). From the
-    /// first weight set on, the group balances by load: every replica holds its
+    /// Set a partition's weight (1 to 1000000; every partition starts at 1).
+    ///
+    /// From the first weight set on, the group balances by load: every replica holds its
     /// capacity share of the total weight, give or take the largest weight.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = SEE_ALSO)]
     Weight {
         #[command(flatten)]
         group: GroupArgs,
         /// The partition.
-        #[arg(value_name = "PARTITION")]
+        #[arg(value_name = "PARTITION", allow_negative_numbers = true)]
         partition: String,
         /// Its weight.
-        #[arg(value_name = "WEIGHT")]
-        weight: u64,
+        #[arg(value_name = "WEIGHT", allow_negative_numbers = true)]
+        weight: i64,
     },
     /// Every partition of a group, one per line, in the order they were added.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = SEE_ALSO)]
     List {
         #[command(flatten)]
         group: GroupArgs,
-        /// Print one JSON object instead (shape in docs/operations.md).
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: OutputArgs,
     },
+}
+
+/// How a command prints what it read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Tables and lines, for people.
+    Table,
+    /// One pretty-printed JSON object, for scripts.
+    Json,
+}
+
+#[derive(Debug, Args)]
+struct OutputArgs {
+    /// Output format (the JSON shapes are in docs/operations.md).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_enum,
+        value_name = "FORMAT",
+        default_value_t = Format::Table
+    )]
+    output: Format,
+    /// The same as `-o json`.
+    #[arg(long, conflicts_with = "output")]
+    json: bool,
+}
+
+impl OutputArgs {
+    fn json(&self) -> bool {
+        self.json || self.output == Format::Json
+    }
 }
 
 #[derive(Debug, Args)]
 struct RedisArgs {
     // Not a doc comment: rustdoc would read `[:password@]` as a link.
     #[arg(
+        short = 'u',
         long,
         env = "REDIS_URL",
         hide_env_values = true,
@@ -203,11 +280,26 @@ struct RedisArgs {
     )]
     redis_url: String,
     /// Key prefix the fleet was configured with.
-    #[arg(long, default_value = "leasehold")]
+    #[arg(short = 'p', long, default_value = "leasehold")]
     prefix: String,
-    /// Timeout of each Redis call, and of connecting, in milliseconds.
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
-    timeout_ms: u64,
+    /// Timeout of connecting and of each Redis call: 2s, 500ms, ...
+    #[arg(
+        short = 't',
+        long,
+        value_name = "DURATION",
+        default_value = "2s",
+        value_parser = usage::duration
+    )]
+    timeout: Duration,
+    /// The older spelling of --timeout, in milliseconds.
+    #[arg(
+        long,
+        hide = true,
+        value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1..),
+        conflicts_with = "timeout"
+    )]
+    timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -215,7 +307,7 @@ struct GroupArgs {
     #[command(flatten)]
     redis: RedisArgs,
     /// The partition group.
-    #[arg(long)]
+    #[arg(short = 'g', long)]
     group: String,
 }
 
@@ -224,7 +316,7 @@ struct ReplicaArgs {
     #[command(flatten)]
     group: GroupArgs,
     /// The replica id.
-    #[arg(long)]
+    #[arg(short = 'r', long)]
     replica: String,
 }
 
@@ -233,7 +325,7 @@ impl RedisArgs {
         Target {
             url: self.redis_url.clone(),
             prefix: self.prefix.clone(),
-            timeout: Duration::from_millis(self.timeout_ms),
+            timeout: self.timeout_ms.map_or(self.timeout, Duration::from_millis),
         }
     }
 }
@@ -254,22 +346,47 @@ impl Command {
             ) => &group.redis,
         }
     }
+
+    /// Whether the command changes a group (then a refused argument says that nothing
+    /// was changed).
+    fn is_change(&self) -> bool {
+        matches!(
+            self,
+            Self::Drain { .. }
+                | Self::Undrain(_)
+                | Self::Partitions(
+                    PartitionsCommand::Add { .. }
+                        | PartitionsCommand::Remove { .. }
+                        | PartitionsCommand::Weight { .. }
+                )
+        )
+    }
 }
 
 async fn run(target: &Target, command: Command) -> Result<(), Error> {
     match command {
-        Command::Status { group, json } => commands::status(target, &group.group, json).await,
-        Command::Leader { duty, json, .. } => commands::leader(target, &duty, json).await,
-        Command::Watch { group, interval_ms } => {
-            let every = Duration::from_millis(interval_ms);
+        Command::Status {
+            group,
+            summary,
+            output,
+        } => commands::status(target, &group.group, output.json(), summary).await,
+        Command::Leader { duty, output, .. } => {
+            commands::leader(target, &duty, output.json()).await
+        }
+        Command::Watch {
+            group,
+            interval,
+            interval_ms,
+        } => {
+            let every = interval_ms.map_or(interval, Duration::from_millis);
             commands::watch(target, &group.group, every).await
         }
         Command::Owner {
             group,
             partition,
-            json,
-        } => commands::owner(target, &group.group, &partition, json).await,
-        Command::List { json, .. } => commands::list(target, json).await,
+            output,
+        } => commands::owner(target, &group.group, &partition, output.json()).await,
+        Command::List { output, .. } => commands::list(target, output.json()).await,
         Command::Partitions(PartitionsCommand::Add {
             group,
             grant_delay_ms,
@@ -288,8 +405,8 @@ async fn run(target: &Target, command: Command) -> Result<(), Error> {
             partition,
             weight,
         }) => commands::set_weight(target, &group.group, &partition, weight).await,
-        Command::Partitions(PartitionsCommand::List { group, json }) => {
-            commands::list_partitions(target, &group.group, json).await
+        Command::Partitions(PartitionsCommand::List { group, output }) => {
+            commands::list_partitions(target, &group.group, output.json()).await
         }
         Command::Drain { replica: r, force } => {
             let how = if force { Drain::Forced } else { Drain::On };
@@ -301,10 +418,46 @@ async fn run(target: &Target, command: Command) -> Result<(), Error> {
     }
 }
 
+/// How many SCAN steps (of a thousand keys) a "did you mean" may take.
+const HINT_SCAN_STEPS: usize = 100;
+
+/// `error`, with the names under the prefix if it is a group or duty not found (a
+/// close one, or the ones there are): a scan, only on this path. If the scan fails, the
+/// error goes without.
+async fn with_hint(target: &Target, error: Error) -> Error {
+    let Some((is_group, name)) = error.not_found() else {
+        return error;
+    };
+    let Ok(store) = target.store() else {
+        return error;
+    };
+    let Ok((found, complete)) =
+        reads::inventory_within(&store, &target.prefix, HINT_SCAN_STEPS).await
+    else {
+        return error;
+    };
+    let (kind, names) = if is_group {
+        (("group", "groups"), &found.groups)
+    } else {
+        (("duty", "duties"), &found.duties)
+    };
+    match reads::not_found_hint(kind, name, names, &target.prefix, complete) {
+        Some(hint) => Error::Hinted {
+            error: Box::new(error),
+            hint,
+        },
+        None => error,
+    }
+}
+
 fn main() -> ExitCode {
-    // Usage errors exit with code 2 from here.
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version as usual; any other usage error in one line, exit code 2.
+        Err(e) => return usage::fail(&e),
+    };
     let target = cli.command.redis().target();
+    let change = cli.command.is_change();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -315,13 +468,19 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_OTHER);
         }
     };
-    let result = runtime.block_on(run(&target, cli.command));
+    let result = runtime.block_on(async {
+        match run(&target, cli.command).await {
+            Err(e) => Err(with_hint(&target, e).await),
+            ok => ok,
+        }
+    });
     // Do not wait for a connection attempt (a DNS lookup on a blocking thread) that
     // outlived its timeout.
     runtime.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            let e = if change { e.in_change() } else { e };
             let f = e.failure(&target);
             if !f.message.is_empty() {
                 eprintln!("leasehold: error: {}", f.message);
@@ -378,5 +537,146 @@ mod tests {
             "g",
         ]);
         assert!(none.is_err());
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        let mut all = vec!["leasehold"];
+        all.extend(args);
+        Cli::try_parse_from(all)
+    }
+
+    #[test]
+    fn negative_looking_names_and_weights_and_names_after_a_double_dash() {
+        let cli = parse(&[
+            "partitions",
+            "weight",
+            "-u",
+            "redis://h/",
+            "-g",
+            "g",
+            "-3",
+            "-5",
+        ])
+        .unwrap();
+        let Command::Partitions(PartitionsCommand::Weight {
+            partition, weight, ..
+        }) = cli.command
+        else {
+            panic!("not a weight: {cli:?}");
+        };
+        assert_eq!((partition.as_str(), weight), ("-3", -5));
+        let cli = parse(&[
+            "partitions",
+            "add",
+            "-g",
+            "g",
+            "-7",
+            "p1",
+            "-u",
+            "redis://h/",
+            "--",
+            "-dash",
+            "--x",
+        ])
+        .unwrap();
+        let Command::Partitions(PartitionsCommand::Add { partitions, .. }) = cli.command else {
+            panic!("not an add: {cli:?}");
+        };
+        assert_eq!(partitions, ["-7", "p1", "-dash", "--x"]);
+        // Without `--`, a name that looks like a flag is one.
+        assert!(parse(&["partitions", "add", "-u", "redis://h/", "-g", "g", "-dash"]).is_err());
+    }
+
+    #[test]
+    fn short_flags_durations_and_output_formats() {
+        let cli = parse(&[
+            "drain",
+            "-u",
+            "redis://h/",
+            "-p",
+            "ops",
+            "-g",
+            "g",
+            "-r",
+            "r",
+            "-f",
+            "-t",
+            "350ms",
+        ])
+        .unwrap();
+        let target = cli.command.redis().target();
+        assert_eq!(
+            (target.prefix.as_str(), target.timeout),
+            ("ops", Duration::from_millis(350))
+        );
+        let Command::Drain { replica, force } = cli.command else {
+            panic!("not a drain: {cli:?}");
+        };
+        assert!(force);
+        assert_eq!(
+            (replica.group.group.as_str(), replica.replica.as_str()),
+            ("g", "r")
+        );
+
+        let timeout = |args: &[&str]| {
+            let mut all = vec!["list", "-u", "redis://h/"];
+            all.extend(args);
+            parse(&all).map(|c| c.command.redis().target().timeout)
+        };
+        assert_eq!(timeout(&[]).unwrap(), Duration::from_secs(2));
+        assert_eq!(
+            timeout(&["--timeout", "1m"]).unwrap(),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            timeout(&["--timeout-ms", "1500"]).unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert!(timeout(&["--timeout", "0s"]).is_err());
+        assert!(timeout(&["--timeout", "2000"]).is_err(), "a unit is needed");
+        assert!(timeout(&["--timeout", "1s", "--timeout-ms", "5"]).is_err());
+
+        let json = |args: &[&str]| {
+            let mut all = vec!["leader", "-u", "redis://h/", "-d", "d"];
+            all.extend(args);
+            match parse(&all).map(|c| c.command) {
+                Ok(Command::Leader { duty, output, .. }) => {
+                    assert_eq!(duty, "d");
+                    Ok(output.json())
+                }
+                Ok(other) => panic!("not a leader: {other:?}"),
+                Err(e) => Err(e),
+            }
+        };
+        assert!(!json(&[]).unwrap());
+        assert!(json(&["-o", "json"]).unwrap());
+        assert!(json(&["--output=json"]).unwrap());
+        assert!(json(&["--json"]).unwrap());
+        assert!(!json(&["-o", "table"]).unwrap());
+        assert!(json(&["-o", "yaml"]).is_err());
+        assert!(json(&["-o", "table", "--json"]).is_err());
+
+        let cli = parse(&["watch", "-u", "redis://h/", "-g", "g", "-i", "2s"]).unwrap();
+        let Command::Watch { interval, .. } = cli.command else {
+            panic!("not a watch: {cli:?}");
+        };
+        assert_eq!(interval, Duration::from_secs(2));
+        assert!(matches!(
+            parse(&["status", "-u", "redis://h/", "-g", "g", "-s"])
+                .unwrap()
+                .command,
+            Command::Status { summary: true, .. }
+        ));
+    }
+
+    #[test]
+    fn the_exit_codes_are_in_the_top_level_help_only() {
+        let top = Cli::command().render_help().to_string();
+        assert!(top.contains("Exit codes:\n  0  success"), "{top}");
+        let mut cli = Cli::command();
+        let status = cli.find_subcommand_mut("status").unwrap();
+        let help = status.render_long_help().to_string();
+        assert!(!help.contains("0  success"), "{help}");
+        assert!(help.contains("Exit codes: `leasehold --help`"), "{help}");
     }
 }

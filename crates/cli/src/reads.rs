@@ -4,16 +4,27 @@
 //! step by step; never KEYS).
 
 use std::collections::BTreeSet;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use leasehold_election::DutyKeys;
 use leasehold_election::ext::{
-    DutyKeysRead, read_duty, replica_of_token, scan_step, validate_name,
+    DutyKeysRead, LuaScript, Parse, read_duty, replica_of_token, scan_step, validate_name,
 };
 use leasehold_election::{Fence, RedisStore, StoreError};
 
 /// How many keys one SCAN step looks at (a hint to Redis: each step stays short).
 const SCAN_COUNT: usize = 1000;
+
+/// The type of each key (`TYPE`): `string`, `hash`, `list`, ..., `none`. Read-only; run
+/// only after a read failed with `WRONGTYPE`, to name the key (Redis does not).
+static KEY_TYPES: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::idempotent(
+        "local out = {}\n\
+         for i, key in ipairs(KEYS) do out[i] = redis.call('TYPE', key).ok end\n\
+         return out\n",
+    )
+});
 
 /// The holder of a duty's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +86,28 @@ pub async fn duty(store: &RedisStore, prefix: &str, duty: &str) -> Result<Duty, 
     Ok(duty_of(read))
 }
 
+/// The first of a duty's keys (lease, then fence) that holds another type than a string,
+/// with that type; `None` if neither does (any more).
+///
+/// # Errors
+/// The store's error (an ACL without `TYPE`, say).
+pub async fn duty_key_of_wrong_type(
+    store: &RedisStore,
+    keys: &DutyKeys,
+) -> Result<Option<(usize, String)>, StoreError> {
+    let reply = store
+        .eval(&KEY_TYPES, &[&keys.lease, &keys.fence], &[])
+        .await?;
+    let mut p = Parse::new("key types", reply);
+    for i in 0..2 {
+        let kind = p.next_string()?;
+        if kind != "string" && kind != "none" {
+            return Ok(Some((i, kind)));
+        }
+    }
+    Ok(None)
+}
+
 /// The groups and duties under a prefix, by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Inventory {
@@ -124,19 +157,78 @@ fn glob_escape(text: &str) -> String {
 /// # Errors
 /// The store's error.
 pub async fn inventory(store: &RedisStore, prefix: &str) -> Result<Inventory, StoreError> {
+    Ok(inventory_within(store, prefix, usize::MAX).await?.0)
+}
+
+/// As [`inventory`], in at most `steps` SCAN steps; and whether the scan got through
+/// the whole key space.
+///
+/// # Errors
+/// The store's error.
+pub async fn inventory_within(
+    store: &RedisStore,
+    prefix: &str,
+    steps: usize,
+) -> Result<(Inventory, bool), StoreError> {
     let pattern = format!("{}:{{*}}:*", glob_escape(prefix));
     let mut found = Inventory::default();
     let mut cursor = "0".to_owned();
-    loop {
+    for _ in 0..steps {
         let (next, keys) = scan_step(store, &cursor, &pattern, SCAN_COUNT).await?;
         for key in keys {
             found.add(prefix, &key);
         }
         cursor = next;
         if cursor == "0" {
-            return Ok(found);
+            return Ok((found, true));
         }
     }
+    Ok((found, false))
+}
+
+/// The hint for a `group` (or duty) not found among `names`, those under `prefix`: the
+/// closest name if one is close (an edit or two away), else the names there are (ten at
+/// most). `None` if there is nothing to say (`complete`: every key was scanned).
+pub fn not_found_hint(
+    kind: (&str, &str),
+    name: &str,
+    names: &BTreeSet<String>,
+    prefix: &str,
+    complete: bool,
+) -> Option<String> {
+    let (one, many) = kind;
+    let len = name.chars().count();
+    let close = names
+        .iter()
+        .filter(|n| n.as_str() != name)
+        .map(|n| (strsim::osa_distance(name, n), n))
+        .filter(|(d, _)| *d <= (len / 4).max(2) && *d < len)
+        .min();
+    if let Some((_, n)) = close {
+        return Some(format!("did you mean {n:?}?"));
+    }
+    if !complete {
+        return None;
+    }
+    if names.is_empty() {
+        return Some(format!(
+            "there are no {many} under prefix {prefix:?} (is --prefix right?)"
+        ));
+    }
+    let shown: Vec<String> = names.iter().take(10).map(|n| format!("{n:?}")).collect();
+    let more = match names.len().saturating_sub(shown.len()) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    let label = if names.len() == 1 {
+        format!("the only {one}")
+    } else {
+        format!("the {many}")
+    };
+    Some(format!(
+        "{label} under prefix {prefix:?}: {}{more}",
+        shown.join(", ")
+    ))
 }
 
 #[cfg(test)]
@@ -219,6 +311,41 @@ mod tests {
             inv.duties.into_iter().collect::<Vec<_>>(),
             ["reports", "scheduler"]
         );
+    }
+
+    #[test]
+    fn a_name_not_found_suggests_a_close_one_or_lists_the_others() {
+        let names: BTreeSet<String> = ["reports", "scheduler"].map(String::from).into();
+        let hint = |name| not_found_hint(("duty", "duties"), name, &names, "lh", true);
+        assert_eq!(
+            hint("reprots").as_deref(),
+            Some("did you mean \"reports\"?")
+        );
+        assert_eq!(
+            hint("schedular").as_deref(),
+            Some("did you mean \"scheduler\"?")
+        );
+        assert_eq!(
+            hint("billing").as_deref(),
+            Some("the duties under prefix \"lh\": \"reports\", \"scheduler\"")
+        );
+        // One letter off a one-letter name is no suggestion.
+        assert_eq!(
+            not_found_hint(("group", "groups"), "a", &["b".into()].into(), "lh", true).as_deref(),
+            Some("the only group under prefix \"lh\": \"b\"")
+        );
+        assert_eq!(
+            not_found_hint(("group", "groups"), "g", &BTreeSet::new(), "lh", true).as_deref(),
+            Some("there are no groups under prefix \"lh\" (is --prefix right?)")
+        );
+        // An incomplete scan lists nothing: the name may be among those not scanned.
+        assert_eq!(
+            not_found_hint(("duty", "duties"), "billing", &names, "lh", false),
+            None
+        );
+        let many: BTreeSet<String> = (0..12).map(|i| format!("group-{i:02}")).collect();
+        let h = not_found_hint(("group", "groups"), "x", &many, "lh", true).unwrap();
+        assert!(h.ends_with("\"group-09\" and 2 more"), "{h}");
     }
 
     #[test]

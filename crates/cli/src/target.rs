@@ -4,10 +4,9 @@
 use std::time::Duration;
 
 use leasehold_election::RedisStore;
-use leasehold_election::ext::validate_name;
 use leasehold_partitions::GroupAdmin;
 
-use crate::error::Error;
+use crate::error::{Error, check_name};
 
 /// Where to read from.
 #[derive(Debug, Clone)]
@@ -25,21 +24,28 @@ impl Target {
     /// invalid prefix fails here: the store connects on first use.
     ///
     /// # Errors
-    /// [`Error::Name`] for the prefix, [`Error::Url`].
+    /// [`Error::BadArg`] for the prefix, [`Error::Url`].
     pub fn store(&self) -> Result<RedisStore, Error> {
-        validate_name("prefix", &self.prefix)?;
+        check_name("--prefix", "prefix", &self.prefix)?;
         RedisStore::builder(self.url.as_str())
             .call_timeout(self.timeout)
             .build()
             .map_err(Error::Url)
     }
 
+    /// Whether the URL asks for TLS (`rediss://`).
+    pub fn is_tls(&self) -> bool {
+        self.url
+            .get(..9)
+            .is_some_and(|s| s.eq_ignore_ascii_case("rediss://"))
+    }
+
     /// The admin of `group` on `store`.
     ///
     /// # Errors
-    /// [`Error::Name`] if the group name breaks the naming rules.
+    /// [`Error::BadArg`] if the group name breaks the naming rules.
     pub fn admin(&self, store: &RedisStore, group: &str) -> Result<GroupAdmin<RedisStore>, Error> {
-        validate_name("group", group)?;
+        check_name("--group", "group", group)?;
         GroupAdmin::new(store.clone(), &self.prefix, group).map_err(|error| Error::Group {
             group: group.to_owned(),
             error,

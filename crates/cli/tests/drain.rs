@@ -3,8 +3,8 @@
 
 mod support;
 
-use leasehold_testkit::RedisServer;
-use support::{replica, run, run_json, store, wait_for_counts, wait_until};
+use leasehold_testkit::{FaultProxy, RedisServer};
+use support::{assert_failed, replica, run, run_json, store, wait_for_counts, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_moves_a_replicas_partitions_away_until_undrained() {
@@ -225,4 +225,104 @@ async fn draining_the_only_replica_is_refused_unless_forced() {
         "{r:?}"
     );
     a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_that_changes_nothing_says_so() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    let a = replica(&store, "leasehold", "tenants", 4, "replica-a");
+    let b = replica(&store, "leasehold", "tenants", 4, "replica-b");
+    wait_for_counts(
+        &store,
+        "leasehold",
+        "tenants",
+        &[("replica-a", 2), ("replica-b", 2)],
+    )
+    .await;
+    let url = redis.url();
+    let run_as =
+        async |command: &str| run(&[command, "-u", &url, "-g", "tenants", "-r", "replica-b"]).await;
+    let r = run_as("undrain").await;
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            Some(0),
+            "replica replica-b of group tenants is not drained: nothing changed\n",
+            ""
+        ),
+        "{r:?}"
+    );
+    let r = run_as("drain").await;
+    assert!(
+        r.stdout.contains("replica-b of group tenants drained: "),
+        "{r:?}"
+    );
+    let r = run_as("drain").await;
+    assert_eq!(
+        (r.code, r.stdout.as_str(), r.stderr.as_str()),
+        (
+            Some(0),
+            "replica replica-b of group tenants is already drained: nothing changed (it \
+             claims nothing until undrained)\n",
+            ""
+        ),
+        "{r:?}"
+    );
+    assert_eq!(
+        redis.redis_cli(&["HKEYS", "leasehold:{tenants}:drains"]),
+        "replica-b"
+    );
+    let r = run_as("undrain").await;
+    assert!(
+        r.stdout.ends_with("undrained: it takes its share again\n"),
+        "{r:?}"
+    );
+    let r = run_as("undrain").await;
+    assert!(
+        r.stdout.ends_with("is not drained: nothing changed\n"),
+        "{r:?}"
+    );
+    tokio::join!(a.shutdown(), b.shutdown());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_whose_answer_is_lost_may_have_been_applied_and_runs_again_safely() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    let a = replica(&store, "leasehold", "tenants", 4, "replica-a");
+    let b = replica(&store, "leasehold", "tenants", 4, "replica-b");
+    wait_for_counts(
+        &store,
+        "leasehold",
+        "tenants",
+        &[("replica-a", 2), ("replica-b", 2)],
+    )
+    .await;
+    let proxy = FaultProxy::start(redis.addr()).await.unwrap();
+    let url = proxy.url();
+    let drain = ["drain", "-u", &url, "-g", "tenants", "-r", "replica-b"];
+    // The drain script's answer, {'ok'}, is cut (and so is the answer to its replay):
+    // the drain ran, the command cannot know.
+    proxy.cut_replies_containing(2, b"*1\r\n$2\r\nok\r\n");
+    let r = run(&drain).await;
+    assert_failed(
+        &r,
+        3,
+        "; the change may or may not have been applied (look with `partitions list` or \
+         `status`): running it again is safe (a drained replica stays drained)",
+    );
+    assert_eq!(
+        redis.redis_cli(&["HKEYS", "leasehold:{tenants}:drains"]),
+        "replica-b",
+        "it was applied"
+    );
+    proxy.cut_replies(0);
+    let r = run(&drain).await;
+    assert_eq!(r.code, Some(0), "{r:?}");
+    assert!(
+        r.stdout.contains("is already drained: nothing changed"),
+        "{r:?}"
+    );
+    tokio::join!(a.shutdown(), b.shutdown());
 }

@@ -31,7 +31,8 @@ async fn add_adds_to_a_group_its_replicas_created_and_remove_takes_away() {
             Some(4),
             "",
             "leasehold: error: no group \"tenants\" under prefix \"leasehold\" (no replica \
-             has created it: a group is created by its replicas, never by `partitions add`)\n"
+             has created it: a group is created by its replicas, never by `partitions add`); \
+             there are no groups under prefix \"leasehold\" (is --prefix right?)\n"
         ),
         "{r:?}"
     );
@@ -135,8 +136,61 @@ async fn bad_input_is_refused_with_its_exit_code_and_changes_nothing() {
     let url = redis.url();
     create_group(&store(&redis), "leasehold", "tenants", 2).await;
     let before = digest(&redis);
+    let long = "x".repeat(300);
 
     let cases: &[(&[&str], i32, &str)] = &[
+        // A refused name says which argument it was, and that nothing was changed.
+        (
+            &["partitions", "add", "--group", "tenants", "a\tb"],
+            2,
+            "leasehold: error: invalid PARTITION \"a\\tb\": partition name contains the \
+             control character '\\t'; nothing was changed\n",
+        ),
+        (
+            &["partitions", "add", "--group", "tenants", "p5", ""],
+            2,
+            "invalid PARTITION 2 of 2 \"\": partition name must not be empty; nothing was \
+             changed\n",
+        ),
+        (
+            &["partitions", "add", "--group", "tenants", long.as_str()],
+            2,
+            "partition name is 300 bytes long; the limit is 256; nothing was changed\n",
+        ),
+        (
+            &["partitions", "remove", "--group", "tenants", "p0", "x}y"],
+            2,
+            "invalid PARTITION 2 of 2 \"x}y\": partition name contains '}', which is \
+             reserved for Redis Cluster hash tags; nothing was changed\n",
+        ),
+        (
+            &["partitions", "weight", "--group", "tenants", "{p0}", "2"],
+            2,
+            "invalid PARTITION \"{p0}\": partition name contains '{'",
+        ),
+        (
+            &["partitions", "weight", "--group", "tenants", "p0", "-5"],
+            2,
+            "invalid WEIGHT -5: a partition weight must be between 1 and 1000000; nothing \
+             was changed\n",
+        ),
+        (
+            &["partitions", "add", "-g", "", "p5"],
+            2,
+            "invalid --group \"\": group must not be empty; nothing was changed\n",
+        ),
+        (
+            &["drain", "-g", "tenants", "-r", "a\tb"],
+            2,
+            "invalid --replica \"a\\tb\": replica id contains the control character \
+             '\\t'; nothing was changed\n",
+        ),
+        (
+            &["undrain", "-g", "tenants", "-r", "r", "-p", "a{"],
+            2,
+            "invalid --prefix \"a{\": prefix contains '{', which is reserved for Redis \
+             Cluster hash tags; nothing was changed\n",
+        ),
         // Adding.
         (
             &["partitions", "add", "--group", "tenants", "p0"],
@@ -290,6 +344,29 @@ async fn bad_input_is_refused_with_its_exit_code_and_changes_nothing() {
         assert_failed(&r, *code, message);
         assert_eq!(digest(&redis), before, "{args:?} changed Redis: {r:?}");
     }
+    // A read says which argument was bad, but not that nothing changed: it changes
+    // nothing anyway.
+    for (args, message) in [
+        (
+            vec!["owner", "-g", "tenants", "a\tb"],
+            "leasehold: error: invalid PARTITION \"a\\tb\": partition name contains the \
+             control character '\\t'\n",
+        ),
+        (
+            vec!["status", "-g", ""],
+            "leasehold: error: invalid --group \"\": group must not be empty\n",
+        ),
+        (
+            vec!["leader", "-d", "d}"],
+            "leasehold: error: invalid --duty \"d}\": duty contains '}', which is reserved \
+             for Redis Cluster hash tags\n",
+        ),
+    ] {
+        let mut all = args.clone();
+        all.extend(["-u", &url]);
+        let r = run(&all).await;
+        assert_eq!((r.code, r.stderr.as_str()), (Some(2), message), "{r:?}");
+    }
     assert!(
         !run(&[
             "partitions",
@@ -306,6 +383,74 @@ async fn bad_input_is_refused_with_its_exit_code_and_changes_nothing() {
     );
     let r = partitions(&url, &["list", "--group", "tenants"]).await;
     assert_eq!(r.stdout, "p0\np1\n", "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_that_look_like_negative_numbers_or_flags_are_partitions_too() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    create_group(&store(&redis), "leasehold", "tenants", 1).await;
+    // A negative-looking name as is; one that looks like a flag after `--`.
+    let r = partitions(&url, &["add", "-g", "tenants", "-5", "p1"]).await;
+    assert_eq!((r.code, r.stderr.as_str()), (Some(0), ""), "{r:?}");
+    let r = run(&[
+        "partitions",
+        "add",
+        "-g",
+        "tenants",
+        "-u",
+        &url,
+        "--",
+        "-dash",
+        "--double",
+    ])
+    .await;
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (
+            Some(0),
+            "added 2 partitions to group tenants (prefix leasehold)\n"
+        ),
+        "{r:?}"
+    );
+    let r = partitions(&url, &["list", "-g", "tenants"]).await;
+    assert_eq!(r.stdout, "p0\n-5\np1\n-dash\n--double\n", "{r:?}");
+    let r = partitions(&url, &["weight", "-g", "tenants", "-5", "7"]).await;
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (
+            Some(0),
+            "partition -5 of group tenants: weight 7 (was 1); the group balances by weight\n"
+        ),
+        "{r:?}"
+    );
+    let r = run(&["owner", "-g", "tenants", "-u", &url, "--", "-dash"]).await;
+    assert_eq!(
+        r.stdout, "-dash: nobody owns it now (never leased)\n",
+        "{r:?}"
+    );
+    // Without `--`, a flag-like name is a usage error, in one line, naming the fix.
+    let r = partitions(&url, &["remove", "-g", "tenants", "-dash"]).await;
+    assert_failed(&r, 2, "use '-- -dash'");
+    let r = run(&[
+        "partitions",
+        "remove",
+        "-g",
+        "tenants",
+        "-u",
+        &url,
+        "--",
+        "-5",
+        "-dash",
+        "--double",
+    ])
+    .await;
+    assert_eq!(r.code, Some(0), "{r:?}");
+    let r = partitions(&url, &["list", "-g", "tenants", "-o", "json"]).await;
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&r.stdout).unwrap(),
+        serde_json::json!({"group": "tenants", "prefix": "leasehold", "partitions": ["p0", "p1"]})
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -198,7 +198,7 @@ async fn watch_prints_each_change_of_owner_and_stops_on_ctrl_c() {
     );
     while !next_line()
         .await
-        .starts_with("watching for changes every 50 ms")
+        .starts_with("watching for changes every 50ms; Ctrl-C to stop")
     {}
 
     // A second replica joins: two partitions are handed over to it.
@@ -271,7 +271,7 @@ async fn watch_prints_drains_state_changes_and_partitions_added_and_removed() {
 
     let mut child = leasehold()
         .args(["watch", "--redis-url", &url, "--group", "tenants"])
-        .args(["--interval-ms", "50"])
+        .args(["--interval", "50ms"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -329,7 +329,57 @@ async fn watch_prints_drains_state_changes_and_partitions_added_and_removed() {
     assert_eq!(run(&args).await.code, Some(0));
     wait_for("partition p9 removed").await;
 
+    let mut args = vec!["partitions", "weight"];
+    args.extend(set);
+    args.extend(["p1", "5"]);
+    assert_eq!(run(&args).await.code, Some(0));
+    wait_for("partition p1 weight 1 → 5").await;
+    wait_for("the group balances by weight now").await;
+
     child.start_kill().unwrap();
     let _ = child.wait().await;
+    tokio::join!(a.shutdown(), b.shutdown());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_summary_is_one_line_of_counts_and_one_per_replica() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    let b = replica(&store, "leasehold", "tenants", 6, "replica-b");
+    let a = replica(&store, "leasehold", "tenants", 6, "replica-a");
+    let balanced = [("replica-a", 3), ("replica-b", 3)];
+    wait_for_counts(&store, "leasehold", "tenants", &balanced).await;
+    let url = redis.url();
+    let r = run(&["status", "-u", &url, "-g", "tenants", "--summary"]).await;
+    assert_eq!((r.code, r.stderr.as_str()), (Some(0), ""), "{r:?}");
+    assert_eq!(
+        r.stdout,
+        "group tenants (prefix leasehold): 6 partitions, 6 owned, 0 unowned; 2 live replicas
+REPLICA    STATE   DRAINED  OWNED  LOAD
+replica-a  active  no       3      3
+replica-b  active  no       3      3
+",
+        "{r:?}"
+    );
+    for args in [&["-s", "-o", "json"][..], &["--summary", "--json"]] {
+        let mut all = vec!["status", "-u", &url, "-g", "tenants"];
+        all.extend(args);
+        let json = run_json(&all).await;
+        assert_eq!(json["partition_count"], 6, "{json}");
+        assert_eq!((&json["owned"], &json["unowned"]), (&6.into(), &0.into()));
+        let ids: Vec<&str> = json["replicas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["replica"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["replica-a", "replica-b"], "sorted: {json}");
+        assert!(json.get("partitions").is_none(), "{json}");
+    }
+    // `-o json` is `--json`: the same object.
+    let long = run_json(&["status", "-u", &url, "-g", "tenants", "--json"]).await;
+    let short = run_json(&["status", "-u", &url, "-g", "tenants", "-o", "json"]).await;
+    assert_eq!(long["partitions"].as_array().unwrap().len(), 6);
+    assert_eq!(short["replicas"].as_array().unwrap().len(), 2);
     tokio::join!(a.shutdown(), b.shutdown());
 }

@@ -1,11 +1,10 @@
 //! `partitions add|remove|list`, `drain` and `undrain`: changing a group through
 //! [`GroupAdmin`](leasehold_partitions::GroupAdmin). A refused change changes nothing.
 
-use leasehold_election::ext::validate_name;
-use leasehold_partitions::{PartitionsError, ReplicaState};
+use leasehold_partitions::{MAX_WEIGHT, PartitionsError, ReplicaState};
 
 use super::{group_error, partition_names, print};
-use crate::error::Error;
+use crate::error::{Change, Error, check_name};
 use crate::output;
 use crate::target::Target;
 
@@ -14,7 +13,7 @@ use crate::target::Target;
 pub async fn add(target: &Target, group: &str, names: &[String]) -> Result<(), Error> {
     let store = target.store()?;
     let admin = target.admin(&store, group)?;
-    partition_names(group, names)?;
+    partition_names(group, names, Change::Add)?;
     let added = admin
         .add(names.iter().cloned())
         .await
@@ -23,6 +22,7 @@ pub async fn add(target: &Target, group: &str, names: &[String]) -> Result<(), E
             error => Error::Refused {
                 group: group.to_owned(),
                 error,
+                change: Change::Add,
             },
         })?;
     print(&output::added_text(&target.prefix, group, added))
@@ -32,26 +32,32 @@ pub async fn add(target: &Target, group: &str, names: &[String]) -> Result<(), E
 pub async fn remove(target: &Target, group: &str, names: &[String]) -> Result<(), Error> {
     let store = target.store()?;
     let admin = target.admin(&store, group)?;
-    partition_names(group, names)?;
+    partition_names(group, names, Change::Remove)?;
     let removed = match admin.remove(names.iter().cloned()).await {
         Ok(n) => n,
-        Err(e) => return Err(group_error(target, &store, group, e, true).await),
+        Err(e) => return Err(group_error(target, &store, group, e, Some(Change::Remove)).await),
     };
     print(&output::removed_text(&target.prefix, group, removed))
 }
 
-/// `leasehold partitions weight`.
+/// `leasehold partitions weight` (the weight as given, checked here: a negative one
+/// too).
 pub async fn set_weight(
     target: &Target,
     group: &str,
     partition: &str,
-    weight: u64,
+    weight: i64,
 ) -> Result<(), Error> {
     let store = target.store()?;
     let admin = target.admin(&store, group)?;
+    check_name("PARTITION", "partition name", partition)?;
+    let weight = u64::try_from(weight)
+        .ok()
+        .filter(|w| (1..=MAX_WEIGHT).contains(w))
+        .ok_or(Error::BadWeight(weight))?;
     let old = match admin.set_weight(partition, weight).await {
         Ok(old) => old,
-        Err(e) => return Err(group_error(target, &store, group, e, true).await),
+        Err(e) => return Err(group_error(target, &store, group, e, Some(Change::Weight)).await),
     };
     print(&output::weight_text(group, partition, weight, old))
 }
@@ -86,10 +92,24 @@ pub enum Drain {
 }
 
 /// `leasehold drain` and `leasehold undrain`.
+///
+/// The admin answers a drain of a drained replica (and an undrain of one that is not
+/// drained) as done, like any other: the group is read first, to say so (and, for a
+/// drain, whether another replica takes part). That read changes nothing; if it fails,
+/// nothing is sent.
 pub async fn drain(target: &Target, group: &str, replica: &str, how: Drain) -> Result<(), Error> {
     let store = target.store()?;
     let admin = target.admin(&store, group)?;
-    validate_name("replica id", replica)?;
+    check_name("--replica", "replica id", replica)?;
+    let change = if how == Drain::Off {
+        Change::Undrain
+    } else {
+        Change::Drain
+    };
+    let before = admin.status().await.map_err(|error| Error::Group {
+        group: group.to_owned(),
+        error,
+    })?;
     let result = match how {
         Drain::On => admin.drain(replica).await,
         Drain::Forced => admin.drain_forced(replica).await,
@@ -97,17 +117,18 @@ pub async fn drain(target: &Target, group: &str, replica: &str, how: Drain) -> R
     };
     let on = how != Drain::Off;
     if let Err(e) = result {
-        return Err(group_error(target, &store, group, e, true).await);
+        return Err(group_error(target, &store, group, e, Some(change)).await);
     }
-    print(&output::drain_text(group, replica, on))?;
-    if !on {
-        return Ok(());
-    }
-    // The drain is done; a failed read here only costs the warning.
-    if let Ok(Some(status)) = admin.status().await {
+    // `None`: the group was created between the two calls; nothing to compare with.
+    let Some(before) = before else {
+        return print(&output::drain_text(group, replica, on, false));
+    };
+    let was_drained = before.drained.iter().any(|r| r == replica);
+    print(&output::drain_text(group, replica, on, was_drained == on))?;
+    if on {
         // Taking part as the drain script counts it: live, not leaving or draining, not
         // drained (an away replica takes its partitions back when it returns).
-        let others = status.members.iter().any(|m| {
+        let others = before.members.iter().any(|m| {
             m.replica != replica
                 && !m.drained
                 && !matches!(m.state, ReplicaState::Leaving | ReplicaState::Draining)

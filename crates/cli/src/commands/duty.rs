@@ -1,11 +1,10 @@
 //! `leader` and `list`: reading duties, and everything under a prefix.
 
 use leasehold_election::DutyKeys;
-use leasehold_election::StoreError;
-use leasehold_election::ext::validate_name;
+use leasehold_election::{RedisStore, StoreError};
 
 use super::print;
-use crate::error::Error;
+use crate::error::{Error, check_name};
 use crate::output;
 use crate::reads::{self, Duty};
 use crate::target::Target;
@@ -14,8 +13,12 @@ use crate::target::Target;
 /// lease that is not Leasehold's are errors.
 pub async fn leader(target: &Target, duty: &str, json: bool) -> Result<(), Error> {
     let store = target.store()?;
-    validate_name("duty", duty)?;
-    let (leader, fence) = match reads::duty(&store, &target.prefix, duty).await? {
+    check_name("--duty", "duty", duty)?;
+    let read = match reads::duty(&store, &target.prefix, duty).await {
+        Err(StoreError::WrongType(_)) => return Err(wrong_type(&store, target, duty).await),
+        read => read?,
+    };
+    let (leader, fence) = match read {
         Duty::Led(l) => {
             let fence = l.fence;
             (Some(l), fence)
@@ -39,6 +42,20 @@ pub async fn leader(target: &Target, duty: &str, json: bool) -> Result<(), Error
     } else {
         output::leader_text(duty, leader.as_ref(), fence)
     })
+}
+
+/// The error of a duty whose keys hold the wrong type: which key, asked with `TYPE`
+/// (only now: reads never pay for it). If asking fails, both keys are named.
+async fn wrong_type(store: &RedisStore, target: &Target, duty: &str) -> Error {
+    let keys = DutyKeys::new(&target.prefix, duty);
+    let found = reads::duty_key_of_wrong_type(store, &keys)
+        .await
+        .ok()
+        .flatten();
+    Error::DutyKeyType {
+        keys: [keys.lease, keys.fence],
+        found,
+    }
 }
 
 /// `leasehold list`: the groups and duties under the prefix (found with SCAN), each

@@ -3,12 +3,11 @@
 use std::time::{Duration, SystemTime};
 
 use leasehold_election::RedisStore;
-use leasehold_election::ext::validate_name;
 use leasehold_partitions::{GroupAdmin, GroupStatus};
 use tokio::time::{MissedTickBehavior, interval};
 
 use super::{group_error, now, print};
-use crate::error::{EXIT_DATA, Error};
+use crate::error::{EXIT_DATA, Error, check_name};
 use crate::output;
 use crate::target::Target;
 
@@ -24,15 +23,17 @@ async fn read(admin: &GroupAdmin<RedisStore>, group: &str) -> Result<GroupStatus
         .ok_or_else(|| Error::NoGroup(group.to_owned()))
 }
 
-/// `leasehold status`.
-pub async fn status(target: &Target, group: &str, json: bool) -> Result<(), Error> {
+/// `leasehold status`; `summary`: the group's counts and one line per replica.
+pub async fn status(target: &Target, group: &str, json: bool, summary: bool) -> Result<(), Error> {
     let store = target.store()?;
     let admin = target.admin(&store, group)?;
     let status = read(&admin, group).await?;
-    print(&if json {
-        output::to_json(&output::status_json(&target.prefix, group, &status))
-    } else {
-        output::status_text(&target.prefix, group, &status)
+    let prefix = &target.prefix;
+    print(&match (json, summary) {
+        (true, false) => output::to_json(&output::status_json(prefix, group, &status)),
+        (true, true) => output::to_json(&output::summary_json(prefix, group, &status)),
+        (false, false) => output::status_text(prefix, group, &status),
+        (false, true) => output::summary_text(prefix, group, &status),
     })
 }
 
@@ -41,10 +42,10 @@ pub async fn status(target: &Target, group: &str, json: bool) -> Result<(), Erro
 pub async fn owner(target: &Target, group: &str, partition: &str, json: bool) -> Result<(), Error> {
     let store = target.store()?;
     let admin = target.admin(&store, group)?;
-    validate_name("partition name", partition)?;
+    check_name("PARTITION", "partition name", partition)?;
     let owner = match admin.owner(partition).await {
         Ok(owner) => owner,
-        Err(e) => return Err(group_error(target, &store, group, e, false).await),
+        Err(e) => return Err(group_error(target, &store, group, e, None).await),
     };
     let instance = match &owner.owner {
         Some(replica) => admin
@@ -87,8 +88,8 @@ pub async fn watch(target: &Target, group: &str, every: Duration) -> Result<(), 
     let mut last = read(&admin, group).await?;
     print(&output::status_text(&target.prefix, group, &last))?;
     print(&format!(
-        "\nwatching for changes every {} ms; Ctrl-C to stop\n",
-        every.as_millis()
+        "\nwatching for changes every {}; Ctrl-C to stop\n",
+        humantime::format_duration(every)
     ))?;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);

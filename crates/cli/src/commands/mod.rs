@@ -10,13 +10,12 @@ use std::io::{self, Write as _};
 use std::time::SystemTime;
 
 use leasehold_election::RedisStore;
-use leasehold_election::ext::validate_name;
 use leasehold_partitions::{GroupAdmin, PartitionsError};
 
 pub use self::admin::{Drain, add, drain, list_partitions, remove, set_weight};
 pub use self::duty::{leader, list};
 pub use self::group::{owner, status, watch};
-use crate::error::Error;
+use crate::error::{Change, Error, check_name};
 use crate::target::Target;
 
 /// Writes to stdout; a closed stdout (`| head`) ends the command quietly.
@@ -36,22 +35,29 @@ fn now() -> String {
 
 /// Checks partition names before anything is sent: each follows the naming rules, and
 /// none is named twice (the admin checks the same; checking first makes bad input a
-/// usage error whatever the state of Redis).
-fn partition_names(group: &str, names: &[String]) -> Result<(), Error> {
+/// usage error whatever the state of Redis). A bad name is named by its place among
+/// several (`PARTITION 2 of 3`).
+fn partition_names(group: &str, names: &[String], change: Change) -> Result<(), Error> {
     let mut seen = HashSet::new();
-    for n in names {
-        validate_name("partition name", n)?;
+    for (i, n) in names.iter().enumerate() {
+        let arg = if names.len() == 1 {
+            "PARTITION".to_owned()
+        } else {
+            format!("PARTITION {} of {}", i + 1, names.len())
+        };
+        check_name(&arg, "partition name", n)?;
         if !seen.insert(n.as_str()) {
             return Err(Error::Refused {
                 group: group.to_owned(),
                 error: PartitionsError::DuplicatePartition(n.clone()),
+                change,
             });
         }
     }
     Ok(())
 }
 
-/// The error of an admin call on `group` (`change`: a refused change, else a read).
+/// The error of an admin call on `group` (`change`: of a change, else of a read).
 /// The admin cannot tell a missing group from a missing partition or replica in it:
 /// for those, whether the group exists decides.
 async fn group_error(
@@ -59,7 +65,7 @@ async fn group_error(
     store: &RedisStore,
     group: &str,
     error: PartitionsError,
-    change: bool,
+    change: Option<Change>,
 ) -> Error {
     let missing_inside = matches!(
         error,
@@ -83,9 +89,12 @@ async fn group_error(
         }
     }
     let group = group.to_owned();
-    if change {
-        Error::Refused { group, error }
-    } else {
-        Error::Group { group, error }
+    match change {
+        Some(change) => Error::Refused {
+            group,
+            error,
+            change,
+        },
+        None => Error::Group { group, error },
     }
 }

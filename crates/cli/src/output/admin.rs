@@ -33,8 +33,19 @@ pub fn weight_text(group: &str, partition: &str, weight: u64, old: u64) -> Strin
     )
 }
 
-/// `drain` (`drained`) and `undrain`.
-pub fn drain_text(group: &str, replica: &str, drained: bool) -> String {
+/// `drain` (`drained`) and `undrain`; `unchanged`: it was drained already (or, for an
+/// undrain, it was not drained).
+pub fn drain_text(group: &str, replica: &str, drained: bool, unchanged: bool) -> String {
+    if unchanged {
+        return if drained {
+            format!(
+                "replica {replica} of group {group} is already drained: nothing changed (it \
+                 claims nothing until undrained)\n"
+            )
+        } else {
+            format!("replica {replica} of group {group} is not drained: nothing changed\n")
+        };
+    }
     if drained {
         format!(
             "replica {replica} of group {group} drained: it hands its partitions over and \
@@ -67,6 +78,18 @@ mod tests {
             removed_text("lh", "g", 3),
             "removed 3 partitions from group g (prefix lh); an owned one is handed back by \
              its owner\n"
+        );
+        assert_eq!(
+            drain_text("g", "r", true, true),
+            "replica r of group g is already drained: nothing changed (it claims nothing \
+             until undrained)\n"
+        );
+        assert_eq!(
+            drain_text("g", "r", false, true),
+            "replica r of group g is not drained: nothing changed\n"
+        );
+        assert!(
+            drain_text("g", "r", false, false).ends_with("undrained: it takes its share again\n")
         );
     }
 }

@@ -6,7 +6,7 @@ use leasehold_election::Fence;
 use leasehold_partitions::GroupStatus;
 use serde::Serialize;
 
-use super::{header, lease_left, millis, plural, plural_of, table};
+use super::{header, human, millis, plural, plural_of, table};
 use crate::reads::{Duty, Leader};
 
 /// `leasehold leader --json`.
@@ -104,8 +104,7 @@ pub fn leader_text(duty: &str, leader: Option<&Leader>, fence: Fence) -> String 
             "{duty}: led by {} (fence {}, lease left {})\n",
             l.replica,
             l.fence,
-            l.lease_left
-                .map_or_else(|| "no expiry".to_owned(), lease_left)
+            l.lease_left.map_or_else(|| "no expiry".to_owned(), human)
         ),
     }
 }
@@ -198,7 +197,7 @@ pub fn list_text(list: &ListJson) -> String {
                 _ => d.leader.clone().unwrap_or_else(dash),
             };
             let left = match (&d.leader, d.lease_left_ms) {
-                (Some(_), Some(ms)) => lease_left(std::time::Duration::from_millis(ms)),
+                (Some(_), Some(ms)) => human(std::time::Duration::from_millis(ms)),
                 (Some(_), None) => "no expiry".to_owned(),
                 (None, _) => dash(),
             };

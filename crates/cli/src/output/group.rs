@@ -9,7 +9,7 @@ use leasehold_election::Fence;
 use leasehold_partitions::{GroupStatus, PartitionOwner, ReplicaState};
 use serde::Serialize;
 
-use super::{header, held_for, lease_left, millis, plural, since, state_name, table};
+use super::{header, human, millis, plural, since, state_name, table};
 
 /// `leasehold status --json`.
 #[derive(Debug, Serialize)]
@@ -80,6 +80,36 @@ pub struct ReplicaJson {
     /// Its share of the total weight (total × capacity / the capacities of the
     /// replicas taking part, summed); 0 if it does not take part (leaving, drained).
     pub share: f64,
+}
+
+/// `leasehold status --summary --json`: [`StatusJson`] without the partitions, with
+/// their count and how many are owned.
+#[derive(Debug, Serialize)]
+pub struct SummaryJson {
+    /// The group name.
+    pub group: String,
+    /// The key prefix it lives under.
+    pub prefix: String,
+    /// How many partitions the group has.
+    pub partition_count: usize,
+    /// Partitions a live session holds.
+    pub owned: usize,
+    /// Partitions with no lease right now.
+    pub unowned: usize,
+    /// Live replicas, sorted by id, as in [`StatusJson`].
+    pub replicas: Vec<ReplicaJson>,
+    /// How many replicas heartbeat in the group.
+    pub live_replicas: usize,
+    /// Most minus fewest partitions owned by a live replica.
+    pub spread: usize,
+    /// The version of the last versioned partition list applied (0: none).
+    pub list_version: u64,
+    /// Whether the group balances by weight.
+    pub weighted: bool,
+    /// The partitions' weights, summed.
+    pub total_weight: u64,
+    /// Every drained replica id, live or not, sorted.
+    pub drained: Vec<String>,
 }
 
 /// `leasehold owner --json`.
@@ -214,6 +244,25 @@ fn owned_times(p: &PartitionOwner) -> (Option<Duration>, Option<Duration>) {
     }
 }
 
+/// The live replicas of [`StatusJson`].
+fn replicas_json(status: &GroupStatus) -> Vec<ReplicaJson> {
+    rows(status)
+        .into_iter()
+        .map(|r| ReplicaJson {
+            settling: r.state == ReplicaState::Settling,
+            state: state_name(r.state),
+            replica: r.replica,
+            owned: r.owned,
+            drained: r.drained,
+            session_left_ms: r.session_left.map(millis),
+            instance: r.instance,
+            load: r.load,
+            capacity: r.capacity,
+            share: (r.share * 1000.0).round() / 1000.0,
+        })
+        .collect()
+}
+
 /// The JSON form of a group's status.
 pub fn status_json(prefix: &str, group: &str, status: &GroupStatus) -> StatusJson {
     StatusJson {
@@ -234,28 +283,86 @@ pub fn status_json(prefix: &str, group: &str, status: &GroupStatus) -> StatusJso
                 }
             })
             .collect(),
-        replicas: rows(status)
-            .into_iter()
-            .map(|r| ReplicaJson {
-                settling: r.state == ReplicaState::Settling,
-                state: state_name(r.state),
-                replica: r.replica,
-                owned: r.owned,
-                drained: r.drained,
-                session_left_ms: r.session_left.map(millis),
-                instance: r.instance,
-                load: r.load,
-                capacity: r.capacity,
-                share: (r.share * 1000.0).round() / 1000.0,
-            })
-            .collect(),
+        replicas: replicas_json(status),
         live_replicas: status.replicas.len(),
         unowned: unowned(status),
         spread: status.spread(),
         list_version: status.list_version,
         weighted: status.weighted,
         total_weight: status.total_weight,
-        drained: status.drained.clone(),
+        drained: sorted(&status.drained),
+    }
+}
+
+fn sorted(names: &[String]) -> Vec<String> {
+    let mut v = names.to_vec();
+    v.sort();
+    v
+}
+
+/// The JSON form of `status --summary`.
+pub fn summary_json(prefix: &str, group: &str, status: &GroupStatus) -> SummaryJson {
+    let unowned = unowned(status);
+    SummaryJson {
+        group: group.to_owned(),
+        prefix: prefix.to_owned(),
+        partition_count: status.partitions.len(),
+        owned: status.partitions.len() - unowned,
+        unowned,
+        replicas: replicas_json(status),
+        live_replicas: status.replicas.len(),
+        spread: status.spread(),
+        list_version: status.list_version,
+        weighted: status.weighted,
+        total_weight: status.total_weight,
+        drained: sorted(&status.drained),
+    }
+}
+
+/// `status --summary`, for groups too large to list: one line of counts, then one line
+/// per live replica (state, drained, partitions owned, load), sorted by id.
+pub fn summary_text(prefix: &str, group: &str, status: &GroupStatus) -> String {
+    let mut out = String::new();
+    let p = status.partitions.len();
+    let unowned = unowned(status);
+    let _ = writeln!(
+        out,
+        "group {group} (prefix {prefix}): {}, {} owned, {unowned} unowned; {}",
+        plural(p, "partition"),
+        p - unowned,
+        plural(status.replicas.len(), "live replica")
+    );
+    let mut rows = vec![header(&["REPLICA", "STATE", "DRAINED", "OWNED", "LOAD"])];
+    for r in self::rows(status) {
+        rows.push(vec![
+            r.replica,
+            state_name(r.state).to_owned(),
+            if r.drained { "yes" } else { "no" }.to_owned(),
+            r.owned.to_string(),
+            r.load.to_string(),
+        ]);
+    }
+    if rows.len() > 1 {
+        table(&mut out, &rows);
+    }
+    drained_not_live(&mut out, status);
+    out
+}
+
+/// The last line of `status` (and of its summary) naming every drained replica that is
+/// not live, if any.
+fn drained_not_live(out: &mut String, status: &GroupStatus) {
+    let live: Vec<&str> = status.replicas.iter().map(|(r, _)| r.as_str()).collect();
+    let away: Vec<String> = sorted(&status.drained)
+        .into_iter()
+        .filter(|r| !live.contains(&r.as_str()))
+        .collect();
+    if !away.is_empty() {
+        let _ = writeln!(
+            out,
+            "drained, not live (drained again when they return): {}",
+            away.join(", ")
+        );
     }
 }
 
@@ -290,7 +397,7 @@ pub fn status_text(prefix: &str, group: &str, status: &GroupStatus) -> String {
         let (left, held) = owned_times(p);
         let (owner, left) = match (&p.owner, left) {
             (None, _) => ("-".to_owned(), "-".to_owned()),
-            (Some(o), Some(d)) => (o.clone(), lease_left(d)),
+            (Some(o), Some(d)) => (o.clone(), human(d)),
             (Some(o), None) => (o.clone(), "no expiry".to_owned()),
         };
         let mut row = vec![
@@ -298,7 +405,7 @@ pub fn status_text(prefix: &str, group: &str, status: &GroupStatus) -> String {
             owner,
             fence_cell(p.fence),
             left,
-            cell(held, held_for),
+            cell(held, human),
         ];
         if weighted {
             row.push(p.weight.to_string());
@@ -328,7 +435,7 @@ pub fn status_text(prefix: &str, group: &str, status: &GroupStatus) -> String {
             ]);
         }
         row.extend([
-            cell(r.session_left, lease_left),
+            cell(r.session_left, human),
             r.instance.unwrap_or_else(|| "-".to_owned()),
         ]);
         table_rows.push(row);
@@ -346,20 +453,7 @@ pub fn status_text(prefix: &str, group: &str, status: &GroupStatus) -> String {
         let _ = write!(out, ", total weight: {}", status.total_weight);
     }
     out.push('\n');
-    let live: Vec<&str> = status.replicas.iter().map(|(r, _)| r.as_str()).collect();
-    let away: Vec<&str> = status
-        .drained
-        .iter()
-        .map(String::as_str)
-        .filter(|r| !live.contains(r))
-        .collect();
-    if !away.is_empty() {
-        let _ = writeln!(
-            out,
-            "drained, not live (drained again when they return): {}",
-            away.join(", ")
-        );
-    }
+    drained_not_live(&mut out, status);
     out
 }
 
@@ -406,10 +500,10 @@ pub fn owner_text(owner: &PartitionOwner, instance: Option<&str>, now: SystemTim
         line,
         ", fence {}, lease left {}",
         owner.fence,
-        left.map_or_else(|| "no expiry".to_owned(), lease_left)
+        left.map_or_else(|| "no expiry".to_owned(), human)
     );
     if let Some(d) = held {
-        let _ = write!(line, ", held for {} (since {})", held_for(d), since(now, d));
+        let _ = write!(line, ", held for {} (since {})", human(d), since(now, d));
     }
     if owner.weight != 1 {
         let _ = write!(line, ", weight {}", owner.weight);
@@ -508,6 +602,36 @@ live replicas: 3, unowned partitions: 2, spread: 2, list version: 3
 drained, not live (drained again when they return): z
 ";
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn the_summary_is_one_line_of_counts_and_one_per_replica() {
+        let mut status = group();
+        status.members[1].load = 2;
+        status.drained = vec!["z".into(), "b".into()];
+        let expected = "\
+group tenants (prefix leasehold): 5 partitions, 3 owned, 2 unowned; 3 live replicas
+REPLICA  STATE     DRAINED  OWNED  LOAD
+a        active    no       2      2
+b        draining  yes      1      0
+c        settling  no       0      0
+drained, not live (drained again when they return): z
+";
+        assert_eq!(summary_text("leasehold", "tenants", &status), expected);
+        let json = serde_json::to_value(summary_json("leasehold", "tenants", &status)).unwrap();
+        assert_eq!(json["partition_count"], 5);
+        assert_eq!((&json["owned"], &json["unowned"]), (&3.into(), &2.into()));
+        assert_eq!(json["replicas"][0]["replica"], "a");
+        assert_eq!(json["replicas"][0]["owned"], 2);
+        assert_eq!(json["spread"], 2);
+        assert_eq!(json["drained"], serde_json::json!(["b", "z"]));
+        assert!(json.get("partitions").is_none(), "{json}");
+        let mut empty = GroupStatus::default();
+        empty.partitions = vec![part("p0", None, 0, 0)];
+        assert_eq!(
+            summary_text("lh", "g", &empty),
+            "group g (prefix lh): 1 partition, 0 owned, 1 unowned; 0 live replicas\n"
+        );
     }
 
     #[test]

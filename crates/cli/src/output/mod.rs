@@ -20,7 +20,9 @@ pub use self::admin::{
     added_text, drain_text, grant_delay_unused, nobody_takes_over, removed_text, weight_text,
 };
 pub use self::duty::{ListJson, duty_entry, group_entry, leader_json, leader_text, list_text};
-pub use self::group::{owner_json, owner_text, partitions_json, status_json, status_text};
+pub use self::group::{
+    owner_json, owner_text, partitions_json, status_json, status_text, summary_json, summary_text,
+};
 pub use self::watch::changes;
 
 fn millis(d: Duration) -> u64 {
@@ -35,20 +37,13 @@ pub fn to_json<T: Serialize>(value: &T) -> String {
     s
 }
 
-/// A lease left, for people: `840ms`, `9.5s`.
-pub fn lease_left(d: Duration) -> String {
+/// A duration, for people (a lease left, how long something has been held): `840ms`
+/// below a second, `9.5s` below a minute, then whole seconds (`12m 5s`, `3h 2m 1s`).
+pub fn human(d: Duration) -> String {
     if d < Duration::from_secs(1) {
         format!("{}ms", d.as_millis())
-    } else {
+    } else if d < Duration::from_secs(60) {
         format!("{:.1}s", d.as_secs_f64())
-    }
-}
-
-/// How long something has been held, for people: as [`lease_left`] below a minute,
-/// then whole seconds (`12m 5s`, `3h 2m 1s`).
-pub fn held_for(d: Duration) -> String {
-    if d < Duration::from_secs(60) {
-        lease_left(d)
     } else {
         humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
     }
@@ -122,17 +117,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lease_left_switches_unit_at_one_second() {
-        assert_eq!(lease_left(Duration::from_millis(999)), "999ms");
-        assert_eq!(lease_left(Duration::from_millis(1_000)), "1.0s");
-        assert_eq!(lease_left(Duration::from_millis(12_345)), "12.3s");
+    fn durations_switch_unit_at_one_second() {
+        assert_eq!(human(Duration::from_millis(350)), "350ms");
+        assert_eq!(human(Duration::from_millis(999)), "999ms");
+        assert_eq!(human(Duration::from_millis(1_000)), "1.0s");
+        assert_eq!(human(Duration::from_millis(1_234)), "1.2s");
+        assert_eq!(human(Duration::from_millis(12_345)), "12.3s");
     }
 
     #[test]
-    fn held_for_counts_whole_seconds_past_a_minute() {
-        assert_eq!(held_for(Duration::from_millis(59_900)), "59.9s");
-        assert_eq!(held_for(Duration::from_millis(725_400)), "12m 5s");
-        assert_eq!(held_for(Duration::from_secs(3 * 3600 + 121)), "3h 2m 1s");
+    fn durations_count_whole_seconds_past_a_minute() {
+        assert_eq!(human(Duration::from_millis(59_900)), "59.9s");
+        assert_eq!(human(Duration::from_millis(125_400)), "2m 5s");
+        assert_eq!(human(Duration::from_millis(725_400)), "12m 5s");
+        assert_eq!(human(Duration::from_secs(3 * 3600 + 121)), "3h 2m 1s");
     }
 
     #[test]

@@ -46,6 +46,17 @@ pub enum Change {
         /// Whether it is drained now.
         drained: bool,
     },
+    /// A partition's weight was set.
+    Weight {
+        /// The partition.
+        partition: String,
+        /// Its weight before.
+        from: u64,
+        /// Its weight now.
+        to: u64,
+    },
+    /// The group started (`true`) or stopped balancing by weight.
+    Weighted(bool),
     /// A newer versioned partition list was applied to the group.
     ListVersion {
         /// The version before.
@@ -85,6 +96,13 @@ impl fmt::Display for Change {
                 "replica {replica} {}",
                 if *drained { "drained" } else { "undrained" }
             ),
+            Self::Weight {
+                partition,
+                from,
+                to,
+            } => write!(f, "partition {partition} weight {from} → {to}"),
+            Self::Weighted(true) => write!(f, "the group balances by weight now"),
+            Self::Weighted(false) => write!(f, "the group balances by partition count now"),
             Self::ListVersion { from, to } => write!(f, "list version {from} → {to}"),
         }
     }
@@ -102,7 +120,8 @@ fn members(s: &GroupStatus) -> HashMap<&str, &ReplicaStatus> {
 
 /// What changed from `old` to `new`, in this order: replicas that left; drains and
 /// state changes of the replicas live in both; the list version; partitions removed,
-/// then added; changes of owner (in partition order); replicas that joined. A renewal
+/// then added; weights set (in partition order), and whether the group balances by
+/// weight; changes of owner (in partition order); replicas that joined. A renewal
 /// changes nothing; a new term does, even for the same owner.
 pub fn changes(old: &GroupStatus, new: &GroupStatus) -> Vec<Change> {
     let (before, after) = (live(old), live(new));
@@ -156,15 +175,26 @@ pub fn changes(old: &GroupStatus, new: &GroupStatus) -> Vec<Change> {
             .map(|p| Change::Added(p.partition.clone())),
     );
 
-    let previous: HashMap<&str, (&Option<String>, Fence)> = old
+    let previous: HashMap<&str, (&Option<String>, Fence, u64)> = old
         .partitions
         .iter()
-        .map(|p| (p.partition.as_str(), (&p.owner, p.fence)))
+        .map(|p| (p.partition.as_str(), (&p.owner, p.fence, p.weight)))
         .collect();
+    out.extend(new.partitions.iter().filter_map(|p| {
+        let (_, _, from) = previous.get(p.partition.as_str())?;
+        (*from != p.weight).then(|| Change::Weight {
+            partition: p.partition.clone(),
+            from: *from,
+            to: p.weight,
+        })
+    }));
+    if old.weighted != new.weighted {
+        out.push(Change::Weighted(new.weighted));
+    }
     for p in &new.partitions {
         let (from, fence) = previous
             .get(p.partition.as_str())
-            .map_or((None, Fence(0)), |(o, f)| ((*o).clone(), *f));
+            .map_or((None, Fence(0)), |(o, f, _)| ((*o).clone(), *f));
         if from != p.owner || (p.owner.is_some() && fence != p.fence) {
             out.push(Change::Owner {
                 partition: p.partition.clone(),
@@ -263,6 +293,35 @@ mod tests {
                 "partition p5 added",
                 "partition p6 added",
                 "p6  (none) → c  fence 20",
+            ]
+        );
+    }
+
+    #[test]
+    fn weights_set_and_balancing_by_weight_are_changes() {
+        let old = group();
+        let mut new = group();
+        new.partitions[3].weight = 250;
+        new.partitions[1].weight = 2;
+        new.weighted = true;
+        new.total_weight = 256;
+        new.partitions.push(part("p5", None, 0, 0)); // added: no weight line
+        assert_eq!(
+            lines(&old, &new),
+            [
+                "partition p5 added",
+                "partition p1 weight 1 → 2",
+                "partition p3 weight 1 → 250",
+                "the group balances by weight now",
+            ]
+        );
+        assert_eq!(
+            lines(&new, &old),
+            [
+                "partition p5 removed",
+                "partition p1 weight 2 → 1",
+                "partition p3 weight 250 → 1",
+                "the group balances by partition count now",
             ]
         );
     }
