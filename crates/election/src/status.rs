@@ -78,6 +78,21 @@ impl TermEndReason {
         }
     }
 
+    /// Whether the term ended as someone asked (a shutdown, a hand-over, a drain, a
+    /// removal, a step-down, the duty returning): logged as information, where any
+    /// other end is a warning.
+    pub fn is_planned(&self) -> bool {
+        matches!(
+            self,
+            Self::Shutdown
+                | Self::DutyReturned
+                | Self::SteppedDown
+                | Self::Removed
+                | Self::HandedOff
+                | Self::Drained
+        )
+    }
+
     /// Whether someone else may hold the lease already, so the duty must stop at once.
     pub(crate) fn lease_may_be_lost(&self) -> bool {
         matches!(self, Self::RenewalRefused | Self::DeadlinePassed)

@@ -22,7 +22,7 @@ use metrics::{counter, gauge, histogram};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{Instrument, debug, info_span};
 
 use crate::config::ElectorConfig;
 use crate::error::StoreError;
@@ -33,6 +33,21 @@ use crate::leadership::Leadership;
 use crate::metrics as m;
 use crate::status::{Role, Status, TermEndReason};
 use crate::store::LeaseStore;
+
+/// Logs one term's or one call's detail at `level` for a duty of its own, and at debug
+/// for a partition's elector (one of many in a group, whose coordinator logs one line
+/// per group event with counts instead, so that neither an outage nor a cold start of
+/// 10,000 partitions prints a line for each).
+macro_rules! detail {
+    ($elector:expr, $level:ident, $($arg:tt)+) => {
+        if $elector.labels.in_group() {
+            ::tracing::debug!($($arg)+)
+        } else {
+            ::tracing::$level!($($arg)+)
+        }
+    };
+}
+pub(crate) use detail;
 
 /// The error a duty may return; it is logged, counted and reported in the status.
 pub type DutyError = Box<dyn std::error::Error + Send + Sync>;
@@ -233,6 +248,11 @@ struct Labels {
 }
 
 impl Labels {
+    /// Whether the elector is one of a partition group's.
+    fn in_group(&self) -> bool {
+        !self.group.is_empty()
+    }
+
     fn new(c: &ElectorConfig) -> Self {
         Self {
             duty: c.duty.clone(),
@@ -295,7 +315,7 @@ where
         }
         self.status.send_modify(|s| s.role = Role::Stopped);
         gauge!(m::IS_LEADER, &self.labels.pair()).set(0.0);
-        info!("elector stopped");
+        detail!(self, info, "elector stopped");
     }
 
     /// Why a shutdown ends the term: `Shutdown`, or what `stop_because` said.
@@ -330,7 +350,9 @@ where
         }
         histogram!(m::ELECTOR_STALL, &self.labels.pair()).record(late.as_secs_f64());
         self.status.send_modify(|s| s.stalls += 1);
-        warn!(
+        detail!(
+            self,
+            warn,
             late_ms = u64::try_from(late.as_millis()).unwrap_or(u64::MAX),
             timer = what,
             "the elector woke up late: its runtime was blocked (a task that does not \
@@ -343,7 +365,9 @@ where
         let regression = regressed || fence < highest;
         if regression {
             counter!(m::FENCE_REGRESSIONS, &self.labels.pair()).increment(1);
-            warn!(
+            detail!(
+                self,
+                warn,
                 fence = fence.0,
                 highest = highest.0,
                 "fence regression: the store's fence counter was behind a fence seen before \
@@ -371,7 +395,7 @@ where
             ("kind", e.kind().to_owned()),
         ];
         counter!(m::REDIS_ERRORS, &labels).increment(1);
-        warn!(op, error = %e, "redis call failed");
+        detail!(self, warn, op, error = %e, "redis call failed");
         self.status.send_modify(|s| s.last_error = Some(e));
     }
 

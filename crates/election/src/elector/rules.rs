@@ -155,20 +155,6 @@ pub(super) fn releases(reason: &TermEndReason) -> bool {
     !matches!(reason, TermEndReason::RenewalRefused)
 }
 
-/// Whether a term that ended for `reason` ended as planned (logged as information) or
-/// not (a warning).
-pub(super) fn planned(reason: &TermEndReason) -> bool {
-    matches!(
-        reason,
-        TermEndReason::Shutdown
-            | TermEndReason::DutyReturned
-            | TermEndReason::SteppedDown
-            | TermEndReason::Removed
-            | TermEndReason::HandedOff
-            | TermEndReason::Drained
-    )
-}
-
 /// A wake-up at least this much later than asked is reported as a stall: a tenth of
 /// the renew interval, at least 20 ms (less is scheduling noise on a busy machine).
 pub(super) fn stall_threshold(renew_interval: Duration) -> Duration {
@@ -338,10 +324,10 @@ mod tests {
 
     #[test]
     fn planned_ends_are_the_ones_someone_asked_for() {
-        assert!(planned(&TermEndReason::HandedOff));
-        assert!(planned(&TermEndReason::DutyReturned));
-        assert!(!planned(&TermEndReason::DeadlinePassed));
-        assert!(!planned(&TermEndReason::DutyPanicked("x".into())));
+        assert!(TermEndReason::HandedOff.is_planned());
+        assert!(TermEndReason::DutyReturned.is_planned());
+        assert!(!TermEndReason::DeadlinePassed.is_planned());
+        assert!(!TermEndReason::DutyPanicked("x".into()).is_planned());
     }
 
     #[test]

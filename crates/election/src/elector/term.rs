@@ -8,10 +8,10 @@ use metrics::{counter, gauge, histogram};
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{Instrument, info_span, warn};
 
-use super::rules;
 use super::{DutyResult, Runner};
+use super::{detail, rules};
 use crate::error::StoreError;
 use crate::fence::Fence;
 use crate::leadership::Leadership;
@@ -65,7 +65,7 @@ where
             s.role = Role::Leader { fence, since };
             s.last_error = None;
         });
-        info!(fence = fence.0, "became leader");
+        detail!(self, info, fence = fence.0, "became leader");
 
         let mut next_renew = rules::first_renew(sent, validity, cfg, self.grid, Instant::now());
         let mut duty_done = false;
@@ -187,10 +187,11 @@ where
             }
         };
         counter!(m::TERMS_ENDED, &self.labels.with("reason", reason.label())).increment(1);
-        if rules::planned(&reason) {
-            info!(fence = fence.0, %reason, released, "stepped down");
+        // A partition's end is summed up by its group's coordinator.
+        if reason.is_planned() {
+            detail!(self, info, fence = fence.0, %reason, released, "stepped down");
         } else {
-            warn!(fence = fence.0, %reason, released, "stepped down");
+            detail!(self, warn, fence = fence.0, %reason, released, "stepped down");
         }
         let end = TermEnd {
             fence,
