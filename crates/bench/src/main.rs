@@ -49,7 +49,7 @@
 //! ```text
 //! leasehold-bench failover --lease-ms 1000 --runs 10 [--topology T | --redis-url URL]
 //! leasehold-bench handover --lease-ms 1000 --runs 10 [--topology T | --redis-url URL]
-//! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--topology T]
+//! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--runs R] [--topology T]
 //! leasehold-bench load --partitions 1000[,10000...] --replicas 4 --lease-ms 1000 --seconds 10 [--runs R] [--topology T]
 //! leasehold-bench rolling --partitions 64 --replicas 4 --lease-ms 2000 [--sticky] [--add-partitions K]
 //! leasehold-bench chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 60 --seed 42
@@ -186,6 +186,11 @@ pub struct RebalanceArgs {
     /// has capacity 1).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub capacities: Option<Vec<u32>>,
+    /// Runs of the whole scenario, each on a fresh group: one report line per run,
+    /// then a last line with the last run's report and `over_runs` {min, median, max}
+    /// of its times and moves.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub runs: u64,
     /// The Redis set-up.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -475,7 +480,7 @@ async fn dispatch(command: Command) -> Result<(), BoxError> {
                 .into()),
             }
         }
-        Command::Rebalance(args) => print_last(&rebalance::run(&args).await?),
+        Command::Rebalance(args) => rebalance::run_all(&args).await,
         Command::Add(args) => print_last(&add::run(&args).await?),
         Command::Load(args) => load::run(&args).await,
         Command::Rolling(args) => print_last(&rolling::run(&args).await?),

@@ -97,6 +97,21 @@ fn secs(ms: f64) -> String {
     format!("{:.2} s", ms / 1000.0)
 }
 
+/// A time in seconds from a report: with several runs (`over_runs.<key>`), the median
+/// and the range, else the one run's `single`.
+fn secs_over(v: &Value, key: &str, single: &Value) -> String {
+    let o = &v["over_runs"];
+    match (o["runs"].as_u64(), o[key].get("median")) {
+        (Some(runs), Some(median)) => format!(
+            "median {} ({}–{} over {runs} runs)",
+            secs(num(median)),
+            secs(num(&o[key]["min"])),
+            secs(num(&o[key]["max"])),
+        ),
+        _ => secs(num(single)),
+    }
+}
+
 fn get<'a>(benches: &'a BTreeMap<String, Bench>, name: &str) -> Result<&'a Bench, BoxError> {
     benches
         .get(name)
@@ -301,12 +316,12 @@ fn chaos_summary(c: &Bench) -> Result<String, BoxError> {
         .unwrap_or(0);
     Ok(format!(
         "A seeded chaos run (`{}`, {}) accepted {} fenced writes through {faults} faults, \
-         the fence refused {} stale writes, and the check found **{} violations** \
+         the fence refused {}, and the check found **{} violations** \
          ([docs/guarantees.md](docs/guarantees.md#the-chaos-run-zero-stale-writes-under-faults)).\n",
         c.command,
         c.date,
         thousands(r["writes_accepted"].as_u64().unwrap_or(0)),
-        r["stale_rejected"],
+        count(r["stale_rejected"].as_u64().unwrap_or(0), "stale write"),
         r["violations"],
     ))
 }
@@ -452,19 +467,24 @@ fn rebalance(r: &Bench) -> Result<String, BoxError> {
          | cold start of {p} partitions on {n} replicas (settle = one lease, then claims) | all owned and balanced after {cold_all}, **{handoffs} hand-offs** |\n\
          | SIGKILL of one replica | all owned again **{kill_all}** after the kill; its session expired {expiry} after it (overshoot {over} ms); bound lease + renew interval = {bound} |\n\
          | a replica joins | balanced after {join_ms} (it joins a served group without settling; hand-offs wait two ticks), **{moved} partitions moved**: exactly its share |\n\
-         \nFrom {src}; final spread {spread}.\n",
+         \nFrom {src}; final spread {spread}{runs}.\n",
         p = v["partitions"],
         n = v["replicas"],
         cold_all = secs(num(&cold["all_owned_ms"])),
         handoffs = cold["handoffs"],
-        kill_all = secs(num(&kill["all_owned_ms"])),
+        kill_all = secs_over(v, "kill_all_owned_ms", &kill["all_owned_ms"]),
         expiry = secs(num(&kill["expiry_ms"])),
         over = fig(num(&kill["overshoot_ms"])),
         bound = secs(lease * 4.0 / 3.0),
-        join_ms = secs(num(&join["balanced_ms"])),
+        join_ms = secs_over(v, "join_balanced_ms", &join["balanced_ms"]),
         moved = join["moved"],
         src = r.source(),
         spread = v["spread"],
+        runs = if v["over_runs"]["runs"].is_u64() {
+            " (the last run's; the medians and ranges over every run)"
+        } else {
+            ""
+        },
     ))
 }
 
@@ -595,7 +615,7 @@ fn chaos(c: &Bench) -> Result<String, BoxError> {
          | availability (fraction of time a partition had an owner writing): min / median | {} % / {} % |\n\
          | longest gap in a partition's ledger | {} ms |\n",
         thousands(r["writes_accepted"].as_u64().unwrap_or(0)),
-        r["stale_rejected"],
+        count(r["stale_rejected"].as_u64().unwrap_or(0), "stale write"),
         r["violations"],
         r["spread"],
         fig(num(&r["availability"]["min"]) * 100.0),
@@ -637,29 +657,29 @@ fn readme(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
     let zipf_count = get(b, "rebalance-zipf-count")?.last();
     let cmd = |n: &str| get(b, n).map(|x| x.command.clone());
     Ok(format!(
-        "| what | command | result | original Python design |\n|---|---|---|---|\n\
-         | take-over after SIGKILL, past the real lease expiry | `{}` | median {} ms late | up to one poll interval (333 ms) |\n\
-         | graceful hand-over (SIGTERM → follower leads) | `{}` | median {} ms | ~190 ms |\n\
-         | a duty blocking its 2-worker runtime for 2.5 leases | `{}` | default elector, every worker blocked: lease lost, the duty sees its term over on resuming; `spawn_dedicated`: lease kept, no successor | — |\n\
-         | 64 partitions / 4 replicas: a killed replica's partitions owned again | `{}` | {} (lease 2 s; its session expired at {}) | about one lease |\n\
-         | … a joiner: balanced, partitions moved | same | {}, {} moved (its share) | joiner may starve |\n\
-         | 10,000 partitions / 10 replicas: cold start → all owned, a kill → owned again | `{}` | {}; {} after the kill | — |\n\
-         | steady Redis load, 1,000 partitions on 4 replicas | `{}` | {} requests/s, {} % of a core | 5,300 requests/s |\n\
-         | … 10,000 partitions on 10 replicas (10 cold starts) | `{}` | {} % of a core, {}× that of 1,000; all owned ≤ {} | — |\n\
-         | … 100,000 partitions on 10 replicas | `{}` | {} % of a core; all owned after {} (lease 10 s) | — |\n\
-         | rolling restart of 4 replicas (64 partitions): longest a partition went unowned | `{}` | {} ms, {} moved; with `--sticky`: {} moved | — |\n\
-         | … a deploy adding 8 partitions | `{}` | {} refused; {} of {} partitions owned at the end; spread {} | — |\n\
-         | a partition added at runtime: owned after | `{}` | median {} ms (renew interval {} ms) | — |\n\
-         | Zipf-sized tenants on 4 replicas: largest load / its share | `{}` | {} balanced by weight, {} by count | — |\n",
+        "| what | command | result |\n|---|---|---|\n\
+         | take-over after SIGKILL, past the real lease expiry | `{}` | median {} ms late |\n\
+         | graceful hand-over (SIGTERM → follower leads) | `{}` | median {} ms |\n\
+         | a duty blocking its 2-worker runtime for 2.5 leases | `{}` | default elector, every worker blocked: lease lost, the duty sees its term over on resuming; `spawn_dedicated`: lease kept, no successor |\n\
+         | 64 partitions / 4 replicas: a killed replica's partitions owned again | `{}` | {} (lease 2 s; its session expired at {}) |\n\
+         | … a joiner: balanced, partitions moved | same | {}, {} moved (its share) |\n\
+         | 10,000 partitions / 10 replicas: cold start → all owned, a kill → owned again | `{}` | {}; {} after the kill |\n\
+         | steady Redis load, 1,000 partitions on 4 replicas | `{}` | {} requests/s, {} % of a core |\n\
+         | … 10,000 partitions on 10 replicas (10 cold starts) | `{}` | {} % of a core, {}× that of 1,000; all owned ≤ {} |\n\
+         | … 100,000 partitions on 10 replicas | `{}` | {} % of a core; all owned after {} (lease 10 s) |\n\
+         | rolling restart of 4 replicas (64 partitions): longest a partition went unowned | `{}` | {} ms, {} moved; with `--sticky`: {} moved |\n\
+         | … a deploy adding 8 partitions | `{}` | {} refused; {} of {} partitions owned at the end; spread {} |\n\
+         | a partition added at runtime: owned after | `{}` | median {} ms (renew interval {} ms) |\n\
+         | Zipf-sized tenants on 4 replicas: largest load / its share | `{}` | {} balanced by weight, {} by count |\n",
         cmd("failover")?,
         fig(num(&f["overshoot_ms"]["median"])),
         cmd("handover")?,
         fig(num(&h["handover_ms"]["median"])),
         cmd("stall")?,
         cmd("rebalance-64")?,
-        secs(num(&r64["kill"]["all_owned_ms"])),
+        secs_over(r64, "kill_all_owned_ms", &r64["kill"]["all_owned_ms"]),
         secs(num(&r64["kill"]["expiry_ms"])),
-        secs(num(&r64["join"]["balanced_ms"])),
+        secs_over(r64, "join_balanced_ms", &r64["join"]["balanced_ms"]),
         r64["join"]["moved"],
         cmd("rebalance-10k")?,
         secs(num(&r10k["cold_start"]["all_owned_ms"])),
@@ -745,6 +765,15 @@ pub fn run(root: &Path, files: &[PathBuf], write: bool) -> Result<Vec<PathBuf>, 
         }
     }
     Ok(stale)
+}
+
+/// `n` and `what`, plural unless `n` is 1: "1 stale write", "10 stale writes".
+fn count(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{} {what}s", thousands(n))
+    }
 }
 
 #[cfg(test)]

@@ -46,9 +46,11 @@ impl Target {
     /// [`Error::BadArg`] if the group name breaks the naming rules.
     pub fn admin(&self, store: &RedisStore, group: &str) -> Result<GroupAdmin<RedisStore>, Error> {
         check_name("--group", "group", group)?;
-        GroupAdmin::new(store.clone(), &self.prefix, group).map_err(|error| Error::Group {
-            group: group.to_owned(),
-            error,
-        })
+        GroupAdmin::new(store.clone(), group)
+            .and_then(|admin| admin.with_key_prefix(&self.prefix))
+            .map_err(|error| Error::Group {
+                group: group.to_owned(),
+                error,
+            })
     }
 }

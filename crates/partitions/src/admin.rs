@@ -3,8 +3,8 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use leasehold_election::StoreError;
 use leasehold_election::ext::validate_name;
+use leasehold_election::{DEFAULT_KEY_PREFIX, StoreError};
 use rand::RngExt;
 
 use crate::error::PartitionsError;
@@ -44,7 +44,7 @@ fn request_id() -> String {
 ///
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let store = RedisStore::connect("redis://127.0.0.1:6379/")?;
-/// let admin = GroupAdmin::new(store, "leasehold", "tenants")?;
+/// let admin = GroupAdmin::new(store, "tenants")?;
 /// admin.add(["tenant-33"]).await?;
 /// admin.remove(["tenant-7"]).await?;
 /// println!("{:?}", admin.owner("tenant-33").await?.owner);
@@ -84,17 +84,35 @@ fn never_stale() -> PartitionsError {
 }
 
 impl<B: GroupStore> GroupAdmin<B> {
-    /// The admin of `group` under key prefix `prefix`.
+    /// The admin of `group`, under the default key prefix (`leasehold`, as the
+    /// replicas' [`GroupConfigBuilder::key_prefix`](crate::GroupConfigBuilder::key_prefix)
+    /// unless they set one: then [`GroupAdmin::with_key_prefix`]).
     ///
     /// # Errors
-    /// [`PartitionsError::Config`] if a name breaks the naming rules.
-    pub fn new(store: B, prefix: &str, group: &str) -> Result<Self, PartitionsError> {
-        validate_name("key prefix", prefix)?;
+    /// [`PartitionsError::Config`] if the name breaks the naming rules.
+    pub fn new(store: B, group: &str) -> Result<Self, PartitionsError> {
         validate_name("group name", group)?;
         Ok(Self {
             store,
-            keys: GroupKeys::new(prefix, group),
+            keys: GroupKeys::new(DEFAULT_KEY_PREFIX, group),
         })
+    }
+
+    /// The same group under key prefix `prefix` (the replicas'
+    /// [`GroupConfigBuilder::key_prefix`](crate::GroupConfigBuilder::key_prefix)).
+    ///
+    /// ```
+    /// # use leasehold_partitions::{GroupAdmin, MemoryGroupStore};
+    /// let admin = GroupAdmin::new(MemoryGroupStore::new(), "tenants")?.with_key_prefix("billing")?;
+    /// # Ok::<(), leasehold_partitions::PartitionsError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`PartitionsError::Config`] if the prefix breaks the naming rules.
+    pub fn with_key_prefix(self, prefix: &str) -> Result<Self, PartitionsError> {
+        validate_name("key prefix", prefix)?;
+        let keys = GroupKeys::new(prefix, &self.keys.group);
+        Ok(Self { keys, ..self })
     }
 
     /// Adds partitions to the group; returns how many were added. More than 250 names

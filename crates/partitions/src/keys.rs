@@ -31,7 +31,8 @@ pub struct GroupKeys {
     /// `sver` (bumped by every change to the set, its weights and drains), `lease` (the
     /// creator's, ms), `fmax` (the highest fence issued), `rcount` (while a restore is
     /// under way: how many partitions the restored set has); once a weight was set,
-    /// `weighted` (1), `total` (the weights summed) and `wver` (bumped by every weight
+    /// `weighted` (1) and `total` (the weights summed) until every weight is 1 again
+    /// (then both are deleted, with `loads`), and `wver` (bumped by every weight
     /// change).
     pub meta: String,
     /// Sorted set: partition → its position (order of addition). The partition set:

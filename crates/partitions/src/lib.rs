@@ -63,4 +63,4 @@ pub use self::store::memory::MemoryGroupStore;
 #[doc(hidden)]
 pub use self::store::redis::script_hashes;
 pub use self::store::{GroupStatus, GroupStore, PartitionOwner, ReplicaState, ReplicaStatus};
-pub use self::view::GroupView;
+pub use self::view::{GroupView, ListDifference};

@@ -23,6 +23,10 @@ pub struct GroupView {
     pub settling: bool,
     /// Whether the first group tick has succeeded.
     pub joined: bool,
+    /// The group grants nothing before this instant, as of the last tick: a group just
+    /// created (or whose Redis restarted without its data) waits out one lease, because
+    /// leases granted before may still be held. `None` when it grants now.
+    pub grants_from: Option<tokio::time::Instant>,
     /// The last error (a Redis failure, or a conflict that stops this replica from
     /// claiming: a duplicate replica id).
     pub error: Option<PartitionsError>,
@@ -33,9 +37,14 @@ pub struct GroupView {
     /// An operator drained this replica: it hands everything over and claims nothing
     /// until undrained.
     pub drained: bool,
-    /// This replica's versioned partition list differs from the group's at the same
-    /// version (the group's is followed; see `GroupConfigBuilder::list_version`).
+    /// This replica's configured partition list differs from the group's set, versioned
+    /// or not: the group's is followed (see `GroupConfigBuilder::list_version`, and
+    /// `list_difference` for which partitions differ).
     pub list_differs: bool,
+    /// Which partitions differ between this replica's configured list and the group's
+    /// set, as of the last complete read of the set (`None` while they agree, before
+    /// the first read, and while this replica applies its newer versioned list).
+    pub list_difference: Option<ListDifference>,
     /// The group balances by weight: a partition has a weight, or the replicas'
     /// capacities differ. `cap` and `floor` are then 0: see `share`.
     pub weighted: bool,
@@ -44,13 +53,70 @@ pub struct GroupView {
     pub load: u64,
     /// This replica's capacity (`GroupConfigBuilder::capacity`).
     pub capacity: u32,
-    /// In a weighted group: this replica's share of the total weight (total × its
-    /// capacity / the capacities summed). Its load stays within share ± the largest
-    /// weight.
+    /// In a weighted group: the share this replica balances to: the total weight × its
+    /// capacity / the capacities summed, unless some replicas hold a single partition
+    /// heavier than their share (isolated): an isolated replica's share is that
+    /// partition's weight, and the others share the rest in proportion to their
+    /// capacities. Its load stays within share ± the largest weight the non-isolated
+    /// replicas hold.
     pub share: Option<f64>,
     /// The life and set version of this replica's copy of the group's set (kept to
     /// restore the group if Redis loses it), once it has read one. For Leasehold's own
     /// simulations.
     #[doc(hidden)]
     pub set_copy: Option<(String, u64)>,
+}
+
+/// How a replica's configured partition list differs from its group's set (the
+/// group's is followed: the configured list only seeds a new group, or is applied
+/// when its version is newer).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ListDifference {
+    /// Partitions in this replica's list and not in the group's set.
+    pub only_here: usize,
+    /// Partitions in the group's set and not in this replica's list.
+    pub only_in_group: usize,
+    /// A few of `only_here`, in order.
+    pub only_here_sample: Vec<String>,
+    /// A few of `only_in_group`, in order.
+    pub only_in_group_sample: Vec<String>,
+    /// This replica's list version (0: unversioned).
+    pub configured_version: u64,
+    /// The group's list version.
+    pub group_version: u64,
+}
+
+impl ListDifference {
+    /// How many names of each side a difference keeps.
+    pub const SAMPLE: usize = 3;
+}
+
+impl std::fmt::Display for ListDifference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let side = |f: &mut std::fmt::Formatter<'_>, n: usize, sample: &[String], place: &str| {
+            write!(f, "{n} only {place}")?;
+            if n > 0 {
+                write!(f, " ({}", sample.join(", "))?;
+                if n > sample.len() {
+                    write!(f, ", ...")?;
+                }
+                write!(f, ")")?;
+            }
+            Ok(())
+        };
+        side(
+            f,
+            self.only_in_group,
+            &self.only_in_group_sample,
+            "in the group's set",
+        )?;
+        write!(f, ", ")?;
+        side(
+            f,
+            self.only_here,
+            &self.only_here_sample,
+            "in this replica's list",
+        )
+    }
 }

@@ -24,7 +24,7 @@ fn store(url: &str) -> RedisStore {
 }
 
 fn admin(redis: &RedisServer) -> GroupAdmin<RedisStore> {
-    GroupAdmin::new(store(&redis.url()), "leasehold", "g").unwrap()
+    GroupAdmin::new(store(&redis.url()), "g").unwrap()
 }
 
 async fn listed(admin: &GroupAdmin<RedisStore>) -> Vec<String> {

@@ -23,7 +23,7 @@ fn store(url: &str) -> RedisStore {
 }
 
 fn admin(redis: &RedisServer) -> GroupAdmin<RedisStore> {
-    GroupAdmin::new(store(&redis.url()), "leasehold", "g").unwrap()
+    GroupAdmin::new(store(&redis.url()), "g").unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,7 +65,7 @@ async fn a_callback_learns_whether_its_term_was_moved_or_lost() {
     let mut fleet = Fleet::new(store(&redis.url()), 8, LEASE);
     fleet.start("a");
     fleet.converge(LIMIT).await;
-    let admin = GroupAdmin::new(store(&redis.url()), "leasehold", "g").unwrap();
+    let admin = GroupAdmin::new(store(&redis.url()), "g").unwrap();
 
     // A joiner: a hands half over.
     let mark = Instant::now();

@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use leasehold_election::RedisStore;
-use leasehold_partitions::{GroupAdmin, PartitionsError, ReplicaState};
+use leasehold_partitions::{GroupAdmin, GroupConfig, PartitionsError, ReplicaState};
 use leasehold_testkit::RedisServer;
 use support::Fleet;
 use tokio::time::{Instant, sleep};
@@ -25,7 +25,7 @@ fn store(redis: &RedisServer) -> RedisStore {
 }
 
 fn admin(redis: &RedisServer) -> GroupAdmin<RedisStore> {
-    GroupAdmin::new(store(redis), "leasehold", "g").unwrap()
+    GroupAdmin::new(store(redis), "g").unwrap()
 }
 
 /// Waits until `done` holds, checking every 5 ms; how long it took.
@@ -178,14 +178,14 @@ async fn bad_input_is_a_typed_error_and_changes_nothing() {
         admin.drain("nobody").await,
         Err(PartitionsError::UnknownReplica(r)) if r == "nobody"
     ));
-    let unknown = GroupAdmin::new(store(&redis), "leasehold", "no-such-group").unwrap();
+    let unknown = GroupAdmin::new(store(&redis), "no-such-group").unwrap();
     assert!(matches!(
         unknown.list().await,
         Err(PartitionsError::UnknownGroup(g)) if g == "no-such-group"
     ));
     assert!(unknown.status().await.unwrap().is_none());
     assert!(matches!(
-        GroupAdmin::new(store(&redis), "leasehold", "{g}"),
+        GroupAdmin::new(store(&redis), "{g}"),
         Err(PartitionsError::Config(_))
     ));
 
@@ -427,5 +427,45 @@ async fn overlapping_deploys_of_two_list_versions_end_with_the_newer_list() {
         fleet.replicas.values().all(|h| h.view().error.is_none()),
         "nobody is refused"
     );
+    fleet.ledger.assert_no_double_ownership();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_configured_with_another_list_says_so_and_serves_the_groups_set() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 0, LEASE);
+    fleet.partitions = (1..=32).map(|i| format!("tenant-{i:02}")).collect();
+    fleet.start("a");
+    fleet.converge(LIMIT).await;
+    let a = &fleet.replicas["a"];
+    assert!(!a.view().list_differs);
+    assert_eq!(a.view().list_difference, None);
+
+    // A newcomer's replica, with the README's list under the same group name.
+    let other: Vec<String> = (0..8).map(|i| format!("p{i:04}")).collect();
+    let config = GroupConfig::builder("g", other, "b")
+        .lease(LEASE)
+        .build()
+        .unwrap();
+    fleet.start_with(config);
+    let b = fleet.replicas["b"].subscribe();
+    until(LIMIT, "b reports its list differs", || {
+        b.borrow().list_differs
+    })
+    .await;
+    fleet.converge(LIMIT).await;
+    let view = fleet.replicas["b"].view();
+    let d = view.list_difference.expect("which partitions differ");
+    assert_eq!((d.only_in_group, d.only_here), (32, 8));
+    assert_eq!(d.only_here_sample, ["p0000", "p0001", "p0002"]);
+    assert_eq!(
+        d.only_in_group_sample,
+        ["tenant-01", "tenant-02", "tenant-03"]
+    );
+    // It serves the group's set, as documented.
+    assert!(view.owned.iter().all(|p| p.starts_with("tenant-")));
+    assert_eq!(view.partitions, 32);
+    // The replica whose list is the group's still says nothing.
+    assert!(!fleet.replicas["a"].view().list_differs);
     fleet.ledger.assert_no_double_ownership();
 }

@@ -70,7 +70,7 @@ async fn every_move_is_counted_with_its_cause() {
         .call_timeout(Duration::from_millis(300))
         .build()
         .unwrap();
-    let admin = GroupAdmin::new(store.clone(), "leasehold", "g").unwrap();
+    let admin = GroupAdmin::new(store.clone(), "g").unwrap();
     let mut fleet = Fleet::new(store, 12, LEASE);
     fleet.start_all(&["a", "b"]);
     fleet.converge(LIMIT).await;

@@ -30,7 +30,7 @@ async fn changes_whose_reply_is_cut_report_what_they_did() {
     let mut fleet = Fleet::new(store(&redis.url()), 6, LEASE);
     fleet.start_all(&["a", "b"]);
     fleet.converge(LIMIT).await;
-    let admin = GroupAdmin::new(store(&proxy.url()), "leasehold", "g").unwrap();
+    let admin = GroupAdmin::new(store(&proxy.url()), "g").unwrap();
     assert!(admin.exists().await.unwrap(), "the connection is open");
 
     proxy.cut_replies(1);
@@ -79,7 +79,7 @@ async fn a_claim_whose_reply_is_cut_gets_the_same_answer_again() {
     fleet.converge(LIMIT).await;
     let terms = fleet.ledger.terms();
     assert_eq!(terms.len(), 24, "one term per partition: {terms:#?}");
-    let admin = GroupAdmin::new(store(&redis.url()), "leasehold", "g").unwrap();
+    let admin = GroupAdmin::new(store(&redis.url()), "g").unwrap();
     let status = admin.status().await.unwrap().unwrap();
     let held = status
         .members

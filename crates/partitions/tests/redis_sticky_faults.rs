@@ -28,7 +28,7 @@ fn store(url: &str) -> RedisStore {
 }
 
 fn admin(redis: &RedisServer) -> GroupAdmin<RedisStore> {
-    GroupAdmin::new(store(&redis.url()), "leasehold", "g").unwrap()
+    GroupAdmin::new(store(&redis.url()), "g").unwrap()
 }
 
 fn sticky(fleet: &Fleet<RedisStore>, replica: &str) -> GroupConfig {

@@ -39,7 +39,7 @@ async fn weighted_group(
 ) -> (Fleet<RedisStore>, GroupAdmin<RedisStore>) {
     let fleet = Fleet::new(store(redis), weights.len(), LEASE);
     fleet.create_group().await;
-    let admin = GroupAdmin::new(store(redis), "leasehold", "g").unwrap();
+    let admin = GroupAdmin::new(store(redis), "g").unwrap();
     for (p, w) in fleet.partitions.iter().zip(weights) {
         admin.set_weight(p, *w).await.unwrap();
     }
@@ -197,7 +197,7 @@ async fn capacities_one_one_two_two_take_shares_in_proportion() {
         let config = fleet.builder(r).capacity(c).build().unwrap();
         fleet.start_with(config);
     }
-    let admin = GroupAdmin::new(store(&redis), "leasehold", "g").unwrap();
+    let admin = GroupAdmin::new(store(&redis), "g").unwrap();
     let loads = settled(&admin, &fleet).await;
     // Unweighted: a load is a count; shares 10, 10, 20, 20 (± 1).
     for (r, want) in [("a", 10), ("b", 10), ("c", 20), ("d", 20)] {
@@ -253,5 +253,153 @@ async fn a_crashed_replicas_load_is_taken_within_the_bounds() {
     let loads = settled(&admin, &fleet).await;
     assert_eq!(loads.len(), 2, "{loads:?}");
     assert!(start.elapsed() < LIMIT);
+    fleet.ledger.assert_no_double_ownership();
+}
+
+/// Partitions and load per replica taking part, counted from the partitions.
+fn placement(status: &GroupStatus) -> BTreeMap<String, (usize, u64)> {
+    let mut out: BTreeMap<String, (usize, u64)> = status
+        .members
+        .iter()
+        .filter(|m| !m.drained)
+        .map(|m| (m.replica.clone(), (0, 0)))
+        .collect();
+    for p in &status.partitions {
+        if let Some(o) = &p.owner {
+            let e = out.entry(o.clone()).or_default();
+            e.0 += 1;
+            e.1 += p.weight;
+        }
+    }
+    out
+}
+
+/// The case: 34 tenants on 3 replicas, c drained, one tenant's weight set to
+/// 250, c undrained. The heavy tenant ends up alone on one replica (nothing else fits
+/// beside it within its share), and the other 33 are split between the other two
+/// within one partition: c does not stay empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heavy_tenant_alone_on_one_replica_leaves_the_other_33_to_the_other_two() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 34, LEASE);
+    fleet.create_group().await;
+    let admin = GroupAdmin::new(store(&redis), "g").unwrap();
+    fleet.start_all(&["a", "b", "c"]);
+    settled(&admin, &fleet).await;
+    admin.drain("c").await.unwrap();
+    settled(&admin, &fleet).await;
+    assert_eq!(admin.set_weight("p00002", 250).await.unwrap(), 1);
+    settled(&admin, &fleet).await;
+    admin.undrain("c").await.unwrap();
+    let start = Instant::now();
+    let ok = |p: &BTreeMap<String, (usize, u64)>| {
+        let heavy = p.values().filter(|(n, l)| *n == 1 && *l == 250).count() == 1;
+        let rest: Vec<usize> = p
+            .values()
+            .filter(|(_, l)| *l != 250)
+            .map(|(n, _)| *n)
+            .collect();
+        heavy
+            && rest.len() == 2
+            && rest.iter().sum::<usize>() == 33
+            && rest[0].abs_diff(rest[1]) <= 1
+    };
+    let placed = loop {
+        let loads = settled(&admin, &fleet).await;
+        let status = admin.status().await.unwrap().unwrap();
+        let placed = placement(&status);
+        // Settled and quiet: this is where the group stays.
+        if ok(&placed) || start.elapsed() > LEASE * 20 {
+            assert_eq!(loads.values().sum::<u64>(), 283);
+            break placed;
+        }
+        sleep(LEASE).await;
+    };
+    assert!(
+        ok(&placed),
+        "the heavy tenant alone, the other 33 split within one: {placed:?}"
+    );
+    let heavy = admin.owner("p00002").await.unwrap().owner.unwrap();
+    for (r, h) in &fleet.replicas {
+        let share = h.view().share.unwrap();
+        if *r == heavy {
+            assert!((share - 250.0).abs() < 1e-9, "{r}: share {share}");
+        } else {
+            assert!((share - 16.5).abs() < 1e-9, "{r}: share {share}");
+        }
+    }
+    // Stable: nothing moves any more.
+    let terms = fleet.ledger.terms().len();
+    sleep(LEASE * 3).await;
+    assert_eq!(
+        fleet.ledger.terms().len(),
+        terms,
+        "something moved at steady state"
+    );
+    fleet.ledger.assert_no_double_ownership();
+}
+
+/// Weights set back to 1 everywhere: the group is unweighted again (status and every
+/// replica's view say so, loads are counts, the count rule's cap and floor apply);
+/// a weight set once more makes it weighted again, with loads counted afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_set_back_to_one_make_the_group_unweighted_again() {
+    let redis = RedisServer::start();
+    let mut weights = vec![1; 12];
+    weights[0] = 5;
+    weights[1] = 3;
+    let (mut fleet, admin) = weighted_group(&redis, &weights).await;
+    fleet.start_all(&["a", "b", "c"]);
+    settled(&admin, &fleet).await;
+    assert!(admin.status().await.unwrap().unwrap().weighted);
+    assert_eq!(admin.set_weight("p00000", 1).await.unwrap(), 5);
+    let status = admin.status().await.unwrap().unwrap();
+    assert!(status.weighted, "p00001 still weighs 3");
+    assert_eq!(status.total_weight, 14);
+    assert_eq!(admin.set_weight("p00001", 1).await.unwrap(), 3);
+    let status = admin.status().await.unwrap().unwrap();
+    assert!(!status.weighted, "every weight is 1 again");
+    assert_eq!(status.total_weight, 12);
+    let start = Instant::now();
+    loop {
+        let status = admin.status().await.unwrap().unwrap();
+        let counts = status.owned_counts();
+        let views = fleet
+            .replicas
+            .values()
+            .map(|h| h.view())
+            .collect::<Vec<_>>();
+        let unweighted = views
+            .iter()
+            .all(|v| !v.weighted && v.share.is_none() && v.cap == 4 && v.floor == 4);
+        let balanced = counts.len() == 3 && counts.iter().all(|(_, n)| *n == 4);
+        let loads_are_counts = status.members.iter().all(|m| {
+            let n = counts
+                .iter()
+                .find(|(r, _)| *r == m.replica)
+                .map_or(0, |(_, n)| *n);
+            m.load == n as u64
+        });
+        if unweighted && balanced && loads_are_counts {
+            break;
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "not unweighted and balanced by count: {counts:?}, views {:?}",
+            views
+                .iter()
+                .map(|v| (v.weighted, v.cap, v.floor, v.share, v.load))
+                .collect::<Vec<_>>()
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+    // Weighted again: the loads Redis keeps are counted afresh and match.
+    assert_eq!(admin.set_weight("p00002", 2).await.unwrap(), 1);
+    let status = admin.status().await.unwrap().unwrap();
+    assert!(status.weighted);
+    assert_eq!(status.total_weight, 13);
+    let loads = settled(&admin, &fleet).await;
+    assert_eq!(loads.values().sum::<u64>(), 13);
+    assert!(fleet.replicas.values().all(|h| h.view().weighted));
     fleet.ledger.assert_no_double_ownership();
 }

@@ -43,7 +43,7 @@ async fn minimal_acl_user_balances_a_group() {
     fleet.replicas.remove("c").unwrap().shutdown().await;
     fleet.converge(LIMIT).await;
     // The admin's scripts too: the set, drains, one owner, weights.
-    let admin = GroupAdmin::new(fleet.store.clone(), "leasehold", "g").unwrap();
+    let admin = GroupAdmin::new(fleet.store.clone(), "g").unwrap();
     assert_eq!(admin.add(["extra"]).await.unwrap(), 1);
     assert_eq!(admin.remove(["extra"]).await.unwrap(), 1);
     admin.drain("a").await.unwrap();

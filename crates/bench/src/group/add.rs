@@ -95,7 +95,7 @@ async fn phases(fleet: &mut Fleet, args: &AddArgs) -> Result<AddReport, BoxError
     sleep(lease).await;
 
     let store = store::build_store(&fleet.servers.spec, lease)?;
-    let admin = GroupAdmin::new(store, PREFIX, &fleet.spec.group)?;
+    let admin = GroupAdmin::new(store, &fleet.spec.group)?.with_key_prefix(PREFIX)?;
     let names = partition_names(args.partitions + args.adds);
     let renew = lease / 3;
     let (mut owned_ms, mut call_ms, mut within) = (Vec::new(), Vec::new(), 0);

@@ -137,10 +137,44 @@ pub struct RebalanceReport {
     pub load: Option<LoadReport>,
 }
 
-/// Runs the scenario.
+/// Runs the scenario `--runs` times, printing each run's report (and, over several,
+/// a last line with `over_runs`).
 ///
 /// # Errors
 /// If a phase does not complete in time, or a replica misbehaves.
+pub async fn run_all(args: &RebalanceArgs) -> Result<(), BoxError> {
+    let mut reports = Vec::new();
+    for _ in 0..args.runs {
+        let report = serde_json::to_value(run(args).await?)?;
+        println!("{report}");
+        reports.push(report);
+    }
+    if args.runs > 1 {
+        let over = |path: &[&str]| {
+            let values: Vec<f64> = reports
+                .iter()
+                .filter_map(|r| path.iter().try_fold(r, |v, k| v.get(k))?.as_f64())
+                .collect();
+            Summary::of(&values)
+        };
+        let mut last = reports.last().cloned().unwrap_or_default();
+        last["over_runs"] = serde_json::json!({
+            "runs": args.runs,
+            "cold_all_owned_ms": over(&["cold_start", "all_owned_ms"]),
+            "kill_all_owned_ms": over(&["kill", "all_owned_ms"]),
+            "kill_overshoot_ms": over(&["kill", "overshoot_ms"]),
+            "join_balanced_ms": over(&["join", "balanced_ms"]),
+            "join_moved": over(&["join", "moved"]),
+        });
+        println!("{last}");
+    }
+    Ok(())
+}
+
+/// One run of the scenario.
+///
+/// # Errors
+/// A fleet that cannot start, or a phase that does not converge in time.
 pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
     let mut fleet = Fleet::start(
         &args.target,
@@ -188,7 +222,8 @@ async fn setup_loads(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<Option<L
         // The group, with its weights, before the measured replicas start: nothing
         // moves for them. A first replica creates it (an admin never does) and leaves
         // within its grant window, before anything could be granted to it.
-        let admin = GroupAdmin::new(fleet.watch.store().clone(), PREFIX, &fleet.spec.group)?;
+        let admin = GroupAdmin::new(fleet.watch.store().clone(), &fleet.spec.group)?
+            .with_key_prefix(PREFIX)?;
         let creator = "group-creator";
         fleet.spawn(creator)?;
         let start = Instant::now();

@@ -72,7 +72,9 @@ async fn group_error(
         PartitionsError::UnknownPartition(_) | PartitionsError::UnknownReplica(_)
     );
     if missing_inside {
-        let exists = match GroupAdmin::new(store.clone(), &target.prefix, group) {
+        let exists = match GroupAdmin::new(store.clone(), group)
+            .and_then(|a| a.with_key_prefix(&target.prefix))
+        {
             Ok(admin) => admin.exists().await,
             Err(e) => Err(e),
         };

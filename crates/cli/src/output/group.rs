@@ -189,6 +189,7 @@ fn rows(status: &GroupStatus) -> Vec<Row> {
         .filter(|m| takes_part(m.state, m.drained))
         .map(|m| u64::from(m.capacity))
         .sum();
+    let shares = status.shares();
     let mut out: Vec<Row> = status
         .owned_counts()
         .into_iter()
@@ -207,7 +208,11 @@ fn rows(status: &GroupStatus) -> Vec<Row> {
             let drained = member.is_some_and(|m| m.drained);
             let capacity = member.map_or(1, |m| m.capacity);
             let share = if takes_part(state, drained) && capacities > 0 {
-                status.total_weight as f64 * f64::from(capacity) / capacities as f64
+                // The share the replicas balance to (a heavy tenant alone changes it).
+                shares.iter().find(|(r, _)| *r == replica).map_or(
+                    status.total_weight as f64 * f64::from(capacity) / capacities as f64,
+                    |(_, s)| *s,
+                )
             } else {
                 0.0
             };

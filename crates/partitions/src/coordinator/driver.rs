@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, info_span, warn};
 
 use super::batch::{BatchedStore, Outcome, PendingRelease, Shared};
+use super::logs::{EndsLog, TickLog};
 use super::slots::{Ended, Slots};
 use crate::config::GroupConfig;
 use crate::error::{PartitionsError, STOPPED};
@@ -39,7 +40,7 @@ use crate::store::protocol::{
     Change, ClaimReply, ClaimRequest, Conflict, Granted, TickReply, VersionStep,
 };
 use crate::store::{GroupStore, RELEASE_BATCH, STATUS_PAGE};
-use crate::view::GroupView;
+use crate::view::{GroupView, ListDifference};
 
 /// How long a queued release waits for others to share its batch.
 const BATCH_WINDOW: Duration = Duration::from_millis(1);
@@ -179,7 +180,14 @@ pub(crate) struct Driver<B, F> {
     /// The last store error, for the view (cleared by a successful tick).
     error: Option<StoreError>,
     /// Whether this replica's list differing from the group's was logged.
-    warned_list: bool,
+    /// Ends of partition terms, logged once per tick in one line.
+    ends: EndsLog,
+    /// The group's heartbeat failing and recovering, logged once each.
+    ticks: TickLog,
+    /// The list difference last logged.
+    warned_list: Option<ListDifference>,
+    /// Whether a same-version digest mismatch was logged (before the set is read).
+    warned_digest: bool,
 }
 
 impl<B, F, Fut> Driver<B, F>
@@ -254,7 +262,10 @@ where
             chores: VecDeque::new(),
             release_due: None,
             error: None,
-            warned_list: false,
+            ends: EndsLog::default(),
+            ticks: TickLog::default(),
+            warned_list: None,
+            warned_digest: false,
         }
     }
 
@@ -307,6 +318,7 @@ where
             v.error = Some(PartitionsError::Stopped(STOPPED));
         });
         gauge!(m::OWNED, &self.labels.pair()).set(0.0);
+        self.ends.flush();
         info!("left the group");
     }
 
@@ -346,7 +358,16 @@ where
                 Action::StopAll { .. } => self.slots.stop_all(),
                 Action::Revoke(terms) => {
                     for &(i, _) in &terms {
-                        warn!(partition = %self.names.get(i), "the store no longer lists this partition under this session; stepping down");
+                        debug!(partition = %self.names.get(i), "the store no longer lists this partition under this session; stepping down");
+                    }
+                    if !terms.is_empty() {
+                        warn!(
+                            partitions = terms.len(),
+                            "the store no longer lists {} of this session's partitions under it \
+                             (they expired while Redis was out of reach, or Redis lost them); \
+                             stepping down from them",
+                            terms.len()
+                        );
                     }
                     self.shared.revoke(terms);
                 }
@@ -470,6 +491,8 @@ where
 
     fn on_tick(&mut self, sent: Instant, reply: Result<TickReply, StoreError>) -> bool {
         let now = Instant::now();
+        self.ends.flush();
+        self.ticks.answered(reply.as_ref().map(|_| ()), now);
         if let Err(e) = &reply {
             debug!(error = %e, "group tick failed");
             counter!(m::TICK_ERRORS, &self.labels.pair()).increment(1);
@@ -519,8 +542,26 @@ where
             let e = self.conflict_error(c);
             warn!(error = %e, "not claiming partitions");
         }
-        if self.state.list_differs() && !self.warned_list {
-            self.warned_list = true;
+        let difference = self.state.list_difference().cloned();
+        if difference != self.warned_list {
+            match &difference {
+                Some(d) => warn!(
+                    group = %self.labels.group,
+                    configured_version = d.configured_version,
+                    group_version = d.group_version,
+                    "this replica's partition list differs from the group's set: {d}; \
+                     serving the group's set (a configured list only seeds a new group, \
+                     or replaces the set when its list_version is newer; the set also \
+                     changes with `leasehold partitions add|remove`)"
+                ),
+                None => info!(
+                    group = %self.labels.group,
+                    "this replica's partition list matches the group's set again"
+                ),
+            }
+            self.warned_list = difference;
+        } else if difference.is_none() && self.state.list_differs() && !self.warned_digest {
+            self.warned_digest = true;
             warn!(
                 version = self.config.list_version,
                 "the group's partition list at this version differs from this replica's; following the group's"
@@ -610,6 +651,7 @@ where
         if let Some(panic) = &ended.panic {
             error!(partition = %name, error = %panic, "a partition elector task failed");
         }
+        self.ends.ended(&name, ended.reason.as_ref());
         let reason = ended.reason.as_ref().map_or("stopped", |r| r.label());
         counter!(m::RELEASES, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "reason" => reason).increment(1);
         self.shared.forget((ended.index, ended.fence));
@@ -745,11 +787,13 @@ where
     /// Publishes membership, plan and standing if they changed.
     fn publish(&self, now: Instant) {
         let settling = self.state.settling(now);
+        let grants_from = self.state.grants_from(now);
         let (cap, floor) = self.state.plan().map_or((0, 0), |p| (p.cap, p.floor));
         let joined = self.state.joined();
         let partitions = self.state.partitions();
         let drained = self.state.drained();
         let list_differs = self.state.list_differs();
+        let list_difference = self.state.list_difference();
         let error = match self.state.conflict() {
             Some(c) => Some(self.conflict_error(c)),
             None => self.error.clone().map(PartitionsError::from),
@@ -768,10 +812,12 @@ where
                 || v.share != share
                 || v.capacity != capacity
                 || v.settling != settling
+                || v.grants_from != grants_from
                 || v.joined != joined
                 || v.partitions != partitions
                 || v.drained != drained
                 || v.list_differs != list_differs
+                || v.list_difference.as_ref() != list_difference
                 || v.error.as_ref().map(ToString::to_string)
                     != error.as_ref().map(ToString::to_string);
             if changed {
@@ -779,10 +825,12 @@ where
                 v.cap = cap;
                 v.floor = floor;
                 v.settling = settling;
+                v.grants_from = grants_from;
                 v.joined = joined;
                 v.partitions = partitions;
                 v.drained = drained;
                 v.list_differs = list_differs;
+                v.list_difference = list_difference.cloned();
                 v.error = error;
                 v.weighted = weighted;
                 v.load = load;

@@ -1,10 +1,12 @@
 //! The coordinator: the replica's pure decision state machine
 //! ([`ReplicaState`](crate::replica::ReplicaState)), the driver that performs its
 //! actions ([`driver`]), one granted elector per owned partition inside a `JoinSet`
-//! ([`slots`]), and the batch between them and the electors ([`batch`]).
+//! ([`slots`]), the batch between them and the electors ([`batch`]), and one log line
+//! per group event ([`logs`]).
 
 mod batch;
 mod driver;
+mod logs;
 mod slots;
 
 use std::future::Future;

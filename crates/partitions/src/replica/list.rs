@@ -14,6 +14,7 @@ use leasehold_election::Fence;
 use crate::store::ops::restore::Restored;
 use crate::store::protocol::{AddReply, Origin, RemoveReply, RestoreStep, SetInfo, SetPage};
 use crate::store::{SET_CHUNK, STATUS_PAGE};
+use crate::view::ListDifference;
 
 /// The group's set as this replica last read it in full.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -113,6 +114,37 @@ enum Apply {
     Done,
 }
 
+/// The difference between `configured` and a complete `copy` of the group's set;
+/// `None` when they hold the same names, or when the configured list's version is
+/// newer (it is being applied: the group's set is about to become it).
+fn difference_between(configured: &Configured, copy: &SetCopy) -> Option<ListDifference> {
+    if configured.version > copy.version {
+        return None;
+    }
+    let here: BTreeSet<&str> = configured.names.iter().map(String::as_str).collect();
+    let group: BTreeSet<&str> = copy.names.iter().map(|(n, _)| n.as_str()).collect();
+    let only_here: Vec<&str> = here.difference(&group).copied().collect();
+    let only_in_group: Vec<&str> = group.difference(&here).copied().collect();
+    if only_here.is_empty() && only_in_group.is_empty() {
+        return None;
+    }
+    let sample = |names: &[&str]| {
+        names
+            .iter()
+            .take(ListDifference::SAMPLE)
+            .map(|n| (*n).to_owned())
+            .collect()
+    };
+    Some(ListDifference {
+        only_here: only_here.len(),
+        only_in_group: only_in_group.len(),
+        only_here_sample: sample(&only_here),
+        only_in_group_sample: sample(&only_in_group),
+        configured_version: configured.version,
+        group_version: copy.version,
+    })
+}
+
 /// This replica's configured list.
 #[derive(Debug, Clone)]
 pub(crate) struct Configured {
@@ -132,6 +164,8 @@ pub(crate) struct SetSync {
     job: Option<Job>,
     /// The highest fence the group is known to have issued (ticks carry it).
     highest_fence: Fence,
+    /// How the configured list differs from the copy, if it does.
+    difference: Option<ListDifference>,
 }
 
 impl SetSync {
@@ -141,7 +175,15 @@ impl SetSync {
             copy: None,
             job: None,
             highest_fence: Fence(0),
+            difference: None,
         }
+    }
+
+    /// How this replica's configured list differs from the group's set, as of the last
+    /// complete copy (`None`: it does not, or no copy has been read yet, or this
+    /// replica is about to apply its newer versioned list).
+    pub(crate) fn difference(&self) -> Option<&ListDifference> {
+        self.difference.as_ref()
     }
 
     /// The copy of the set, if complete.
@@ -152,12 +194,13 @@ impl SetSync {
     /// Whether this replica's versioned list differs from the group's at the same
     /// version (the group's is followed).
     pub(crate) fn list_differs(&self, set: Option<&SetInfo>) -> bool {
-        set.is_some_and(|set| {
-            self.configured.version > 0
-                && set.version == self.configured.version
-                && !set.digest.is_empty()
-                && set.digest != self.configured.digest
-        })
+        self.difference.is_some()
+            || set.is_some_and(|set| {
+                self.configured.version > 0
+                    && set.version == self.configured.version
+                    && !set.digest.is_empty()
+                    && set.digest != self.configured.digest
+            })
     }
 
     /// A tick's view of the set (`None`: the group does not exist): the first step of a
@@ -327,6 +370,7 @@ impl SetSync {
                     copy.weights_version = page.weights_version;
                     copy.drained = page.drained;
                     if n < STATUS_PAGE {
+                        self.difference = difference_between(&self.configured, &copy);
                         self.copy = Some(Arc::new(copy));
                         (None, false)
                     } else {

@@ -291,6 +291,12 @@ impl ReplicaState {
         self.session.settling(now)
     }
 
+    /// Until when the group grants nothing (it was just created, or its Redis
+    /// restarted: leases granted before may still be held), if it is waiting now.
+    pub(crate) fn grants_from(&self, now: Instant) -> Option<Instant> {
+        self.claim_after.filter(|at| *at > now)
+    }
+
     /// Whether a session has ever been admitted.
     pub(crate) fn joined(&self) -> bool {
         self.session.joined()
@@ -316,10 +322,15 @@ impl ReplicaState {
         self.view.set.as_ref().map_or(0, |s| s.count)
     }
 
-    /// Whether this replica's versioned list differs from the group's at the same
-    /// version (the group's wins).
+    /// Whether this replica's configured list differs from the group's set (the
+    /// group's wins).
     pub(crate) fn list_differs(&self) -> bool {
         self.set.list_differs(self.view.set.as_ref())
+    }
+
+    /// Which partitions differ between the configured list and the group's set.
+    pub(crate) fn list_difference(&self) -> Option<&crate::view::ListDifference> {
+        self.set.difference()
     }
 
     /// Whether an operator drained this replica.
@@ -608,6 +619,7 @@ impl ReplicaState {
             .map(|m| Loaded {
                 replica: m.replica.clone(),
                 load: (m.state != MemberState::Settling).then_some(m.load),
+                held: m.held,
                 capacity: m.capacity,
             })
             .collect();

@@ -993,3 +993,62 @@ fn a_set_read_that_sees_the_set_change_reads_it_again() {
     let names: Arc<[String]> = Arc::from(Vec::<String>::new());
     drop(names);
 }
+
+#[test]
+fn a_configured_list_unlike_the_groups_set_is_reported_with_counts_and_names() {
+    let page = |version: u64, names: &[&str]| crate::store::protocol::SetPage {
+        life: "life".into(),
+        set_version: 1,
+        version,
+        digest: String::new(),
+        lease: LEASE,
+        highest_fence: Fence(0),
+        weighted: false,
+        weights_version: 0,
+        drained: Vec::new(),
+        names: names.iter().map(|n| ((*n).to_owned(), 1)).collect(),
+    };
+    let read = |configured: Configured, version: u64, names: &[&str]| {
+        let mut s = SetSync::new(configured);
+        let op = s.on_tick(Some(&set(names.len())), Duration::ZERO, || "x".into());
+        assert_eq!(op, Some(SetOp::Read { offset: 0 }));
+        assert_eq!(
+            s.on_answer(SetAnswer::Page(Some(page(version, names)))).0,
+            None
+        );
+        s
+    };
+    // Unversioned, another group's list (p0..p3 against tenant-01..05 and p0).
+    let group = [
+        "p0",
+        "tenant-01",
+        "tenant-02",
+        "tenant-03",
+        "tenant-04",
+        "tenant-05",
+    ];
+    let s = read(configured(0), 0, &group);
+    let d = s.difference().expect("the lists differ");
+    assert_eq!((d.only_here, d.only_in_group), (3, 5));
+    assert_eq!(d.only_here_sample, ["p1", "p2", "p3"]);
+    assert_eq!(
+        d.only_in_group_sample,
+        ["tenant-01", "tenant-02", "tenant-03"]
+    );
+    assert!(s.list_differs(Some(&set(6))));
+    assert_eq!(
+        d.to_string(),
+        "5 only in the group's set (tenant-01, tenant-02, tenant-03, ...), \
+         3 only in this replica's list (p1, p2, p3)"
+    );
+    // The same names: nothing to report.
+    let s = read(configured(0), 0, &["p3", "p2", "p1", "p0"]);
+    assert_eq!(s.difference(), None);
+    assert!(!s.list_differs(Some(&set(4))));
+    // An older versioned list than the group's differs too (it is not applied).
+    let s = read(configured(2), 3, &group);
+    assert_eq!(s.difference().map(|d| d.group_version), Some(3));
+    // A newer one is about to replace the group's set: no difference reported.
+    let s = read(configured(4), 3, &group);
+    assert_eq!(s.difference(), None);
+}

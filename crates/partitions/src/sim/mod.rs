@@ -252,7 +252,7 @@ impl World {
             );
         }
         let admin_link = Link::new("admin", store.clone(), rng.random(), calls.clone());
-        let admin = GroupAdmin::new(admin_link.clone(), "leasehold", "sim").expect("valid names");
+        let admin = GroupAdmin::new(admin_link.clone(), "sim").expect("valid names");
         let now = Instant::now();
         Self {
             seed,

@@ -7,6 +7,7 @@ use leasehold_election::{Fence, StoreError};
 
 use super::protocol::MemberState;
 use super::{GroupStore, STATUS_PAGE};
+use crate::balance::weighted::{Loaded, shares};
 use crate::keys::GroupKeys;
 
 /// The whole group as stored, for operators.
@@ -75,6 +76,42 @@ pub struct ReplicaStatus {
 }
 
 impl GroupStatus {
+    /// In a weighted group, the share each replica balances to, by replica id, for the
+    /// replicas that take part (settling, active or away; a drained one is draining): as the
+    /// replicas compute it (the total weight × its capacity / the capacities summed,
+    /// unless some hold a single partition heavier than that: such a replica's share is
+    /// that partition's weight, and the others share the rest). Empty in an unweighted
+    /// group.
+    pub fn shares(&self) -> Vec<(String, f64)> {
+        if !self.weighted {
+            return Vec::new();
+        }
+        let taking_part: Vec<&ReplicaStatus> = self
+            .members
+            .iter()
+            .filter(|m| {
+                matches!(
+                    m.state,
+                    ReplicaState::Settling | ReplicaState::Active | ReplicaState::Away
+                )
+            })
+            .collect();
+        let loaded: Vec<Loaded> = taking_part
+            .iter()
+            .map(|m| Loaded {
+                replica: m.replica.clone(),
+                load: (m.state != ReplicaState::Settling).then_some(m.load),
+                held: m.held,
+                capacity: m.capacity,
+            })
+            .collect();
+        taking_part
+            .iter()
+            .map(|m| m.replica.clone())
+            .zip(shares(&loaded, self.total_weight))
+            .collect()
+    }
+
     /// Partitions owned per live replica, counted from the partitions themselves.
     pub fn owned_counts(&self) -> Vec<(String, usize)> {
         let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
@@ -187,4 +224,46 @@ pub(crate) async fn read_status<B: GroupStore>(
             d
         },
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(replica: &str, state: ReplicaState, held: usize, load: u64) -> ReplicaStatus {
+        ReplicaStatus {
+            replica: replica.to_owned(),
+            state,
+            held,
+            load,
+            capacity: 1,
+            ..ReplicaStatus::default()
+        }
+    }
+
+    #[test]
+    fn shares_are_the_ones_the_replicas_balance_to() {
+        // 34 tenants, one of weight 250, on 3 replicas: the heavy one alone is its own
+        // share, the other two share the rest; a draining replica takes no share.
+        let status = GroupStatus {
+            weighted: true,
+            total_weight: 283,
+            members: vec![
+                member("a", ReplicaState::Active, 17, 17),
+                member("b", ReplicaState::Active, 1, 250),
+                member("c", ReplicaState::Active, 16, 16),
+                member("d", ReplicaState::Draining, 0, 0),
+            ],
+            ..GroupStatus::default()
+        };
+        assert_eq!(
+            status.shares(),
+            [("a".into(), 16.5), ("b".into(), 250.0), ("c".into(), 16.5)]
+        );
+        let unweighted = GroupStatus {
+            weighted: false,
+            ..status
+        };
+        assert!(unweighted.shares().is_empty());
+    }
 }

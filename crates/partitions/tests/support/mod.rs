@@ -167,7 +167,7 @@ impl<B: GroupStore> Fleet<B> {
             },
         )
         .spawn();
-        let admin = GroupAdmin::new(self.store.clone(), "leasehold", &self.group).unwrap();
+        let admin = GroupAdmin::new(self.store.clone(), &self.group).unwrap();
         let start = Instant::now();
         while !admin.exists().await.unwrap_or(false) {
             assert!(

@@ -4,7 +4,10 @@
 --
 -- The first weight set makes the group weighted (every session's load counted from
 -- what it holds); the owner's load follows at once; setting the weight a partition
--- has in a weighted group changes nothing. Waits out a restore (see add.lua).
+-- has in a weighted group changes nothing; setting the last weight that is not 1 back
+-- to 1 makes the group unweighted again (loads are counts once more; replicas whose
+-- capacities differ still balance by load, counted from the partitions). Waits out a
+-- restore (see add.lua).
 -- The reply of a weight set is kept a minute under KEYS[21], for a retry (a refusal
 -- changes nothing: a retry answers anew).
 --
@@ -34,10 +37,16 @@ if w == 1 then
 else
   redis.call('ZADD', WEIGHTS, w, n)
 end
-redis.call('HINCRBY', META, 'total', w - old)
-local o = redis.call('HGET', OWNERS, n)
-if o and redis.call('HEXISTS', LOADS, o) == 1 then
-  redis.call('HINCRBY', LOADS, o, w - old)
+if w == 1 and redis.call('ZCARD', WEIGHTS) == 0 then
+  -- Every weight is 1 again (also those removed but still held): unweighted.
+  redis.call('HDEL', META, 'weighted', 'total')
+  redis.call('DEL', LOADS)
+else
+  redis.call('HINCRBY', META, 'total', w - old)
+  local o = redis.call('HGET', OWNERS, n)
+  if o and redis.call('HEXISTS', LOADS, o) == 1 then
+    redis.call('HINCRBY', LOADS, o, w - old)
+  end
 end
 redis.call('HINCRBY', META, 'wver', 1)
 bump_set()

@@ -100,6 +100,18 @@ impl Group {
         } else {
             self.weights.insert(partition.to_owned(), weight);
         }
+        if weight == 1 && self.weights.is_empty() {
+            // Every weight is 1 again: unweighted.
+            self.loads.clear();
+            if let Some(m) = self.meta.as_mut() {
+                m.weighted = false;
+                m.total = 0;
+                m.wver += 1;
+                m.sver += 1;
+                m.rcount = 0;
+            }
+            return (answer(self, WeightReply::Set(old)), true);
+        }
         let delta = i128::from(weight) - i128::from(old);
         if let Some(m) = self.meta.as_mut() {
             m.total = u64::try_from((i128::from(m.total) + delta).max(0)).unwrap_or(0);
