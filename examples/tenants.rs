@@ -37,6 +37,8 @@ const SETTLE: Duration = Duration::from_millis(200);
 #[tokio::main]
 pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
+        // Colours only on a terminal: logs piped to a file or a collector stay plain.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
@@ -68,6 +70,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let settle = tokio::time::sleep(SETTLE);
     tokio::pin!(settle);
     let mut settling = false;
+    let mut told_wait = false;
     loop {
         tokio::select! {
             signal = &mut shutdown => {
@@ -82,6 +85,15 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     break;
                 }
                 let v = view.borrow_and_update().clone();
+                if let Some(at) = v.grants_from.filter(|_| !told_wait) {
+                    told_wait = true;
+                    let left = at.saturating_duration_since(tokio::time::Instant::now());
+                    println!(
+                        "{replica}: the group is new (or its Redis restarted): nothing is granted \
+                         for one lease, {:.1} s more, in case leases granted before are still held",
+                        left.as_secs_f64()
+                    );
+                }
                 let now = v.error.as_ref().map(describe);
                 if now != error {
                     match &now {

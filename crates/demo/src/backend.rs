@@ -35,6 +35,9 @@ pub(crate) struct Chosen {
     pub(crate) store: Store,
     /// e.g. `private redis-server on 127.0.0.1:41234`.
     pub(crate) description: String,
+    /// The same without addresses, for the plot's title (a private port means
+    /// nothing to its reader): e.g. `private redis-server`.
+    pub(crate) kind: String,
 }
 
 /// `--memory` wins, then `redis_url` (checked with one round trip), then a private
@@ -67,6 +70,7 @@ pub(crate) async fn choose(memory: bool, redis_url: Option<String>) -> Result<Ch
         );
         return Ok(Chosen {
             description: format!("Redis at {url}"),
+            kind: "Redis (REDIS_URL)".to_owned(),
             store: Store::Redis { url, _server: None },
         });
     }
@@ -79,6 +83,7 @@ pub(crate) async fn choose(memory: bool, redis_url: Option<String>) -> Result<Ch
             );
             Ok(Chosen {
                 description: format!("private redis-server on {addr}"),
+                kind: "private redis-server".to_owned(),
                 store: Store::Redis {
                     url: server.url(),
                     _server: Some(server),
@@ -108,5 +113,6 @@ fn memory_store(description: &str) -> Chosen {
     Chosen {
         store: Store::Memory(MemoryGroupStore::new()),
         description: description.to_owned(),
+        kind: "in-memory store".to_owned(),
     }
 }

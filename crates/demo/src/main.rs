@@ -68,6 +68,7 @@ fn main() -> ExitCode {
     // lines on stderr. Nothing by default, so that the live view stays clean.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "off".into()),
         )

@@ -1,6 +1,6 @@
 //! `--plot`: the ownership timeline as an SVG chart. One row per partition, time
-//! across, one colour per owner; script events are vertical lines labelled with the
-//! measured hand-over time.
+//! across, one colour per owner; script events are numbered vertical lines, listed
+//! above the chart with the measured hand-over time.
 
 use std::path::Path;
 use std::time::Duration;
@@ -48,7 +48,8 @@ pub(crate) fn write(
 pub(crate) fn svg(timeline: &Timeline, events: &[Event], title: &str) -> Result<String, BoxError> {
     let rows = timeline.partitions.len().max(1);
     let row_px = (600 / rows).clamp(3, 18) as u32;
-    let top = 56 + LABEL_ROW * events.len() as u32;
+    // The title, a row per event label, then the row of the events' badges.
+    let top = 56 + LABEL_ROW * events.len() as u32 + 24;
     let height = top + row_px * rows as u32 + 60;
     let mut out = String::new();
     {
@@ -108,43 +109,39 @@ pub(crate) fn svg(timeline: &Timeline, events: &[Event], title: &str) -> Result<
             )))?;
         }
 
-        // Each event: a vertical line up to its own label row above the chart. Lines
-        // first, then the labels on white boxes, so no line crosses a label.
+        // Each event: a vertical line from a numbered badge just above the chart down
+        // to the axis, and its label in a numbered list above the badges, left-aligned:
+        // no label crosses a line, however close the events or long the labels.
         let (_, bottom) = chart.backend_coord(&(0.0, -0.5));
         let label_y = |k: usize| 56 + (LABEL_ROW * k as u32) as i32;
+        let badge_y = label_y(events.len()) + 6;
         let xs: Vec<i32> = events
             .iter()
             .map(|e| chart.backend_coord(&(e.at.as_secs_f64(), 0.0)).0)
             .collect();
-        for (k, x) in xs.iter().enumerate() {
+        for x in &xs {
             main.draw(&PathElement::new(
-                vec![(*x, label_y(k)), (*x, bottom)],
+                vec![(*x, badge_y), (*x, bottom)],
                 RGBColor(40, 40, 40).stroke_width(2),
             ))?;
         }
         let font = ("sans-serif", 16).into_font().color(&BLACK);
+        let badge_font = ("sans-serif", 14).into_font().color(&WHITE);
         for (k, (e, x)) in events.iter().zip(&xs).enumerate() {
-            let text = event_label(e, cold_start(timeline, e.at));
-            let (w, h) = main.estimate_text_size(&text, &font)?;
-            let (w, h) = (w as i32, h as i32);
-            // Rightwards from the line, unless that would leave the chart; then it ends
-            // at the line. Anchored at the line either way (the SVG's text-anchor), so
-            // it stays there whatever width the viewer's font gives it: the width here
-            // is only an estimate, for the white box behind it.
-            let y = label_y(k);
-            let (left, at, anchor) = if x + 4 + w < (WIDTH - LEGEND) as i32 - 10 {
-                (x + 4, x + 4, HPos::Left)
-            } else {
-                (x - 4 - w, x - 4, HPos::Right)
-            };
+            let number = (k + 1).to_string();
+            main.draw(&Text::new(
+                format!("{number}  {}", event_label(e, cold_start(timeline, e.at))),
+                (10, label_y(k)),
+                font.clone().pos(Pos::new(HPos::Left, VPos::Center)),
+            ))?;
             main.draw(&Rectangle::new(
-                [(left - 2, y - h / 2 - 2), (left + w + 2, y + h / 2 + 2)],
-                WHITE.filled(),
+                [(x - 9, badge_y - 9), (x + 9, badge_y + 9)],
+                RGBColor(40, 40, 40).filled(),
             ))?;
             main.draw(&Text::new(
-                text,
-                (at, y),
-                font.clone().pos(Pos::new(anchor, VPos::Center)),
+                number,
+                (*x, badge_y),
+                badge_font.clone().pos(Pos::new(HPos::Center, VPos::Center)),
             ))?;
         }
 
@@ -163,7 +160,7 @@ fn event_label(e: &Event, cold: bool) -> String {
     match &e.outcome {
         Outcome::Converged { after, moved, .. } if cold => {
             format!(
-                "{}: cold start, all {moved} owned after {}",
+                "{}: cold start, all {moved} owned after {} (a new group grants nothing for one lease)",
                 e.label,
                 secs(*after)
             )
@@ -388,32 +385,42 @@ mod tests {
         assert_eq!(fade(RGBColor(255, 0, 100)), RGBColor(255, 178, 208));
     }
 
-    /// A label too long to fit right of its line ends at the line: it is anchored there
-    /// (`text-anchor="end"`), not placed by the estimated width of its text.
+    /// Every label is listed above the event lines, which start below the list: no
+    /// line crosses a label (the "stop" label once ran over the "add" line and read
+    /// as the wrong event's).
     #[test]
-    fn a_label_left_of_its_line_ends_at_the_line() {
+    fn no_event_line_crosses_a_label() {
         let (t, events) = timeline();
         let svg = svg(&t, &events, "demo title").unwrap();
-        let lines: Vec<&str> = svg.lines().collect();
-        let i = lines
-            .iter()
-            .position(|l| l.contains("stop replica-1 (graceful shutdown): re-owned in"))
-            .expect("the stop label");
-        let text = lines[i - 1];
-        assert!(text.contains(r#"text-anchor="end""#), "{text}");
         let attr = |line: &str, name: &str| -> i32 {
             let rest = &line[line.find(&format!("{name}=\"")).expect(name) + name.len() + 2..];
             rest[..rest.find('"').unwrap()].parse().unwrap()
         };
-        let line_x = lines
+        let lines: Vec<&str> = svg.lines().collect();
+        let label_ys: Vec<i32> = (0..lines.len())
+            .filter(|&i| {
+                (1..=events.len()).any(|k| lines[i].trim_start().starts_with(&format!("{k}  ")))
+            })
+            .filter_map(|i| lines[..i].iter().rev().find(|l| l.contains("<text")))
+            .map(|l| attr(l, "y"))
+            .collect();
+        assert_eq!(label_ys.len(), events.len(), "one label per event");
+        let line_tops: Vec<i32> = lines
             .iter()
             .filter(|l| l.contains(r#"stroke-width="2""#))
             .map(|l| {
                 let points = &l[l.find("points=\"").unwrap() + 8..];
-                points[..points.find(',').unwrap()].parse::<i32>().unwrap()
+                let first = &points[..points.find(' ').unwrap_or(points.len())];
+                first[first.find(',').unwrap() + 1..]
+                    .parse::<i32>()
+                    .unwrap()
             })
-            .max()
-            .expect("the event lines");
-        assert_eq!(attr(text, "x"), line_x - 4, "{text}");
+            .collect();
+        assert_eq!(line_tops.len(), events.len(), "one line per event");
+        let lowest_label = label_ys.iter().max().unwrap();
+        assert!(
+            line_tops.iter().all(|top| top > lowest_label),
+            "lines from {line_tops:?}, labels at {label_ys:?}"
+        );
     }
 }

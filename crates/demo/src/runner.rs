@@ -50,7 +50,7 @@ pub(crate) struct Settings {
 /// # Errors
 /// A store that cannot be built or read, or a plot that cannot be written.
 pub(crate) async fn run(settings: Settings, chosen: Chosen) -> Result<bool, BoxError> {
-    let description = chosen.description;
+    let description = (chosen.description, chosen.kind);
     match chosen.store {
         Store::Memory(store) => {
             Demo::new(settings, description, move || Ok(store.clone()))?
@@ -79,6 +79,8 @@ type Factory<B> = Box<dyn Fn() -> Result<B, BuildError> + Send + Sync>;
 struct Demo<B: GroupStore> {
     settings: Settings,
     header: String,
+    /// The plot's title: the header without addresses.
+    title: String,
     group: String,
     partitions: Vec<String>,
     make: Factory<B>,
@@ -97,7 +99,7 @@ struct Demo<B: GroupStore> {
 impl<B: GroupStore> Demo<B> {
     fn new(
         settings: Settings,
-        store: String,
+        (store, kind): (String, String),
         make: impl Fn() -> Result<B, BuildError> + Send + Sync + 'static,
     ) -> Result<Self, BoxError> {
         let width = settings.partitions.saturating_sub(1).to_string().len();
@@ -108,14 +110,18 @@ impl<B: GroupStore> Demo<B> {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
             .as_millis();
-        let header = format!(
-            "leasehold fleet demo · {store} · {} partitions · lease {} ms",
-            settings.partitions,
-            settings.lease.as_millis()
-        );
+        let header = |store: &str| {
+            format!(
+                "leasehold fleet demo · {store} · {} partitions · lease {} ms",
+                settings.partitions,
+                settings.lease.as_millis()
+            )
+        };
+        let (title, header) = (header(&kind), header(&store));
         Ok(Self {
             group: format!("demo-{}-{millis}", std::process::id()),
             header,
+            title,
             observer: make()?,
             make: Box::new(make),
             timeline: Timeline::new(partitions.clone()),
@@ -188,7 +194,7 @@ impl<B: GroupStore> Demo<B> {
             view::summary(&self.events, &last, self.sample.heartbeats.len())
         );
         if let Some(path) = &self.settings.plot {
-            plot::write(path, &self.timeline, &self.events, &self.header)?;
+            plot::write(path, &self.timeline, &self.events, &self.title)?;
             println!("wrote {}", path.display());
         }
         let ok = last.converged()
@@ -276,13 +282,14 @@ impl<B: GroupStore> Demo<B> {
                 Outcome::Waiting(balance)
             };
             let done = !matches!(outcome, Outcome::Waiting(_));
+            let why = self.why_waiting();
             let event = self.events.last_mut().expect("an event");
             event.outcome = outcome;
             if !self.settings.tui && (done || last_progress.elapsed() >= PROGRESS) {
                 last_progress = Instant::now();
                 println!(
                     "{}",
-                    view::progress_line(now, event, self.sample.heartbeats.len())
+                    view::progress_line(now, event, self.sample.heartbeats.len(), why.as_deref())
                 );
             }
             self.draw(done);
@@ -329,6 +336,46 @@ impl<B: GroupStore> Demo<B> {
 
     fn balance(&self) -> Balance {
         Balance::of(&self.sample.owners, &self.alive())
+    }
+
+    /// Why the fleet is not balanced yet, as its replicas and the store tell it.
+    fn why_waiting(&self) -> Option<String> {
+        let views: Vec<_> = self.members.iter().map(|(_, h)| h.view()).collect();
+        let now = Instant::now();
+        if let Some(at) = views
+            .iter()
+            .filter_map(|v| v.grants_from)
+            .filter(|at| *at > now)
+            .max()
+        {
+            return Some(format!(
+                "a new group grants nothing for one lease ({}) after it is created, in case a \
+                 restarted Redis lost leases that are still held; {} left",
+                view::secs(self.settings.lease),
+                view::secs(at.saturating_duration_since(now))
+            ));
+        }
+        if views.iter().any(|v| v.settling) {
+            return Some(
+                "a replica that joins settles for one renew interval (heartbeating, claiming \
+                 nothing) so that every replica claims against the same roster"
+                    .to_owned(),
+            );
+        }
+        let running: BTreeSet<&str> = self.members.iter().map(|(id, _)| id.as_str()).collect();
+        let gone = self
+            .sample
+            .owners
+            .iter()
+            .flatten()
+            .filter(|o| !running.contains(o.as_str()))
+            .count();
+        (gone > 0).then(|| {
+            format!(
+                "{gone} partitions are held by a replica that is gone (killed: it released \
+                 nothing) until their leases expire"
+            )
+        })
     }
 
     fn views(&self) -> Vec<(String, BTreeSet<String>)> {

@@ -184,16 +184,23 @@ pub(crate) fn event_line(e: &Event, now: Duration) -> String {
     format!("{:>9}  {:<36} {outcome}", secs(e.at), e.label)
 }
 
-/// A plain progress line while waiting for convergence (no redraw).
-pub(crate) fn progress_line(now: Duration, e: &Event, heartbeats: usize) -> String {
+/// A plain progress line while waiting for convergence (no redraw), with why it waits
+/// (`why`), if known.
+pub(crate) fn progress_line(
+    now: Duration,
+    e: &Event,
+    heartbeats: usize,
+    why: Option<&str>,
+) -> String {
     match &e.outcome {
         Outcome::Waiting(b) => format!(
-            "[{:>8}]   waiting {}: {}/{} owned by running replicas, spread {}, {heartbeats} in the heartbeat set",
+            "[{:>8}]   waiting {}: {}/{} owned by running replicas, spread {}, {heartbeats} in the heartbeat set{}",
             secs(now),
             secs(now.saturating_sub(e.at)),
             b.owned,
             b.total,
-            b.spread
+            b.spread,
+            why.map(|w| format!(": {w}")).unwrap_or_default()
         ),
         Outcome::Converged {
             after,
@@ -431,7 +438,13 @@ mod tests {
             event_line(&waiting, ms(6500)),
             "   5.00 s  kill replica-2 (abort: no release)   waiting 1.50 s: 2/4 owned, spread 0"
         );
-        assert!(progress_line(ms(6500), &waiting, 2).contains("2/4 owned by running replicas"));
+        assert!(
+            progress_line(ms(6500), &waiting, 2, None).contains("2/4 owned by running replicas")
+        );
+        assert!(
+            progress_line(ms(6500), &waiting, 2, Some("settling"))
+                .ends_with("2 in the heartbeat set: settling")
+        );
         assert_eq!(
             progress_line(
                 ms(7410),
@@ -443,7 +456,8 @@ mod tests {
                     },
                     ..waiting.clone()
                 },
-                3
+                3,
+                None
             ),
             "[  7.41 s]   re-owned in 2.41 s · 8 moved · spread 1"
         );
