@@ -103,9 +103,9 @@ fn secs_over(v: &Value, key: &str, single: &Value) -> String {
     let o = &v["over_runs"];
     match (o["runs"].as_u64(), o[key].get("median")) {
         (Some(runs), Some(median)) => format!(
-            "median {} ({}–{} over {runs} runs)",
+            "{} median, {:.2}–{} over {runs} runs",
             secs(num(median)),
-            secs(num(&o[key]["min"])),
+            num(&o[key]["min"]) / 1000.0,
             secs(num(&o[key]["max"])),
         ),
         _ => secs(num(single)),
@@ -466,7 +466,7 @@ fn rebalance(r: &Bench) -> Result<String, BoxError> {
         "| event | result |\n|---|---|\n\
          | cold start of {p} partitions on {n} replicas (settle = one lease, then claims) | all owned and balanced after {cold_all}, **{handoffs} hand-offs** |\n\
          | SIGKILL of one replica | all owned again **{kill_all}** after the kill; its session expired {expiry} after it (overshoot {over} ms); bound lease + renew interval = {bound} |\n\
-         | a replica joins | balanced after {join_ms} (it joins a served group without settling; hand-offs wait two ticks), **{moved} partitions moved**: exactly its share |\n\
+         | a replica joins | balanced after {join_ms} (it joins a served group without settling; a hand-off waits for two ticks in a row that agree, so a joiner waits one renew interval unless the second tick was due anyway), **{moved} partitions moved**: exactly its share |\n\
          \nFrom {src}; final spread {spread}{runs}.\n",
         p = v["partitions"],
         n = v["replicas"],
@@ -661,8 +661,8 @@ fn readme(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
          | take-over after SIGKILL, past the real lease expiry | `{}` | median {} ms late |\n\
          | graceful hand-over (SIGTERM → follower leads) | `{}` | median {} ms |\n\
          | a duty blocking its 2-worker runtime for 2.5 leases | `{}` | default elector, every worker blocked: lease lost, the duty sees its term over on resuming; `spawn_dedicated`: lease kept, no successor |\n\
-         | 64 partitions / 4 replicas: a killed replica's partitions owned again | `{}` | {} (lease 2 s; its session expired at {}) |\n\
-         | … a joiner: balanced, partitions moved | same | {}, {} moved (its share) |\n\
+         | 64 partitions / 4 replicas: a killed replica's partitions owned again | `{}` | {}; lease 2 s, its session expired at {} |\n\
+         | … a joiner: balanced, partitions moved | same | {}; {} moved (its share) |\n\
          | 10,000 partitions / 10 replicas: cold start → all owned, a kill → owned again | `{}` | {}; {} after the kill |\n\
          | steady Redis load, 1,000 partitions on 4 replicas | `{}` | {} requests/s, {} % of a core |\n\
          | … 10,000 partitions on 10 replicas (10 cold starts) | `{}` | {} % of a core, {}× that of 1,000; all owned ≤ {} |\n\
