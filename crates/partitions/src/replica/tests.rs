@@ -38,6 +38,26 @@ fn configured(version: u64) -> Configured {
     }
 }
 
+/// A page of the set at `set_version` and list `version`, holding `names` (weight 1).
+fn page<S: Into<String>>(
+    set_version: u64,
+    version: u64,
+    names: impl IntoIterator<Item = S>,
+) -> crate::store::protocol::SetPage {
+    crate::store::protocol::SetPage {
+        life: "life".into(),
+        set_version,
+        version,
+        digest: String::new(),
+        lease: LEASE,
+        highest_fence: Fence(0),
+        weighted: false,
+        weights_version: 0,
+        drained: Vec::new(),
+        names: names.into_iter().map(|n| (n.into(), 1)).collect(),
+    }
+}
+
 struct Sim {
     st: ReplicaState,
     now: Instant,
@@ -86,16 +106,8 @@ impl Sim {
         let (_, actions) = self.tick(r);
         assert_eq!(actions, vec![Action::Set(SetOp::Read { offset: 0 })]);
         let page = crate::store::protocol::SetPage {
-            life: "life".into(),
-            set_version: 1,
-            version: 0,
             digest: "d".into(),
-            lease: LEASE,
-            highest_fence: Fence(0),
-            weighted: false,
-            weights_version: 0,
-            drained: Vec::new(),
-            names: (0..self.p).map(|i| (format!("p{i}"), 1)).collect(),
+            ..page(1, 0, (0..self.p).map(|i| format!("p{i}")))
         };
         assert!(
             self.st
@@ -967,18 +979,8 @@ fn a_set_read_that_sees_the_set_change_reads_it_again() {
     r.set_version = 7;
     let op = s.on_tick(Some(&r), Duration::ZERO, || "x".into());
     assert_eq!(op, Some(SetOp::Read { offset: 0 }));
-    let page = |v: u64, from: usize, n: usize| crate::store::protocol::SetPage {
-        life: "life".into(),
-        set_version: v,
-        version: 0,
-        digest: String::new(),
-        lease: LEASE,
-        highest_fence: Fence(0),
-        weighted: false,
-        weights_version: 0,
-        drained: Vec::new(),
-        names: (from..from + n).map(|i| (format!("p{i}"), 1)).collect(),
-    };
+    let page =
+        |v: u64, from: usize, n: usize| page(v, 0, (from..from + n).map(|i| format!("p{i}")));
     let (next, _) = s.on_answer(SetAnswer::Page(Some(page(7, 0, 1000))));
     assert_eq!(next, Some(SetOp::Read { offset: 1000 }));
     // The set changed between the pages: from the start.
@@ -996,24 +998,17 @@ fn a_set_read_that_sees_the_set_change_reads_it_again() {
 
 #[test]
 fn a_configured_list_unlike_the_groups_set_is_reported_with_counts_and_names() {
-    let page = |version: u64, names: &[&str]| crate::store::protocol::SetPage {
-        life: "life".into(),
-        set_version: 1,
-        version,
-        digest: String::new(),
-        lease: LEASE,
-        highest_fence: Fence(0),
-        weighted: false,
-        weights_version: 0,
-        drained: Vec::new(),
-        names: names.iter().map(|n| ((*n).to_owned(), 1)).collect(),
-    };
     let read = |configured: Configured, version: u64, names: &[&str]| {
         let mut s = SetSync::new(configured);
         let op = s.on_tick(Some(&set(names.len())), Duration::ZERO, || "x".into());
         assert_eq!(op, Some(SetOp::Read { offset: 0 }));
         assert_eq!(
-            s.on_answer(SetAnswer::Page(Some(page(version, names)))).0,
+            s.on_answer(SetAnswer::Page(Some(page(
+                1,
+                version,
+                names.iter().copied()
+            ))))
+            .0,
             None
         );
         s
