@@ -147,21 +147,12 @@ impl LeaderProcess {
         Ok(self.child.start_kill()?)
     }
 
-    /// Sends SIGTERM through `kill -TERM <pid>` (unsafe code is forbidden, so no
-    /// `libc::kill`), and waits for `kill` to exit.
+    /// Sends SIGTERM (the `kill` system call, no process forked).
     ///
     /// # Errors
-    /// If `kill` cannot be run or fails.
+    /// If the signal cannot be sent.
     pub async fn terminate(&self) -> Result<(), BoxError> {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.pid.to_string()])
-            .status()
-            .await?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!("kill -TERM {} failed: {status}", self.pid).into())
-        }
+        crate::group::process::signal(self.pid, "TERM").await
     }
 
     /// Waits (at most `limit`) for it to exit and for its last events to be read.

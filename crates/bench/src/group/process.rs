@@ -246,11 +246,10 @@ impl ReplicaProcess {
         Ok(self.child.start_kill()?)
     }
 
-    /// Sends `sig` (`TERM`, `STOP`, `CONT`, `KILL`) through `kill -<sig> <pid>`, since
-    /// unsafe code (`libc::kill`) is forbidden.
+    /// Sends `sig` (`TERM`, `STOP`, `CONT`, `KILL`) (see [`signal`]).
     ///
     /// # Errors
-    /// If `kill` cannot be run or fails.
+    /// If the signal cannot be sent.
     pub async fn signal(&self, sig: &str) -> Result<(), BoxError> {
         signal(self.pid, sig).await
     }
@@ -289,20 +288,26 @@ impl ReplicaProcess {
     }
 }
 
-/// Sends `sig` to `pid` with `kill -<sig> <pid>`.
+/// Sends `sig` (`TERM`, `STOP`, `CONT` or `KILL`) to `pid` with the `kill` system
+/// call (through `rustix`: no unsafe code here, and no `kill` process to fork, which
+/// took ~2 ms and landed inside every measured hand-over).
 ///
 /// # Errors
-/// If `kill` cannot be run or fails.
+/// An unknown signal name, or if the signal cannot be sent.
 pub async fn signal(pid: u32, sig: &str) -> Result<(), BoxError> {
-    let status = Command::new("kill")
-        .args([format!("-{sig}"), pid.to_string()])
-        .status()
-        .await?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("kill -{sig} {pid} failed: {status}").into())
-    }
+    use rustix::process::{Pid, Signal, kill_process};
+    let signal = match sig {
+        "TERM" => Signal::TERM,
+        "STOP" => Signal::STOP,
+        "CONT" => Signal::CONT,
+        "KILL" => Signal::KILL,
+        other => return Err(format!("unknown signal {other}").into()),
+    };
+    let target = i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .ok_or_else(|| format!("not a process id: {pid}"))?;
+    kill_process(target, signal).map_err(|e| format!("kill -{sig} {pid} failed: {e}").into())
 }
 
 /// Logs the process's JSON lines until its stdout closes.
