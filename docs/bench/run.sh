@@ -4,7 +4,7 @@
 # printed, the last one being the summary). Then `leasehold-bench tables --write`
 # regenerates the tables from them.
 #
-#   docs/bench/run.sh            # everything (about 80 minutes on a 2-core machine)
+#   docs/bench/run.sh            # everything (about 100 minutes on a 2-core machine)
 #   docs/bench/run.sh load-10k   # one of them, by name
 #
 # Run it on a quiet machine: nothing else building or benchmarking.
@@ -32,6 +32,10 @@ declare -A runs=(
   [stall]="stall --lease-ms 1000"
   [chaos]="chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 600 --seed 42"
   [simulate]="simulate --seeds 100000"
+  [failover-250]="failover --lease-ms 250 --runs 20"
+  [failover-250-dedicated]="failover --lease-ms 250 --runs 20 --dedicated"
+  [soak-250]="soak --lease-ms 250 --seconds 600 --replicas 3 --saturate"
+  [soak-250-dedicated]="soak --lease-ms 250 --seconds 600 --replicas 3 --dedicated --saturate"
 )
 # The same on TLS, Sentinel and Cluster set-ups the bench starts itself.
 for t in tls sentinel cluster; do
@@ -41,6 +45,7 @@ for t in tls sentinel cluster; do
 done
 runs[rebalance-64-cluster]="${runs[rebalance-64]} --topology cluster"
 order=(failover handover rebalance-64 rebalance-10k load-1k-4 load-10k load-10k-unniced load-100k rebalance-zipf rebalance-zipf-count rebalance-capacities rolling rolling-sticky rolling-add add stall chaos simulate
+  failover-250 failover-250-dedicated soak-250 soak-250-dedicated
   failover-tls failover-sentinel failover-cluster handover-tls handover-sentinel handover-cluster
   load-1k-4-tls load-1k-4-sentinel load-1k-4-cluster rebalance-64-cluster)
 wanted=("$@")

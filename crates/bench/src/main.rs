@@ -9,6 +9,11 @@
 //! - `handover`: SIGTERM the leader, which shuts down gracefully (release plus
 //!   notification); report the time until the follower leads.
 //!
+//! `--dedicated` runs both electors with `Elector::spawn_dedicated`. `soak` runs
+//! `--replicas` child processes campaigning for one duty for `--seconds`, nobody
+//! killed, optionally with busy runtimes (`--saturate`), and counts the terms that
+//! ended anyway (spurious failovers), the renew round trips and the leaderless time.
+//!
 //! Partitions: every replica is a child OS process (hidden `partition-child` mode); the
 //! bench follows the group through the children's own event lines, and `rebalance`
 //! also through `group_status` reads (at most every 100 ms for large groups):
@@ -47,8 +52,9 @@
 //! regenerates the docs' tables from the committed reports.
 //!
 //! ```text
-//! leasehold-bench failover --lease-ms 1000 --runs 10 [--topology T | --redis-url URL]
-//! leasehold-bench handover --lease-ms 1000 --runs 10 [--topology T | --redis-url URL]
+//! leasehold-bench failover --lease-ms 1000 --runs 10 [--dedicated] [--topology T | --redis-url URL]
+//! leasehold-bench handover --lease-ms 1000 --runs 10 [--dedicated] [--topology T | --redis-url URL]
+//! leasehold-bench soak --lease-ms 250 --seconds 600 --replicas 3 [--dedicated] [--saturate]
 //! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--runs R] [--topology T]
 //! leasehold-bench load --partitions 1000[,10000...] --replicas 4 --lease-ms 1000 --seconds 10 [--runs R] [--topology T]
 //! leasehold-bench rolling --partitions 64 --replicas 4 --lease-ms 2000 [--sticky] [--add-partitions K]
@@ -74,7 +80,7 @@ use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 use tracing_subscriber::EnvFilter;
 
-use crate::duty::{Harness, child, failover, handover, stall};
+use crate::duty::{Harness, child, failover, handover, soak, stall};
 use crate::group::{add, load, rebalance, rolling};
 use crate::store::{BoxError, ConnArgs, TargetArgs};
 
@@ -92,6 +98,9 @@ enum Command {
     Failover(ScenarioArgs),
     /// SIGTERM the leader process (graceful release); time until the follower leads.
     Handover(ScenarioArgs),
+    /// Replica processes campaigning for one duty for a while, nobody killed: terms
+    /// that end anyway, renew round trips, leaderless time.
+    Soak(SoakArgs),
     /// Partition replicas as processes: cold start, SIGKILL of one, join of another.
     Rebalance(RebalanceArgs),
     /// Cold-start convergence and steady-state cost (requests, Redis CPU, script times,
@@ -127,6 +136,35 @@ pub struct ScenarioArgs {
     /// Number of runs.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub runs: u64,
+    /// Run every elector (the child's and the follower's) with
+    /// `Elector::spawn_dedicated`: on a thread and runtime of its own.
+    #[arg(long)]
+    pub dedicated: bool,
+    /// The Redis set-up.
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// Options of the `soak` scenario.
+#[derive(Debug, Args)]
+pub struct SoakArgs {
+    /// Lease of every elector, in milliseconds.
+    #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
+    pub lease_ms: u64,
+    /// How long the replicas run, in seconds.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub seconds: u64,
+    /// Replica processes campaigning for the one duty.
+    #[arg(long, default_value_t = 3, value_parser = parse_replicas)]
+    pub replicas: usize,
+    /// Every elector with `Elector::spawn_dedicated`.
+    #[arg(long)]
+    pub dedicated: bool,
+    /// Keep every replica's application runtime busy: a CPU-bound task on every worker
+    /// (computing 5 ms between yields), and a duty that blocks its worker for two
+    /// leases every 3 s.
+    #[arg(long)]
+    pub saturate: bool,
     /// The Redis set-up.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -147,6 +185,15 @@ pub struct ChildArgs {
     /// Lease in milliseconds.
     #[arg(long)]
     pub lease_ms: u64,
+    /// `Elector::spawn_dedicated` instead of `Elector::spawn`.
+    #[arg(long)]
+    pub dedicated: bool,
+    /// Keep the application runtime busy (see `soak --saturate`).
+    #[arg(long)]
+    pub saturate: bool,
+    /// Report term ends and, after the shutdown, renew round trips (for `soak`).
+    #[arg(long)]
+    pub soak: bool,
 }
 
 /// Options of the `rebalance` scenario.
@@ -502,6 +549,7 @@ async fn dispatch(command: Command) -> Result<(), BoxError> {
             let harness = Harness::start(&args)?;
             print_last(&handover::run(&harness, runs(&args)?).await?)
         }
+        Command::Soak(args) => print_last(&soak::run(&args).await?),
     }
 }
 

@@ -2,7 +2,8 @@
 
 use serde::Serialize;
 
-/// Min, median and max of a series, in the series' unit.
+/// Min, median and max of a series, in the series' unit, with its nearest-rank 50th
+/// and 99th percentiles.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Summary {
     /// The smallest value.
@@ -11,6 +12,10 @@ pub struct Summary {
     pub median: f64,
     /// The largest value.
     pub max: f64,
+    /// The nearest-rank median (the lower middle value for an even count).
+    pub p50: f64,
+    /// The nearest-rank 99th percentile (the largest value below 100 values).
+    pub p99: f64,
 }
 
 impl Summary {
@@ -26,10 +31,13 @@ impl Summary {
         } else {
             (sorted[mid - 1] + sorted[mid]) / 2.0
         };
+        let at = |q: f64| percentile(&sorted, q).map_or(0.0, round3);
         Some(Self {
             min: round3(min),
             median: round3(median),
             max: round3(max),
+            p50: at(0.5),
+            p99: at(0.99),
         })
     }
 }
@@ -98,7 +106,9 @@ mod tests {
             Summary {
                 min: 1.0,
                 median: 3.0,
-                max: 5.0
+                max: 5.0,
+                p50: 3.0,
+                p99: 5.0,
             }
         );
     }
@@ -111,7 +121,9 @@ mod tests {
             Summary {
                 min: 1.0,
                 median: 3.0,
-                max: 10.0
+                max: 10.0,
+                p50: 2.0,
+                p99: 10.0,
             }
         );
     }
@@ -124,7 +136,9 @@ mod tests {
             Summary {
                 min: 1.235,
                 median: 1.235,
-                max: 1.235
+                max: 1.235,
+                p50: 1.235,
+                p99: 1.235,
             }
         );
         assert_eq!(round3(-0.0004), -0.0);

@@ -4,9 +4,12 @@
 //! every renewal, and on SIGTERM it shuts down gracefully (release plus notification)
 //! before printing `sigterm` and `stopped` and exiting 0.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use leasehold_election::{DutyResult, Elector, Leadership};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
@@ -17,6 +20,10 @@ use crate::store::{self, BoxError};
 
 /// How often the duty looks at its deadline to notice a renewal.
 const POLL: Duration = Duration::from_millis(1);
+/// `--saturate`: how long each busy task computes before it yields.
+const BUSY_SLICE: Duration = Duration::from_millis(5);
+/// `--saturate`: how often the leader's duty blocks its worker (for two leases).
+const BLOCK_EVERY: Duration = Duration::from_secs(3);
 
 /// Runs the child until SIGTERM.
 ///
@@ -28,16 +35,133 @@ pub async fn run(args: &ChildArgs) -> Result<(), BoxError> {
     let config = store::config(&args.duty, &args.replica, lease)?;
     // The renewal was sent at `deadline - (lease - margin)`.
     let validity = config.lease - config.safety_margin;
+    let snapshotter = args.soak.then(install_recorder).transpose()?;
+    if args.saturate {
+        saturate();
+    }
     // Installed before the elector starts, so an early SIGTERM is never fatal.
     let mut term = signal(SignalKind::terminate())?;
-    let handle = Elector::new(store, config, move |lead| report(lead, validity)).spawn();
+    let stopping = Arc::new(AtomicBool::new(false));
+    let soak = args.soak.then(|| Soak {
+        stopping: stopping.clone(),
+        block: args.saturate.then_some(lease * 2),
+    });
+    let elector = Elector::new(store, config, move |lead| {
+        let soak = soak.clone();
+        async move {
+            match soak {
+                Some(soak) => soak.duty(lead).await,
+                None => report(lead, validity).await,
+            }
+        }
+    });
+    let handle = if args.dedicated {
+        elector.spawn_dedicated()?
+    } else {
+        elector.spawn()
+    };
     term.recv().await;
     let sigterm_us = now_us();
+    stopping.store(true, Ordering::SeqCst);
     handle.shutdown().await;
     let stopped_us = now_us();
     Event::Sigterm { at_us: sigterm_us }.emit();
     Event::Stopped { at_us: stopped_us }.emit();
+    if let Some(snapshotter) = snapshotter {
+        for us in renew_rtts(&snapshotter) {
+            Event::RenewRtt { us }.emit();
+        }
+    }
     Ok(())
+}
+
+/// Records the elector's metrics in memory, to read the renew round trips at the end.
+fn install_recorder() -> Result<Snapshotter, BoxError> {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder
+        .install()
+        .map_err(|e| format!("metrics recorder: {e}"))?;
+    Ok(snapshotter)
+}
+
+/// Every renew round trip recorded so far (µs).
+fn renew_rtts(snapshotter: &Snapshotter) -> Vec<u64> {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == leasehold_election::metrics::RENEW_RTT)
+        .flat_map(|(.., value)| match value {
+            DebugValue::Histogram(samples) => samples
+                .into_iter()
+                .map(|s| (s.into_inner() * 1e6).round() as u64)
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// `--saturate`: one CPU-bound task per worker of this runtime, each computing for
+/// [`BUSY_SLICE`] between yields, for as long as the process lives.
+fn saturate() {
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    for _ in 0..workers {
+        tokio::spawn(async {
+            loop {
+                let start = std::time::Instant::now();
+                while start.elapsed() < BUSY_SLICE {
+                    std::hint::spin_loop();
+                }
+                tokio::task::yield_now().await;
+            }
+        });
+    }
+}
+
+/// The duty of a `soak` child.
+#[derive(Debug, Clone)]
+struct Soak {
+    /// Set once SIGTERM has arrived.
+    stopping: Arc<AtomicBool>,
+    /// `--saturate`: block the worker this long every [`BLOCK_EVERY`].
+    block: Option<Duration>,
+}
+
+impl Soak {
+    /// Reports the start, blocks its worker now and then if asked to, and reports the
+    /// end with its reason.
+    async fn duty(self, lead: Leadership) -> DutyResult {
+        let fence = lead.fence().get();
+        Event::Leading {
+            fence,
+            at_us: now_us(),
+            sent_at_us: now_us(),
+        }
+        .emit();
+        let mut every = interval(BLOCK_EVERY);
+        every.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        every.tick().await;
+        loop {
+            tokio::select! {
+                () = lead.cancelled() => break,
+                _ = every.tick(), if self.block.is_some() => {
+                    // A duty that blocks its worker: what a runtime under load does.
+                    std::thread::sleep(self.block.unwrap_or_default());
+                }
+            }
+        }
+        Event::TermEnded {
+            fence,
+            at_us: now_us(),
+            planned: self.stopping.load(Ordering::SeqCst),
+            reason: lead
+                .end_reason()
+                .map_or_else(|| "unknown".to_owned(), |r| r.label().to_owned()),
+        }
+        .emit();
+        Ok(())
+    }
 }
 
 /// The duty: report the start, then every move of the deadline, until cancelled.

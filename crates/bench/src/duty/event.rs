@@ -6,7 +6,7 @@ use std::io::Write;
 use serde::{Deserialize, Serialize};
 
 /// One event of the child leader, printed as one JSON line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// The child's duty started.
@@ -33,6 +33,23 @@ pub enum Event {
     Stopped {
         /// When `shutdown().await` returned (wall µs).
         at_us: u64,
+    },
+    /// A term ended (`soak` children only): the duty saw its cancellation.
+    TermEnded {
+        /// The term's fence.
+        fence: u64,
+        /// When the duty saw the end (wall µs).
+        at_us: u64,
+        /// Whether the child had received SIGTERM by then (a planned end).
+        planned: bool,
+        /// Why the term ended ([`leasehold_election::TermEndReason`]'s label).
+        reason: String,
+    },
+    /// One renewal's round trip, as the elector measured it (`soak` children only,
+    /// printed after the shutdown, one line per renewal).
+    RenewRtt {
+        /// The round trip (µs).
+        us: u64,
     },
 }
 

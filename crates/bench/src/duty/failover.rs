@@ -46,6 +46,8 @@ pub struct FailoverReport {
     pub topology: Topology,
     /// The lease.
     pub lease_ms: u64,
+    /// Whether every elector ran with `Elector::spawn_dedicated`.
+    pub dedicated: bool,
     /// Every run, in order.
     pub runs: Vec<FailoverRun>,
     /// Summary of `failover_ms`.
@@ -73,6 +75,7 @@ pub async fn run(harness: &Harness, runs: usize) -> Result<FailoverReport, BoxEr
         scenario: "failover",
         topology: harness.topology(),
         lease_ms: harness.lease_ms(),
+        dedicated: harness.dedicated(),
         failover_ms: summary(&all, |r| r.failover_ms)?,
         overshoot_ms: summary(&all, |r| r.overshoot_ms)?,
         since_renew_ms: summary(&all, |r| r.since_renew_ms)?,

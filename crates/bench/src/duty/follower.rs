@@ -27,11 +27,19 @@ pub struct Follower {
 }
 
 impl Follower {
-    /// Spawns the elector on the current runtime.
-    pub fn spawn(store: RedisStore, config: ElectorConfig) -> Self {
+    /// Spawns the elector on the current runtime, or on a thread of its own if
+    /// `dedicated`.
+    ///
+    /// # Errors
+    /// If the dedicated thread cannot start.
+    pub fn spawn(
+        store: RedisStore,
+        config: ElectorConfig,
+        dedicated: bool,
+    ) -> Result<Self, BoxError> {
         let (tx, led) = watch::channel(None);
         let tx = Arc::new(tx);
-        let handle = Elector::new(store, config, move |lead| {
+        let elector = Elector::new(store, config, move |lead| {
             let tx = tx.clone();
             async move {
                 let at_us = now_us();
@@ -49,9 +57,13 @@ impl Follower {
                 lead.cancelled().await;
                 Ok(())
             }
-        })
-        .spawn();
-        Self { handle, led }
+        });
+        let handle = if dedicated {
+            elector.spawn_dedicated()?
+        } else {
+            elector.spawn()
+        };
+        Ok(Self { handle, led })
     }
 
     /// Waits (at most `limit`) until it has seen the child hold the lease: it has

@@ -36,6 +36,8 @@ pub struct HandoverReport {
     pub topology: Topology,
     /// The lease.
     pub lease_ms: u64,
+    /// Whether every elector ran with `Elector::spawn_dedicated`.
+    pub dedicated: bool,
     /// Every run, in order.
     pub runs: Vec<HandoverRun>,
     /// Summary of `handover_ms`.
@@ -63,6 +65,7 @@ pub async fn run(harness: &Harness, runs: usize) -> Result<HandoverReport, BoxEr
         scenario: "handover",
         topology: harness.topology(),
         lease_ms: harness.lease_ms(),
+        dedicated: harness.dedicated(),
         handover_ms: summary(&all, |r| r.handover_ms)?,
         signal_ms: summary(&all, |r| r.signal_ms)?,
         from_sigterm_ms: summary(&all, |r| r.from_sigterm_ms)?,

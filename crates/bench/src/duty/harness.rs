@@ -11,7 +11,7 @@ use leasehold_election::RedisStore;
 use crate::ScenarioArgs;
 use crate::clock::{micros, now_us};
 use crate::duty::follower::Follower;
-use crate::duty::process::{LeaderProcess, Leading};
+use crate::duty::process::{ChildMode, LeaderProcess, Leading};
 use crate::stats::Summary;
 use crate::store::{self, BoxError, Servers, Topology};
 
@@ -28,6 +28,8 @@ pub struct Harness {
     store: RedisStore,
     lease: Duration,
     renew_interval: Duration,
+    /// Every elector on a thread of its own (`Elector::spawn_dedicated`).
+    dedicated: bool,
     /// Makes duty names unique per invocation, so runs against a shared `--redis-url`
     /// never meet an earlier run's lease or fence.
     tag: String,
@@ -62,6 +64,7 @@ impl Harness {
             spec_arg: servers.spec.to_arg()?,
             lease,
             renew_interval,
+            dedicated: args.dedicated,
             tag: format!("{}-{}", std::process::id(), now_us() / 1000),
             servers,
         })
@@ -82,6 +85,11 @@ impl Harness {
         micros(self.lease) / 1000
     }
 
+    /// Whether every elector runs with `Elector::spawn_dedicated`.
+    pub fn dedicated(&self) -> bool {
+        self.dedicated
+    }
+
     /// How often the leader renews (the library default for this lease).
     pub fn renew_interval(&self) -> Duration {
         self.renew_interval
@@ -94,10 +102,15 @@ impl Harness {
     /// If either side does not get there in time.
     pub async fn start_pair(&self, scenario: &str, run: usize) -> Result<Pair, BoxError> {
         let duty = format!("bench-{scenario}-{}-{run}", self.tag);
-        let leader = LeaderProcess::spawn(&self.exe, &self.spec_arg, &duty, "child", self.lease)?;
+        let mode = ChildMode {
+            dedicated: self.dedicated,
+            ..ChildMode::default()
+        };
+        let leader =
+            LeaderProcess::spawn(&self.exe, &self.spec_arg, &duty, "child", self.lease, mode)?;
         let leading = leader.wait_leading(CHILD_START + self.lease).await?;
         let config = store::config(&duty, "follower", self.lease)?;
-        let follower = Follower::spawn(self.store.clone(), config);
+        let follower = Follower::spawn(self.store.clone(), config, self.dedicated)?;
         follower.wait_following(self.lease * 3).await?;
         Ok(Pair {
             leader,

@@ -3,6 +3,7 @@
 //!
 //! - [`failover`]: SIGKILL the leader, time the follower's take-over past the expiry;
 //! - [`handover`]: SIGTERM the leader, time the graceful hand-over;
+//! - [`soak`]: replicas as processes for a while, nobody killed: spurious failovers;
 //! - [`stall`]: in one process, a duty that blocks its runtime.
 //!
 //! As in the [group scenarios](crate::group): [`child`] is the child process itself,
@@ -17,6 +18,7 @@ pub mod follower;
 pub mod handover;
 pub mod harness;
 pub mod process;
+pub mod soak;
 pub mod stall;
 
 pub use self::harness::Harness;

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -48,6 +49,17 @@ pub struct Leading {
     pub sent_at_us: u64,
 }
 
+/// How a child runs its elector.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChildMode {
+    /// `Elector::spawn_dedicated` instead of `Elector::spawn`.
+    pub dedicated: bool,
+    /// Keep its application runtime busy (see `soak`).
+    pub saturate: bool,
+    /// Report every term's end and, after the shutdown, every renewal's round trip.
+    pub soak: bool,
+}
+
 /// A leader elector running in a child process (`leasehold-bench child ...`).
 ///
 /// Dropping it kills the child.
@@ -56,6 +68,7 @@ pub struct LeaderProcess {
     child: Child,
     pid: u32,
     state: watch::Receiver<ChildState>,
+    events: Arc<Mutex<Vec<Event>>>,
     reader: JoinHandle<()>,
 }
 
@@ -71,7 +84,13 @@ impl LeaderProcess {
         duty: &str,
         replica: &str,
         lease: Duration,
+        mode: ChildMode,
     ) -> Result<Self, BoxError> {
+        let flags = [
+            (mode.dedicated, "--dedicated"),
+            (mode.saturate, "--saturate"),
+            (mode.soak, "--soak"),
+        ];
         let mut child = Command::new(exe)
             .args([
                 "child",
@@ -83,6 +102,7 @@ impl LeaderProcess {
                 replica,
             ])
             .args(["--lease-ms", &lease.as_millis().to_string()])
+            .args(flags.iter().filter(|f| f.0).map(|f| f.1))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -90,13 +110,23 @@ impl LeaderProcess {
         let pid = child.id().ok_or("the child exited at once")?;
         let stdout = child.stdout.take().ok_or("the child has no stdout")?;
         let (tx, state) = watch::channel(ChildState::default());
-        let reader = tokio::spawn(read_events(stdout, tx));
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let reader = tokio::spawn(read_events(stdout, tx, events.clone()));
         Ok(Self {
             child,
             pid,
             state,
+            events,
             reader,
         })
+    }
+
+    /// Every event it has reported so far, in order.
+    pub fn events(&self) -> Vec<Event> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// What it has reported so far.
@@ -170,7 +200,11 @@ impl LeaderProcess {
 }
 
 /// Folds the child's JSON lines into its state until its stdout closes.
-async fn read_events(stdout: ChildStdout, tx: watch::Sender<ChildState>) {
+async fn read_events(
+    stdout: ChildStdout,
+    tx: watch::Sender<ChildState>,
+    events: Arc<Mutex<Vec<Event>>>,
+) {
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let event = match serde_json::from_str::<Event>(&line) {
@@ -180,6 +214,10 @@ async fn read_events(stdout: ChildStdout, tx: watch::Sender<ChildState>) {
                 continue;
             }
         };
+        events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event.clone());
         tx.send_modify(|s| match event {
             Event::Leading {
                 fence,
@@ -195,6 +233,7 @@ async fn read_events(stdout: ChildStdout, tx: watch::Sender<ChildState>) {
             Event::Renewed { sent_at_us } => s.last_renew_sent_us = Some(sent_at_us),
             Event::Sigterm { at_us } => s.sigterm_us = Some(at_us),
             Event::Stopped { at_us } => s.stopped_us = Some(at_us),
+            Event::TermEnded { .. } | Event::RenewRtt { .. } => {}
         });
     }
     tx.send_modify(|s| s.closed = true);
