@@ -16,11 +16,12 @@ use serde_json::Value;
 use crate::store::BoxError;
 
 /// The files that carry generated tables.
-pub const DOCS: [&str; 4] = [
+pub const DOCS: [&str; 5] = [
     "README.md",
     "docs/benchmarks.md",
     "docs/partitions.md",
     "docs/guarantees.md",
+    "docs/election.md",
 ];
 
 const OPEN: &str = "<!-- table: ";
@@ -266,8 +267,87 @@ pub fn generate(name: &str, b: &BTreeMap<String, Bench>) -> Result<String, BoxEr
             },
         ),
         "chaos-summary" => chaos_summary(get(b, "chaos")?),
+        "lease-failover" => lease_failover(b),
+        "lease-soak" => lease_soak(b),
         other => Err(format!("no table generator named {other:?}").into()),
     }
+}
+
+/// `p50 / p99 / max` of a `Summary` or `Percentiles` object.
+fn p50_p99_max(s: &Value) -> String {
+    format!(
+        "{} / {} / {}",
+        fig(num(&s["p50"])),
+        fig(num(&s["p99"])),
+        fig(num(&s["max"]))
+    )
+}
+
+/// Lease length against the SIGKILL failover, default and dedicated electors.
+fn lease_failover(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    let mut out = String::from(
+        "| lease | elector | runs | SIGKILL → next leader's duty (ms) p50 / p99 / max | past the real expiry (ms) p50 / p99 / max |\n|---|---|---|---|---|\n",
+    );
+    let mut sources = Vec::new();
+    for name in ["failover", "failover-250", "failover-250-dedicated"] {
+        let bench = get(b, name)?;
+        let r = bench.last();
+        let elector = if r["dedicated"].as_bool() == Some(true) {
+            "`spawn_dedicated`"
+        } else {
+            "`spawn`"
+        };
+        let _ = writeln!(
+            out,
+            "| {} ms | {elector} | {} | {} | {} |",
+            r["lease_ms"],
+            r["runs"].as_array().map_or(0, Vec::len),
+            p50_p99_max(&r["failover_ms"]),
+            p50_p99_max(&r["overshoot_ms"]),
+        );
+        sources.push(bench.source());
+    }
+    let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
+    Ok(out)
+}
+
+/// The soak of short leases with busy runtimes, default and dedicated electors.
+fn lease_soak(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    let mut out = String::from(
+        "| lease | elector | replicas, time | terms | spurious failovers | renew round trip (ms) p50 / p99 / max | leaderless in all (ms) |\n|---|---|---|---|---|---|---|\n",
+    );
+    let mut sources = Vec::new();
+    for name in ["soak-250", "soak-250-dedicated"] {
+        let bench = get(b, name)?;
+        let r = bench.last();
+        let elector = if r["dedicated"].as_bool() == Some(true) {
+            "`spawn_dedicated`"
+        } else {
+            "`spawn`"
+        };
+        let reasons = r["spurious_reasons"]
+            .as_object()
+            .filter(|m| !m.is_empty())
+            .map(|m| {
+                let list: Vec<String> = m.iter().map(|(k, v)| format!("{v} {k}")).collect();
+                format!(" ({})", list.join(", "))
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "| {} ms | {elector} | {}, {} s | {} | **{}**{reasons} | {} | {} |",
+            r["lease_ms"],
+            r["replicas"],
+            r["seconds"],
+            r["terms"],
+            r["spurious_failovers"],
+            p50_p99_max(&r["renew_latency_ms"]),
+            fig(num(&r["leaderless_ms_total"])),
+        );
+        sources.push(bench.source());
+    }
+    let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
+    Ok(out)
 }
 
 /// The topologies a `--topology` run covers, each with its report's name.
