@@ -4,7 +4,7 @@
 # printed, the last one being the summary). Then `leasehold-bench tables --write`
 # regenerates the tables from them.
 #
-#   docs/bench/run.sh            # everything (about 100 minutes on a 2-core machine)
+#   docs/bench/run.sh            # everything (about 115 minutes on a 2-core machine)
 #   docs/bench/run.sh load-10k   # one of them, by name
 #
 # Run it on a quiet machine: nothing else building or benchmarking.
@@ -35,6 +35,8 @@ declare -A runs=(
   [failover-250]="failover --lease-ms 250 --runs 20"
   [failover-250-dedicated]="failover --lease-ms 250 --runs 20 --dedicated"
   [soak-250]="soak --lease-ms 250 --seconds 600 --replicas 3 --saturate"
+  [group-500-rebalance]="rebalance --partitions 1000 --replicas 4 --lease-ms 500 --runs 3"
+  [group-500-load]="load --partitions 1000 --replicas 4 --lease-ms 500 --seconds 600"
   [soak-250-dedicated]="soak --lease-ms 250 --seconds 600 --replicas 3 --dedicated --saturate"
 )
 # The same on TLS, Sentinel and Cluster set-ups the bench starts itself.
@@ -45,7 +47,7 @@ for t in tls sentinel cluster; do
 done
 runs[rebalance-64-cluster]="${runs[rebalance-64]} --topology cluster"
 order=(failover handover rebalance-64 rebalance-10k load-1k-4 load-10k load-10k-unniced load-100k rebalance-zipf rebalance-zipf-count rebalance-capacities rolling rolling-sticky rolling-add add stall chaos simulate
-  failover-250 failover-250-dedicated soak-250 soak-250-dedicated
+  failover-250 failover-250-dedicated soak-250 soak-250-dedicated group-500-rebalance group-500-load
   failover-tls failover-sentinel failover-cluster handover-tls handover-sentinel handover-cluster
   load-1k-4-tls load-1k-4-sentinel load-1k-4-cluster rebalance-64-cluster)
 wanted=("$@")

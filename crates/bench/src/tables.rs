@@ -182,7 +182,25 @@ pub fn generate(name: &str, b: &BTreeMap<String, Bench>) -> Result<String, BoxEr
                 h.source()
             ))
         }
-        "rebalance-64" | "rebalance-10k" | "rebalance-64-cluster" => rebalance(get(b, name)?),
+        "rebalance-64" | "rebalance-10k" | "rebalance-64-cluster" | "group-500-rebalance" => {
+            rebalance(get(b, name)?)
+        }
+        "group-500-load" => {
+            let l = get(b, "group-500-load")?;
+            let r = l.last();
+            Ok(format!(
+                "{} partitions on {} replicas with a {} ms lease, for {} s after a cold start (all owned after {}): **{} moves** at steady state, Redis at {} % of a core, {} requests/s.\n\nFrom {}.\n",
+                r["partitions"],
+                r["replicas"],
+                r["lease_ms"],
+                r["seconds"],
+                secs(num(&r["all_owned_ms"])),
+                r["steady_moves"],
+                fig(num(&r["redis_cpu_pct"])),
+                fig(num(&r["requests_per_sec"])),
+                l.source()
+            ))
+        }
         "load-1k-4" => {
             let l = get(b, "load-1k-4")?;
             let r = l.last();

@@ -206,6 +206,54 @@ fn leaderless(terms: &[(u64, u64)], stop_us: u64) -> (u64, u64) {
 mod tests {
     use super::*;
 
+    fn args() -> SoakArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            soak: SoakArgs,
+        }
+        Cli::parse_from(["soak", "--seconds", "10"]).soak
+    }
+
+    fn leading(at_us: u64) -> Event {
+        Event::Leading {
+            fence: at_us,
+            at_us,
+            sent_at_us: at_us,
+        }
+    }
+
+    fn ended(at_us: u64, planned: bool, reason: &str) -> Event {
+        Event::TermEnded {
+            fence: 0,
+            at_us,
+            planned,
+            reason: reason.to_owned(),
+        }
+    }
+
+    #[test]
+    fn terms_that_end_before_the_stop_are_spurious() {
+        // a leads 0-100 (deadline passed), b takes over at 150 until the stop (planned
+        // end after it), a leads again after the stop (not counted).
+        let a = vec![
+            leading(0),
+            ended(100, false, "deadline passed"),
+            leading(1_200),
+            ended(1_300, true, "shutdown"),
+            Event::RenewRtt { us: 500 },
+        ];
+        let b = vec![leading(150), ended(1_100, true, "shutdown")];
+        let r = summarise(&args(), Topology::Single, &[a, b], 1_000).unwrap();
+        assert_eq!(r.terms, 2);
+        assert_eq!(r.spurious_failovers, 1);
+        assert_eq!(r.spurious_reasons.get("deadline passed"), Some(&1));
+        assert_eq!(r.leaderless_ms_total, 0.05);
+        assert_eq!(r.renewals, 1);
+        assert_eq!(r.renew_latency_ms.max, 0.5);
+    }
+
     #[test]
     fn leaderless_time_is_what_no_term_covers() {
         // Terms 0-10, 5-12 (overlapping views), 20-30; stop at 35: gaps 12-20, 30-35.
