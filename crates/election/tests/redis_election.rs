@@ -11,7 +11,9 @@ use leasehold_election::{
     current_leader,
 };
 use leasehold_testkit::RedisServer;
-use support::{Terms, config, eventually, leader_count, recheck_now, slow_to_recheck, store};
+use support::{
+    Terms, config, eventually, follows, leader_count, recheck_now, slow_to_recheck, store,
+};
 use tokio::time::{Instant, sleep, timeout};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -58,12 +60,7 @@ async fn graceful_shutdown_hands_over_without_waiting_for_expiry() {
     let a = terms.spawn(s.clone(), config("job", "a", 3_000));
     timeout(WAIT, a.wait_until_leader()).await.unwrap().unwrap();
     let b = terms.spawn(store(&redis.url()), slow_to_recheck("job", "b", 3_000));
-    eventually(
-        "b follows",
-        WAIT,
-        || matches!(b.status().role, Role::Follower { leader: Some(ref l) } if l == "a"),
-    )
-    .await;
+    follows(&b, "a", WAIT).await;
     // b's own timer is now at least 2 s (lease − renew interval) away: only the release
     // notification can make the hand-over fast.
     recheck_now(&redis, "job");
@@ -86,12 +83,7 @@ async fn step_down_hands_the_duty_over_and_sits_out_a_retry_interval() {
     let a = terms.spawn(store(&redis.url()), config("job", "a", 3_000));
     timeout(WAIT, a.wait_until_leader()).await.unwrap().unwrap();
     let b = terms.spawn(store(&redis.url()), slow_to_recheck("job", "b", 3_000));
-    eventually(
-        "b follows",
-        WAIT,
-        || matches!(b.status().role, Role::Follower { leader: Some(ref l) } if l == "a"),
-    )
-    .await;
+    follows(&b, "a", WAIT).await;
     recheck_now(&redis, "job");
     sleep(Duration::from_millis(50)).await;
     let fence = a.status().fence().unwrap();
@@ -515,12 +507,7 @@ async fn a_restart_that_keeps_its_data_keeps_the_leader_and_grants_nothing_new_f
     let a = terms.spawn(store(&redis.url()), config("job", "a", 1_000));
     timeout(WAIT, a.wait_until_leader()).await.unwrap().unwrap();
     let b = terms.spawn(store(&redis.url()), config("job", "b", 1_000));
-    eventually(
-        "b follows",
-        WAIT,
-        || matches!(b.status().role, Role::Follower { leader: Some(ref l) } if l == "a"),
-    )
-    .await;
+    follows(&b, "a", WAIT).await;
     tokio::task::block_in_place(|| redis.restart());
     let restarted = Instant::now();
     // The lease survived (append-only file, fsync always): a renews on and keeps leading.

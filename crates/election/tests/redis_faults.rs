@@ -6,9 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_election::{Role, TermEndReason, current_leader};
+use leasehold_election::{TermEndReason, current_leader};
 use leasehold_testkit::{FaultProxy, RedisServer};
-use support::{Terms, config, eventually, leader_count, store};
+use support::{Terms, config, eventually, follows, leader_count, store};
 use tokio::time::{Instant, sleep, timeout};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -204,12 +204,7 @@ async fn a_leader_cut_off_during_a_restart_that_loses_all_data_is_never_overlapp
         .expect("a leads")
         .unwrap();
     let b = terms.spawn(store(&redis.url()), config("job", "b", 1_000));
-    eventually(
-        "b follows a",
-        WAIT,
-        || matches!(b.status().role, Role::Follower { leader: Some(ref l) } if l == "a"),
-    )
-    .await;
+    follows(&b, "a", WAIT).await;
     // At a random point of a's renew cycle, a loses its link (so it cannot learn that
     // its lease is gone) and Redis restarts empty.
     sleep(Duration::from_millis(rand::random_range(0..333))).await;
@@ -255,12 +250,7 @@ async fn shutdown_with_a_black_holed_acquire_returns_and_nothing_of_it_lands_lat
         .expect("a leads")
         .unwrap();
     let b = terms.spawn(store(&proxy.url()), config("job", "b", 1_000));
-    eventually(
-        "b follows a",
-        WAIT,
-        || matches!(b.status().role, Role::Follower { leader: Some(ref l) } if l == "a"),
-    )
-    .await;
+    follows(&b, "a", WAIT).await;
     proxy.blackhole();
     a.shutdown().await;
     // b's next acquire is held in the network: it times out, unanswered.

@@ -8,9 +8,9 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_election::{ElectorHandle, RedisStore, Role, current_leader};
+use leasehold_election::{ElectorHandle, RedisStore, current_leader};
 use leasehold_testkit::{FaultProxy, RedisServer};
-use support::{Terms, config, eventually, store};
+use support::{Terms, config, follows, store};
 use tokio::time::{Instant, sleep, timeout};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -61,12 +61,7 @@ async fn stranded() -> Stranded {
             .expect("a leads")
             .unwrap();
         let b = terms.spawn(store(&proxy.url()), config("job", "b", 1_000));
-        eventually(
-            "b follows a",
-            WAIT,
-            || matches!(b.status().role, Role::Follower { leader: Some(ref l) } if l == "a"),
-        )
-        .await;
+        follows(&b, "a", WAIT).await;
         proxy.latency(Duration::from_millis(300));
         a.shutdown().await;
         let watch = store(&redis.url());

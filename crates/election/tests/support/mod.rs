@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leasehold_election::DutyKeys;
-use leasehold_election::{Elector, ElectorConfig, ElectorHandle, Fence, Leadership, RedisStore};
+use leasehold_election::{
+    Elector, ElectorConfig, ElectorHandle, Fence, Leadership, RedisStore, Role,
+};
 use leasehold_testkit::RedisServer;
 use tokio::time::Instant;
 
@@ -157,6 +159,17 @@ pub async fn eventually(what: &str, limit: Duration, mut cond: impl FnMut() -> b
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+}
+
+/// Waits (at most `limit`) until `follower` follows `leader`: it has campaigned, lost
+/// to it, and watches for its release.
+pub async fn follows(follower: &ElectorHandle, leader: &str, limit: Duration) {
+    eventually(
+        &format!("a follower of {leader}"),
+        limit,
+        || matches!(follower.status().role, Role::Follower { leader: Some(ref l) } if l == leader),
+    )
+    .await;
 }
 
 pub fn leader_count(handles: &[&ElectorHandle]) -> usize {
