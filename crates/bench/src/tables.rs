@@ -301,71 +301,95 @@ fn p50_p99_max(s: &Value) -> String {
     )
 }
 
-/// Lease length against the SIGKILL failover, default and dedicated electors.
-fn lease_failover(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
-    let mut out = String::from(
-        "| lease | elector | runs | SIGKILL → next leader's duty (ms) p50 / p99 / max | past the real expiry (ms) p50 / p99 / max |\n|---|---|---|---|---|\n",
-    );
+/// A table of one row per report in `rows` (a first cell, then the report's name):
+/// `| first | cells of its summary |`, then where they all come from.
+fn one_row_each(
+    b: &BTreeMap<String, Bench>,
+    header: &str,
+    rows: &[(String, String)],
+    cells: fn(&Value) -> String,
+) -> Result<String, BoxError> {
+    let mut out = format!("{header}\n");
     let mut sources = Vec::new();
-    for name in ["failover", "failover-250", "failover-250-dedicated"] {
+    for (first, name) in rows {
         let bench = get(b, name)?;
-        let r = bench.last();
-        let elector = if r["dedicated"].as_bool() == Some(true) {
-            "`spawn_dedicated`"
-        } else {
-            "`spawn`"
-        };
-        let _ = writeln!(
-            out,
-            "| {} ms | {elector} | {} | {} | {} |",
-            r["lease_ms"],
-            r["runs"].as_array().map_or(0, Vec::len),
-            p50_p99_max(&r["failover_ms"]),
-            p50_p99_max(&r["overshoot_ms"]),
-        );
+        let _ = writeln!(out, "| {first} | {} |", cells(bench.last()));
         sources.push(bench.source());
     }
     let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
     Ok(out)
 }
 
+/// Which elector a report ran: `spawn` or `spawn_dedicated`.
+fn elector(r: &Value) -> &'static str {
+    if r["dedicated"].as_bool() == Some(true) {
+        "`spawn_dedicated`"
+    } else {
+        "`spawn`"
+    }
+}
+
+/// The rows of `names`, each led by its lease (read from the report).
+fn by_lease(
+    b: &BTreeMap<String, Bench>,
+    names: &[&str],
+) -> Result<Vec<(String, String)>, BoxError> {
+    names
+        .iter()
+        .map(|name| {
+            Ok((
+                format!("{} ms", get(b, name)?.last()["lease_ms"]),
+                (*name).to_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// Lease length against the SIGKILL failover, default and dedicated electors.
+fn lease_failover(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    one_row_each(
+        b,
+        "| lease | elector | runs | SIGKILL → next leader's duty (ms) p50 / p99 / max | past the real expiry (ms) p50 / p99 / max |\n|---|---|---|---|---|",
+        &by_lease(b, &["failover", "failover-250", "failover-250-dedicated"])?,
+        |r| {
+            format!(
+                "{} | {} | {} | {}",
+                elector(r),
+                r["runs"].as_array().map_or(0, Vec::len),
+                p50_p99_max(&r["failover_ms"]),
+                p50_p99_max(&r["overshoot_ms"]),
+            )
+        },
+    )
+}
+
 /// The soak of short leases with busy runtimes, default and dedicated electors.
 fn lease_soak(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
-    let mut out = String::from(
-        "| lease | elector | replicas, time | terms | spurious failovers | renew round trip (ms) p50 / p99 / max | leaderless in all (ms) |\n|---|---|---|---|---|---|---|\n",
-    );
-    let mut sources = Vec::new();
-    for name in ["soak-250", "soak-250-dedicated"] {
-        let bench = get(b, name)?;
-        let r = bench.last();
-        let elector = if r["dedicated"].as_bool() == Some(true) {
-            "`spawn_dedicated`"
-        } else {
-            "`spawn`"
-        };
-        let reasons = r["spurious_reasons"]
-            .as_object()
-            .filter(|m| !m.is_empty())
-            .map(|m| {
-                let list: Vec<String> = m.iter().map(|(k, v)| format!("{v} {k}")).collect();
-                format!(" ({})", list.join(", "))
-            })
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "| {} ms | {elector} | {}, {} s | {} | **{}**{reasons} | {} | {} |",
-            r["lease_ms"],
-            r["replicas"],
-            r["seconds"],
-            r["terms"],
-            r["spurious_failovers"],
-            p50_p99_max(&r["renew_latency_ms"]),
-            fig(num(&r["leaderless_ms_total"])),
-        );
-        sources.push(bench.source());
-    }
-    let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
-    Ok(out)
+    one_row_each(
+        b,
+        "| lease | elector | replicas, time | terms | spurious failovers | renew round trip (ms) p50 / p99 / max | leaderless in all (ms) |\n|---|---|---|---|---|---|---|",
+        &by_lease(b, &["soak-250", "soak-250-dedicated"])?,
+        |r| {
+            let reasons = r["spurious_reasons"]
+                .as_object()
+                .filter(|m| !m.is_empty())
+                .map(|m| {
+                    let list: Vec<String> = m.iter().map(|(k, v)| format!("{v} {k}")).collect();
+                    format!(" ({})", list.join(", "))
+                })
+                .unwrap_or_default();
+            format!(
+                "{} | {}, {} s | {} | **{}**{reasons} | {} | {}",
+                elector(r),
+                r["replicas"],
+                r["seconds"],
+                r["terms"],
+                r["spurious_failovers"],
+                p50_p99_max(&r["renew_latency_ms"]),
+                fig(num(&r["leaderless_ms_total"])),
+            )
+        },
+    )
 }
 
 /// The topologies a `--topology` run covers, each with its report's name.
@@ -394,15 +418,11 @@ fn by_topology(
     base: &str,
     cells: fn(&Value) -> String,
 ) -> Result<String, BoxError> {
-    let mut out = format!("{header}\n");
-    let mut sources = Vec::new();
-    for (topology, suffix) in TOPOLOGIES {
-        let bench = get(b, &format!("{base}{suffix}"))?;
-        let _ = writeln!(out, "| {topology} | {} |", cells(bench.last()));
-        sources.push(bench.source());
-    }
-    let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
-    Ok(out)
+    let rows: Vec<(String, String)> = TOPOLOGIES
+        .iter()
+        .map(|(topology, suffix)| ((*topology).to_owned(), format!("{base}{suffix}")))
+        .collect();
+    one_row_each(b, header, &rows, cells)
 }
 
 /// One sentence on the chaos run, for the README.
