@@ -45,6 +45,7 @@ pub async fn run(args: &ChildArgs) -> Result<(), BoxError> {
     let soak = args.soak.then(|| Soak {
         stopping: stopping.clone(),
         block: args.saturate.then_some(lease * 2),
+        validity,
     });
     let elector = Elector::new(store, config, move |lead| {
         let soak = soak.clone();
@@ -126,6 +127,8 @@ struct Soak {
     stopping: Arc<AtomicBool>,
     /// `--saturate`: block the worker this long every [`BLOCK_EVERY`].
     block: Option<Duration>,
+    /// Lease − safety margin: how far the deadline lies after the acquire was sent.
+    validity: Duration,
 }
 
 impl Soak {
@@ -133,10 +136,11 @@ impl Soak {
     /// end with its reason.
     async fn duty(self, lead: Leadership) -> DutyResult {
         let fence = lead.fence().get();
+        let deadline = lead.deadline();
         Event::Leading {
             fence,
             at_us: now_us(),
-            sent_at_us: now_us(),
+            sent_at_us: wall_us(deadline.checked_sub(self.validity).unwrap_or(deadline)),
         }
         .emit();
         let mut every = interval(BLOCK_EVERY);
