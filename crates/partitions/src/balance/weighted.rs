@@ -762,6 +762,43 @@ mod tests {
         assert!(w.assert_refined().is_ok(), "{:?}", w.assert_refined());
     }
 
+    /// How rare the unequal-capacity gap is: 5,000 random placements of the case
+    /// above, each settled one replica at a time and all together. Idle endings (a
+    /// replica holding nothing beside one that could hand it a partition) are counted;
+    /// the old choice of giver (the member furthest above its share, helpful or not)
+    /// left 99 of these 10,000 settles so, this one leaves 3.
+    #[test]
+    fn idle_endings_with_unequal_capacities_are_rare() {
+        let mut seed: u64 = 12_345;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as u16
+        };
+        let (mut idle, mut settles) = (0, 0);
+        for _ in 0..5_000 {
+            let owners: Vec<u16> = (0..9).map(|_| next()).collect();
+            for together in [false, true] {
+                let mut w =
+                    World::new(vec![1, 2, 177, 576, 36, 3, 1, 3, 3], &[2, 1, 3, 1, 1, 3, 4]);
+                scatter(&mut w, &owners);
+                if together {
+                    w.settle_together();
+                } else {
+                    w.settle();
+                }
+                settles += 1;
+                idle += usize::from(w.assert_no_idle_replica().is_err());
+            }
+        }
+        eprintln!("{idle} of {settles} settles left a replica idle");
+        assert!(
+            idle * 200 <= settles,
+            "{idle} of {settles} settles left a replica idle"
+        );
+    }
+
     #[test]
     fn a_heavy_tenant_alone_leaves_the_other_33_to_the_other_two() {
         // The case: 34 tenants, one of weight 250, on three replicas; a holds
@@ -1077,11 +1114,9 @@ mod tests {
             // With unequal capacities the rule can still leave a small replica idle
             // beside larger ones holding several tenants: when every member that could
             // hand it one has an average partition no lighter than its gap, and the one
-            // furthest above cannot (nobody else knows their lightest). 194 of 400,000
-            // settles from random placements of the case in
-            // `the_giver_is_one_that_surely_can_help` still end so (3,686 before the
-            // rule preferred givers certain to help); the next test holds it for equal
-            // capacities.
+            // furthest above cannot (nobody else knows their lightest): rare, see
+            // `idle_endings_with_unequal_capacities_are_rare`; the next test holds it
+            // for equal capacities.
             if capacities.iter().all(|c| *c == capacities[0]) {
                 prop_assert!(w.assert_no_idle_replica().is_ok(), "{}", w.assert_no_idle_replica().unwrap_err());
             }
