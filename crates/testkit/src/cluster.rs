@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use redis::Value;
 
+use crate::replication;
 use crate::server::RedisServer;
 use crate::tools::{poll, redis_cli};
 
@@ -59,6 +60,7 @@ impl RedisCluster {
                     "--cluster-replica-validity-factor",
                     "0",
                 ];
+                args.extend_from_slice(&replication::NODE_ARGS);
                 args.extend_from_slice(extra);
                 RedisServer::start_with_args(&args)
             })
@@ -258,6 +260,42 @@ impl RedisCluster {
             }
         }
         moved
+    }
+
+    /// Cuts primary `primary` (an index in [`nodes`](Self::nodes)) off from its
+    /// replicas: from now on it acknowledges writes for its slots that no replica
+    /// receives (replicas authenticate as a user of their own, which this disables on
+    /// the primary; their connections are killed). The cluster bus is untouched, so
+    /// killing the primary now makes the cluster promote a replica that lacks every
+    /// write since this call: a failover that loses writes. Returns once every replica
+    /// of it reports its link down. [`mend_replication`](Self::mend_replication) undoes
+    /// it.
+    ///
+    /// # Panics
+    ///
+    /// If the node refuses the commands, or a replica still reports its link up after
+    /// 10 s.
+    pub fn cut_replication(&self, primary: usize) {
+        let addr = self.nodes[primary].addr();
+        let replicas: Vec<&RedisServer> = self
+            .running()
+            .filter(|n| {
+                let info = n.redis_cli(&["INFO", "replication"]);
+                let has = |line: String| info.lines().any(|l| l.trim() == line);
+                has(format!("master_host:{}", addr.ip()))
+                    && has(format!("master_port:{}", addr.port()))
+            })
+            .collect();
+        replication::cut(&self.nodes[primary], &replicas);
+    }
+
+    /// Lets the replicas of primary `primary` connect to it again.
+    ///
+    /// # Panics
+    ///
+    /// If the node refuses the command.
+    pub fn mend_replication(&self, primary: usize) {
+        replication::mend(&self.nodes[primary]);
     }
 
     fn running(&self) -> impl Iterator<Item = &RedisServer> {

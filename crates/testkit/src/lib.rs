@@ -4,6 +4,7 @@ mod acl;
 mod cluster;
 mod lua;
 mod proxy;
+mod replication;
 mod sentinel;
 mod server;
 #[cfg(feature = "tls")]

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
+use crate::replication;
 use crate::server::{RedisServer, free_port, ping};
 use crate::tools::{poll, sentinel_command};
 
@@ -51,12 +52,14 @@ impl RedisSentinelSet {
     ///
     /// As [`start`](Self::start).
     pub fn start_with_args(replicas: usize, extra: &[&str]) -> Self {
-        let primary = RedisServer::start_with_args(extra);
+        let mut node_args = replication::NODE_ARGS.to_vec();
+        node_args.extend_from_slice(extra);
+        let primary = RedisServer::start_with_args(&node_args);
         let primary_port = primary.port().to_string();
         let mut nodes = vec![primary];
         for _ in 0..replicas {
             let mut args = vec!["--replicaof", "127.0.0.1", &primary_port];
-            args.extend_from_slice(extra);
+            args.extend_from_slice(&node_args);
             nodes.push(RedisServer::start_with_args(&args));
         }
         for replica in &nodes[1..] {
@@ -161,6 +164,39 @@ impl RedisSentinelSet {
                 .ok_or(format!("{addr} says {role}"))
         })
         .unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+impl RedisSentinelSet {
+    /// Cuts the current primary off from its replicas: from now on it acknowledges
+    /// writes that no replica receives (replicas authenticate as a user of their own,
+    /// which this disables on the primary; their connections are killed). Sentinels
+    /// still reach every node, so killing the primary now makes them promote a replica
+    /// that lacks every write since this call: a failover that loses writes. Returns
+    /// once every replica reports its link down. [`mend_replication`] undoes it.
+    ///
+    /// [`mend_replication`]: Self::mend_replication
+    ///
+    /// # Panics
+    ///
+    /// If no Sentinel answers, the primary refuses the commands, or a replica still
+    /// reports its link up after 10 s.
+    pub fn cut_replication(&self) {
+        let primary = self.primary_index();
+        let replicas: Vec<&RedisServer> = (0..self.nodes.len())
+            .filter(|&i| i != primary && self.nodes[i].is_running())
+            .map(|i| &self.nodes[i])
+            .collect();
+        replication::cut(&self.nodes[primary], &replicas);
+    }
+
+    /// Lets the replicas of the current primary connect to it again.
+    ///
+    /// # Panics
+    ///
+    /// If no Sentinel answers or the primary refuses the command.
+    pub fn mend_replication(&self) {
+        replication::mend(&self.nodes[self.primary_index()]);
     }
 }
 
