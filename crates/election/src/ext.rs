@@ -9,7 +9,7 @@ pub use crate::elector::Grant;
 pub use crate::grid::RenewGrid;
 pub use crate::keys::release_channel;
 pub use crate::store::ANY_RELEASE;
-pub use crate::store::redis::{DutyKeysRead, FENCE_LUA, LuaScript, Parse};
+pub use crate::store::redis::{DutyKeysRead, FENCE_LUA, LIFETIME_LUA, LuaScript, Parse};
 pub use crate::token::{new_token, replica_of_token, token_with};
 pub use crate::validate::{validate_lease, validate_name};
 

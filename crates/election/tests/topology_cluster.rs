@@ -13,7 +13,7 @@ use leasehold_election::{
     Acquire, Fence, FencedWriter, LeaseStore, RedisStore, StoreError, current_leader,
 };
 use leasehold_testkit::RedisCluster;
-use support::{Terms, config, eventually, recheck_now, slow_to_recheck};
+use support::{Terms, config, eventually, granted, recheck_now, slow_to_recheck};
 use tokio::time::{Instant, timeout};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -218,4 +218,37 @@ async fn electors_recover_after_their_primary_fails_over() {
     for e in electors {
         e.shutdown().await;
     }
+}
+
+/// The replica of a duty's primary misses a grant (its link is cut just before), then
+/// that primary dies and the cluster promotes the replica: the new primary has neither
+/// the lease nor the fence, yet grants nothing until the old holder's local deadline
+/// has passed, and its fence is above the lost one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_failover_that_lost_the_grant_never_yields_two_leaders() {
+    let mut cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 1));
+    let keys = DutyKeys::new("leasehold", "lossy");
+    let primary = tokio::task::block_in_place(|| cluster.primary_for_key(&keys.lease));
+    let store = cluster_store(&cluster);
+    let lease = Duration::from_secs(4);
+    // An earlier term, replicated, then released.
+    let (_, _) = granted(&store, &keys, "early", lease, FAILOVER).await;
+    store.release(&keys, "early").await.unwrap();
+    tokio::task::block_in_place(|| cluster.cut_replication(primary));
+    let (sent, fence) = granted(&store, &keys, "a", lease, FAILOVER).await;
+    let deadline = sent + lease;
+    cluster.nodes_mut()[primary].stop();
+    let b = cluster_store(&cluster);
+    let (won, b_fence) = granted(&b, &keys, "b", lease, FAILOVER).await;
+    assert_ne!(
+        tokio::task::block_in_place(|| cluster.primary_for_key(&keys.lease)),
+        primary
+    );
+    assert!(
+        won >= deadline,
+        "b was granted {:?} before a's local deadline",
+        deadline - won
+    );
+    assert!(b_fence > fence, "fence {b_fence:?} after {fence:?}");
+    eprintln!("b granted {:?} after a's deadline", won - deadline);
 }

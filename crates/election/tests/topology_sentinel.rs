@@ -9,7 +9,7 @@ use leasehold_election::DutyKeys;
 use leasehold_election::ext::new_token;
 use leasehold_election::{Acquire, BuildError, Fence, LeaseStore, RedisStore, StoreError};
 use leasehold_testkit::{MASTER_NAME, RedisSentinelSet};
-use support::{Terms, config, eventually};
+use support::{Terms, config, eventually, granted};
 use tokio::time::{Instant, timeout};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -174,4 +174,60 @@ fn wait_must_fit_in_the_call_timeout() {
         .build()
         .unwrap_err();
     assert!(matches!(err, BuildError::NoUrls("sentinel")), "{err:?}");
+}
+
+/// The replica misses a grant (its link is cut just before), then the primary dies and
+/// Sentinel promotes the replica: the new primary has no lease and has never seen the
+/// fence, yet grants nothing until the old holder's local deadline has passed, and its
+/// fence is above the lost one. Run once with a duty the replica knew (its boot marker
+/// replicated) and once with one it never saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_that_lost_the_grant_never_yields_two_leaders() {
+    for known in [true, false] {
+        let mut set = tokio::task::block_in_place(|| RedisSentinelSet::start(1));
+        let store = sentinel_store(&set);
+        let keys = DutyKeys::new("leasehold", "lossy");
+        let lease = Duration::from_secs(4);
+        if known {
+            // An earlier term, replicated with its marker, then released.
+            let token = new_token("early");
+            let (_, _) = granted(&store, &keys, &token, lease, FAILOVER).await;
+            store.release(&keys, &token).await.unwrap();
+            eventually("the boot marker is replicated", WAIT, || {
+                set.nodes()[1].redis_cli(&["EXISTS", keys.boot.as_deref().unwrap()])
+                    == "(integer) 1"
+            })
+            .await;
+        }
+        tokio::task::block_in_place(|| set.cut_replication());
+        let (sent, fence) = granted(&store, &keys, "a", lease, FAILOVER).await;
+        // a may lead until here, on this process's clock.
+        let deadline = sent + lease;
+        set.nodes_mut()[0].stop();
+        // b knows nothing (a fresh process: no fence floor) and asks until it wins.
+        let b = sentinel_store(&set);
+        let (won, b_fence) = granted(&b, &keys, "b", lease, FAILOVER).await;
+        let promoted = tokio::task::block_in_place(|| set.wait_for_new_primary(0));
+        assert_eq!(promoted, 1);
+        assert_eq!(
+            set.nodes()[1]
+                .redis_cli(&["GET", &keys.lease])
+                .trim_matches('"'),
+            "b",
+            "b's lease is on the promoted replica"
+        );
+        assert!(
+            won >= deadline,
+            "known {known}: b was granted {:?} before a's local deadline",
+            deadline - won
+        );
+        assert!(
+            b_fence > fence,
+            "known {known}: fence {b_fence:?} after {fence:?}"
+        );
+        eprintln!(
+            "known {known}: b granted {:?} after a's deadline",
+            won - deadline
+        );
+    }
 }

@@ -17,9 +17,14 @@ pub(crate) const USER: &str = "leasehold-replication";
 
 /// Arguments every data node starts with: the replication user, and the credentials a
 /// replica presents to its primary.
-pub(crate) const NODE_ARGS: [&str; 6] = [
+pub(crate) const NODE_ARGS: [&str; 11] = [
     "--user",
-    "leasehold-replication on >replication ~* &* +@all",
+    USER,
+    "on",
+    ">replication",
+    "~*",
+    "&*",
+    "+@all",
     "--masteruser",
     USER,
     "--masterauth",

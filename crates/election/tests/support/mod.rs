@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use leasehold_election::DutyKeys;
 use leasehold_election::{
-    Elector, ElectorConfig, ElectorHandle, Fence, Leadership, RedisStore, Role,
+    Acquire, Elector, ElectorConfig, ElectorHandle, Fence, Leadership, LeaseStore, RedisStore, Role,
 };
 use leasehold_testkit::RedisServer;
 use tokio::time::Instant;
@@ -174,4 +174,29 @@ pub async fn follows(follower: &ElectorHandle, leader: &str, limit: Duration) {
 
 pub fn leader_count(handles: &[&ElectorHandle]) -> usize {
     handles.iter().filter(|h| h.status().is_leader()).count()
+}
+
+/// Asks `store` for `keys`' lease with `token` every 20 ms (a fresh process: no fence
+/// floor) until it is granted, within `limit`; the granting call's send time (the
+/// holder's deadline is `lease` after it) and the fence.
+pub async fn granted(
+    store: &RedisStore,
+    keys: &DutyKeys,
+    token: &str,
+    lease: Duration,
+    limit: Duration,
+) -> (Instant, Fence) {
+    tokio::time::timeout(limit, async {
+        loop {
+            let sent = Instant::now();
+            match store.acquire(keys, token, lease, Fence(0)).await {
+                Ok(Acquire::Won { fence, .. }) => return (sent, fence),
+                Ok(_) => {}
+                Err(e) => assert!(e.is_retryable(), "{e:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the lease is granted")
 }

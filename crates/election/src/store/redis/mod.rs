@@ -12,7 +12,7 @@ pub(crate) mod scripts;
 pub use self::builder::RedisStoreBuilder;
 pub use self::parse::Parse;
 pub use self::replies::DutyKeysRead;
-pub use self::scripts::{FENCE_LUA, LuaScript};
+pub use self::scripts::{FENCE_LUA, LIFETIME_LUA, LuaScript};
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -81,8 +81,14 @@ impl LuaScript {
 /// script's body.
 pub const FENCE_LUA: &str = include_str!("lua/fence.lua");
 
-pub(crate) static ACQUIRE: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::idempotent([FENCE_LUA, include_str!("lua/acquire.lua")].concat()));
+/// The granting server's lifetime and when it began (`lua/lifetime.lua`:
+/// `server_lifetime(now_ms)`), by which a script holds its grants back for one lease
+/// after a restart or a failover; a library to put in front of a script's body.
+pub const LIFETIME_LUA: &str = include_str!("lua/lifetime.lua");
+
+pub(crate) static ACQUIRE: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::idempotent([FENCE_LUA, LIFETIME_LUA, include_str!("lua/acquire.lua")].concat())
+});
 
 pub(crate) static RENEW: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::idempotent(include_str!("lua/renew.lua")));

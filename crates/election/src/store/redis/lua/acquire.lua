@@ -5,18 +5,20 @@
 --
 -- Free lease: take it, with fence = next_fence(counter, floor, server µs) (fence.lua).
 --
--- No grant for one lease after a restart. A server that restarts may have lost leases
--- it granted (no persistence, an old snapshot, `appendfsync everysec`) whose holders
--- still believe they lead. So nothing is granted until one lease after the server
--- started: by then every lease granted before has expired on the server's clock, and
--- with it its holder's local deadline (Redlock's "delayed restart"). The boot marker (a
--- hash without TTL) keeps `since`, the server's start as first estimated in this server
--- lifetime (`run_id`): `uptime_in_seconds` - 1 s before now (Redis counts whole seconds
--- of its clock, so this is never earlier than the real start, and at most two seconds
--- later). A marker that is missing or names another lifetime is rewritten. A server up
--- for longer than a lease (and those seconds) costs nothing, not even for a new duty.
--- Without permission for `INFO` the run id is empty and the count starts when the
--- marker is first missing (a new duty, or data loss).
+-- No grant for one lease after the granting server changed. A server that restarts
+-- may have lost leases it granted (no persistence, an old snapshot, `appendfsync
+-- everysec`), and a replica promoted by a failover may never have received the last
+-- ones; their holders still believe they lead. So nothing is granted until one lease
+-- after the server that answers began granting (lifetime.lua): by then every lease
+-- granted before has expired, and with it its holder's local deadline (Redlock's
+-- "delayed restart", extended to failovers). The boot marker (a hash without TTL) keeps
+-- `server`, the lifetime that wrote the duty's keys, and `since`, when it began as
+-- first estimated: a server up for longer than a lease (and those seconds) costs
+-- nothing, not even for a new duty, unless it was promoted since it started: then it
+-- counts from the first acquire that finds the marker missing or from another lifetime.
+-- A marker that is missing or names another lifetime is rewritten. Without permission
+-- for `INFO` the lifetime is unknown and the count starts when the marker is first
+-- missing (a new duty, or data loss).
 --
 -- Safe to retry: a second call with the token that holds the lease confirms it
 -- without extending it.
@@ -40,28 +42,20 @@ local stored = tonumber(redis.call('GET', FENCE) or '0')
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if BOOT then
-  local boot = redis.call('HMGET', BOOT, 'run_id', 'since')
+  local boot = redis.call('HMGET', BOOT, 'server', 'since')
   local now_ms = math.floor(now_us / 1000)
-  local run_id, up_ms = '', nil
-  local info = redis.pcall('INFO', 'server')
-  if type(info) == 'string' then
-    run_id = string.match(info, 'run_id:(%x+)') or ''
-    -- Whole seconds of the server's clock since whole seconds at its start: up to one
-    -- second more than has really passed, so one is taken off (never counting from
-    -- before the real start).
-    local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)') or '0')
-    up_ms = math.max(up - 1, 0) * 1000
-  end
+  local lifetime, began = server_lifetime(now_ms)
   local since = tonumber(boot[2])
   local fresh = nil
-  if run_id ~= '' and (boot[1] ~= run_id or not since) then
-    fresh = now_ms - (up_ms or 0)
+  if lifetime ~= '' and (boot[1] ~= lifetime or not since) then
+    fresh = began or now_ms
   elseif not since or since > now_ms then
     fresh = now_ms
   end
   if fresh then
     since = fresh
-    redis.call('HSET', BOOT, 'run_id', run_id, 'since', string.format('%.0f', since))
+    redis.call('DEL', BOOT)
+    redis.call('HSET', BOOT, 'server', lifetime, 'since', string.format('%.0f', since))
   end
   local hold = since + tonumber(lease_ms) - now_ms
   if hold > 0 then return {2, hold} end
