@@ -517,11 +517,31 @@ where
                 .collect(),
             Err(_) => Vec::new(),
         };
+        let holdings: Option<Vec<(usize, Fence, u64)>> = match &reply {
+            Ok(r) => r.holdings.as_ref().map(|held| {
+                held.iter()
+                    .map(|(p, f, w)| (self.names.intern(p), *f, *w))
+                    .collect()
+            }),
+            Err(_) => None,
+        };
         let session = self.state.token().to_owned();
-        let (renewal, actions) = self
-            .state
-            .on_tick(reply, &revoked, sent, now, &mut self.rng);
+        let (renewal, actions) = self.state.on_tick(
+            reply,
+            &revoked,
+            holdings.as_deref(),
+            sent,
+            now,
+            &mut self.rng,
+        );
         let refused = matches!(renewal, Renewal::Refused);
+        // Terms the store no longer lists are refused before this tick's renewal
+        // reaches any elector: it must not extend them.
+        for action in &actions {
+            if let Action::Revoke(terms) = action {
+                self.shared.revoke(terms.iter().copied());
+            }
+        }
         // The electors first: nothing else in this reply is urgent.
         self.shared.answer(Outcome {
             sent,

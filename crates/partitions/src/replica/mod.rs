@@ -218,6 +218,9 @@ pub(crate) struct ReplicaState {
     highest: Fence,
     /// Partitions handed over to rebalance, in total.
     handoffs: u64,
+    /// The granting server's lifetime as the last tick reply named it: a tick in
+    /// another one lists what the session holds there, and only those terms go on.
+    lifetime: String,
 }
 
 impl ReplicaState {
@@ -250,6 +253,7 @@ impl ReplicaState {
             renewed_at: None,
             highest: Fence(0),
             handoffs: 0,
+            lifetime: String::new(),
         }
     }
 
@@ -452,17 +456,22 @@ impl ReplicaState {
                 capacity: self.s.capacity,
                 sticky: self.s.rejoin_grace.is_some(),
                 incarnation: self.session.incarnation().to_owned(),
+                lifetime: self.lifetime.clone(),
             }));
         }
         actions
     }
 
     /// A tick sent at `sent` came back; `revoked` are the partitions (by index) it says
-    /// this session must give up. `life` draws a new group's id, if one is seeded.
+    /// this session must give up, and `holdings` everything the session holds if the
+    /// granting server changed since the last tick (by index, fence and weight): every
+    /// other term is revoked (the actions start with it, and the driver applies it
+    /// before this tick's renewal reaches the electors).
     pub(crate) fn on_tick(
         &mut self,
         reply: Result<TickReply, StoreError>,
         revoked: &[usize],
+        holdings: Option<&[(usize, Fence, u64)]>,
         sent: Instant,
         now: Instant,
         rng: &mut impl Rng,
@@ -518,7 +527,13 @@ impl ReplicaState {
                         self.renewed_at = Some(sent);
                         self.cadence.wake(now + settle);
                     }
-                    Admitted::Extended => self.renewed_at = Some(sent),
+                    Admitted::Extended => {
+                        self.renewed_at = Some(sent);
+                        if let Some(held) = holdings {
+                            // The server changed: it may have lost claims of ours.
+                            actions.extend(self.adopt(held, now));
+                        }
+                    }
                 }
                 Renewal::Renewed {
                     token: self.session.token().to_owned(),
@@ -546,6 +561,7 @@ impl ReplicaState {
             // joins.
             SessionReply::NoGroup => Renewal::Refused,
         };
+        self.lifetime.clone_from(&reply.lifetime);
         self.observe(&reply, now);
         if matches!(self.leaving, Leaving::Stopping | Leaving::Pausing) {
             // The reply may have cleared the last thing a leave waited for.
@@ -1017,6 +1033,16 @@ impl ReplicaState {
             }
             return self.claim(now);
         };
+        let mut actions = self.adopt(&held, now);
+        actions.extend(self.claim(now));
+        actions
+    }
+
+    /// Takes the store's word for which terms this session holds (`held`: index, fence,
+    /// weight): terms the ledger holds that the store does not are revoked (their
+    /// electors refused their next renewal), the store's are weighed, and those no
+    /// elector of ours serves wait for a regrant.
+    fn adopt(&mut self, held: &[(usize, Fence, u64)], now: Instant) -> Vec<Action> {
         let store: BTreeMap<usize, (Fence, u64)> =
             held.iter().map(|(i, f, w)| (*i, (*f, *w))).collect();
         let mut revoke = Vec::new();
@@ -1050,7 +1076,6 @@ impl ReplicaState {
         if !revoke.is_empty() {
             actions.push(Action::Revoke(revoke));
         }
-        actions.extend(self.claim(now));
         actions
     }
 

@@ -129,6 +129,8 @@ impl Sim {
             drained: false,
             revoked: Vec::new(),
             expired: 0,
+            lifetime: String::new(),
+            holdings: None,
         }
     }
 
@@ -155,7 +157,7 @@ impl Sim {
             "a tick was due: {actions:?}"
         );
         self.st
-            .on_tick(Ok(r), revoked, self.now, self.now, &mut self.rng)
+            .on_tick(Ok(r), revoked, None, self.now, self.now, &mut self.rng)
     }
 
     /// The request of the tick due now.
@@ -493,7 +495,8 @@ fn a_lost_session_refuses_its_electors_and_starts_a_new_one_that_settles_briefly
         vec![member("a", MemberState::Settling, 0)],
         4,
     );
-    sim.st.on_tick(Ok(r), &[], sim.now, sim.now, &mut sim.rng);
+    sim.st
+        .on_tick(Ok(r), &[], None, sim.now, sim.now, &mut sim.rng);
     assert!(sim.st.settling(sim.now + RI - Duration::from_millis(1)));
     assert!(
         !sim.st.settling(sim.now + RI),
@@ -648,6 +651,45 @@ fn a_count_mismatch_seen_twice_with_nothing_in_flight_reconciles_by_term() {
 }
 
 #[test]
+fn a_tick_in_another_server_lifetime_keeps_only_the_terms_the_store_lists() {
+    let mut sim = Sim::new(4);
+    sim.settled(&[], 4);
+    sim.claimed(0, 3, 1);
+    let live = |sim: &Sim, lifetime: &str, holdings| TickReply {
+        lifetime: lifetime.to_owned(),
+        holdings,
+        ..sim.reply(
+            SessionReply::Live,
+            vec![member("a", MemberState::Active, 3)],
+            1,
+        )
+    };
+    let r = live(&sim, "run1:repl1", None);
+    sim.tick(r);
+    assert_eq!(sim.next_request().lifetime, "run1:repl1", "ticks name it");
+    // A failover: the promoted replica never saw the claim of partition 2.
+    let r = live(
+        &sim,
+        "run2:repl2",
+        Some(vec![
+            ("p0".into(), Fence(100), 1),
+            ("p1".into(), Fence(101), 1),
+        ]),
+    );
+    let held = [(0, Fence(100), 1), (1, Fence(101), 1)];
+    let (renewal, actions) =
+        sim.st
+            .on_tick(Ok(r), &[], Some(&held), sim.now, sim.now, &mut sim.rng);
+    assert!(matches!(renewal, Renewal::Renewed { .. }), "{renewal:?}");
+    assert_eq!(
+        actions.first(),
+        Some(&Action::Revoke(vec![(2, Fence(102))])),
+        "the lost term is refused before anything else: {actions:?}"
+    );
+    assert_eq!(sim.next_request().lifetime, "run2:repl2");
+}
+
+#[test]
 fn no_reconcile_while_a_claim_is_in_flight_whose_answer_it_could_overtake() {
     // Finding 5: a weight change seen with a claim in flight.
     let mut sim = Sim::new(8);
@@ -696,7 +738,9 @@ fn a_leave_announces_then_stops_everything_then_ends_the_session() {
         vec![member("a", MemberState::Leaving, 4)],
         0,
     );
-    let (_, actions) = sim.st.on_tick(Ok(r), &[], sim.now, sim.now, &mut sim.rng);
+    let (_, actions) = sim
+        .st
+        .on_tick(Ok(r), &[], None, sim.now, sim.now, &mut sim.rng);
     assert_eq!(
         actions,
         vec![Action::StopAll { keep: false }],
@@ -727,7 +771,9 @@ fn a_leave_whose_session_is_lost_meanwhile_still_ends() {
         .on_claimed(Err(ClaimFailure::Failed), &[], &[], &token, sim.now);
     assert!(sim.st.on_stopped(0, Fence(100), sim.now).is_empty());
     let r = sim.reply(SessionReply::Lost, vec![], 4);
-    let (_, actions) = sim.st.on_tick(Ok(r), &[], sim.now, sim.now, &mut sim.rng);
+    let (_, actions) = sim
+        .st
+        .on_tick(Ok(r), &[], None, sim.now, sim.now, &mut sim.rng);
     assert!(actions.contains(&Action::End), "{actions:?}");
 }
 
@@ -743,7 +789,9 @@ fn a_claim_that_comes_back_after_the_leave_began_is_left_to_the_end_of_the_sessi
         vec![member("a", MemberState::Leaving, 0)],
         4,
     );
-    let (_, actions) = sim.st.on_tick(Ok(r), &[], sim.now, sim.now, &mut sim.rng);
+    let (_, actions) = sim
+        .st
+        .on_tick(Ok(r), &[], None, sim.now, sim.now, &mut sim.rng);
     assert_eq!(actions, vec![Action::StopAll { keep: false }]);
     // The claim sent before the shutdown comes back now: no elector starts, and the
     // leave ends the session (which frees them).
@@ -779,7 +827,8 @@ fn a_sticky_leave_keeps_every_partition_and_parks_the_session_for_the_grace() {
         vec![member("a", MemberState::Active, 4)],
         0,
     );
-    sim.st.on_tick(Ok(r), &[], sim.now, sim.now, &mut sim.rng);
+    sim.st
+        .on_tick(Ok(r), &[], None, sim.now, sim.now, &mut sim.rng);
     for i in 0..4 {
         assert!(
             sim.st
@@ -799,7 +848,9 @@ fn a_sticky_leave_keeps_every_partition_and_parks_the_session_for_the_grace() {
         vec![member("a", MemberState::Away, 4)],
         0,
     );
-    let (_, actions) = sim.st.on_tick(Ok(r), &[], sim.now, sim.now, &mut sim.rng);
+    let (_, actions) = sim
+        .st
+        .on_tick(Ok(r), &[], None, sim.now, sim.now, &mut sim.rng);
     assert_eq!(actions, vec![Action::Exit]);
     assert_eq!(sim.st.wake_at(), None, "nothing left to do");
 }
@@ -821,7 +872,9 @@ fn a_sticky_leave_waits_for_its_own_parking_tick() {
         vec![member("a", MemberState::Active, 1)],
         0,
     );
-    let (_, actions) = sim.st.on_tick(Ok(r), &[], sim.now, sim.now, &mut sim.rng);
+    let (_, actions) = sim
+        .st
+        .on_tick(Ok(r), &[], None, sim.now, sim.now, &mut sim.rng);
     assert!(!actions.contains(&Action::Exit), "{actions:?}");
     assert_eq!(sim.next_request().state, MemberState::Away);
 }
@@ -835,7 +888,8 @@ fn a_sticky_leave_whose_session_was_lost_exits_without_parking() {
     sim.st.on_shutdown(sim.now);
     sim.next_request();
     let r = sim.reply(SessionReply::Lost, vec![], 4);
-    sim.st.on_tick(Ok(r), &[], sim.now, sim.now, &mut sim.rng);
+    sim.st
+        .on_tick(Ok(r), &[], None, sim.now, sim.now, &mut sim.rng);
     assert_eq!(
         sim.st.on_stopped(0, Fence(100), sim.now),
         vec![Action::Exit]
@@ -925,7 +979,8 @@ fn a_removed_partition_is_handed_back_and_a_drained_replica_hands_everything_ove
     assert_eq!(sim.next_request().state, MemberState::Draining);
     // Undrained: back to the rule.
     let r = sim.reply(SessionReply::Live, view(), 0);
-    sim.st.on_tick(Ok(r), &[], sim.now, sim.now, &mut sim.rng);
+    sim.st
+        .on_tick(Ok(r), &[], None, sim.now, sim.now, &mut sim.rng);
     assert!(!sim.st.drained());
     assert_eq!(sim.next_request().state, MemberState::Active);
 }

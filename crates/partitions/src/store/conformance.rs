@@ -22,6 +22,8 @@ const TTL: Duration = Duration::from_secs(5);
 /// The group's incarnation as the last tick reply `shape` saw it: the script's replicas
 /// tick and claim in it (a step that means another says so).
 static INC: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+/// The server lifetime the last tick reply named (ticks name it, as replicas do).
+static LIFETIME: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
 
 fn inc() -> String {
     INC.lock().unwrap().clone()
@@ -39,6 +41,7 @@ fn tick(replica: &str, token: &str, join: bool, state: MemberState) -> TickReque
         capacity: 1,
         sticky: false,
         incarnation: inc(),
+        lifetime: LIFETIME.lock().unwrap().clone(),
     }
 }
 
@@ -83,6 +86,7 @@ impl Ranks {
 /// expired, loads, weights.
 /// Ticks and claims from now on name the incarnation `r` reports.
 fn seen(r: &TickReply) {
+    r.lifetime.clone_into(&mut LIFETIME.lock().unwrap());
     if let Some(set) = &r.set {
         set.incarnation.clone_into(&mut INC.lock().unwrap());
     }
@@ -117,14 +121,15 @@ fn shape(r: &TickReply, ranks: &mut Ranks) -> String {
     revoked.sort();
     format!(
         "{:?} resumed={:?} set={set:?} {members:?} unowned={} waits={} ending={} drained={} \
-         revoked={revoked:?} expired={}",
+         revoked={revoked:?} expired={} holdings={:?}",
         r.session,
         r.resumed.as_ref().map(String::len),
         r.unowned,
         !r.grant_wait.is_zero(),
         r.ending,
         r.drained,
-        r.expired
+        r.expired,
+        r.holdings.as_ref().map(Vec::len)
     )
 }
 
@@ -160,6 +165,7 @@ fn fences_of(r: &ClaimReply) -> Vec<(String, Fence)> {
 #[allow(clippy::too_many_lines)]
 async fn script<B: Protocol>(b: &B) -> Vec<String> {
     INC.lock().unwrap().clear();
+    LIFETIME.lock().unwrap().clear();
     let k = GroupKeys::new("leasehold", "conformance");
     let mut out = Vec::new();
     let mut ranks = Ranks::default();
@@ -781,6 +787,22 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
     log(
         "and the restore is over",
         format!("{:?}", t.set.as_ref().map(|s| (s.count, s.restore_count))),
+    );
+    // A tick naming another server lifetime than the store's (the server changed since
+    // the replica's last tick) lists what the session holds.
+    let t = b
+        .tick(
+            &k,
+            &TickRequest {
+                lifetime: "elsewhere".into(),
+                ..tick("r1", "r1:01", false, MemberState::Active)
+            },
+        )
+        .await
+        .unwrap();
+    log(
+        "a tick naming another server lifetime",
+        format!("{:?} {:?}", t.session, t.holdings.as_ref().map(Vec::len)),
     );
     // A session lives in one incarnation of the group: a tick or claim naming another
     // (Redis lost the group since, and a late copy of the session's join started it

@@ -114,6 +114,9 @@ pub(crate) struct Group {
     pub(crate) acks: BTreeMap<String, (u64, ClaimReply)>,
     /// The admin scripts' `op` keys: request id → (expiry, reply).
     pub(crate) ops: BTreeMap<String, (u64, ops::OpReply)>,
+    /// The granting server's lifetime (`lifetime.lua`): empty, as from a server that
+    /// cannot tell, since this store never restarts or fails over.
+    pub(crate) server: String,
 }
 
 /// `names` without repeats, in order.

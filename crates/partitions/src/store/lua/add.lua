@@ -27,7 +27,8 @@ if mode == 'seed' then
   if not m.exists then
     redis.call('HSET', META, 'count', 0, 'next', 0, 'version', 0, 'grant_after',
       now + tonumber(ARGV[3]), 'life', ARGV[2], 'sver', 0, 'lease', ARGV[4], 'fmax', 0,
-      'origin', 'seed', 'inc', 's:' .. ARGV[2] .. ':' .. int(now_us))
+      'origin', 'seed', 'inc', 's:' .. ARGV[2] .. ':' .. int(now_us),
+      'server', (server_lifetime(now)))
     m = meta()
   elseif m.life ~= ARGV[2] or m.origin ~= 'seed' then
     return {'stale'}

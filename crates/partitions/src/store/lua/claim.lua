@@ -16,6 +16,9 @@
 -- Safe to retry: the reply is kept per process; the same seq again gets it again, an
 -- older one `stale` (it was overtaken).
 --
+-- Nothing is granted for one lease after the granting server changed (meta.lua's
+-- follow_server).
+--
 -- Reply: {'ok', {name, fence, weight, ...}, {name given back, ...}, unowned},
 -- {'wait', ms} before the group grants anything, {'lost'} without a session,
 -- {'stale'}.
@@ -34,13 +37,14 @@ end
 local m = meta()
 -- A session of another incarnation of the group (see tick.lua) gets nothing here.
 if ARGV[11] ~= m.inc then return {'lost'} end
+follow_server(m, now)
 local ack = redis.call('HGET', ACKS, process)
 if ack then
   local s, kept = string.match(ack, '^(%d+)\t(.*)$')
   if tonumber(s) == seq then return cjson.decode(kept) end
   if tonumber(s) > seq then return {'stale'} end
 end
-if m.grant_after > now then return {'wait', m.grant_after - now} end
+if grants_after(m) > now then return {'wait', grants_after(m) - now} end
 redis.call('ZADD', MEMBERS, 'GT', now + ttl, replica)
 local dead = free_ended(tonumber(ARGV[8]))
 local drained = redis.call('HEXISTS', DRAINS, replica) == 1

@@ -32,12 +32,14 @@ if step == 'begin' then
     if not (restoring(m, now) and older) then return {'stale'} end
     redis.call('DEL', PARTITIONS, FREE, WEIGHTS, REVOKED)
   end
+  -- A group of another server lifetime keeps its hold (meta.lua's follow_server).
+  local lifetime = follow_server(m, now)
   local after = math.max(m.grant_after, now + tonumber(ARGV[4]))
   redis.call('HSET', META, 'count', 0, 'next', 0, 'version', ARGV[6], 'digest', ARGV[7],
     'grant_after', after, 'life', life, 'sver', sver, 'lease', ARGV[8],
     'fmax', int(math.max(m.fmax, tonumber(ARGV[9]))), 'origin', 'restore', 'total', 0,
     'wver', ARGV[11], 'rcount', ARGV[5],
-    'inc', 'r:' .. life .. ':' .. sver .. ':' .. int(now_us))
+    'inc', 'r:' .. life .. ':' .. sver .. ':' .. int(now_us), 'server', lifetime)
   if ARGV[10] == '1' then
     redis.call('HSET', META, 'weighted', 1)
   else

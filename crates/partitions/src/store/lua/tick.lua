@@ -4,7 +4,7 @@
 -- resumed), 4 join (1/0), 5 state, 6 ttl ms, 7 budget (ended sessions' partitions to
 -- free), 8 channel, 9 notice, 10 instance, 11 capacity, 12 sticky (1/0), 13 the
 -- incarnation of the group the session belongs to (the join's reply said; '' for a
--- join).
+-- join), 14 the server lifetime the replica's last tick reply named ('' if none).
 --
 -- Ends expired sessions (a sticky one whose replica is knocking is parked for it
 -- instead); starts, resumes or extends this replica's session. A session lives in one
@@ -19,7 +19,13 @@
 -- notice when the member's state changes. Frees partitions of ended sessions, and
 -- reads the group.
 --
--- Reply, 29 slots:
+-- After the granting server changed (a restart that kept the group, a failover: see
+-- meta.lua's follow_server), a session may hold less than its replica believes: its
+-- last claims may be lost. So the first tick of an extended session in a server
+-- lifetime other than the one the replica last saw lists everything the session holds
+-- here (slot 31), and the replica keeps only those terms: this tick extends no other.
+--
+-- Reply, 31 slots:
 --   1 session ('live', 'lost', 'duplicate' or 'nogroup'), 2 the token this join resumed or '',
 --   3 whether the group exists (1/0), 4 count, 5 list version, 6 list digest,
 --   7 names[], 8 states[], 9 ms left[], 10 held[] of the live members,
@@ -29,7 +35,9 @@
 --   expired now, 17 loads[], 18 capacities[], 19 weighted (1/0), 20 total weight,
 --   21 largest weight, 22 weights version, 23 life, 24 set version, 25 highest fence,
 --   26 origin ('seed', 'restore' or ''), 27 the group's lease ms, 28 how many
---   partitions a restore is to bring back (0 if none), 29 the group's incarnation.
+--   partitions a restore is to bring back (0 if none), 29 the group's incarnation,
+--   30 the server lifetime, 31 {name, fence, weight, ...} held by the session if the
+--   lifetime is not the one the replica named (ARGV[14]), else 0.
 local replica, process, session = ARGV[1], ARGV[2], ARGV[3]
 local join, state, ttl = ARGV[4] == '1', ARGV[5], tonumber(ARGV[6])
 local bad = expect(ALL)
@@ -37,6 +45,7 @@ if bad then return bad end
 local now = clock()
 local expired = reap(now)
 local m = meta()
+local lifetime = follow_server(m, now)
 local status, resumed = 'live', ''
 local cur = redis.call('HGET', SESSIONS, replica)
 local parked = redis.call('HGET', STATES, replica) == 'away'
@@ -115,6 +124,10 @@ if status == 'live' then
     end
   end
 end
+local holds = 0
+if status == 'live' and not join and resumed == '' and lifetime ~= ARGV[14] then
+  holds = holdings(session)
+end
 local dead = free_ended(tonumber(ARGV[7]))
 local names, states, lefts, helds, loads, caps = roster(now, m.weighted)
 local wait = m.grant_after - now
@@ -122,4 +135,5 @@ if wait < 0 then wait = 0 end
 local w, total, wmax, wver = weight_info(m)
 return {status, resumed, m.exists and 1 or 0, m.count, m.version, m.digest, names, states,
   lefts, helds, unowned(dead), wait, #dead, drained, revoked, expired, loads, caps, w, total,
-  wmax, wver, m.life, m.sver, int(m.fmax), m.origin, m.lease, m.rcount, m.inc}
+  wmax, wver, m.life, m.sver, int(m.fmax), m.origin, m.lease, m.rcount, m.inc, lifetime,
+  holds}

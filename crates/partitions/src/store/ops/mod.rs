@@ -6,8 +6,9 @@
 //!
 //! Every script starts with the shared libraries in `../lua/lib/`: the keys named once
 //! (`keys.lua`), helpers (`util.lua`), the metadata and weights (`meta.lua`), giving
-//! partitions back (`free.lua`) and sessions (`session.lua`), and the fence rule the
-//! election crate uses too (`leasehold_election::ext::FENCE_LUA`).
+//! partitions back (`free.lua`) and sessions (`session.lua`), and the fence rule and the
+//! granting server's lifetime the election crate uses too
+//! (`leasehold_election::ext::{FENCE_LUA, LIFETIME_LUA}`).
 
 use std::time::Duration;
 
@@ -32,6 +33,7 @@ pub(crate) mod weight;
 /// The libraries every group script starts with, in order.
 pub(crate) const LIBRARY: &[&str] = &[
     leasehold_election::ext::FENCE_LUA,
+    leasehold_election::ext::LIFETIME_LUA,
     include_str!("../lua/lib/keys.lua"),
     include_str!("../lua/lib/util.lua"),
     include_str!("../lua/lib/meta.lua"),

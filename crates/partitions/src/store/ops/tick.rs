@@ -6,7 +6,7 @@ use std::time::Duration;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
-use super::{count, group_script, loads, ms, pairs, roster};
+use super::{count, group_script, loads, ms, pairs, roster, triples};
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Now};
@@ -15,7 +15,7 @@ use crate::store::protocol::{MemberInfo, MemberState, Origin, SetInfo};
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("tick.lua");
 
 /// The reply slots of `lua/tick.lua`.
-pub(crate) const SLOTS: usize = 29;
+pub(crate) const SLOTS: usize = 31;
 
 /// One replica's heartbeat.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +43,10 @@ pub struct TickRequest {
     /// The incarnation of the group the session lives in, as its join's reply said
     /// (ignored by a join): a tick of another incarnation is `Lost`.
     pub incarnation: String,
+    /// The granting server's lifetime as the replica's last tick reply named it (empty
+    /// if none): a tick in another one lists what the session holds
+    /// ([`TickReply::holdings`]).
+    pub lifetime: String,
 }
 
 /// What became of the heartbeat's session.
@@ -92,6 +96,13 @@ pub struct TickReply {
     /// Partitions held by sessions this tick found expired (their replica crashed, was
     /// killed or paused past its lease): each is counted by one tick only.
     pub expired: usize,
+    /// The granting server's lifetime (a restart or a failover changes it; empty if the
+    /// store cannot tell).
+    pub lifetime: String,
+    /// Everything the extended session holds (name, fence, weight), if the lifetime is
+    /// not the one the request named: the server changed, and may have lost claims the
+    /// replica believes in. The tick extends only these terms.
+    pub holdings: Option<Vec<(String, Fence, u64)>>,
 }
 
 pub(crate) async fn redis(
@@ -116,6 +127,7 @@ pub(crate) async fn redis(
         &capacity,
         if req.sticky { "1" } else { "0" },
         &req.incarnation,
+        &req.lifetime,
     ];
     parse(store.eval(&SCRIPT, &keys.all(), &args).await?)
 }
@@ -162,6 +174,14 @@ fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
     set.lease = ms(p.next_int()?);
     set.restore_count = count(p.next_int()?);
     set.incarnation = p.next_opt_string()?.unwrap_or_default();
+    let lifetime = p.next_opt_string()?.unwrap_or_default();
+    let holdings = match p.next_value()? {
+        redis::Value::Int(0) => None,
+        v => Some(triples(&mut Parse::new(
+            "group tick holdings",
+            redis::Value::Array(vec![v]),
+        ))?),
+    };
     p.finish()?;
     Ok(TickReply {
         session,
@@ -174,6 +194,8 @@ fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
         drained,
         revoked,
         expired,
+        lifetime,
+        holdings,
     })
 }
 
@@ -267,6 +289,11 @@ impl Group {
                 .map(|(p, why)| (p.clone(), why.clone()))
                 .collect();
         }
+        let holdings = (session == SessionReply::Live
+            && !req.join
+            && resumed.is_none()
+            && req.lifetime != self.server)
+            .then(|| self.held_by(&req.session));
         let ending = self.free_ended(REAP_BUDGET);
         let reply = TickReply {
             session,
@@ -281,6 +308,8 @@ impl Group {
             drained,
             revoked,
             expired,
+            lifetime: self.server.clone(),
+            holdings,
         };
         (reply, changed)
     }

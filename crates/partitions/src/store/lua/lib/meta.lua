@@ -3,7 +3,8 @@
 -- Everything META says, as a table (`exists` false if the group does not exist).
 local function meta()
   local m = redis.call('HMGET', META, 'count', 'version', 'digest', 'grant_after', 'life',
-    'sver', 'lease', 'fmax', 'origin', 'weighted', 'total', 'wver', 'rcount', 'inc')
+    'sver', 'lease', 'fmax', 'origin', 'weighted', 'total', 'wver', 'rcount', 'inc',
+    'server', 'server_after')
   return {
     exists = m[1] ~= false,
     count = tonumber(m[1] or '0'),
@@ -22,7 +23,33 @@ local function meta()
     -- This incarnation of the group: drawn anew whenever the group is created (seeded,
     -- restored, or taken over by a newer restore). Every session belongs to one.
     inc = m[14] or '',
+    -- The granting server's lifetime that last wrote the group (lifetime.lua), and when
+    -- claims may be granted again after it changed.
+    server = m[15] or '',
+    server_after = tonumber(m[16] or '0'),
   }
+end
+
+-- Follows the granting server (lifetime.lua): if the group was last written in another
+-- server lifetime (a restart, or a failover to a replica that may have missed the last
+-- claims and ticks), nothing is claimed until one lease after this one began, when
+-- every term granted before has reached its owner's local deadline (a tick extends
+-- only the terms the server still lists under the session: see tick.lua). Returns the
+-- lifetime ('' if `INFO` is refused: then nothing is held).
+local function follow_server(m, now)
+  local lifetime, began = server_lifetime(now)
+  if not m.exists or lifetime == '' or lifetime == m.server then return lifetime end
+  local after = (began or now) + m.lease
+  if after > m.server_after then m.server_after = after end
+  m.server = lifetime
+  redis.call('HSET', META, 'server', lifetime, 'server_after', int(m.server_after))
+  return lifetime
+end
+
+-- Until when nothing is granted (ms, server clock): the group's creation window, or the
+-- hold after the server changed.
+local function grants_after(m)
+  return math.max(m.grant_after, m.server_after)
 end
 
 -- Whether the group was just created (seeded from a replica's list, or restored from
