@@ -166,6 +166,11 @@ pub struct ElectorConfig {
     /// Epoch of a renew grid: renewals happen at `epoch + k × renew_interval` (never
     /// later than one renew interval after the last). Default: none.
     pub renew_grid: Option<tokio::time::Instant>,
+    /// Replicas that must acknowledge a grant or renewal before it counts (`WAIT k
+    /// timeout` after it, timeout half the call timeout): a failover to any of them
+    /// then keeps the lease, and a primary cut off from its replicas cannot keep a
+    /// leader. Default: none (see docs/topologies.md).
+    pub min_replicas_acked: Option<usize>,
 }
 
 impl ElectorConfig {
@@ -186,6 +191,7 @@ impl ElectorConfig {
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
             group: None,
             renew_grid: None,
+            min_replicas_acked: None,
         }
     }
 }
@@ -208,6 +214,7 @@ pub struct ElectorConfigBuilder {
     key_prefix: String,
     group: Option<String>,
     renew_grid: Option<tokio::time::Instant>,
+    min_replicas_acked: Option<usize>,
 }
 
 macro_rules! setter {
@@ -274,6 +281,13 @@ impl ElectorConfigBuilder {
     /// Aligns renewals to a grid starting at `epoch` (see [`ElectorConfig::renew_grid`]).
     pub fn renew_grid(mut self, epoch: tokio::time::Instant) -> Self {
         self.renew_grid = Some(epoch);
+        self
+    }
+
+    /// Counts a grant or renewal only once `replicas` replicas acknowledge it (see
+    /// [`ElectorConfig::min_replicas_acked`]); 0 turns it off.
+    pub fn min_replicas_acked(mut self, replicas: usize) -> Self {
+        self.min_replicas_acked = (replicas > 0).then_some(replicas);
         self
     }
 
@@ -360,6 +374,7 @@ impl ElectorConfigBuilder {
             key_prefix: self.key_prefix,
             group: self.group,
             renew_grid: self.renew_grid,
+            min_replicas_acked: self.min_replicas_acked,
         })
     }
 }

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use leasehold_election::DutyKeys;
 use leasehold_election::ext::new_token;
-use leasehold_election::{Acquire, BuildError, Fence, LeaseStore, RedisStore, StoreError};
+use leasehold_election::{
+    Acquire, BuildError, ElectorConfig, Fence, LeaseStore, RedisStore, StoreError,
+};
 use leasehold_testkit::{MASTER_NAME, RedisSentinelSet};
 use support::{Terms, config, eventually, granted};
 use tokio::time::{Instant, timeout};
@@ -230,4 +232,53 @@ async fn a_failover_that_lost_the_grant_never_yields_two_leaders() {
             won - deadline
         );
     }
+}
+
+/// With `min_replicas_acked(1)` a grant or renewal counts only once the replica has it:
+/// a primary cut off from its replica (a failover would lose what it writes now, and an
+/// isolated primary is how a split brain starts) keeps no leader beyond its deadline,
+/// and none is elected until the replica is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_replicas_acked_keeps_no_leader_on_a_primary_cut_off_from_its_replicas() {
+    let set = tokio::task::block_in_place(|| RedisSentinelSet::start(1));
+    let lease = Duration::from_millis(1_000);
+    let acked = |replica: &str| {
+        ElectorConfig::builder("acked", replica)
+            .lease(lease)
+            .min_replicas_acked(1)
+            .build()
+            .unwrap()
+    };
+    let terms = Terms::default();
+    let a = terms.spawn(sentinel_store(&set), acked("a"));
+    let b = terms.spawn(sentinel_store(&set), acked("b"));
+    eventually("a leader whose lease is on the replica", WAIT, || {
+        a.status().is_leader() || b.status().is_leader()
+    })
+    .await;
+    tokio::task::block_in_place(|| set.cut_replication());
+    let cut = Instant::now();
+    eventually("the leader steps down", WAIT, || {
+        !a.status().is_leader() && !b.status().is_leader()
+    })
+    .await;
+    assert!(
+        cut.elapsed() <= lease * 3,
+        "stepped down {:?} after the cut",
+        cut.elapsed()
+    );
+    tokio::time::sleep(lease * 2).await;
+    assert!(
+        !a.status().is_leader() && !b.status().is_leader(),
+        "no grant counts while no replica acknowledges it"
+    );
+    let unacked = terms.all().len();
+    tokio::task::block_in_place(|| set.mend_replication());
+    eventually("a leader again once the replica is back", WAIT, || {
+        a.status().is_leader() || b.status().is_leader()
+    })
+    .await;
+    assert_eq!(terms.all().len(), unacked + 1);
+    a.shutdown().await;
+    b.shutdown().await;
 }

@@ -75,6 +75,11 @@ pub struct GroupConfig {
     pub grace: Duration,
     /// Key prefix. Default: `leasehold`.
     pub key_prefix: String,
+    /// Replicas that must acknowledge a heartbeat or a claim before it counts (`WAIT k
+    /// timeout` after it, timeout a quarter of the renew interval at most): a failover
+    /// to any of them then loses no session or claim. Default: none (see
+    /// docs/topologies.md).
+    pub min_replicas_acked: Option<usize>,
 }
 
 impl GroupConfig {
@@ -97,6 +102,7 @@ impl GroupConfig {
             list_version: 0,
             rejoin_grace: None,
             capacity: 1,
+            min_replicas_acked: None,
         }
     }
 
@@ -145,6 +151,7 @@ pub struct GroupConfigBuilder {
     list_version: u64,
     rejoin_grace: Option<Duration>,
     capacity: u32,
+    min_replicas_acked: Option<usize>,
 }
 
 impl GroupConfigBuilder {
@@ -203,6 +210,13 @@ impl GroupConfigBuilder {
         self
     }
 
+    /// Counts a heartbeat or claim only once `replicas` replicas acknowledge it (see
+    /// [`GroupConfig::min_replicas_acked`]); 0 turns it off.
+    pub fn min_replicas_acked(mut self, replicas: usize) -> Self {
+        self.min_replicas_acked = (replicas > 0).then_some(replicas);
+        self
+    }
+
     /// Validates and fills in defaults.
     ///
     /// # Errors
@@ -242,6 +256,7 @@ impl GroupConfigBuilder {
             lease: self.lease,
             grace: self.grace,
             key_prefix: self.key_prefix,
+            min_replicas_acked: self.min_replicas_acked,
         };
         // Every election rule (intervals, margin, prefix) is checked once here.
         config.elector(&config.partitions[0], tokio::time::Instant::now())?;

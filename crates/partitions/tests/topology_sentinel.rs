@@ -66,3 +66,29 @@ async fn a_failover_that_lost_claims_and_ticks_never_yields_two_owners() {
     );
     a.abort();
 }
+
+/// With `min_replicas_acked(1)` a heartbeat or claim counts only once the replica has
+/// it: while the primary is cut off from its replica every term ends within a lease or
+/// so (no heartbeat is acknowledged), and the group is served again once it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_replicas_acked_serves_nothing_a_failover_could_lose() {
+    let set = tokio::task::block_in_place(|| RedisSentinelSet::start(1));
+    let lease = Duration::from_millis(1_000);
+    let mut fleet = Fleet::new(sentinel_store(&set), 8, lease);
+    for r in ["a", "b"] {
+        let config = fleet.builder(r).min_replicas_acked(1).build().unwrap();
+        fleet.start_with(config);
+    }
+    fleet.converge(LIMIT).await;
+    tokio::task::block_in_place(|| set.cut_replication());
+    let cut = Instant::now();
+    while fleet.ledger.terms().iter().any(|t| t.end.is_none()) {
+        assert!(cut.elapsed() < LIMIT, "terms outlived the cut");
+        sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("every term ended {:?} after the cut", cut.elapsed());
+    assert!(cut.elapsed() <= lease * 3, "{:?}", cut.elapsed());
+    tokio::task::block_in_place(|| set.mend_replication());
+    fleet.converge(LIMIT).await;
+    fleet.ledger.assert_no_double_ownership();
+}

@@ -110,6 +110,10 @@ where
 {
     /// An elector running `duty` whenever it leads.
     pub fn new(store: S, config: ElectorConfig, duty: F) -> Self {
+        let store = match config.min_replicas_acked {
+            Some(replicas) => store.with_replica_acks(replicas, config.call_timeout / 2),
+            None => store,
+        };
         Self {
             store,
             config: Arc::new(config),

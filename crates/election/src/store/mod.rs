@@ -212,6 +212,17 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
     /// (a reconnect): re-check everything. A lagged receiver should do the same.
     fn release_events(&self, keys: &DutyKeys) -> broadcast::Receiver<String>;
 
+    /// A copy of this store whose grants and renewals count only once `replicas`
+    /// replicas have acknowledged them (`ElectorConfigBuilder::min_replicas_acked`),
+    /// waiting at most `timeout` for them; fewer acknowledgements are
+    /// [`StoreError::Replication`], retryable, and the write does not count. A store
+    /// without replicas has nothing to wait for, and the default (a clone) waits for
+    /// nothing.
+    fn with_replica_acks(&self, replicas: usize, timeout: Duration) -> Self {
+        let _ = (replicas, timeout);
+        self.clone()
+    }
+
     /// A copy of this store for an elector that runs on a runtime of its own
     /// (`Elector::spawn_dedicated`): same server and settings, but every connection and
     /// background task it needs is made on the runtime that uses the copy, so a stall of

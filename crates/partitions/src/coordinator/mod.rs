@@ -57,6 +57,10 @@ where
 {
     /// A coordinator for this replica.
     pub fn new(store: B, config: GroupConfig, callback: F) -> Self {
+        let store = match config.min_replicas_acked {
+            Some(replicas) => store.with_replica_acks(replicas, config.renew_interval / 4),
+            None => store,
+        };
         Self {
             store,
             config,

@@ -38,7 +38,19 @@ pub(crate) const STATUS_PAGE: usize = 1_000;
 
 /// A store that can host partition groups: [`leasehold_election::RedisStore`] (one
 /// script per operation) and [`crate::MemoryGroupStore`]. Sealed.
-pub trait GroupStore: protocol::Protocol + Clone + Send + Sync + 'static {}
+pub trait GroupStore: protocol::Protocol + Clone + Send + Sync + 'static {
+    /// A copy whose heartbeats and claims count only once `replicas` replicas have
+    /// acknowledged them, waiting at most `timeout` (`GroupConfig::min_replicas_acked`).
+    /// The in-memory store has no replicas: nothing to wait for.
+    fn with_replica_acks(&self, replicas: usize, timeout: std::time::Duration) -> Self {
+        let _ = (replicas, timeout);
+        self.clone()
+    }
+}
 
-impl GroupStore for leasehold_election::RedisStore {}
+impl GroupStore for leasehold_election::RedisStore {
+    fn with_replica_acks(&self, replicas: usize, timeout: std::time::Duration) -> Self {
+        leasehold_election::LeaseStore::with_replica_acks(self, replicas, timeout)
+    }
+}
 impl GroupStore for crate::MemoryGroupStore {}

@@ -143,6 +143,10 @@ impl RedisStore {
 }
 
 impl LeaseStore for RedisStore {
+    fn with_replica_acks(&self, replicas: usize, timeout: Duration) -> Self {
+        self.acked_copy(replicas, timeout)
+    }
+
     async fn acquire(
         &self,
         keys: &DutyKeys,

@@ -69,6 +69,9 @@ use crate::error::{BuildError, StoreError};
 #[derive(Debug, Clone)]
 pub struct RedisStore {
     inner: Arc<Inner>,
+    /// Replica acknowledgements this copy waits for after its writes, instead of the
+    /// builder's `wait_for_replicas` ([`LeaseStore::with_replica_acks`]).
+    acks: Option<(usize, Duration)>,
 }
 
 /// What a store is built from, kept to build a copy with connections of its own
@@ -270,6 +273,7 @@ impl RedisStore {
                     _stop: stop.drop_guard(),
                 },
             }),
+            acks: None,
         })
     }
 
@@ -277,8 +281,25 @@ impl RedisStore {
     /// own, made on the runtime that first uses them (see
     /// [`LeaseStore::detached`](super::LeaseStore::detached)).
     fn detached_copy(&self) -> Self {
-        Self::new(self.inner.settings.clone(), self.inner.checked.clone())
-            .unwrap_or_else(|_| self.clone())
+        let mut copy = Self::new(self.inner.settings.clone(), self.inner.checked.clone())
+            .unwrap_or_else(|_| self.clone());
+        copy.acks = self.acks;
+        copy
+    }
+
+    /// A copy (same connections) whose writes count only once `replicas` replicas
+    /// acknowledge them (`WAIT replicas timeout`), with `timeout` capped at half the
+    /// call timeout so that the script and the wait fit in one call. See
+    /// [`LeaseStore::with_replica_acks`].
+    fn acked_copy(&self, replicas: usize, timeout: Duration) -> Self {
+        let mut copy = self.clone();
+        copy.acks = (replicas > 0).then(|| (replicas, timeout.min(self.inner.call_timeout / 2)));
+        copy
+    }
+
+    /// The replica acknowledgements this store waits for after a write, if any.
+    fn replication_wait(&self) -> Option<(usize, Duration)> {
+        self.acks.or(self.inner.wait_for_replicas)
     }
 
     /// The per-call timeout this store was built with.
@@ -409,6 +430,22 @@ impl RedisStore {
             .await
     }
 
+    /// [`eval`](Self::eval) of a script that grants or extends a lease (a partition
+    /// group's heartbeat or claim), then, if replication waits are on
+    /// ([`LeaseStore::with_replica_acks`], `wait_for_replicas`), `WAIT` on the same
+    /// connection: fewer acknowledgements than wanted are
+    /// [`StoreError::Replication`]. For Leasehold's own crates.
+    #[doc(hidden)]
+    pub async fn eval_acked(
+        &self,
+        script: &LuaScript,
+        keys: &[&str],
+        args: &[&str],
+    ) -> Result<Value, StoreError> {
+        self.eval_then_wait(script, keys, args, |_| true, |_| {})
+            .await
+    }
+
     /// [`eval`](Self::eval), then, if replication waits are on and `wrote` says the
     /// reply is a successful write, `WAIT` on the same connection. `on_send` sees each
     /// connection a call goes out on, just before it is sent.
@@ -430,7 +467,7 @@ impl RedisStore {
                 let retry = matches!(&result, Err(e) if is_readonly(e)
                     || (script.is_idempotent() && (e.is_connection_dropped() || e.is_io_error())));
                 if let (Ok(reply), Some((replicas, wait)), Some(key)) =
-                    (&result, self.inner.wait_for_replicas, keys.first())
+                    (&result, self.replication_wait(), keys.first())
                     && wrote(reply)
                 {
                     let acked = conn.wait(key, replicas, wait).await;

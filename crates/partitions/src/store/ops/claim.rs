@@ -96,7 +96,10 @@ pub(crate) async fn redis(
         args.push(name);
         args.push(fence);
     }
-    let mut p = Parse::new("claim", store.eval(&SCRIPT, &keys.all(), &args).await?);
+    let mut p = Parse::new(
+        "claim",
+        store.eval_acked(&SCRIPT, &keys.all(), &args).await?,
+    );
     match p.next_string()?.as_str() {
         "ok" => {
             let partitions = triples(&mut p)?;

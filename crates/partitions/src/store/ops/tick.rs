@@ -129,7 +129,7 @@ pub(crate) async fn redis(
         &req.incarnation,
         &req.lifetime,
     ];
-    parse(store.eval(&SCRIPT, &keys.all(), &args).await?)
+    parse(store.eval_acked(&SCRIPT, &keys.all(), &args).await?)
 }
 
 fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
