@@ -2,10 +2,12 @@
 //! process, reporting on stdout.
 //!
 //! It prints one [`PartitionEvent`] per line: `joined` after its first group tick,
-//! `owned` and `released` around every partition callback, `handoffs` when it hands
-//! partitions over to rebalance, `group_set` when the group's partition count (as its
-//! ticks see it) changes, `refused` if `ready()` fails, and on SIGTERM it leaves
-//! gracefully (`shutdown().await`) before printing `sigterm` and `stopped` and exiting 0.
+//! `owned` and `released` around every partition callback (`released` with the term's
+//! end reason and its last successful send, printed even when the elector aborts the
+//! callback), `handoffs` when it hands partitions over to rebalance, `group_set` when
+//! the group's partition count (as its ticks see it) changes, `refused` if `ready()`
+//! fails, and on SIGTERM it leaves gracefully (`shutdown().await`) before printing
+//! `sigterm` and `stopped` and exiting 0.
 //!
 //! `--list-version` versions its list of `--partitions` (a newer one replaces the
 //! group's set when it joins); with `--rejoin-grace-ms` its shutdown keeps its
@@ -20,13 +22,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_election::{DutyResult, FencedWriteError, FencedWriter, Leadership};
+use leasehold_election::{DutyResult, ElectorConfig, FencedWriteError, FencedWriter, Leadership};
 use leasehold_partitions::{Coordinator, GroupConfig};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{MissedTickBehavior, interval};
 
 use crate::PartitionChildArgs;
-use crate::clock::now_us;
+use crate::clock::{now_us, wall_us};
 use crate::group::event::{PartitionEvent, ledger_key, partition_names};
 use crate::store::{self, BoxError, StoreSpec};
 
@@ -68,8 +70,16 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
     };
     // Installed before the coordinator starts, so an early SIGTERM is never fatal.
     let mut term = signal(SignalKind::terminate())?;
+    // The safety margin of the partitions' electors (the library default for this
+    // lease and renew interval): a deadline lies lease − margin after its send.
+    let margin = ElectorConfig::builder("probe", args.replica.as_str())
+        .lease(config.lease)
+        .renew_interval(config.renew_interval)
+        .build()?
+        .safety_margin;
+    let validity = config.lease.saturating_sub(margin);
     let handle = Coordinator::new(store, config, move |partition: String, lead: Leadership| {
-        own(partition, lead, ledger.clone())
+        own(partition, lead, ledger.clone(), validity)
     })
     .spawn();
 
@@ -131,39 +141,74 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
 }
 
 /// A partition callback: report the term, write the ledger if there is one, report the
-/// end of the term.
-async fn own(partition: String, lead: Leadership, ledger: Option<Arc<Ledger>>) -> DutyResult {
-    let fence = lead.fence().get();
+/// end of the term (from [`TermLine`]'s drop, so an aborted callback reports it too).
+async fn own(
+    partition: String,
+    lead: Leadership,
+    ledger: Option<Arc<Ledger>>,
+    validity: Duration,
+) -> DutyResult {
     PartitionEvent::Owned {
         partition: partition.clone(),
-        fence,
+        fence: lead.fence().get(),
         at_us: now_us(),
     }
     .emit();
-    let (writes, write_errors) = match ledger {
-        Some(ledger) => write_ledger(&partition, &lead, &ledger).await,
-        None => {
-            lead.cancelled().await;
-            (0, 0)
-        }
-    };
-    PartitionEvent::Released {
+    let mut line = TermLine {
         partition,
-        fence,
-        at_us: now_us(),
-        writes,
-        write_errors,
+        lead,
+        validity,
+        writes: 0,
+        write_errors: 0,
+    };
+    match ledger {
+        Some(ledger) => write_ledger(&mut line, &ledger).await,
+        None => line.lead.cancelled().await,
     }
-    .emit();
     Ok(())
 }
 
+/// One term of a partition callback; prints its `released` line when dropped: when
+/// the callback returns, or when the elector aborts it (a lease that may be lost gives
+/// the callback no grace).
+struct TermLine {
+    partition: String,
+    lead: Leadership,
+    /// Lease − safety margin: how far the deadline lies after a claim or renewal was
+    /// sent.
+    validity: Duration,
+    /// Ledger records written (and seen accepted).
+    writes: u64,
+    /// Ledger writes that failed with a store error.
+    write_errors: u64,
+}
+
+impl Drop for TermLine {
+    fn drop(&mut self) {
+        let deadline = self.lead.deadline();
+        PartitionEvent::Released {
+            partition: std::mem::take(&mut self.partition),
+            fence: self.lead.fence().get(),
+            at_us: now_us(),
+            writes: self.writes,
+            write_errors: self.write_errors,
+            reason: self.lead.end_reason().map(|r| r.label().to_owned()),
+            sent_at_us: Some(wall_us(
+                deadline.checked_sub(self.validity).unwrap_or(deadline),
+            )),
+        }
+        .emit();
+    }
+}
+
 /// Appends a record every `ledger.every` until the term ends or a write is rejected as
-/// stale; returns the accepted writes and the failed ones.
-async fn write_ledger(partition: &str, lead: &Leadership, ledger: &Ledger) -> (u64, u64) {
-    let key = ledger_key(partition);
+/// stale, counting the accepted writes and the failed ones in `line`.
+async fn write_ledger(line: &mut TermLine, ledger: &Ledger) {
+    let partition = line.partition.clone();
+    let lead = line.lead.clone();
+    let key = ledger_key(&partition);
     let fence = lead.fence();
-    let (mut writes, mut errors, mut seq) = (0, 0, 0_u64);
+    let mut seq = 0_u64;
     let mut tick = interval(ledger.every);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
@@ -185,10 +230,10 @@ async fn write_ledger(partition: &str, lead: &Leadership, ledger: &Ledger) -> (u
             r = ledger.writer.rpush(&key, &record, fence) => r,
         };
         match result {
-            Ok(()) => writes += 1,
+            Ok(()) => line.writes += 1,
             Err(FencedWriteError::Stale { highest, .. }) => {
                 PartitionEvent::Rejected {
-                    partition: partition.to_owned(),
+                    partition: partition.clone(),
                     fence: fence.get(),
                     highest: highest.get(),
                     at_us: now_us(),
@@ -198,8 +243,7 @@ async fn write_ledger(partition: &str, lead: &Leadership, ledger: &Ledger) -> (u
                 break;
             }
             // A store error: the write may or may not have landed; try the next one.
-            Err(_) => errors += 1,
+            Err(_) => line.write_errors += 1,
         }
     }
-    (writes, errors)
 }

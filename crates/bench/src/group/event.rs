@@ -23,7 +23,9 @@ pub enum PartitionEvent {
         /// When the callback started (wall µs).
         at_us: u64,
     },
-    /// A partition callback saw its term end and returns.
+    /// A partition callback saw its term end and returns, or was aborted (a lease that
+    /// may be lost ends its callback at once): printed when the callback's future is
+    /// dropped, so every term that started in a live process gets one.
     Released {
         /// The partition.
         partition: String,
@@ -37,6 +39,13 @@ pub enum PartitionEvent {
         /// Ledger writes that failed with a store error (they may or may not have landed).
         #[serde(default)]
         write_errors: u64,
+        /// Why the term ended ([`leasehold_election::TermEndReason`]'s label).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// When the term's last successful claim or renewal was sent (wall µs): the
+        /// replica's local deadline was this + lease − safety margin.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sent_at_us: Option<u64>,
     },
     /// A fenced ledger write was rejected as stale: a later term has written. The
     /// callback writes no more in this term.
@@ -138,6 +147,8 @@ mod tests {
                 at_us: 12,
                 writes: 0,
                 write_errors: 0,
+                reason: None,
+                sent_at_us: None,
             }
         );
     }

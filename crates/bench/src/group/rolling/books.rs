@@ -221,6 +221,8 @@ mod tests {
                 at_us,
                 writes: 0,
                 write_errors: 0,
+                reason: None,
+                sent_at_us: None,
             },
         )
     }
