@@ -35,27 +35,52 @@
 //! the `failover`, `handover`, `rebalance`, `load` and `rolling` scenarios start for
 //! themselves:
 //! one server, one server over mutual TLS, a primary with one replica under three
-//! Sentinels, or a three-primary cluster. The servers stay healthy throughout: only
-//! replica processes die. Children get the store as a JSON `--store` spec and build it
+//! Sentinels, or a three-primary cluster. The servers stay healthy throughout (but see
+//! `--lose-writes` below): only replica processes die. Children get the store as a JSON `--store` spec and build it
 //! with the same code as the bench. `--redis-url` uses an existing server instead
 //! (single only).
 //!
+//! `--lose-writes` (`failover` and `rebalance`, with `--topology sentinel|cluster`; a
+//! cluster then gets one replica per primary) kills the *primary* instead, after
+//! cutting it off from its replicas so that the grants made since live on it alone;
+//! the topology promotes a replica that lacks them. Each run starts a fresh topology.
+//! The report counts the terms that started while an earlier holder was still entitled
+//! to its own (its last successful acquire or renewal send + the lease): `overlaps`,
+//! and `fence_repeats`:
+//!
+//! - `failover --lose-writes`: the child leader (`--one-term`: it never campaigns
+//!   again, as a leader cut off from the new primary would not) acquires after the
+//!   cut; the primary is killed at a random point of its renew cycle; `detection_ms`
+//!   (kill → a new primary named) and `leaderless_ms` (kill → the follower leads).
+//!   The servers are first left up for a lease + 2 s, or the restart hold of a young
+//!   server would hide the loss;
+//! - `rebalance --lose-writes`: after the cold start, the cut, then a joiner takes
+//!   its share on the primary only (`grants_lost`: the owners the replica lacks);
+//!   then the kill, and `kill.all_owned_ms` (kill → every partition owned again).
+//!
+//! Use a lease longer than the failover takes (2–4 s here): with a shorter one, the
+//! old holders' deadlines pass before any replica is promoted and nothing can overlap.
+//!
 //! Progress goes to stderr; the last line of stdout is one JSON report, with
 //! `"topology"` in the four scenarios above (`load` prints one line per run and per
-//! partition count before it).
+//! partition count before it, and `rebalance` one line per run when it makes several,
+//! or always with `--lose-writes`).
 //!
 //! The code follows that split: `duty/` (the single-duty scenarios and the child
 //! leader), `group/` (the partition scenarios and the `partition-child` replica),
 //! `chaos/`, and what they share: `store.rs` (the Redis set-ups and the one place a
-//! store is built), `clock.rs` (the wall clock every process of a run shares),
-//! `stats.rs`, `proc_stats.rs` and `redis_stats.rs` (measuring); `tables.rs`
-//! regenerates the docs' tables from the committed reports.
+//! store is built; `store/failover.rs`, the servers' own failovers), `overlap.rs` (two
+//! owners at once, by local deadlines), `clock.rs` (the wall clock every process of a
+//! run shares), `stats.rs`, `proc_stats.rs` and `redis_stats.rs` (measuring);
+//! `tables.rs` regenerates the docs' tables from the committed reports.
 //!
 //! ```text
 //! leasehold-bench failover --lease-ms 1000 --runs 10 [--dedicated] [--topology T | --redis-url URL]
+//! leasehold-bench failover --lose-writes --topology sentinel|cluster --lease-ms 10000 --runs 20
 //! leasehold-bench handover --lease-ms 1000 --runs 10 [--dedicated] [--topology T | --redis-url URL]
 //! leasehold-bench soak --lease-ms 250 --seconds 600 --replicas 3 [--dedicated] [--saturate]
 //! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--runs R] [--topology T]
+//! leasehold-bench rebalance --lose-writes --topology sentinel|cluster --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 5
 //! leasehold-bench load --partitions 1000[,10000...] --replicas 4 --lease-ms 1000 --seconds 10 [--runs R] [--topology T]
 //! leasehold-bench rolling --partitions 64 --replicas 4 --lease-ms 2000 [--sticky] [--add-partitions K]
 //! leasehold-bench chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 60 --seed 42
@@ -66,6 +91,7 @@ mod chaos;
 mod clock;
 mod duty;
 mod group;
+mod overlap;
 mod proc_stats;
 mod redis_stats;
 mod simulate;
@@ -80,7 +106,7 @@ use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 use tracing_subscriber::EnvFilter;
 
-use crate::duty::{Harness, child, failover, handover, soak, stall};
+use crate::duty::{Harness, child, failover, handover, lossy, soak, stall};
 use crate::group::{add, load, rebalance, rolling};
 use crate::store::{BoxError, ConnArgs, TargetArgs};
 
@@ -140,6 +166,13 @@ pub struct ScenarioArgs {
     /// `Elector::spawn_dedicated`: on a thread and runtime of its own.
     #[arg(long)]
     pub dedicated: bool,
+    /// `failover` only, with `--topology sentinel|cluster`: instead of the leader
+    /// process, kill the primary after cutting it off from its replicas, so the
+    /// promoted replica lacks the leader's grant; count followers that lead before the
+    /// old leader's local deadline (`overlaps`) and fence repeats. A fresh topology per
+    /// run; use a lease longer than the failover takes (e.g. 10000).
+    #[arg(long)]
+    pub lose_writes: bool,
     /// The Redis set-up.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -194,6 +227,10 @@ pub struct ChildArgs {
     /// Report term ends and, after the shutdown, renew round trips (for `soak`).
     #[arg(long)]
     pub soak: bool,
+    /// Win one term, never campaign again, and report the term's end (for
+    /// `failover --lose-writes`: an old leader cut off from the new primary).
+    #[arg(long)]
+    pub one_term: bool,
 }
 
 /// Options of the `rebalance` scenario.
@@ -238,6 +275,14 @@ pub struct RebalanceArgs {
     /// of its times and moves.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
     pub runs: u64,
+    /// With `--topology sentinel|cluster`: after the cold start, cut the group's
+    /// primary off from its replicas, let a joiner take its share (grants on the
+    /// primary only), then kill the primary; count partition terms that start before
+    /// an earlier owner's local deadline (`overlaps`) and time until every partition
+    /// is owned again (`kill.all_owned_ms`). A fresh topology per run; use a lease
+    /// longer than the failover takes (e.g. 10000).
+    #[arg(long, conflicts_with_all = ["weights", "capacities"])]
+    pub lose_writes: bool,
     /// The Redis set-up.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -527,6 +572,9 @@ async fn dispatch(command: Command) -> Result<(), BoxError> {
                 .into()),
             }
         }
+        Command::Rebalance(args) if args.lose_writes => {
+            print_last(&group::lossy::run(&args).await?)
+        }
         Command::Rebalance(args) => rebalance::run_all(&args).await,
         Command::Add(args) => print_last(&add::run(&args).await?),
         Command::Load(args) => load::run(&args).await,
@@ -541,9 +589,13 @@ async fn dispatch(command: Command) -> Result<(), BoxError> {
         }
         Command::Stall(args) => print_last(&stall::run(&args).await?),
         Command::Simulate(_) => unreachable!("run before the runtime starts"),
+        Command::Failover(args) if args.lose_writes => print_last(&lossy::run(&args).await?),
         Command::Failover(args) => {
             let harness = Harness::start(&args)?;
             print_last(&failover::run(&harness, runs(&args)?).await?)
+        }
+        Command::Handover(args) if args.lose_writes => {
+            Err("--lose-writes is for failover and rebalance".into())
         }
         Command::Handover(args) => {
             let harness = Harness::start(&args)?;

@@ -17,6 +17,8 @@ use leasehold_testkit::{
 use serde::{Deserialize, Serialize};
 use tempfile::TempDir;
 
+pub mod failover;
+
 /// The error type of the bench: everything is reported to the user and ends the run.
 pub type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -194,10 +196,10 @@ enum Processes {
         _files: TempDir,
     },
     Sentinel {
-        _set: RedisSentinelSet,
+        set: RedisSentinelSet,
     },
     Cluster {
-        _cluster: RedisCluster,
+        cluster: RedisCluster,
     },
 }
 
@@ -212,7 +214,7 @@ pub struct Servers {
     /// `INFO commandstats`): the server, its plain port under TLS, the primary under
     /// Sentinel, every node of a cluster.
     pub stats_urls: Vec<String>,
-    _processes: Processes,
+    processes: Processes,
 }
 
 impl Servers {
@@ -222,6 +224,16 @@ impl Servers {
     /// # Errors
     /// If `--redis-url` is combined with another topology, or the servers cannot start.
     pub fn start(target: &TargetArgs) -> Result<Self, BoxError> {
+        Self::start_with(target, false)
+    }
+
+    /// Like [`Servers::start`]; with `replicated`, a cluster gets one replica per
+    /// primary (as a Sentinel set always has), so that a primary can fail over
+    /// (`--lose-writes`, [`failover`]).
+    ///
+    /// # Errors
+    /// As [`Servers::start`].
+    pub fn start_with(target: &TargetArgs, replicated: bool) -> Result<Self, BoxError> {
         let topology = target.topology;
         if let Some(url) = &target.redis_url {
             if topology != Topology::Single {
@@ -236,7 +248,7 @@ impl Servers {
                 topology,
                 spec: StoreSpec::single(url.as_str()),
                 stats_urls: vec![url.clone()],
-                _processes: Processes::External,
+                processes: Processes::External,
             });
         }
         match topology {
@@ -246,7 +258,7 @@ impl Servers {
                     topology,
                     spec: StoreSpec::single(server.url()),
                     stats_urls: vec![server.url()],
-                    _processes: Processes::Single { _server: server },
+                    processes: Processes::Single { _server: server },
                 })
             }
             Topology::Tls => {
@@ -271,7 +283,7 @@ impl Servers {
                     topology,
                     spec,
                     stats_urls: vec![server.server().url()],
-                    _processes: Processes::Tls {
+                    processes: Processes::Tls {
                         _server: server,
                         _files: dir,
                     },
@@ -291,12 +303,12 @@ impl Servers {
                         sentinels: set.sentinel_urls(),
                     },
                     stats_urls: vec![primary],
-                    _processes: Processes::Sentinel { _set: set },
+                    processes: Processes::Sentinel { set },
                 })
             }
             Topology::Cluster => {
                 let cluster = testkit("a Redis Cluster", || {
-                    RedisCluster::start(CLUSTER_PRIMARIES, 0)
+                    RedisCluster::start(CLUSTER_PRIMARIES, usize::from(replicated))
                 })?;
                 Ok(Self {
                     topology,
@@ -304,7 +316,7 @@ impl Servers {
                         nodes: cluster.node_urls(),
                     },
                     stats_urls: cluster.node_urls(),
-                    _processes: Processes::Cluster { _cluster: cluster },
+                    processes: Processes::Cluster { cluster },
                 })
             }
         }

@@ -3,19 +3,26 @@
 //! It prints one [`Event`] per line: `leading` when its duty starts, `renewed` after
 //! every renewal, and on SIGTERM it shuts down gracefully (release plus notification)
 //! before printing `sigterm` and `stopped` and exiting 0.
+//!
+//! With `--one-term` its elector wins one term and never campaigns again
+//! ([`OneTerm`]), and it prints `term_ended` when that term ends (`--lose-writes`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use leasehold_election::{DutyResult, Elector, Leadership};
+use leasehold_election::{
+    DutyResult, Elector, ElectorConfig, ElectorHandle, Leadership, LeaseStore, Role, Status,
+};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
 use crate::ChildArgs;
 use crate::clock::{now_us, wall_us};
 use crate::duty::event::Event;
+use crate::duty::one_term::OneTerm;
 use crate::store::{self, BoxError};
 
 /// How often the duty looks at its deadline to notice a renewal.
@@ -47,20 +54,14 @@ pub async fn run(args: &ChildArgs) -> Result<(), BoxError> {
         block: args.saturate.then_some(lease * 2),
         validity,
     });
-    let elector = Elector::new(store, config, move |lead| {
-        let soak = soak.clone();
-        async move {
-            match soak {
-                Some(soak) => soak.duty(lead).await,
-                None => report(lead, validity).await,
-            }
-        }
-    });
-    let handle = if args.dedicated {
-        elector.spawn_dedicated()?
+    let handle = if args.one_term {
+        spawn_elector(OneTerm::new(store), config, soak, validity, args.dedicated)?
     } else {
-        elector.spawn()
+        spawn_elector(store, config, soak, validity, args.dedicated)?
     };
+    if args.one_term {
+        tokio::spawn(report_term_ends(handle.subscribe()));
+    }
     term.recv().await;
     let sigterm_us = now_us();
     stopping.store(true, Ordering::SeqCst);
@@ -74,6 +75,62 @@ pub async fn run(args: &ChildArgs) -> Result<(), BoxError> {
         }
     }
     Ok(())
+}
+
+/// Starts the child's elector on `store` (on a thread of its own if `dedicated`).
+fn spawn_elector<S: LeaseStore>(
+    store: S,
+    config: ElectorConfig,
+    soak: Option<Soak>,
+    validity: Duration,
+    dedicated: bool,
+) -> Result<ElectorHandle, BoxError> {
+    let elector = Elector::new(store, config, move |lead| {
+        let soak = soak.clone();
+        async move {
+            match soak {
+                Some(soak) => soak.duty(lead).await,
+                None => report(lead, validity).await,
+            }
+        }
+    });
+    Ok(if dedicated {
+        elector.spawn_dedicated()?
+    } else {
+        elector.spawn()
+    })
+}
+
+/// `--one-term`: prints a `term_ended` line for every term that ends, from the
+/// elector's status (a duty whose lease may be lost is aborted at once, before it
+/// could print anything). Dated when the status first showed the term over.
+async fn report_term_ends(mut status: watch::Receiver<Status>) {
+    let (mut leading, mut ended_at, mut reported) = (false, None, None);
+    loop {
+        {
+            let s = status.borrow_and_update();
+            let now_leading = matches!(s.role, Role::Leader { .. });
+            if leading && !now_leading {
+                ended_at.get_or_insert_with(now_us);
+            }
+            leading = now_leading;
+            if let Some(t) = &s.last_term
+                && reported != Some(t.fence)
+            {
+                reported = Some(t.fence);
+                Event::TermEnded {
+                    fence: t.fence.get(),
+                    at_us: ended_at.take().unwrap_or_else(now_us),
+                    planned: t.reason.is_planned(),
+                    reason: t.reason.label().to_owned(),
+                }
+                .emit();
+            }
+        }
+        if status.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Records the elector's metrics in memory, to read the renew round trips at the end.

@@ -34,7 +34,8 @@ pub enum Event {
         /// When `shutdown().await` returned (wall µs).
         at_us: u64,
     },
-    /// A term ended (`soak` children only): the duty saw its cancellation.
+    /// A term ended (`soak` children: the duty saw its cancellation; `--one-term`
+    /// children: the elector's status showed the term over).
     TermEnded {
         /// The term's fence.
         fence: u64,

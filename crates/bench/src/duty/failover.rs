@@ -17,7 +17,7 @@ use crate::stats::{Summary, round3};
 use crate::store::{BoxError, Topology};
 
 /// Longest a killed child takes to be reaped.
-const REAP: Duration = Duration::from_secs(5);
+pub const REAP: Duration = Duration::from_secs(5);
 /// A renewal due this soon (or overdue) may be in flight, or done but not yet
 /// reported; killing then would make `since_renew` wrong by a whole renew interval.
 const RENEW_GUARD_US: u64 = 3_000;
@@ -123,7 +123,10 @@ async fn one(harness: &Harness, run: usize) -> Result<FailoverRun, BoxError> {
 
 /// If a renewal is due within [`RENEW_GUARD_US`] (or overdue), waits until the child
 /// reports it, so the kill never lands between a renewal's send and its report.
-async fn settle_renewal(leader: &LeaderProcess, renew_interval: Duration) -> Result<(), BoxError> {
+pub async fn settle_renewal(
+    leader: &LeaderProcess,
+    renew_interval: Duration,
+) -> Result<(), BoxError> {
     let state = leader.state();
     let last = state
         .last_extended_us()

@@ -17,7 +17,7 @@ use crate::store::{self, BoxError, Servers, Topology};
 
 /// Longest a child may take to start and win a free lease (process start, runtime,
 /// connection, self-check, acquire) on a busy machine.
-const CHILD_START: Duration = Duration::from_secs(10);
+pub const CHILD_START: Duration = Duration::from_secs(10);
 
 /// The shared state of one `failover` or `handover` invocation.
 #[derive(Debug)]

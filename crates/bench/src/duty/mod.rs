@@ -2,6 +2,9 @@
 //! `child` mode), the follower in the bench process, on a fresh duty per run.
 //!
 //! - [`failover`]: SIGKILL the leader, time the follower's take-over past the expiry;
+//! - [`lossy`] (`failover --lose-writes`): kill the *primary* after its replicas
+//!   missed the leader's grant, and count new terms that start before the old
+//!   leader's local deadline;
 //! - [`handover`]: SIGTERM the leader, time the graceful hand-over;
 //! - [`soak`]: replicas as processes for a while, nobody killed: spurious failovers;
 //! - [`stall`]: in one process, a duty that blocks its runtime.
@@ -17,6 +20,8 @@ pub mod failover;
 pub mod follower;
 pub mod handover;
 pub mod harness;
+pub mod lossy;
+pub mod one_term;
 pub mod process;
 pub mod soak;
 pub mod stall;

@@ -58,6 +58,9 @@ pub struct ChildMode {
     pub saturate: bool,
     /// Report every term's end and, after the shutdown, every renewal's round trip.
     pub soak: bool,
+    /// Win one term and never campaign again; report its end (see
+    /// [`crate::duty::one_term`]).
+    pub one_term: bool,
 }
 
 /// A leader elector running in a child process (`leasehold-bench child ...`).
@@ -90,6 +93,7 @@ impl LeaderProcess {
             (mode.dedicated, "--dedicated"),
             (mode.saturate, "--saturate"),
             (mode.soak, "--soak"),
+            (mode.one_term, "--one-term"),
         ];
         let mut child = Command::new(exe)
             .args([

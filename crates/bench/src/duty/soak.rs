@@ -74,6 +74,7 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport, BoxError> {
         dedicated: args.dedicated,
         saturate: args.saturate,
         soak: true,
+        ..ChildMode::default()
     };
     let mut children = (0..args.replicas)
         .map(|i| LeaderProcess::spawn(&exe, &spec, &duty, &format!("replica-{i}"), lease, mode))

@@ -64,6 +64,24 @@ impl Fleet {
         nice: u8,
     ) -> Result<Self, BoxError> {
         let servers = Servers::start(target)?;
+        Self::on(
+            servers, scenario, partitions, lease_ms, settle_ms, poll, nice,
+        )
+    }
+
+    /// Like [`Fleet::start`], on servers already started.
+    ///
+    /// # Errors
+    /// If the settings are invalid.
+    pub fn on(
+        servers: Servers,
+        scenario: &str,
+        partitions: usize,
+        lease_ms: u64,
+        settle_ms: Option<u64>,
+        poll: Duration,
+        nice: u8,
+    ) -> Result<Self, BoxError> {
         let lease = Duration::from_millis(lease_ms);
         let group = format!(
             "bench-{scenario}-{}-{}",

@@ -7,6 +7,8 @@
 //!
 //! - [`rebalance`]: cold start, SIGKILL of one replica, a join (weighted too:
 //!   [`weights`]);
+//! - [`lossy`] (`rebalance --lose-writes`): a primary failover that loses a
+//!   joiner's grants, checked for partitions owned twice by local deadlines;
 //! - [`load`]: cold-start convergence and the steady cost of a balanced group;
 //! - [`rolling`]: every replica restarted in turn, default, sticky or growing the list;
 //! - [`add`]: partitions added to a running group.
@@ -16,6 +18,7 @@ pub mod child;
 pub mod event;
 pub mod harness;
 pub mod load;
+pub mod lossy;
 pub mod ownership;
 pub mod process;
 pub mod rebalance;

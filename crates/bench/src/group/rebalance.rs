@@ -417,7 +417,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
 
 /// Waits for the milestones (since the last reset) by the replicas' lines: every
 /// partition owned, then balanced. Returns both instants, in ms after `from_us`.
-async fn converge(
+pub async fn converge(
     fleet: &mut Fleet,
     phase: &str,
     from_us: u64,
@@ -442,7 +442,7 @@ async fn converge(
 
 /// Polls `group_status` (every [`poll_interval`]) until Redis shows the live replicas
 /// balanced; returns when, in ms after `from_us`.
-async fn confirm(
+pub async fn confirm(
     fleet: &Fleet,
     phase: &str,
     from_us: u64,
