@@ -212,6 +212,15 @@ impl GroupConfigBuilder {
 
     /// Counts a heartbeat or claim only once `replicas` replicas acknowledge it (see
     /// [`GroupConfig::min_replicas_acked`]); 0 turns it off.
+    ///
+    /// ```
+    /// # use leasehold_partitions::GroupConfig;
+    /// let config = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
+    ///     .min_replicas_acked(1)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.min_replicas_acked, Some(1));
+    /// ```
     pub fn min_replicas_acked(mut self, replicas: usize) -> Self {
         self.min_replicas_acked = (replicas > 0).then_some(replicas);
         self

@@ -59,7 +59,7 @@ pub use self::admin::{GroupAdmin, MAX_WEIGHT};
 pub use self::config::{GroupConfig, GroupConfigBuilder, GroupConfigError, MAX_CAPACITY};
 pub use self::coordinator::{Coordinator, CoordinatorHandle, group_status};
 pub use self::error::{PartitionsError, Result};
-pub use self::store::memory::MemoryGroupStore;
+pub use self::store::memory::{MemoryGroupStore, MemorySnapshot};
 #[doc(hidden)]
 pub use self::store::redis::script_hashes;
 pub use self::store::{GroupStatus, GroupStore, PartitionOwner, ReplicaState, ReplicaStatus};

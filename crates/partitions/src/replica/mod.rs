@@ -540,9 +540,13 @@ impl ReplicaState {
                 }
             }
             SessionReply::Lost => {
-                // Whatever this session held is gone; its electors are refused at their
-                // next renewal. Start a new session at once.
-                self.session_over(now, rng);
+                // Whatever this session held is gone; its electors are refused from now
+                // on, also if a join resumes the same session again (a failover may give
+                // back a parked copy of it). Start a new session at once.
+                let gone = self.session_over(now, rng);
+                if !gone.is_empty() {
+                    actions.push(Action::Revoke(gone));
+                }
                 if matches!(
                     self.leaving,
                     Leaving::Parking | Leaving::ParkSent | Leaving::Pausing
@@ -662,7 +666,9 @@ impl ReplicaState {
     }
 
     /// Starts over with a new session (the last one ended).
-    fn session_over(&mut self, now: Instant, rng: &mut impl Rng) {
+    /// The session has ended: returns the terms it held (each to be refused).
+    fn session_over(&mut self, now: Instant, rng: &mut impl Rng) -> Vec<(usize, Fence)> {
+        let gone: Vec<(usize, Fence)> = self.ledger.terms().map(|(i, h)| (i, h.fence)).collect();
         self.session.lost(rng);
         self.ledger.session_lost();
         // A claim or a read in flight was for the old session: its answer is ignored.
@@ -674,6 +680,7 @@ impl ReplicaState {
         self.policy.reset();
         self.plan = None;
         self.cadence.wake(now);
+        gone
     }
 
     fn reconcile(&mut self, resume: bool, actions: &mut Vec<Action>) {

@@ -485,7 +485,13 @@ fn a_lost_session_refuses_its_electors_and_starts_a_new_one_that_settles_briefly
     let r = sim.reply(SessionReply::Lost, vec![], 4);
     let (renewal, actions) = sim.tick(r);
     assert!(matches!(renewal, Renewal::Refused));
-    assert!(actions.is_empty(), "{actions:?}");
+    assert_eq!(
+        actions,
+        vec![Action::Revoke(
+            (0..4).map(|i| (i, Fence(100 + i as u64))).collect()
+        )],
+        "its terms are refused for good: a failover may hand the same session back"
+    );
     assert_ne!(sim.st.token(), old, "a lost session is never renewed again");
     assert_eq!(sim.st.wake_at(), Some(sim.now), "rejoin at once");
     let req = sim.next_request();

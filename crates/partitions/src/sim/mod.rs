@@ -37,7 +37,9 @@ use tokio::time::{Instant, sleep_until};
 use self::link::{Link, Mode};
 use self::oracle::{Listing, TermRec, Terms};
 use crate::store::protocol::Protocol;
-use crate::{Coordinator, CoordinatorHandle, GroupAdmin, GroupConfig, MemoryGroupStore};
+use crate::{
+    Coordinator, CoordinatorHandle, GroupAdmin, GroupConfig, MemoryGroupStore, MemorySnapshot,
+};
 
 /// Every partition's lease in a simulation.
 const LEASE: Duration = Duration::from_secs(1);
@@ -49,7 +51,7 @@ const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
 const HEAL_FOR: Duration = Duration::from_secs(8);
 
 /// The kinds of fault a simulation injects, and how often (relative weights).
-pub const FAULTS: [(&str, u32); 9] = [
+pub const FAULTS: [(&str, u32); 10] = [
     ("kill", 15),
     ("stop", 15),
     ("dup", 5),
@@ -59,6 +61,7 @@ pub const FAULTS: [(&str, u32); 9] = [
     ("drain", 7),
     ("weight", 9),
     ("wipe", 6),
+    ("failover", 6),
 ];
 
 /// Which faults a run injects.
@@ -180,6 +183,9 @@ enum Ev {
     /// admin's answers say (if some replica could restore it), else the set is what the
     /// store has now.
     AfterWipe { restorable: bool, at: Instant },
+    /// The primary dies and the replica that was cut off at the snapshot `id` is
+    /// promoted.
+    Promote(u64),
     /// The faults are over.
     End,
 }
@@ -218,6 +224,8 @@ struct World {
     restorers: Vec<String>,
     /// When the store was last wiped.
     last_wipe: Option<Instant>,
+    /// Failovers under way: the store as the replica last received it, and when.
+    replicas_cut: BTreeMap<u64, (Instant, MemorySnapshot)>,
 }
 
 impl World {
@@ -281,6 +289,7 @@ impl World {
             faulted: BTreeMap::new(),
             restorers: Vec::new(),
             last_wipe: None,
+            replicas_cut: BTreeMap::new(),
         }
     }
 
@@ -397,6 +406,7 @@ impl World {
                 }
                 Ev::Undrain(id) => self.undrain(&id).await,
                 Ev::AfterWipe { restorable, at } => self.after_wipe(restorable, at).await,
+                Ev::Promote(id) => self.promote(id).await,
                 Ev::End => break,
             }
         }
@@ -612,6 +622,21 @@ impl World {
                     self.span(LEASE * 4);
                 }
             }
+            // A failover that loses the last writes: the replica's link is cut now, the
+            // primary dies a moment later, and the replica is promoted.
+            "failover" => {
+                let d = Duration::from_millis(self.rng.random_range(0..800));
+                self.seq += 1;
+                let id = self.seq;
+                self.note(format!(
+                    "the replica misses every write from now; promoted in {} ms",
+                    d.as_millis()
+                ));
+                self.replicas_cut
+                    .insert(id, (Instant::now(), self.store.snapshot()));
+                self.at(Instant::now() + d, Ev::Promote(id));
+                self.span(d + LEASE * 4);
+            }
             // Redis restarted without its data.
             _ => self.wipe().await,
         }
@@ -679,6 +704,32 @@ impl World {
             },
         );
         self.span(LEASE * 5);
+    }
+
+    /// Promotes the replica cut off at snapshot `id`: the store goes back to it under a
+    /// new server lifetime. Set changes answered since were lost with it, so nothing is
+    /// sure about the set from the cut on; from now on it is what the store has.
+    async fn promote(&mut self, id: u64) {
+        let Some((cut, snapshot)) = self.replicas_cut.remove(&id) else {
+            return;
+        };
+        self.note(format!(
+            "failover: the replica cut off {} ms ago is promoted",
+            cut.elapsed().as_millis()
+        ));
+        self.store.fail_over_to(snapshot);
+        self.listing.unsure_all(cut);
+        let keys = crate::keys::GroupKeys::new("leasehold", "sim");
+        let page = Protocol::set_page(&self.store, &keys, 0, 100_000)
+            .await
+            .ok()
+            .flatten();
+        if let Some(page) = page {
+            let mut now_set: Vec<String> = page.names.into_iter().map(|(n, _)| n).collect();
+            now_set.sort();
+            self.listing.reset(&now_set, Instant::now());
+        }
+        self.span(LEASE * 4);
     }
 
     async fn after_wipe(&mut self, restorable: bool, at: Instant) {

@@ -5,6 +5,7 @@
 //! of Redis's costs, so it proves logic, never scale.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -41,7 +42,15 @@ struct Inner {
     // A std mutex: never held across an await; every critical section is map work.
     groups: Mutex<BTreeMap<String, Group>>,
     notices: broadcast::Sender<String>,
+    /// The server lifetime (`lifetime.lua`): 1 at first, one more at every
+    /// [`MemoryGroupStore::fail_over_to`].
+    lifetime: AtomicU64,
 }
+
+/// Every group as it stood at one moment: what a replica would have received of the
+/// store's writes up to then ([`MemoryGroupStore::snapshot`]).
+#[derive(Debug, Clone)]
+pub struct MemorySnapshot(BTreeMap<String, Group>);
 
 impl Default for MemoryGroupStore {
     fn default() -> Self {
@@ -55,6 +64,8 @@ impl Default for MemoryGroupStore {
 pub(crate) struct Now {
     pub(crate) ms: u64,
     pub(crate) us: u64,
+    /// The server lifetime (`INFO`'s run id and replication id, as a number).
+    pub(crate) lifetime: u64,
 }
 
 /// META.
@@ -77,10 +88,31 @@ pub(crate) struct Meta {
     pub(crate) rcount: usize,
     /// This incarnation of the group (`inc` in `meta.lua`).
     pub(crate) inc: String,
+    /// The server lifetime that last wrote the group (`server`).
+    pub(crate) server: u64,
+    /// Nothing is granted before this after the lifetime changed (`server_after`).
+    pub(crate) server_after: u64,
+}
+
+impl Meta {
+    /// The twin of `meta.lua`'s `follow_server`: a group last written in another server
+    /// lifetime holds its claims back for one lease (a promoted server cannot tell when
+    /// it began, so the lease counts from now).
+    pub(crate) fn follow_server(&mut self, now: Now) {
+        if self.server != now.lifetime {
+            self.server_after = self.server_after.max(now.ms + self.lease);
+            self.server = now.lifetime;
+        }
+    }
+
+    /// The twin of `meta.lua`'s `grants_after`.
+    pub(crate) fn grants_after(&self) -> u64 {
+        self.grant_after.max(self.server_after)
+    }
 }
 
 /// One group, field for field the keys of [`GroupKeys`] (scores in server ms).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Group {
     pub(crate) members: BTreeMap<String, u64>,
     pub(crate) sessions: BTreeMap<String, String>,
@@ -114,9 +146,6 @@ pub(crate) struct Group {
     pub(crate) acks: BTreeMap<String, (u64, ClaimReply)>,
     /// The admin scripts' `op` keys: request id → (expiry, reply).
     pub(crate) ops: BTreeMap<String, (u64, ops::OpReply)>,
-    /// The granting server's lifetime (`lifetime.lua`): empty, as from a server that
-    /// cannot tell, since this store never restarts or fails over.
-    pub(crate) server: String,
 }
 
 /// `names` without repeats, in order.
@@ -406,6 +435,7 @@ impl MemoryGroupStore {
                 epoch: Instant::now(),
                 groups: Mutex::new(BTreeMap::new()),
                 notices: broadcast::channel(4096).0,
+                lifetime: AtomicU64::new(1),
             }),
         }
     }
@@ -413,6 +443,20 @@ impl MemoryGroupStore {
     /// Forgets every group, as a Redis restart without persistence does.
     pub fn wipe(&self) {
         self.lock().clear();
+    }
+
+    /// Every group as it stands now: what a replica has received of the store's
+    /// writes, if its link is cut from now on.
+    pub fn snapshot(&self) -> MemorySnapshot {
+        MemorySnapshot(self.lock().clone())
+    }
+
+    /// A failover to a replica that received the writes up to `snapshot` and none
+    /// since: the groups go back to it, under a new server lifetime.
+    pub fn fail_over_to(&self, snapshot: MemorySnapshot) {
+        let mut groups = self.lock();
+        *groups = snapshot.0;
+        self.inner.lifetime.fetch_add(1, Ordering::AcqRel);
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Group>> {
@@ -427,6 +471,7 @@ impl MemoryGroupStore {
         Now {
             ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
             us: u64::try_from(d.as_micros()).unwrap_or(u64::MAX),
+            lifetime: self.inner.lifetime.load(Ordering::Acquire),
         }
     }
 

@@ -208,6 +208,8 @@ impl Group {
                     wver: 0,
                     rcount: 0,
                     inc: format!("s:{life}:{}", now.us),
+                    server: now.lifetime,
+                    server_after: 0,
                 });
             }
             (Change::Seed { life, .. }, Some(m)) if m.life != *life || m.origin != Origin::Seed => {

@@ -137,6 +137,9 @@ impl Group {
         if req.incarnation != self.meta.as_ref().map_or("", |m| m.inc.as_str()) {
             return ClaimReply::Lost;
         }
+        if let Some(m) = self.meta.as_mut() {
+            m.follow_server(now);
+        }
         if let Some((seq, reply)) = self.acks.get(&req.process) {
             if *seq == req.seq {
                 return reply.clone();
@@ -146,8 +149,8 @@ impl Group {
             }
         }
         let (fmax, weighted) = match &self.meta {
-            Some(m) if m.grant_after > now.ms => {
-                return ClaimReply::Wait(Duration::from_millis(m.grant_after - now.ms));
+            Some(m) if m.grants_after() > now.ms => {
+                return ClaimReply::Wait(Duration::from_millis(m.grants_after() - now.ms));
             }
             Some(m) => (m.fmax, m.weighted),
             None => (0, false),

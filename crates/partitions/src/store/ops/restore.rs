@@ -130,7 +130,7 @@ impl Group {
                 drained,
                 names,
             } => {
-                let (after, fmax) = match &self.meta {
+                let (after, fmax, server_after) = match &self.meta {
                     Some(m) => {
                         let same = m.origin == Origin::Restore
                             && m.life == of.life
@@ -151,9 +151,12 @@ impl Group {
                         self.free_since.clear();
                         self.weights.clear();
                         self.revoked.clear();
-                        (m.grant_after, m.fmax)
+                        // A group of another server lifetime keeps its hold.
+                        let mut followed = m.clone();
+                        followed.follow_server(now);
+                        (m.grant_after, m.fmax, followed.server_after)
                     }
-                    None => (0, 0),
+                    None => (0, 0, 0),
                 };
                 self.meta = Some(Meta {
                     count: 0,
@@ -171,6 +174,8 @@ impl Group {
                     wver: *weights_version,
                     rcount: of.count,
                     inc: format!("r:{}:{}:{}", of.life, of.set_version, now.us),
+                    server: now.lifetime,
+                    server_after,
                 });
                 self.drains = drained.iter().cloned().collect();
                 self.restore_names(names, now);

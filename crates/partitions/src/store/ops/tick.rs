@@ -204,6 +204,10 @@ impl Group {
     pub(crate) fn tick(&mut self, req: &TickRequest, now: Now) -> (TickReply, bool) {
         let ttl = u64::try_from(req.ttl.as_millis().max(1)).unwrap_or(u64::MAX);
         let expired = self.reap(now);
+        if let Some(m) = self.meta.as_mut() {
+            m.follow_server(now);
+        }
+        let lifetime = now.lifetime.to_string();
         let mut session = SessionReply::Live;
         let mut resumed = None;
         let mut state = req.state;
@@ -292,7 +296,7 @@ impl Group {
         let holdings = (session == SessionReply::Live
             && !req.join
             && resumed.is_none()
-            && req.lifetime != self.server)
+            && req.lifetime != lifetime)
             .then(|| self.held_by(&req.session));
         let ending = self.free_ended(REAP_BUDGET);
         let reply = TickReply {
@@ -308,7 +312,7 @@ impl Group {
             drained,
             revoked,
             expired,
-            lifetime: self.server.clone(),
+            lifetime,
             holdings,
         };
         (reply, changed)
