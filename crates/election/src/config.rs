@@ -286,6 +286,15 @@ impl ElectorConfigBuilder {
 
     /// Counts a grant or renewal only once `replicas` replicas acknowledge it (see
     /// [`ElectorConfig::min_replicas_acked`]); 0 turns it off.
+    ///
+    /// ```
+    /// # use leasehold_election::ElectorConfig;
+    /// let config = ElectorConfig::builder("billing", "replica-1")
+    ///     .min_replicas_acked(1)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.min_replicas_acked, Some(1));
+    /// ```
     pub fn min_replicas_acked(mut self, replicas: usize) -> Self {
         self.min_replicas_acked = (replicas > 0).then_some(replicas);
         self
