@@ -31,7 +31,7 @@ declare -A runs=(
   [add]="add --partitions 64 --replicas 4 --lease-ms 2000 --adds 20"
   [stall]="stall --lease-ms 1000"
   [chaos]="chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 600 --seed 42"
-  [simulate]="simulate --seeds 100000"
+  [simulate]="simulate --seeds 20000"
   [failover-250]="failover --lease-ms 250 --runs 20"
   [failover-250-dedicated]="failover --lease-ms 250 --runs 20 --dedicated"
   [soak-250]="soak --lease-ms 250 --seconds 600 --replicas 3 --saturate"
@@ -54,12 +54,16 @@ runs[rebalance-64-cluster]="${runs[rebalance-64]} --topology cluster"
 for t in sentinel cluster; do
   runs[failover-$t-lossy]="failover --lose-writes --topology $t --lease-ms 10000 --runs 20"
 done
-runs[rebalance-sentinel-lossy]="rebalance --lose-writes --topology sentinel --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 10"
+runs[rebalance-sentinel-lossy]="rebalance --lose-writes --topology sentinel --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 20"
+runs[rebalance-cluster-lossy]="rebalance --lose-writes --topology cluster --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 10"
+# What min_replicas_acked(1) costs a hand-over on a healthy Sentinel pair.
+runs[handover-sentinel-acked]="${runs[handover]} --topology sentinel --min-replicas-acked 1"
 order=(failover handover rebalance-64 rebalance-10k load-1k-4 load-10k load-10k-unniced load-100k rebalance-zipf rebalance-zipf-count rebalance-capacities rolling rolling-sticky rolling-add add stall chaos simulate
   failover-250 failover-250-dedicated soak-250 soak-250-dedicated group-500-rebalance group-500-load
   failover-tls failover-sentinel failover-cluster handover-tls handover-sentinel handover-cluster
   load-1k-4-tls load-1k-4-sentinel load-1k-4-cluster rebalance-64-cluster
-  failover-sentinel-lossy failover-cluster-lossy rebalance-sentinel-lossy)
+  failover-sentinel-lossy failover-cluster-lossy rebalance-sentinel-lossy rebalance-cluster-lossy
+  handover-sentinel-acked)
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${order[@]}")
 for name in "${wanted[@]}"; do

@@ -173,6 +173,11 @@ pub struct ScenarioArgs {
     /// run; use a lease longer than the failover takes (e.g. 10000).
     #[arg(long)]
     pub lose_writes: bool,
+    /// Every elector (the child's and the follower's) with
+    /// `ElectorConfigBuilder::min_replicas_acked(K)`: a grant or renewal counts once K
+    /// replicas acknowledge it (0: off). For `--topology sentinel|cluster`.
+    #[arg(long, default_value_t = 0)]
+    pub min_replicas_acked: usize,
     /// The Redis set-up.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -231,6 +236,9 @@ pub struct ChildArgs {
     /// `failover --lose-writes`: an old leader cut off from the new primary).
     #[arg(long)]
     pub one_term: bool,
+    /// `ElectorConfigBuilder::min_replicas_acked(K)` (0: off).
+    #[arg(long, default_value_t = 0)]
+    pub min_replicas_acked: usize,
 }
 
 /// Options of the `rebalance` scenario.

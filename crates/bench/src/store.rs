@@ -60,7 +60,24 @@ pub fn build_store(spec: &StoreSpec, lease: Duration) -> Result<RedisStore, BoxE
 /// # Errors
 /// If a name or the lease is out of range.
 pub fn config(duty: &str, replica: &str, lease: Duration) -> Result<ElectorConfig, BoxError> {
-    Ok(ElectorConfig::builder(duty, replica).lease(lease).build()?)
+    acked_config(duty, replica, lease, 0)
+}
+
+/// [`config`] whose grants and renewals count once `acked` replicas have them
+/// (`min_replicas_acked`; 0: off).
+///
+/// # Errors
+/// If the lease is out of range.
+pub fn acked_config(
+    duty: &str,
+    replica: &str,
+    lease: Duration,
+    acked: usize,
+) -> Result<ElectorConfig, BoxError> {
+    Ok(ElectorConfig::builder(duty, replica)
+        .lease(lease)
+        .min_replicas_acked(acked)
+        .build()?)
 }
 
 /// Primaries of the cluster the bench starts (the fewest `redis-cli` accepts).

@@ -39,7 +39,7 @@ const BLOCK_EVERY: Duration = Duration::from_secs(3);
 pub async fn run(args: &ChildArgs) -> Result<(), BoxError> {
     let lease = Duration::from_millis(args.lease_ms);
     let store = store::build_store(&args.conn.spec()?, lease)?;
-    let config = store::config(&args.duty, &args.replica, lease)?;
+    let config = store::acked_config(&args.duty, &args.replica, lease, args.min_replicas_acked)?;
     // The renewal was sent at `deadline - (lease - margin)`.
     let validity = config.lease - config.safety_margin;
     let snapshotter = args.soak.then(install_recorder).transpose()?;

@@ -38,6 +38,8 @@ pub struct HandoverReport {
     pub lease_ms: u64,
     /// Whether every elector ran with `Elector::spawn_dedicated`.
     pub dedicated: bool,
+    /// Every elector's `min_replicas_acked` (0: off).
+    pub min_replicas_acked: usize,
     /// Every run, in order.
     pub runs: Vec<HandoverRun>,
     /// Summary of `handover_ms`.
@@ -66,6 +68,7 @@ pub async fn run(harness: &Harness, runs: usize) -> Result<HandoverReport, BoxEr
         topology: harness.topology(),
         lease_ms: harness.lease_ms(),
         dedicated: harness.dedicated(),
+        min_replicas_acked: harness.acked(),
         handover_ms: summary(&all, |r| r.handover_ms)?,
         signal_ms: summary(&all, |r| r.signal_ms)?,
         from_sigterm_ms: summary(&all, |r| r.from_sigterm_ms)?,

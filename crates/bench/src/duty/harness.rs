@@ -30,6 +30,8 @@ pub struct Harness {
     renew_interval: Duration,
     /// Every elector on a thread of its own (`Elector::spawn_dedicated`).
     dedicated: bool,
+    /// `min_replicas_acked` of every elector (0: off).
+    acked: usize,
     /// Makes duty names unique per invocation, so runs against a shared `--redis-url`
     /// never meet an earlier run's lease or fence.
     tag: String,
@@ -65,6 +67,7 @@ impl Harness {
             lease,
             renew_interval,
             dedicated: args.dedicated,
+            acked: args.min_replicas_acked,
             tag: format!("{}-{}", std::process::id(), now_us() / 1000),
             servers,
         })
@@ -90,6 +93,11 @@ impl Harness {
         self.dedicated
     }
 
+    /// Every elector's `min_replicas_acked` (0: off).
+    pub fn acked(&self) -> usize {
+        self.acked
+    }
+
     /// How often the leader renews (the library default for this lease).
     pub fn renew_interval(&self) -> Duration {
         self.renew_interval
@@ -104,12 +112,13 @@ impl Harness {
         let duty = format!("bench-{scenario}-{}-{run}", self.tag);
         let mode = ChildMode {
             dedicated: self.dedicated,
+            acked: self.acked,
             ..ChildMode::default()
         };
         let leader =
             LeaderProcess::spawn(&self.exe, &self.spec_arg, &duty, "child", self.lease, mode)?;
         let leading = leader.wait_leading(CHILD_START + self.lease).await?;
-        let config = store::config(&duty, "follower", self.lease)?;
+        let config = store::acked_config(&duty, "follower", self.lease, self.acked)?;
         let follower = Follower::spawn(self.store.clone(), config, self.dedicated)?;
         follower.wait_following(self.lease * 3).await?;
         Ok(Pair {

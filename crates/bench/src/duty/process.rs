@@ -61,6 +61,8 @@ pub struct ChildMode {
     /// Win one term and never campaign again; report its end (see
     /// [`crate::duty::one_term`]).
     pub one_term: bool,
+    /// `min_replicas_acked` (0: off).
+    pub acked: usize,
 }
 
 /// A leader elector running in a child process (`leasehold-bench child ...`).
@@ -106,6 +108,7 @@ impl LeaderProcess {
                 replica,
             ])
             .args(["--lease-ms", &lease.as_millis().to_string()])
+            .args(["--min-replicas-acked", &mode.acked.to_string()])
             .args(flags.iter().filter(|f| f.0).map(|f| f.1))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
