@@ -55,7 +55,7 @@ for t in sentinel cluster; do
   runs[failover-$t-lossy]="failover --lose-writes --topology $t --lease-ms 10000 --runs 20"
 done
 runs[rebalance-sentinel-lossy]="rebalance --lose-writes --topology sentinel --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 20"
-runs[rebalance-cluster-lossy]="rebalance --lose-writes --topology cluster --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 20"
+runs[rebalance-cluster-lossy]="rebalance --lose-writes --topology cluster --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 10"
 # What min_replicas_acked(1) costs a hand-over on a healthy Sentinel pair.
 runs[handover-sentinel-acked]="${runs[handover]} --topology sentinel --min-replicas-acked 1"
 order=(failover handover rebalance-64 rebalance-10k load-1k-4 load-10k load-10k-unniced load-100k rebalance-zipf rebalance-zipf-count rebalance-capacities rolling rolling-sticky rolling-add add stall chaos simulate

@@ -13,7 +13,17 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::conn::Target;
+use crate::backoff::Backoff;
 use crate::store::notify::Notifiers;
+
+/// First delay before the subscription tries to reconnect.
+const RECONNECT_INITIAL: Duration = Duration::from_millis(50);
+/// Longest delay between reconnect attempts (each drawn from the upper half of its
+/// step). Short, because the reconnect is what finds a promoted primary and wakes the
+/// followers: their first acquire there starts its hold (nothing is granted for a lease
+/// after a change of server), so every delay here is leaderless time after a failover.
+/// One attempt per store per 50-100 ms during an outage.
+const RECONNECT_MAX: Duration = Duration::from_millis(100);
 
 /// Keeps one pub/sub subscription per store alive: reconnects with backoff, resubscribes,
 /// PINGs so a black-holed link is noticed, and wakes every follower after a reconnect
@@ -28,7 +38,7 @@ pub(super) async fn subscriber_loop(
 ) {
     let mut channels: Vec<String> = Vec::new();
     let mut attempt = 0usize;
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = Backoff::new(RECONNECT_INITIAL, RECONNECT_MAX);
     let ping_every = Duration::from_secs(1).max(call_timeout);
     loop {
         // Wait for the first channel before connecting at all.
@@ -68,7 +78,7 @@ pub(super) async fn subscriber_loop(
         if stop.is_cancelled() {
             return;
         }
-        backoff = Duration::from_millis(50);
+        backoff.reset();
         notifiers.wake_all();
         let mut ping = tokio::time::interval(ping_every);
         ping.tick().await;
@@ -108,9 +118,8 @@ pub(super) async fn subscriber_loop(
     }
 }
 
-async fn sleep_or_stop(stop: &CancellationToken, backoff: &mut Duration) {
-    let d = *backoff;
-    *backoff = (*backoff * 2).min(Duration::from_secs(2));
+async fn sleep_or_stop(stop: &CancellationToken, backoff: &mut Backoff) {
+    let d = backoff.next_delay();
     tokio::select! {
         () = stop.cancelled() => {}
         () = tokio::time::sleep(d) => {}
