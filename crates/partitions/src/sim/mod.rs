@@ -186,6 +186,9 @@ enum Ev {
     /// The primary dies and the replica that was cut off at the snapshot `id` is
     /// promoted.
     Promote(u64),
+    /// A failover's window has passed: the replicas' copies of the set have caught up
+    /// with the promoted store's, which is the set from then on.
+    AfterFailover { at: Instant },
     /// The faults are over.
     End,
 }
@@ -226,6 +229,8 @@ struct World {
     last_wipe: Option<Instant>,
     /// Failovers under way: the store as the replica last received it, and when.
     replicas_cut: BTreeMap<u64, (Instant, MemorySnapshot)>,
+    /// When a replica was last promoted.
+    last_failover: Option<Instant>,
 }
 
 impl World {
@@ -290,6 +295,7 @@ impl World {
             restorers: Vec::new(),
             last_wipe: None,
             replicas_cut: BTreeMap::new(),
+            last_failover: None,
         }
     }
 
@@ -407,6 +413,7 @@ impl World {
                 Ev::Undrain(id) => self.undrain(&id).await,
                 Ev::AfterWipe { restorable, at } => self.after_wipe(restorable, at).await,
                 Ev::Promote(id) => self.promote(id).await,
+                Ev::AfterFailover { at } => self.after_failover(at).await,
                 Ev::End => break,
             }
         }
@@ -417,9 +424,16 @@ impl World {
             if t > end {
                 break;
             }
-            if let Ev::AfterWipe { restorable, at } = ev {
-                sleep_until(t).await;
-                self.after_wipe(restorable, at).await;
+            match ev {
+                Ev::AfterWipe { restorable, at } => {
+                    sleep_until(t).await;
+                    self.after_wipe(restorable, at).await;
+                }
+                Ev::AfterFailover { at } => {
+                    sleep_until(t).await;
+                    self.after_failover(at).await;
+                }
+                _ => {}
             }
         }
         sleep_until(end).await;
@@ -690,8 +704,11 @@ impl World {
         if let Some(w) = overlapping {
             self.listing.unsure_all(w);
         }
+        // Within a failover's window replicas may restore a set newer than the
+        // promoted store's: nothing is sure until this wipe's check either.
+        let after_failover = self.last_failover.filter(|f| now < *f + LEASE * 3);
         self.last_wipe = Some(now);
-        let restorable = !restorers.is_empty() && overlapping.is_none();
+        let restorable = !restorers.is_empty() && overlapping.is_none() && after_failover.is_none();
         if !restorable {
             self.listing.unsure_all(now);
         }
@@ -707,8 +724,10 @@ impl World {
     }
 
     /// Promotes the replica cut off at snapshot `id`: the store goes back to it under a
-    /// new server lifetime. Set changes answered since were lost with it, so nothing is
-    /// sure about the set from the cut on; from now on it is what the store has.
+    /// new server lifetime. Set changes answered since were lost with it, and replicas
+    /// may still hold copies of the newer set for a while (a wipe meanwhile may restore
+    /// one), so nothing is sure about the set from the cut until the failover's window
+    /// has passed.
     async fn promote(&mut self, id: u64) {
         let Some((cut, snapshot)) = self.replicas_cut.remove(&id) else {
             return;
@@ -718,18 +737,35 @@ impl World {
             cut.elapsed().as_millis()
         ));
         self.store.fail_over_to(snapshot);
+        let now = Instant::now();
+        // From the cut on, and past the changes answered since (lost with it).
         self.listing.unsure_all(cut);
+        self.listing.unsure_all(now);
+        self.last_failover = Some(now);
+        self.at(now + LEASE * 3, Ev::AfterFailover { at: now });
+        self.span(LEASE * 4);
+    }
+
+    /// From a failover's end on, the set is what the store has (unless a later wipe or
+    /// failover decides).
+    async fn after_failover(&mut self, at: Instant) {
+        if self.last_failover.is_some_and(|f| f > at) || self.last_wipe.is_some_and(|w| w > at) {
+            return;
+        }
         let keys = crate::keys::GroupKeys::new("leasehold", "sim");
         let page = Protocol::set_page(&self.store, &keys, 0, 100_000)
             .await
             .ok()
             .flatten();
-        if let Some(page) = page {
-            let mut now_set: Vec<String> = page.names.into_iter().map(|(n, _)| n).collect();
-            now_set.sort();
-            self.listing.reset(&now_set, Instant::now());
-        }
-        self.span(LEASE * 4);
+        let Some(page) = page else {
+            // Nobody has created it again yet: look later.
+            self.at(Instant::now() + LEASE, Ev::AfterFailover { at });
+            return;
+        };
+        let mut now_set: Vec<String> = page.names.into_iter().map(|(n, _)| n).collect();
+        now_set.sort();
+        self.note(format!("the set after the failover: {now_set:?}"));
+        self.listing.reset(&now_set, Instant::now());
     }
 
     async fn after_wipe(&mut self, restorable: bool, at: Instant) {
