@@ -362,6 +362,26 @@ fn testkit<T>(what: &str, start: impl FnOnce() -> T) -> Result<T, BoxError> {
     })
 }
 
+/// What `--lose-writes` needs: servers the bench starts itself, with a replica to
+/// promote (Sentinel or Cluster).
+///
+/// # Errors
+/// With `--redis-url`, or another topology.
+pub fn check_lossy_target(target: &TargetArgs) -> Result<(), BoxError> {
+    if target.redis_url.is_some() {
+        return Err("--lose-writes starts its own servers: drop --redis-url".into());
+    }
+    if !matches!(target.topology, Topology::Sentinel | Topology::Cluster) {
+        return Err(format!(
+            "--lose-writes needs --topology sentinel or cluster (got {}): a failover needs \
+             a replica to promote",
+            topology_name(target.topology)
+        )
+        .into());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::{StoreSpec, parse_spec};

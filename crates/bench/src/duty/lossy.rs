@@ -129,17 +129,7 @@ pub struct LossyReport {
 /// # Errors
 /// On a topology without replicas, or the first run that fails.
 pub async fn run(args: &ScenarioArgs) -> Result<LossyReport, BoxError> {
-    if args.target.redis_url.is_some() {
-        return Err("--lose-writes starts its own servers: drop --redis-url".into());
-    }
-    if !matches!(args.target.topology, Topology::Sentinel | Topology::Cluster) {
-        return Err(format!(
-            "--lose-writes needs --topology sentinel or cluster (got {}): a failover needs \
-             a replica to promote",
-            store::topology_name(args.target.topology)
-        )
-        .into());
-    }
+    store::check_lossy_target(&args.target)?;
     let runs = usize::try_from(args.runs)?;
     let tag = format!("{}-{}", std::process::id(), now_us() / 1000);
     let mut all = Vec::with_capacity(runs);

@@ -186,17 +186,7 @@ pub struct LossyRebalanceReport {
 /// # Errors
 /// On a topology without replicas, or the first run that fails.
 pub async fn run(args: &RebalanceArgs) -> Result<LossyRebalanceReport, BoxError> {
-    if args.target.redis_url.is_some() {
-        return Err("--lose-writes starts its own servers: drop --redis-url".into());
-    }
-    if !matches!(args.target.topology, Topology::Sentinel | Topology::Cluster) {
-        return Err(format!(
-            "--lose-writes needs --topology sentinel or cluster (got {}): a failover needs \
-             a replica to promote",
-            store::topology_name(args.target.topology)
-        )
-        .into());
-    }
+    store::check_lossy_target(&args.target)?;
     let mut all = Vec::new();
     for i in 1..=args.runs {
         let r = one(args).await.map_err(|e| format!("run {i}: {e}"))?;

@@ -752,20 +752,25 @@ impl World {
         if self.last_failover.is_some_and(|f| f > at) || self.last_wipe.is_some_and(|w| w > at) {
             return;
         }
-        let keys = crate::keys::GroupKeys::new("leasehold", "sim");
-        let page = Protocol::set_page(&self.store, &keys, 0, 100_000)
-            .await
-            .ok()
-            .flatten();
-        let Some(page) = page else {
+        let Some(now_set) = self.stored_set().await else {
             // Nobody has created it again yet: look later.
             self.at(Instant::now() + LEASE, Ev::AfterFailover { at });
             return;
         };
-        let mut now_set: Vec<String> = page.names.into_iter().map(|(n, _)| n).collect();
-        now_set.sort();
         self.note(format!("the set after the failover: {now_set:?}"));
         self.listing.reset(&now_set, Instant::now());
+    }
+
+    /// The set as the store has it now, sorted (`None`: no group).
+    async fn stored_set(&self) -> Option<Vec<String>> {
+        let keys = crate::keys::GroupKeys::new("leasehold", "sim");
+        let page = Protocol::set_page(&self.store, &keys, 0, 100_000)
+            .await
+            .ok()
+            .flatten()?;
+        let mut names: Vec<String> = page.names.into_iter().map(|(n, _)| n).collect();
+        names.sort();
+        Some(names)
     }
 
     async fn after_wipe(&mut self, restorable: bool, at: Instant) {
@@ -773,12 +778,7 @@ impl World {
             // Wiped again since: that wipe's check decides.
             return;
         }
-        let keys = crate::keys::GroupKeys::new("leasehold", "sim");
-        let page = Protocol::set_page(&self.store, &keys, 0, 100_000)
-            .await
-            .ok()
-            .flatten();
-        let Some(page) = page else {
+        let Some(now_set) = self.stored_set().await else {
             // Nobody has created it again yet (no live replica): look later.
             self.listing.unsure_all(at);
             self.at(
@@ -790,8 +790,6 @@ impl World {
             );
             return;
         };
-        let mut now_set: Vec<String> = page.names.into_iter().map(|(n, _)| n).collect();
-        now_set.sort();
         // Every replica that could restore it had a fault meanwhile (killed before it
         // saw the group missing, say): then the group may have been seeded from a
         // configured list, as documented, and nothing was sure from the wipe on (even if
