@@ -70,7 +70,7 @@ use crate::balance::plan::{Member, Plan, plan};
 use crate::balance::weighted::{Loaded, Totals, WeightedPlan, weighted_plan};
 use crate::store::CLAIM_BATCH;
 use crate::store::protocol::{
-    ClaimReply, Conflict, MemberState, SessionReply, SetInfo, TickReply, TickRequest,
+    ClaimReply, Conflict, MemberInfo, MemberState, SessionReply, SetInfo, TickReply, TickRequest,
 };
 
 /// The settings the rules need.
@@ -221,6 +221,9 @@ pub(crate) struct ReplicaState {
     /// The granting server's lifetime as the last tick reply named it: a tick in
     /// another one lists what the session holds there, and only those terms go on.
     lifetime: String,
+    /// The roster as this replica last read it, and its version: a tick carries the
+    /// roster only when it changed.
+    roster: (String, Vec<MemberInfo>),
 }
 
 impl ReplicaState {
@@ -254,6 +257,7 @@ impl ReplicaState {
             highest: Fence(0),
             handoffs: 0,
             lifetime: String::new(),
+            roster: (String::new(), Vec::new()),
         }
     }
 
@@ -457,6 +461,7 @@ impl ReplicaState {
                 sticky: self.s.rejoin_grace.is_some(),
                 incarnation: self.session.incarnation().to_owned(),
                 lifetime: self.lifetime.clone(),
+                roster: self.roster.0.clone(),
             }));
         }
         actions
@@ -491,10 +496,11 @@ impl ReplicaState {
             }
             _ => {}
         }
-        let reply = match reply {
+        let mut reply = match reply {
             Ok(r) => r,
             Err(e) => return (Renewal::Failed(e), actions),
         };
+        self.follow_roster(&mut reply);
         let renewal = match reply.session {
             SessionReply::Live => {
                 let served = reply.members.iter().any(|m| {
@@ -612,6 +618,17 @@ impl ReplicaState {
         }]
     }
 
+    /// Keeps the roster a tick sent (by replica id, so that its order does not depend
+    /// on when it was read), or fills in the kept one if it has not changed since.
+    fn follow_roster(&mut self, reply: &mut TickReply) {
+        if reply.roster_sent {
+            reply.members.sort_by(|a, b| a.replica.cmp(&b.replica));
+            self.roster = (reply.roster_version.clone(), reply.members.clone());
+        } else {
+            reply.members.clone_from(&self.roster.1);
+        }
+    }
+
     /// Takes in the members, counts and timers of a tick reply.
     fn observe(&mut self, reply: &TickReply, now: Instant) {
         let v = &mut self.view;
@@ -649,12 +666,7 @@ impl ReplicaState {
         // A member that stops heartbeating ends when its session expires: look again
         // right after the earliest expiry if that comes before the next regular tick,
         // so its partitions move within one lease of its last heartbeat plus a tick.
-        if let Some(left) = reply
-            .members
-            .iter()
-            .filter(|m| m.replica != self.s.replica)
-            .map(|m| m.left)
-            .min()
+        if let Some(left) = reply.soonest
             && now + left < self.cadence.next()
         {
             self.cadence.wake(now + left + QUICK);

@@ -118,7 +118,15 @@ impl Sim {
     }
 
     fn reply(&self, session: SessionReply, members: Vec<MemberInfo>, unowned: usize) -> TickReply {
+        let soonest = members
+            .iter()
+            .filter(|m| m.replica != self.st.s.replica)
+            .map(|m| m.left)
+            .min();
         TickReply {
+            soonest,
+            roster_version: String::new(),
+            roster_sent: true,
             session,
             resumed: None,
             set: Some(set(self.p)),

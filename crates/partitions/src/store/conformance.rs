@@ -11,8 +11,8 @@ use leasehold_testkit::RedisServer;
 
 use super::ops::restore::Restored;
 use super::protocol::{
-    Change, ClaimReply, ClaimRequest, MemberState, Protocol, RestoreStep, TickReply, TickRequest,
-    VersionStep,
+    Change, ClaimReply, ClaimRequest, MemberInfo, MemberState, Protocol, RestoreStep, TickReply,
+    TickRequest, VersionStep,
 };
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
@@ -24,6 +24,13 @@ const TTL: Duration = Duration::from_secs(5);
 static INC: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
 /// The server lifetime the last tick reply named (ticks name it, as replicas do).
 static LIFETIME: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// The roster as the ticks of the script last read it, and its version: ticks name it
+/// and [`shape`] fills in the kept one when a reply does not carry it, as replicas do.
+/// Redis counts the roster's changes and the in-memory store hashes the roster, so a
+/// change a script forgets to count shows as a stale roster here.
+static ROSTER: std::sync::Mutex<(String, Vec<MemberInfo>)> =
+    std::sync::Mutex::new((String::new(), Vec::new()));
 
 fn inc() -> String {
     INC.lock().unwrap().clone()
@@ -42,6 +49,7 @@ fn tick(replica: &str, token: &str, join: bool, state: MemberState) -> TickReque
         sticky: false,
         incarnation: inc(),
         lifetime: LIFETIME.lock().unwrap().clone(),
+        roster: ROSTER.lock().unwrap().0.clone(),
     }
 }
 
@@ -94,8 +102,12 @@ fn seen(r: &TickReply) {
 
 fn shape(r: &TickReply, ranks: &mut Ranks) -> String {
     seen(r);
-    let mut members: Vec<_> = r
-        .members
+    let mut kept = ROSTER.lock().unwrap();
+    if r.roster_sent {
+        *kept = (r.roster_version.clone(), r.members.clone());
+    }
+    let mut members: Vec<_> = kept
+        .1
         .iter()
         .map(|m| (m.replica.clone(), m.state, m.held, m.load, m.capacity))
         .collect();
@@ -166,6 +178,7 @@ fn fences_of(r: &ClaimReply) -> Vec<(String, Fence)> {
 async fn script<B: Protocol>(b: &B) -> Vec<String> {
     INC.lock().unwrap().clear();
     LIFETIME.lock().unwrap().clear();
+    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
     let k = GroupKeys::new("leasehold", "conformance");
     let mut out = Vec::new();
     let mut ranks = Ranks::default();
@@ -645,6 +658,7 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
 /// The restore steps of `copy` (to run against a store that lost the group).
 async fn restore<B: Protocol>(b: &B) -> Vec<String> {
     INC.lock().unwrap().clear();
+    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
     let k = GroupKeys::new("leasehold", "restored");
     let mut out = Vec::new();
     let mut log = |what: &str, v: String| out.push(format!("{what}: {v}"));

@@ -385,6 +385,22 @@ impl Group {
         members.into_iter().map(|(_, m)| m).collect()
     }
 
+    /// `roster_version` in `meta.lua`. Redis counts the roster's changes; the twin
+    /// hashes the roster itself (without the time left), so it sends the roster exactly
+    /// when it changed, where Redis may send one that did not.
+    pub(crate) fn roster_version(&self, members: &[MemberInfo], lifetime: &str) -> String {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut sorted: Vec<_> = members
+            .iter()
+            .map(|m| (&m.replica, m.state, m.held, m.load, m.capacity))
+            .collect();
+        sorted.sort();
+        let mut h = DefaultHasher::new();
+        sorted.hash(&mut h);
+        let inc = self.meta.as_ref().map_or("", |m| m.inc.as_str());
+        format!("{inc}/{lifetime}/{:x}", h.finish())
+    }
+
     /// The set as a tick reports it (`meta` and `weight_info` in `meta.lua`).
     pub(crate) fn set_info(&self) -> Option<SetInfo> {
         self.meta.as_ref().map(|m| SetInfo {

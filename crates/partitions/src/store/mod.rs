@@ -14,6 +14,8 @@ pub(crate) mod memory;
 pub(crate) mod ops;
 pub(crate) mod protocol;
 pub(crate) mod redis;
+#[cfg(test)]
+mod roster_check;
 pub(crate) mod status;
 
 pub(crate) use self::status::read_status;

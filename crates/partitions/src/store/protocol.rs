@@ -22,7 +22,7 @@ use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
 
 /// What a member is doing, as the others see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum MemberState {
     /// Heartbeating, claiming nothing yet; counts towards N.
     Settling,

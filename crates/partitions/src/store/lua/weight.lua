@@ -50,5 +50,6 @@ else
 end
 redis.call('HINCRBY', META, 'wver', 1)
 bump_set()
+roster_changed()
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return answer({'ok', old})

@@ -15,7 +15,7 @@ use crate::store::protocol::{MemberInfo, MemberState, Origin, SetInfo};
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("tick.lua");
 
 /// The reply slots of `lua/tick.lua`.
-pub(crate) const SLOTS: usize = 31;
+pub(crate) const SLOTS: usize = 34;
 
 /// One replica's heartbeat.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +47,9 @@ pub struct TickRequest {
     /// if none): a tick in another one lists what the session holds
     /// ([`TickReply::holdings`]).
     pub lifetime: String,
+    /// The roster version the replica last read (empty if none): the reply carries the
+    /// roster only if it changed since ([`TickReply::roster_sent`]).
+    pub roster: String,
 }
 
 /// What became of the heartbeat's session.
@@ -79,8 +82,17 @@ pub struct TickReply {
     /// The partition set; `None` if the group does not exist (never created, or Redis
     /// lost it).
     pub set: Option<SetInfo>,
-    /// Live members, this one included once admitted.
+    /// Live members, this one included once admitted; empty unless
+    /// [`roster_sent`](Self::roster_sent) (the roster is the one the request named).
     pub members: Vec<MemberInfo>,
+    /// The roster's version: the group's incarnation, the server lifetime and a count
+    /// of the roster's changes (members, states, capacities, holdings, loads).
+    pub roster_version: String,
+    /// Whether `members` is in this reply: false if the roster is still the version
+    /// the request named.
+    pub roster_sent: bool,
+    /// Time left of the session that expires first, other than this replica's.
+    pub soonest: Option<Duration>,
     /// Partitions with no live owner (free, or held by ended sessions).
     pub unowned: usize,
     /// Time left before the group grants anything (after it was created, or created
@@ -128,6 +140,7 @@ pub(crate) async fn redis(
         if req.sticky { "1" } else { "0" },
         &req.incarnation,
         &req.lifetime,
+        &req.roster,
     ];
     parse(store.eval_acked(&SCRIPT, &keys.all(), &args).await?)
 }
@@ -182,6 +195,9 @@ fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
             redis::Value::Array(vec![v]),
         ))?),
     };
+    let roster_version = p.next_opt_string()?.unwrap_or_default();
+    let roster_sent = p.next_int()? == 1;
+    let soonest = u64::try_from(p.next_int()?).ok().map(Duration::from_millis);
     p.finish()?;
     Ok(TickReply {
         session,
@@ -196,6 +212,9 @@ fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
         expired,
         lifetime,
         holdings,
+        roster_version,
+        roster_sent,
+        soonest,
     })
 }
 
@@ -299,11 +318,22 @@ impl Group {
             && req.lifetime != lifetime)
             .then(|| self.held_by(&req.session));
         let ending = self.free_ended(REAP_BUDGET);
+        let members = self.roster(now);
+        let roster_version = self.roster_version(&members, &lifetime);
+        let roster_sent = roster_version != req.roster;
         let reply = TickReply {
             session,
             resumed,
             set: self.set_info(),
-            members: self.roster(now),
+            soonest: self
+                .members
+                .iter()
+                .filter(|(r, exp)| **r != req.replica && **exp > now.ms)
+                .map(|(_, exp)| Duration::from_millis(exp - now.ms))
+                .min(),
+            members: if roster_sent { members } else { Vec::new() },
+            roster_version,
+            roster_sent,
             unowned: self.unowned(),
             grant_wait: self.meta.as_ref().map_or(Duration::ZERO, |m| {
                 Duration::from_millis(m.grant_after.saturating_sub(now.ms))

@@ -4,7 +4,7 @@
 local function meta()
   local m = redis.call('HMGET', META, 'count', 'version', 'digest', 'grant_after', 'life',
     'sver', 'lease', 'fmax', 'origin', 'weighted', 'total', 'wver', 'rcount', 'inc',
-    'server', 'server_after')
+    'server', 'server_after', 'rver')
   return {
     exists = m[1] ~= false,
     count = tonumber(m[1] or '0'),
@@ -27,7 +27,27 @@ local function meta()
     -- claims may be granted again after it changed.
     server = m[15] or '',
     server_after = tonumber(m[16] or '0'),
+    -- Bumped by every change to the roster (roster_changed).
+    rver = m[17] or '0',
   }
+end
+
+-- The roster (who is a member, in which state, with what capacity, holding how many
+-- partitions of what load) changed: bumps its version once per script run, so that
+-- every replica's next tick reads it again (a steady tick of an unchanged roster
+-- carries none: see tick.lua).
+local roster_bumped = false
+local function roster_changed()
+  if roster_bumped then return end
+  roster_bumped = true
+  if redis.call('HEXISTS', META, 'count') == 1 then redis.call('HINCRBY', META, 'rver', 1) end
+end
+
+-- The roster's version as replicas compare it: the group's incarnation, the granting
+-- server's lifetime and the count of changes, so that a version is never repeated by
+-- a group created again or by a promoted replica that missed some changes.
+local function roster_version(m, lifetime, rver)
+  return m.inc .. '/' .. lifetime .. '/' .. (rver or redis.call('HGET', META, 'rver') or '0')
 end
 
 -- Follows the granting server (lifetime.lua): if the group was last written in another
@@ -35,8 +55,10 @@ end
 -- claims and ticks), nothing is claimed until one lease after this one began, when
 -- every term granted before has reached its owner's local deadline (a tick extends
 -- only the terms the server still lists under the session: see tick.lua). Returns the
--- lifetime ('' if `INFO` is refused: then nothing is held).
-local function follow_server(m, now)
+-- lifetime ('' if `INFO` is refused: then nothing is held). `known` is the lifetime
+-- if the script has read it already (and found it the group's).
+local function follow_server(m, now, known)
+  if known and known == m.server then return known end
   local lifetime, began = server_lifetime(now)
   if not m.exists or lifetime == '' or lifetime == m.server then return lifetime end
   local after = (began or now) + m.lease

@@ -13,6 +13,7 @@ end
 -- session holds waits in DEAD until it is freed.
 local function teardown(r, tok, ended)
   local holder = redis.call('HGET', HOLDERS, r)
+  roster_changed()
   redis.call('ZREM', MEMBERS, r)
   redis.call('HDEL', SESSIONS, r)
   redis.call('HDEL', STATES, r)
@@ -42,6 +43,7 @@ local function reap(now)
     if tok and until_ms and tonumber(until_ms) > now then
       redis.call('ZADD', MEMBERS, now + tonumber(ttl), r)
       redis.call('HSET', STATES, r, 'away')
+      roster_changed()
     else
       if tok then
         local lo, hi = span(tok)
@@ -81,6 +83,18 @@ local function roster(now, weighted)
     if weighted then loads[k] = tonumber(l[k] or '0') else loads[k] = helds[k] end
   end
   return names, states, lefts, helds, loads, caps
+end
+
+-- The time left (ms) of the member whose session expires first, other than
+-- `replica` (-1 if none): a replica looks again right after it, since the roster it
+-- keeps may be older than this tick.
+local function soonest(now, replica)
+  local first = redis.call('ZRANGEBYSCORE', MEMBERS, '(' .. now, '+inf', 'WITHSCORES',
+    'LIMIT', 0, 2)
+  for i = 1, #first, 2 do
+    if first[i] ~= replica then return tonumber(first[i + 1]) - now end
+  end
+  return -1
 end
 
 -- What session `tok` holds: {name, fence, weight, ...}.
