@@ -32,6 +32,14 @@ pub const TICK_ERRORS: &str = "leasehold_group_tick_errors_total";
 /// Counter: sessions this replica found ended (not renewed within a lease, or lost with
 /// Redis's data): every partition it held was lost at once. Labels: `group`, `replica`.
 pub const SESSIONS_LOST: &str = "leasehold_group_sessions_lost_total";
+/// Counter: bytes of roster this replica's group ticks received. A tick's reply carries
+/// the roster (the live members) only when it changed since the version the replica
+/// holds, so this grows while members join, leave, change state or move partitions, and
+/// stays flat in a still group. Approximate, counted from the parsed reply: per member,
+/// its replica id's and state's lengths plus 8 bytes for each of its four integer
+/// fields (time left, partitions held, load, capacity); plus the roster version's
+/// length. Labels: `group`, `replica`.
+pub const ROSTER_BYTES: &str = "leasehold_group_roster_bytes_total";
 
 pub(crate) fn describe() {
     static ONCE: Once = Once::new();
@@ -61,6 +69,11 @@ pub(crate) fn describe() {
             SESSIONS_LOST,
             Unit::Count,
             "group sessions found ended, with every partition they held"
+        );
+        describe_counter!(
+            ROSTER_BYTES,
+            Unit::Bytes,
+            "bytes of roster received in group tick replies (sent only when it changed)"
         );
         describe_gauge!(
             GROUP_PARTITIONS,

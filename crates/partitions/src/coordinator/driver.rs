@@ -9,6 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use leasehold_election::ext::ANY_RELEASE;
@@ -37,7 +38,7 @@ use crate::replica::{
     StopReason,
 };
 use crate::store::protocol::{
-    Change, ClaimReply, ClaimRequest, Conflict, Granted, TickReply, VersionStep,
+    Change, ClaimReply, ClaimRequest, Conflict, Granted, MemberInfo, TickReply, VersionStep,
 };
 use crate::store::{GroupStore, RELEASE_BATCH, STATUS_PAGE};
 use crate::view::{GroupView, ListDifference};
@@ -80,6 +81,17 @@ enum Chore {
     },
     Set(SetAnswer),
     Ended,
+}
+
+/// The approximate size of a roster a tick's reply carried, in bytes (what
+/// [`m::ROSTER_BYTES`] counts): per member, its replica id's and state's lengths plus 8
+/// bytes for each of its four integer fields; plus the roster version's length.
+fn roster_bytes(members: &[MemberInfo], version: &str) -> u64 {
+    let each: usize = members
+        .iter()
+        .map(|m| m.replica.len() + m.state.as_str().len() + 4 * 8)
+        .sum();
+    (each + version.len()) as u64
 }
 
 /// This process, as operators see it in the group: `host pid`.
@@ -153,6 +165,8 @@ pub(crate) struct Parts<B, F> {
     pub(crate) epoch: Instant,
     /// Draw random numbers from this seed (a simulation), or from the system.
     pub(crate) seed: Option<u64>,
+    /// Bytes of roster received (see [`m::ROSTER_BYTES`]), shared with the handle.
+    pub(crate) roster_bytes: Arc<AtomicU64>,
 }
 
 pub(crate) struct Driver<B, F> {
@@ -188,6 +202,8 @@ pub(crate) struct Driver<B, F> {
     warned_list: Option<ListDifference>,
     /// Whether a same-version digest mismatch was logged (before the set is read).
     warned_digest: bool,
+    /// Bytes of roster received (see [`m::ROSTER_BYTES`]), shared with the handle.
+    roster_bytes: Arc<AtomicU64>,
 }
 
 impl<B, F, Fut> Driver<B, F>
@@ -207,6 +223,7 @@ where
             shutdown,
             epoch,
             seed,
+            roster_bytes,
         } = parts;
         let mut rng = match seed {
             Some(seed) => StdRng::seed_from_u64(seed),
@@ -266,6 +283,7 @@ where
             ticks: TickLog::default(),
             warned_list: None,
             warned_digest: false,
+            roster_bytes,
         }
     }
 
@@ -499,6 +517,13 @@ where
             self.error = Some(e.clone());
         } else {
             self.error = None;
+        }
+        if let Ok(r) = &reply
+            && r.roster_sent
+        {
+            let bytes = roster_bytes(&r.members, &r.roster_version);
+            self.roster_bytes.fetch_add(bytes, Ordering::Relaxed);
+            counter!(m::ROSTER_BYTES, &self.labels.pair()).increment(bytes);
         }
         if let Ok(r) = &reply
             && r.expired > 0
@@ -923,4 +948,33 @@ async fn set_op<B: GroupStore>(store: &B, keys: &GroupKeys, op: &SetOp) -> SetAn
         debug!(error = %e, "a step on the partition set failed");
         SetAnswer::Failed
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::protocol::MemberState;
+
+    #[test]
+    fn a_roster_counts_its_strings_and_8_bytes_per_integer() {
+        let member = |replica: &str, state| MemberInfo {
+            replica: replica.to_owned(),
+            state,
+            left: Duration::from_secs(1),
+            held: 3,
+            load: 3,
+            capacity: 1,
+        };
+        let members = [
+            member("replica-1", MemberState::Active),
+            member("r2", MemberState::Settling),
+        ];
+        assert_eq!(
+            roster_bytes(&members, "v:7"),
+            (9 + 6 + 32) + (2 + 8 + 32) + 3
+        );
+        assert_eq!(roster_bytes(&[], ""), 0);
+    }
 }

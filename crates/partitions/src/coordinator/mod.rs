@@ -10,6 +10,7 @@ mod logs;
 mod slots;
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use leasehold_election::{DutyResult, Leadership};
@@ -103,6 +104,7 @@ where
         let span =
             info_span!("partitions", group = %self.config.group, replica = %self.config.replica_id);
         let epoch = Instant::now();
+        let roster_bytes = Arc::new(AtomicU64::new(0));
         let task = match self.config.elector(&self.config.partitions[0], epoch) {
             Ok(template) => {
                 let driver = Driver::new(Parts {
@@ -114,6 +116,7 @@ where
                     shutdown: self.shutdown.clone(),
                     epoch,
                     seed: self.seed,
+                    roster_bytes: roster_bytes.clone(),
                 });
                 tokio::spawn(driver.run().instrument(span))
             }
@@ -129,6 +132,7 @@ where
             task: Mutex::new(Some(task)),
             store: self.store,
             keys,
+            roster_bytes,
         }
     }
 }
@@ -142,6 +146,7 @@ pub struct CoordinatorHandle<B> {
     task: Mutex<Option<JoinHandle<()>>>,
     store: B,
     keys: Arc<GroupKeys>,
+    roster_bytes: Arc<AtomicU64>,
 }
 
 impl<B: GroupStore> CoordinatorHandle<B> {
@@ -153,6 +158,16 @@ impl<B: GroupStore> CoordinatorHandle<B> {
     /// The view now.
     pub fn view(&self) -> GroupView {
         self.view.borrow().clone()
+    }
+
+    /// Bytes of roster this coordinator's group ticks have received since it started:
+    /// what the `leasehold_group_roster_bytes_total` counter counts (a tick's reply
+    /// carries the roster only when it changed; approximately, per member, its replica
+    /// id's and state's lengths plus 8 bytes for each of its four integer fields, plus
+    /// the roster version's length). A cheap read of a shared counter, for tools that
+    /// install no metrics recorder (the bench's replica processes).
+    pub fn roster_bytes_received(&self) -> u64 {
+        self.roster_bytes.load(Ordering::Relaxed)
     }
 
     /// Waits until this replica has been admitted to its group.
