@@ -14,14 +14,17 @@
 //! killed, optionally with busy runtimes (`--saturate`), and counts the terms that
 //! ended anyway (spurious failovers), the renew round trips and the leaderless time.
 //!
-//! Partitions: every replica is a child OS process (hidden `partition-child` mode); the
-//! bench follows the group through the children's own event lines, and `rebalance`
+//! Partitions: every replica is a child OS process (hidden `partition-child` mode; or,
+//! with `load --replicas-per-process K`, K replicas per process); the bench follows the group through the children's own event lines, and `rebalance`
 //! also through `group_status` reads (at most every 100 ms for large groups):
 //!
 //! - `rebalance`: cold start, SIGKILL of one replica, join of a new one;
 //! - `load`: cold-start convergence and the steady-state cost of a balanced group
-//!   (requests, Redis CPU, script times, the replicas' CPU and memory), over
-//!   `--runs` cold starts and a list of partition counts;
+//!   (requests, Redis CPU, script times and the tick's (`tick_us`), the roster bytes
+//!   the replicas receive (`roster_bytes_per_s`), the replicas' CPU and memory), over
+//!   `--runs` cold starts and lists of partition and replica counts (compared in the
+//!   last line's `compare`); `--replicas-per-process K` runs K coordinators in each
+//!   replica process, so a thousand replicas fit on one machine;
 //! - `rolling`: every replica restarted in turn (SIGTERM, the same id started again,
 //!   1 s apart), optionally sticky (a rejoin grace) or as a deploy that grows the
 //!   list; owner changes, unowned spells and refusals from the children's lines;
@@ -63,7 +66,7 @@
 //!
 //! Progress goes to stderr; the last line of stdout is one JSON report, with
 //! `"topology"` in the four scenarios above (`load` prints one line per run and per
-//! partition count before it, and `rebalance` one line per run when it makes several,
+//! partition and replica count before it, and `rebalance` one line per run when it makes several,
 //! or always with `--lose-writes`).
 //!
 //! The code follows that split: `duty/` (the single-duty scenarios and the child
@@ -81,7 +84,7 @@
 //! leasehold-bench soak --lease-ms 250 --seconds 600 --replicas 3 [--dedicated] [--saturate]
 //! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--runs R] [--topology T]
 //! leasehold-bench rebalance --lose-writes --topology sentinel|cluster --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 5
-//! leasehold-bench load --partitions 1000[,10000...] --replicas 4 --lease-ms 1000 --seconds 10 [--runs R] [--topology T]
+//! leasehold-bench load --partitions 1000[,10000...] --replicas 4[,200...] [--replicas-per-process K] --lease-ms 1000 --seconds 10 [--runs R] [--topology T]
 //! leasehold-bench rolling --partitions 64 --replicas 4 --lease-ms 2000 [--sticky] [--add-partitions K]
 //! leasehold-bench chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 60 --seed 42
 //! leasehold-bench stall --lease-ms 1000 [--block-leases 2.5] [--topology T | --redis-url URL]
@@ -310,9 +313,18 @@ pub struct LoadArgs {
     /// each count in turn and compares them.
     #[arg(long, default_value = "1000", value_delimiter = ',', value_parser = parse_count)]
     pub partitions: Vec<usize>,
-    /// Number of replicas.
-    #[arg(long, default_value_t = 4, value_parser = parse_count)]
-    pub replicas: usize,
+    /// Number of replicas (coordinators, N); a comma-separated list (`10,200`) runs the
+    /// scenario for each count in turn and compares them. With lists of both, every
+    /// pair runs (each partition count with each replica count, in that order), and
+    /// the comparison has one entry per pair.
+    #[arg(long, default_value = "4", value_delimiter = ',', value_parser = parse_count)]
+    pub replicas: Vec<usize>,
+    /// Coordinators per replica process (K): N / K processes each run K coordinators,
+    /// each with its own session, store connection and replica id, so that N = 1000
+    /// fits on one machine (`--replicas 1000 --replicas-per-process 10`: 100
+    /// processes). Every count of `--replicas` must be a multiple of K.
+    #[arg(long, default_value_t = 1, value_parser = parse_per_process)]
+    pub replicas_per_process: usize,
     /// Lease of every partition, in milliseconds.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=86_400_000))]
     pub lease_ms: u64,
@@ -451,9 +463,10 @@ pub struct PartitionChildArgs {
     /// Number of partitions (named `p0000`, `p0001`, ...).
     #[arg(long, value_parser = parse_count)]
     pub partitions: usize,
-    /// Replica id.
-    #[arg(long)]
-    pub replica: String,
+    /// Replica id; a comma-separated list runs one coordinator per id in this process
+    /// (each its own session and store connection), and every line names its replica.
+    #[arg(long, required = true, value_delimiter = ',')]
+    pub replica: Vec<String>,
     /// Lease in milliseconds.
     #[arg(long)]
     pub lease_ms: u64,
@@ -485,6 +498,15 @@ fn parse_count(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if (1..=100_000).contains(&n) => Ok(n),
         _ => Err(format!("{s:?} is not a count in 1..=100000")),
+    }
+}
+
+fn parse_per_process(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=1000).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a count of replicas per process in 1..=1000"
+        )),
     }
 }
 

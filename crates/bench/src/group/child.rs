@@ -1,5 +1,7 @@
-//! The hidden `partition-child` mode: one partition [`Coordinator`] in its own OS
-//! process, reporting on stdout.
+//! The hidden `partition-child` mode: a partition [`Coordinator`] in its own OS
+//! process, reporting on stdout; or several (`--replica a,b,c`: one coordinator per id,
+//! each with its own store connection and session), whose lines then each name their
+//! replica (`"replica": "a"`, see [`Line`](crate::group::event::Line)).
 //!
 //! It prints one [`PartitionEvent`] per line: `joined` after its first group tick,
 //! `owned` and `released` around every partition callback (`released` with the term's
@@ -14,6 +16,10 @@
 //! partitions for that long (its callbacks still end, with `released` lines), for the
 //! same replica id to resume them.
 //!
+//! Every [`ROSTER_EVERY`] it adds up its coordinators'
+//! [`CoordinatorHandle::roster_bytes_received`] and prints a `roster_bytes` line when
+//! the total grew (a line of the process, with no replica id).
+//!
 //! With `--ledger-url`, every callback also does real fenced work: every
 //! `--write-every-ms` it appends `partition,replica,fence,seq,sent_at_us` to the
 //! partition's ledger list on that server with [`FencedWriter::rpush`]; a stale
@@ -23,13 +29,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_election::{DutyResult, ElectorConfig, FencedWriteError, FencedWriter, Leadership};
-use leasehold_partitions::{Coordinator, GroupConfig};
+use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupConfig, GroupStore};
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::task::JoinSet;
 use tokio::time::{MissedTickBehavior, interval};
+use tokio_util::sync::CancellationToken;
 
 use crate::PartitionChildArgs;
 use crate::clock::{now_us, wall_us};
-use crate::group::event::{PartitionEvent, ledger_key, partition_names};
+use crate::group::event::{PartitionEvent, ROSTER_EVERY, ledger_key, partition_names};
 use crate::store::{self, BoxError, StoreSpec};
 
 /// Where and how often a callback writes its ledger records.
@@ -39,19 +47,97 @@ struct Ledger {
     every: Duration,
 }
 
-/// Runs the child until SIGTERM.
+/// Runs the child until SIGTERM: one coordinator per `--replica` id, each with its own
+/// store connection (so its own session).
 ///
 /// # Errors
 /// Bad settings, or the SIGTERM handler could not be installed.
 pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
     let lease = Duration::from_millis(args.lease_ms);
-    let store = store::build_store(&args.conn.spec()?, lease)?;
+    let first = args.replica.first().ok_or("no --replica")?;
+    // With several coordinators in the process, every line names its replica.
+    let tagged = args.replica.len() > 1;
+    let ledger = match &args.ledger_url {
+        Some(url) => Some(Arc::new(Ledger {
+            writer: FencedWriter::new(store::build_store(&StoreSpec::single(url.as_str()), lease)?),
+            every: Duration::from_millis(args.write_every_ms.max(1)),
+        })),
+        None => None,
+    };
+    let spec = args.conn.spec()?;
+    let mut configs = Vec::new();
+    for replica in &args.replica {
+        configs.push((store::build_store(&spec, lease)?, config(args, replica)?));
+    }
+    // Installed before the coordinators start, so an early SIGTERM is never fatal.
+    let mut term = signal(SignalKind::terminate())?;
+    // The safety margin of the partitions' electors (the library default for this
+    // lease and renew interval): a deadline lies lease − margin after its send.
+    let (lease, renew) = (configs[0].1.lease, configs[0].1.renew_interval);
+    let margin = ElectorConfig::builder("probe", first.as_str())
+        .lease(lease)
+        .renew_interval(renew)
+        .build()?
+        .safety_margin;
+    let validity = lease.saturating_sub(margin);
+    let stop = CancellationToken::new();
+    let mut handles = Vec::new();
+    let mut watchers = JoinSet::new();
+    for (store, config) in configs {
+        let tag = tagged.then(|| config.replica_id.clone());
+        let ledger = ledger.clone();
+        let handle = Arc::new(
+            Coordinator::new(store, config, move |partition: String, lead: Leadership| {
+                own(partition, lead, ledger.clone(), validity, tagged)
+            })
+            .spawn(),
+        );
+        watchers.spawn(watch(handle.clone(), tag, stop.clone()));
+        handles.push(handle);
+    }
+
+    let mut roster = interval(ROSTER_EVERY);
+    roster.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut reported = 0;
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = roster.tick() => {
+                let total = handles.iter().map(|h| h.roster_bytes_received()).sum();
+                if total > reported {
+                    reported = total;
+                    PartitionEvent::RosterBytes { total, at_us: now_us() }.emit();
+                }
+            }
+        }
+    }
+    let sigterm_us = now_us();
+    stop.cancel();
+    while watchers.join_next().await.is_some() {}
+    // Every coordinator leaves at once.
+    let mut leaving = JoinSet::new();
+    for handle in handles {
+        let handle = Arc::into_inner(handle).ok_or("a coordinator handle is still shared")?;
+        leaving.spawn(handle.shutdown());
+    }
+    while leaving.join_next().await.is_some() {}
+    let stopped_us = now_us();
+    for replica in &args.replica {
+        let tag = tagged.then_some(replica.as_str());
+        PartitionEvent::Sigterm { at_us: sigterm_us }.emit_as(tag);
+        PartitionEvent::Stopped { at_us: stopped_us }.emit_as(tag);
+    }
+    Ok(())
+}
+
+/// The group configuration of coordinator `replica`.
+fn config(args: &PartitionChildArgs, replica: &str) -> Result<GroupConfig, BoxError> {
     let mut builder = GroupConfig::builder(
         args.group.as_str(),
         partition_names(args.partitions),
-        args.replica.as_str(),
+        replica,
     )
-    .lease(lease)
+    .lease(Duration::from_millis(args.lease_ms))
     .list_version(args.list_version)
     .capacity(args.capacity);
     if let Some(ms) = args.settle_ms {
@@ -60,84 +146,64 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
     if let Some(ms) = args.rejoin_grace_ms {
         builder = builder.rejoin_grace(Duration::from_millis(ms));
     }
-    let config = builder.build()?;
-    let ledger = match &args.ledger_url {
-        Some(url) => Some(Arc::new(Ledger {
-            writer: FencedWriter::new(store::build_store(&StoreSpec::single(url.as_str()), lease)?),
-            every: Duration::from_millis(args.write_every_ms.max(1)),
-        })),
-        None => None,
-    };
-    // Installed before the coordinator starts, so an early SIGTERM is never fatal.
-    let mut term = signal(SignalKind::terminate())?;
-    // The safety margin of the partitions' electors (the library default for this
-    // lease and renew interval): a deadline lies lease − margin after its send.
-    let margin = ElectorConfig::builder("probe", args.replica.as_str())
-        .lease(config.lease)
-        .renew_interval(config.renew_interval)
-        .build()?
-        .safety_margin;
-    let validity = config.lease.saturating_sub(margin);
-    let handle = Coordinator::new(store, config, move |partition: String, lead: Leadership| {
-        own(partition, lead, ledger.clone(), validity)
-    })
-    .spawn();
+    Ok(builder.build()?)
+}
 
-    {
-        let mut view = handle.subscribe();
-        let (mut joined, mut handoffs) = (false, 0);
-        // The group's set as last reported: (P, list differs); P 0 until the first tick.
-        let mut set = (0, false);
-        let (mut watching, mut waiting_ready) = (true, true);
-        let ready = handle.ready();
-        tokio::pin!(ready);
-        loop {
-            {
-                let v = view.borrow_and_update();
-                if v.joined && !joined {
-                    joined = true;
-                    PartitionEvent::Joined { at_us: now_us() }.emit();
-                }
-                if v.joined && (v.partitions, v.list_differs) != set {
-                    set = (v.partitions, v.list_differs);
-                    PartitionEvent::GroupSet {
-                        partitions: set.0,
-                        list_differs: set.1,
-                        at_us: now_us(),
-                    }
-                    .emit();
-                }
-                if v.handoffs > handoffs {
-                    handoffs = v.handoffs;
-                    PartitionEvent::Handoffs {
-                        total: handoffs,
-                        at_us: now_us(),
-                    }
-                    .emit();
-                }
+/// Prints one coordinator's `joined`, `group_set`, `handoffs` and `refused` lines
+/// (tagged with `tag` if given) as its view changes, until `stop`.
+async fn watch<B: GroupStore>(
+    handle: Arc<CoordinatorHandle<B>>,
+    tag: Option<String>,
+    stop: CancellationToken,
+) {
+    let tag = tag.as_deref();
+    let mut view = handle.subscribe();
+    let (mut joined, mut handoffs) = (false, 0);
+    // The group's set as last reported: (P, list differs); P 0 until the first tick.
+    let mut set = (0, false);
+    let (mut watching, mut waiting_ready) = (true, true);
+    let ready = handle.ready();
+    tokio::pin!(ready);
+    loop {
+        {
+            let v = view.borrow_and_update();
+            if v.joined && !joined {
+                joined = true;
+                PartitionEvent::Joined { at_us: now_us() }.emit_as(tag);
             }
-            tokio::select! {
-                _ = term.recv() => break,
-                changed = view.changed(), if watching => watching = changed.is_ok(),
-                r = &mut ready, if waiting_ready => {
-                    waiting_ready = false;
-                    if let Err(e) = r {
-                        PartitionEvent::Refused {
-                            error: e.to_string(),
-                            at_us: now_us(),
-                        }
-                        .emit();
+            if v.joined && (v.partitions, v.list_differs) != set {
+                set = (v.partitions, v.list_differs);
+                PartitionEvent::GroupSet {
+                    partitions: set.0,
+                    list_differs: set.1,
+                    at_us: now_us(),
+                }
+                .emit_as(tag);
+            }
+            if v.handoffs > handoffs {
+                handoffs = v.handoffs;
+                PartitionEvent::Handoffs {
+                    total: handoffs,
+                    at_us: now_us(),
+                }
+                .emit_as(tag);
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            changed = view.changed(), if watching => watching = changed.is_ok(),
+            r = &mut ready, if waiting_ready => {
+                waiting_ready = false;
+                if let Err(e) = r {
+                    PartitionEvent::Refused {
+                        error: e.to_string(),
+                        at_us: now_us(),
                     }
+                    .emit_as(tag);
                 }
             }
         }
     }
-    let sigterm_us = now_us();
-    handle.shutdown().await;
-    let stopped_us = now_us();
-    PartitionEvent::Sigterm { at_us: sigterm_us }.emit();
-    PartitionEvent::Stopped { at_us: stopped_us }.emit();
-    Ok(())
 }
 
 /// A partition callback: report the term, write the ledger if there is one, report the
@@ -147,15 +213,18 @@ async fn own(
     lead: Leadership,
     ledger: Option<Arc<Ledger>>,
     validity: Duration,
+    tagged: bool,
 ) -> DutyResult {
+    let tag = tagged.then(|| lead.replica_id().to_owned());
     PartitionEvent::Owned {
         partition: partition.clone(),
         fence: lead.fence().get(),
         at_us: now_us(),
     }
-    .emit();
+    .emit_as(tag.as_deref());
     let mut line = TermLine {
         partition,
+        tag,
         lead,
         validity,
         writes: 0,
@@ -173,6 +242,8 @@ async fn own(
 /// the callback no grace).
 struct TermLine {
     partition: String,
+    /// The replica id its lines name (in a process of several coordinators).
+    tag: Option<String>,
     lead: Leadership,
     /// Lease − safety margin: how far the deadline lies after a claim or renewal was
     /// sent.
@@ -197,7 +268,7 @@ impl Drop for TermLine {
                 deadline.checked_sub(self.validity).unwrap_or(deadline),
             )),
         }
-        .emit();
+        .emit_as(self.tag.as_deref());
     }
 }
 
@@ -238,7 +309,7 @@ async fn write_ledger(line: &mut TermLine, ledger: &Ledger) {
                     highest: highest.get(),
                     at_us: now_us(),
                 }
-                .emit();
+                .emit_as(line.tag.as_deref());
                 lead.cancelled().await;
                 break;
             }

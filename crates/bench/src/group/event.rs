@@ -95,14 +95,51 @@ pub enum PartitionEvent {
         /// When `shutdown().await` returned (wall µs).
         at_us: u64,
     },
+    /// Bytes of roster the process's coordinators have received since they started
+    /// (`CoordinatorHandle::roster_bytes_received`, summed over the process's
+    /// coordinators): printed when it grew, at most every [`ROSTER_EVERY`]. A line of
+    /// the process, never tagged with a replica id.
+    RosterBytes {
+        /// The total so far.
+        total: u64,
+        /// When the process read it (wall µs).
+        at_us: u64,
+    },
+}
+
+/// How often a `partition-child` looks at its roster byte count (and prints a
+/// `roster_bytes` line if it grew): the parent's figure over a window is that much
+/// late at either end.
+pub const ROSTER_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// One line of a `partition-child`: an event, and the replica id it is of when the
+/// process runs several coordinators (`replica`; absent with one, whose id the parent
+/// knows).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Line {
+    /// The coordinator's replica id, in a process of several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<String>,
+    /// What happened.
+    #[serde(flatten)]
+    pub event: PartitionEvent,
 }
 
 impl PartitionEvent {
     /// Prints the event as one JSON line on stdout and flushes it. A closed stdout (the
     /// parent is gone) is ignored.
     pub fn emit(&self) {
+        self.emit_as(None);
+    }
+
+    /// Like [`PartitionEvent::emit`], tagged with `replica` (see [`Line`]) if given.
+    pub fn emit_as(&self, replica: Option<&str>) {
+        let line = Line {
+            replica: replica.map(str::to_owned),
+            event: self.clone(),
+        };
         let mut out = std::io::stdout().lock();
-        if serde_json::to_writer(&mut out, self).is_ok() {
+        if serde_json::to_writer(&mut out, &line).is_ok() {
             let _ = out.write_all(b"\n");
             let _ = out.flush();
         }
@@ -150,6 +187,35 @@ mod tests {
                 reason: None,
                 sent_at_us: None,
             }
+        );
+    }
+
+    #[test]
+    fn a_line_of_several_coordinators_names_its_replica() {
+        let line = Line {
+            replica: Some("replica-7".into()),
+            event: PartitionEvent::Joined { at_us: 5 },
+        };
+        let text = serde_json::to_string(&line).unwrap();
+        assert_eq!(
+            text,
+            r#"{"replica":"replica-7","event":"joined","at_us":5}"#
+        );
+        assert_eq!(serde_json::from_str::<Line>(&text).unwrap(), line);
+        let plain: Line =
+            serde_json::from_str(r#"{"event":"owned","partition":"p0001","fence":7,"at_us":10}"#)
+                .unwrap();
+        assert_eq!(plain.replica, None);
+        let bytes = Line {
+            replica: None,
+            event: PartitionEvent::RosterBytes {
+                total: 640,
+                at_us: 9,
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&bytes).unwrap(),
+            r#"{"event":"roster_bytes","total":640,"at_us":9}"#
         );
     }
 

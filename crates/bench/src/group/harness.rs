@@ -123,6 +123,25 @@ impl Fleet {
         Ok(())
     }
 
+    /// Starts process `name` running one coordinator per id of `replicas` (see
+    /// [`ReplicaProcess::spawn_many`]).
+    ///
+    /// # Errors
+    /// If the process cannot be started.
+    pub fn spawn_many(&mut self, name: &str, replicas: &[String]) -> Result<(), BoxError> {
+        let p = ReplicaProcess::spawn_many(
+            &self.spec,
+            name,
+            replicas,
+            1,
+            &self.servers.spec,
+            None,
+            &self.log,
+        )?;
+        self.procs.push(p);
+        Ok(())
+    }
+
     /// Starts incarnation `incarnation` of replica `replica` with `spec` (which may
     /// differ from the fleet's: a new version's list, say). Returns when it was
     /// started (wall µs).
@@ -167,12 +186,16 @@ impl Fleet {
         p.terminate(limit).await
     }
 
-    /// The replicas started and not taken out.
+    /// The replicas started and not taken out (every coordinator of every process).
     pub fn live(&self) -> Vec<String> {
-        self.procs.iter().map(|p| p.replica().to_owned()).collect()
+        self.procs
+            .iter()
+            .flat_map(|p| p.replicas().iter().cloned())
+            .collect()
     }
 
-    /// The replicas started and not taken out, with their process ids.
+    /// The replica processes started and not taken out, by name, with their process
+    /// ids.
     pub fn pids(&self) -> Vec<(String, u32)> {
         self.procs
             .iter()

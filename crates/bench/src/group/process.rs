@@ -1,7 +1,7 @@
 //! The bench's side of `partition-child` processes: spawn them, log their events,
 //! signal them.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tokio::time::timeout;
 
 use crate::clock::now_us;
-use crate::group::event::PartitionEvent;
+use crate::group::event::{Line, PartitionEvent};
 use crate::group::ownership::{Ownership, Progress};
 use crate::store::{BoxError, StoreSpec};
 
@@ -38,6 +38,8 @@ pub struct EventLog(Arc<Mutex<Inner>>);
 struct Inner {
     events: Vec<Logged>,
     ownership: Ownership,
+    /// Per process (by name), the last `roster_bytes` total it reported.
+    roster_bytes: HashMap<String, u64>,
 }
 
 impl EventLog {
@@ -46,6 +48,7 @@ impl EventLog {
         Self(Arc::new(Mutex::new(Inner {
             events: Vec::new(),
             ownership: Ownership::new(partitions),
+            roster_bytes: HashMap::new(),
         })))
     }
 
@@ -55,6 +58,11 @@ impl EventLog {
 
     fn push(&self, logged: Logged) {
         let mut inner = self.lock();
+        if let PartitionEvent::RosterBytes { total, .. } = logged.event {
+            // A line of the process, not of one replica: counted, not logged.
+            inner.roster_bytes.insert(logged.replica, total);
+            return;
+        }
         inner
             .ownership
             .apply(&logged.replica, logged.incarnation, &logged.event);
@@ -98,6 +106,13 @@ impl EventLog {
     /// `owned` events minus its `released` ones).
     pub fn owned_now(&self, replica: &str) -> usize {
         self.lock().ownership.owned_by(replica)
+    }
+
+    /// Bytes of roster the replica processes have reported receiving so far: each
+    /// process name's last `roster_bytes` total, summed (a process started again under
+    /// the same name counts from 0 again).
+    pub fn roster_bytes(&self) -> u64 {
+        self.lock().roster_bytes.values().sum()
     }
 
     /// Events logged so far.
@@ -149,7 +164,10 @@ pub struct ReplicaSpec {
 /// A `leasehold-bench partition-child` process. Dropping it kills the process.
 #[derive(Debug)]
 pub struct ReplicaProcess {
+    /// Its name: the replica id when it runs one coordinator.
     replica: String,
+    /// The replica ids of its coordinators.
+    replicas: Vec<String>,
     child: Child,
     pid: u32,
     reader: JoinHandle<()>,
@@ -170,6 +188,35 @@ impl ReplicaProcess {
         ledger_url: Option<&str>,
         log: &EventLog,
     ) -> Result<Self, BoxError> {
+        Self::spawn_many(
+            spec,
+            replica,
+            &[replica.to_owned()],
+            incarnation,
+            store,
+            ledger_url,
+            log,
+        )
+    }
+
+    /// Starts process `name` running one coordinator for each of `replicas` (each its
+    /// own session and store connection); its events go to `log` under each
+    /// coordinator's replica id (its `roster_bytes` lines under `name`).
+    ///
+    /// # Errors
+    /// If `replicas` is empty or the process cannot be started.
+    pub fn spawn_many(
+        spec: &ReplicaSpec,
+        name: &str,
+        replicas: &[String],
+        incarnation: u32,
+        store: &StoreSpec,
+        ledger_url: Option<&str>,
+        log: &EventLog,
+    ) -> Result<Self, BoxError> {
+        if replicas.is_empty() {
+            return Err(format!("process {name}: no replica to run").into());
+        }
         let mut cmd = if spec.nice > 0 {
             // `nice` execs the replica: same pid, lower priority.
             let mut nice = Command::new("nice");
@@ -179,7 +226,7 @@ impl ReplicaProcess {
             Command::new(&spec.exe)
         };
         cmd.args(["partition-child", "--store", &store.to_arg()?])
-            .args(["--group", &spec.group, "--replica", replica])
+            .args(["--group", &spec.group, "--replica", &replicas.join(",")])
             .args(["--partitions", &spec.partitions.to_string()])
             .args(["--lease-ms", &spec.lease_ms.to_string()]);
         if let Some(settle) = spec.settle_ms {
@@ -205,24 +252,32 @@ impl ReplicaProcess {
             .spawn()?;
         let pid = child.id().ok_or("the replica exited at once")?;
         let stdout = child.stdout.take().ok_or("the replica has no stdout")?;
-        log.started(replica, incarnation);
+        for replica in replicas {
+            log.started(replica, incarnation);
+        }
         let reader = tokio::spawn(read_events(
             stdout,
-            replica.to_owned(),
+            name.to_owned(),
             incarnation,
             log.clone(),
         ));
         Ok(Self {
-            replica: replica.to_owned(),
+            replica: name.to_owned(),
+            replicas: replicas.to_vec(),
             child,
             pid,
             reader,
         })
     }
 
-    /// The replica id.
+    /// The process's name: the replica id when it runs one coordinator.
     pub fn replica(&self) -> &str {
         &self.replica
+    }
+
+    /// The replica ids of its coordinators.
+    pub fn replicas(&self) -> &[String] {
+        &self.replicas
     }
 
     /// Its process id.
@@ -310,13 +365,17 @@ pub async fn signal(pid: u32, sig: &str) -> Result<(), BoxError> {
     kill_process(target, signal).map_err(|e| format!("kill -{sig} {pid} failed: {e}").into())
 }
 
-/// Logs the process's JSON lines until its stdout closes.
+/// Logs the process's JSON lines until its stdout closes: under the replica id a line
+/// names, or else under the process's name.
 async fn read_events(stdout: ChildStdout, replica: String, incarnation: u32, log: EventLog) {
     let mut lines = BufReader::new(stdout).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        match serde_json::from_str::<PartitionEvent>(&line) {
-            Ok(event) => log.push(Logged {
-                replica: replica.clone(),
+        match serde_json::from_str::<Line>(&line) {
+            Ok(Line {
+                replica: tag,
+                event,
+            }) => log.push(Logged {
+                replica: tag.unwrap_or_else(|| replica.clone()),
                 incarnation,
                 event,
             }),

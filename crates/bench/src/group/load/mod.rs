@@ -12,9 +12,17 @@
 //!    `released` and `joined` lines, folded in as they arrive; nothing polls Redis,
 //!    so the slow log and `INFO` see only the replicas' traffic.
 //! 4. One lease after balance, the steady window: `INFO commandstats` and `INFO cpu`
-//!    of every node and `/proc` of every replica at its start and end.
-//! 5. After it: the slow log (scripts before and inside the window), the settings put
-//!    back, and one `group_status` read to check that Redis agrees with the replicas.
+//!    of every node, `/proc` of every replica process, and the roster bytes the
+//!    processes report (their `roster_bytes` lines) at its start and end.
+//! 5. After it: the slow log (scripts before and inside the window; the tick's inside
+//!    it are `tick_us`), the settings put back, and one `group_status` read to check
+//!    that Redis agrees with the replicas.
+//!
+//! `--replicas-per-process K` runs the N replicas as N / K processes of K coordinators
+//! each (`process-1`, ...; the replica ids stay `replica-1` ... `replica-N`); the
+//! per-process figures (CPU, RSS) are then per process of K. Lists of partition and
+//! replica counts run every pair, each with its summary line; the last one compares
+//! them.
 //!
 //! On a cluster it sums every node; under Sentinel it reads the primary; under TLS,
 //! the server's plain port. With `--redis-url` it changes that server's slow log
@@ -41,30 +49,39 @@ use crate::{LoadArgs, print_last};
 
 pub use self::report::{LoadReport, RunReport, SummaryReport};
 
-/// Runs the scenario for each partition count and run, printing one JSON line per run
-/// and one summary line per partition count (the last one compares the counts).
+/// Runs the scenario for each (partition count, replica count) pair and run, printing
+/// one JSON line per run and one summary line per pair (the last one compares the
+/// pairs).
 ///
 /// # Errors
-/// If a run does not converge in time, a replica misbehaves, or Redis cannot be read.
+/// If a replica count is not a multiple of `--replicas-per-process`, a run does not
+/// converge in time, a replica misbehaves, or Redis cannot be read.
 pub async fn run(args: &LoadArgs) -> Result<(), BoxError> {
     let runs = usize::try_from(args.runs)?;
+    let cases = cases(&args.partitions, &args.replicas, args.replicas_per_process)?;
     let mut summaries: Vec<SummaryReport> = Vec::new();
-    for (i, &partitions) in args.partitions.iter().enumerate() {
+    for (i, &(partitions, replicas)) in cases.iter().enumerate() {
         let mut reports = Vec::new();
+        let k = args.replicas_per_process;
         for run in 1..=runs {
             eprintln!(
-                "load: {partitions} partitions on {} replicas, run {run}/{runs}",
-                args.replicas
+                "load: {partitions} partitions on {replicas} replicas ({} processes of {k}), run {run}/{runs}",
+                replicas / k
             );
-            let report = one_run(args, partitions, run)
-                .await
-                .map_err(|e| format!("{partitions} partitions, run {run}: {e}"))?;
+            let case = Case {
+                partitions,
+                replicas,
+                run,
+            };
+            let report = one_run(args, case).await.map_err(|e| {
+                format!("{partitions} partitions on {replicas} replicas, run {run}: {e}")
+            })?;
             print_last(&report)?;
             reports.push(report);
         }
         let mut summary = report::summarize(&reports)?;
         summaries.push(summary.clone());
-        if i + 1 == args.partitions.len() && summaries.len() > 1 {
+        if i + 1 == cases.len() && summaries.len() > 1 {
             summary.comparison = Some(report::compare(&summaries));
         }
         print_last(&summary)?;
@@ -72,8 +89,56 @@ pub async fn run(args: &LoadArgs) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// The (partition count, replica count) pairs to run, in order: every partition count
+/// with every replica count.
+///
+/// # Errors
+/// If a list is empty, or a replica count is not a multiple of `per_process`.
+fn cases(
+    partitions: &[usize],
+    replicas: &[usize],
+    per_process: usize,
+) -> Result<Vec<(usize, usize)>, String> {
+    if partitions.is_empty() || replicas.is_empty() || per_process == 0 {
+        return Err("load needs a partition count, a replica count and K ≥ 1".to_owned());
+    }
+    if let Some(n) = replicas.iter().find(|&&n| n % per_process != 0) {
+        return Err(format!(
+            "--replicas {n} is not a multiple of --replicas-per-process {per_process}: \
+             every replica process runs {per_process} coordinators"
+        ));
+    }
+    Ok(partitions
+        .iter()
+        .flat_map(|&p| replicas.iter().map(move |&n| (p, n)))
+        .collect())
+}
+
+/// The replica processes of `replicas` coordinators, `per_process` in each: (process
+/// name, its replica ids). With one per process, each is named after its replica, as
+/// in every other scenario.
+fn processes(replicas: usize, per_process: usize) -> Vec<(String, Vec<String>)> {
+    let ids: Vec<String> = (1..=replicas).map(|i| format!("replica-{i}")).collect();
+    if per_process <= 1 {
+        return ids.into_iter().map(|id| (id.clone(), vec![id])).collect();
+    }
+    ids.chunks(per_process)
+        .enumerate()
+        .map(|(j, chunk)| (format!("process-{}", j + 1), chunk.to_vec()))
+        .collect()
+}
+
+/// Which run: its partition count, its replica count, its number (from 1).
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    partitions: usize,
+    replicas: usize,
+    run: usize,
+}
+
 /// One cold start and steady window on fresh servers and replicas.
-async fn one_run(args: &LoadArgs, partitions: usize, run: usize) -> Result<RunReport, BoxError> {
+async fn one_run(args: &LoadArgs, case: Case) -> Result<RunReport, BoxError> {
+    let partitions = case.partitions;
     let mut fleet = Fleet::start(
         &args.target,
         "load",
@@ -83,19 +148,14 @@ async fn one_run(args: &LoadArgs, partitions: usize, run: usize) -> Result<RunRe
         Duration::from_millis(50),
         args.replica_nice,
     )?;
-    let result = measure(&mut fleet, args, partitions, run).await;
+    let result = measure(&mut fleet, args, case).await;
     let stopped = fleet.shutdown().await;
     let report = result?;
     stopped?;
     Ok(report)
 }
 
-async fn measure(
-    fleet: &mut Fleet,
-    args: &LoadArgs,
-    partitions: usize,
-    run: usize,
-) -> Result<RunReport, BoxError> {
+async fn measure(fleet: &mut Fleet, args: &LoadArgs, case: Case) -> Result<RunReport, BoxError> {
     let window = Duration::from_secs(args.seconds);
     let mut conns = Vec::new();
     for url in &fleet.servers.stats_urls {
@@ -111,7 +171,7 @@ async fn measure(
         background.cpu_pct()
     );
     let saved = redis_stats::start_slowlog(&mut conns).await?;
-    let measured = steady(fleet, &mut conns, args, partitions).await;
+    let measured = steady(fleet, &mut conns, args, case).await;
     let restored = redis_stats::restore_slowlog(&mut conns, &saved).await;
     let steady = measured?;
     restored?;
@@ -128,7 +188,7 @@ async fn measure(
         )
         .into());
     }
-    Ok(steady.report(args, fleet, partitions, run, &background))
+    Ok(steady.report(args, fleet, case, &background))
 }
 
 /// What one run measured from the spawn to the end of the steady window.
@@ -149,6 +209,11 @@ struct Steady {
     steady_scripts: Vec<f64>,
     /// Every script run (ms) by the group script's name.
     by_name: BTreeMap<String, Vec<f64>>,
+    /// The tick script's runs inside the window (µs).
+    steady_ticks: Vec<f64>,
+    /// Roster bytes the replicas reported receiving: before the window, and inside it.
+    cold_roster_bytes: u64,
+    steady_roster_bytes: u64,
 }
 
 /// Spawns the replicas, waits for balance by their lines, one lease more, then measures
@@ -157,16 +222,17 @@ async fn steady(
     fleet: &mut Fleet,
     conns: &mut [MultiplexedConnection],
     args: &LoadArgs,
-    partitions: usize,
+    case: Case,
 ) -> Result<Steady, BoxError> {
+    let partitions = case.partitions;
     let lease = fleet.lease();
     let limit = args
         .limit_secs
         .map_or_else(|| convergence_limit(partitions, lease), Duration::from_secs);
     let since = Instant::now();
     let start_us = now_us();
-    for i in 1..=args.replicas {
-        fleet.spawn(&format!("replica-{i}"))?;
+    for (name, replicas) in processes(case.replicas, args.replicas_per_process) {
+        fleet.spawn_many(&name, &replicas)?;
     }
     let p = fleet
         .wait_events("cold start: all owned", since, limit, |p| {
@@ -205,7 +271,9 @@ async fn steady(
     let marks = redis_stats::slowlog_marks(conns).await?;
     let from_line = fleet.log.len();
     let pids = fleet.pids();
+    let cold_roster_bytes = fleet.log.roster_bytes();
     let window = Window::measure(conns, &pids, Duration::from_secs(args.seconds)).await?;
+    let steady_roster_bytes = fleet.log.roster_bytes().saturating_sub(cold_roster_bytes);
     let progress = fleet.log.progress();
     let moves = fleet
         .log
@@ -230,6 +298,7 @@ async fn steady(
     let (mut scripts, mut cold_scripts, mut steady_scripts) = (Vec::new(), Vec::new(), Vec::new());
     let names = leasehold_partitions::script_hashes();
     let mut by_name: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut steady_ticks = Vec::new();
     for (entries, mark) in logs.iter().zip(&marks) {
         if entries.len() as u64 >= SLOWLOG_MAX_LEN {
             eprintln!(
@@ -239,8 +308,12 @@ async fn steady(
         for e in entries.iter().filter(|e| e.is_script()) {
             let ms = e.duration_us as f64 / 1000.0;
             scripts.push(ms);
-            if let Some(name) = e.script_name(&names) {
+            let name = e.script_name(&names);
+            if let Some(name) = name {
                 by_name.entry(name.to_owned()).or_default().push(ms);
+            }
+            if name == Some(TICK) && e.id > *mark {
+                steady_ticks.push(e.duration_us as f64);
             }
             if e.id > *mark {
                 steady_scripts.push(ms);
@@ -259,18 +332,17 @@ async fn steady(
         cold_scripts,
         steady_scripts,
         by_name,
+        steady_ticks,
+        cold_roster_bytes,
+        steady_roster_bytes,
     })
 }
 
+/// The tick script's name in [`leasehold_partitions::script_hashes`].
+const TICK: &str = "tick";
+
 impl Steady {
-    fn report(
-        &self,
-        args: &LoadArgs,
-        fleet: &Fleet,
-        partitions: usize,
-        run: usize,
-        background: &Window,
-    ) -> RunReport {
+    fn report(&self, args: &LoadArgs, fleet: &Fleet, case: Case, background: &Window) -> RunReport {
         let w = &self.window;
         let rate = (w.calls_per_sec() - background.calls_per_sec()).max(0.0);
         let cmd_cpu = (w.usec_per_sec() - background.usec_per_sec()).max(0.0) / 1e6 * 100.0;
@@ -285,13 +357,15 @@ impl Steady {
             .iter()
             .map(|(r, c)| (r.clone(), round3(c.rss_peak_mib)))
             .collect();
-        let replicas = args.replicas;
+        let replicas = case.replicas;
         RunReport {
             report: LoadReport {
                 scenario: "load",
                 topology: fleet.servers.topology,
-                partitions,
+                partitions: case.partitions,
                 replicas,
+                replicas_per_process: args.replicas_per_process,
+                processes: w.clients.len(),
                 lease_ms: args.lease_ms,
                 seconds: args.seconds,
                 replica_nice: args.replica_nice,
@@ -317,8 +391,12 @@ impl Steady {
                     .collect(),
                 spread: self.progress.spread(),
                 steady_moves: self.moves,
+                tick_us: Percentiles::of(&self.steady_ticks),
+                tick_count: self.steady_ticks.len() as u64,
+                roster_bytes_per_s: round3(self.steady_roster_bytes as f64 / w.secs),
+                cold_start_roster_bytes: self.cold_roster_bytes,
             },
-            run,
+            run: case.run,
             client_cpu_pct: client_cpu,
             client_rss_mib: client_rss,
         }
@@ -426,4 +504,40 @@ fn delta(before: &ServerSample, after: &ServerSample) -> BTreeMap<String, Stat> 
             (name.to_owned(), d)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_partition_count_runs_with_every_replica_count() {
+        assert_eq!(cases(&[1000], &[4], 1), Ok(vec![(1000, 4)]));
+        assert_eq!(
+            cases(&[200, 1000], &[10, 200], 10),
+            Ok(vec![(200, 10), (200, 200), (1000, 10), (1000, 200)])
+        );
+        let e = cases(&[200], &[10, 25], 10).expect_err("25 is not a multiple of 10");
+        assert!(e.contains("--replicas 25") && e.contains("--replicas-per-process 10"));
+        assert!(cases(&[], &[4], 1).is_err());
+        assert!(cases(&[200], &[4], 0).is_err());
+    }
+
+    #[test]
+    fn replicas_are_grouped_into_processes_of_k() {
+        let one = processes(3, 1);
+        assert_eq!(one.len(), 3);
+        assert_eq!(
+            one[2],
+            ("replica-3".to_owned(), vec!["replica-3".to_owned()])
+        );
+        let grouped = processes(1000, 10);
+        assert_eq!(grouped.len(), 100);
+        assert_eq!(grouped[0].0, "process-1");
+        assert_eq!(grouped[0].1.len(), 10);
+        assert_eq!(grouped[99].1[9], "replica-1000");
+        let ids: std::collections::HashSet<&String> =
+            grouped.iter().flat_map(|(_, ids)| ids).collect();
+        assert_eq!(ids.len(), 1000, "every replica id once");
+    }
 }

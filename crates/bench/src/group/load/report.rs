@@ -1,5 +1,5 @@
-//! The JSON lines of `load`: one per run, one summary per partition count, and the
-//! comparison across partition counts in the last one.
+//! The JSON lines of `load`: one per run, one summary per (partition count, replica
+//! count) pair, and the comparison across the pairs in the last one.
 
 use std::collections::BTreeMap;
 
@@ -18,8 +18,12 @@ pub struct LoadReport {
     pub topology: Topology,
     /// Partition count.
     pub partitions: usize,
-    /// Replica count.
+    /// Replica count (coordinators, N).
     pub replicas: usize,
+    /// Coordinators per replica process (K, `--replicas-per-process`).
+    pub replicas_per_process: usize,
+    /// Replica processes (N / K).
+    pub processes: usize,
     /// The lease.
     pub lease_ms: u64,
     /// Length of the steady window.
@@ -48,7 +52,7 @@ pub struct LoadReport {
     /// `INFO commandstats` `usec` (background subtracted).
     pub redis_cmd_cpu_pct: f64,
     /// The busiest replica process's CPU over the steady window, % of one core
-    /// (`utime + stime` of `/proc/<pid>/stat`).
+    /// (`utime + stime` of `/proc/<pid>/stat`; a process runs K coordinators).
     pub client_cpu_pct_max: f64,
     /// The largest peak RSS of a replica process (`VmHWM`, read at the end of the
     /// window), in MiB.
@@ -71,6 +75,20 @@ pub struct LoadReport {
     /// `owned` lines during the steady window: partitions that changed owner while the
     /// group should have been still.
     pub steady_moves: u64,
+    /// Server-side execution time of the tick script (`EVALSHA` of its digest in the
+    /// slow log) inside the steady window, in µs (`script_ms_by_name.tick` has it in
+    /// ms from the first spawn on).
+    pub tick_us: Percentiles,
+    /// How many tick runs `tick_us` covers.
+    pub tick_count: u64,
+    /// Bytes of roster the replicas received per second over the steady window, all
+    /// together (`CoordinatorHandle::roster_bytes_received`, as the processes report
+    /// it every 100 ms; a tick's reply carries the roster only when it changed, so a
+    /// still group's is near 0).
+    pub roster_bytes_per_s: f64,
+    /// Bytes of roster the replicas received from the first spawn to the start of the
+    /// steady window (the cold start and settling), all together.
+    pub cold_start_roster_bytes: u64,
 }
 
 /// One run's line: the figures and each replica's own.
@@ -92,8 +110,9 @@ pub struct RunReport {
 pub struct SummaryReport {
     /// Over the runs: the worst (largest) `all_owned_ms`, `balanced_ms`,
     /// `redis_cpu_pct`, `client_cpu_pct_max`, `client_rss_mib_max`, `script_ms.max`
-    /// and `.p99`, `cold_start_script_ms_max`, `spread`, `steady_moves` and
-    /// `script_count`; the median of `script_ms.p50` and of every other figure.
+    /// and `.p99`, `tick_us.max` and `.p99`, `roster_bytes_per_s`,
+    /// `cold_start_script_ms_max`, `spread`, `steady_moves` and `script_count`; the
+    /// median of `script_ms.p50`, `tick_us.p50` and of every other figure.
     #[serde(flatten)]
     pub report: LoadReport,
     /// Number of runs.
@@ -104,25 +123,32 @@ pub struct SummaryReport {
     pub balanced_ms_runs: Vec<f64>,
     /// Each run's `redis_cpu_pct`.
     pub redis_cpu_pct_runs: Vec<f64>,
-    /// In the last line of a list of partition counts: each count's summary figures.
+    /// In the last line of lists of partition or replica counts: each pair's summary
+    /// figures.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub comparison: Option<Comparison>,
 }
 
-/// How the cost grows with the partition count.
+/// How the cost grows with the partition count and the replica count.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
-    /// One entry per partition count, in the order run.
+    /// One entry per (partition count, replica count) pair, in the order run.
     pub compare: Vec<Compared>,
-    /// `redis_cpu_pct` of the last count / that of the first; `null` if the first is 0.
+    /// `redis_cpu_pct` of the last pair / that of the first; `null` if the first is 0.
     pub redis_cpu_ratio: Option<f64>,
 }
 
-/// One partition count's summary, in a [`Comparison`].
+/// One pair's summary, in a [`Comparison`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Compared {
     /// The partition count.
     pub partitions: usize,
+    /// The replica count (N).
+    pub replicas: usize,
+    /// Coordinators per replica process (K).
+    pub replicas_per_process: usize,
+    /// Its `requests_per_sec`.
+    pub requests_per_sec: f64,
     /// Its `redis_cpu_pct`.
     pub redis_cpu_pct: f64,
     /// Its `redis_cmd_cpu_pct`.
@@ -133,6 +159,12 @@ pub struct Compared {
     pub all_owned_ms: f64,
     /// Its `balanced_ms`.
     pub balanced_ms: f64,
+    /// Its `tick_us`.
+    pub tick_us: Percentiles,
+    /// Its `roster_bytes_per_s`.
+    pub roster_bytes_per_s: f64,
+    /// Its `client_cpu_pct_max` (per process of K).
+    pub client_cpu_pct_max: f64,
 }
 
 /// The summary of one partition count's runs.
@@ -171,6 +203,14 @@ pub fn summarize(runs: &[RunReport]) -> Result<SummaryReport, BoxError> {
         script_ms_by_name: by_name(runs),
         spread: runs.iter().map(|r| r.report.spread).max().unwrap_or(0),
         steady_moves: worst_n(|r| r.steady_moves),
+        tick_us: Percentiles {
+            p50: mid(|r| r.tick_us.p50),
+            p99: worst(|r| r.tick_us.p99),
+            max: worst(|r| r.tick_us.max),
+        },
+        tick_count: worst_n(|r| r.tick_count),
+        roster_bytes_per_s: worst(|r| r.roster_bytes_per_s),
+        cold_start_roster_bytes: worst_n(|r| r.cold_start_roster_bytes),
         ..first.clone()
     };
     Ok(SummaryReport {
@@ -204,12 +244,18 @@ fn by_name(runs: &[RunReport]) -> BTreeMap<String, Percentiles> {
         .collect()
 }
 
-/// The comparison of the summaries of each partition count, in the order run.
+/// The comparison of the summaries of each pair, in the order run.
 pub fn compare(summaries: &[SummaryReport]) -> Comparison {
     let compare: Vec<Compared> = summaries
         .iter()
         .map(|s| Compared {
             partitions: s.report.partitions,
+            replicas: s.report.replicas,
+            replicas_per_process: s.report.replicas_per_process,
+            requests_per_sec: s.report.requests_per_sec,
+            tick_us: s.report.tick_us,
+            roster_bytes_per_s: s.report.roster_bytes_per_s,
+            client_cpu_pct_max: s.report.client_cpu_pct_max,
             redis_cpu_pct: s.report.redis_cpu_pct,
             redis_cmd_cpu_pct: s.report.redis_cmd_cpu_pct,
             script_ms: s.report.script_ms,
@@ -239,6 +285,8 @@ mod tests {
             topology: Topology::Single,
             partitions,
             replicas: 3,
+            replicas_per_process: 1,
+            processes: 3,
             lease_ms: 1000,
             seconds: 3,
             replica_nice: 0,
@@ -270,6 +318,14 @@ mod tests {
             .into(),
             spread: 1,
             steady_moves: 0,
+            tick_us: Percentiles {
+                p50: p50 * 1000.0,
+                p99: p50 * 2000.0,
+                max: p50 * 3000.0,
+            },
+            tick_count: 30,
+            roster_bytes_per_s: redis_cpu_pct * 100.0,
+            cold_start_roster_bytes: 5000,
         }
     }
 
@@ -304,6 +360,12 @@ mod tests {
             (0.2, 0.6),
             "per script: median p50, worst max"
         );
+        assert_eq!(
+            (s.report.tick_us.p50, s.report.tick_us.max),
+            (200.0, 900.0),
+            "tick: median p50, worst max"
+        );
+        assert_eq!(s.report.roster_bytes_per_s, 300.0, "worst");
         assert_eq!(s.all_owned_ms_runs, [2000.0, 2500.0, 2100.0]);
         assert_eq!(s.redis_cpu_pct_runs, [1.0, 3.0, 2.0]);
         assert!(summarize(&[]).is_err());
@@ -319,6 +381,38 @@ mod tests {
         assert_eq!(c.redis_cpu_ratio, Some(2.5));
         let idle = summarize(&[run(report(200, 10.0, 0.0, 0.1), 1)]).expect("one run");
         assert_eq!(compare(&[idle, small]).redis_cpu_ratio, None);
+    }
+
+    #[test]
+    fn a_comparison_of_replica_counts_has_one_entry_per_count() {
+        let at = |replicas: usize, per_process: usize, cpu: f64, p50: f64| {
+            let mut r = report(1000, 2000.0 + replicas as f64, cpu, p50);
+            r.replicas = replicas;
+            r.replicas_per_process = per_process;
+            r.processes = replicas / per_process;
+            summarize(&[run(r, 1)]).expect("one run")
+        };
+        let c = compare(&[at(10, 1, 2.0, 0.1), at(200, 10, 8.0, 0.3)]);
+        let json = serde_json::to_value(&c).expect("serializes");
+        let entries = json["compare"].as_array().expect("a list");
+        assert_eq!(entries.len(), 2);
+        for (entry, replicas) in entries.iter().zip([10, 200]) {
+            assert_eq!(entry["replicas"], replicas);
+            for key in [
+                "partitions",
+                "redis_cpu_pct",
+                "tick_us",
+                "all_owned_ms",
+                "roster_bytes_per_s",
+                "script_ms",
+            ] {
+                assert!(entry.get(key).is_some(), "{key} missing from {entry}");
+            }
+        }
+        assert_eq!(entries[1]["tick_us"]["p50"], 300.0);
+        assert_eq!(entries[1]["all_owned_ms"], 2200.0);
+        assert_eq!(entries[1]["replicas_per_process"], 10);
+        assert_eq!(c.redis_cpu_ratio, Some(4.0));
     }
 
     #[test]
@@ -351,6 +445,12 @@ mod tests {
             "redis_cpu_pct_runs",
             "compare",
             "redis_cpu_ratio",
+            "replicas_per_process",
+            "processes",
+            "tick_us",
+            "tick_count",
+            "roster_bytes_per_s",
+            "cold_start_roster_bytes",
         ] {
             assert!(json.get(key).is_some(), "{key} missing from {json}");
         }
