@@ -15,6 +15,12 @@ use tokio::time::{Instant, sleep};
 
 const LEASE: Duration = Duration::from_millis(1_000);
 
+/// These tests time a cold start and measure the server's time per tick: each runs
+/// alone (`cargo test` runs a file's tests side by side; `.config/nextest.toml` puts
+/// them in a group of one), or on a 2-core machine the others' fleets starve its
+/// replicas and skew its figures.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn store(redis: &RedisServer) -> RedisStore {
     RedisStore::builder(redis.url())
         .call_timeout(Duration::from_millis(300))
@@ -42,6 +48,7 @@ fn commandstats(redis: &RedisServer) -> BTreeMap<String, (u64, u64)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_thousand_partitions_on_three_replicas_converge_from_a_cold_start() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 5_000, LEASE);
     let start = Instant::now();
@@ -103,6 +110,7 @@ async fn steady_tick_cost(partitions: usize, replicas: usize) -> (f64, f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_steady_tick_costs_redis_the_same_at_ten_times_the_partitions() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let (small_us, small_rate) = steady_tick_cost(500, 3).await;
     let (large_us, large_rate) = steady_tick_cost(5_000, 3).await;
     // The old layout scanned every lease in every tick: 10× the partitions cost about
@@ -120,6 +128,7 @@ async fn a_steady_tick_costs_redis_the_same_at_ten_times_the_partitions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_steady_tick_costs_redis_about_the_same_at_ten_times_the_replicas() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let (small_us, _) = steady_tick_cost(120, 3).await;
     let (large_us, _) = steady_tick_cost(120, 30).await;
     // A tick that read the whole roster cost about 6 µs more per member (30 members:

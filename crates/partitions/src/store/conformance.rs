@@ -877,11 +877,12 @@ fn without_waits(line: &str) -> String {
 async fn redis_and_the_in_memory_store_answer_the_same_script_alike() {
     let redis = RedisServer::start();
     let store = RedisStore::builder(redis.url()).build().unwrap();
-    let mut on_redis = script(&store).await;
-    on_redis.extend(restore(&store).await);
+    // The script's future is large: on the heap, not on the test thread's stack.
+    let mut on_redis = Box::pin(script(&store)).await;
+    on_redis.extend(Box::pin(restore(&store)).await);
     let memory = MemoryGroupStore::new();
-    let mut in_memory = script(&memory).await;
-    in_memory.extend(restore(&memory).await);
+    let mut in_memory = Box::pin(script(&memory)).await;
+    in_memory.extend(Box::pin(restore(&memory)).await);
     let on_redis: Vec<String> = on_redis.iter().map(|l| without_waits(l)).collect();
     let in_memory: Vec<String> = in_memory.iter().map(|l| without_waits(l)).collect();
     for (r, m) in on_redis.iter().zip(&in_memory) {

@@ -30,10 +30,10 @@
 -- 7-10, 17, 18) is sent only if it changed since the version the replica names
 -- (meta.lua's roster_changed), else those slots are empty and slot 33 is 0; the
 -- member whose session expires first is found through the expiry index (slot 34).
--- And a quiet tick (an extension that changes nothing but the session's expiry, finds
--- nothing expired or ended and the same server) reads every key it touches before its
--- one write, so it checks no key types: a key of the wrong type fails a read before
--- anything is written. Every other tick checks them all first.
+-- A quiet tick (an extension that changes nothing but the session's expiry, finds
+-- nothing expired or ended and the same server and roster) is answered by
+-- quiet_tick.lua, which runs before the libraries; every other tick checks every key's
+-- type before it writes.
 --
 -- Reply, 34 slots:
 --   1 session ('live', 'lost', 'duplicate' or 'nogroup'), 2 the token this join resumed or '',
@@ -54,32 +54,10 @@ local replica, process, session = ARGV[1], ARGV[2], ARGV[3]
 local join, state, ttl = ARGV[4] == '1', ARGV[5], tonumber(ARGV[6])
 local now = clock()
 local m = meta()
--- Whether this tick is quiet (see above), decided on reads alone; and the server
--- lifetime if it read it.
-local function quiet()
-  if join or not m.exists or ARGV[13] ~= m.inc then return false end
-  if #redis.call('ZRANGEBYSCORE', MEMBERS, '-inf', now, 'LIMIT', 0, 1) > 0 then return false end
-  local cur = redis.call('HGET', SESSIONS, replica)
-  local holder = redis.call('HGET', HOLDERS, replica) or cur
-  if cur ~= session or holder ~= process or state == 'away' then return false end
-  if redis.call('HGET', STATES, replica) ~= state then return false end
-  if redis.call('ZCARD', DEAD) > 0 or redis.call('HLEN', REVOKED) > 0 then return false end
-  redis.call('HEXISTS', DRAINS, replica)
-  redis.call('ZCARD', FREE)
-  if m.weighted then redis.call('ZREVRANGE', WEIGHTS, 0, 0) end
-  local lifetime = server_lifetime(now)
-  if lifetime ~= m.server or lifetime ~= ARGV[14] then return false end
-  -- The roster is read only if it changed; a tick that reads it checks the types.
-  return roster_version(m, lifetime, m.rver) == ARGV[15], lifetime
-end
--- A read of a key of the wrong type fails: then the check below names it.
-local read, calm, known = pcall(quiet)
-if not (read and calm) then
-  local bad = expect(ALL)
-  if bad then return bad end
-end
+local bad = expect(ALL)
+if bad then return bad end
 local expired = reap(now)
-local lifetime = follow_server(m, now, known)
+local lifetime = follow_server(m, now, quiet_lifetime)
 local status, resumed = 'live', ''
 local cur = redis.call('HGET', SESSIONS, replica)
 local parked = redis.call('HGET', STATES, replica) == 'away'

@@ -6,13 +6,30 @@ use std::time::Duration;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
-use super::{count, group_script, loads, ms, pairs, roster, triples};
+use super::{LIBRARY, count, loads, ms, pairs, roster, triples};
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::{MemberInfo, MemberState, Origin, SetInfo};
 
-pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("tick.lua");
+/// The tick script: `lua/quiet_tick.lua` first, before the libraries, so that a quiet
+/// tick (most of them) defines none of them; then the libraries (the lifetime comes
+/// first, for the quiet part) and the rest of `lua/tick.lua`.
+pub(crate) static SCRIPT: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::idempotent(source(include_str!("../lua/quiet_tick.lua"))));
+
+/// The tick script with `quiet` in front of its libraries and body.
+fn source(quiet: &str) -> String {
+    let mut code = String::from(leasehold_election::ext::LIFETIME_LUA);
+    code.push_str(quiet);
+    for lib in LIBRARY {
+        if *lib != leasehold_election::ext::LIFETIME_LUA {
+            code.push_str(lib);
+        }
+    }
+    code.push_str(include_str!("../lua/tick.lua"));
+    code
+}
 
 /// The reply slots of `lua/tick.lua`.
 pub(crate) const SLOTS: usize = 34;
@@ -122,6 +139,15 @@ pub(crate) async fn redis(
     keys: &GroupKeys,
     req: &TickRequest,
 ) -> Result<TickReply, StoreError> {
+    run(store, keys, req, &SCRIPT).await
+}
+
+async fn run(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    req: &TickRequest,
+    script: &LuaScript,
+) -> Result<TickReply, StoreError> {
     let ttl = super::millis(req.ttl);
     let budget = REAP_BUDGET.to_string();
     let capacity = req.capacity.max(1).to_string();
@@ -142,7 +168,7 @@ pub(crate) async fn redis(
         &req.lifetime,
         &req.roster,
     ];
-    parse(store.eval_acked(&SCRIPT, &keys.all(), &args).await?)
+    parse(store.eval_acked(script, &keys.all(), &args).await?)
 }
 
 fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
@@ -346,5 +372,136 @@ impl Group {
             holdings,
         };
         (reply, changed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use leasehold_testkit::RedisServer;
+
+    use super::*;
+    use crate::store::protocol::{Change, ClaimRequest, Protocol};
+
+    /// The tick script without its quiet part: every tick runs the whole script.
+    static WHOLE: LazyLock<LuaScript> =
+        LazyLock::new(|| LuaScript::idempotent(source("local quiet_lifetime\n")));
+
+    const TTL: Duration = Duration::from_secs(5);
+
+    /// The server lifetime and roster version a replica has seen.
+    type Seen = (String, String);
+
+    fn seen(r: &TickReply) -> Seen {
+        (r.lifetime.clone(), r.roster_version.clone())
+    }
+
+    fn type_checks(redis: &RedisServer) -> u64 {
+        let info = redis.redis_cli(&["INFO", "commandstats"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_type:calls="))
+            .and_then(|l| l.split(',').next())
+            .map_or(0, |n| n.parse().unwrap())
+    }
+
+    /// A reply without what moves with the clock.
+    fn timeless(mut r: TickReply) -> String {
+        r.soonest = None;
+        r.grant_wait = Duration::ZERO;
+        format!("{r:?}")
+    }
+
+    /// Replica `i`'s tick, naming the server lifetime and roster version it has seen.
+    fn request(i: usize, join: bool, state: MemberState, inc: &str, seen: &Seen) -> TickRequest {
+        let token = format!("r{i}:{i:032x}");
+        TickRequest {
+            replica: format!("r{i}"),
+            process: token.clone(),
+            session: token,
+            join,
+            state,
+            ttl: TTL,
+            instance: format!("host {i}"),
+            capacity: 1,
+            sticky: false,
+            incarnation: inc.to_owned(),
+            lifetime: seen.0.clone(),
+            roster: seen.1.clone(),
+        }
+    }
+
+    /// The quiet part answers a quiet tick on its own (no type checks, no library), and
+    /// replies exactly what the whole script replies to the same tick: in a plain
+    /// group, and in a weighted one with a drained, draining member and partitions left
+    /// without an owner.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_quiet_tick_replies_what_the_whole_script_does() {
+        let redis = RedisServer::start();
+        let store = RedisStore::builder(redis.url()).build().unwrap();
+        let k = GroupKeys::new("leasehold", "quiet");
+        let names: Vec<String> = (0..12).map(|i| format!("p{i}")).collect();
+        let seed = Change::Seed {
+            life: "life-quiet".to_owned(),
+            grant_delay: Duration::from_millis(1),
+            lease: TTL,
+        };
+        store.add(&k, &seed, &names).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let mut kept: Vec<Seen> = Vec::new();
+        let mut inc = String::new();
+        for i in 0..3 {
+            let join = request(i, true, MemberState::Active, "", &Seen::default());
+            let r = run(&store, &k, &join, &SCRIPT).await.unwrap();
+            inc = r.set.as_ref().unwrap().incarnation.clone();
+            kept.push(seen(&r));
+        }
+        for case in ["plain", "weighted, drained, unowned"] {
+            if case != "plain" {
+                store.set_weight(&k, Some("w"), "p3", 4).await.unwrap();
+                store.drain(&k, Some("d"), "r1", true, true).await.unwrap();
+            }
+            // Claims change the roster: every replica reads it again, once.
+            for (i, count) in [(0, 3), (1, 2), (2, 1)] {
+                let token = format!("r{i}:{i:032x}");
+                let claim = ClaimRequest {
+                    replica: format!("r{i}"),
+                    process: token.clone(),
+                    session: token,
+                    seq: 1 + u64::from(case != "plain"),
+                    ttl: TTL,
+                    count,
+                    floor: Fence(1),
+                    regrant: Vec::new(),
+                    room: None,
+                    fallback: false,
+                    incarnation: inc.clone(),
+                };
+                store.claim(&k, &claim).await.unwrap();
+            }
+            for (i, kept) in kept.iter_mut().enumerate() {
+                let state = if i == 1 && case != "plain" {
+                    MemberState::Draining
+                } else {
+                    MemberState::Active
+                };
+                let read = run(&store, &k, &request(i, false, state, &inc, kept), &SCRIPT)
+                    .await
+                    .unwrap();
+                assert!(read.roster_sent, "{case}: r{i} reads the changed roster");
+                *kept = seen(&read);
+                for _ in 0..3 {
+                    let req = request(i, false, state, &inc, kept);
+                    let checks = type_checks(&redis);
+                    let quiet = run(&store, &k, &req, &SCRIPT).await.unwrap();
+                    assert_eq!(
+                        type_checks(&redis),
+                        checks,
+                        "{case}: r{i}'s steady tick is answered by the quiet part"
+                    );
+                    let whole = run(&store, &k, &req, &WHOLE).await.unwrap();
+                    assert!(!quiet.roster_sent && quiet.soonest.is_some(), "{case}");
+                    assert_eq!(timeless(quiet), timeless(whole), "{case}: r{i}");
+                }
+            }
+        }
     }
 }
