@@ -238,6 +238,7 @@ pub fn generate(name: &str, b: &BTreeMap<String, Bench>) -> Result<String, BoxEr
                 l.source()
             ))
         }
+        "load-wide" => load_wide(get(b, "load-wide")?),
         "scripts" => scripts(b),
         "stall" => stall(get(b, "stall")?),
         "chaos" => chaos(get(b, "chaos")?),
@@ -649,6 +650,37 @@ fn load_cost(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
         l10.source(),
         l100.source()
     );
+    Ok(out)
+}
+
+/// The cost model in N: one row per replica count of the `--replicas` list.
+fn load_wide(l: &Bench) -> Result<String, BoxError> {
+    let mut out = String::from(
+        "| replicas | processes × coordinators | all owned after a cold start | Redis CPU (steady) | requests/s | tick p50 / p99 / max (server, µs) | roster bytes/s (steady) |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    let compare = l.last()["compare"]
+        .as_array()
+        .ok_or("load-wide: no compare entries")?;
+    for c in compare {
+        let k = num(&c["replicas_per_process"]).max(1.0);
+        let tick = &c["tick_us"];
+        let _ = writeln!(
+            out,
+            "| {} | {} × {} | {} | {} % of a core | {} | {} / {} / {} | {} |",
+            c["replicas"],
+            num(&c["replicas"]) / k,
+            k,
+            secs(num(&c["all_owned_ms"])),
+            fig(num(&c["redis_cpu_pct"])),
+            fig(num(&c["requests_per_sec"])),
+            num(&tick["p50"]).round(),
+            num(&tick["p99"]).round(),
+            num(&tick["max"]).round(),
+            num(&c["roster_bytes_per_s"]).round(),
+        );
+    }
+    let _ = write!(out, "\nFrom {}.\n", l.source());
     Ok(out)
 }
 
