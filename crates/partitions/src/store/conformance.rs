@@ -38,35 +38,15 @@ fn inc() -> String {
 
 fn tick(replica: &str, token: &str, join: bool, state: MemberState) -> TickRequest {
     TickRequest {
-        replica: replica.into(),
-        process: token.into(),
-        session: token.into(),
-        join,
-        state,
-        ttl: TTL,
-        instance: format!("host-{replica} 1"),
-        capacity: 1,
-        sticky: false,
         incarnation: inc(),
         lifetime: LIFETIME.lock().unwrap().clone(),
         roster: ROSTER.lock().unwrap().0.clone(),
+        ..TickRequest::of(replica, token, join, state, TTL)
     }
 }
 
 fn claim(replica: &str, token: &str, seq: u64, count: usize) -> ClaimRequest {
-    ClaimRequest {
-        replica: replica.into(),
-        process: token.into(),
-        session: token.into(),
-        seq,
-        ttl: TTL,
-        count,
-        floor: Fence(1),
-        regrant: Vec::new(),
-        room: None,
-        fallback: false,
-        incarnation: inc(),
-    }
+    ClaimRequest::of(replica, token, seq, count, TTL, &inc())
 }
 
 fn names(list: &[&str]) -> Vec<String> {

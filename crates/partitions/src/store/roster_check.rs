@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use leasehold_election::{Fence, RedisStore};
+use leasehold_election::RedisStore;
 use leasehold_testkit::RedisServer;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -63,18 +63,11 @@ impl<B: Protocol> Run<'_, B> {
         let r = &self.replicas[i];
         let token = r.token.clone().unwrap_or_default();
         TickRequest {
-            replica: Self::name(i),
-            process: token.clone(),
-            session: token,
-            join,
-            state,
-            ttl: TTL,
-            instance: format!("host {i}"),
             capacity: 1 + u32::try_from(i % 2).unwrap(),
-            sticky: false,
             incarnation: self.inc.clone(),
             lifetime: self.lifetime.clone(),
             roster: roster.to_owned(),
+            ..TickRequest::of(&Self::name(i), &token, join, state, TTL)
         }
     }
 
@@ -155,19 +148,7 @@ impl<B: Protocol> Run<'_, B> {
                 };
                 r.seq += 1;
                 let count = self.rng.random_range(1..5);
-                let req = ClaimRequest {
-                    replica: name.clone(),
-                    process: token.clone(),
-                    session: token,
-                    seq: r.seq,
-                    ttl: TTL,
-                    count,
-                    floor: Fence(1),
-                    regrant: Vec::new(),
-                    room: None,
-                    fallback: false,
-                    incarnation: self.inc.clone(),
-                };
+                let req = ClaimRequest::of(&name, &token, r.seq, count, TTL, &self.inc);
                 self.b.claim(&self.k, &req).await.unwrap();
                 format!("{name} claims {count}")
             }

@@ -41,6 +41,34 @@ pub struct ClaimRequest {
     pub incarnation: String,
 }
 
+#[cfg(test)]
+impl ClaimRequest {
+    /// A plain claim of `count` free partitions for the session `token` (the process
+    /// that holds it), in incarnation `incarnation`: what tests change, they set after.
+    pub(crate) fn of(
+        replica: &str,
+        token: &str,
+        seq: u64,
+        count: usize,
+        ttl: Duration,
+        incarnation: &str,
+    ) -> Self {
+        ClaimRequest {
+            replica: replica.to_owned(),
+            process: token.to_owned(),
+            session: token.to_owned(),
+            seq,
+            ttl,
+            count,
+            floor: Fence(1),
+            regrant: Vec::new(),
+            room: None,
+            fallback: false,
+            incarnation: incarnation.to_owned(),
+        }
+    }
+}
+
 /// What a claim got.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimReply {

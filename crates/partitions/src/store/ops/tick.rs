@@ -69,6 +69,34 @@ pub struct TickRequest {
     pub roster: String,
 }
 
+#[cfg(test)]
+impl TickRequest {
+    /// A tick of the session `token` held by its own process, with capacity 1, naming
+    /// no incarnation, lifetime or roster version: what tests change, they set after.
+    pub(crate) fn of(
+        replica: &str,
+        token: &str,
+        join: bool,
+        state: MemberState,
+        ttl: Duration,
+    ) -> Self {
+        TickRequest {
+            replica: replica.to_owned(),
+            process: token.to_owned(),
+            session: token.to_owned(),
+            join,
+            state,
+            ttl,
+            instance: format!("host-{replica} 1"),
+            capacity: 1,
+            sticky: false,
+            incarnation: String::new(),
+            lifetime: String::new(),
+            roster: String::new(),
+        }
+    }
+}
+
 /// What became of the heartbeat's session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SessionReply {
@@ -410,22 +438,18 @@ mod tests {
         format!("{r:?}")
     }
 
+    /// Replica `i`'s session token.
+    fn token(i: usize) -> String {
+        format!("r{i}:{i:032x}")
+    }
+
     /// Replica `i`'s tick, naming the server lifetime and roster version it has seen.
     fn request(i: usize, join: bool, state: MemberState, inc: &str, seen: &Seen) -> TickRequest {
-        let token = format!("r{i}:{i:032x}");
         TickRequest {
-            replica: format!("r{i}"),
-            process: token.clone(),
-            session: token,
-            join,
-            state,
-            ttl: TTL,
-            instance: format!("host {i}"),
-            capacity: 1,
-            sticky: false,
             incarnation: inc.to_owned(),
             lifetime: seen.0.clone(),
             roster: seen.1.clone(),
+            ..TickRequest::of(&format!("r{i}"), &token(i), join, state, TTL)
         }
     }
 
@@ -461,20 +485,8 @@ mod tests {
             }
             // Claims change the roster: every replica reads it again, once.
             for (i, count) in [(0, 3), (1, 2), (2, 1)] {
-                let token = format!("r{i}:{i:032x}");
-                let claim = ClaimRequest {
-                    replica: format!("r{i}"),
-                    process: token.clone(),
-                    session: token,
-                    seq: 1 + u64::from(case != "plain"),
-                    ttl: TTL,
-                    count,
-                    floor: Fence(1),
-                    regrant: Vec::new(),
-                    room: None,
-                    fallback: false,
-                    incarnation: inc.clone(),
-                };
+                let seq = 1 + u64::from(case != "plain");
+                let claim = ClaimRequest::of(&format!("r{i}"), &token(i), seq, count, TTL, &inc);
                 store.claim(&k, &claim).await.unwrap();
             }
             for (i, kept) in kept.iter_mut().enumerate() {
