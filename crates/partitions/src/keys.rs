@@ -1,7 +1,7 @@
 //! The Redis key layout of a partition group. Every key carries the group's hash tag,
 //! so every script of a group runs on one Redis Cluster slot.
 //!
-//! A fixed number of keys per group (twenty), whatever the number of partitions: a
+//! A fixed number of keys per group (twenty-two), whatever the number of partitions: a
 //! partition is a field or a member in them, not a key of its own. An operator's change
 //! also keeps its reply a minute under a key of its own (`<prefix>:{<group>}:op:<id>`),
 //! so that a retry of the same request gets the same answer.
@@ -33,7 +33,9 @@ pub struct GroupKeys {
     /// under way: how many partitions the restored set has); once a weight was set,
     /// `weighted` (1) and `total` (the weights summed) until every weight is 1 again
     /// (then both are deleted, with `loads`), and `wver` (bumped by every weight
-    /// change).
+    /// change); the roster's `rver` (the count of its changes), `rfloor` (the oldest
+    /// version `changes` is complete from) and `rbase` (the incarnation and server
+    /// lifetime `roster` and `changes` were built in).
     pub meta: String,
     /// Sorted set: partition → its position (order of addition). The partition set:
     /// authoritative once the group exists.
@@ -76,6 +78,16 @@ pub struct GroupKeys {
     pub heirs: String,
     /// Hash: process token → `seq \t reply` of its last claim, for a retry of it.
     pub acks: String,
+    /// Hash: replica id → its roster entry as a tick sends it (`state \t capacity \t
+    /// held \t load`), computed once after each change of the member: a cache of what
+    /// the keys above say, dropped by every change (`roster_changed` in `meta.lua`).
+    pub roster: String,
+    /// Sorted set: replica id → the roster version (`rver` in `meta`) of its last
+    /// change (a join, a state, capacity, holdings or load, a leave): a tick sends only
+    /// the members changed since the version the replica names. Kept short (the oldest
+    /// entries go, and `rfloor` in `meta` says from which version on it is complete);
+    /// built again, with `roster`, in a new incarnation or server lifetime (`rbase`).
+    pub changes: String,
     /// The channel a release or a leave publishes on (shared with single duties under
     /// the same prefix).
     pub channel: String,
@@ -110,6 +122,8 @@ impl GroupKeys {
             holders: key("holders"),
             heirs: key("heirs"),
             acks: key("acks"),
+            roster: key("roster"),
+            changes: key("changes"),
             channel: release_channel(prefix),
             notice: format!("{prefix}:{{{group}}}"),
         }
@@ -117,7 +131,7 @@ impl GroupKeys {
 
     /// Every key, in the order the group scripts take them as `KEYS` (and
     /// `lua/lib/keys.lua` names them).
-    pub(crate) fn all(&self) -> [&str; 20] {
+    pub(crate) fn all(&self) -> [&str; 22] {
         [
             &self.members,
             &self.sessions,
@@ -139,6 +153,8 @@ impl GroupKeys {
             &self.holders,
             &self.heirs,
             &self.acks,
+            &self.roster,
+            &self.changes,
         ]
     }
 }

@@ -83,15 +83,25 @@ enum Chore {
     Ended,
 }
 
-/// The approximate size of a roster a tick's reply carried, in bytes (what
-/// [`m::ROSTER_BYTES`] counts): per member, its replica id's and state's lengths plus 8
-/// bytes for each of its four integer fields; plus the roster version's length.
-fn roster_bytes(members: &[MemberInfo], version: &str) -> u64 {
+/// The size of the roster a tick's reply carried, in bytes of its strings (what
+/// [`m::ROSTER_BYTES`] counts): per member sent, its replica id and its entry
+/// (`state \t capacity \t held \t load`); per member gone, its replica id; and the
+/// roster version.
+fn roster_bytes(members: &[MemberInfo], gone: &[String], version: &str) -> u64 {
+    let digits = |n: u64| n.checked_ilog10().map_or(1, |d| d as usize + 1);
     let each: usize = members
         .iter()
-        .map(|m| m.replica.len() + m.state.as_str().len() + 4 * 8)
+        .map(|m| {
+            m.replica.len()
+                + m.state.as_str().len()
+                + 3
+                + digits(u64::from(m.capacity))
+                + digits(m.held as u64)
+                + digits(m.load)
+        })
         .sum();
-    (each + version.len()) as u64
+    let gone: usize = gone.iter().map(String::len).sum();
+    (each + gone + version.len()) as u64
 }
 
 /// This process, as operators see it in the group: `host pid`.
@@ -320,7 +330,7 @@ where
                     match notice {
                         Ok(n) if n != self.keys.notice && n != ANY_RELEASE => {}
                         Err(broadcast::error::RecvError::Closed) => notices_open = false,
-                        _ => self.state.on_notice(Instant::now()),
+                        _ => self.state.on_notice(Instant::now(), &mut self.rng),
                     }
                     false
                 }
@@ -519,9 +529,9 @@ where
             self.error = None;
         }
         if let Ok(r) = &reply
-            && r.roster_sent
+            && r.roster.is_sent()
         {
-            let bytes = roster_bytes(&r.members, &r.roster_version);
+            let bytes = roster_bytes(r.roster.members(), r.roster.gone(), &r.roster_version);
             self.roster_bytes.fetch_add(bytes, Ordering::Relaxed);
             counter!(m::ROSTER_BYTES, &self.labels.pair()).increment(bytes);
         }
@@ -958,23 +968,25 @@ mod tests {
     use crate::store::protocol::MemberState;
 
     #[test]
-    fn a_roster_counts_its_strings_and_8_bytes_per_integer() {
+    fn a_roster_counts_the_bytes_of_its_strings() {
         let member = |replica: &str, state| MemberInfo {
             replica: replica.to_owned(),
             state,
             left: Duration::from_secs(1),
-            held: 3,
-            load: 3,
+            held: 12,
+            load: 120,
             capacity: 1,
         };
         let members = [
             member("replica-1", MemberState::Active),
             member("r2", MemberState::Settling),
         ];
+        // `replica-1` and `active\t1\t12\t120`, `r2` and `settling\t1\t12\t120`,
+        // a member gone, the version.
         assert_eq!(
-            roster_bytes(&members, "v:7"),
-            (9 + 6 + 32) + (2 + 8 + 32) + 3
+            roster_bytes(&members, &["r3".to_owned()], "v:7"),
+            (9 + 15) + (2 + 17) + 2 + 3
         );
-        assert_eq!(roster_bytes(&[], ""), 0);
+        assert_eq!(roster_bytes(&[], &[], ""), 0);
     }
 }

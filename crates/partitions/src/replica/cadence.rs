@@ -10,6 +10,14 @@ use tokio::time::Instant;
 pub(crate) const QUICK: Duration = Duration::from_millis(5);
 /// How soon after a release notice to tick: releases come in bursts of a few ms.
 pub(crate) const NOTICE_DELAY: Duration = Duration::from_millis(1);
+/// Per live member, how far the ticks a notice wakes are spread (a random delay up to
+/// this times N), so that a release does not bring N ticks to the server at once.
+const NOTICE_SPREAD_PER_MEMBER: Duration = Duration::from_micros(250);
+/// Per live member, how long after its last tick a replica waits before a notice may
+/// wake another: the N replicas then tick on notices at most once per millisecond
+/// between them (1,000 ticks a second, whatever N), however often partitions are
+/// released.
+const NOTICE_GAP_PER_MEMBER: Duration = Duration::from_millis(1);
 
 /// Ticks run a twentieth of a renew interval (5–50 ms) after each grid point, so that
 /// the electors' renewals, due on the grid points, are all waiting for them: waking a
@@ -29,6 +37,10 @@ pub(crate) struct Cadence {
     soon: Option<Instant>,
     /// A tick is in flight (its reply comes first).
     in_flight: bool,
+    /// When the last tick was sent.
+    last_sent: Option<Instant>,
+    /// The renew interval: no notice waits longer than half of it.
+    renew_interval: Duration,
 }
 
 impl Cadence {
@@ -39,6 +51,8 @@ impl Cadence {
             next: now,
             soon: None,
             in_flight: false,
+            last_sent: None,
+            renew_interval,
         }
     }
 
@@ -64,8 +78,25 @@ impl Cadence {
     /// A tick is sent at `now`: the next regular one is just after the next grid point.
     pub(crate) fn sent(&mut self, now: Instant) {
         self.soon = None;
+        self.last_sent = Some(now);
         self.next = self.grid.next_after(now) + self.offset;
         self.in_flight = true;
+    }
+
+    /// Something changed in a group of `members` live members (a notice at `now`):
+    /// look again after [`NOTICE_DELAY`] and a random part (`draw`, in 0..1) of the
+    /// spread, and no sooner than the gap after the last tick (both grow with N, and
+    /// stop at half a renew interval).
+    pub(crate) fn notice(&mut self, now: Instant, members: usize, draw: f64) {
+        let n = u32::try_from(members.max(1)).unwrap_or(u32::MAX);
+        let cap = self.renew_interval / 2;
+        let spread = NOTICE_SPREAD_PER_MEMBER.saturating_mul(n).min(cap);
+        let gap = NOTICE_GAP_PER_MEMBER.saturating_mul(n).min(cap);
+        let mut at = now + NOTICE_DELAY + spread.mul_f64(draw.clamp(0.0, 1.0));
+        if let Some(last) = self.last_sent {
+            at = at.max(last + gap);
+        }
+        self.wake(at);
     }
 
     pub(crate) fn answered(&mut self) {
@@ -79,5 +110,56 @@ impl Cadence {
         if self.next > now + 2 * self.offset {
             self.wake(now + self.offset);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RENEW: Duration = Duration::from_millis(600);
+
+    fn cadence(now: Instant) -> Cadence {
+        Cadence::new(RenewGrid::new(now, RENEW), RENEW, now)
+    }
+
+    /// A notice wakes a small group within a few ms, spread by the draw; a wide one
+    /// over up to N × 250 µs, and never sooner than N × 1 ms after the last tick (so N
+    /// replicas tick on notices at most once per ms between them); both stop at half
+    /// a renew interval.
+    #[tokio::test(start_paused = true)]
+    async fn a_notice_is_spread_and_spaced_by_the_number_of_members() {
+        let t0 = Instant::now();
+        let mut c = cadence(t0);
+        c.sent(t0);
+        c.answered();
+        let at = |c: &Cadence| c.due_at() - t0;
+        // 10 members, a tick 20 ms ago: 1 ms, plus up to 2.5 ms.
+        let now = t0 + Duration::from_millis(20);
+        c.notice(now, 10, 0.0);
+        assert_eq!(at(&c), Duration::from_millis(21));
+        let mut late = cadence(t0);
+        late.sent(t0);
+        late.notice(now, 10, 1.0);
+        assert_eq!(at(&late), Duration::from_micros(23_500));
+        // 10 members, a tick 2 ms ago: not before 10 ms after it.
+        let mut soon = cadence(t0);
+        soon.sent(t0);
+        soon.notice(t0 + Duration::from_millis(2), 10, 0.0);
+        assert_eq!(at(&soon), Duration::from_millis(10));
+        // 200 members: spread over 50 ms, and 200 ms after the last tick.
+        let mut wide = cadence(t0);
+        wide.sent(t0);
+        wide.notice(t0 + Duration::from_millis(250), 200, 0.5);
+        assert_eq!(at(&wide), Duration::from_millis(250 + 1 + 25));
+        let mut spaced = cadence(t0);
+        spaced.sent(t0);
+        spaced.notice(t0 + Duration::from_millis(5), 200, 0.5);
+        assert_eq!(at(&spaced), Duration::from_millis(200));
+        // 10,000 members: both stop at half the renew interval.
+        let mut huge = cadence(t0);
+        huge.sent(t0);
+        huge.notice(t0 + Duration::from_millis(5), 10_000, 1.0);
+        assert_eq!(at(&huge), Duration::from_millis(5 + 1 + 300));
     }
 }

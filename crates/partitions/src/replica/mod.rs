@@ -54,11 +54,11 @@ use std::time::Duration;
 
 use leasehold_election::ext::{RenewGrid, token_with};
 use leasehold_election::{Fence, StoreError};
-use rand::Rng;
 use rand::seq::IndexedRandom;
+use rand::{Rng, RngExt};
 use tokio::time::Instant;
 
-use self::cadence::{Cadence, NOTICE_DELAY, QUICK};
+use self::cadence::{Cadence, QUICK};
 pub(crate) use self::leave::Leaving;
 pub(crate) use self::ledger::StopReason;
 use self::ledger::{Effect, Ledger, Phase};
@@ -496,14 +496,14 @@ impl ReplicaState {
             }
             _ => {}
         }
-        let mut reply = match reply {
+        let reply = match reply {
             Ok(r) => r,
             Err(e) => return (Renewal::Failed(e), actions),
         };
-        self.follow_roster(&mut reply);
+        self.follow_roster(&reply);
         let renewal = match reply.session {
             SessionReply::Live => {
-                let served = reply.members.iter().any(|m| {
+                let served = self.roster.1.iter().any(|m| {
                     m.replica != self.s.replica && m.state == MemberState::Active && m.held > 0
                 });
                 // Settling lets replicas started together see each other before anyone
@@ -618,15 +618,12 @@ impl ReplicaState {
         }]
     }
 
-    /// Keeps the roster a tick sent (by replica id, so that its order does not depend
-    /// on when it was read), or fills in the kept one if it has not changed since.
-    fn follow_roster(&mut self, reply: &mut TickReply) {
-        if reply.roster_sent {
-            reply.members.sort_by(|a, b| a.replica.cmp(&b.replica));
-            self.roster = (reply.roster_version.clone(), reply.members.clone());
-        } else {
-            reply.members.clone_from(&self.roster.1);
-        }
+    /// Brings the kept roster to the version a tick read: all of it, what changed of
+    /// it, or nothing (kept by replica id, so that its order does not depend on when
+    /// it was read).
+    fn follow_roster(&mut self, reply: &TickReply) {
+        reply.roster.apply(&mut self.roster.1);
+        self.roster.0.clone_from(&reply.roster_version);
     }
 
     /// Takes in the members, counts and timers of a tick reply.
@@ -639,9 +636,9 @@ impl ReplicaState {
         }
         self.drained = reply.drained;
         self.claim_after = (!reply.grant_wait.is_zero()).then(|| now + reply.grant_wait);
-        v.live = reply.members.iter().map(|m| m.replica.clone()).collect();
-        v.members = reply
-            .members
+        let members = &self.roster.1;
+        v.live = members.iter().map(|m| m.replica.clone()).collect();
+        v.members = members
             .iter()
             .filter(|m| m.state.counts())
             .map(|m| Member {
@@ -649,8 +646,7 @@ impl ReplicaState {
                 owned: (m.state != MemberState::Settling).then_some(m.held),
             })
             .collect();
-        v.loaded = reply
-            .members
+        v.loaded = members
             .iter()
             .filter(|m| m.state.counts())
             .map(|m| Loaded {
@@ -660,7 +656,7 @@ impl ReplicaState {
                 capacity: m.capacity,
             })
             .collect();
-        let me = reply.members.iter().find(|m| m.replica == self.s.replica);
+        let me = members.iter().find(|m| m.replica == self.s.replica);
         v.server_held = me.map_or(0, |m| m.held);
         v.server_load = me.map_or(0, |m| m.load);
         // A member that stops heartbeating ends when its session expires: look again
@@ -1166,10 +1162,13 @@ impl ReplicaState {
     }
 
     /// Something changed in the group (a release, a leave, a member's state, the set):
-    /// look again right away.
-    pub(crate) fn on_notice(&mut self, now: Instant) {
+    /// look again soon (within a few ms in a small group; spread over more, and no
+    /// more than one notice tick per ms between them, in a wide one: see
+    /// [`Cadence::notice`]).
+    pub(crate) fn on_notice(&mut self, now: Instant, rng: &mut impl Rng) {
         if self.leaving == Leaving::No {
-            self.cadence.wake(now + NOTICE_DELAY);
+            let members = self.view.live.len();
+            self.cadence.notice(now, members, rng.random());
         }
     }
 

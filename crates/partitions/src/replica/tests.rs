@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::list::{Configured, SetAnswer, SetOp};
 use super::*;
-use crate::store::protocol::{AddReply, MemberInfo, Origin, RestoreStep};
+use crate::store::protocol::{AddReply, MemberInfo, Origin, RestoreStep, RosterUpdate};
 
 const LEASE: Duration = Duration::from_millis(900);
 const RI: Duration = Duration::from_millis(300);
@@ -126,11 +126,10 @@ impl Sim {
         TickReply {
             soonest,
             roster_version: String::new(),
-            roster_sent: true,
             session,
             resumed: None,
             set: Some(set(self.p)),
-            members,
+            roster: RosterUpdate::Full(members),
             unowned,
             grant_wait: Duration::ZERO,
             ending: 0,

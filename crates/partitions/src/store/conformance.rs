@@ -83,9 +83,8 @@ fn seen(r: &TickReply) {
 fn shape(r: &TickReply, ranks: &mut Ranks) -> String {
     seen(r);
     let mut kept = ROSTER.lock().unwrap();
-    if r.roster_sent {
-        *kept = (r.roster_version.clone(), r.members.clone());
-    }
+    r.roster.apply(&mut kept.1);
+    kept.0.clone_from(&r.roster_version);
     let mut members: Vec<_> = kept
         .1
         .iter()

@@ -4,7 +4,7 @@
 //! methods here), for simulations under paused time and the embedded demo. It has none
 //! of Redis's costs, so it proves logic, never scale.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -17,8 +17,8 @@ use tokio::time::Instant;
 use super::ops;
 use super::protocol::{
     AddReply, Change, ClaimReply, ClaimRequest, DrainReply, Granted, MemberInfo, MemberState,
-    Origin, Protocol, RemoveReply, RestoreStep, SetInfo, SetPage, StatusHead, Term, TickReply,
-    TickRequest, VersionStep, WeightReply,
+    Origin, Protocol, RemoveReply, RestoreStep, RosterUpdate, SetInfo, SetPage, StatusHead, Term,
+    TickReply, TickRequest, VersionStep, WeightReply,
 };
 use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
@@ -146,7 +146,13 @@ pub(crate) struct Group {
     pub(crate) acks: BTreeMap<String, (u64, ClaimReply)>,
     /// The admin scripts' `op` keys: request id → (expiry, reply).
     pub(crate) ops: BTreeMap<String, (u64, ops::OpReply)>,
+    /// ROSTER and CHANGES: the last rosters a tick named (version, members by replica
+    /// id), to send a replica only what changed since the one it read.
+    pub(crate) rosters: VecDeque<(String, Vec<MemberInfo>)>,
 }
+
+/// How many of the last rosters the twin keeps to send changes from.
+pub(crate) const ROSTERS_KEPT: usize = 64;
 
 /// `names` without repeats, in order.
 pub(crate) fn distinct(names: &[String]) -> Vec<String> {
@@ -385,20 +391,55 @@ impl Group {
         members.into_iter().map(|(_, m)| m).collect()
     }
 
-    /// `roster_version` in `meta.lua`. Redis counts the roster's changes; the twin
-    /// hashes the roster itself (without the time left), so it sends the roster exactly
-    /// when it changed, where Redis may send one that did not.
-    pub(crate) fn roster_version(&self, members: &[MemberInfo], lifetime: &str) -> String {
+    /// `roster_for` in `session.lua`: the roster's version and what of it a tick
+    /// sends to a replica that last read version `seen`. Redis counts the roster's
+    /// changes and notes the members each changed; the twin hashes the roster itself
+    /// (without the time left), so it sends the roster exactly when it changed, and
+    /// keeps the last [`ROSTERS_KEPT`] rosters it named to send only what changed since
+    /// one of them (the whole roster after an older one).
+    pub(crate) fn roster_for(
+        &mut self,
+        now: Now,
+        lifetime: &str,
+        seen: &str,
+    ) -> (String, RosterUpdate) {
         use std::hash::{DefaultHasher, Hash, Hasher};
-        let mut sorted: Vec<_> = members
-            .iter()
-            .map(|m| (&m.replica, m.state, m.held, m.load, m.capacity))
-            .collect();
-        sorted.sort();
+        let mut members = self.roster(now);
+        for m in &mut members {
+            m.left = Duration::ZERO;
+        }
+        members.sort_by(|a, b| a.replica.cmp(&b.replica));
         let mut h = DefaultHasher::new();
-        sorted.hash(&mut h);
+        for m in &members {
+            (&m.replica, m.state, m.held, m.load, m.capacity).hash(&mut h);
+        }
         let inc = self.meta.as_ref().map_or("", |m| m.inc.as_str());
-        format!("{inc}/{lifetime}/{:x}", h.finish())
+        let version = format!("{inc}/{lifetime}/{:x}", h.finish());
+        if version == seen {
+            return (version, RosterUpdate::Same);
+        }
+        let update = match self.rosters.iter().find(|(v, _)| v == seen) {
+            Some((_, old)) => RosterUpdate::Changes {
+                changed: members
+                    .iter()
+                    .filter(|m| !old.contains(m))
+                    .cloned()
+                    .collect(),
+                gone: old
+                    .iter()
+                    .filter(|o| !members.iter().any(|m| m.replica == o.replica))
+                    .map(|o| o.replica.clone())
+                    .collect(),
+            },
+            None => RosterUpdate::Full(members.clone()),
+        };
+        if !self.rosters.iter().any(|(v, _)| *v == version) {
+            self.rosters.push_back((version.clone(), members));
+            if self.rosters.len() > ROSTERS_KEPT {
+                self.rosters.pop_front();
+            }
+        }
+        (version, update)
     }
 
     /// The set as a tick reports it (`meta` and `weight_info` in `meta.lua`).

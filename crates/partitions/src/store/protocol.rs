@@ -15,7 +15,7 @@ pub use super::ops::claim::{ClaimReply, ClaimRequest};
 pub use super::ops::drain::DrainReply;
 pub use super::ops::read::{SetPage, StatusHead};
 pub use super::ops::restore::RestoreStep;
-pub use super::ops::tick::{Conflict, SessionReply, TickReply, TickRequest};
+pub use super::ops::tick::{Conflict, RosterUpdate, SessionReply, TickReply, TickRequest};
 pub use super::ops::version::VersionStep;
 pub use super::ops::weight::WeightReply;
 use super::status::PartitionOwner;
@@ -155,7 +155,8 @@ impl SetInfo {
 pub struct MemberInfo {
     pub replica: String,
     pub state: MemberState,
-    /// Time left on its session.
+    /// Time left on its session (as a status read found it; a tick's roster carries
+    /// none, and says zero).
     pub left: Duration,
     /// Partitions its session holds.
     pub held: usize,

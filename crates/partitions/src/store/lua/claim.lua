@@ -122,7 +122,7 @@ if #names > 0 then
   if #out > 0 then
     redis.call('HSET', FENCES, unpack(fset))
     redis.call('HSET', OWNERS, unpack(oset))
-    if redis.call('ZADD', HELD, unpack(hset)) > 0 or gained > 0 then roster_changed() end
+    if redis.call('ZADD', HELD, unpack(hset)) > 0 or gained > 0 then roster_changed(replica) end
     redis.call('HSET', SINCE, unpack(sset))
     redis.call('HSET', META, 'fmax', int(high))
     if gained > 0 and m.weighted then redis.call('HINCRBY', LOADS, session, gained) end

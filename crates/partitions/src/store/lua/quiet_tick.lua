@@ -61,8 +61,8 @@ do
     local wait = tonumber(m[4] or '0') - now
     if wait < 0 then wait = 0 end
     return {'live', '', 1, tonumber(m[1]), tonumber(m[2] or '0'), m[3] or '', {}, {}, {},
-      {}, free, wait, 0, drained, {}, 0, {}, {}, weighted, total, wmax,
-      tonumber(m[12] or '0'), m[5] or '', tonumber(m[6] or '0'),
+      free, wait, 0, drained, {}, 0, weighted, total, wmax, tonumber(m[12] or '0'),
+      m[5] or '', tonumber(m[6] or '0'),
       string.format('%.0f', tonumber(m[8] or '0')), m[9] or '', tonumber(m[7] or '0'),
       tonumber(m[13] or '0'), m[14] or '', lifetime, 0, rver, 0, soonest}
   end

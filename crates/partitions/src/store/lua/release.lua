@@ -9,7 +9,7 @@
 -- Reply: one flag per name: 1 if no term of the session holds it any more and no later
 -- term was granted (given back now, or before), 0 if a later term holds it.
 local tok = ARGV[1]
-local bad = expect({FREE, OWNERS, HELD, REVOKED, SINCE, WEIGHTS, LOADS})
+local bad = expect({META, FREE, OWNERS, HELD, REVOKED, SINCE, WEIGHTS, LOADS, ROSTER, CHANGES})
 if bad then return bad end
 local now = clock()
 local names, fences = {}, {}

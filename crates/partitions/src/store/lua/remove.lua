@@ -7,7 +7,7 @@
 -- to give it up (REVOKED) and does (and a resumed session never regrants it). Strict:
 -- nothing if one is unknown, or if the set would be empty. Waits out a restore (see
 -- add.lua). The reply of an operator's change that changed the set is kept a minute
--- under KEYS[21], for a retry (a refusal changes nothing: a retry answers anew).
+-- under KEYS[23], for a retry (a refusal changes nothing: a retry answers anew).
 --
 -- Reply {'ok', removed}, {'unknown', name}, {'last'}, {'stale'}, {'nogroup'},
 -- {'restoring', ms}.

@@ -27,29 +27,33 @@
 -- here (slot 31), and the replica keeps only those terms: this tick extends no other.
 --
 -- A steady tick costs O(log N), whatever the number of members N: the roster (slots
--- 7-10, 17, 18) is sent only if it changed since the version the replica names
--- (meta.lua's roster_changed), else those slots are empty and slot 33 is 0; the
--- member whose session expires first is found through the expiry index (slot 34).
+-- 7-9) is sent only if it changed since the version the replica names (meta.lua's
+-- roster_changed), and then only the members changed since (session.lua's
+-- roster_for), each entry kept ready in ROSTER; else those slots are empty and slot 30
+-- is 0. The member whose session expires first is found through the expiry index
+-- (slot 31).
 -- A quiet tick (an extension that changes nothing but the session's expiry, finds
 -- nothing expired or ended and the same server and roster) is answered by
 -- quiet_tick.lua, which runs before the libraries; every other tick checks every key's
 -- type before it writes.
 --
--- Reply, 34 slots:
+-- Reply, 31 slots:
 --   1 session ('live', 'lost', 'duplicate' or 'nogroup'), 2 the token this join resumed or '',
 --   3 whether the group exists (1/0), 4 count, 5 list version, 6 list digest,
---   7 names[], 8 states[], 9 ms left[], 10 held[] of the live members,
---   11 partitions without a live owner, 12 ms before anything is granted,
---   13 ended sessions still holding partitions, 14 drained (1/0),
---   15 {revoked name, reason, ...} of this session, 16 partitions of sessions that
---   expired now, 17 loads[], 18 capacities[], 19 weighted (1/0), 20 total weight,
---   21 largest weight, 22 weights version, 23 life, 24 set version, 25 highest fence,
---   26 origin ('seed', 'restore' or ''), 27 the group's lease ms, 28 how many
---   partitions a restore is to bring back (0 if none), 29 the group's incarnation,
---   30 the server lifetime, 31 {name, fence, weight, ...} held by the session if the
---   lifetime is not the one the replica named (ARGV[14]), else 0, 32 the roster
---   version, 33 whether the roster is in this reply (1/0), 34 ms left of the session
---   that expires first, other than this replica's (-1 if none).
+--   7 names[] of the live members sent, 8 their entries[] ('state \t capacity \t held
+--   \t load'), 9 names[] of members gone since the version the replica named,
+--   10 partitions without a live owner, 11 ms before anything is granted,
+--   12 ended sessions still holding partitions, 13 drained (1/0),
+--   14 {revoked name, reason, ...} of this session, 15 partitions of sessions that
+--   expired now, 16 weighted (1/0), 17 total weight, 18 largest weight, 19 weights
+--   version, 20 life, 21 set version, 22 highest fence, 23 origin ('seed', 'restore'
+--   or ''), 24 the group's lease ms, 25 how many partitions a restore is to bring back
+--   (0 if none), 26 the group's incarnation, 27 the server lifetime, 28 {name, fence,
+--   weight, ...} held by the session if the lifetime is not the one the replica named
+--   (ARGV[14]), else 0, 29 the roster version, 30 what of the roster is in this reply
+--   (0: nothing, it is the version named; 1: all of it; 2: the members changed since
+--   the version named), 31 ms left of the session that expires first, other than this
+--   replica's (-1 if none).
 local replica, process, session = ARGV[1], ARGV[2], ARGV[3]
 local join, state, ttl = ARGV[4] == '1', ARGV[5], tonumber(ARGV[6])
 local now = clock()
@@ -105,7 +109,7 @@ elseif cur then
     redis.call('HSET', HEIRS, replica, process .. '\t' .. int(now + 2 * ttl) .. '\t' .. int(ttl))
   end
 else
-  roster_changed()
+  roster_changed(replica)
   redis.call('HSET', SESSIONS, replica, process)
   redis.call('HSET', HOLDERS, replica, process)
   redis.call('HDEL', HEIRS, replica)
@@ -116,12 +120,12 @@ if status == 'live' then
   local tok = session
   if resumed ~= '' then tok = resumed end
   if redis.call('HGET', STATES, replica) ~= state then
-    roster_changed()
+    roster_changed(replica)
     redis.call('HSET', STATES, replica, state)
     redis.call('PUBLISH', ARGV[8], ARGV[9])
   end
   if join then
-    if redis.call('HGET', CAPACITY, replica) ~= ARGV[11] then roster_changed() end
+    if redis.call('HGET', CAPACITY, replica) ~= ARGV[11] then roster_changed(replica) end
     redis.call('HSET', INFO, replica, ARGV[10])
     redis.call('HSET', CAPACITY, replica, ARGV[11])
   end
@@ -144,17 +148,11 @@ if status == 'live' and not join and resumed == '' and lifetime ~= ARGV[14] then
   holds = holdings(session)
 end
 local dead = free_ended(tonumber(ARGV[7]))
-local rver = roster_version(m, lifetime)
-local names, states, lefts, helds, loads, caps = {}, {}, {}, {}, {}, {}
-local sent = 0
-if rver ~= ARGV[15] then
-  names, states, lefts, helds, loads, caps = roster(now, m.weighted)
-  sent = 1
-end
+local rver, sent, names, entries, gone = roster_for(m, lifetime, ARGV[15])
 local wait = m.grant_after - now
 if wait < 0 then wait = 0 end
 local w, total, wmax, wver = weight_info(m)
-return {status, resumed, m.exists and 1 or 0, m.count, m.version, m.digest, names, states,
-  lefts, helds, unowned(dead), wait, #dead, drained, revoked, expired, loads, caps, w, total,
-  wmax, wver, m.life, m.sver, int(m.fmax), m.origin, m.lease, m.rcount, m.inc, lifetime,
-  holds, rver, sent, soonest(now, replica)}
+return {status, resumed, m.exists and 1 or 0, m.count, m.version, m.digest, names, entries,
+  gone, unowned(dead), wait, #dead, drained, revoked, expired, w, total, wmax, wver, m.life,
+  m.sver, int(m.fmax), m.origin, m.lease, m.rcount, m.inc, lifetime, holds, rver, sent,
+  soonest(now, replica)}

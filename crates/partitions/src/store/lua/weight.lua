@@ -8,11 +8,11 @@
 -- to 1 makes the group unweighted again (loads are counts once more; replicas whose
 -- capacities differ still balance by load, counted from the partitions). Waits out a
 -- restore (see add.lua).
--- The reply of a weight set is kept a minute under KEYS[21], for a retry (a refusal
+-- The reply of a weight set is kept a minute under KEYS[23], for a retry (a refusal
 -- changes nothing: a retry answers anew).
 --
 -- Reply {'ok', old weight}, {'unknown'}, {'nogroup'}, {'restoring', ms}.
-local bad = expect({SESSIONS, META, PARTITIONS, OWNERS, HELD, WEIGHTS, LOADS})
+local bad = expect({SESSIONS, META, PARTITIONS, OWNERS, HELD, WEIGHTS, LOADS, ROSTER, CHANGES})
 if bad then return bad end
 local again = replayed()
 if again then return again end
@@ -50,6 +50,6 @@ else
 end
 redis.call('HINCRBY', META, 'wver', 1)
 bump_set()
-roster_changed()
+roster_reset()
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return answer({'ok', old})

@@ -171,7 +171,7 @@ pub(crate) enum OpReply {
 }
 
 /// The key under which an operator's request `op` keeps its reply (the admin scripts'
-/// `KEYS[21]`).
+/// `KEYS[23]`).
 pub(crate) fn op_key(keys: &crate::keys::GroupKeys, op: &str) -> String {
     format!("{}:{{{}}}:op:{op}", keys.prefix, keys.group)
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
-use super::{LIBRARY, count, loads, ms, pairs, roster, triples};
+use super::{LIBRARY, count, ms, pairs, strings, triples};
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Now};
@@ -32,7 +32,7 @@ fn source(quiet: &str) -> String {
 }
 
 /// The reply slots of `lua/tick.lua`.
-pub(crate) const SLOTS: usize = 34;
+pub(crate) const SLOTS: usize = 31;
 
 /// One replica's heartbeat.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +65,8 @@ pub struct TickRequest {
     /// ([`TickReply::holdings`]).
     pub lifetime: String,
     /// The roster version the replica last read (empty if none): the reply carries the
-    /// roster only if it changed since ([`TickReply::roster_sent`]).
+    /// roster only if it changed since, and then only what changed
+    /// ([`TickReply::roster`]).
     pub roster: String,
 }
 
@@ -127,15 +128,14 @@ pub struct TickReply {
     /// The partition set; `None` if the group does not exist (never created, or Redis
     /// lost it).
     pub set: Option<SetInfo>,
-    /// Live members, this one included once admitted; empty unless
-    /// [`roster_sent`](Self::roster_sent) (the roster is the one the request named).
-    pub members: Vec<MemberInfo>,
+    /// The live members (this one included once admitted), or what changed of them
+    /// since the version the request named, or nothing if that is still the roster.
+    /// A tick's members carry no time left ([`MemberInfo::left`] is zero): see
+    /// [`soonest`](Self::soonest).
+    pub roster: RosterUpdate,
     /// The roster's version: the group's incarnation, the server lifetime and a count
     /// of the roster's changes (members, states, capacities, holdings, loads).
     pub roster_version: String,
-    /// Whether `members` is in this reply: false if the roster is still the version
-    /// the request named.
-    pub roster_sent: bool,
     /// Time left of the session that expires first, other than this replica's.
     pub soonest: Option<Duration>,
     /// Partitions with no live owner (free, or held by ended sessions).
@@ -160,6 +160,101 @@ pub struct TickReply {
     /// not the one the request named: the server changed, and may have lost claims the
     /// replica believes in. The tick extends only these terms.
     pub holdings: Option<Vec<(String, Fence, u64)>>,
+}
+
+/// What of the roster a tick's reply carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RosterUpdate {
+    /// Nothing: the roster is still the version the request named.
+    Same,
+    /// The whole roster: every live member.
+    Full(Vec<MemberInfo>),
+    /// What changed since the version the request named: the members that joined or
+    /// changed (state, capacity, holdings, load), and those gone.
+    Changes {
+        changed: Vec<MemberInfo>,
+        gone: Vec<String>,
+    },
+}
+
+impl RosterUpdate {
+    /// Whether the reply carries any of the roster.
+    pub fn is_sent(&self) -> bool {
+        !matches!(self, Self::Same)
+    }
+
+    /// The members this update names (all of them, or those that changed).
+    pub fn members(&self) -> &[MemberInfo] {
+        match self {
+            Self::Same => &[],
+            Self::Full(members)
+            | Self::Changes {
+                changed: members, ..
+            } => members,
+        }
+    }
+
+    /// The names of the members gone (a change only).
+    pub fn gone(&self) -> &[String] {
+        match self {
+            Self::Changes { gone, .. } => gone,
+            _ => &[],
+        }
+    }
+
+    /// Brings `kept`, the roster of the version the request named sorted by replica
+    /// id, to this reply's version (still sorted by replica id).
+    pub fn apply(&self, kept: &mut Vec<MemberInfo>) {
+        match self {
+            Self::Same => {}
+            Self::Full(members) => {
+                kept.clone_from(members);
+                kept.sort_by(|a, b| a.replica.cmp(&b.replica));
+            }
+            Self::Changes { changed, gone } => {
+                for m in changed {
+                    match kept.binary_search_by(|k| k.replica.cmp(&m.replica)) {
+                        Ok(i) => kept[i] = m.clone(),
+                        Err(i) => kept.insert(i, m.clone()),
+                    }
+                }
+                kept.retain(|k| !gone.contains(&k.replica));
+            }
+        }
+    }
+}
+
+/// The members of a tick's reply: `names[]` and their entries (`state \t capacity \t
+/// held \t load`, see `entries` in `session.lua`).
+fn members(names: Vec<String>, entries: &[String]) -> Result<Vec<MemberInfo>, StoreError> {
+    if names.len() != entries.len() {
+        return Err(StoreError::Protocol(format!(
+            "group tick: {} members, {} entries",
+            names.len(),
+            entries.len()
+        )));
+    }
+    names
+        .into_iter()
+        .zip(entries)
+        .map(|(replica, e)| {
+            let bad = || StoreError::Protocol(format!("group tick: roster entry {e:?}"));
+            let mut f = e.split('\t');
+            let state = MemberState::parse(f.next().ok_or_else(bad)?);
+            let mut number = || f.next().and_then(|n| n.parse::<u64>().ok()).ok_or_else(bad);
+            let capacity = u32::try_from(number()?.max(1)).unwrap_or(u32::MAX);
+            let held = usize::try_from(number()?).unwrap_or(usize::MAX);
+            let load = number()?;
+            Ok(MemberInfo {
+                replica,
+                state,
+                left: Duration::ZERO,
+                held,
+                load,
+                capacity,
+            })
+        })
+        .collect()
 }
 
 pub(crate) async fn redis(
@@ -222,14 +317,16 @@ fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
     let exists = p.next_int()? == 1;
     let mut set = SetInfo::plain(count(p.next_int()?), p.next_u64()?, "");
     set.digest = p.next_opt_string()?.unwrap_or_default();
-    let mut members = roster(&mut p)?;
+    let names = strings(&mut p)?;
+    let entries = strings(&mut p)?;
+    let gone = strings(&mut p)?;
+    let sent = members(names, &entries)?;
     let unowned = count(p.next_int()?);
     let grant_wait = ms(p.next_int()?);
     let ending = count(p.next_int()?);
     let drained = p.next_int()? == 1;
     let revoked = pairs(&mut p)?;
     let expired = count(p.next_int()?);
-    loads(&mut p, &mut members)?;
     set.weighted = p.next_int()? == 1;
     set.total_weight = p.next_int()?.max(0).unsigned_abs();
     set.max_weight = p.next_int()?.max(1).unsigned_abs();
@@ -250,14 +347,26 @@ fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
         ))?),
     };
     let roster_version = p.next_opt_string()?.unwrap_or_default();
-    let roster_sent = p.next_int()? == 1;
+    let roster = match p.next_int()? {
+        0 => RosterUpdate::Same,
+        1 => RosterUpdate::Full(sent),
+        2 => RosterUpdate::Changes {
+            changed: sent,
+            gone,
+        },
+        other => {
+            return Err(StoreError::Protocol(format!(
+                "group tick: roster sent as {other}"
+            )));
+        }
+    };
     let soonest = u64::try_from(p.next_int()?).ok().map(Duration::from_millis);
     p.finish()?;
     Ok(TickReply {
         session,
         resumed,
         set: exists.then_some(set),
-        members,
+        roster,
         unowned,
         grant_wait,
         ending,
@@ -267,7 +376,6 @@ fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
         lifetime,
         holdings,
         roster_version,
-        roster_sent,
         soonest,
     })
 }
@@ -372,9 +480,7 @@ impl Group {
             && req.lifetime != lifetime)
             .then(|| self.held_by(&req.session));
         let ending = self.free_ended(REAP_BUDGET);
-        let members = self.roster(now);
-        let roster_version = self.roster_version(&members, &lifetime);
-        let roster_sent = roster_version != req.roster;
+        let (roster_version, roster) = self.roster_for(now, &lifetime, &req.roster);
         let reply = TickReply {
             session,
             resumed,
@@ -385,9 +491,8 @@ impl Group {
                 .filter(|(r, exp)| **r != req.replica && **exp > now.ms)
                 .map(|(_, exp)| Duration::from_millis(exp - now.ms))
                 .min(),
-            members: if roster_sent { members } else { Vec::new() },
+            roster,
             roster_version,
-            roster_sent,
             unowned: self.unowned(),
             grant_wait: self.meta.as_ref().map_or(Duration::ZERO, |m| {
                 Duration::from_millis(m.grant_after.saturating_sub(now.ms))
@@ -498,7 +603,10 @@ mod tests {
                 let read = run(&store, &k, &request(i, false, state, &inc, kept), &SCRIPT)
                     .await
                     .unwrap();
-                assert!(read.roster_sent, "{case}: r{i} reads the changed roster");
+                assert!(
+                    read.roster.is_sent(),
+                    "{case}: r{i} reads the changed roster"
+                );
                 *kept = seen(&read);
                 for _ in 0..3 {
                     let req = request(i, false, state, &inc, kept);
@@ -510,10 +618,98 @@ mod tests {
                         "{case}: r{i}'s steady tick is answered by the quiet part"
                     );
                     let whole = run(&store, &k, &req, &WHOLE).await.unwrap();
-                    assert!(!quiet.roster_sent && quiet.soonest.is_some(), "{case}");
+                    assert!(!quiet.roster.is_sent() && quiet.soonest.is_some(), "{case}");
                     assert_eq!(timeless(quiet), timeless(whole), "{case}: r{i}");
                 }
             }
         }
+    }
+
+    /// A tick after changes sends only the members changed since the version its
+    /// replica names, and the members gone since; CHANGES stays short however many
+    /// replicas come and go (one entry per member and a few dozen gone), and a
+    /// replica whose version is older than what it keeps reads the whole roster.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn changes_stay_short_and_a_replica_that_missed_them_reads_everything() {
+        let redis = RedisServer::start();
+        let store = RedisStore::builder(redis.url()).build().unwrap();
+        let k = GroupKeys::new("leasehold", "changes");
+        let seed = Change::Seed {
+            life: "life-changes".to_owned(),
+            grant_delay: Duration::from_millis(1),
+            lease: TTL,
+        };
+        store.add(&k, &seed, &["p0".to_owned()]).await.unwrap();
+        let mut inc = String::new();
+        let mut kept: Vec<Seen> = Vec::new();
+        for i in 0..2 {
+            let join = request(i, true, MemberState::Active, "", &Seen::default());
+            let r = store.tick(&k, &join).await.unwrap();
+            inc = r.set.as_ref().unwrap().incarnation.clone();
+            kept.push(seen(&r));
+        }
+        let tick = |i: usize, state, kept: &Seen| request(i, false, state, &inc, kept);
+        let r0 = store
+            .tick(&k, &tick(0, MemberState::Active, &kept[0]))
+            .await
+            .unwrap();
+        kept[0] = seen(&r0);
+        // 150 replicas join and leave; r1 reads the roster before the last one leaves.
+        for i in 10..160 {
+            let join = request(i, true, MemberState::Active, "", &Seen::default());
+            store.tick(&k, &join).await.unwrap();
+            if i == 159 {
+                let r1 = store
+                    .tick(&k, &tick(1, MemberState::Active, &kept[1]))
+                    .await
+                    .unwrap();
+                kept[1] = seen(&r1);
+            }
+            let (name, token) = (format!("r{i}"), token(i));
+            store.leave(&k, &name, &token, &token).await.unwrap();
+        }
+        let card = redis.redis_cli(&["ZCARD", &k.changes]);
+        let entries: usize = card.trim_start_matches("(integer) ").parse().unwrap();
+        assert!(entries <= 2 + 64 + 1, "CHANGES keeps {entries} entries");
+        let r1 = store
+            .tick(&k, &tick(1, MemberState::Active, &kept[1]))
+            .await
+            .unwrap();
+        assert_eq!(
+            r1.roster,
+            RosterUpdate::Changes {
+                changed: Vec::new(),
+                gone: vec!["r159".to_owned()]
+            },
+            "r1 missed one leave"
+        );
+        let r0 = store
+            .tick(&k, &tick(0, MemberState::Draining, &kept[0]))
+            .await
+            .unwrap();
+        let RosterUpdate::Full(all) = &r0.roster else {
+            panic!("r0 missed more than CHANGES keeps: {:?}", r0.roster);
+        };
+        let mut said: Vec<_> = all.iter().map(|m| (m.replica.as_str(), m.state)).collect();
+        said.sort_unstable();
+        assert_eq!(
+            said,
+            [("r0", MemberState::Draining), ("r1", MemberState::Active)],
+            "the whole roster, r0's new state included"
+        );
+        // r1 reads r0's new state as a change.
+        kept[1] = seen(&r1);
+        let r1 = store
+            .tick(&k, &tick(1, MemberState::Active, &kept[1]))
+            .await
+            .unwrap();
+        let changed: Vec<_> = r1
+            .roster
+            .members()
+            .iter()
+            .map(|m| m.replica.as_str())
+            .collect();
+        assert_eq!(changed, ["r0"], "{:?}", r1.roster);
+        assert!(matches!(r1.roster, RosterUpdate::Changes { .. }));
     }
 }

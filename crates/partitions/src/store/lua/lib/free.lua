@@ -37,7 +37,7 @@ local function give_back(tok, names, fences, at)
     end
   end
   if #gone > 0 then
-    roster_changed()
+    roster_changed(replica_of(tok))
     if load > 0 and redis.call('HEXISTS', LOADS, tok) == 1 then
       redis.call('HINCRBY', LOADS, tok, -load)
     end

@@ -33,21 +33,28 @@ local function meta()
 end
 
 -- The roster (who is a member, in which state, with what capacity, holding how many
--- partitions of what load) changed: bumps its version once per script run, so that
--- every replica's next tick reads it again (a steady tick of an unchanged roster
--- carries none: see tick.lua).
+-- partitions of what load) changed for replica `r`: bumps its version once per script
+-- run and notes `r` under it in CHANGES, so that every replica's next tick reads `r`
+-- again (a steady tick of an unchanged roster carries none, and a tick after a change
+-- carries only the members changed since the version its replica names: see
+-- session.lua's roster_for). Drops `r`'s cached entry (ROSTER).
 local roster_bumped = false
-local function roster_changed()
-  if roster_bumped then return end
-  roster_bumped = true
-  if redis.call('HEXISTS', META, 'count') == 1 then redis.call('HINCRBY', META, 'rver', 1) end
+local function roster_changed(r)
+  redis.call('HDEL', ROSTER, r)
+  if not roster_bumped then
+    if redis.call('HEXISTS', META, 'count') == 0 then return end
+    roster_bumped = redis.call('HINCRBY', META, 'rver', 1)
+  end
+  redis.call('ZADD', CHANGES, roster_bumped, r)
 end
 
--- The roster's version as replicas compare it: the group's incarnation, the granting
--- server's lifetime and the count of changes, so that a version is never repeated by
--- a group created again or by a promoted replica that missed some changes.
-local function roster_version(m, lifetime, rver)
-  return m.inc .. '/' .. lifetime .. '/' .. (rver or redis.call('HGET', META, 'rver') or '0')
+-- Every member's entry may have changed (the weights did): every replica's next tick
+-- reads the whole roster again.
+local function roster_reset()
+  redis.call('DEL', ROSTER, CHANGES)
+  if redis.call('HEXISTS', META, 'count') == 0 then return end
+  if not roster_bumped then roster_bumped = redis.call('HINCRBY', META, 'rver', 1) end
+  redis.call('HSET', META, 'rfloor', roster_bumped)
 end
 
 -- Follows the granting server (lifetime.lua): if the group was last written in another

@@ -1,5 +1,8 @@
 -- Sessions: a replica's membership, and everything its partitions hang off.
 
+-- How many members gone CHANGES keeps beyond one entry per member (see teardown).
+local KEPT_GONE = 64
+
 -- The expiry of session `tok` if it is its replica's current session and unexpired.
 local function live(tok, now)
   local r = replica_of(tok)
@@ -13,7 +16,7 @@ end
 -- session holds waits in DEAD until it is freed.
 local function teardown(r, tok, ended)
   local holder = redis.call('HGET', HOLDERS, r)
-  roster_changed()
+  roster_changed(r)
   redis.call('ZREM', MEMBERS, r)
   redis.call('HDEL', SESSIONS, r)
   redis.call('HDEL', STATES, r)
@@ -22,6 +25,14 @@ local function teardown(r, tok, ended)
   redis.call('HDEL', HOLDERS, r)
   if holder then redis.call('HDEL', ACKS, holder) end
   if tok then redis.call('ZADD', DEAD, ended, tok) end
+  -- CHANGES keeps the members gone since a replica's version, but not forever: the
+  -- oldest entries go (members or not), and a replica naming a version older than
+  -- the last of them reads the whole roster.
+  local extra = redis.call('ZCARD', CHANGES) - redis.call('ZCARD', MEMBERS) - KEPT_GONE
+  if extra > 0 and redis.call('HEXISTS', META, 'count') == 1 then
+    local popped = redis.call('ZPOPMIN', CHANGES, extra)
+    redis.call('HSET', META, 'rfloor', popped[#popped])
+  end
 end
 
 -- Ends every session whose expiry has passed, and returns how many partitions they
@@ -43,7 +54,7 @@ local function reap(now)
     if tok and until_ms and tonumber(until_ms) > now then
       redis.call('ZADD', MEMBERS, now + tonumber(ttl), r)
       redis.call('HSET', STATES, r, 'away')
-      roster_changed()
+      roster_changed(r)
     else
       if tok then
         local lo, hi = span(tok)
@@ -83,6 +94,69 @@ local function roster(now, weighted)
     if weighted then loads[k] = tonumber(l[k] or '0') else loads[k] = helds[k] end
   end
   return names, states, lefts, helds, loads, caps
+end
+
+-- The roster entries of members `names` as a tick sends them ('state \t capacity \t
+-- held \t load'): from ROSTER, or computed (and kept there until the member changes:
+-- meta.lua's roster_changed).
+local function entries(names, weighted)
+  local out = {}
+  if #names == 0 then return out end
+  local kept = redis.call('HMGET', ROSTER, unpack(names))
+  local fill = {}
+  for k, r in ipairs(names) do
+    local e = kept[k]
+    if not e then
+      local tok = redis.call('HGET', SESSIONS, r)
+      local held = 0
+      if tok then held = redis.call('ZLEXCOUNT', HELD, span(tok)) end
+      local load = held
+      if weighted then load = tonumber((tok and redis.call('HGET', LOADS, tok)) or '0') end
+      e = (redis.call('HGET', STATES, r) or '') .. '\t' .. (redis.call('HGET', CAPACITY, r) or '1')
+        .. '\t' .. held .. '\t' .. load
+      fill[#fill + 1] = r
+      fill[#fill + 1] = e
+    end
+    out[k] = e
+  end
+  if #fill > 0 then redis.call('HSET', ROSTER, unpack(fill)) end
+  return out
+end
+
+-- The roster for a replica that last read version `seen`, after this script's
+-- changes (and its reap: every member is live): its version (the group's
+-- incarnation, the granting server's lifetime and the count of changes, so that a
+-- version is never repeated by a group created again or by a promoted replica that
+-- missed some changes); what is sent (0: nothing, the roster is `seen`; 1: the whole
+-- roster; 2: the members changed since `seen`); the names and entries of the members
+-- sent, and the names of members gone since `seen`. ROSTER and CHANGES are started
+-- again in another incarnation or server lifetime.
+local function roster_for(m, lifetime, seen)
+  local base = m.inc .. '/' .. lifetime
+  local r = redis.call('HMGET', META, 'rver', 'rfloor', 'rbase')
+  local rver = r[1] or '0'
+  local version = base .. '/' .. rver
+  if version == seen then return version, 0, {}, {}, {} end
+  local floor = tonumber(r[2] or '0')
+  if r[3] ~= base then
+    redis.call('DEL', ROSTER, CHANGES)
+    if m.exists then redis.call('HSET', META, 'rbase', base, 'rfloor', rver) end
+    floor = tonumber(rver)
+  end
+  local from, at = string.match(seen, '^(.*)/(%d+)$')
+  if from == base and tonumber(at) >= floor and tonumber(at) <= tonumber(rver) then
+    local changed = redis.call('ZRANGEBYSCORE', CHANGES, '(' .. at, '+inf')
+    local names, gone = {}, {}
+    if #changed > 0 then
+      local live = redis.call('ZMSCORE', MEMBERS, unpack(changed))
+      for k, n in ipairs(changed) do
+        if live[k] then names[#names + 1] = n else gone[#gone + 1] = n end
+      end
+    end
+    return version, 2, names, entries(names, m.weighted), gone
+  end
+  local names = redis.call('ZRANGE', MEMBERS, 0, -1)
+  return version, 1, names, entries(names, m.weighted), {}
 end
 
 -- The time left (ms) of the member whose session expires first, other than
