@@ -69,7 +69,7 @@ pub(crate) enum SetOp {
 }
 
 /// What a step's store call answered (`Failed`: it failed; the job stops and is taken up
-/// again at a later tick).
+/// again at a later tick, a seed's at the step that failed).
 #[derive(Debug, Clone)]
 pub(crate) enum SetAnswer {
     Page(Option<SetPage>),
@@ -162,6 +162,9 @@ pub(crate) struct SetSync {
     /// The last complete copy of the group's set.
     copy: Option<Arc<SetCopy>>,
     job: Option<Job>,
+    /// The job's last step failed; the next tick sends it again (a seed's: nobody else
+    /// would complete the set it began).
+    retry: bool,
     /// The highest fence the group is known to have issued (ticks carry it).
     highest_fence: Fence,
     /// How the configured list differs from the copy, if it does.
@@ -174,6 +177,7 @@ impl SetSync {
             configured,
             copy: None,
             job: None,
+            retry: false,
             highest_fence: Fence(0),
             difference: None,
         }
@@ -214,8 +218,15 @@ impl SetSync {
         if let Some(set) = set {
             self.highest_fence = self.highest_fence.max(set.highest_fence);
         }
+        if self.retry && set.is_none() {
+            // The group it was seeding is gone (Redis lost it): start again.
+            self.retry = false;
+            self.job = None;
+        }
         if self.job.is_some() {
-            return None;
+            return std::mem::take(&mut self.retry)
+                .then(|| self.step())
+                .flatten();
         }
         let job = match set {
             None => match &self.copy {
@@ -344,6 +355,13 @@ impl SetSync {
         };
         let total = self.configured.names.len();
         let (next, changed) = match (job, answer) {
+            // A seed that stopped midway would leave the group with part of the set
+            // (an unversioned list only seeds): its chunk goes again at the next tick
+            // (a chunk that did get in adds nothing twice).
+            (seed @ Job::Seed { .. }, SetAnswer::Failed) => {
+                self.retry = true;
+                (Some(seed), false)
+            }
             (_, SetAnswer::Failed) => (None, false),
             (Job::Read { mut copy, offset }, SetAnswer::Page(Some(page))) => {
                 let consistent =
@@ -420,6 +438,9 @@ impl SetSync {
             (_, _) => (None, false),
         };
         self.job = next;
+        if self.retry {
+            return (None, changed);
+        }
         (self.step(), changed)
     }
 

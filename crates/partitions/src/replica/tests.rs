@@ -440,6 +440,81 @@ fn a_group_that_does_not_exist_is_seeded_and_a_newer_list_is_applied_once() {
     assert!(sim.st.list_differs());
 }
 
+/// Found by the wide bench (200 replicas, 10,000 partitions): a seed chunk that timed
+/// out ended the seed, and an unversioned list only seeds, so the group kept half of
+/// its set for good. The failed chunk goes again at the next tick, and the seed goes on.
+#[test]
+fn a_seed_chunk_that_failed_is_sent_again_and_the_seed_goes_on() {
+    let many = || Configured {
+        names: (0..600).map(|i| format!("p{i}")).collect::<Vec<_>>().into(),
+        ..configured(0)
+    };
+    let mut sim = Sim::with(4, settings(), many());
+    sim.st.set = SetSync::new(many());
+    let mut r = sim.reply(SessionReply::Live, Vec::new(), 0);
+    r.set = None;
+    let (_, actions) = sim.tick(r);
+    let [Action::Set(SetOp::Seed { names, life, .. })] = actions.as_slice() else {
+        panic!("{actions:?}");
+    };
+    let (first, life) = (names.clone(), life.clone());
+    let next = sim
+        .st
+        .on_set(SetAnswer::Added(AddReply::Added(250)), sim.now);
+    let [Action::Set(SetOp::Seed { names, .. })] = next.as_slice() else {
+        panic!("{next:?}");
+    };
+    let second = names.clone();
+    assert_ne!(first, second);
+    // The second chunk times out: nothing now, the same chunk at the next tick.
+    assert!(sim.st.on_set(SetAnswer::Failed, sim.now).is_empty());
+    let (_, actions) = sim.tick(sim.reply(SessionReply::Live, Vec::new(), 250));
+    let [
+        Action::Set(SetOp::Seed {
+            names, life: again, ..
+        }),
+    ] = actions.as_slice()
+    else {
+        panic!("the failed chunk goes again: {actions:?}");
+    };
+    assert_eq!((names, again), (&second, &life));
+    // In flight again: the next tick does not send it twice.
+    let (_, actions) = sim.tick(sim.reply(SessionReply::Live, Vec::new(), 250));
+    assert!(actions.is_empty(), "{actions:?}");
+    let next = sim
+        .st
+        .on_set(SetAnswer::Added(AddReply::Added(250)), sim.now);
+    let [Action::Set(SetOp::Seed { names, .. })] = next.as_slice() else {
+        panic!("the seed goes on: {next:?}");
+    };
+    assert_eq!(names.len(), 100, "the last chunk");
+    assert!(
+        sim.st
+            .on_set(SetAnswer::Added(AddReply::Added(100)), sim.now)
+            .is_empty()
+    );
+    // A chunk that failed because Redis lost the group it began: the seed starts over,
+    // from the first chunk.
+    sim.st.set = SetSync::new(many());
+    let mut r = sim.reply(SessionReply::Live, Vec::new(), 0);
+    r.set = None;
+    sim.tick(r.clone());
+    sim.st
+        .on_set(SetAnswer::Added(AddReply::Added(250)), sim.now);
+    assert!(sim.st.on_set(SetAnswer::Failed, sim.now).is_empty());
+    let (_, actions) = sim.tick(r);
+    let [
+        Action::Set(SetOp::Seed {
+            names, life: new, ..
+        }),
+    ] = actions.as_slice()
+    else {
+        panic!("{actions:?}");
+    };
+    assert_eq!(names, &first, "from the first chunk again");
+    assert_ne!(new, &life, "a new group");
+}
+
 #[test]
 fn a_group_redis_lost_is_restored_from_the_copy_and_a_seed_is_overtaken() {
     let mut sim = Sim::new(4);
