@@ -68,6 +68,9 @@ pub(crate) enum SetOp {
     },
 }
 
+/// Above how many live members the set is read a page per tick.
+const WIDE: usize = 32;
+
 /// What a step's store call answered (`Failed`: it failed; the job stops and is taken up
 /// again at a later tick, a seed's at the step that failed).
 #[derive(Debug, Clone)]
@@ -162,9 +165,11 @@ pub(crate) struct SetSync {
     /// The last complete copy of the group's set.
     copy: Option<Arc<SetCopy>>,
     job: Option<Job>,
-    /// The job's last step failed; the next tick sends it again (a seed's: nobody else
-    /// would complete the set it began).
-    retry: bool,
+    /// The job's next step waits for the next tick: a seed's chunk that failed (nobody
+    /// else would complete the set it began), or the next page of a read in a wide
+    /// group (N replicas reading the set back to back at once would take the server
+    /// for seconds).
+    at_tick: bool,
     /// The highest fence the group is known to have issued (ticks carry it).
     highest_fence: Fence,
     /// How the configured list differs from the copy, if it does.
@@ -177,7 +182,7 @@ impl SetSync {
             configured,
             copy: None,
             job: None,
-            retry: false,
+            at_tick: false,
             highest_fence: Fence(0),
             difference: None,
         }
@@ -218,13 +223,13 @@ impl SetSync {
         if let Some(set) = set {
             self.highest_fence = self.highest_fence.max(set.highest_fence);
         }
-        if self.retry && set.is_none() {
-            // The group it was seeding is gone (Redis lost it): start again.
-            self.retry = false;
+        if self.at_tick && set.is_none() {
+            // The group it was seeding or reading is gone (Redis lost it): start again.
+            self.at_tick = false;
             self.job = None;
         }
         if self.job.is_some() {
-            return std::mem::take(&mut self.retry)
+            return std::mem::take(&mut self.at_tick)
                 .then(|| self.step())
                 .flatten();
         }
@@ -269,7 +274,9 @@ impl SetSync {
             .as_ref()
             .is_some_and(|c| c.life == set.life && c.set_version == set.set_version);
         if !fresh {
-            return Some(Job::Read {
+            // Not while the group is being created: its set is still growing (a seed
+            // changes it chunk by chunk), and a copy read now would be read again.
+            return (!window).then(|| Job::Read {
                 copy: SetCopy::default(),
                 offset: 0,
             });
@@ -347,9 +354,10 @@ impl SetSync {
         })
     }
 
-    /// The answer to the step in flight: the next step, if any. `changed`: whether the
+    /// The answer to the step in flight, in a group of `members` live members: the next
+    /// step, if any (none yet if it waits for the next tick). `changed`: whether the
     /// group's set changed (look again at once).
-    pub(crate) fn on_answer(&mut self, answer: SetAnswer) -> (Option<SetOp>, bool) {
+    pub(crate) fn on_answer(&mut self, answer: SetAnswer, members: usize) -> (Option<SetOp>, bool) {
         let Some(job) = self.job.take() else {
             return (None, false);
         };
@@ -359,7 +367,7 @@ impl SetSync {
             // (an unversioned list only seeds): its chunk goes again at the next tick
             // (a chunk that did get in adds nothing twice).
             (seed @ Job::Seed { .. }, SetAnswer::Failed) => {
-                self.retry = true;
+                self.at_tick = true;
                 (Some(seed), false)
             }
             (_, SetAnswer::Failed) => (None, false),
@@ -392,6 +400,7 @@ impl SetSync {
                         self.copy = Some(Arc::new(copy));
                         (None, false)
                     } else {
+                        self.at_tick = members > WIDE;
                         (
                             Some(Job::Read {
                                 copy,
@@ -438,7 +447,7 @@ impl SetSync {
             (_, _) => (None, false),
         };
         self.job = next;
-        if self.retry {
+        if self.at_tick {
             return (None, changed);
         }
         (self.step(), changed)

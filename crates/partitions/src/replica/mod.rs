@@ -1096,7 +1096,7 @@ impl ReplicaState {
 
     /// A step of changing or reading the set came back.
     pub(crate) fn on_set(&mut self, answer: SetAnswer, now: Instant) -> Vec<Action> {
-        let (next, changed) = self.set.on_answer(answer);
+        let (next, changed) = self.set.on_answer(answer, self.view.live.len());
         if changed {
             // The set changed: look again (and claim) right away.
             self.cadence.wake(now);

@@ -1124,17 +1124,40 @@ fn a_set_read_that_sees_the_set_change_reads_it_again() {
     assert_eq!(op, Some(SetOp::Read { offset: 0 }));
     let page =
         |v: u64, from: usize, n: usize| page(v, 0, (from..from + n).map(|i| format!("p{i}")));
-    let (next, _) = s.on_answer(SetAnswer::Page(Some(page(7, 0, 1000))));
+    let (next, _) = s.on_answer(SetAnswer::Page(Some(page(7, 0, 1000))), 4);
     assert_eq!(next, Some(SetOp::Read { offset: 1000 }));
     // The set changed between the pages: from the start.
-    let (next, _) = s.on_answer(SetAnswer::Page(Some(page(8, 1000, 1000))));
+    let (next, _) = s.on_answer(SetAnswer::Page(Some(page(8, 1000, 1000))), 4);
     assert_eq!(next, Some(SetOp::Read { offset: 0 }));
-    let (next, _) = s.on_answer(SetAnswer::Page(Some(page(8, 0, 1000))));
+    let (next, _) = s.on_answer(SetAnswer::Page(Some(page(8, 0, 1000))), 4);
     assert_eq!(next, Some(SetOp::Read { offset: 1000 }));
-    let (next, _) = s.on_answer(SetAnswer::Page(Some(page(8, 1000, 999))));
+    let (next, _) = s.on_answer(SetAnswer::Page(Some(page(8, 1000, 999))), 4);
     assert_eq!(next, None);
     let copy = s.copy().expect("complete");
     assert_eq!((copy.set_version, copy.names.len()), (8, 1999));
+    // In a wide group, a page per tick: the next page waits for the next tick (and
+    // goes only once), and the last one completes the copy.
+    let mut r = r.clone();
+    r.set_version = 9;
+    let op = s.on_tick(Some(&r), Duration::ZERO, || "x".into());
+    assert_eq!(op, Some(SetOp::Read { offset: 0 }));
+    let (next, _) = s.on_answer(SetAnswer::Page(Some(page(9, 0, 1000))), 200);
+    assert_eq!(next, None, "the next page waits");
+    let op = s.on_tick(Some(&r), Duration::ZERO, || "x".into());
+    assert_eq!(op, Some(SetOp::Read { offset: 1000 }));
+    assert_eq!(s.on_tick(Some(&r), Duration::ZERO, || "x".into()), None);
+    let (next, _) = s.on_answer(SetAnswer::Page(Some(page(9, 1000, 10))), 200);
+    assert_eq!(next, None);
+    assert_eq!(
+        s.copy().map(|c| (c.set_version, c.names.len())),
+        Some((9, 1010))
+    );
+    // Not while the group is being created: its set still grows.
+    r.set_version = 10;
+    assert_eq!(
+        s.on_tick(Some(&r), Duration::from_millis(500), || "x".into()),
+        None
+    );
     let names: Arc<[String]> = Arc::from(Vec::<String>::new());
     drop(names);
 }
@@ -1146,11 +1169,10 @@ fn a_configured_list_unlike_the_groups_set_is_reported_with_counts_and_names() {
         let op = s.on_tick(Some(&set(names.len())), Duration::ZERO, || "x".into());
         assert_eq!(op, Some(SetOp::Read { offset: 0 }));
         assert_eq!(
-            s.on_answer(SetAnswer::Page(Some(page(
-                1,
-                version,
-                names.iter().copied()
-            ))))
+            s.on_answer(
+                SetAnswer::Page(Some(page(1, version, names.iter().copied()))),
+                4
+            )
             .0,
             None
         );
