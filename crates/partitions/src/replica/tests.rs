@@ -55,6 +55,9 @@ fn page<S: Into<String>>(
         weights_version: 0,
         drained: Vec::new(),
         names: names.into_iter().map(|n| (n.into(), 1)).collect(),
+        // No checksum: every page is read (tests of the checksum set one).
+        count: 0,
+        checksum: None,
     }
 }
 
@@ -1160,6 +1163,53 @@ fn a_set_read_that_sees_the_set_change_reads_it_again() {
     );
     let names: Arc<[String]> = Arc::from(Vec::<String>::new());
     drop(names);
+}
+
+/// A replica whose configured names are the group's set (the same checksum and count,
+/// unweighted) takes them as its copy after the first page; one whose names differ, or
+/// a weighted set, reads every page.
+#[test]
+fn a_set_with_the_configured_names_is_copied_from_the_list_after_one_page() {
+    let names: Vec<String> = (0..2500).map(|i| format!("p{i}")).collect();
+    let configured = || Configured {
+        names: names.clone().into(),
+        ..configured(0)
+    };
+    let sum = crate::store::ops::read::set_checksum(names.iter().map(String::as_str));
+    let first = |checksum, weighted| crate::store::protocol::SetPage {
+        count: 2500,
+        checksum,
+        weighted,
+        ..page(4, 0, names.iter().take(1000).cloned())
+    };
+    let read = |checksum, weighted| {
+        let mut s = SetSync::new(configured());
+        let op = s.on_tick(Some(&set(2500)), Duration::ZERO, || "x".into());
+        assert_eq!(op, Some(SetOp::Read { offset: 0 }));
+        let (next, _) = s.on_answer(SetAnswer::Page(Some(first(checksum, weighted))), 4);
+        (s, next)
+    };
+    let (s, next) = read(Some(sum), false);
+    assert_eq!(next, None, "no other page is read");
+    let copy = s.copy().expect("complete after one page");
+    assert_eq!(copy.names.len(), 2500);
+    assert!(
+        copy.names
+            .iter()
+            .zip(&names)
+            .all(|((a, w), b)| a == b && *w == 1)
+    );
+    assert_eq!(copy.set_version, 4);
+    assert!(s.difference().is_none());
+    for (checksum, weighted, why) in [
+        (Some(sum + 1), false, "other names"),
+        (None, false, "a group that keeps no checksum"),
+        (Some(sum), true, "a weighted set"),
+    ] {
+        let (s, next) = read(checksum, weighted);
+        assert_eq!(next, Some(SetOp::Read { offset: 1000 }), "{why}");
+        assert!(s.copy().is_none(), "{why}");
+    }
 }
 
 #[test]

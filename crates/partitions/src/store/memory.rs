@@ -90,6 +90,8 @@ pub(crate) struct Meta {
     pub(crate) inc: String,
     /// The server lifetime that last wrote the group (`server`).
     pub(crate) server: u64,
+    /// The checksum of the set's names (`ssum`: `count_names` in `meta.lua`).
+    pub(crate) ssum: Option<u64>,
     /// Nothing is granted before this after the lifetime changed (`server_after`).
     pub(crate) server_after: u64,
 }

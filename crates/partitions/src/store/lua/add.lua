@@ -28,7 +28,7 @@ if mode == 'seed' then
     redis.call('HSET', META, 'count', 0, 'next', 0, 'version', 0, 'grant_after',
       now + tonumber(ARGV[3]), 'life', ARGV[2], 'sver', 0, 'lease', ARGV[4], 'fmax', 0,
       'origin', 'seed', 'inc', 's:' .. ARGV[2] .. ':' .. int(now_us),
-      'server', (server_lifetime(now)))
+      'server', (server_lifetime(now)), 'ssum', 0)
     m = meta()
   elseif m.life ~= ARGV[2] or m.origin ~= 'seed' then
     return {'stale'}
@@ -69,6 +69,7 @@ if #added > 0 then
   redis.call('HDEL', REVOKED, unpack(added))
   redis.call('HINCRBY', META, 'count', #added)
   redis.call('HSET', META, 'next', nxt)
+  count_names(added, 1)
   if m.weighted then
     -- 1 each, unless one removed while held is back with its weight.
     redis.call('HINCRBY', META, 'total', sum(weights_of(added)))

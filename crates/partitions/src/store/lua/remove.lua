@@ -54,6 +54,7 @@ if m.weighted then
 end
 if #unheld > 0 then redis.call('ZREM', WEIGHTS, unpack(unheld)) end
 redis.call('HINCRBY', META, 'count', -#gone)
+count_names(gone, -1)
 bump_set()
 redis.call('PUBLISH', ARGV[2], ARGV[3])
 return answer({'ok', #gone})

@@ -39,7 +39,7 @@ if step == 'begin' then
     'grant_after', after, 'life', life, 'sver', sver, 'lease', ARGV[8],
     'fmax', int(math.max(m.fmax, tonumber(ARGV[9]))), 'origin', 'restore', 'total', 0,
     'wver', ARGV[11], 'rcount', ARGV[5],
-    'inc', 'r:' .. life .. ':' .. sver .. ':' .. int(now_us), 'server', lifetime)
+    'inc', 'r:' .. life .. ':' .. sver .. ':' .. int(now_us), 'server', lifetime, 'ssum', 0)
   if ARGV[10] == '1' then
     redis.call('HSET', META, 'weighted', 1)
   else
@@ -67,7 +67,7 @@ end
 if #names == 0 then return {'ok'} end
 local present = redis.call('ZMSCORE', PARTITIONS, unpack(names))
 local nxt = tonumber(redis.call('HGET', META, 'next') or '0')
-local pos, free, heavy = {}, {}, {}
+local pos, free, heavy, new = {}, {}, {}, {}
 local added, total = 0, 0
 for j, n in ipairs(names) do
   if not present[j] then
@@ -81,6 +81,7 @@ for j, n in ipairs(names) do
       heavy[#heavy + 1] = n
     end
     added = added + 1
+    new[added] = n
     total = total + ws[j]
   end
 end
@@ -91,5 +92,6 @@ if added > 0 then
   redis.call('HINCRBY', META, 'count', added)
   redis.call('HINCRBY', META, 'total', total)
   redis.call('HSET', META, 'next', nxt)
+  count_names(new, 1)
 end
 return {'ok'}

@@ -5,7 +5,8 @@
 --
 -- Reply: false if the group does not exist, else {life, set version, list version,
 -- list digest, lease ms, highest fence, weighted (1/0), weights version,
--- {drained replica, ...}, {name, weight, ...}} with the partitions at those positions.
+-- {drained replica, ...}, {name, weight, ...} with the partitions at those positions,
+-- count, checksum of the names ('' if the group keeps none: meta.lua's count_names)}.
 local m = meta()
 if not m.exists then return false end
 local first = tonumber(ARGV[1])
@@ -17,4 +18,4 @@ for i, n in ipairs(names) do
   page[#page + 1] = ws[i]
 end
 return {m.life, m.sver, m.version, m.digest, m.lease, int(m.fmax), m.weighted and 1 or 0,
-  m.wver, fields(DRAINS), page}
+  m.wver, fields(DRAINS), page, m.count, redis.call('HGET', META, 'ssum') or ''}

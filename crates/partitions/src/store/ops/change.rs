@@ -7,6 +7,7 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
+use super::read::{SUM_MOD, name_sum};
 use super::{OpReply, count, group_script, keys_with_op, ms};
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Meta, Now, distinct};
@@ -210,6 +211,7 @@ impl Group {
                     inc: format!("s:{life}:{}", now.us),
                     server: now.lifetime,
                     server_after: 0,
+                    ssum: Some(0),
                 });
             }
             (Change::Seed { life, .. }, Some(m)) if m.life != *life || m.origin != Origin::Seed => {
@@ -246,6 +248,7 @@ impl Group {
             if meta.weighted {
                 meta.total += w;
             }
+            meta.ssum = meta.ssum.map(|s| (s + name_sum(&n)) % SUM_MOD);
             self.positions.insert(n.clone(), pos);
             self.order.insert(pos, n.clone());
             if !self.owners.contains_key(&n) {
@@ -324,6 +327,7 @@ impl Group {
                 if m.weighted {
                     m.total = m.total.saturating_sub(w);
                 }
+                m.ssum = m.ssum.map(|s| (s + SUM_MOD - name_sum(n)) % SUM_MOD);
             }
         }
         self.bump_set();

@@ -37,7 +37,30 @@ pub struct SetPage {
     pub drained: Vec<String>,
     /// The partitions at the page's positions, with their weights.
     pub names: Vec<(String, u64)>,
+    /// How many partitions the set has.
+    pub count: usize,
+    /// The checksum of the set's names ([`set_checksum`]); `None` for a group created
+    /// by an older version of the protocol, which keeps none.
+    pub checksum: Option<u64>,
 }
+
+/// The checksum of a set of names, as the scripts keep it (`count_names` in
+/// `meta.lua`): the sum, modulo 2^52, of the first 52 bits of each name's SHA-1. The
+/// same names give the same checksum in any order.
+pub(crate) fn set_checksum<'a>(names: impl IntoIterator<Item = &'a str>) -> u64 {
+    names
+        .into_iter()
+        .fold(0, |s, n| (s + name_sum(n)) % SUM_MOD)
+}
+
+/// What one name adds to the checksum.
+pub(crate) fn name_sum(name: &str) -> u64 {
+    let hex = sha1_smol::Sha1::from(name).digest().to_string();
+    u64::from_str_radix(&hex[..13], 16).unwrap_or(0)
+}
+
+/// The checksum's modulus: 2^52 (a Lua number holds the sum of two exactly).
+pub(crate) const SUM_MOD: u64 = 1 << 52;
 
 /// The head of a status read: everything but the partitions.
 #[derive(Debug, Clone)]
@@ -101,6 +124,8 @@ pub(crate) async fn set_page(
     while flat.remaining() > 0 {
         names.push((flat.next_string()?, flat.next_u64()?));
     }
+    let count = count(p.next_int()?);
+    let checksum = p.next_opt_string()?.and_then(|s| s.parse().ok());
     p.finish()?;
     Ok(Some(SetPage {
         life,
@@ -113,6 +138,8 @@ pub(crate) async fn set_page(
         weights_version,
         drained,
         names,
+        count,
+        checksum,
     }))
 }
 
@@ -244,6 +271,8 @@ impl Group {
                     (n, w)
                 })
                 .collect(),
+            count: m.count,
+            checksum: m.ssum,
         })
     }
 
@@ -271,5 +300,94 @@ impl Group {
             .take(limit.max(1))
             .map(|name| self.owner_of(name, now))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use leasehold_testkit::RedisServer;
+
+    use super::*;
+    use crate::MemoryGroupStore;
+    use crate::store::ops::restore::Restored;
+    use crate::store::protocol::{Change, Protocol, RestoreStep};
+
+    /// The checksum a set page names is that of the set's names, whatever added or
+    /// removed them (a seed in chunks, an operator, a restore), on Redis and in
+    /// memory; a group that keeps none (created by an older version) names none.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_set_page_names_the_checksum_of_the_sets_names() {
+        let redis = RedisServer::start();
+        let store = RedisStore::builder(redis.url()).build().unwrap();
+        let memory = MemoryGroupStore::new();
+        let names: Vec<String> = (0..600).map(|i| format!("p{i}")).collect();
+        async fn check<B: Protocol>(b: &B, k: &GroupKeys, names: &[String]) -> Option<u64> {
+            let seed = Change::Seed {
+                life: "life-sum".to_owned(),
+                grant_delay: Duration::from_millis(1),
+                lease: Duration::from_secs(5),
+            };
+            for chunk in names.chunks(250) {
+                b.add(k, &seed, chunk).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let page = b.set_page(k, 0, 1000).await.unwrap().unwrap();
+            let all = set_checksum(names.iter().map(String::as_str));
+            assert_eq!((page.count, page.checksum), (600, Some(all)), "seeded");
+            let strict = |op: &str| Change::Strict { op: op.to_owned() };
+            b.add(k, &strict("a"), &["x".to_owned()]).await.unwrap();
+            b.remove(k, &strict("r"), &["p3".to_owned(), "p599".to_owned()])
+                .await
+                .unwrap();
+            let now: Vec<&str> = names
+                .iter()
+                .map(String::as_str)
+                .filter(|n| !["p3", "p599"].contains(n))
+                .chain(["x"])
+                .collect();
+            let page = b.set_page(k, 0, 1000).await.unwrap().unwrap();
+            assert_eq!(
+                (page.count, page.checksum),
+                (599, Some(set_checksum(now.iter().copied()))),
+                "after an add and a removal"
+            );
+            assert_ne!(page.checksum, Some(all));
+            page.checksum
+        }
+        let k = GroupKeys::new("leasehold", "sum");
+        let on_redis = check(&store, &k, &names).await;
+        let in_memory = check(&memory, &k, &names).await;
+        assert_eq!(on_redis, in_memory);
+        // A restore brings the checksum of what it restored.
+        redis.redis_cli(&["FLUSHALL"]);
+        let of = Restored {
+            life: "life-sum".to_owned(),
+            set_version: 9,
+            grant_delay: Duration::from_millis(1),
+            count: 2,
+        };
+        let begin = RestoreStep::Begin {
+            of: of.clone(),
+            version: 0,
+            digest: String::new(),
+            lease: Duration::from_secs(5),
+            highest_fence: Fence(0),
+            weighted: false,
+            weights_version: 0,
+            drained: Vec::new(),
+            names: vec![("a".to_owned(), 1)],
+        };
+        store.restore(&k, &begin).await.unwrap();
+        let add = RestoreStep::Add {
+            of,
+            names: vec![("b".to_owned(), 1)],
+        };
+        store.restore(&k, &add).await.unwrap();
+        let page = store.set_page(&k, 0, 1000).await.unwrap().unwrap();
+        assert_eq!(page.checksum, Some(set_checksum(["b", "a"])));
+        // A group of an older version keeps none.
+        redis.redis_cli(&["HDEL", &k.meta, "ssum"]);
+        let page = store.set_page(&k, 0, 1000).await.unwrap().unwrap();
+        assert_eq!((page.count, page.checksum), (2, None));
     }
 }

@@ -176,6 +176,7 @@ impl Group {
                     inc: format!("r:{}:{}:{}", of.life, of.set_version, now.us),
                     server: now.lifetime,
                     server_after,
+                    ssum: Some(0),
                 });
                 self.drains = drained.iter().cloned().collect();
                 self.restore_names(names, now);
@@ -204,6 +205,9 @@ impl Group {
             m.next += 1;
             m.count += 1;
             m.total += w;
+            m.ssum = m
+                .ssum
+                .map(|s| (s + super::read::name_sum(n)) % super::read::SUM_MOD);
             self.positions.insert(n.clone(), pos);
             self.order.insert(pos, n.clone());
             self.add_free(n, now.ms);

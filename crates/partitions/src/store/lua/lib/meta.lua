@@ -88,6 +88,22 @@ local function restoring(m, now)
   return m.exists and m.grant_after > now
 end
 
+-- The set's checksum (`ssum`): the sum, modulo 2^52, of the first 52 bits of each
+-- name's SHA-1, kept by every script that adds or removes names, so that a replica
+-- whose configured list has the same names (the same checksum and count) takes it as
+-- its copy of the set instead of reading every page (list.rs). A group created by an
+-- older version of the protocol has none: its set is always read.
+local SUM_MOD = 4503599627370496
+local function count_names(names, sign)
+  local cur = redis.call('HGET', META, 'ssum')
+  if not cur or #names == 0 then return end
+  local s = tonumber(cur)
+  for _, n in ipairs(names) do
+    s = (s + sign * tonumber(string.sub(redis.sha1hex(n), 1, 13), 16)) % SUM_MOD
+  end
+  redis.call('HSET', META, 'ssum', string.format('%.0f', s))
+end
+
 -- Every change to the set (names, weights, drains, list version) bumps its version, so
 -- replicas know to read it again; a restore is over once the set changes.
 local function bump_set()
