@@ -129,37 +129,31 @@ mod tests {
     /// a renew interval.
     #[tokio::test(start_paused = true)]
     async fn a_notice_is_spread_and_spaced_by_the_number_of_members() {
+        let ms = Duration::from_millis;
+        // (members, notice at, draw, tick due at), the last tick sent at 0.
+        let cases = [
+            // 10 members, a tick 20 ms ago: 1 ms, plus up to 2.5 ms.
+            (10, ms(20), 0.0, ms(21)),
+            (10, ms(20), 1.0, Duration::from_micros(23_500)),
+            // 10 members, a tick 2 ms ago: not before 10 ms after it.
+            (10, ms(2), 0.0, ms(10)),
+            // 200 members: spread over 50 ms, and 200 ms after the last tick.
+            (200, ms(250), 0.5, ms(250 + 1 + 25)),
+            (200, ms(5), 0.5, ms(200)),
+            // 10,000 members: both stop at half the renew interval.
+            (10_000, ms(5), 1.0, ms(5 + 1 + 300)),
+        ];
         let t0 = Instant::now();
-        let mut c = cadence(t0);
-        c.sent(t0);
-        c.answered();
-        let at = |c: &Cadence| c.due_at() - t0;
-        // 10 members, a tick 20 ms ago: 1 ms, plus up to 2.5 ms.
-        let now = t0 + Duration::from_millis(20);
-        c.notice(now, 10, 0.0);
-        assert_eq!(at(&c), Duration::from_millis(21));
-        let mut late = cadence(t0);
-        late.sent(t0);
-        late.notice(now, 10, 1.0);
-        assert_eq!(at(&late), Duration::from_micros(23_500));
-        // 10 members, a tick 2 ms ago: not before 10 ms after it.
-        let mut soon = cadence(t0);
-        soon.sent(t0);
-        soon.notice(t0 + Duration::from_millis(2), 10, 0.0);
-        assert_eq!(at(&soon), Duration::from_millis(10));
-        // 200 members: spread over 50 ms, and 200 ms after the last tick.
-        let mut wide = cadence(t0);
-        wide.sent(t0);
-        wide.notice(t0 + Duration::from_millis(250), 200, 0.5);
-        assert_eq!(at(&wide), Duration::from_millis(250 + 1 + 25));
-        let mut spaced = cadence(t0);
-        spaced.sent(t0);
-        spaced.notice(t0 + Duration::from_millis(5), 200, 0.5);
-        assert_eq!(at(&spaced), Duration::from_millis(200));
-        // 10,000 members: both stop at half the renew interval.
-        let mut huge = cadence(t0);
-        huge.sent(t0);
-        huge.notice(t0 + Duration::from_millis(5), 10_000, 1.0);
-        assert_eq!(at(&huge), Duration::from_millis(5 + 1 + 300));
+        for (members, at, draw, due) in cases {
+            let mut c = cadence(t0);
+            c.sent(t0);
+            c.answered();
+            c.notice(t0 + at, members, draw);
+            assert_eq!(
+                c.due_at() - t0,
+                due,
+                "{members} members, notice at {at:?}, draw {draw}"
+            );
+        }
     }
 }

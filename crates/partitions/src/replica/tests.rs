@@ -443,6 +443,14 @@ fn a_group_that_does_not_exist_is_seeded_and_a_newer_list_is_applied_once() {
     assert!(sim.st.list_differs());
 }
 
+/// The one step of `actions`, a seed's chunk: its names and the new group's life.
+fn seed_step(actions: &[Action]) -> (Vec<String>, String) {
+    match actions {
+        [Action::Set(SetOp::Seed { names, life, .. })] => (names.clone(), life.clone()),
+        other => panic!("expected one seed chunk: {other:?}"),
+    }
+}
+
 /// Found by the wide bench (200 replicas, 10,000 partitions): a seed chunk that timed
 /// out ended the seed, and an unversioned list only seeds, so the group kept half of
 /// its set for good. The failed chunk goes again at the next tick, and the seed goes on.
@@ -454,68 +462,35 @@ fn a_seed_chunk_that_failed_is_sent_again_and_the_seed_goes_on() {
     };
     let mut sim = Sim::with(4, settings(), many());
     sim.st.set = SetSync::new(many());
-    let mut r = sim.reply(SessionReply::Live, Vec::new(), 0);
-    r.set = None;
-    let (_, actions) = sim.tick(r);
-    let [Action::Set(SetOp::Seed { names, life, .. })] = actions.as_slice() else {
-        panic!("{actions:?}");
-    };
-    let (first, life) = (names.clone(), life.clone());
-    let next = sim
-        .st
-        .on_set(SetAnswer::Added(AddReply::Added(250)), sim.now);
-    let [Action::Set(SetOp::Seed { names, .. })] = next.as_slice() else {
-        panic!("{next:?}");
-    };
-    let second = names.clone();
+    let mut lost = sim.reply(SessionReply::Live, Vec::new(), 0);
+    lost.set = None;
+    let (first, life) = seed_step(&sim.tick(lost.clone()).1);
+    let added = |n| SetAnswer::Added(AddReply::Added(n));
+    let (second, _) = seed_step(&sim.st.on_set(added(250), sim.now));
     assert_ne!(first, second);
     // The second chunk times out: nothing now, the same chunk at the next tick.
     assert!(sim.st.on_set(SetAnswer::Failed, sim.now).is_empty());
     let (_, actions) = sim.tick(sim.reply(SessionReply::Live, Vec::new(), 250));
-    let [
-        Action::Set(SetOp::Seed {
-            names, life: again, ..
-        }),
-    ] = actions.as_slice()
-    else {
-        panic!("the failed chunk goes again: {actions:?}");
-    };
-    assert_eq!((names, again), (&second, &life));
+    assert_eq!(
+        seed_step(&actions),
+        (second, life.clone()),
+        "the failed chunk goes again"
+    );
     // In flight again: the next tick does not send it twice.
     let (_, actions) = sim.tick(sim.reply(SessionReply::Live, Vec::new(), 250));
     assert!(actions.is_empty(), "{actions:?}");
-    let next = sim
-        .st
-        .on_set(SetAnswer::Added(AddReply::Added(250)), sim.now);
-    let [Action::Set(SetOp::Seed { names, .. })] = next.as_slice() else {
-        panic!("the seed goes on: {next:?}");
-    };
-    assert_eq!(names.len(), 100, "the last chunk");
-    assert!(
-        sim.st
-            .on_set(SetAnswer::Added(AddReply::Added(100)), sim.now)
-            .is_empty()
-    );
+    let (last, _) = seed_step(&sim.st.on_set(added(250), sim.now));
+    assert_eq!(last.len(), 100, "the seed goes on, to the last chunk");
+    assert!(sim.st.on_set(added(100), sim.now).is_empty());
     // A chunk that failed because Redis lost the group it began: the seed starts over,
     // from the first chunk.
     sim.st.set = SetSync::new(many());
-    let mut r = sim.reply(SessionReply::Live, Vec::new(), 0);
-    r.set = None;
-    sim.tick(r.clone());
-    sim.st
-        .on_set(SetAnswer::Added(AddReply::Added(250)), sim.now);
+    sim.tick(lost.clone());
+    sim.st.on_set(added(250), sim.now);
     assert!(sim.st.on_set(SetAnswer::Failed, sim.now).is_empty());
-    let (_, actions) = sim.tick(r);
-    let [
-        Action::Set(SetOp::Seed {
-            names, life: new, ..
-        }),
-    ] = actions.as_slice()
-    else {
-        panic!("{actions:?}");
-    };
-    assert_eq!(names, &first, "from the first chunk again");
-    assert_ne!(new, &life, "a new group");
+    let (again, new) = seed_step(&sim.tick(lost).1);
+    assert_eq!(again, first, "from the first chunk again");
+    assert_ne!(new, life, "a new group");
 }
 
 #[test]

@@ -420,16 +420,22 @@ impl Group {
         if version == seen {
             return (version, RosterUpdate::Same);
         }
+        // Both sorted by replica id: each lookup a binary search.
+        let find = |in_: &[MemberInfo], r: &str| {
+            in_.binary_search_by(|m| m.replica.as_str().cmp(r))
+                .ok()
+                .map(|i| in_[i].clone())
+        };
         let update = match self.rosters.iter().find(|(v, _)| v == seen) {
             Some((_, old)) => RosterUpdate::Changes {
                 changed: members
                     .iter()
-                    .filter(|m| !old.contains(m))
+                    .filter(|m| find(old, &m.replica).as_ref() != Some(*m))
                     .cloned()
                     .collect(),
                 gone: old
                     .iter()
-                    .filter(|o| !members.iter().any(|m| m.replica == o.replica))
+                    .filter(|o| find(&members, &o.replica).is_none())
                     .map(|o| o.replica.clone())
                     .collect(),
             },

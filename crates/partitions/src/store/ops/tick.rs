@@ -172,7 +172,9 @@ pub enum RosterUpdate {
     /// What changed since the version the request named: the members that joined or
     /// changed (state, capacity, holdings, load), and those gone.
     Changes {
+        /// The members that joined or changed, with what they are now.
         changed: Vec<MemberInfo>,
+        /// The replica ids of the members gone.
         gone: Vec<String>,
     },
 }
@@ -711,5 +713,25 @@ mod tests {
             .collect();
         assert_eq!(changed, ["r0"], "{:?}", r1.roster);
         assert!(matches!(r1.roster, RosterUpdate::Changes { .. }));
+    }
+
+    /// A roster entry that is not `state \t capacity \t held \t load`, or names and
+    /// entries of different lengths, is a protocol error naming it, never a panic.
+    #[test]
+    fn a_malformed_roster_entry_is_a_protocol_error() {
+        let ok = members(vec!["a".into()], &["active\t2\t5\t7".into()]).unwrap();
+        assert_eq!(
+            (ok[0].state, ok[0].capacity, ok[0].held, ok[0].load),
+            (MemberState::Active, 2, 5, 7)
+        );
+        for entry in ["active\t2\t5", "active\tx\t5\t7", "", "active\t2\t-1\t7"] {
+            let e = members(vec!["a".into()], &[entry.into()]).unwrap_err();
+            assert!(
+                matches!(&e, StoreError::Protocol(m) if m.contains("roster entry")),
+                "{entry:?}: {e}"
+            );
+        }
+        let e = members(vec!["a".into(), "b".into()], &["active\t1\t0\t0".into()]).unwrap_err();
+        assert!(matches!(e, StoreError::Protocol(_)), "{e}");
     }
 }
