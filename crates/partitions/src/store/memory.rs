@@ -94,17 +94,44 @@ pub(crate) struct Meta {
     pub(crate) ssum: Option<u64>,
     /// Nothing is granted before this after the lifetime changed (`server_after`).
     pub(crate) server_after: u64,
+    /// When a script last read the lifetime and found it `server` (`checked`).
+    pub(crate) checked: Option<u64>,
+}
+
+/// The twin of `server.lua`'s `check_window`.
+pub(crate) fn check_window(lease: u64) -> u64 {
+    lease / 4
 }
 
 impl Meta {
+    /// The twin of `server.lua`'s `lifetime_fresh`.
+    fn lifetime_fresh(&self, now: Now) -> bool {
+        self.checked
+            .is_some_and(|c| c <= now.ms && now.ms < c + check_window(self.lease))
+    }
+
     /// The twin of `meta.lua`'s `follow_server`: a group last written in another server
     /// lifetime holds its claims back for one lease (a promoted server cannot tell when
-    /// it began, so the lease counts from now).
-    pub(crate) fn follow_server(&mut self, now: Now) {
-        if self.server != now.lifetime {
-            self.server_after = self.server_after.max(now.ms + self.lease);
-            self.server = now.lifetime;
+    /// it began, and ticks may have taken the old lifetime as read until now, so the
+    /// lease counts from now). A tick (`tick`) takes the lifetime as read within a
+    /// window of the last check. Returns the lifetime.
+    pub(crate) fn follow_server(&mut self, now: Now, tick: bool) -> u64 {
+        let fresh = self.lifetime_fresh(now);
+        if tick && fresh {
+            return self.server;
         }
+        if self.server == now.lifetime {
+            if !fresh {
+                self.checked = Some(now.ms);
+            }
+            return now.lifetime;
+        }
+        // A failover (the only change of lifetime the twin has): ticks took the old
+        // lifetime as read at the latest until now.
+        self.server_after = self.server_after.max(now.ms + self.lease);
+        self.server = now.lifetime;
+        self.checked = Some(now.ms);
+        now.lifetime
     }
 
     /// The twin of `meta.lua`'s `grants_after`.

@@ -4,13 +4,15 @@
 -- Most ticks are quiet: an extension of a live session that changes nothing but its
 -- expiry, in the incarnation and server lifetime the replica named, with nothing
 -- expired, ended or revoked and a roster the replica has already read. This part reads
--- what decides that (one read of each key it touches, before its one write, so a key of
+-- what decides that (one read of each key it touches, before its writes, so a key of
 -- the wrong type fails a read and nothing is written), and if the tick is quiet it
--- extends the session and replies exactly what the whole script would (the test
+-- extends the session (and notes the lifetime's check, once a window: server.lua) and
+-- replies exactly what the whole script would (the test
 -- `a_quiet_tick_replies_what_the_whole_script_does` compares them). Else the whole
--- script runs, with the server lifetime read here (`quiet_lifetime`): it reads `INFO`
--- again only if the lifetime changed. Everything here lives in one block, so the libraries define only what
--- a tick that is not quiet needs, and a quiet tick defines none of them.
+-- script runs, with the server lifetime read here if it was (`quiet_lifetime`): it
+-- reads `INFO` again only if the lifetime changed. Everything here lives in one block,
+-- so the libraries define only what a tick that is not quiet needs, and a quiet tick
+-- defines none of them (but the lifetime's two, put in front of it).
 local quiet_lifetime
 do
   local function quiet()
@@ -21,7 +23,7 @@ do
     -- META's fields as meta.lua's meta() names them.
     local m = redis.call('HMGET', KEYS[4], 'count', 'version', 'digest', 'grant_after',
       'life', 'sver', 'lease', 'fmax', 'origin', 'weighted', 'total', 'wver', 'rcount',
-      'inc', 'server', 'rver')
+      'inc', 'server', 'rver', 'checked')
     if not m[1] or (m[14] or '') ~= ARGV[13] or (m[15] or '') ~= ARGV[14] then
       return nil
     end
@@ -45,11 +47,17 @@ do
       local top = redis.call('ZREVRANGE', KEYS[15], 0, 0, 'WITHSCORES')
       if #top == 2 and tonumber(top[2]) > 1 then wmax = tonumber(top[2]) end
     end
-    local lifetime = server_lifetime(now)
-    quiet_lifetime = lifetime
-    if lifetime ~= (m[15] or '') then return nil end
+    -- The lifetime, read only if the last check is older than a window (server.lua).
+    local lifetime = m[15] or ''
+    local fresh = lifetime_fresh(tonumber(m[17] or ''), tonumber(m[7] or '0'), now)
+    if not fresh then
+      lifetime = server_lifetime(now)
+      quiet_lifetime = lifetime
+      if lifetime ~= (m[15] or '') then return nil end
+    end
     local rver = (m[14] or '') .. '/' .. lifetime .. '/' .. (m[16] or '0')
     if rver ~= ARGV[15] then return nil end
+    if not fresh then redis.call('HSET', KEYS[4], 'checked', string.format('%.0f', now)) end
     redis.call('ZADD', KEYS[1], 'GT', now + tonumber(ARGV[6]), replica)
     local soonest = -1
     for i = 1, #first, 2 do

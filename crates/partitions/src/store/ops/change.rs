@@ -211,6 +211,7 @@ impl Group {
                     inc: format!("s:{life}:{}", now.us),
                     server: now.lifetime,
                     server_after: 0,
+                    checked: None,
                     ssum: Some(0),
                 });
             }

@@ -166,7 +166,7 @@ impl Group {
             return ClaimReply::Lost;
         }
         if let Some(m) = self.meta.as_mut() {
-            m.follow_server(now);
+            m.follow_server(now, false);
         }
         if let Some((seq, reply)) = self.acks.get(&req.process) {
             if *seq == req.seq {

@@ -6,7 +6,8 @@
 //!
 //! Every script starts with the shared libraries in `../lua/lib/`: the keys named once
 //! (`keys.lua`), helpers (`util.lua`), the metadata and weights (`meta.lua`), giving
-//! partitions back (`free.lua`) and sessions (`session.lua`), and the fence rule and the
+//! partitions back (`free.lua`) and sessions (`session.lua`), how long a tick may take
+//! the server's lifetime as read (`server.lua`), and the fence rule and the
 //! granting server's lifetime the election crate uses too
 //! (`leasehold_election::ext::{FENCE_LUA, LIFETIME_LUA}`).
 
@@ -30,10 +31,15 @@ pub(crate) mod tick;
 pub(crate) mod version;
 pub(crate) mod weight;
 
+/// How a group follows the server's lifetime (`../lua/lib/server.lua`): the tick puts
+/// it in front with the lifetime's library, before its quiet part.
+pub(crate) const SERVER_LUA: &str = include_str!("../lua/lib/server.lua");
+
 /// The libraries every group script starts with, in order.
 pub(crate) const LIBRARY: &[&str] = &[
     leasehold_election::ext::FENCE_LUA,
     leasehold_election::ext::LIFETIME_LUA,
+    SERVER_LUA,
     include_str!("../lua/lib/keys.lua"),
     include_str!("../lua/lib/util.lua"),
     include_str!("../lua/lib/meta.lua"),

@@ -130,7 +130,7 @@ impl Group {
                 drained,
                 names,
             } => {
-                let (after, fmax, server_after) = match &self.meta {
+                let (after, fmax, server_after, checked) = match &self.meta {
                     Some(m) => {
                         let same = m.origin == Origin::Restore
                             && m.life == of.life
@@ -153,10 +153,15 @@ impl Group {
                         self.revoked.clear();
                         // A group of another server lifetime keeps its hold.
                         let mut followed = m.clone();
-                        followed.follow_server(now);
-                        (m.grant_after, m.fmax, followed.server_after)
+                        followed.follow_server(now, false);
+                        (
+                            m.grant_after,
+                            m.fmax,
+                            followed.server_after,
+                            followed.checked,
+                        )
                     }
-                    None => (0, 0, 0),
+                    None => (0, 0, 0, None),
                 };
                 self.meta = Some(Meta {
                     count: 0,
@@ -176,6 +181,7 @@ impl Group {
                     inc: format!("r:{}:{}:{}", of.life, of.set_version, now.us),
                     server: now.lifetime,
                     server_after,
+                    checked,
                     ssum: Some(0),
                 });
                 self.drains = drained.iter().cloned().collect();

@@ -6,7 +6,7 @@ use std::time::Duration;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
-use super::{LIBRARY, count, ms, pairs, strings, triples};
+use super::{LIBRARY, SERVER_LUA, count, ms, pairs, strings, triples};
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Now};
@@ -14,16 +14,18 @@ use crate::store::protocol::{MemberInfo, MemberState, Origin, SetInfo};
 
 /// The tick script: `lua/quiet_tick.lua` first, before the libraries, so that a quiet
 /// tick (most of them) defines none of them; then the libraries (the lifetime comes
-/// first, for the quiet part) and the rest of `lua/tick.lua`.
+/// and how the group follows it come first, for the quiet part) and the rest of
+/// `lua/tick.lua`.
 pub(crate) static SCRIPT: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::idempotent(source(include_str!("../lua/quiet_tick.lua"))));
 
 /// The tick script with `quiet` in front of its libraries and body.
 fn source(quiet: &str) -> String {
-    let mut code = String::from(leasehold_election::ext::LIFETIME_LUA);
+    let front = [leasehold_election::ext::LIFETIME_LUA, SERVER_LUA];
+    let mut code = front.concat();
     code.push_str(quiet);
     for lib in LIBRARY {
-        if *lib != leasehold_election::ext::LIFETIME_LUA {
+        if !front.contains(lib) {
             code.push_str(lib);
         }
     }
@@ -387,10 +389,11 @@ impl Group {
     pub(crate) fn tick(&mut self, req: &TickRequest, now: Now) -> (TickReply, bool) {
         let ttl = u64::try_from(req.ttl.as_millis().max(1)).unwrap_or(u64::MAX);
         let expired = self.reap(now);
-        if let Some(m) = self.meta.as_mut() {
-            m.follow_server(now);
-        }
-        let lifetime = now.lifetime.to_string();
+        let lifetime = self
+            .meta
+            .as_mut()
+            .map_or(now.lifetime, |m| m.follow_server(now, true))
+            .to_string();
         let mut session = SessionReply::Live;
         let mut resumed = None;
         let mut state = req.state;
@@ -512,10 +515,12 @@ impl Group {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use leasehold_testkit::RedisServer;
 
     use super::*;
-    use crate::store::protocol::{Change, ClaimRequest, Protocol};
+    use crate::store::protocol::{Change, ClaimReply, ClaimRequest, Protocol};
 
     /// The tick script without its quiet part: every tick runs the whole script.
     static WHOLE: LazyLock<LuaScript> =
@@ -625,6 +630,177 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// How many times the server has answered `INFO` (this read included).
+    fn info_reads(redis: &RedisServer) -> u64 {
+        let info = redis.redis_cli(&["INFO", "commandstats"]);
+        info.lines()
+            .find_map(|l| l.strip_prefix("cmdstat_info:calls="))
+            .and_then(|l| l.split(',').next())
+            .map_or(0, |n| n.parse().unwrap())
+    }
+
+    /// A tick takes the server's lifetime as read for a quarter lease after a script
+    /// last read it (`server.lua`): steady ticks read no `INFO`, and a tick seconds
+    /// after a restart that kept the data still names the old lifetime. The claim that
+    /// then sees the new one holds grants back for a lease from now (that tick extended
+    /// the session after the restart), not from the restart, and the next tick names
+    /// the new lifetime and lists what the session holds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_tick_takes_the_lifetime_as_read_for_a_window_and_the_hold_counts_from_its_end() {
+        let mut redis = RedisServer::start();
+        let store = RedisStore::builder(redis.url()).build().unwrap();
+        let k = GroupKeys::new("leasehold", "window");
+        let names: Vec<String> = (0..4).map(|i| format!("p{i}")).collect();
+        // A long group lease, so that the window (10 s) outlasts the restart.
+        let lease = Duration::from_secs(40);
+        let window = lease / 4;
+        let seed = Change::Seed {
+            life: "life-window".to_owned(),
+            grant_delay: Duration::from_millis(1),
+            lease,
+        };
+        store.add(&k, &seed, &names).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let join = request(0, true, MemberState::Active, "", &Seen::default());
+        let r = run(&store, &k, &join, &SCRIPT).await.unwrap();
+        let checked = Instant::now();
+        let inc = r.set.as_ref().unwrap().incarnation.clone();
+        let claim = ClaimRequest::of("r0", &token(0), 1, 2, TTL, &inc);
+        assert!(matches!(
+            store.claim(&k, &claim).await.unwrap(),
+            ClaimReply::Claimed { .. }
+        ));
+        let mut kept = seen(
+            &run(
+                &store,
+                &k,
+                &request(0, false, MemberState::Active, &inc, &Seen::default()),
+                &SCRIPT,
+            )
+            .await
+            .unwrap(),
+        );
+        let before = info_reads(&redis);
+        for _ in 0..3 {
+            let r = run(
+                &store,
+                &k,
+                &request(0, false, MemberState::Active, &inc, &kept),
+                &SCRIPT,
+            )
+            .await
+            .unwrap();
+            assert_eq!(r.session, SessionReply::Live);
+            kept = seen(&r);
+        }
+        assert_eq!(info_reads(&redis), before + 1, "steady ticks read no INFO");
+
+        // A restart that kept the data: another run id, the same keys.
+        assert_eq!(redis.redis_cli(&["SAVE"]), "OK");
+        redis.restart();
+        // Long enough that the server says it began seconds ago (it counts whole
+        // seconds, and rounds down by one).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let old = kept.0.clone();
+        let r = run(
+            &store,
+            &k,
+            &request(0, false, MemberState::Active, &inc, &kept),
+            &SCRIPT,
+        )
+        .await
+        .unwrap();
+        assert!(
+            checked.elapsed() < window,
+            "the restart outlasted the window"
+        );
+        assert_eq!(r.session, SessionReply::Live);
+        assert_eq!(
+            r.lifetime, old,
+            "within the window the tick takes the lifetime as read"
+        );
+
+        let claim = ClaimRequest::of("r0", &token(0), 2, 2, TTL, &inc);
+        let ClaimReply::Wait(wait) = store.claim(&k, &claim).await.unwrap() else {
+            panic!("a claim in the new lifetime waits");
+        };
+        assert!(
+            wait > lease - Duration::from_millis(500) && wait <= lease,
+            "the hold counts a lease from the last tick that took the lifetime as read: {wait:?}"
+        );
+        let r = run(
+            &store,
+            &k,
+            &request(0, false, MemberState::Active, &inc, &kept),
+            &SCRIPT,
+        )
+        .await
+        .unwrap();
+        assert_ne!(r.lifetime, old, "the next tick names the new lifetime");
+        let held = r.holdings.expect("and lists what the session holds");
+        assert_eq!(held.len(), 2);
+    }
+
+    /// The twin takes the lifetime as read for a window as the script does: a tick
+    /// right after a failover still names the old lifetime, the claim that sees the
+    /// new one waits a lease from then, and the next tick names the new one and lists
+    /// what the session holds; past the window a tick reads the lifetime itself.
+    #[tokio::test(start_paused = true)]
+    async fn the_twin_takes_the_lifetime_as_read_for_a_window() {
+        use crate::MemoryGroupStore;
+
+        let store = MemoryGroupStore::new();
+        let k = GroupKeys::new("leasehold", "window");
+        let names: Vec<String> = (0..4).map(|i| format!("p{i}")).collect();
+        let lease = Duration::from_secs(4);
+        let seed = Change::Seed {
+            life: "life-window".to_owned(),
+            grant_delay: Duration::from_millis(1),
+            lease,
+        };
+        store.add(&k, &seed, &names).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let tick = |i: usize, inc: &str, kept: &Seen| {
+            let req = request(i, inc.is_empty(), MemberState::Active, inc, kept);
+            let store = store.clone();
+            let k = k.clone();
+            async move { store.tick(&k, &req).await.unwrap() }
+        };
+        let r = tick(0, "", &Seen::default()).await;
+        let inc = r.set.as_ref().unwrap().incarnation.clone();
+        let mut kept = seen(&r);
+        let claim = ClaimRequest::of("r0", &token(0), 1, 2, TTL, &inc);
+        assert!(matches!(
+            store.claim(&k, &claim).await.unwrap(),
+            ClaimReply::Claimed { .. }
+        ));
+        kept = seen(&tick(0, &inc, &kept).await);
+        let old = kept.0.clone();
+
+        store.fail_over_to(store.snapshot());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let r = tick(0, &inc, &kept).await;
+        assert_eq!(
+            r.lifetime, old,
+            "within the window the tick takes the lifetime as read"
+        );
+        let claim = ClaimRequest::of("r0", &token(0), 2, 2, TTL, &inc);
+        assert_eq!(
+            store.claim(&k, &claim).await.unwrap(),
+            ClaimReply::Wait(lease)
+        );
+        let r = tick(0, &inc, &kept).await;
+        assert_ne!(r.lifetime, old, "the next tick names the new lifetime");
+        assert_eq!(r.holdings.as_ref().map(Vec::len), Some(2));
+        let kept = seen(&r);
+
+        // Past the window, a tick reads the lifetime: it sees the next failover.
+        tokio::time::sleep(lease / 4).await;
+        store.fail_over_to(store.snapshot());
+        let r = tick(0, &inc, &kept).await;
+        assert_ne!(r.lifetime, kept.0);
     }
 
     /// A tick after changes sends only the members changed since the version its

@@ -4,7 +4,7 @@
 local function meta()
   local m = redis.call('HMGET', META, 'count', 'version', 'digest', 'grant_after', 'life',
     'sver', 'lease', 'fmax', 'origin', 'weighted', 'total', 'wver', 'rcount', 'inc',
-    'server', 'server_after', 'rver')
+    'server', 'server_after', 'rver', 'checked')
   return {
     exists = m[1] ~= false,
     count = tonumber(m[1] or '0'),
@@ -29,6 +29,8 @@ local function meta()
     server_after = tonumber(m[16] or '0'),
     -- Bumped by every change to the roster (roster_changed).
     rver = m[17] or '0',
+    -- When a script last read the server's lifetime and found it `server` (server.lua).
+    checked = tonumber(m[18] or ''),
   }
 end
 
@@ -61,17 +63,40 @@ end
 -- server lifetime (a restart, or a failover to a replica that may have missed the last
 -- claims and ticks), nothing is claimed until one lease after this one began, when
 -- every term granted before has reached its owner's local deadline (a tick extends
--- only the terms the server still lists under the session: see tick.lua). Returns the
--- lifetime ('' if `INFO` is refused: then nothing is held). `known` is the lifetime
--- if the script has read it already (and found it the group's).
-local function follow_server(m, now, known)
-  if known and known == m.server then return known end
-  local lifetime, began = server_lifetime(now)
-  if not m.exists or lifetime == '' or lifetime == m.server then return lifetime end
-  local after = (began or now) + m.lease
+-- only the terms the server still lists under the session: see tick.lua). A tick
+-- (`tick` true) takes the lifetime as read within a window of the last check
+-- (server.lua), so ticks of the new lifetime may have extended sessions until that
+-- window's end or now, whichever is first: the lease then counts from there if that is
+-- later. Returns the lifetime ('' if `INFO` is refused: then nothing is held). `known`
+-- is the lifetime if the script has read it already.
+local function follow_server(m, now, known, tick)
+  local fresh = m.exists and lifetime_fresh(m.checked, m.lease, now)
+  if tick and fresh then return m.server end
+  local lifetime, began = known, nil
+  if not known or known ~= m.server then lifetime, began = server_lifetime(now) end
+  if not m.exists or lifetime == '' then return lifetime end
+  if lifetime == m.server then
+    if not fresh then
+      m.checked = now
+      redis.call('HSET', META, 'checked', int(now))
+    end
+    return lifetime
+  end
+  -- A restarted server's ticks may have taken the lifetime as read until the last
+  -- check's window ended, and none ran after now: the lease counts from the latest.
+  local after = now
+  if began then
+    after = began
+    if m.checked then
+      after = math.max(began, math.min(m.checked + check_window(m.lease), now))
+    end
+  end
+  after = after + m.lease
   if after > m.server_after then m.server_after = after end
   m.server = lifetime
-  redis.call('HSET', META, 'server', lifetime, 'server_after', int(m.server_after))
+  m.checked = now
+  redis.call('HSET', META, 'server', lifetime, 'server_after', int(m.server_after),
+    'checked', int(now))
   return lifetime
 end
 
