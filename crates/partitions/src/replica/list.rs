@@ -30,6 +30,11 @@ pub(crate) struct SetCopy {
     pub(crate) weights_version: u64,
     pub(crate) drained: Vec<String>,
     pub(crate) names: Vec<(String, u64)>,
+    /// The server lifetime it was read in (ticks name it). A failover that lost set
+    /// changes promotes a store whose set version is lower, and its next changes reach
+    /// the lost versions again with other names: a copy of another lifetime is read
+    /// again even if its (life, version) is the group's.
+    pub(crate) lifetime: String,
 }
 
 /// A step for the driver: one store call.
@@ -224,6 +229,7 @@ impl SetSync {
         &mut self,
         set: Option<&SetInfo>,
         grant_wait: Duration,
+        lifetime: &str,
         life: impl FnOnce() -> String,
     ) -> Option<SetOp> {
         if let Some(set) = set {
@@ -249,14 +255,14 @@ impl SetSync {
                     next: 0,
                 }),
             },
-            Some(set) => self.due(set, grant_wait),
+            Some(set) => self.due(set, grant_wait, lifetime),
         };
         self.job = job;
         self.step()
     }
 
     /// The job a tick that found the group calls for.
-    fn due(&self, set: &SetInfo, grant_wait: Duration) -> Option<Job> {
+    fn due(&self, set: &SetInfo, grant_wait: Duration, lifetime: &str) -> Option<Job> {
         let window = !grant_wait.is_zero();
         if let Some(copy) = &self.copy {
             // Created again, not granting yet: a newer set this replica saw wins over a
@@ -275,15 +281,17 @@ impl SetSync {
                 return Some(self.restore(copy.clone()));
             }
         }
-        let fresh = self
-            .copy
-            .as_ref()
-            .is_some_and(|c| c.life == set.life && c.set_version == set.set_version);
+        let fresh = self.copy.as_ref().is_some_and(|c| {
+            c.life == set.life && c.set_version == set.set_version && c.lifetime == lifetime
+        });
         if !fresh {
             // Not while the group is being created: its set is still growing (a seed
             // changes it chunk by chunk), and a copy read now would be read again.
             return (!window).then(|| Job::Read {
-                copy: SetCopy::default(),
+                copy: SetCopy {
+                    lifetime: lifetime.to_owned(),
+                    ..SetCopy::default()
+                },
                 offset: 0,
             });
         }
@@ -384,7 +392,10 @@ impl SetSync {
                     // The set changed while it was read: read it again.
                     (
                         Some(Job::Read {
-                            copy: SetCopy::default(),
+                            copy: SetCopy {
+                                lifetime: copy.lifetime,
+                                ..SetCopy::default()
+                            },
                             offset: 0,
                         }),
                         false,

@@ -582,7 +582,10 @@ impl ReplicaState {
             // restore the group: the set is everyone's.
             let set = self.view.set.clone();
             let mut life = || token_with("life", rng);
-            if let Some(op) = self.set.on_tick(set.as_ref(), reply.grant_wait, &mut life) {
+            if let Some(op) =
+                self.set
+                    .on_tick(set.as_ref(), reply.grant_wait, &reply.lifetime, &mut life)
+            {
                 actions.push(Action::Set(op));
             }
         }

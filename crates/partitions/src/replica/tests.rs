@@ -1098,7 +1098,7 @@ fn a_set_read_that_sees_the_set_change_reads_it_again() {
     let mut s = SetSync::new(configured(0));
     let mut r = set(2000);
     r.set_version = 7;
-    let op = s.on_tick(Some(&r), Duration::ZERO, || "x".into());
+    let op = s.on_tick(Some(&r), Duration::ZERO, "", || "x".into());
     assert_eq!(op, Some(SetOp::Read { offset: 0 }));
     let page =
         |v: u64, from: usize, n: usize| page(v, 0, (from..from + n).map(|i| format!("p{i}")));
@@ -1117,13 +1117,13 @@ fn a_set_read_that_sees_the_set_change_reads_it_again() {
     // goes only once), and the last one completes the copy.
     let mut r = r.clone();
     r.set_version = 9;
-    let op = s.on_tick(Some(&r), Duration::ZERO, || "x".into());
+    let op = s.on_tick(Some(&r), Duration::ZERO, "", || "x".into());
     assert_eq!(op, Some(SetOp::Read { offset: 0 }));
     let (next, _) = s.on_answer(SetAnswer::Page(Some(page(9, 0, 1000))), 200);
     assert_eq!(next, None, "the next page waits");
-    let op = s.on_tick(Some(&r), Duration::ZERO, || "x".into());
+    let op = s.on_tick(Some(&r), Duration::ZERO, "", || "x".into());
     assert_eq!(op, Some(SetOp::Read { offset: 1000 }));
-    assert_eq!(s.on_tick(Some(&r), Duration::ZERO, || "x".into()), None);
+    assert_eq!(s.on_tick(Some(&r), Duration::ZERO, "", || "x".into()), None);
     let (next, _) = s.on_answer(SetAnswer::Page(Some(page(9, 1000, 10))), 200);
     assert_eq!(next, None);
     assert_eq!(
@@ -1133,11 +1133,45 @@ fn a_set_read_that_sees_the_set_change_reads_it_again() {
     // Not while the group is being created: its set still grows.
     r.set_version = 10;
     assert_eq!(
-        s.on_tick(Some(&r), Duration::from_millis(500), || "x".into()),
+        s.on_tick(Some(&r), Duration::from_millis(500), "", || "x".into()),
         None
     );
     let names: Arc<[String]> = Arc::from(Vec::<String>::new());
     drop(names);
+}
+
+/// A failover that lost a set change (here the removal of p1) promotes a store whose
+/// set version is one lower; its next change (a drain, say) brings it back to the
+/// same (life, version) as the lost one, with other names. A copy read in another
+/// server lifetime is read again, so the replica never keeps (and never restores
+/// after a data loss) the lost set as if it were the group's (simulation seed 13173).
+#[test]
+fn a_copy_read_in_another_server_lifetime_is_read_again() {
+    let mut s = SetSync::new(configured(0));
+    let mut r = set(3);
+    r.set_version = 8;
+    let op = s.on_tick(Some(&r), Duration::ZERO, "run-a:x", || "x".into());
+    assert_eq!(op, Some(SetOp::Read { offset: 0 }));
+    let lost = page(8, 0, ["p0", "p2"].map(String::from));
+    assert_eq!(s.on_answer(SetAnswer::Page(Some(lost)), 2).0, None);
+    assert_eq!(
+        s.on_tick(Some(&r), Duration::ZERO, "run-a:x", || "x".into()),
+        None
+    );
+    // The promoted server's set: p1 is back, and a drain brought the version to 8.
+    let op = s.on_tick(Some(&r), Duration::ZERO, "run-b:y", || "x".into());
+    assert_eq!(
+        op,
+        Some(SetOp::Read { offset: 0 }),
+        "read again in the new lifetime"
+    );
+    let kept = page(8, 0, ["p0", "p1", "p2"].map(String::from));
+    assert_eq!(s.on_answer(SetAnswer::Page(Some(kept)), 2).0, None);
+    assert_eq!(s.copy().map(|c| c.names.len()), Some(3));
+    assert_eq!(
+        s.on_tick(Some(&r), Duration::ZERO, "run-b:y", || "x".into()),
+        None
+    );
 }
 
 /// A replica whose configured names are the group's set (the same checksum and count,
@@ -1159,7 +1193,7 @@ fn a_set_with_the_configured_names_is_copied_from_the_list_after_one_page() {
     };
     let read = |checksum, weighted| {
         let mut s = SetSync::new(configured());
-        let op = s.on_tick(Some(&set(2500)), Duration::ZERO, || "x".into());
+        let op = s.on_tick(Some(&set(2500)), Duration::ZERO, "", || "x".into());
         assert_eq!(op, Some(SetOp::Read { offset: 0 }));
         let (next, _) = s.on_answer(SetAnswer::Page(Some(first(checksum, weighted))), 4);
         (s, next)
@@ -1191,7 +1225,7 @@ fn a_set_with_the_configured_names_is_copied_from_the_list_after_one_page() {
 fn a_configured_list_unlike_the_groups_set_is_reported_with_counts_and_names() {
     let read = |configured: Configured, version: u64, names: &[&str]| {
         let mut s = SetSync::new(configured);
-        let op = s.on_tick(Some(&set(names.len())), Duration::ZERO, || "x".into());
+        let op = s.on_tick(Some(&set(names.len())), Duration::ZERO, "", || "x".into());
         assert_eq!(op, Some(SetOp::Read { offset: 0 }));
         assert_eq!(
             s.on_answer(
