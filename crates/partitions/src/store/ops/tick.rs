@@ -648,7 +648,8 @@ mod tests {
     /// the session after the restart), not from the restart, and the next tick names
     /// the new lifetime and lists what the session holds.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_tick_takes_the_lifetime_as_read_for_a_window_and_the_hold_counts_from_its_end() {
+    async fn a_tick_takes_the_lifetime_as_read_for_a_window_and_the_hold_counts_from_the_last_that_did()
+     {
         let mut redis = RedisServer::start();
         let store = RedisStore::builder(redis.url()).build().unwrap();
         let k = GroupKeys::new("leasehold", "window");
@@ -663,8 +664,13 @@ mod tests {
         };
         store.add(&k, &seed, &names).await.unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let join = request(0, true, MemberState::Active, "", &Seen::default());
-        let r = run(&store, &k, &join, &SCRIPT).await.unwrap();
+        // r0's tick, naming what it has seen (a join if it has seen no group).
+        let tick = |inc: &str, kept: &Seen| {
+            let req = request(0, inc.is_empty(), MemberState::Active, inc, kept);
+            let (store, k) = (store.clone(), k.clone());
+            async move { run(&store, &k, &req, &SCRIPT).await.unwrap() }
+        };
+        let r = tick("", &Seen::default()).await;
         let checked = Instant::now();
         let inc = r.set.as_ref().unwrap().incarnation.clone();
         let claim = ClaimRequest::of("r0", &token(0), 1, 2, TTL, &inc);
@@ -672,26 +678,10 @@ mod tests {
             store.claim(&k, &claim).await.unwrap(),
             ClaimReply::Claimed { .. }
         ));
-        let mut kept = seen(
-            &run(
-                &store,
-                &k,
-                &request(0, false, MemberState::Active, &inc, &Seen::default()),
-                &SCRIPT,
-            )
-            .await
-            .unwrap(),
-        );
+        let mut kept = seen(&tick(&inc, &Seen::default()).await);
         let before = info_reads(&redis);
         for _ in 0..3 {
-            let r = run(
-                &store,
-                &k,
-                &request(0, false, MemberState::Active, &inc, &kept),
-                &SCRIPT,
-            )
-            .await
-            .unwrap();
+            let r = tick(&inc, &kept).await;
             assert_eq!(r.session, SessionReply::Live);
             kept = seen(&r);
         }
@@ -704,14 +694,7 @@ mod tests {
         // seconds, and rounds down by one).
         tokio::time::sleep(Duration::from_secs(3)).await;
         let old = kept.0.clone();
-        let r = run(
-            &store,
-            &k,
-            &request(0, false, MemberState::Active, &inc, &kept),
-            &SCRIPT,
-        )
-        .await
-        .unwrap();
+        let r = tick(&inc, &kept).await;
         assert!(
             checked.elapsed() < window,
             "the restart outlasted the window"
@@ -730,14 +713,7 @@ mod tests {
             wait > lease - Duration::from_millis(500) && wait <= lease,
             "the hold counts a lease from the last tick that took the lifetime as read: {wait:?}"
         );
-        let r = run(
-            &store,
-            &k,
-            &request(0, false, MemberState::Active, &inc, &kept),
-            &SCRIPT,
-        )
-        .await
-        .unwrap();
+        let r = tick(&inc, &kept).await;
         assert_ne!(r.lifetime, old, "the next tick names the new lifetime");
         let held = r.holdings.expect("and lists what the session holds");
         assert_eq!(held.len(), 2);

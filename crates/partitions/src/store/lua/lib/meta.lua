@@ -73,7 +73,7 @@ local function follow_server(m, now, known, tick)
   local fresh = m.exists and lifetime_fresh(m.checked, m.lease, now)
   if tick and fresh then return m.server end
   local lifetime, began = known, nil
-  if not known or known ~= m.server then lifetime, began = server_lifetime(now) end
+  if known ~= m.server then lifetime, began = server_lifetime(now) end
   if not m.exists or lifetime == '' then return lifetime end
   if lifetime == m.server then
     if not fresh then
