@@ -224,6 +224,12 @@ pub(crate) struct ReplicaState {
     /// The roster as this replica last read it, and its version: a tick carries the
     /// roster only when it changed.
     roster: (String, Vec<MemberInfo>),
+    /// The state the tick in flight was sent with.
+    ticked: Option<MemberState>,
+    /// The state of the last tick, if its reply changed nothing (a live session
+    /// extended, with no roster, nothing expired, ended, revoked or listed): a tick
+    /// sent with the same state is likely quiet, and says so ([`TickRequest::quiet`]).
+    quiet_as: Option<MemberState>,
 }
 
 impl ReplicaState {
@@ -258,6 +264,8 @@ impl ReplicaState {
             handoffs: 0,
             lifetime: String::new(),
             roster: (String::new(), Vec::new()),
+            ticked: None,
+            quiet_as: None,
         }
     }
 
@@ -449,12 +457,15 @@ impl ReplicaState {
                 }
                 _ => self.s.lease,
             };
+            let state = self.member_state(now);
+            let join = !self.session.member();
+            self.ticked = Some(state);
             actions.push(Action::Tick(TickRequest {
                 replica: self.s.replica.clone(),
                 process: self.session.process().to_owned(),
                 session: self.session.token().to_owned(),
-                join: !self.session.member(),
-                state: self.member_state(now),
+                join,
+                state,
                 ttl,
                 instance: self.s.instance.clone(),
                 capacity: self.s.capacity,
@@ -462,6 +473,7 @@ impl ReplicaState {
                 incarnation: self.session.incarnation().to_owned(),
                 lifetime: self.lifetime.clone(),
                 roster: self.roster.0.clone(),
+                quiet: !join && self.quiet_as == Some(state),
             }));
         }
         actions
@@ -496,10 +508,22 @@ impl ReplicaState {
             }
             _ => {}
         }
+        let ticked = self.ticked.take();
+        self.quiet_as = None;
         let reply = match reply {
             Ok(r) => r,
             Err(e) => return (Renewal::Failed(e), actions),
         };
+        let changed_nothing = reply.session == SessionReply::Live
+            && reply.resumed.is_none()
+            && !reply.roster.is_sent()
+            && reply.expired == 0
+            && reply.ending == 0
+            && reply.revoked.is_empty()
+            && reply.holdings.is_none();
+        if changed_nothing {
+            self.quiet_as = ticked;
+        }
         self.follow_roster(&reply);
         let renewal = match reply.session {
             SessionReply::Live => {

@@ -36,8 +36,12 @@ fn inc() -> String {
     INC.lock().unwrap().clone()
 }
 
+/// A tick that says it is quiet: on Redis every one (but a join) is sent as a
+/// heartbeat first, so every answer here is also the heartbeat's where it found the
+/// tick quiet, and the whole tick's where it did not.
 fn tick(replica: &str, token: &str, join: bool, state: MemberState) -> TickRequest {
     TickRequest {
+        quiet: true,
         incarnation: inc(),
         lifetime: LIFETIME.lock().unwrap().clone(),
         roster: ROSTER.lock().unwrap().0.clone(),

@@ -161,9 +161,10 @@ impl Protocol for RedisStore {
 }
 
 /// Every group script by name.
-fn scripts() -> [(&'static str, &'static LuaScript); 16] {
+fn scripts() -> [(&'static str, &'static LuaScript); 17] {
     [
         ("tick", &ops::tick::SCRIPT),
+        ("heartbeat", &ops::tick::HEARTBEAT),
         ("claim", &ops::claim::SCRIPT),
         ("release", &ops::release::SCRIPT),
         ("leave", &ops::leave::SCRIPT),
@@ -187,6 +188,7 @@ fn scripts() -> [(&'static str, &'static LuaScript); 16] {
 pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
     vec![
         ("tick", include_str!("lua/tick.lua")),
+        ("heartbeat", include_str!("lua/heartbeat.lua")),
         ("claim", include_str!("lua/claim.lua")),
         ("release", include_str!("lua/release.lua")),
         ("leave", include_str!("lua/leave.lua")),
@@ -206,7 +208,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
 }
 
 /// Every group script by name with the SHA1 digest `EVALSHA` names it by, so a
-/// benchmark can tell the scripts apart in `SLOWLOG` (`tick`, `claim`, `release`,
+/// benchmark can tell the scripts apart in `SLOWLOG` (`tick`, `heartbeat`, `claim`, `release`,
 /// `leave`, `add`, `remove`, `version`, `held`, `set_page`, `restore` are the
 /// coordination traffic; `drain`, `weight`, `owner`, `list`, `status_head`,
 /// `status_page` are an operator's).

@@ -312,7 +312,7 @@ async fn steady(
             if let Some(name) = name {
                 by_name.entry(name.to_owned()).or_default().push(ms);
             }
-            if name == Some(TICK) && e.id > *mark {
+            if name.is_some_and(|n| TICKS.contains(&n)) && e.id > *mark {
                 steady_ticks.push(e.duration_us as f64);
             }
             if e.id > *mark {
@@ -338,8 +338,10 @@ async fn steady(
     })
 }
 
-/// The tick script's name in [`leasehold_partitions::script_hashes`].
-const TICK: &str = "tick";
+/// The names of a tick's two scripts in [`leasehold_partitions::script_hashes`]: the
+/// whole tick, and the heartbeat a replica sends first when its last tick changed
+/// nothing.
+const TICKS: [&str; 2] = ["tick", "heartbeat"];
 
 impl Steady {
     fn report(&self, args: &LoadArgs, fleet: &Fleet, case: Case, background: &Window) -> RunReport {

@@ -75,9 +75,10 @@ pub struct LoadReport {
     /// `owned` lines during the steady window: partitions that changed owner while the
     /// group should have been still.
     pub steady_moves: u64,
-    /// Server-side execution time of the tick script (`EVALSHA` of its digest in the
-    /// slow log) inside the steady window, in µs (`script_ms_by_name.tick` has it in
-    /// ms from the first spawn on).
+    /// Server-side execution time of a tick (`EVALSHA` of the heartbeat's or the whole
+    /// tick's digest in the slow log) inside the steady window, in µs
+    /// (`script_ms_by_name.heartbeat` and `.tick` have them in ms from the first spawn
+    /// on).
     pub tick_us: Percentiles,
     /// How many tick runs `tick_us` covers.
     pub tick_count: u64,

@@ -34,8 +34,8 @@
 -- (slot 31).
 -- A quiet tick (an extension that changes nothing but the session's expiry, finds
 -- nothing expired or ended and the same server and roster) is answered by
--- quiet_tick.lua, which runs before the libraries; every other tick checks every key's
--- type before it writes.
+-- heartbeat.lua, a script of its own that a replica whose last tick changed nothing
+-- sends first; this one checks every key's type before it writes.
 --
 -- Reply, 31 slots:
 --   1 session ('live', 'lost', 'duplicate' or 'nogroup'), 2 the token this join resumed or '',
@@ -61,7 +61,7 @@ local m = meta()
 local bad = expect(ALL)
 if bad then return bad end
 local expired = reap(now)
-local lifetime = follow_server(m, now, quiet_lifetime, true)
+local lifetime = follow_server(m, now, nil, true)
 local status, resumed = 'live', ''
 local cur = redis.call('HGET', SESSIONS, replica)
 local parked = redis.call('HGET', STATES, replica) == 'away'

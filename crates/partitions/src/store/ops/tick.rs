@@ -6,32 +6,28 @@ use std::time::Duration;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
-use super::{LIBRARY, SERVER_LUA, count, ms, pairs, strings, triples};
+use super::{SERVER_LUA, count, group_script, ms, pairs, strings, triples};
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::{MemberInfo, MemberState, Origin, SetInfo};
 
-/// The tick script: `lua/quiet_tick.lua` first, before the libraries, so that a quiet
-/// tick (most of them) defines none of them; then the libraries (the lifetime comes
-/// and how the group follows it come first, for the quiet part) and the rest of
-/// `lua/tick.lua`.
-pub(crate) static SCRIPT: LazyLock<LuaScript> =
-    LazyLock::new(|| LuaScript::idempotent(source(include_str!("../lua/quiet_tick.lua"))));
+/// The tick script: the libraries, then `lua/tick.lua`.
+pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("tick.lua");
 
-/// The tick script with `quiet` in front of its libraries and body.
-fn source(quiet: &str) -> String {
-    let front = [leasehold_election::ext::LIFETIME_LUA, SERVER_LUA];
-    let mut code = front.concat();
-    code.push_str(quiet);
-    for lib in LIBRARY {
-        if !front.contains(lib) {
-            code.push_str(lib);
-        }
-    }
-    code.push_str(include_str!("../lua/tick.lua"));
-    code
-}
+/// The heartbeat (`lua/heartbeat.lua`): a quiet tick, answered by a script of its own
+/// with only the keys and arguments it reads and a short reply, after the lifetime's
+/// two libraries.
+pub(crate) static HEARTBEAT: LazyLock<LuaScript> = LazyLock::new(|| {
+    LuaScript::idempotent(
+        [
+            leasehold_election::ext::LIFETIME_LUA,
+            SERVER_LUA,
+            include_str!("../lua/heartbeat.lua"),
+        ]
+        .concat(),
+    )
+});
 
 /// The reply slots of `lua/tick.lua`.
 pub(crate) const SLOTS: usize = 31;
@@ -70,6 +66,11 @@ pub struct TickRequest {
     /// roster only if it changed since, and then only what changed
     /// ([`TickReply::roster`]).
     pub roster: String,
+    /// The replica's last tick changed nothing (its reply carried no roster, nothing
+    /// expired, ended, revoked or listed, and this one sends the same state): the store
+    /// may try a heartbeat first, a quiet tick's cheaper form, and sends the whole
+    /// tick only if the heartbeat finds the tick is not quiet.
+    pub quiet: bool,
 }
 
 #[cfg(test)]
@@ -96,6 +97,7 @@ impl TickRequest {
             incarnation: String::new(),
             lifetime: String::new(),
             roster: String::new(),
+            quiet: false,
         }
     }
 }
@@ -266,7 +268,126 @@ pub(crate) async fn redis(
     keys: &GroupKeys,
     req: &TickRequest,
 ) -> Result<TickReply, StoreError> {
+    if req.quiet
+        && !req.join
+        && req.state != MemberState::Away
+        && !req.roster.is_empty()
+        && let Some(reply) = heartbeat(store, keys, req).await?
+    {
+        return Ok(reply);
+    }
     run(store, keys, req, &SCRIPT).await
+}
+
+/// Sends the heartbeat: the tick's reply if it was quiet, `None` if the whole tick is
+/// to be sent (the heartbeat changed nothing).
+async fn heartbeat(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    req: &TickRequest,
+) -> Result<Option<TickReply>, StoreError> {
+    let ttl = super::millis(req.ttl);
+    let hk = [
+        keys.members.as_str(),
+        &keys.sessions,
+        &keys.states,
+        &keys.meta,
+        &keys.free,
+        &keys.dead,
+        &keys.revoked,
+        &keys.drains,
+        &keys.weights,
+        &keys.holders,
+    ];
+    let args = [
+        req.replica.as_str(),
+        &req.process,
+        &req.session,
+        req.state.as_str(),
+        &ttl,
+        &req.incarnation,
+        &req.lifetime,
+        &req.roster,
+    ];
+    parse_heartbeat(req, store.eval_acked(&HEARTBEAT, &hk, &args).await?)
+}
+
+/// A heartbeat's reply (`lua/heartbeat.lua`) as the whole tick's: what a quiet tick
+/// leaves out is what it found unchanged.
+fn parse_heartbeat(
+    req: &TickRequest,
+    reply: redis::Value,
+) -> Result<Option<TickReply>, StoreError> {
+    if matches!(reply, redis::Value::Int(0)) {
+        return Ok(None);
+    }
+    let mut p = Parse::new("group heartbeat", reply);
+    let m = match p.next_value()? {
+        redis::Value::Array(m) if m.len() == 17 => m,
+        other => {
+            return Err(StoreError::Protocol(format!(
+                "group heartbeat: META fields {other:?}"
+            )));
+        }
+    };
+    let field = |i: usize| -> Result<String, StoreError> {
+        match &m[i] {
+            redis::Value::Nil => Ok(String::new()),
+            redis::Value::BulkString(b) => Ok(String::from_utf8_lossy(b).into_owned()),
+            other => Err(StoreError::Protocol(format!(
+                "group heartbeat: META field {i} {other:?}"
+            ))),
+        }
+    };
+    let number = |i: usize| -> Result<u64, StoreError> {
+        let f = field(i)?;
+        if f.is_empty() {
+            return Ok(0);
+        }
+        f.parse::<u64>()
+            .or_else(|_| f.parse::<f64>().map(|x| x.max(0.0) as u64))
+            .map_err(|_| StoreError::Protocol(format!("group heartbeat: META field {i} {f:?}")))
+    };
+    let unowned = count(p.next_int()?);
+    let drained = p.next_int()? == 1;
+    let max_weight = p.next_int()?.max(1).unsigned_abs();
+    let soonest = u64::try_from(p.next_int()?).ok().map(Duration::from_millis);
+    let grant_wait = ms(p.next_int()?);
+    p.finish()?;
+    let weighted = field(9)? == "1";
+    let mut set = SetInfo::plain(
+        count(i64::try_from(number(0)?).unwrap_or(i64::MAX)),
+        number(1)?,
+        "",
+    );
+    set.digest = field(2)?;
+    set.weighted = weighted;
+    set.total_weight = if weighted { number(10)? } else { number(0)? };
+    set.max_weight = if weighted { max_weight } else { 1 };
+    set.weights_version = number(11)?;
+    set.life = field(4)?;
+    set.set_version = number(5)?;
+    set.highest_fence = Fence(number(7)?);
+    set.origin = Origin::parse(&field(8)?);
+    set.lease = Duration::from_millis(number(6)?);
+    set.restore_count = count(i64::try_from(number(12)?).unwrap_or(i64::MAX));
+    set.incarnation = field(13)?;
+    Ok(Some(TickReply {
+        session: SessionReply::Live,
+        resumed: None,
+        set: Some(set),
+        roster: RosterUpdate::Same,
+        roster_version: req.roster.clone(),
+        soonest,
+        unowned,
+        grant_wait,
+        ending: 0,
+        drained,
+        revoked: Vec::new(),
+        expired: 0,
+        lifetime: field(14)?,
+        holdings: None,
+    }))
 }
 
 async fn run(
@@ -522,10 +643,6 @@ mod tests {
     use super::*;
     use crate::store::protocol::{Change, ClaimReply, ClaimRequest, Protocol};
 
-    /// The tick script without its quiet part: every tick runs the whole script.
-    static WHOLE: LazyLock<LuaScript> =
-        LazyLock::new(|| LuaScript::idempotent(source("local quiet_lifetime\n")));
-
     const TTL: Duration = Duration::from_secs(5);
 
     /// The server lifetime and roster version a replica has seen.
@@ -565,12 +682,13 @@ mod tests {
         }
     }
 
-    /// The quiet part answers a quiet tick on its own (no type checks, no library), and
-    /// replies exactly what the whole script replies to the same tick: in a plain
-    /// group, and in a weighted one with a drained, draining member and partitions left
-    /// without an owner.
+    /// A heartbeat answers a quiet tick on its own (no type checks, no library), and
+    /// replies exactly what the whole tick replies to the same tick: in a plain group,
+    /// and in a weighted one with a drained, draining member and partitions left
+    /// without an owner. A tick that says it is quiet but is not (the roster changed)
+    /// gets the whole tick's reply, and the heartbeat that found so changed nothing.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_quiet_tick_replies_what_the_whole_script_does() {
+    async fn a_heartbeat_replies_what_the_whole_tick_does() {
         let redis = RedisServer::start();
         let store = RedisStore::builder(redis.url()).build().unwrap();
         let k = GroupKeys::new("leasehold", "quiet");
@@ -607,28 +725,84 @@ mod tests {
                 } else {
                     MemberState::Active
                 };
-                let read = run(&store, &k, &request(i, false, state, &inc, kept), &SCRIPT)
-                    .await
-                    .unwrap();
+                let stale = TickRequest {
+                    quiet: true,
+                    ..request(i, false, state, &inc, kept)
+                };
+                let read = super::redis(&store, &k, &stale).await.unwrap();
                 assert!(
                     read.roster.is_sent(),
                     "{case}: r{i} reads the changed roster"
                 );
                 *kept = seen(&read);
                 for _ in 0..3 {
-                    let req = request(i, false, state, &inc, kept);
+                    let req = TickRequest {
+                        quiet: true,
+                        ..request(i, false, state, &inc, kept)
+                    };
                     let checks = type_checks(&redis);
-                    let quiet = run(&store, &k, &req, &SCRIPT).await.unwrap();
+                    let quiet = heartbeat(&store, &k, &req).await.unwrap();
                     assert_eq!(
                         type_checks(&redis),
                         checks,
-                        "{case}: r{i}'s steady tick is answered by the quiet part"
+                        "{case}: r{i}'s steady tick is answered by the heartbeat"
                     );
-                    let whole = run(&store, &k, &req, &WHOLE).await.unwrap();
+                    let quiet = quiet.expect("a steady tick is quiet");
+                    let whole = run(&store, &k, &req, &SCRIPT).await.unwrap();
                     assert!(!quiet.roster.is_sent() && quiet.soonest.is_some(), "{case}");
                     assert_eq!(timeless(quiet), timeless(whole), "{case}: r{i}");
                 }
             }
+        }
+    }
+
+    /// A partition revoked from a session is listed by every tick until the session
+    /// gives it up, also a tick that says it is quiet and names the roster as it is:
+    /// the heartbeat leaves it to the whole tick, and changes nothing itself.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_heartbeat_leaves_a_revoked_partition_to_the_whole_tick() {
+        let redis = RedisServer::start();
+        let store = RedisStore::builder(redis.url()).build().unwrap();
+        let k = GroupKeys::new("leasehold", "revoked");
+        let names: Vec<String> = (0..4).map(|i| format!("p{i}")).collect();
+        let seed = Change::Seed {
+            life: "life-revoked".to_owned(),
+            grant_delay: Duration::from_millis(1),
+            lease: TTL,
+        };
+        store.add(&k, &seed, &names).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let join = request(0, true, MemberState::Active, "", &Seen::default());
+        let r = run(&store, &k, &join, &SCRIPT).await.unwrap();
+        let inc = r.set.as_ref().unwrap().incarnation.clone();
+        let claim = ClaimRequest::of("r0", &token(0), 1, 4, TTL, &inc);
+        store.claim(&k, &claim).await.unwrap();
+        let strict = Change::Strict {
+            op: "op-revoke".into(),
+        };
+        store.remove(&k, &strict, &names[..1]).await.unwrap();
+        let mut kept = seen(
+            &run(
+                &store,
+                &k,
+                &request(0, false, MemberState::Active, &inc, &Seen::default()),
+                &SCRIPT,
+            )
+            .await
+            .unwrap(),
+        );
+        for _ in 0..2 {
+            let req = TickRequest {
+                quiet: true,
+                ..request(0, false, MemberState::Active, &inc, &kept)
+            };
+            assert!(
+                heartbeat(&store, &k, &req).await.unwrap().is_none(),
+                "a session with a revoked partition does not tick quietly"
+            );
+            let r = super::redis(&store, &k, &req).await.unwrap();
+            assert_eq!(r.revoked, vec![("p0".to_owned(), "removed".to_owned())]);
+            kept = seen(&r);
         }
     }
 
@@ -664,11 +838,15 @@ mod tests {
         };
         store.add(&k, &seed, &names).await.unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
-        // r0's tick, naming what it has seen (a join if it has seen no group).
+        // r0's tick, naming what it has seen (a join if it has seen no group), sent
+        // as a heartbeat first once it has seen a roster.
         let tick = |inc: &str, kept: &Seen| {
-            let req = request(0, inc.is_empty(), MemberState::Active, inc, kept);
+            let req = TickRequest {
+                quiet: true,
+                ..request(0, inc.is_empty(), MemberState::Active, inc, kept)
+            };
             let (store, k) = (store.clone(), k.clone());
-            async move { run(&store, &k, &req, &SCRIPT).await.unwrap() }
+            async move { super::redis(&store, &k, &req).await.unwrap() }
         };
         let r = tick("", &Seen::default()).await;
         let checked = Instant::now();
