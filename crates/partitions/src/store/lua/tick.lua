@@ -61,7 +61,7 @@ local m = meta()
 local bad = expect(ALL)
 if bad then return bad end
 local expired = reap(now)
-local lifetime = follow_server(m, now, nil, true)
+local lifetime = follow_server(m, now, true)
 local status, resumed = 'live', ''
 local cur = redis.call('HGET', SESSIONS, replica)
 local parked = redis.call('HGET', STATES, replica) == 'away'

@@ -339,15 +339,16 @@ fn parse_heartbeat(
             ))),
         }
     };
-    let number = |i: usize| -> Result<u64, StoreError> {
+    // Every field is an integer (or missing: 0), as the whole tick reads them.
+    let number = |i: usize| -> Result<i64, StoreError> {
         let f = field(i)?;
         if f.is_empty() {
             return Ok(0);
         }
-        f.parse::<u64>()
-            .or_else(|_| f.parse::<f64>().map(|x| x.max(0.0) as u64))
+        f.parse::<i64>()
             .map_err(|_| StoreError::Protocol(format!("group heartbeat: META field {i} {f:?}")))
     };
+    let unsigned = |i: usize| number(i).map(|n| n.max(0).unsigned_abs());
     let unowned = count(p.next_int()?);
     let drained = p.next_int()? == 1;
     let max_weight = p.next_int()?.max(1).unsigned_abs();
@@ -355,22 +356,18 @@ fn parse_heartbeat(
     let grant_wait = ms(p.next_int()?);
     p.finish()?;
     let weighted = field(9)? == "1";
-    let mut set = SetInfo::plain(
-        count(i64::try_from(number(0)?).unwrap_or(i64::MAX)),
-        number(1)?,
-        "",
-    );
+    let mut set = SetInfo::plain(count(number(0)?), unsigned(1)?, "");
     set.digest = field(2)?;
     set.weighted = weighted;
-    set.total_weight = if weighted { number(10)? } else { number(0)? };
+    set.total_weight = unsigned(if weighted { 10 } else { 0 })?;
     set.max_weight = if weighted { max_weight } else { 1 };
-    set.weights_version = number(11)?;
+    set.weights_version = unsigned(11)?;
     set.life = field(4)?;
-    set.set_version = number(5)?;
-    set.highest_fence = Fence(number(7)?);
+    set.set_version = unsigned(5)?;
+    set.highest_fence = Fence(unsigned(7)?);
     set.origin = Origin::parse(&field(8)?);
-    set.lease = Duration::from_millis(number(6)?);
-    set.restore_count = count(i64::try_from(number(12)?).unwrap_or(i64::MAX));
+    set.lease = ms(number(6)?);
+    set.restore_count = count(number(12)?);
     set.incarnation = field(13)?;
     Ok(Some(TickReply {
         session: SessionReply::Live,
@@ -682,6 +679,27 @@ mod tests {
         }
     }
 
+    /// A server with a group `group` of `count` partitions (`p0`, `p1`, ...) on leases
+    /// of `lease`, seeded and granting, and a store on it.
+    async fn seeded(
+        group: &str,
+        count: usize,
+        lease: Duration,
+    ) -> (RedisServer, RedisStore, GroupKeys, Vec<String>) {
+        let redis = RedisServer::start();
+        let store = RedisStore::builder(redis.url()).build().unwrap();
+        let k = GroupKeys::new("leasehold", group);
+        let names: Vec<String> = (0..count).map(|i| format!("p{i}")).collect();
+        let seed = Change::Seed {
+            life: format!("life-{group}"),
+            grant_delay: Duration::from_millis(1),
+            lease,
+        };
+        store.add(&k, &seed, &names).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        (redis, store, k, names)
+    }
+
     /// A heartbeat answers a quiet tick on its own (no type checks, no library), and
     /// replies exactly what the whole tick replies to the same tick: in a plain group,
     /// and in a weighted one with a drained, draining member and partitions left
@@ -689,17 +707,7 @@ mod tests {
     /// gets the whole tick's reply, and the heartbeat that found so changed nothing.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_heartbeat_replies_what_the_whole_tick_does() {
-        let redis = RedisServer::start();
-        let store = RedisStore::builder(redis.url()).build().unwrap();
-        let k = GroupKeys::new("leasehold", "quiet");
-        let names: Vec<String> = (0..12).map(|i| format!("p{i}")).collect();
-        let seed = Change::Seed {
-            life: "life-quiet".to_owned(),
-            grant_delay: Duration::from_millis(1),
-            lease: TTL,
-        };
-        store.add(&k, &seed, &names).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        let (redis, store, k, _) = seeded("quiet", 12, TTL).await;
         let mut kept: Vec<Seen> = Vec::new();
         let mut inc = String::new();
         for i in 0..3 {
@@ -761,17 +769,7 @@ mod tests {
     /// the heartbeat leaves it to the whole tick, and changes nothing itself.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_heartbeat_leaves_a_revoked_partition_to_the_whole_tick() {
-        let redis = RedisServer::start();
-        let store = RedisStore::builder(redis.url()).build().unwrap();
-        let k = GroupKeys::new("leasehold", "revoked");
-        let names: Vec<String> = (0..4).map(|i| format!("p{i}")).collect();
-        let seed = Change::Seed {
-            life: "life-revoked".to_owned(),
-            grant_delay: Duration::from_millis(1),
-            lease: TTL,
-        };
-        store.add(&k, &seed, &names).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        let (_redis, store, k, names) = seeded("revoked", 4, TTL).await;
         let join = request(0, true, MemberState::Active, "", &Seen::default());
         let r = run(&store, &k, &join, &SCRIPT).await.unwrap();
         let inc = r.set.as_ref().unwrap().incarnation.clone();
@@ -824,20 +822,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_tick_takes_the_lifetime_as_read_for_a_window_and_the_hold_counts_from_the_last_that_did()
      {
-        let mut redis = RedisServer::start();
-        let store = RedisStore::builder(redis.url()).build().unwrap();
-        let k = GroupKeys::new("leasehold", "window");
-        let names: Vec<String> = (0..4).map(|i| format!("p{i}")).collect();
         // A long group lease, so that the window (10 s) outlasts the restart.
         let lease = Duration::from_secs(40);
         let window = lease / 4;
-        let seed = Change::Seed {
-            life: "life-window".to_owned(),
-            grant_delay: Duration::from_millis(1),
-            lease,
-        };
-        store.add(&k, &seed, &names).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        let (mut redis, store, k, _) = seeded("window", 4, lease).await;
         // r0's tick, naming what it has seen (a join if it has seen no group), sent
         // as a heartbeat first once it has seen a roster.
         let tick = |inc: &str, kept: &Seen| {

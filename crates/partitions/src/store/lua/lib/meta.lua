@@ -67,13 +67,11 @@ end
 -- (`tick` true) takes the lifetime as read within a window of the last check
 -- (server.lua), so ticks of the new lifetime may have extended sessions until that
 -- window's end or now, whichever is first: the lease then counts from there if that is
--- later. Returns the lifetime ('' if `INFO` is refused: then nothing is held). `known`
--- is the lifetime if the script has read it already.
-local function follow_server(m, now, known, tick)
+-- later. Returns the lifetime ('' if `INFO` is refused: then nothing is held).
+local function follow_server(m, now, tick)
   local fresh = m.exists and lifetime_fresh(m.checked, m.lease, now)
   if tick and fresh then return m.server end
-  local lifetime, began = known, nil
-  if known ~= m.server then lifetime, began = server_lifetime(now) end
+  local lifetime, began = server_lifetime(now)
   if not m.exists or lifetime == '' then return lifetime end
   if lifetime == m.server then
     if not fresh then
