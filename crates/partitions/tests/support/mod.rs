@@ -210,7 +210,7 @@ impl<B: GroupStore> Fleet<B> {
     }
 
     /// The partitions whose callbacks run now, by replica, match the views.
-    fn callbacks_agree(&self) -> bool {
+    pub fn callbacks_agree(&self) -> bool {
         let mut running: HashMap<String, String> = HashMap::new();
         for t in self.ledger.terms().into_iter().filter(|t| t.end.is_none()) {
             running.insert(t.partition, t.replica);
