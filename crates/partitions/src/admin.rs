@@ -9,7 +9,7 @@ use rand::RngExt;
 
 use crate::error::PartitionsError;
 use crate::keys::GroupKeys;
-use crate::store::protocol::{AddReply, Change, DrainReply, RemoveReply, WeightReply};
+use crate::store::protocol::{AddReply, Change, DrainReply, Move, RemoveReply, WeightReply};
 use crate::store::{GroupStatus, GroupStore, PartitionOwner, SET_CHUNK, read_status};
 
 /// How often a change retries while the group is being created again (each time after
@@ -378,5 +378,46 @@ impl<B: GroupStore> GroupAdmin<B> {
     /// Cancel safe: it only reads.
     pub async fn status(&self) -> Result<Option<GroupStatus>, PartitionsError> {
         Ok(read_status(&self.store, &self.keys).await?)
+    }
+
+    /// Up to `limit` entries of the group's ledger of moves, oldest first: every
+    /// change of owner of a partition, from whom to whom, why the old term ended, both
+    /// fences, and how long the partition had no owner. `after` is the [`Move::id`] of
+    /// the last entry already read (`None`: from the oldest the ledger keeps; it keeps
+    /// about [`LEDGER_LEN`](crate::LEDGER_LEN)); an empty page means nothing newer yet.
+    ///
+    /// Each entry is written by the claim that starts the new term, in the same
+    /// script, so the ledger costs no round trip, and a claim that was not applied
+    /// wrote none.
+    ///
+    /// # Errors
+    /// The store's error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    /// Every move since the last one read, in pages:
+    /// ```no_run
+    /// # async fn f(admin: leasehold_partitions::GroupAdmin<leasehold_election::RedisStore>)
+    /// # -> Result<(), leasehold_partitions::PartitionsError> {
+    /// let mut last: Option<String> = None;
+    /// loop {
+    ///     let page = admin.moves(last.as_deref(), 1_000).await?;
+    ///     let Some(newest) = page.last() else { break };
+    ///     last = Some(newest.id.clone());
+    ///     for m in &page {
+    ///         println!("{} {:?} -> {} ({})", m.partition, m.from, m.to, m.cause);
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn moves(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Move>, PartitionsError> {
+        Ok(self.store.moves(&self.keys, after, limit).await?)
     }
 }

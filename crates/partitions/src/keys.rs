@@ -1,7 +1,7 @@
 //! The Redis key layout of a partition group. Every key carries the group's hash tag,
 //! so every script of a group runs on one Redis Cluster slot.
 //!
-//! A fixed number of keys per group (twenty-two), whatever the number of partitions: a
+//! A fixed number of keys per group (twenty-four), whatever the number of partitions: a
 //! partition is a field or a member in them, not a key of its own. An operator's change
 //! also keeps its reply a minute under a key of its own (`<prefix>:{<group>}:op:<id>`),
 //! so that a retry of the same request gets the same answer.
@@ -88,6 +88,14 @@ pub struct GroupKeys {
     /// entries go, and `rfloor` in `meta` says from which version on it is complete);
     /// built again, with `roster`, in a new incarnation or server lifetime (`rbase`).
     pub changes: String,
+    /// Hash: free partition → how its last term ended (`replica \t fence \t cause \t
+    /// ended ms \t since ms`), until its next claim writes the move to `moves`; and
+    /// `\x01<session token>` → why an ended session ended (`leave`), until its
+    /// partitions are all free.
+    pub ended: String,
+    /// Stream, capped (`MAXLEN ~`): one entry per change of owner, written by the claim
+    /// that starts the new term ([`crate::Move`]).
+    pub moves: String,
     /// The channel a release or a leave publishes on (shared with single duties under
     /// the same prefix).
     pub channel: String,
@@ -124,6 +132,8 @@ impl GroupKeys {
             acks: key("acks"),
             roster: key("roster"),
             changes: key("changes"),
+            ended: key("ended"),
+            moves: key("moves"),
             channel: release_channel(prefix),
             notice: format!("{prefix}:{{{group}}}"),
         }
@@ -131,7 +141,7 @@ impl GroupKeys {
 
     /// Every key, in the order the group scripts take them as `KEYS` (and
     /// `lua/lib/keys.lua` names them).
-    pub(crate) fn all(&self) -> [&str; 22] {
+    pub(crate) fn all(&self) -> [&str; 24] {
         [
             &self.members,
             &self.sessions,
@@ -155,6 +165,8 @@ impl GroupKeys {
             &self.acks,
             &self.roster,
             &self.changes,
+            &self.ended,
+            &self.moves,
         ]
     }
 }

@@ -60,6 +60,7 @@ pub use self::config::{GroupConfig, GroupConfigBuilder, GroupConfigError, MAX_CA
 pub use self::coordinator::{Coordinator, CoordinatorHandle, group_status};
 pub use self::error::{PartitionsError, Result};
 pub use self::store::memory::{MemoryGroupStore, MemorySnapshot};
+pub use self::store::ops::moves::{LEDGER_LEN, Move, MoveCause, UnknownCause};
 #[doc(hidden)]
 pub use self::store::redis::script_hashes;
 pub use self::store::{GroupStatus, GroupStore, PartitionOwner, ReplicaState, ReplicaStatus};

@@ -2,7 +2,7 @@
 
 use std::sync::Once;
 
-use metrics::{Unit, describe_counter, describe_gauge};
+use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 
 /// Gauge: partitions this replica owns. Labels: `group`, `replica`.
 pub const OWNED: &str = "leasehold_owned_partitions";
@@ -40,6 +40,12 @@ pub const SESSIONS_LOST: &str = "leasehold_group_sessions_lost_total";
 /// fields (time left, partitions held, load, capacity); plus the roster version's
 /// length. Labels: `group`, `replica`.
 pub const ROSTER_BYTES: &str = "leasehold_group_roster_bytes_total";
+/// Histogram (seconds): how long each partition this replica took from the free set
+/// had no owner, from the end of its previous term (given back, or its owner's session
+/// expired) to this claim, by the server's clock, as its entry in the ledger of moves
+/// says. Labels: `group`, `replica`, `cause` (`handoff`, `drain`, `leave`, `removal`,
+/// `released`, `expiry`; a first owner, `new`, has no time and is not recorded).
+pub const UNOWNED_SECONDS: &str = "leasehold_partition_unowned_seconds";
 
 pub(crate) fn describe() {
     static ONCE: Once = Once::new();
@@ -74,6 +80,11 @@ pub(crate) fn describe() {
             ROSTER_BYTES,
             Unit::Bytes,
             "bytes of roster received in group tick replies (sent only when it changed)"
+        );
+        describe_histogram!(
+            UNOWNED_SECONDS,
+            Unit::Seconds,
+            "time a partition had no owner before this replica took it, by cause"
         );
         describe_gauge!(
             GROUP_PARTITIONS,

@@ -1,5 +1,6 @@
 //! Partition moves counted by cause (a join's rebalance, a removal, a drain, a leave, a
-//! kill), read back through a debugging recorder, against a real redis-server. One test
+//! kill), and the time each partition had no owner by the cause of its move, read back
+//! through a debugging recorder, against a real redis-server. One test
 //! per binary: the recorder is process-global.
 
 mod support;
@@ -24,17 +25,15 @@ const LIMIT: Duration = Duration::from_secs(20);
 struct Totals {
     snap: Snapshotter,
     seen: Mutex<HashMap<Key, u64>>,
+    /// Histogram values recorded so far, by key.
+    values: Mutex<HashMap<Key, Vec<f64>>>,
 }
 
 impl Totals {
     /// Sum of a counter over every label set that has `label = value` (all if `None`).
     fn counter(&self, name: &str, label: Option<(&str, &str)>) -> u64 {
-        let mut seen = self.seen.lock().unwrap();
-        for (k, _, _, v) in self.snap.snapshot().into_vec() {
-            if let DebugValue::Counter(c) = v {
-                *seen.entry(k.key().clone()).or_default() += c;
-            }
-        }
+        self.take();
+        let seen = self.seen.lock().unwrap();
         seen.iter()
             .filter(|(k, _)| k.name() == name)
             .filter(|(k, _)| {
@@ -42,6 +41,35 @@ impl Totals {
             })
             .map(|(_, c)| c)
             .sum()
+    }
+
+    /// Folds the values recorded since the last snapshot into the totals.
+    fn take(&self) {
+        let mut seen = self.seen.lock().unwrap();
+        let mut values = self.values.lock().unwrap();
+        for (k, _, _, v) in self.snap.snapshot().into_vec() {
+            match v {
+                DebugValue::Counter(c) => *seen.entry(k.key().clone()).or_default() += c,
+                DebugValue::Histogram(h) => values
+                    .entry(k.key().clone())
+                    .or_default()
+                    .extend(h.into_iter().map(|x| x.into_inner())),
+                DebugValue::Gauge(_) => {}
+            }
+        }
+    }
+
+    /// The times unowned recorded for moves of `cause`, in seconds.
+    fn unowned(&self, cause: &str) -> Vec<f64> {
+        self.take();
+        self.values
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k.name() == m::UNOWNED_SECONDS)
+            .filter(|(k, _)| k.labels().any(|x| x.key() == "cause" && x.value() == cause))
+            .flat_map(|(_, v)| v.iter().copied())
+            .collect()
     }
 
     fn released(&self, reason: &str) -> u64 {
@@ -63,6 +91,7 @@ async fn every_move_is_counted_with_its_cause() {
     let totals = Totals {
         snap: recorder.snapshotter(),
         seen: Mutex::default(),
+        values: Mutex::default(),
     };
     recorder.install().unwrap();
     let redis = RedisServer::start();
@@ -81,6 +110,14 @@ async fn every_move_is_counted_with_its_cause() {
     fleet.converge(LIMIT).await;
     assert_eq!(totals.released("handed_off"), 4);
     assert_eq!(totals.counter(m::HANDOFFS, None), 4);
+    // The joiner recorded how long each had no owner, by the cause the ledger names.
+    let handed = totals.unowned("handoff");
+    assert_eq!(handed.len(), 4, "{handed:?}");
+    assert!(handed.iter().all(|s| (0.0..5.0).contains(s)), "{handed:?}");
+    assert!(
+        totals.unowned("new").is_empty(),
+        "first owners have no time unowned"
+    );
 
     // A removal: its owner hands it back.
     admin.remove(["p00000"]).await.unwrap();
@@ -92,6 +129,10 @@ async fn every_move_is_counted_with_its_cause() {
     let c_held = fleet.counts()["c"] as u64;
     admin.drain("c").await.unwrap();
     eventually("c drained", || totals.released("drained") == c_held).await;
+    eventually("c's partitions taken by the others", || {
+        totals.unowned("drain").len() as u64 == c_held
+    })
+    .await;
     admin.undrain("c").await.unwrap();
     fleet.converge(LIMIT).await;
 
@@ -100,12 +141,15 @@ async fn every_move_is_counted_with_its_cause() {
     fleet.replicas.remove("b").unwrap().shutdown().await;
     assert_eq!(totals.released("shutdown"), b_held);
     fleet.converge(LIMIT).await;
+    assert_eq!(totals.unowned("leave").len() as u64, b_held);
 
     // A kill: nobody releases; the tick that finds the session expired counts them.
     let a_held = fleet.counts()["a"] as u64;
     fleet.replicas.remove("a").unwrap().abort();
     fleet.converge(LIMIT).await;
     assert_eq!(totals.counter(m::EXPIRED, Some(("group", "g"))), a_held);
+    let expired = totals.unowned("expiry");
+    assert_eq!(expired.len() as u64, a_held, "{expired:?}");
     assert_eq!(fleet.counts()["c"], 11);
     assert!(totals.counter(m::SESSIONS_LOST, None) == 0);
     fleet.ledger.assert_no_double_ownership();

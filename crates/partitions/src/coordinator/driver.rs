@@ -17,7 +17,7 @@ use leasehold_election::ext::{Grant, RenewGrid};
 use leasehold_election::{
     DutyResult, Elector, ElectorConfig, Fence, Leadership, StoreError, TermEndReason,
 };
-use metrics::{counter, gauge};
+use metrics::{counter, gauge, histogram};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokio::sync::{broadcast, watch};
@@ -38,7 +38,8 @@ use crate::replica::{
     StopReason,
 };
 use crate::store::protocol::{
-    Change, ClaimReply, ClaimRequest, Conflict, Granted, MemberInfo, TickReply, VersionStep,
+    Change, ClaimReply, ClaimRequest, Conflict, Granted, MemberInfo, MoveCause, Term, TickReply,
+    VersionStep,
 };
 use crate::store::{GroupStore, RELEASE_BATCH, STATUS_PAGE};
 use crate::view::{GroupView, ListDifference};
@@ -214,6 +215,13 @@ pub(crate) struct Driver<B, F> {
     warned_digest: bool,
     /// Bytes of roster received (see [`m::ROSTER_BYTES`]), shared with the handle.
     roster_bytes: Arc<AtomicU64>,
+    /// Why this replica asked a running term to end (by partition index and fence),
+    /// for the ledger of moves its release writes; forgotten when the term's elector
+    /// ends. A term ended by its callback (or a step-down) is `Released`.
+    causes: HashMap<(usize, Fence), MoveCause>,
+    /// Every elector was asked to stop (the coordinator is shutting down): what they
+    /// give back is given back as a leave.
+    stopped_all: bool,
 }
 
 impl<B, F, Fut> Driver<B, F>
@@ -294,6 +302,8 @@ where
             warned_list: None,
             warned_digest: false,
             roster_bytes,
+            causes: HashMap::new(),
+            stopped_all: false,
         }
     }
 
@@ -383,7 +393,10 @@ where
                 Action::Claim(claim) => self.send_claim(claim),
                 Action::Start { index, fence, sent } => self.start(index, fence, sent),
                 Action::Stop { indices, reason } => self.stop(indices, reason),
-                Action::StopAll { .. } => self.slots.stop_all(),
+                Action::StopAll { .. } => {
+                    self.stopped_all = true;
+                    self.slots.stop_all();
+                }
                 Action::Revoke(terms) => {
                     for &(i, _) in &terms {
                         debug!(partition = %self.names.get(i), "the store no longer lists this partition under this session; stepping down");
@@ -411,13 +424,16 @@ where
     }
 
     fn stop(&mut self, indices: Vec<usize>, reason: StopReason) {
-        let (why, counted) = match reason {
-            StopReason::Rebalance => (TermEndReason::HandedOff, true),
-            StopReason::Drained => (TermEndReason::Drained, false),
-            StopReason::Removed => (TermEndReason::Removed, false),
-            StopReason::Leave => (TermEndReason::Shutdown, false),
+        let (why, counted, cause) = match reason {
+            StopReason::Rebalance => (TermEndReason::HandedOff, true, MoveCause::HandOff),
+            StopReason::Drained => (TermEndReason::Drained, false, MoveCause::Drain),
+            StopReason::Removed => (TermEndReason::Removed, false, MoveCause::Removal),
+            StopReason::Leave => (TermEndReason::Shutdown, false, MoveCause::Leave),
         };
         for i in indices {
+            if let Some(fence) = self.slots.fence(i) {
+                self.causes.entry((i, fence)).or_insert(cause);
+            }
             debug!(partition = %self.names.get(i), reason = why.label(), "handing a partition over");
             if counted {
                 counter!(m::HANDOFFS, &self.labels.pair()).increment(1);
@@ -661,6 +677,14 @@ where
         if !granted.is_empty() {
             counter!(m::ACQUISITIONS, &self.labels.pair()).increment(granted.len() as u64);
         }
+        if let Ok(ClaimReply::Claimed { moves, .. }) = &reply {
+            for (cause, unowned) in moves {
+                if let Some(d) = unowned {
+                    histogram!(m::UNOWNED_SECONDS, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "cause" => cause.as_str())
+                        .record(d.as_secs_f64());
+                }
+            }
+        }
         let actions = self
             .state
             .on_claimed(reply, &granted, &returned, token, now);
@@ -710,6 +734,7 @@ where
         let reason = ended.reason.as_ref().map_or("stopped", |r| r.label());
         counter!(m::RELEASES, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "reason" => reason).increment(1);
         self.shared.forget((ended.index, ended.fence));
+        self.causes.remove(&(ended.index, ended.fence));
         let actions = self
             .state
             .on_stopped(ended.index, ended.fence, Instant::now());
@@ -755,9 +780,21 @@ where
             return;
         };
         let token = first.token.clone();
-        let terms: Vec<(String, Fence)> = batch
+        let terms: Vec<(Term, MoveCause)> = batch
             .iter()
-            .map(|p| (p.partition.to_string(), p.fence))
+            .map(|p| {
+                let i = self.names.intern(&p.partition);
+                let cause =
+                    self.causes
+                        .get(&(i, p.fence))
+                        .copied()
+                        .unwrap_or(if self.stopped_all {
+                            MoveCause::Leave
+                        } else {
+                            MoveCause::Released
+                        });
+                ((p.partition.to_string(), p.fence), cause)
+            })
             .collect();
         let (store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
         self.release = Some(Box::pin(async move {

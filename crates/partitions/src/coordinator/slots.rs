@@ -56,6 +56,11 @@ impl Slots {
         self.running.insert(index, (fence, handle));
     }
 
+    /// The fence of the term whose elector runs for `index`, if one does.
+    pub(crate) fn fence(&self, index: usize) -> Option<Fence> {
+        self.running.get(&index).map(|(f, _)| *f)
+    }
+
     /// Asks the elector of `index` to step down gracefully, the term ending with
     /// `reason`.
     pub(crate) fn stop_because(&self, index: usize, reason: TermEndReason) {

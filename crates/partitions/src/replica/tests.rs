@@ -222,6 +222,7 @@ impl Sim {
             partitions: Vec::new(),
             returned: Vec::new(),
             unowned,
+            moves: Vec::new(),
         };
         let token = self.st.token().to_owned();
         self.st

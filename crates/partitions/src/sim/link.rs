@@ -19,8 +19,9 @@ use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::PartitionOwner;
 use crate::store::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, Granted, Protocol, RemoveReply,
-    RestoreStep, SetPage, StatusHead, Term, TickReply, TickRequest, VersionStep, WeightReply,
+    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, Granted, Move, MoveCause, Protocol,
+    RemoveReply, RestoreStep, SetPage, StatusHead, Term, TickReply, TickRequest, VersionStep,
+    WeightReply,
 };
 
 /// How long a call waits for its reply before it fails as timed out (the store's call
@@ -275,7 +276,7 @@ impl Protocol for Link {
         &self,
         keys: &GroupKeys,
         session: &str,
-        terms: &[Term],
+        terms: &[(Term, MoveCause)],
     ) -> Result<Vec<bool>, StoreError> {
         let (k, t, n) = (keys.clone(), session.to_owned(), terms.to_vec());
         self.call(
@@ -478,6 +479,23 @@ impl Protocol for Link {
             move |s| {
                 let (k, p) = (k.clone(), p.clone());
                 async move { s.owner(&k, &p).await }
+            },
+        )
+        .await
+    }
+
+    async fn moves(
+        &self,
+        keys: &GroupKeys,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Move>, StoreError> {
+        let (k, a) = (keys.clone(), after.map(str::to_owned));
+        self.call(
+            || format!("moves after {after:?}"),
+            move |s| {
+                let (k, a) = (k.clone(), a.clone());
+                async move { s.moves(&k, a.as_deref(), limit).await }
             },
         )
         .await

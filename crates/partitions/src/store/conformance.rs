@@ -11,8 +11,8 @@ use leasehold_testkit::RedisServer;
 
 use super::ops::restore::Restored;
 use super::protocol::{
-    Change, ClaimReply, ClaimRequest, MemberInfo, MemberState, Protocol, RestoreStep, TickReply,
-    TickRequest, VersionStep,
+    Change, ClaimReply, ClaimRequest, MemberInfo, MemberState, Move, MoveCause, Protocol,
+    RestoreStep, Term, TickReply, TickRequest, VersionStep,
 };
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
@@ -134,16 +134,51 @@ fn claimed(r: &ClaimReply, ranks: &mut Ranks) -> String {
             partitions,
             returned,
             unowned,
+            moves,
         } => {
             let p: Vec<_> = partitions
                 .iter()
                 .map(|(n, f, w)| format!("{n}:{}:{w}", ranks.of(*f)))
                 .collect();
-            format!("{p:?} returned={returned:?} unowned={unowned}")
+            let m: Vec<_> = moves
+                .iter()
+                .map(|(c, d)| format!("{c}:{}", d.is_some()))
+                .collect();
+            format!("{p:?} returned={returned:?} unowned={unowned} moves={m:?}")
         }
         ClaimReply::Wait(d) => format!("Wait(waits={})", !d.is_zero()),
         other => format!("{other:?}"),
     }
+}
+
+/// Terms given back as hand-offs.
+fn handed(terms: &[Term]) -> Vec<(Term, MoveCause)> {
+    terms
+        .iter()
+        .map(|t| (t.clone(), MoveCause::HandOff))
+        .collect()
+}
+
+/// The ledger of moves after entry `after`: who to whom, why, fences by rank, and
+/// whether the time unowned is known (times differ between the stores' clocks).
+fn ledger(moves: &[Move], ranks: &mut Ranks) -> String {
+    let m: Vec<_> = moves
+        .iter()
+        .map(|m| {
+            format!(
+                "{} {:?}->{} {} {:?}->{} unowned={} held={}",
+                m.partition,
+                m.from,
+                m.to,
+                m.cause,
+                m.old_fence.map(|f| ranks.of(f)),
+                ranks.of(m.new_fence),
+                m.unowned.is_some(),
+                m.held_since_ms.is_some_and(|s| s <= m.started_ms),
+            )
+        })
+        .collect();
+    format!("{m:?}")
 }
 
 /// The fences a claim granted.
@@ -293,12 +328,12 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     let mut both = a_terms.clone();
     both.push(p3.clone());
     both.push(a_terms[0].clone());
-    let r = b.release(&k, a, &both).await.unwrap();
+    let r = b.release(&k, a, &handed(&both)).await.unwrap();
     log(
         "a releases its own (twice in one batch) and b's p3",
         format!("{r:?}"),
     );
-    let r = b.release(&k, a, &a_terms).await.unwrap();
+    let r = b.release(&k, a, &handed(&a_terms)).await.unwrap();
     log("a releases them again", format!("{r:?}"));
     let r = b.held(&k, a).await.unwrap();
     log("a holds", format!("{}", r.len()));
@@ -306,9 +341,23 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     log("a claims one back", claimed(&r, &mut ranks));
     let r = b.claim(&k, &claim("b", b1, 2, 10)).await.unwrap();
     log("b claims again", claimed(&r, &mut ranks));
+    let r = b.moves(&k, None, 100).await.unwrap();
+    log(
+        "the ledger: first owners, then a's hand-offs to b",
+        ledger(&r, &mut ranks),
+    );
+    let after = r.get(r.len().saturating_sub(2)).map(|m| m.id.clone());
+    let r = b.moves(&k, after.as_deref(), 100).await.unwrap();
+    log(
+        "the ledger after its last but one entry",
+        ledger(&r, &mut ranks),
+    );
     let b_terms = b.held(&k, b1).await.unwrap();
     // A late release of a's old term of p0 (b holds p0 now) touches nothing.
-    let r = b.release(&k, b1, &[a_terms[0].clone()]).await.unwrap();
+    let r = b
+        .release(&k, b1, &handed(&[a_terms[0].clone()]))
+        .await
+        .unwrap();
     log("a release of another term", format!("{r:?}"));
     let owner = b.owner(&k, "p0").await.unwrap().expect("p0 is a partition");
     log("p0's owner", format!("{:?}", owner.owner));
@@ -883,6 +932,18 @@ async fn redis_and_the_in_memory_store_answer_the_same_script_alike() {
             "{line}\nexpected it to contain {part:?}"
         );
     };
+    expect(
+        "the ledger: first owners, then a's hand-offs to b",
+        r#""p2 None->b new None->f2 unowned=false held=false""#,
+    );
+    expect(
+        "the ledger: first owners, then a's hand-offs to b",
+        r#""p1 Some(\"a\")->b handoff Some(\"f1\")->f4 unowned=true held=true"]"#,
+    );
+    expect(
+        "the ledger after its last but one entry",
+        r#"["p1 Some(\"a\")->b handoff"#,
+    );
     expect("a joins a group that does not exist", "NoGroup");
     expect("a joins a group that does not exist", "set=None");
     expect("then a joins it", "Live");

@@ -15,6 +15,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::ops;
+use super::ops::moves::{Move, MoveCause};
 use super::protocol::{
     AddReply, Change, ClaimReply, ClaimRequest, DrainReply, Granted, MemberInfo, MemberState,
     Origin, Protocol, RemoveReply, RestoreStep, RosterUpdate, SetInfo, SetPage, StatusHead, Term,
@@ -178,6 +179,14 @@ pub(crate) struct Group {
     /// ROSTER and CHANGES: the last rosters a tick named (version, members by replica
     /// id), to send a replica only what changed since the one it read.
     pub(crate) rosters: VecDeque<(String, Vec<MemberInfo>)>,
+    /// ENDED: free partition → how its last term ended; and ended session token →
+    /// why it ended (`leave`; none: it expired).
+    pub(crate) ended: BTreeMap<String, ops::moves::LastTerm>,
+    pub(crate) ended_sessions: BTreeMap<String, MoveCause>,
+    /// MOVES: the ledger, oldest first, and the last entry id's parts (ms, seq).
+    pub(crate) moves: VecDeque<Move>,
+    pub(crate) move_ms: u64,
+    pub(crate) move_seq: u64,
 }
 
 /// How many of the last rosters the twin keeps to send changes from.
@@ -282,6 +291,7 @@ impl Group {
         names: &[String],
         fences: Option<&[u64]>,
         at: u64,
+        cause: &dyn Fn(usize) -> MoveCause,
     ) -> (Vec<bool>, usize) {
         let mut out = Vec::with_capacity(names.len());
         let mut seen = BTreeSet::new();
@@ -304,9 +314,17 @@ impl Group {
                     set.remove(n);
                 }
                 self.revoked.remove(n);
-                self.since.remove(n);
+                let since = self.since.remove(n).unwrap_or(at);
                 if self.positions.contains_key(n) {
                     self.add_free(n, at);
+                    let last = ops::moves::LastTerm {
+                        replica: replica_of_token(token).to_owned(),
+                        fence: current.unwrap_or(0),
+                        cause: cause(j),
+                        ended: at,
+                        since,
+                    };
+                    self.ended.insert(n.clone(), last);
                 } else {
                     self.weights.remove(n);
                 }
@@ -338,14 +356,20 @@ impl Group {
                 .get(&token)
                 .map(|set| set.iter().take(left).cloned().collect())
                 .unwrap_or_default();
+            let why = self
+                .ended_sessions
+                .get(&token)
+                .copied()
+                .unwrap_or(MoveCause::Expiry);
             if names.len() < left {
                 self.dead.remove(&(ended, token.clone()));
                 self.loads.remove(&token);
+                self.ended_sessions.remove(&token);
             } else {
                 left_over += 1;
             }
             if !names.is_empty() {
-                self.give_back(&token, &names, None, ended);
+                self.give_back(&token, &names, None, ended, &|_| why);
                 // An entry whose partition another session owns now is stale: dropped.
                 if let Some(set) = self.held.get_mut(&token) {
                     for n in &names {
@@ -603,7 +627,7 @@ impl Protocol for MemoryGroupStore {
         &self,
         keys: &GroupKeys,
         session: &str,
-        terms: &[Term],
+        terms: &[(Term, MoveCause)],
     ) -> Result<Vec<bool>, StoreError> {
         Ok(self.with(keys, |g, now| g.release(session, terms, now)))
     }
@@ -703,6 +727,17 @@ impl Protocol for MemoryGroupStore {
         partition: &str,
     ) -> Result<Option<PartitionOwner>, StoreError> {
         Ok(self.read(keys, |g, now| g.owner(partition, now)).flatten())
+    }
+
+    async fn moves(
+        &self,
+        keys: &GroupKeys,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Move>, StoreError> {
+        Ok(self
+            .read(keys, |g, _| g.moves_after(after, limit))
+            .unwrap_or_default())
     }
 
     async fn status_head(&self, keys: &GroupKeys) -> Result<Option<StatusHead>, StoreError> {

@@ -13,6 +13,7 @@ use tokio::sync::broadcast;
 pub use super::ops::change::{AddReply, Change, RemoveReply};
 pub use super::ops::claim::{ClaimReply, ClaimRequest};
 pub use super::ops::drain::DrainReply;
+pub use super::ops::moves::{Move, MoveCause};
 pub use super::ops::read::{SetPage, StatusHead};
 pub use super::ops::restore::RestoreStep;
 pub use super::ops::tick::{Conflict, RosterUpdate, SessionReply, TickReply, TickRequest};
@@ -197,7 +198,7 @@ pub trait Protocol {
         &self,
         keys: &GroupKeys,
         session: &str,
-        terms: &[Term],
+        terms: &[(Term, MoveCause)],
     ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
 
     /// Ends `replica`'s session `session` (if it is the current one and `process` holds
@@ -292,6 +293,15 @@ pub trait Protocol {
         keys: &GroupKeys,
         partition: &str,
     ) -> impl Future<Output = Result<Option<PartitionOwner>, StoreError>> + Send;
+
+    /// Up to `limit` entries of the ledger of moves after the one with id `after`
+    /// (from the oldest kept if `None`), oldest first.
+    fn moves(
+        &self,
+        keys: &GroupKeys,
+        after: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Move>, StoreError>> + Send;
 
     /// The group without its partitions; `None` if it does not exist.
     fn status_head(

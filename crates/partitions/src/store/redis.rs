@@ -16,8 +16,9 @@ use tokio::sync::broadcast;
 
 use super::ops;
 use super::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, Granted, Protocol, RemoveReply,
-    RestoreStep, SetPage, StatusHead, Term, TickReply, TickRequest, VersionStep, WeightReply,
+    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, Granted, Move, MoveCause, Protocol,
+    RemoveReply, RestoreStep, SetPage, StatusHead, Term, TickReply, TickRequest, VersionStep,
+    WeightReply,
 };
 use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
@@ -35,7 +36,7 @@ impl Protocol for RedisStore {
         &self,
         keys: &GroupKeys,
         session: &str,
-        terms: &[Term],
+        terms: &[(Term, MoveCause)],
     ) -> Result<Vec<bool>, StoreError> {
         ops::release::redis(self, keys, session, terms).await
     }
@@ -132,6 +133,15 @@ impl Protocol for RedisStore {
         ops::read::owner(self, keys, partition).await
     }
 
+    async fn moves(
+        &self,
+        keys: &GroupKeys,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Move>, StoreError> {
+        ops::moves::redis(self, keys, after, limit).await
+    }
+
     async fn status_head(&self, keys: &GroupKeys) -> Result<Option<StatusHead>, StoreError> {
         ops::read::status_head(self, keys).await
     }
@@ -161,7 +171,7 @@ impl Protocol for RedisStore {
 }
 
 /// Every group script by name.
-fn scripts() -> [(&'static str, &'static LuaScript); 17] {
+fn scripts() -> [(&'static str, &'static LuaScript); 18] {
     [
         ("tick", &ops::tick::SCRIPT),
         ("heartbeat", &ops::tick::HEARTBEAT),
@@ -177,6 +187,7 @@ fn scripts() -> [(&'static str, &'static LuaScript); 17] {
         ("drain", &ops::drain::SCRIPT),
         ("weight", &ops::weight::SCRIPT),
         ("owner", &ops::read::OWNER),
+        ("moves", &ops::moves::SCRIPT),
         ("list", &ops::read::LIST),
         ("status_head", &ops::read::STATUS_HEAD),
         ("status_page", &ops::read::STATUS_PAGE),
@@ -201,6 +212,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
         ("drain", include_str!("lua/drain.lua")),
         ("weight", include_str!("lua/weight.lua")),
         ("owner", include_str!("lua/owner.lua")),
+        ("moves", include_str!("lua/moves.lua")),
         ("list", include_str!("lua/list.lua")),
         ("status_head", include_str!("lua/status_head.lua")),
         ("status_page", include_str!("lua/status_page.lua")),
@@ -210,7 +222,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
 /// Every group script by name with the SHA1 digest `EVALSHA` names it by, so a
 /// benchmark can tell the scripts apart in `SLOWLOG` (`tick`, `heartbeat`, `claim`, `release`,
 /// `leave`, `add`, `remove`, `version`, `held`, `set_page`, `restore` are the
-/// coordination traffic; `drain`, `weight`, `owner`, `list`, `status_head`,
+/// coordination traffic; `drain`, `weight`, `owner`, `moves`, `list`, `status_head`,
 /// `status_page` are an operator's).
 #[doc(hidden)]
 pub fn script_hashes() -> Vec<(&'static str, String)> {

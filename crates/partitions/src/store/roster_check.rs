@@ -19,7 +19,8 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use super::protocol::{
-    Change, ClaimRequest, MemberInfo, MemberState, Protocol, RosterUpdate, TickReply, TickRequest,
+    Change, ClaimRequest, MemberInfo, MemberState, MoveCause, Protocol, RosterUpdate, TickReply,
+    TickRequest,
 };
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
@@ -180,7 +181,7 @@ impl<B: Protocol> Run<'_, B> {
                 let terms: Vec<_> = held
                     .into_iter()
                     .filter(|_| self.rng.random_bool(0.5))
-                    .map(|(p, f, _)| (p, f))
+                    .map(|(p, f, _)| ((p, f), MoveCause::Released))
                     .collect();
                 self.b.release(&self.k, &token, &terms).await.unwrap();
                 format!("{name} releases {}", terms.len())

@@ -11,7 +11,9 @@
 -- the first if none does), or regrants each named partition whose current term is the
 -- session's at that fence: if it is still listed, not revoked and the replica not
 -- drained, in a new term; else it is given back. A drained replica takes nothing.
--- Every fence is max(last + 1, floor, the group's highest + 1, server µs).
+-- Every fence is max(last + 1, floor, the group's highest + 1, server µs). Every
+-- partition taken (not regranted) is a change of owner: one entry in the ledger of
+-- moves (free.lua's record_moves), in this same script.
 --
 -- Safe to retry: the reply is kept per process; the same seq again gets it again, an
 -- older one `stale` (it was overtaken).
@@ -19,7 +21,9 @@
 -- Nothing is granted for one lease after the granting server changed (meta.lua's
 -- follow_server).
 --
--- Reply: {'ok', {name, fence, weight, ...}, {name given back, ...}, unowned},
+-- Reply: {'ok', {name, fence, weight, ...}, {name given back, ...}, unowned, {cause,
+-- ms unowned or -1, ...: per partition taken (not regranted), in order, what its
+-- ledger entry says}},
 -- {'wait', ms} before the group grants anything, {'lost'} without a session,
 -- {'stale'}.
 local replica, process, session = ARGV[1], ARGV[2], ARGV[3]
@@ -71,7 +75,9 @@ if regrant then
       end
     end
   end
-  local flags = give_back(session, back, back_fences, now)
+  local why = 'removal'
+  if drained then why = 'drain' end
+  local flags = give_back(session, back, back_fences, now, why)
   for j, n in ipairs(back) do
     if flags[j] == 1 then returned[#returned + 1] = n end
   end
@@ -91,12 +97,12 @@ elseif want > 0 and not drained then
   if #names == 0 and #cand > 0 and ARGV[10] == '1' then names[1] = cand[1] end
   if #names > 0 then redis.call('ZREM', FREE, unpack(names)) end
 end
-local out = {}
+local out, moved_info = {}, {}
 if #names > 0 then
   local owners = redis.call('HMGET', OWNERS, unpack(names))
   local fences = redis.call('HMGET', FENCES, unpack(names))
   local ws = weights_of(names)
-  local fset, oset, hset, sset = {}, {}, {}, {}
+  local fset, oset, hset, sset, moved, moved_fences = {}, {}, {}, {}, {}, {}
   local gained, high = 0, m.fmax
   for j, n in ipairs(names) do
     local o = owners[j]
@@ -116,7 +122,11 @@ if #names > 0 then
       out[#out + 1] = n
       out[#out + 1] = f
       out[#out + 1] = ws[j]
-      if not regrant then gained = gained + ws[j] end
+      if not regrant then
+        gained = gained + ws[j]
+        moved[#moved + 1] = n
+        moved_fences[#moved_fences + 1] = f
+      end
     end
   end
   if #out > 0 then
@@ -126,8 +136,9 @@ if #names > 0 then
     redis.call('HSET', SINCE, unpack(sset))
     redis.call('HSET', META, 'fmax', int(high))
     if gained > 0 and m.weighted then redis.call('HINCRBY', LOADS, session, gained) end
+    moved_info = record_moves(replica, moved, moved_fences, now)
   end
 end
-local reply = {'ok', out, returned, unowned(dead)}
+local reply = {'ok', out, returned, unowned(dead), moved_info}
 redis.call('HSET', ACKS, process, seq .. '\t' .. cjson.encode(reply))
 return reply

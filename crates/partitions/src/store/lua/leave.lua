@@ -12,6 +12,8 @@ local now = clock()
 local holder = redis.call('HGET', HOLDERS, replica) or session
 if redis.call('HGET', SESSIONS, replica) == session and holder == process then
   teardown(replica, session, now)
+  -- What the session still holds is freed as left, not expired (free.lua).
+  redis.call('HSET', ENDED, '\1' .. session, 'leave')
   free_ended(tonumber(ARGV[6]))
   redis.call('PUBLISH', ARGV[4], ARGV[5])
 end

@@ -7,12 +7,12 @@
 -- to give it up (REVOKED) and does (and a resumed session never regrants it). Strict:
 -- nothing if one is unknown, or if the set would be empty. Waits out a restore (see
 -- add.lua). The reply of an operator's change that changed the set is kept a minute
--- under KEYS[23], for a retry (a refusal changes nothing: a retry answers anew).
+-- under KEYS[25], for a retry (a refusal changes nothing: a retry answers anew).
 --
 -- Reply {'ok', removed}, {'unknown', name}, {'last'}, {'stale'}, {'nogroup'},
 -- {'restoring', ms}.
 local mode = ARGV[1]
-local bad = expect({META, PARTITIONS, FREE, OWNERS, REVOKED, WEIGHTS})
+local bad = expect({META, PARTITIONS, FREE, OWNERS, REVOKED, WEIGHTS, ENDED})
 if bad then return bad end
 local again = replayed()
 if again then return again end
@@ -37,6 +37,7 @@ if strict and #gone >= m.count then return {'last'} end
 if #gone == 0 then return {'ok', 0} end
 redis.call('ZREM', PARTITIONS, unpack(gone))
 redis.call('ZREM', FREE, unpack(gone))
+redis.call('HDEL', ENDED, unpack(gone))
 local owners = redis.call('HMGET', OWNERS, unpack(gone))
 local revoke, unheld = {}, {}
 for j, n in ipairs(gone) do

@@ -317,6 +317,7 @@ impl Group {
                 self.order.remove(&pos);
             }
             self.remove_free(n);
+            self.ended.remove(n);
             let w = self.weight(n);
             if self.owners.contains_key(n) {
                 self.revoked.insert(n.clone(), "removed".into());

@@ -6,6 +6,7 @@ use std::time::Duration;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
+use super::moves::MoveCause;
 use super::{count, group_script, ms, strings, triples};
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
@@ -78,6 +79,10 @@ pub enum ClaimReply {
         partitions: Vec<Granted>,
         returned: Vec<String>,
         unowned: usize,
+        /// Per partition taken from the free set (not regranted), in the order of
+        /// `partitions`: why its previous term ended and how long it had no owner, as
+        /// its entry in the ledger of moves says.
+        moves: Vec<(MoveCause, Option<Duration>)>,
     },
     /// The group grants nothing for this long yet.
     Wait(Duration),
@@ -133,11 +138,25 @@ pub(crate) async fn redis(
             let partitions = triples(&mut p)?;
             let returned = strings(&mut p)?;
             let unowned = count(p.next_int()?);
+            // A reply kept by an older version has no moves.
+            let mut moves = Vec::new();
+            if p.remaining() > 0 {
+                let mut m = p.next_array()?;
+                while m.remaining() > 0 {
+                    let cause = m.next_string()?;
+                    let cause = cause.parse().map_err(|e: super::moves::UnknownCause| {
+                        StoreError::Protocol(format!("claim: {e}"))
+                    })?;
+                    let unowned = u64::try_from(m.next_int()?).ok();
+                    moves.push((cause, unowned.map(Duration::from_millis)));
+                }
+            }
             p.finish()?;
             Ok(ClaimReply::Claimed {
                 partitions,
                 returned,
                 unowned,
+                moves,
             })
         }
         "wait" => Ok(ClaimReply::Wait(ms(p.next_int()?))),
@@ -203,7 +222,13 @@ impl Group {
                     }
                 }
             }
-            let (flags, _) = self.give_back(&req.session, &back, Some(&back_fences), now.ms);
+            let why = if drained {
+                MoveCause::Drain
+            } else {
+                MoveCause::Removal
+            };
+            let (flags, _) =
+                self.give_back(&req.session, &back, Some(&back_fences), now.ms, &|_| why);
             returned = back
                 .into_iter()
                 .zip(flags)
@@ -282,7 +307,16 @@ impl Group {
         if gained > 0 && weighted {
             *self.loads.entry(req.session.clone()).or_default() += gained;
         }
-        self.record(req, partitions, returned)
+        let moves = if regrant {
+            Vec::new()
+        } else {
+            let taken: Vec<(String, u64)> = partitions
+                .iter()
+                .map(|(n, f, _)| (n.clone(), f.0))
+                .collect();
+            self.record_moves(&req.replica, &taken, now.ms)
+        };
+        self.record(req, partitions, returned, moves)
     }
 
     /// Keeps a claim's reply for its retry.
@@ -291,11 +325,13 @@ impl Group {
         req: &ClaimRequest,
         partitions: Vec<Granted>,
         returned: Vec<String>,
+        moves: Vec<(MoveCause, Option<Duration>)>,
     ) -> ClaimReply {
         let reply = ClaimReply::Claimed {
             partitions,
             returned,
             unowned: self.unowned(),
+            moves,
         };
         self.acks
             .insert(req.process.clone(), (req.seq, reply.clone()));

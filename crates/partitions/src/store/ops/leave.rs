@@ -6,6 +6,7 @@ use leasehold_election::ext::LuaScript;
 use leasehold_election::{RedisStore, StoreError};
 
 use super::group_script;
+use super::moves::MoveCause;
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Now};
@@ -43,6 +44,8 @@ impl Group {
             return false;
         }
         self.teardown(replica, Some(session), now.ms);
+        self.ended_sessions
+            .insert(session.to_owned(), MoveCause::Leave);
         self.free_ended(REAP_BUDGET);
         true
     }

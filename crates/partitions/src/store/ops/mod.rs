@@ -24,6 +24,7 @@ pub(crate) mod claim;
 pub(crate) mod drain;
 pub(crate) mod held;
 pub(crate) mod leave;
+pub(crate) mod moves;
 pub(crate) mod read;
 pub(crate) mod release;
 pub(crate) mod restore;
@@ -177,7 +178,7 @@ pub(crate) enum OpReply {
 }
 
 /// The key under which an operator's request `op` keeps its reply (the admin scripts'
-/// `KEYS[23]`).
+/// `KEYS[25]`).
 pub(crate) fn op_key(keys: &crate::keys::GroupKeys, op: &str) -> String {
     format!("{}:{{{}}}:op:{op}", keys.prefix, keys.group)
 }

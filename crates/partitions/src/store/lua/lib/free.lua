@@ -1,19 +1,28 @@
 -- Giving partitions back: the one place a partition stops being held.
 
+-- How many entries the ledger of moves (MOVES) keeps, about (`MAXLEN ~`).
+local LEDGER_LEN = 20000
+
 -- Gives back `names` held by session `tok` (if `fences` is given, only those whose
 -- current term is that fence), free since `at` if still listed; forgets what their
 -- owner had (revocation, claim time) and subtracts their weights from the session's
--- load. Returns one flag per name: 1 if no term of this session holds it any more and
--- no later term was granted (given back now, or before), 0 if it is not this term's;
--- and how many it gave back now.
-local function give_back(tok, names, fences, at)
+-- load. `cause` says why the terms ended (one for all, or a table with one per name:
+-- `handoff`, `drain`, `leave`, `released`, `expiry`); a partition still listed keeps
+-- how its term ended in ENDED, for the claim that starts its next term to write the
+-- move (claim.lua). Returns one flag per name: 1 if no term of this session holds it
+-- any more and no later term was granted (given back now, or before), 0 if it is not
+-- this term's; and how many it gave back now.
+local function give_back(tok, names, fences, at, cause)
   local out = {}
   if #names == 0 then return out, 0 end
   local owners = redis.call('HMGET', OWNERS, unpack(names))
   local current = redis.call('HMGET', FENCES, unpack(names))
   local listed = redis.call('ZMSCORE', PARTITIONS, unpack(names))
+  local since = redis.call('HMGET', SINCE, unpack(names))
   local ws = weights_of(names)
-  local gone, entries, back, unlisted, seen = {}, {}, {}, {}, {}
+  local gone, entries, back, unlisted, seen, ended = {}, {}, {}, {}, {}, {}
+  local who = replica_of(tok) or ''
+  local at_s = string.format('%.0f', at)
   local load = 0
   for j, n in ipairs(names) do
     local f = fences and fences[j]
@@ -27,6 +36,11 @@ local function give_back(tok, names, fences, at)
       if listed[j] then
         back[#back + 1] = at
         back[#back + 1] = n
+        local why = cause
+        if type(cause) == 'table' then why = cause[j] end
+        ended[#ended + 1] = n
+        ended[#ended + 1] = who .. '\t' .. current[j] .. '\t' .. why .. '\t' .. at_s ..
+          '\t' .. (since[j] or at_s)
       else
         unlisted[#unlisted + 1] = n
       end
@@ -45,14 +59,18 @@ local function give_back(tok, names, fences, at)
     redis.call('ZREM', HELD, unpack(entries))
     redis.call('HDEL', REVOKED, unpack(gone))
     redis.call('HDEL', SINCE, unpack(gone))
-    if #back > 0 then redis.call('ZADD', FREE, unpack(back)) end
+    if #back > 0 then
+      redis.call('ZADD', FREE, unpack(back))
+      redis.call('HSET', ENDED, unpack(ended))
+    end
     if #unlisted > 0 then redis.call('ZREM', WEIGHTS, unpack(unlisted)) end
   end
   return out, #gone
 end
 
 -- Frees up to `budget` partitions of ended sessions (free since the end of their
--- session); returns the ended sessions that still hold partitions.
+-- session, ended for the cause the session's end noted in ENDED, `expiry` if none);
+-- returns the ended sessions that still hold partitions.
 local function free_ended(budget)
   local dead = redis.call('ZRANGE', DEAD, 0, -1, 'WITHSCORES')
   local left_over = {}
@@ -66,14 +84,16 @@ local function free_ended(budget)
       local lo, hi = span(tok)
       local entries = redis.call('ZRANGEBYLEX', HELD, lo, hi, 'LIMIT', 0, left)
       local names = names_of(tok, entries)
+      local why = redis.call('HGET', ENDED, '\1' .. tok) or 'expiry'
       if #entries < left then
         redis.call('ZREM', DEAD, tok)
         redis.call('HDEL', LOADS, tok)
+        redis.call('HDEL', ENDED, '\1' .. tok)
       else
         left_over[#left_over + 1] = tok
       end
       if #entries > 0 then
-        give_back(tok, names, nil, ended)
+        give_back(tok, names, nil, ended, why)
         -- An entry whose partition another session owns now is stale: drop it too.
         redis.call('ZREM', HELD, unpack(entries))
         moved = moved + #entries
@@ -91,4 +111,35 @@ local function unowned(dead)
     n = n + redis.call('ZLEXCOUNT', HELD, lo, hi)
   end
   return n
+end
+
+-- Writes to the ledger one move per partition in `names` just granted to `replica`'s
+-- session in terms `fences` at `now` (server ms): from the term ENDED says ended last
+-- (its replica, fence, cause, end and start; none: `new`, the partition's first owner
+-- known to this group), and forgets that term. Returns {cause, ms unowned or -1, ...},
+-- one pair per name.
+local function record_moves(replica, names, fences, now)
+  local info = {}
+  if #names == 0 then return info end
+  local last = redis.call('HMGET', ENDED, unpack(names))
+  local now_s = string.format('%.0f', now)
+  for j, n in ipairs(names) do
+    local from, fence, cause, ended, since = '', '', 'new', '', ''
+    if last[j] then
+      from, fence, cause, ended, since =
+        string.match(last[j], '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)$')
+    end
+    local unowned = ''
+    if ended and ended ~= '' then
+      unowned = string.format('%.0f', math.max(0, now - tonumber(ended)))
+    end
+    redis.call('XADD', MOVES, 'MAXLEN', '~', LEDGER_LEN, '*', 'partition', n,
+      'from', from or '', 'to', replica, 'cause', cause or 'new', 'old_fence', fence or '',
+      'new_fence', fences[j], 'ended', ended or '', 'started', now_s, 'held_since',
+      since or '', 'unowned_ms', unowned)
+    info[#info + 1] = cause or 'new'
+    info[#info + 1] = tonumber(unowned) or -1
+  end
+  redis.call('HDEL', ENDED, unpack(names))
+  return info
 end

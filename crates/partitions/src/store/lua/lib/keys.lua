@@ -5,10 +5,10 @@ local MEMBERS, SESSIONS, STATES, META, PARTITIONS = KEYS[1], KEYS[2], KEYS[3], K
 local FREE, OWNERS, FENCES, HELD, DEAD = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local REVOKED, DRAINS, SINCE, INFO, WEIGHTS = KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15]
 local LOADS, CAPACITY, HOLDERS, HEIRS, ACKS = KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20]
-local ROSTER, CHANGES = KEYS[21], KEYS[22]
--- An admin change's reply, kept a minute for a retry of the same request (KEYS[23],
+local ROSTER, CHANGES, ENDED, MOVES = KEYS[21], KEYS[22], KEYS[23], KEYS[24]
+-- An admin change's reply, kept a minute for a retry of the same request (KEYS[25],
 -- passed by the admin scripts only).
-local OP = KEYS[23]
+local OP = KEYS[25]
 
 -- Every key with the type the group keeps in it.
 local TYPES = {
@@ -17,12 +17,12 @@ local TYPES = {
   [HELD] = 'zset', [DEAD] = 'zset', [REVOKED] = 'hash', [DRAINS] = 'hash',
   [SINCE] = 'hash', [INFO] = 'hash', [WEIGHTS] = 'zset', [LOADS] = 'hash',
   [CAPACITY] = 'hash', [HOLDERS] = 'hash', [HEIRS] = 'hash', [ACKS] = 'hash',
-  [ROSTER] = 'hash', [CHANGES] = 'zset',
+  [ROSTER] = 'hash', [CHANGES] = 'zset', [ENDED] = 'hash', [MOVES] = 'stream',
 }
 local ALL = {
   MEMBERS, SESSIONS, STATES, META, PARTITIONS, FREE, OWNERS, FENCES, HELD, DEAD,
   REVOKED, DRAINS, SINCE, INFO, WEIGHTS, LOADS, CAPACITY, HOLDERS, HEIRS, ACKS,
-  ROSTER, CHANGES,
+  ROSTER, CHANGES, ENDED, MOVES,
 }
 
 -- Refuses to run (before any write) if one of `keys` holds another type than the group

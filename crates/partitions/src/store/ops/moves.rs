@@ -1,0 +1,271 @@
+//! moves: the ledger of moves, one entry per change of owner (`lua/moves.lua` reads
+//! it; `claim.lua` writes it, in the script that starts the new term, from how
+//! `free.lua` noted the last term ended).
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use leasehold_election::ext::{LuaScript, Parse};
+use leasehold_election::{Fence, RedisStore, StoreError};
+use redis::Value;
+
+use super::group_script;
+use crate::keys::GroupKeys;
+use crate::store::memory::Group;
+
+pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("moves.lua");
+
+/// How many entries the ledger keeps, about (`LEDGER_LEN` in `lua/lib/free.lua`; the
+/// stream is trimmed with `MAXLEN ~`, so a few more may stay).
+pub const LEDGER_LEN: usize = 20_000;
+
+/// Why a partition's previous term ended, as its ledger entry says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum MoveCause {
+    /// Handed over to even out the group
+    /// ([`TermEndReason::HandedOff`](leasehold_election::TermEndReason::HandedOff)).
+    HandOff,
+    /// Handed over because its replica was drained.
+    Drain,
+    /// Given back by a replica shutting down (or the leave that ended its session).
+    Leave,
+    /// Given back after the partition was removed (seen only if it was added again).
+    Removal,
+    /// Given back because its callback returned, failed or stepped down.
+    Released,
+    /// Freed because its owner's session expired: the replica crashed, hung, or lost
+    /// Redis for a lease.
+    Expiry,
+    /// No previous term is known to this group: the partition's first owner (also
+    /// after Redis lost the group and it was made again).
+    New,
+}
+
+impl MoveCause {
+    /// The stable label the ledger stores (and the metrics use).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::HandOff => "handoff",
+            Self::Drain => "drain",
+            Self::Leave => "leave",
+            Self::Removal => "removal",
+            Self::Released => "released",
+            Self::Expiry => "expiry",
+            Self::New => "new",
+        }
+    }
+
+    /// Whether someone asked for the move (a hand-off, a drain, a leave, a removal,
+    /// the callback returning), as opposed to a failure (`Expiry`) or a first owner.
+    pub fn is_planned(self) -> bool {
+        !matches!(self, Self::Expiry | Self::New)
+    }
+}
+
+impl fmt::Display for MoveCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A ledger entry's cause that this version does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown move cause {0:?}")]
+pub struct UnknownCause(pub String);
+
+impl FromStr for MoveCause {
+    type Err = UnknownCause;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "handoff" => Self::HandOff,
+            "drain" => Self::Drain,
+            "leave" => Self::Leave,
+            "removal" => Self::Removal,
+            "released" => Self::Released,
+            "expiry" => Self::Expiry,
+            "new" => Self::New,
+            other => return Err(UnknownCause(other.to_owned())),
+        })
+    }
+}
+
+/// One change of owner of a partition, as the ledger of its group keeps it
+/// ([`crate::GroupAdmin::moves`]). Times are the Redis server's clock, in ms since the
+/// Unix epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Move {
+    /// The entry's id in the ledger (a Redis stream id): pass it back to read on from
+    /// after it.
+    pub id: String,
+    /// The partition.
+    pub partition: String,
+    /// The replica whose term ended (`None` for [`MoveCause::New`]).
+    pub from: Option<String>,
+    /// The replica whose term started.
+    pub to: String,
+    /// Why the previous term ended.
+    pub cause: MoveCause,
+    /// The previous term's fence.
+    pub old_fence: Option<Fence>,
+    /// The new term's fence.
+    pub new_fence: Fence,
+    /// When the previous term ended: given back, or its session expired.
+    pub ended_ms: Option<u64>,
+    /// When the previous term started.
+    pub held_since_ms: Option<u64>,
+    /// When the new term started (its claim ran).
+    pub started_ms: u64,
+    /// How long the partition had no owner: from `ended_ms` to `started_ms`.
+    pub unowned: Option<Duration>,
+}
+
+pub(crate) async fn redis(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<Move>, StoreError> {
+    let limit = limit.max(1).to_string();
+    let reply = store
+        .eval(&SCRIPT, &keys.all(), &[after.unwrap_or(""), &limit])
+        .await?;
+    let items = match reply {
+        Value::Nil => return Ok(Vec::new()),
+        Value::Array(items) => items,
+        other => vec![other],
+    };
+    let mut p = Parse::new("moves", Value::Array(items));
+    let mut out = Vec::with_capacity(p.remaining() / 2);
+    while p.remaining() > 0 {
+        let id = p.next_string()?;
+        let mut f = p.next_array()?;
+        let mut pairs = Vec::with_capacity(f.remaining() / 2);
+        while f.remaining() > 1 {
+            pairs.push((f.next_string()?, f.next_string()?));
+        }
+        out.push(entry(id, &pairs)?);
+    }
+    Ok(out)
+}
+
+/// A ledger entry from its stream fields.
+fn entry(id: String, fields: &[(String, String)]) -> Result<Move, StoreError> {
+    let get = |k: &str| {
+        fields
+            .iter()
+            .find(|(f, _)| f == k)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    };
+    let num = |k: &str| get(k).and_then(|v| v.parse::<u64>().ok());
+    let bad = |what: &str| StoreError::Protocol(format!("moves: entry {id} has no {what}"));
+    Ok(Move {
+        partition: get("partition").ok_or_else(|| bad("partition"))?.to_owned(),
+        from: get("from").map(str::to_owned),
+        to: get("to").ok_or_else(|| bad("receiver"))?.to_owned(),
+        cause: get("cause")
+            .unwrap_or("new")
+            .parse()
+            .map_err(|e: UnknownCause| StoreError::Protocol(format!("moves: {e}")))?,
+        old_fence: num("old_fence").map(Fence),
+        new_fence: Fence(num("new_fence").ok_or_else(|| bad("fence"))?),
+        ended_ms: num("ended"),
+        held_since_ms: num("held_since"),
+        started_ms: num("started").ok_or_else(|| bad("start"))?,
+        unowned: num("unowned_ms").map(Duration::from_millis),
+        id,
+    })
+}
+
+/// How the previous term of a free partition ended (an ENDED field).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LastTerm {
+    pub(crate) replica: String,
+    pub(crate) fence: u64,
+    pub(crate) cause: MoveCause,
+    pub(crate) ended: u64,
+    pub(crate) since: u64,
+}
+
+impl Group {
+    /// The twin of `free.lua`'s `record_moves`: one entry per partition just taken by
+    /// `replica` in terms `fences` at `now` (ms), trimmed to [`LEDGER_LEN`]; returns
+    /// each one's cause and time unowned.
+    pub(crate) fn record_moves(
+        &mut self,
+        replica: &str,
+        taken: &[(String, u64)],
+        now: u64,
+    ) -> Vec<(MoveCause, Option<Duration>)> {
+        let mut info = Vec::with_capacity(taken.len());
+        for (n, fence) in taken {
+            let last = self.ended.remove(n);
+            self.move_seq = if self.move_ms == now {
+                self.move_seq + 1
+            } else {
+                0
+            };
+            self.move_ms = self.move_ms.max(now);
+            let id = format!("{}-{}", self.move_ms, self.move_seq);
+            self.moves.push_back(Move {
+                id,
+                partition: n.clone(),
+                from: last.as_ref().map(|l| l.replica.clone()),
+                to: replica.to_owned(),
+                cause: last.as_ref().map_or(MoveCause::New, |l| l.cause),
+                old_fence: last.as_ref().map(|l| Fence(l.fence)),
+                new_fence: Fence(*fence),
+                ended_ms: last.as_ref().map(|l| l.ended),
+                held_since_ms: last.as_ref().map(|l| l.since),
+                started_ms: now,
+                unowned: last
+                    .as_ref()
+                    .map(|l| Duration::from_millis(now.saturating_sub(l.ended))),
+            });
+            if let Some(m) = self.moves.back() {
+                info.push((m.cause, m.unowned));
+            }
+            if self.moves.len() > LEDGER_LEN {
+                self.moves.pop_front();
+            }
+        }
+        info
+    }
+
+    /// The twin of `lua/moves.lua`.
+    pub(crate) fn moves_after(&self, after: Option<&str>, limit: usize) -> Vec<Move> {
+        let key = |id: &str| -> (u64, u64) {
+            let (a, b) = id.split_once('-').unwrap_or((id, "0"));
+            (a.parse().unwrap_or(0), b.parse().unwrap_or(0))
+        };
+        let from = after.map(key);
+        self.moves
+            .iter()
+            .filter(|m| from.is_none_or(|f| key(&m.id) > f))
+            .take(limit.max(1))
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cause_reads_back_as_itself() {
+        use MoveCause::*;
+        for c in [HandOff, Drain, Leave, Removal, Released, Expiry, New] {
+            assert_eq!(c.as_str().parse::<MoveCause>(), Ok(c));
+        }
+        assert_eq!(
+            "crash".parse::<MoveCause>(),
+            Err(UnknownCause("crash".into()))
+        );
+    }
+}

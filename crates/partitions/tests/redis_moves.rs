@@ -1,0 +1,188 @@
+//! The ledger of moves against a real redis-server started for each test: every term
+//! the fleet's callbacks saw start is in the ledger, from the term before it, with the
+//! cause its end had (first owner, hand-off, drain, leave, expiry), and nothing else is.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use leasehold_election::RedisStore;
+use leasehold_partitions::{GroupAdmin, Move, MoveCause};
+use leasehold_testkit::RedisServer;
+use support::{Fleet, Term};
+use tokio::time::{Instant, sleep};
+
+const LEASE: Duration = Duration::from_millis(600);
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn store(redis: &RedisServer) -> RedisStore {
+    RedisStore::builder(redis.url())
+        .call_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+}
+
+/// The whole ledger, read in pages of `page` from the oldest entry on.
+async fn ledger(admin: &GroupAdmin<RedisStore>, page: usize) -> Vec<Move> {
+    let mut all: Vec<Move> = Vec::new();
+    loop {
+        let next = admin
+            .moves(all.last().map(|m| m.id.as_str()), page)
+            .await
+            .unwrap();
+        if next.is_empty() {
+            return all;
+        }
+        all.extend(next);
+    }
+}
+
+/// The moves the ledger holds since entry `since` (its length before), by cause.
+fn causes(moves: &[Move], since: usize) -> BTreeMap<MoveCause, usize> {
+    let mut by = BTreeMap::new();
+    for m in &moves[since..] {
+        *by.entry(m.cause).or_default() += 1;
+    }
+    by
+}
+
+/// Every term the fleet saw start is one ledger entry (partition, receiver, fence),
+/// naming the term before it of that partition (replica and fence), and the ledger has
+/// no other entry.
+fn assert_ledger_matches(terms: &[Term], moves: &[Move]) {
+    let mut by: BTreeMap<&str, Vec<&Term>> = BTreeMap::new();
+    for t in terms {
+        by.entry(t.partition.as_str()).or_default().push(t);
+    }
+    let mut expected = Vec::new();
+    for (p, mut ts) in by {
+        ts.sort_by_key(|t| t.fence);
+        let mut before: Option<&Term> = None;
+        for t in ts {
+            expected.push((
+                p.to_owned(),
+                before.map(|b| (b.replica.clone(), b.fence)),
+                t.replica.clone(),
+                t.fence,
+            ));
+            before = Some(t);
+        }
+    }
+    let mut recorded: Vec<_> = moves
+        .iter()
+        .map(|m| {
+            (
+                m.partition.clone(),
+                m.from.clone().zip(m.old_fence.map(|f| f.get())),
+                m.to.clone(),
+                m.new_fence.get(),
+            )
+        })
+        .collect();
+    expected.sort();
+    recorded.sort();
+    assert_eq!(
+        recorded, expected,
+        "the ledger does not hold exactly the terms the fleet saw"
+    );
+}
+
+/// Waits until every partition is owned once with its callback running, and `done`.
+async fn until(fleet: &Fleet<RedisStore>, what: &str, done: impl Fn(&Fleet<RedisStore>) -> bool) {
+    let start = Instant::now();
+    while !(fleet.all_owned_once() && fleet.callbacks_agree() && done(fleet)) {
+        assert!(
+            start.elapsed() < LIMIT,
+            "{what}: not done after {LIMIT:?}: counts {:?}",
+            fleet.counts()
+        );
+        sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_holds_every_change_of_owner_with_its_cause() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 12, LEASE);
+    let admin = GroupAdmin::new(store(&redis), "g").unwrap();
+
+    // First owners.
+    fleet.start("a");
+    until(&fleet, "a owns all", |f| f.counts()["a"] == 12).await;
+    let moves = ledger(&admin, 5).await;
+    assert_eq!(causes(&moves, 0), BTreeMap::from([(MoveCause::New, 12)]));
+    assert!(
+        moves
+            .iter()
+            .all(|m| m.from.is_none() && m.unowned.is_none())
+    );
+
+    // A join: a hands half over to b.
+    fleet.start("b");
+    fleet.converge(LIMIT).await;
+    let before = moves.len();
+    let moves = ledger(&admin, 5).await;
+    assert_eq!(
+        causes(&moves, before),
+        BTreeMap::from([(MoveCause::HandOff, 6)])
+    );
+    for m in &moves[before..] {
+        assert_eq!((m.from.as_deref(), m.to.as_str()), (Some("a"), "b"));
+        let unowned = m.unowned.expect("a hand-off knows when the old term ended");
+        assert!(unowned < LEASE * 5, "{m:?}");
+        assert!(m.old_fence.unwrap() < m.new_fence);
+        assert!(m.held_since_ms.unwrap() <= m.ended_ms.unwrap());
+        assert!(m.ended_ms.unwrap() <= m.started_ms);
+    }
+
+    // A drain of b: b's six go back to a.
+    admin.drain("b").await.unwrap();
+    until(&fleet, "b drained", |f| f.counts()["a"] == 12).await;
+    let before = moves.len();
+    let moves = ledger(&admin, 100).await;
+    assert_eq!(
+        causes(&moves, before),
+        BTreeMap::from([(MoveCause::Drain, 6)])
+    );
+    assert!(
+        moves[before..]
+            .iter()
+            .all(|m| m.from.as_deref() == Some("b"))
+    );
+    admin.undrain("b").await.unwrap();
+    fleet.converge(LIMIT).await;
+
+    // A crash of a: its partitions are freed when its session expires.
+    let before = ledger(&admin, 100).await.len();
+    let held_by_a = fleet.counts()["a"];
+    fleet.replicas.remove("a").unwrap().abort();
+    until(&fleet, "b owns all after a crashed", |f| {
+        f.counts()["b"] == 12
+    })
+    .await;
+    let moves = ledger(&admin, 100).await;
+    assert_eq!(
+        causes(&moves, before),
+        BTreeMap::from([(MoveCause::Expiry, held_by_a)])
+    );
+    for m in &moves[before..] {
+        assert_eq!((m.from.as_deref(), m.to.as_str()), (Some("a"), "b"));
+    }
+
+    // A graceful shutdown of b, with c there to take over.
+    fleet.start("c");
+    fleet.converge(LIMIT).await;
+    let before = ledger(&admin, 100).await.len();
+    let held_by_b = fleet.counts()["b"];
+    fleet.replicas.remove("b").unwrap().shutdown().await;
+    until(&fleet, "c owns all after b left", |f| f.counts()["c"] == 12).await;
+    let moves = ledger(&admin, 100).await;
+    assert_eq!(
+        causes(&moves, before),
+        BTreeMap::from([(MoveCause::Leave, held_by_b)])
+    );
+
+    assert_ledger_matches(&fleet.ledger.terms(), &moves);
+    fleet.ledger.assert_no_double_ownership();
+}
