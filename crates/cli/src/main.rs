@@ -137,6 +137,40 @@ enum Command {
         #[command(flatten)]
         output: OutputArgs,
     },
+    /// A group's ledger of moves: every change of owner, oldest first.
+    ///
+    /// One line per move: when the new term started (the Redis server's clock), the
+    /// partition, from which replica to which, why the old term ended (handoff, drain,
+    /// leave, removal, released, expiry; new for a first owner), the fences, and how
+    /// long the partition had no owner. The ledger keeps about the last 20,000 moves.
+    #[command(after_help = SEE_ALSO)]
+    Moves {
+        #[command(flatten)]
+        group: GroupArgs,
+        /// Only this partition's moves.
+        #[arg(
+            short = 'P',
+            long,
+            value_name = "PARTITION",
+            allow_hyphen_values = true
+        )]
+        partition: Option<String>,
+        /// Then print each new move as it is written, until Ctrl-C (with --json: one
+        /// JSON object per line).
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// How often --follow reads the ledger: 500ms, 2s, ...
+        #[arg(
+            short = 'i',
+            long,
+            value_name = "DURATION",
+            default_value = "500ms",
+            value_parser = usage::duration
+        )]
+        interval: Duration,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
     /// The groups and duties under the prefix.
     ///
     /// Found with SCAN, never KEYS: each group's partitions, owned ones and live
@@ -334,9 +368,10 @@ impl Command {
     fn redis(&self) -> &RedisArgs {
         match self {
             Self::Leader { redis, .. } | Self::List { redis, .. } => redis,
-            Self::Status { group, .. } | Self::Watch { group, .. } | Self::Owner { group, .. } => {
-                &group.redis
-            }
+            Self::Status { group, .. }
+            | Self::Watch { group, .. }
+            | Self::Owner { group, .. }
+            | Self::Moves { group, .. } => &group.redis,
             Self::Drain { replica: r, .. } | Self::Undrain(r) => &r.group.redis,
             Self::Partitions(
                 PartitionsCommand::Add { group, .. }
@@ -386,6 +421,23 @@ async fn run(target: &Target, command: Command) -> Result<(), Error> {
             partition,
             output,
         } => commands::owner(target, &group.group, &partition, output.json()).await,
+        Command::Moves {
+            group,
+            partition,
+            follow,
+            interval,
+            output,
+        } => {
+            let follow = follow.then_some(interval);
+            commands::moves(
+                target,
+                &group.group,
+                partition.as_deref(),
+                output.json(),
+                follow,
+            )
+            .await
+        }
         Command::List { output, .. } => commands::list(target, output.json()).await,
         Command::Partitions(PartitionsCommand::Add {
             group,

@@ -176,7 +176,7 @@ mod tests {
     fn a_missing_command_lists_the_commands() {
         assert_eq!(
             message(&[]),
-            "`leasehold` needs a command: status, leader, watch, owner, list, partitions, \
+            "`leasehold` needs a command: status, leader, watch, owner, moves, list, partitions, \
              drain, undrain (`leasehold --help` for usage)"
         );
         assert_eq!(

@@ -4,10 +4,9 @@ use std::time::{Duration, SystemTime};
 
 use leasehold_election::RedisStore;
 use leasehold_partitions::{GroupAdmin, GroupStatus};
-use tokio::time::{MissedTickBehavior, interval};
 
-use super::{group_error, now, print};
-use crate::error::{EXIT_DATA, Error, check_name};
+use super::{group_error, now, poll_until_ctrl_c, print};
+use crate::error::{Error, check_name};
 use crate::output;
 use crate::target::Target;
 
@@ -91,45 +90,20 @@ pub async fn watch(target: &Target, group: &str, every: Duration) -> Result<(), 
         "\nwatching for changes every {}; Ctrl-C to stop\n",
         humantime::format_duration(every)
     ))?;
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
-    let mut tick = interval(every);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    tick.tick().await;
-    let mut failing = false;
-    loop {
-        let next = async {
-            tick.tick().await;
-            read(&admin, group).await
-        };
-        let result = tokio::select! {
-            _ = &mut ctrl_c => return Ok(()),
-            r = next => r,
-        };
-        match result {
-            Ok(status) => {
-                if failing {
-                    failing = false;
-                    eprintln!("{}  reading the group works again", now());
-                }
-                let at = now();
-                let lines: String = output::changes(&last, &status)
-                    .iter()
-                    .map(|c| format!("{at}  {c}\n"))
-                    .collect();
-                print(&lines)?;
-                last = status;
-            }
-            Err(e) => {
-                let failure = e.failure(target);
-                if failure.code == EXIT_DATA {
-                    return Err(e);
-                }
-                if !failing {
-                    failing = true;
-                    eprintln!("{}  error: {} (retrying)", now(), failure.message);
-                }
-            }
-        }
-    }
+    poll_until_ctrl_c(
+        target,
+        every,
+        "the group",
+        async || read(&admin, group).await,
+        |status| {
+            let at = now();
+            let lines: String = output::changes(&last, &status)
+                .iter()
+                .map(|c| format!("{at}  {c}\n"))
+                .collect();
+            last = status;
+            print(&lines)
+        },
+    )
+    .await
 }

@@ -4,10 +4,11 @@
 mod admin;
 mod duty;
 mod group;
+mod moves;
 
 use std::collections::HashSet;
 use std::io::{self, Write as _};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use leasehold_election::RedisStore;
 use leasehold_partitions::{GroupAdmin, PartitionsError};
@@ -15,7 +16,10 @@ use leasehold_partitions::{GroupAdmin, PartitionsError};
 pub use self::admin::{Drain, add, drain, list_partitions, remove, set_weight};
 pub use self::duty::{leader, list};
 pub use self::group::{owner, status, watch};
-use crate::error::{Change, Error, check_name};
+pub use self::moves::moves;
+use tokio::time::{MissedTickBehavior, interval};
+
+use crate::error::{Change, EXIT_DATA, Error, check_name};
 use crate::target::Target;
 
 /// Writes to stdout; a closed stdout (`| head`) ends the command quietly.
@@ -31,6 +35,54 @@ fn print(text: &str) -> Result<(), Error> {
 
 fn now() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+/// Runs `read` every `every` until Ctrl-C, handing each result to `show`. A failed
+/// read is reported once on stderr and retried (and its recovery said: `reading
+/// {what} works again`); only data of the wrong shape, or a failing `show` (stdout
+/// closed), ends the loop.
+async fn poll_until_ctrl_c<T>(
+    target: &Target,
+    every: Duration,
+    what: &str,
+    mut read: impl AsyncFnMut() -> Result<T, Error>,
+    mut show: impl FnMut(T) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut tick = interval(every);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    tick.tick().await;
+    let mut failing = false;
+    loop {
+        let next = async {
+            tick.tick().await;
+            read().await
+        };
+        let result = tokio::select! {
+            _ = &mut ctrl_c => return Ok(()),
+            r = next => r,
+        };
+        match result {
+            Ok(value) => {
+                if failing {
+                    failing = false;
+                    eprintln!("{}  reading {what} works again", now());
+                }
+                show(value)?;
+            }
+            Err(e) => {
+                let failure = e.failure(target);
+                if failure.code == EXIT_DATA {
+                    return Err(e);
+                }
+                if !failing {
+                    failing = true;
+                    eprintln!("{}  error: {} (retrying)", now(), failure.message);
+                }
+            }
+        }
+    }
 }
 
 /// Checks partition names before anything is sent: each follows the naming rules, and

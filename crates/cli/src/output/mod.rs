@@ -8,6 +8,7 @@
 mod admin;
 mod duty;
 mod group;
+mod moves;
 mod watch;
 
 use std::fmt::Write as _;
@@ -23,6 +24,7 @@ pub use self::duty::{ListJson, duty_entry, group_entry, leader_json, leader_text
 pub use self::group::{
     owner_json, owner_text, partitions_json, status_json, status_text, summary_json, summary_text,
 };
+pub use self::moves::{move_json, move_line, moves_json, moves_text};
 pub use self::watch::changes;
 
 fn millis(d: Duration) -> u64 {
