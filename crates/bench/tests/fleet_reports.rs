@@ -175,6 +175,13 @@ async fn rebalance_times_each_phase_from_the_replicas_lines() {
     assert!(owned <= kill["balanced_ms"].as_f64().expect("kill.balanced_ms"));
     assert!(r["join"]["moved"].as_u64().expect("moved") >= 1);
     assert!(r["spread"].as_u64().expect("spread") <= 1);
+    // The ledger: first owners, the killed replica's partitions as expired, the
+    // joiner's share as hand-offs; exactly the owner changes the lines showed.
+    let ledger = &r["ledger"];
+    assert_eq!(ledger["matches_observed"], true, "{ledger}");
+    assert_eq!(ledger["causes"]["new"], 12, "{ledger}");
+    assert_eq!(ledger["causes"]["expiry"], 4, "{ledger}");
+    assert_eq!(ledger["causes"]["handoff"], r["join"]["moved"], "{ledger}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -87,6 +87,14 @@ fn check(r: &Value, sticky: bool, after: u64) {
         .map(|x| x["moved"].as_u64().expect("moved"))
         .sum();
     assert_eq!(per_restart, r["moved"].as_u64().expect("moved"));
+    // The group's ledger of moves holds exactly the owner changes the lines showed.
+    let ledger = &r["ledger"];
+    assert_eq!(ledger["matches_observed"], true, "{ledger}");
+    assert_eq!(ledger["entries"], ledger["observed"], "{ledger}");
+    assert_eq!(
+        ledger["causes"]["new"], r["partitions_after"],
+        "every partition's first owner: {ledger}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,6 +17,7 @@ pub mod add;
 pub mod child;
 pub mod event;
 pub mod harness;
+pub mod ledger;
 pub mod load;
 pub mod lossy;
 pub mod ownership;

@@ -28,6 +28,7 @@ use tokio::time::Instant;
 use crate::clock::{micros, now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
 use crate::group::harness::{self, Fleet, convergence_limit};
+use crate::group::ledger::{self, LedgerCheck};
 use crate::group::ownership::{Balance, Loads, OwnerChanges};
 use crate::group::process::Logged;
 use crate::group::status::{PREFIX, balanced_by, counts, describe, spread_of};
@@ -135,6 +136,9 @@ pub struct RebalanceReport {
     /// `--capacities`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub load: Option<LoadReport>,
+    /// The group's ledger of moves against the owner changes the replicas' lines
+    /// showed, from the cold start on.
+    pub ledger: LedgerCheck,
 }
 
 /// Runs the scenario `--runs` times, printing each run's report (and, over several,
@@ -364,6 +368,11 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     let live = fleet.live();
     let status = fleet.watch.status().await?.ok_or("the group is gone")?;
     let final_counts = counts(&status, &live);
+    let ledger = ledger::check(fleet).await?;
+    eprintln!(
+        "ledger: {} entries {:?}; matches the {} owner changes observed: {}",
+        ledger.entries, ledger.causes, ledger.observed, ledger.matches_observed
+    );
     if !balanced_by(&status, &live, &balance) {
         return Err(format!("unbalanced at the end: {}", describe(&status)).into());
     }
@@ -412,6 +421,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
                 .collect();
             weights::report(l, &owners, &live)
         }),
+        ledger,
     })
 }
 

@@ -32,6 +32,7 @@ use crate::RollingArgs;
 use crate::clock::{micros, now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
 use crate::group::harness::{self, Fleet, convergence_limit};
+use crate::group::ledger::{self, LedgerCheck};
 use crate::group::ownership::{OwnerChanges, Progress};
 use crate::group::rebalance::poll_interval;
 use crate::group::status::{counts, describe};
@@ -127,6 +128,9 @@ pub struct RollingReport {
     pub final_counts: BTreeMap<String, usize>,
     /// Partitions per live replica at the end, by `group_status`.
     pub redis_counts: BTreeMap<String, usize>,
+    /// The group's ledger of moves against the owner changes the replicas' lines
+    /// showed, from the cold start on.
+    pub ledger: LedgerCheck,
 }
 
 /// Runs the scenario.
@@ -260,6 +264,7 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
     let status = fleet.watch.status().await?.ok_or("the group is gone")?;
     let live = fleet.live();
     let redis_counts = counts(&status, &live);
+    let ledger = ledger::check(fleet).await?;
 
     // The books.
     let log = fleet.log.snapshot();
@@ -302,6 +307,10 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
             r.replica, r.incarnation, r.reason
         );
     }
+    eprintln!(
+        "rolling: ledger: {} entries {:?}; matches the {} owner changes observed: {}",
+        ledger.entries, ledger.causes, ledger.observed, ledger.matches_observed
+    );
     if redis_counts != progress.counts() {
         eprintln!(
             "rolling: Redis disagrees with the replicas at the end: Redis says {}; the replicas say {}",
@@ -341,6 +350,7 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
         restarts,
         final_counts: progress.counts(),
         redis_counts,
+        ledger,
     })
 }
 

@@ -1,0 +1,139 @@
+//! The group's ledger of moves against what the bench saw: every change of owner the
+//! replicas' own lines show (by replica id, from the cold start on) must be one ledger
+//! entry, with the same partition, old owner, new owner and new fence, and the ledger
+//! must hold no other change of owner.
+//!
+//! A new term of the same replica is not a change of owner on either side: the bench
+//! sees a sticky restart's regrants as terms of the same replica id, and the ledger
+//! writes no entry for a regrant; an entry from a replica to itself (it took back a
+//! partition it had given up) is left out of the comparison.
+
+use std::collections::BTreeMap;
+
+use leasehold_partitions::{GroupAdmin, Move};
+use serde::Serialize;
+
+use crate::group::event::PartitionEvent;
+use crate::group::harness::Fleet;
+use crate::group::status::PREFIX;
+use crate::store::{self, BoxError};
+
+/// How many entries a report lists of those that differ.
+const SHOWN: usize = 5;
+
+/// The ledger compared with the owner changes the bench observed.
+#[derive(Debug, Clone, Serialize)]
+pub struct LedgerCheck {
+    /// Ledger entries of the group (every new term taken from the free set).
+    pub entries: usize,
+    /// Every owner change the bench observed is in the ledger, and every entry that
+    /// changes the owner was observed.
+    pub matches_observed: bool,
+    /// Owner changes the bench observed (first owners included).
+    pub observed: usize,
+    /// Ledger entries by cause.
+    pub causes: BTreeMap<String, usize>,
+    /// Observed changes missing from the ledger (the first few), as
+    /// `partition from→to fence`.
+    pub missing: Vec<String>,
+    /// Ledger changes the bench did not observe (the first few).
+    pub unexpected: Vec<String>,
+}
+
+/// One change of owner: partition, old owner (`None`: first), new owner, new fence.
+type Change = (String, Option<String>, String, u64);
+
+fn show(c: &Change) -> String {
+    format!("{} {}→{} {}", c.0, c.1.as_deref().unwrap_or("-"), c.2, c.3)
+}
+
+/// The owner changes in the replicas' lines: each partition's terms by fence, a change
+/// wherever the replica id differs from the term before.
+fn observed(fleet: &Fleet) -> Vec<Change> {
+    let mut terms: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
+    for l in fleet.log.snapshot() {
+        if let PartitionEvent::Owned {
+            partition, fence, ..
+        } = l.event
+        {
+            terms.entry(partition).or_default().push((fence, l.replica));
+        }
+    }
+    let mut out = Vec::new();
+    for (p, mut ts) in terms {
+        ts.sort();
+        ts.dedup();
+        let mut owner: Option<String> = None;
+        for (fence, replica) in ts {
+            if owner.as_deref() != Some(replica.as_str()) {
+                out.push((p.clone(), owner.clone(), replica.clone(), fence));
+                owner = Some(replica);
+            }
+        }
+    }
+    out
+}
+
+/// Reads the whole ledger of the fleet's group.
+async fn read(fleet: &Fleet) -> Result<Vec<Move>, BoxError> {
+    let store = store::build_store(&fleet.servers.spec, fleet.lease())?;
+    let admin = GroupAdmin::new(store, &fleet.spec.group)?.with_key_prefix(PREFIX)?;
+    let mut all: Vec<Move> = Vec::new();
+    loop {
+        let page = admin
+            .moves(all.last().map(|m| m.id.as_str()), 1_000)
+            .await?;
+        if page.is_empty() {
+            return Ok(all);
+        }
+        all.extend(page);
+    }
+}
+
+/// Compares the group's ledger with what the fleet's lines showed. Call it with the
+/// group at rest (no move in flight), before the fleet shuts down.
+///
+/// # Errors
+/// If the ledger cannot be read.
+pub async fn check(fleet: &Fleet) -> Result<LedgerCheck, BoxError> {
+    let moves = read(fleet).await?;
+    let mut causes = BTreeMap::new();
+    for m in &moves {
+        *causes.entry(m.cause.as_str().to_owned()).or_default() += 1;
+    }
+    let mut recorded: Vec<Change> = moves
+        .iter()
+        .filter(|m| m.from.as_deref() != Some(m.to.as_str()))
+        .map(|m| {
+            (
+                m.partition.clone(),
+                m.from.clone(),
+                m.to.clone(),
+                m.new_fence.get(),
+            )
+        })
+        .collect();
+    let mut seen = observed(fleet);
+    recorded.sort();
+    seen.sort();
+    let missing: Vec<String> = seen
+        .iter()
+        .filter(|c| recorded.binary_search(c).is_err())
+        .take(SHOWN)
+        .map(show)
+        .collect();
+    let unexpected: Vec<String> = recorded
+        .iter()
+        .filter(|c| seen.binary_search(c).is_err())
+        .take(SHOWN)
+        .map(show)
+        .collect();
+    Ok(LedgerCheck {
+        entries: moves.len(),
+        matches_observed: recorded == seen,
+        observed: seen.len(),
+        causes,
+        missing,
+        unexpected,
+    })
+}
