@@ -258,6 +258,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_scripts_keep_as_many_entries_as_the_docs_say() {
+        let lua = include_str!("../lua/lib/free.lua");
+        assert!(
+            lua.contains(&format!("local LEDGER_LEN = {LEDGER_LEN}\n")),
+            "free.lua's LEDGER_LEN is not {LEDGER_LEN}"
+        );
+    }
+
+    #[test]
     fn every_cause_reads_back_as_itself() {
         use MoveCause::*;
         for c in [HandOff, Drain, Leave, Removal, Released, Expiry, New] {

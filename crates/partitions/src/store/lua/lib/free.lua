@@ -39,8 +39,8 @@ local function give_back(tok, names, fences, at, cause)
         local why = cause
         if type(cause) == 'table' then why = cause[j] end
         ended[#ended + 1] = n
-        ended[#ended + 1] = who .. '\t' .. current[j] .. '\t' .. why .. '\t' .. at_s ..
-          '\t' .. (since[j] or at_s)
+        ended[#ended + 1] = who .. '\t' .. (current[j] or '') .. '\t' .. why .. '\t' ..
+          at_s .. '\t' .. (since[j] or at_s)
       else
         unlisted[#unlisted + 1] = n
       end
