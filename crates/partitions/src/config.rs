@@ -27,6 +27,10 @@ pub enum GroupConfigError {
     /// The capacity is 0 or above [`MAX_CAPACITY`].
     #[error("capacity must be between 1 and {MAX_CAPACITY}, got {0}")]
     CapacityOutOfRange(u32),
+    /// The move budget is 0 (a group that may never move a partition to even itself
+    /// out cannot balance; leave the budget unset for no limit).
+    #[error("the move budget must be at least 1 move per interval")]
+    ZeroMoveBudget,
 }
 
 /// The largest capacity a replica may have ([`GroupConfigBuilder::capacity`]).
@@ -80,6 +84,10 @@ pub struct GroupConfig {
     /// to any of them then loses no session or claim. Default: none (see
     /// docs/topologies.md).
     pub min_replicas_acked: Option<usize>,
+    /// At most this many partitions handed over to even out the group per renew
+    /// interval, group-wide (see [`GroupConfigBuilder::max_moves_per_interval`]).
+    /// Default: none (no limit).
+    pub max_moves_per_interval: Option<u32>,
 }
 
 impl GroupConfig {
@@ -103,6 +111,7 @@ impl GroupConfig {
             rejoin_grace: None,
             capacity: 1,
             min_replicas_acked: None,
+            max_moves_per_interval: None,
         }
     }
 
@@ -152,6 +161,7 @@ pub struct GroupConfigBuilder {
     rejoin_grace: Option<Duration>,
     capacity: u32,
     min_replicas_acked: Option<usize>,
+    max_moves_per_interval: Option<u32>,
 }
 
 impl GroupConfigBuilder {
@@ -226,6 +236,28 @@ impl GroupConfigBuilder {
         self
     }
 
+    /// Spreads a large rebalance over time: at most `moves` partitions handed over to
+    /// even out the group per renew interval, counted for the whole group in Redis
+    /// (each replica takes its hand-offs out of the window's budget before it makes
+    /// them: one more script per hand-over, none in a steady group). Availability
+    /// comes first: partitions without an owner (a crash, a leave, a drain) are
+    /// claimed as soon as ever, whatever the budget; it limits only the moves a
+    /// replica makes to even out the load. Give every replica of a group the same
+    /// budget (each counts against the one it was given). Default: no limit.
+    ///
+    /// ```
+    /// # use leasehold_partitions::GroupConfig;
+    /// let config = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
+    ///     .max_moves_per_interval(100)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.max_moves_per_interval, Some(100));
+    /// ```
+    pub fn max_moves_per_interval(mut self, moves: u32) -> Self {
+        self.max_moves_per_interval = Some(moves);
+        self
+    }
+
     /// Validates and fills in defaults.
     ///
     /// # Errors
@@ -252,6 +284,9 @@ impl GroupConfigBuilder {
         if !(1..=MAX_CAPACITY).contains(&self.capacity) {
             return Err(GroupConfigError::CapacityOutOfRange(self.capacity));
         }
+        if self.max_moves_per_interval == Some(0) {
+            return Err(GroupConfigError::ZeroMoveBudget);
+        }
         let config = GroupConfig {
             capacity: self.capacity,
             list_version: self.list_version,
@@ -266,6 +301,7 @@ impl GroupConfigBuilder {
             grace: self.grace,
             key_prefix: self.key_prefix,
             min_replicas_acked: self.min_replicas_acked,
+            max_moves_per_interval: self.max_moves_per_interval,
         };
         // Every election rule (intervals, margin, prefix) is checked once here.
         config.elector(&config.partitions[0], tokio::time::Instant::now())?;

@@ -82,6 +82,11 @@ enum Chore {
     },
     Set(SetAnswer),
     Ended,
+    /// The move budget granted this many of the hand-overs of `indices` (0: it failed).
+    Budget {
+        indices: Vec<usize>,
+        granted: usize,
+    },
 }
 
 /// The size of the roster a tick's reply carried, in bytes of its strings (what
@@ -264,6 +269,7 @@ where
                 rejoin_grace: config.rejoin_grace,
                 instance: instance(),
                 capacity: config.capacity,
+                move_budget: config.max_moves_per_interval,
             },
             configured,
             RenewGrid::new(epoch, config.renew_interval),
@@ -413,7 +419,10 @@ where
                     self.shared.revoke(terms);
                 }
                 Action::Exit => done = true,
-                chore @ (Action::Reconcile { .. } | Action::Set(_) | Action::End) => {
+                chore @ (Action::Reconcile { .. }
+                | Action::Set(_)
+                | Action::End
+                | Action::Budget { .. }) => {
                     self.chores.push_back(chore);
                     self.next_chore();
                 }
@@ -527,6 +536,26 @@ where
                         }
                     }
                     Chore::Ended
+                })
+            }
+            Action::Budget { indices, budget } => {
+                let window = self.config.renew_interval;
+                Box::pin(async move {
+                    let want = indices.len();
+                    let granted = match timeout(
+                        limit,
+                        store.take_budget(&keys, want, budget, window),
+                    )
+                    .await
+                    {
+                        Ok(Ok(n)) => n,
+                        Ok(Err(e)) => {
+                            debug!(error = %e, "taking moves from the move budget failed; asking again at a later tick");
+                            0
+                        }
+                        Err(_) => 0,
+                    };
+                    Chore::Budget { indices, granted }
                 })
             }
             _ => return,
@@ -870,6 +899,7 @@ where
                 }
                 Vec::new()
             }
+            Chore::Budget { indices, granted } => self.state.on_budget(indices, granted),
         };
         let done = self.perform(actions);
         self.next_chore();

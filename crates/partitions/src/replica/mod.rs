@@ -87,6 +87,9 @@ pub(crate) struct Settings {
     pub(crate) instance: String,
     /// This replica's capacity: its share of a weighted group's load is in proportion.
     pub(crate) capacity: u32,
+    /// The group's move budget: hand-offs to even out the group per renew interval,
+    /// taken out of a count Redis keeps before they are made (`None`: no limit).
+    pub(crate) move_budget: Option<u32>,
 }
 
 /// A claim for the driver to send: the replica, process, session and ttl are the
@@ -127,6 +130,10 @@ pub(crate) enum Action {
     },
     /// Stop every elector (leaving; with `keep`, without releasing).
     StopAll { keep: bool },
+    /// Take up to `indices.len()` moves out of the group's move budget (`budget` per
+    /// renew interval), then hand over that many of `indices`
+    /// ([`ReplicaState::on_budget`]).
+    Budget { indices: Vec<usize>, budget: u32 },
     /// Ask the store which terms this session holds (`resume`: it was just resumed).
     Reconcile { resume: bool },
     /// These terms' electors no longer hold their partition: refuse their next renewal.
@@ -218,6 +225,8 @@ pub(crate) struct ReplicaState {
     highest: Fence,
     /// Partitions handed over to rebalance, in total.
     handoffs: u64,
+    /// A take from the move budget is in flight: no other hand-over until it answers.
+    budgeting: bool,
     /// The granting server's lifetime as the last tick reply named it: a tick in
     /// another one lists what the session holds there, and only those terms go on.
     lifetime: String,
@@ -262,6 +271,7 @@ impl ReplicaState {
             renewed_at: None,
             highest: Fence(0),
             handoffs: 0,
+            budgeting: false,
             lifetime: String::new(),
             roster: (String::new(), Vec::new()),
             ticked: None,
@@ -838,20 +848,51 @@ impl ReplicaState {
                     self.ledger.serving().sample(rng, n).copied().collect()
                 }
             };
-            let chosen: Vec<usize> = candidates
-                .into_iter()
-                .filter(|&i| self.ledger.stop(i, StopReason::Rebalance))
-                .collect();
-            self.handoffs += chosen.len() as u64;
-            if !chosen.is_empty() {
-                actions.push(Action::Stop {
-                    indices: chosen,
-                    reason: StopReason::Rebalance,
-                });
+            match self.s.move_budget {
+                // Within the group's budget: ask for it first, hand over what it grants.
+                Some(budget) if !candidates.is_empty() && !self.budgeting => {
+                    self.budgeting = true;
+                    actions.push(Action::Budget {
+                        indices: candidates,
+                        budget,
+                    });
+                }
+                Some(_) => {}
+                None => actions.extend(self.hand_over(candidates)),
             }
         }
         actions.extend(self.claim(now));
         actions
+    }
+
+    /// Hands `candidates` over to even out the group (those still served).
+    fn hand_over(&mut self, candidates: Vec<usize>) -> Option<Action> {
+        let chosen: Vec<usize> = candidates
+            .into_iter()
+            .filter(|&i| self.ledger.stop(i, StopReason::Rebalance))
+            .collect();
+        self.handoffs += chosen.len() as u64;
+        (!chosen.is_empty()).then_some(Action::Stop {
+            indices: chosen,
+            reason: StopReason::Rebalance,
+        })
+    }
+
+    /// The move budget granted `granted` of the hand-overs of `indices` asked for
+    /// ([`Action::Budget`]; 0 if the take failed): hands over that many of them, the
+    /// first ones still served. The rule asks again at a later tick for the rest.
+    pub(crate) fn on_budget(&mut self, indices: Vec<usize>, granted: usize) -> Vec<Action> {
+        self.budgeting = false;
+        if self.leaving != Leaving::No || !self.session.member() {
+            return Vec::new();
+        }
+        let now_serving = self.ledger.serving();
+        let serving: Vec<usize> = indices
+            .into_iter()
+            .filter(|i| now_serving.contains(i))
+            .take(granted)
+            .collect();
+        self.hand_over(serving).into_iter().collect()
     }
 
     /// Partitions nobody has claimed for longer than lease + retry interval while

@@ -26,6 +26,7 @@ fn settings() -> Settings {
         rejoin_grace: None,
         instance: "host 1".into(),
         capacity: 1,
+        move_budget: None,
     }
 }
 
@@ -614,6 +615,56 @@ fn hand_overs_need_two_ticks_in_a_row_and_then_wait_out_a_cooldown() {
         let (_, actions) = sim.tick(r);
         assert!(actions.is_empty(), "{actions:?}");
     }
+}
+
+#[test]
+fn with_a_move_budget_a_hand_over_asks_for_it_first_and_makes_only_what_it_grants() {
+    let mut sim = Sim::with(
+        12,
+        Settings {
+            move_budget: Some(1),
+            ..settings()
+        },
+        configured(0),
+    );
+    sim.settled(&[("b", 6)], 6);
+    sim.claimed(0, 6, 0);
+    let view = || {
+        vec![
+            member("a", MemberState::Active, 6),
+            member("b", MemberState::Active, 6),
+            member("c", MemberState::Active, 0),
+        ]
+    };
+    let r = sim.reply(SessionReply::Live, view(), 0);
+    sim.tick(r);
+    let r = sim.reply(SessionReply::Live, view(), 0);
+    let (_, second) = sim.tick(r);
+    let [Action::Budget { indices, budget: 1 }] = second.as_slice() else {
+        panic!("the hand-over asks the budget first: {second:?}");
+    };
+    assert_eq!(indices.len(), 2, "for both of its half of c's floor");
+    assert_eq!(
+        sim.st.handoffs(),
+        0,
+        "nothing handed over before the answer"
+    );
+    // The budget grants one: one is handed over, the other waits for a later tick.
+    let stops = sim.st.on_budget(indices.clone(), 1);
+    let [
+        Action::Stop {
+            indices: chosen,
+            reason: StopReason::Rebalance,
+        },
+    ] = stops.as_slice()
+    else {
+        panic!("{stops:?}");
+    };
+    assert_eq!(chosen, &indices[..1]);
+    assert_eq!(sim.st.handoffs(), 1);
+    // A budget used up (or a failed take) hands nothing over.
+    assert!(sim.st.on_budget(indices[1..].to_vec(), 0).is_empty());
+    assert_eq!(sim.st.handoffs(), 1);
 }
 
 #[test]

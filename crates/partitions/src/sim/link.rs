@@ -501,6 +501,24 @@ impl Protocol for Link {
         .await
     }
 
+    async fn take_budget(
+        &self,
+        keys: &GroupKeys,
+        want: usize,
+        budget: u32,
+        window: Duration,
+    ) -> Result<usize, StoreError> {
+        let k = keys.clone();
+        self.call(
+            || format!("take_budget {want} of {budget}"),
+            move |s| {
+                let k = k.clone();
+                async move { s.take_budget(&k, want, budget, window).await }
+            },
+        )
+        .await
+    }
+
     async fn status_head(&self, keys: &GroupKeys) -> Result<Option<StatusHead>, StoreError> {
         let k = keys.clone();
         self.call(String::new, move |s| {

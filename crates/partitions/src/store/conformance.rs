@@ -151,6 +151,27 @@ fn claimed(r: &ClaimReply, ranks: &mut Ranks) -> String {
     }
 }
 
+/// The move budget of a group of its own: one window (a day, so that the takes never
+/// straddle two) of 2.
+async fn budget<B: Protocol>(b: &B) -> Vec<String> {
+    let k = GroupKeys::new("leasehold", "budgeted");
+    let day = Duration::from_secs(86_400);
+    let none = b.take_budget(&k, 1, 2, day).await.unwrap();
+    let seed = Change::Seed {
+        life: "life-b".into(),
+        grant_delay: Duration::from_millis(60),
+        lease: TTL,
+    };
+    b.add(&k, &seed, &names(&["p0"])).await.unwrap();
+    let first = b.take_budget(&k, 3, 2, day).await.unwrap();
+    let second = b.take_budget(&k, 1, 2, day).await.unwrap();
+    vec![
+        format!("budget: of a group that does not exist: {none}"),
+        format!("budget: 3 moves wanted of a budget of 2: {first}"),
+        format!("budget: 1 more in the same window: {second}"),
+    ]
+}
+
 /// Terms given back as hand-offs.
 fn handed(terms: &[Term]) -> Vec<(Term, MoveCause)> {
     terms
@@ -905,16 +926,37 @@ fn without_waits(line: &str) -> String {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_and_the_in_memory_store_answer_the_same_script_alike() {
+#[test]
+fn redis_and_the_in_memory_store_answer_the_same_script_alike() {
+    // The script's future is large, and a debug build makes it on the stack before it
+    // boxes it: run it on a thread with room for that (a test thread has 2 MiB).
+    let run = std::thread::Builder::new()
+        .stack_size(32 << 20)
+        .spawn(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(answer_alike());
+        })
+        .unwrap();
+    if let Err(panic) = run.join() {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn answer_alike() {
     let redis = RedisServer::start();
     let store = RedisStore::builder(redis.url()).build().unwrap();
     // The script's future is large: on the heap, not on the test thread's stack.
     let mut on_redis = Box::pin(script(&store)).await;
     on_redis.extend(Box::pin(restore(&store)).await);
+    on_redis.extend(Box::pin(budget(&store)).await);
     let memory = MemoryGroupStore::new();
     let mut in_memory = Box::pin(script(&memory)).await;
     in_memory.extend(Box::pin(restore(&memory)).await);
+    in_memory.extend(Box::pin(budget(&memory)).await);
     let on_redis: Vec<String> = on_redis.iter().map(|l| without_waits(l)).collect();
     let in_memory: Vec<String> = in_memory.iter().map(|l| without_waits(l)).collect();
     for (r, m) in on_redis.iter().zip(&in_memory) {
@@ -940,6 +982,16 @@ async fn redis_and_the_in_memory_store_answer_the_same_script_alike() {
         "the ledger: first owners, then a's hand-offs to b",
         r#""p1 Some(\"a\")->b handoff Some(\"f1\")->f4 unowned=true held=true"]"#,
     );
+    for want in [
+        "budget: of a group that does not exist: 0",
+        "budget: 3 moves wanted of a budget of 2: 2",
+        "budget: 1 more in the same window: 0",
+    ] {
+        assert!(
+            on_redis.iter().any(|l| l == want),
+            "{want:?}: {on_redis:#?}"
+        );
+    }
     expect(
         "the ledger after its last but one entry",
         r#"["p1 Some(\"a\")->b handoff"#,

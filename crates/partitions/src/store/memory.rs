@@ -97,6 +97,9 @@ pub(crate) struct Meta {
     pub(crate) server_after: u64,
     /// When a script last read the lifetime and found it `server` (`checked`).
     pub(crate) checked: Option<u64>,
+    /// The move budget's current window, and the moves taken in it (`bwin`, `bused`).
+    pub(crate) bwin: Option<u64>,
+    pub(crate) bused: usize,
 }
 
 /// The twin of `server.lua`'s `check_window`.
@@ -738,6 +741,18 @@ impl Protocol for MemoryGroupStore {
         Ok(self
             .read(keys, |g, _| g.moves_after(after, limit))
             .unwrap_or_default())
+    }
+
+    async fn take_budget(
+        &self,
+        keys: &GroupKeys,
+        want: usize,
+        budget: u32,
+        window: Duration,
+    ) -> Result<usize, StoreError> {
+        Ok(self.with(keys, |g, now| {
+            (g.take_budget(want, budget, window, now), false)
+        }))
     }
 
     async fn status_head(&self, keys: &GroupKeys) -> Result<Option<StatusHead>, StoreError> {

@@ -303,6 +303,16 @@ pub trait Protocol {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Move>, StoreError>> + Send;
 
+    /// Takes up to `want` moves out of the group's move budget (`budget` moves per
+    /// `window`, on the server's clock); returns how many may be made now.
+    fn take_budget(
+        &self,
+        keys: &GroupKeys,
+        want: usize,
+        budget: u32,
+        window: Duration,
+    ) -> impl Future<Output = Result<usize, StoreError>> + Send;
+
     /// The group without its partitions; `None` if it does not exist.
     fn status_head(
         &self,

@@ -142,6 +142,16 @@ impl Protocol for RedisStore {
         ops::moves::redis(self, keys, after, limit).await
     }
 
+    async fn take_budget(
+        &self,
+        keys: &GroupKeys,
+        want: usize,
+        budget: u32,
+        window: std::time::Duration,
+    ) -> Result<usize, StoreError> {
+        ops::budget::redis(self, keys, want, budget, window).await
+    }
+
     async fn status_head(&self, keys: &GroupKeys) -> Result<Option<StatusHead>, StoreError> {
         ops::read::status_head(self, keys).await
     }
@@ -171,7 +181,7 @@ impl Protocol for RedisStore {
 }
 
 /// Every group script by name.
-fn scripts() -> [(&'static str, &'static LuaScript); 18] {
+fn scripts() -> [(&'static str, &'static LuaScript); 19] {
     [
         ("tick", &ops::tick::SCRIPT),
         ("heartbeat", &ops::tick::HEARTBEAT),
@@ -188,6 +198,7 @@ fn scripts() -> [(&'static str, &'static LuaScript); 18] {
         ("weight", &ops::weight::SCRIPT),
         ("owner", &ops::read::OWNER),
         ("moves", &ops::moves::SCRIPT),
+        ("budget", &ops::budget::SCRIPT),
         ("list", &ops::read::LIST),
         ("status_head", &ops::read::STATUS_HEAD),
         ("status_page", &ops::read::STATUS_PAGE),
@@ -213,6 +224,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
         ("weight", include_str!("lua/weight.lua")),
         ("owner", include_str!("lua/owner.lua")),
         ("moves", include_str!("lua/moves.lua")),
+        ("budget", include_str!("lua/budget.lua")),
         ("list", include_str!("lua/list.lua")),
         ("status_head", include_str!("lua/status_head.lua")),
         ("status_page", include_str!("lua/status_page.lua")),
@@ -221,7 +233,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
 
 /// Every group script by name with the SHA1 digest `EVALSHA` names it by, so a
 /// benchmark can tell the scripts apart in `SLOWLOG` (`tick`, `heartbeat`, `claim`, `release`,
-/// `leave`, `add`, `remove`, `version`, `held`, `set_page`, `restore` are the
+/// `leave`, `add`, `remove`, `version`, `held`, `set_page`, `restore`, `budget` are the
 /// coordination traffic; `drain`, `weight`, `owner`, `moves`, `list`, `status_head`,
 /// `status_page` are an operator's).
 #[doc(hidden)]

@@ -213,6 +213,8 @@ impl Group {
                     server_after: 0,
                     checked: None,
                     ssum: Some(0),
+                    bwin: None,
+                    bused: 0,
                 });
             }
             (Change::Seed { life, .. }, Some(m)) if m.life != *life || m.origin != Origin::Seed => {

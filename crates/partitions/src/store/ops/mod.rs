@@ -19,6 +19,7 @@ use leasehold_election::{Fence, StoreError};
 use super::protocol::MemberInfo;
 use super::protocol::MemberState;
 
+pub(crate) mod budget;
 pub(crate) mod change;
 pub(crate) mod claim;
 pub(crate) mod drain;

@@ -183,6 +183,8 @@ impl Group {
                     server_after,
                     checked,
                     ssum: Some(0),
+                    bwin: None,
+                    bused: 0,
                 });
                 self.drains = drained.iter().cloned().collect();
                 self.restore_names(names, now);

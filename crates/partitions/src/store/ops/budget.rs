@@ -1,0 +1,66 @@
+//! budget: moves taken out of the group's move budget for the current window
+//! (`lua/budget.lua`), before a replica hands partitions over to even out the group.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use leasehold_election::ext::LuaScript;
+use leasehold_election::{RedisStore, StoreError};
+use redis::Value;
+
+use super::group_script;
+use crate::keys::GroupKeys;
+use crate::store::memory::{Group, Now};
+
+pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("budget.lua");
+
+pub(crate) async fn redis(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    want: usize,
+    budget: u32,
+    window: Duration,
+) -> Result<usize, StoreError> {
+    let (window, budget, want) = (super::millis(window), budget.to_string(), want.to_string());
+    match store
+        .eval(&SCRIPT, &keys.all(), &[&window, &budget, &want])
+        .await?
+    {
+        Value::Int(n) => Ok(usize::try_from(n).unwrap_or(0)),
+        other => Err(StoreError::Protocol(format!(
+            "budget replied {other:?}, not a count"
+        ))),
+    }
+}
+
+impl Group {
+    /// The twin of `lua/budget.lua`.
+    pub(crate) fn take_budget(
+        &mut self,
+        want: usize,
+        budget: u32,
+        window: Duration,
+        now: Now,
+    ) -> usize {
+        let Some(meta) = self.meta.as_mut() else {
+            return 0;
+        };
+        let window = u64::try_from(window.as_millis().max(1)).unwrap_or(u64::MAX);
+        let win = now.ms / window;
+        let used = if meta.bwin == Some(win) {
+            meta.bused
+        } else {
+            0
+        };
+        let grant = want.min(
+            usize::try_from(budget)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(used),
+        );
+        if grant > 0 {
+            meta.bwin = Some(win);
+            meta.bused = used + grant;
+        }
+        grant
+    }
+}
