@@ -294,6 +294,13 @@ pub struct RebalanceArgs {
     /// longer than the failover takes (e.g. 10000).
     #[arg(long, conflicts_with_all = ["weights", "capacities"])]
     pub lose_writes: bool,
+    /// Every replica runs with this move budget
+    /// (`GroupConfigBuilder::max_moves_per_interval`): at most K hand-offs to even
+    /// out the group per renew interval. The report gains `move_budget` and
+    /// `max_moves_per_interval` (the most hand-offs released in one renew interval,
+    /// from the ledger's server times).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "lose_writes")]
+    pub move_budget: Option<u32>,
     /// The Redis set-up.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -492,6 +499,9 @@ pub struct PartitionChildArgs {
     /// The replica's capacity (see `GroupConfigBuilder::capacity`).
     #[arg(long, default_value_t = 1)]
     pub capacity: u32,
+    /// The group's move budget (`GroupConfigBuilder::max_moves_per_interval`).
+    #[arg(long)]
+    pub move_budget: Option<u32>,
 }
 
 fn parse_count(s: &str) -> Result<usize, String> {

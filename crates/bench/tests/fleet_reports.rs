@@ -185,6 +185,38 @@ async fn rebalance_times_each_phase_from_the_replicas_lines() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebalance_with_a_move_budget_reports_the_most_moves_in_one_interval() {
+    let _one = SERIAL.lock().await;
+    let out = bench(&[
+        "rebalance",
+        "--partitions",
+        "24",
+        "--replicas",
+        "3",
+        "--lease-ms",
+        "600",
+        "--move-budget",
+        "1",
+    ])
+    .await;
+    let lines = reports(&out, "rebalance");
+    let r = lines.last().expect("a report");
+    eprintln!("{r}");
+    assert_eq!(r["move_budget"], 1);
+    let most = r["max_moves_per_interval"]
+        .as_u64()
+        .expect("max_moves_per_interval");
+    // One window's grant, released at worst in the next window beside that one's.
+    assert!((1..=2).contains(&most), "{r}");
+    // Two replicas of 12 after the kill; the joiner takes its share of 8.
+    assert_eq!(
+        r["join"]["moved"], 8,
+        "the joiner's share, one at a time: {r}"
+    );
+    assert_eq!(r["ledger"]["matches_observed"], true, "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_weighted_rebalance_reports_loads_against_shares() {
     let _one = SERIAL.lock().await;
     for extra in [&["--weights", "zipf"][..], &["--capacities", "1,2,1"][..]] {

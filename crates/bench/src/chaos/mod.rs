@@ -144,6 +144,7 @@ pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
         list_version: 0,
         rejoin_grace_ms: None,
         capacity: 1,
+        move_budget: None,
     };
     let mut cluster = Cluster::start(spec, log.clone())?;
     let watch = GroupWatch::new(

@@ -146,6 +146,9 @@ fn config(args: &PartitionChildArgs, replica: &str) -> Result<GroupConfig, BoxEr
     if let Some(ms) = args.rejoin_grace_ms {
         builder = builder.rejoin_grace(Duration::from_millis(ms));
     }
+    if let Some(k) = args.move_budget {
+        builder = builder.max_moves_per_interval(k);
+    }
     Ok(builder.build()?)
 }
 

@@ -100,6 +100,7 @@ impl Fleet {
                 list_version: 0,
                 rejoin_grace_ms: None,
                 capacity: 1,
+                move_budget: None,
             },
             watch: GroupWatch::new(store::build_store(&servers.spec, lease)?, &group, poll),
             servers,

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use leasehold_partitions::{GroupAdmin, Move};
+use leasehold_partitions::{GroupAdmin, Move, MoveCause};
 use serde::Serialize;
 
 use crate::group::event::PartitionEvent;
@@ -38,6 +38,9 @@ pub struct LedgerCheck {
     pub missing: Vec<String>,
     /// Ledger changes the bench did not observe (the first few).
     pub unexpected: Vec<String>,
+    /// The most hand-offs (cause `handoff`) released in one renew interval of the
+    /// server's clock (`floor(ended ms / (lease / 3))`).
+    pub max_handoffs_per_interval: usize,
 }
 
 /// One change of owner: partition, old owner (`None`: first), new owner, new fence.
@@ -113,6 +116,14 @@ pub async fn check(fleet: &Fleet) -> Result<LedgerCheck, BoxError> {
             )
         })
         .collect();
+    let window = (fleet.lease().as_millis() as u64 / 3).max(1);
+    let mut per_window: BTreeMap<u64, usize> = BTreeMap::new();
+    for m in moves.iter().filter(|m| m.cause == MoveCause::HandOff) {
+        if let Some(ended) = m.ended_ms {
+            *per_window.entry(ended / window).or_default() += 1;
+        }
+    }
+    let max_handoffs_per_interval = per_window.values().copied().max().unwrap_or(0);
     let mut seen = observed(fleet);
     recorded.sort();
     seen.sort();
@@ -135,5 +146,6 @@ pub async fn check(fleet: &Fleet) -> Result<LedgerCheck, BoxError> {
         causes,
         missing,
         unexpected,
+        max_handoffs_per_interval,
     })
 }

@@ -159,6 +159,8 @@ pub struct ReplicaSpec {
     pub rejoin_grace_ms: Option<u64>,
     /// The replica's capacity (`--capacity`; 1: the library default).
     pub capacity: u32,
+    /// The group's move budget (`--move-budget`; `None`: no limit).
+    pub move_budget: Option<u32>,
 }
 
 /// A `leasehold-bench partition-child` process. Dropping it kills the process.
@@ -240,6 +242,9 @@ impl ReplicaProcess {
         }
         if spec.capacity != 1 {
             cmd.args(["--capacity", &spec.capacity.to_string()]);
+        }
+        if let Some(k) = spec.move_budget {
+            cmd.args(["--move-budget", &k.to_string()]);
         }
         if let Some(url) = ledger_url {
             cmd.args(["--ledger-url", url])

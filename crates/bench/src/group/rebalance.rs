@@ -139,6 +139,13 @@ pub struct RebalanceReport {
     /// The group's ledger of moves against the owner changes the replicas' lines
     /// showed, from the cold start on.
     pub ledger: LedgerCheck,
+    /// `--move-budget`: every replica's budget (hand-offs per renew interval).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub move_budget: Option<u32>,
+    /// With `--move-budget`: the most hand-offs released in one renew interval (the
+    /// ledger's `max_handoffs_per_interval`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_moves_per_interval: Option<usize>,
 }
 
 /// Runs the scenario `--runs` times, printing each run's report (and, over several,
@@ -189,6 +196,7 @@ pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
         poll_interval(args.partitions),
         args.replica_nice,
     )?;
+    fleet.spec.move_budget = args.move_budget;
     let result = phases(&mut fleet, args).await;
     let stopped = fleet.shutdown().await;
     let report = result?;
@@ -421,6 +429,8 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
                 .collect();
             weights::report(l, &owners, &live)
         }),
+        move_budget: args.move_budget,
+        max_moves_per_interval: args.move_budget.map(|_| ledger.max_handoffs_per_interval),
         ledger,
     })
 }
