@@ -18,6 +18,7 @@ declare -A runs=(
   [handover]="handover --lease-ms 1000 --runs 10"
   [rebalance-64]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --runs 5"
   [rebalance-10k]="rebalance --partitions 10000 --replicas 10 --lease-ms 2000 --replica-nice 10"
+  [rebalance-10k-budget]="rebalance --partitions 10000 --replicas 10 --lease-ms 2000 --replica-nice 10 --move-budget 100"
   [load-1k-4]="load --partitions 1000 --replicas 4 --lease-ms 1000 --seconds 10"
   [load-10k]="load --partitions 1000,10000 --replicas 10 --lease-ms 2000 --seconds 10 --runs 10 --replica-nice 10"
   [load-10k-unniced]="load --partitions 10000 --replicas 10 --lease-ms 2000 --seconds 10 --runs 3"
@@ -59,7 +60,7 @@ runs[rebalance-sentinel-lossy]="rebalance --lose-writes --topology sentinel --pa
 runs[rebalance-cluster-lossy]="rebalance --lose-writes --topology cluster --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 10"
 # What min_replicas_acked(1) costs a hand-over on a healthy Sentinel pair.
 runs[handover-sentinel-acked]="${runs[handover]} --topology sentinel --min-replicas-acked 1"
-order=(failover handover rebalance-64 rebalance-10k load-1k-4 load-10k load-10k-unniced load-100k load-wide rebalance-zipf rebalance-zipf-count rebalance-capacities rolling rolling-sticky rolling-add add stall chaos simulate
+order=(failover handover rebalance-64 rebalance-10k rebalance-10k-budget load-1k-4 load-10k load-10k-unniced load-100k load-wide rebalance-zipf rebalance-zipf-count rebalance-capacities rolling rolling-sticky rolling-add add stall chaos simulate
   failover-250 failover-250-dedicated soak-250 soak-250-dedicated group-500-rebalance group-500-load
   failover-tls failover-sentinel failover-cluster handover-tls handover-sentinel handover-cluster
   load-1k-4-tls load-1k-4-sentinel load-1k-4-cluster rebalance-64-cluster
