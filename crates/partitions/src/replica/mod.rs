@@ -880,10 +880,18 @@ impl ReplicaState {
 
     /// The move budget granted `granted` of the hand-overs of `indices` asked for
     /// ([`Action::Budget`]; 0 if the take failed): hands over that many of them, the
-    /// first ones still served. The rule asks again at a later tick for the rest.
+    /// first ones still served. The rule asks again at a later tick for the rest: the
+    /// next one if it got none, else after the hand-over's cooldown.
     pub(crate) fn on_budget(&mut self, indices: Vec<usize>, granted: usize) -> Vec<Action> {
         self.budgeting = false;
         if self.leaving != Leaving::No || !self.session.member() {
+            return Vec::new();
+        }
+        if granted == 0 {
+            // Nothing moved, so no count lags behind: ask again at the next tick (the
+            // next window), not after a cooldown. Replicas tick on one grid, so
+            // otherwise every window after a contended one would go unused.
+            self.policy.refund();
             return Vec::new();
         }
         let now_serving = self.ledger.serving();

@@ -48,6 +48,13 @@ impl Policy {
         false
     }
 
+    /// The hand-over just allowed made no move (a move budget granted none): no
+    /// cooldown, and the next tick that still asks for one hands over at once.
+    pub(crate) fn refund(&mut self) {
+        self.cooldown_until = None;
+        self.shed_streak = 1;
+    }
+
     /// A new session starts from scratch.
     pub(crate) fn reset(&mut self) {
         self.shed_streak = 0;
@@ -71,6 +78,23 @@ mod tests {
         assert!(!p.hand_over(true, 2 * RI, t0 + 4 * RI));
         assert!(!p.hand_over(true, 2 * RI, t0 + 4 * RI), "cooling down");
         assert!(p.hand_over(true, 2 * RI, t0 + 5 * RI));
+    }
+
+    #[test]
+    fn a_hand_over_that_moved_nothing_waits_for_no_cooldown() {
+        let mut p = Policy::default();
+        let t0 = Instant::now();
+        assert!(!p.hand_over(true, 2 * RI, t0));
+        assert!(p.hand_over(true, 2 * RI, t0 + RI));
+        p.refund();
+        assert!(
+            p.hand_over(true, 2 * RI, t0 + 2 * RI),
+            "no cooldown, no streak"
+        );
+        assert!(
+            !p.hand_over(true, 2 * RI, t0 + 3 * RI),
+            "this one moved: cooling down"
+        );
     }
 
     #[test]

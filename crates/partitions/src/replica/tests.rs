@@ -662,9 +662,16 @@ fn with_a_move_budget_a_hand_over_asks_for_it_first_and_makes_only_what_it_grant
     };
     assert_eq!(chosen, &indices[..1]);
     assert_eq!(sim.st.handoffs(), 1);
-    // A budget used up (or a failed take) hands nothing over.
+    // A budget used up (or a failed take) hands nothing over, and the rule asks again
+    // at the very next tick (the next window), with no cooldown.
     assert!(sim.st.on_budget(indices[1..].to_vec(), 0).is_empty());
     assert_eq!(sim.st.handoffs(), 1);
+    let r = sim.reply(SessionReply::Live, view(), 0);
+    let (_, next) = sim.tick(r);
+    assert!(
+        matches!(next.as_slice(), [Action::Budget { budget: 1, .. }]),
+        "asks the budget again at once: {next:?}"
+    );
 }
 
 #[test]
