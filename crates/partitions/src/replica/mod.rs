@@ -858,19 +858,25 @@ impl ReplicaState {
                     });
                 }
                 Some(_) => {}
-                None => actions.extend(self.hand_over(candidates)),
+                None => actions.extend(self.hand_over(candidates, usize::MAX)),
             }
         }
         actions.extend(self.claim(now));
         actions
     }
 
-    /// Hands `candidates` over to even out the group (those still served).
-    fn hand_over(&mut self, candidates: Vec<usize>) -> Option<Action> {
-        let chosen: Vec<usize> = candidates
-            .into_iter()
-            .filter(|&i| self.ledger.stop(i, StopReason::Rebalance))
-            .collect();
+    /// Hands over up to `limit` of `candidates` (the first ones still served) to even
+    /// out the group.
+    fn hand_over(&mut self, candidates: Vec<usize>, limit: usize) -> Option<Action> {
+        let mut chosen = Vec::new();
+        for i in candidates {
+            if chosen.len() == limit {
+                break;
+            }
+            if self.ledger.stop(i, StopReason::Rebalance) {
+                chosen.push(i);
+            }
+        }
         self.handoffs += chosen.len() as u64;
         (!chosen.is_empty()).then_some(Action::Stop {
             indices: chosen,
@@ -894,13 +900,7 @@ impl ReplicaState {
             self.policy.refund();
             return Vec::new();
         }
-        let now_serving = self.ledger.serving();
-        let serving: Vec<usize> = indices
-            .into_iter()
-            .filter(|i| now_serving.contains(i))
-            .take(granted)
-            .collect();
-        self.hand_over(serving).into_iter().collect()
+        self.hand_over(indices, granted).into_iter().collect()
     }
 
     /// Partitions nobody has claimed for longer than lease + retry interval while
