@@ -8,6 +8,7 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::fence::Fence;
+use crate::handoff::{HandOffError, HandOffSlot, NoHandOff};
 use crate::status::TermEndReason;
 
 /// Given to a duty when its replica becomes leader; valid for one term.
@@ -32,6 +33,8 @@ pub struct Leadership {
     deadline: Arc<Deadline>,
     /// Why the term ended, set before `cancel` fires.
     reason: Arc<OnceLock<TermEndReason>>,
+    /// State handed over from the previous term, and left for the next.
+    hand_off: Arc<HandOffSlot>,
 }
 
 /// The term is over: returned by [`Leadership::check`]. Stop the duty's work; any write
@@ -95,6 +98,7 @@ impl Leadership {
         duty: &str,
         cancel: CancellationToken,
         deadline: Instant,
+        hand_offs: bool,
     ) -> Self {
         Self {
             fence,
@@ -103,6 +107,7 @@ impl Leadership {
             cancel,
             deadline: Arc::new(Deadline::new(deadline)),
             reason: Arc::new(OnceLock::new()),
+            hand_off: Arc::new(HandOffSlot::new(hand_offs)),
         }
     }
 
@@ -190,6 +195,52 @@ impl Leadership {
         self.deadline().saturating_duration_since(Instant::now())
     }
 
+    /// Leaves `state` for the next owner of this partition: it travels with this term's
+    /// release and is offered to the next term (its
+    /// [`handed_over`](Self::handed_over)) only if that term immediately follows this
+    /// one. Call it once the term is ending, typically after
+    /// [`cancelled`](Self::cancelled) completes and before the duty returns (within
+    /// its grace); a later call replaces the state. Partition terms only.
+    ///
+    /// The state is kept in Redis, tied to this term's fence, until the next owner
+    /// takes it or its time to live passes (`GroupConfigBuilder::hand_off_ttl` in
+    /// `leasehold-partitions`). It is handed over only if the lease is given back: a
+    /// term that lost its lease (a refused renewal, a passed deadline with the lease
+    /// taken by then) hands nothing over, and its successor is told why.
+    ///
+    /// # Errors
+    /// [`HandOffError::TooLarge`] over [`MAX_HAND_OFF_BYTES`](crate::MAX_HAND_OFF_BYTES),
+    /// [`HandOffError::Unsupported`] for a duty's own elector,
+    /// [`HandOffError::TooLate`] once the release has been sent.
+    pub fn hand_off(&self, state: impl Into<Vec<u8>>) -> Result<(), HandOffError> {
+        self.hand_off.leave(state.into())
+    }
+
+    /// The state the previous term of this partition left for this one
+    /// ([`hand_off`](Self::hand_off)), known before the duty starts; or why there is
+    /// none: a first owner, a crash in between, state that was not the immediately
+    /// preceding term's, a read that failed ([`NoHandOff`]). A duty that gets `Err`
+    /// starts cold.
+    ///
+    /// # Errors
+    /// [`NoHandOff`], saying why nothing was handed over.
+    pub fn handed_over(&self) -> Result<&[u8], NoHandOff> {
+        self.hand_off.offered()
+    }
+
+    /// Sets what [`handed_over`](Self::handed_over) returns, once, before the duty
+    /// starts. For Leasehold's own crates (the partition coordinator).
+    #[doc(hidden)]
+    pub fn offer_hand_off(&self, offered: Result<Vec<u8>, NoHandOff>) {
+        self.hand_off.offer(offered);
+    }
+
+    /// Takes the state this term leaves (for its release), and refuses any later
+    /// [`hand_off`](Self::hand_off).
+    pub(crate) fn seal_hand_off(&self) -> Option<Vec<u8>> {
+        self.hand_off.seal()
+    }
+
     /// Moves the deadline to `at` after a successful renewal; `false` (and no change)
     /// if the deadline had already passed: the term is over.
     pub(crate) fn extend_deadline(&self, at: Instant) -> bool {
@@ -202,7 +253,14 @@ mod tests {
     use super::*;
 
     fn lead(deadline: Instant) -> Leadership {
-        Leadership::new(Fence(7), "a", "job", CancellationToken::new(), deadline)
+        Leadership::new(
+            Fence(7),
+            "a",
+            "job",
+            CancellationToken::new(),
+            deadline,
+            false,
+        )
     }
 
     #[tokio::test(start_paused = true)]

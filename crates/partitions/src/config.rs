@@ -31,6 +31,9 @@ pub enum GroupConfigError {
     /// out cannot balance; leave the budget unset for no limit).
     #[error("the move budget must be at least 1 move per interval")]
     ZeroMoveBudget,
+    /// The hand-off state's time to live is zero or longer than a day.
+    #[error("hand-off time to live must be between 1 ms and 1 day, got {0:?}")]
+    HandOffTtlOutOfRange(Duration),
 }
 
 /// The largest capacity a replica may have ([`GroupConfigBuilder::capacity`]).
@@ -88,7 +91,13 @@ pub struct GroupConfig {
     /// interval, group-wide (see [`GroupConfigBuilder::max_moves_per_interval`]).
     /// Default: none (no limit).
     pub max_moves_per_interval: Option<u32>,
+    /// How long the state a term hands off (`Leadership::hand_off`) waits in Redis for
+    /// the partition's next owner. Default: 60 s.
+    pub hand_off_ttl: Duration,
 }
+
+/// The default of [`GroupConfig::hand_off_ttl`].
+pub const DEFAULT_HAND_OFF_TTL: Duration = Duration::from_secs(60);
 
 impl GroupConfig {
     /// Starts a builder.
@@ -112,6 +121,7 @@ impl GroupConfig {
             capacity: 1,
             min_replicas_acked: None,
             max_moves_per_interval: None,
+            hand_off_ttl: DEFAULT_HAND_OFF_TTL,
         }
     }
 
@@ -162,6 +172,7 @@ pub struct GroupConfigBuilder {
     capacity: u32,
     min_replicas_acked: Option<usize>,
     max_moves_per_interval: Option<u32>,
+    hand_off_ttl: Duration,
 }
 
 impl GroupConfigBuilder {
@@ -258,6 +269,15 @@ impl GroupConfigBuilder {
         self
     }
 
+    /// How long the state a term hands off
+    /// ([`Leadership::hand_off`](leasehold_election::Leadership::hand_off)) waits in
+    /// Redis for the partition's next owner (1 ms ..= 1 day): the next owner takes it
+    /// when its term starts, and state nobody took is gone after this. Default: 60 s.
+    pub fn hand_off_ttl(mut self, ttl: Duration) -> Self {
+        self.hand_off_ttl = ttl;
+        self
+    }
+
     /// Validates and fills in defaults.
     ///
     /// # Errors
@@ -287,6 +307,9 @@ impl GroupConfigBuilder {
         if self.max_moves_per_interval == Some(0) {
             return Err(GroupConfigError::ZeroMoveBudget);
         }
+        if self.hand_off_ttl.is_zero() || self.hand_off_ttl > leasehold_election::MAX_LEASE {
+            return Err(GroupConfigError::HandOffTtlOutOfRange(self.hand_off_ttl));
+        }
         let config = GroupConfig {
             capacity: self.capacity,
             list_version: self.list_version,
@@ -302,6 +325,7 @@ impl GroupConfigBuilder {
             key_prefix: self.key_prefix,
             min_replicas_acked: self.min_replicas_acked,
             max_moves_per_interval: self.max_moves_per_interval,
+            hand_off_ttl: self.hand_off_ttl,
         };
         // Every election rule (intervals, margin, prefix) is checked once here.
         config.elector(&config.partitions[0], tokio::time::Instant::now())?;

@@ -139,6 +139,15 @@ impl GroupKeys {
         }
     }
 
+    /// String, one per partition whose last term handed state off and whose next term
+    /// has not taken it yet: `<fence>:<bytes>`, the fence of the term that left it,
+    /// with a time to live (`GroupConfigBuilder::hand_off_ttl`; a little more once
+    /// taken, for a retry). Not one of the group's fixed keys: written by the release
+    /// that ends the term, read by the next owner.
+    pub fn hand_off(&self, partition: &str) -> String {
+        format!("{}:{{{}}}:handoff:{partition}", self.prefix, self.group)
+    }
+
     /// Every key, in the order the group scripts take them as `KEYS` (and
     /// `lua/lib/keys.lua` names them).
     pub(crate) fn all(&self) -> [&str; 24] {

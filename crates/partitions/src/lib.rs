@@ -56,7 +56,9 @@ mod view;
 pub mod sim;
 
 pub use self::admin::{GroupAdmin, MAX_WEIGHT};
-pub use self::config::{GroupConfig, GroupConfigBuilder, GroupConfigError, MAX_CAPACITY};
+pub use self::config::{
+    DEFAULT_HAND_OFF_TTL, GroupConfig, GroupConfigBuilder, GroupConfigError, MAX_CAPACITY,
+};
 pub use self::coordinator::{Coordinator, CoordinatorHandle, group_status};
 pub use self::error::{PartitionsError, Result};
 pub use self::store::memory::{MemoryGroupStore, MemorySnapshot};

@@ -38,8 +38,14 @@ where
         let cfg = &self.config;
         let mut deadline = rules::deadline(sent, validity, cfg.safety_margin);
         let cancel = CancellationToken::new();
-        let leadership =
-            Leadership::new(fence, &cfg.replica_id, &cfg.duty, cancel.clone(), deadline);
+        let leadership = Leadership::new(
+            fence,
+            &cfg.replica_id,
+            &cfg.duty,
+            cancel.clone(),
+            deadline,
+            self.store.keeps_hand_offs(),
+        );
         let span = info_span!("duty", fence = fence.0);
         let work = (self.duty)(leadership.clone()).instrument(span);
         let mut duty = AbortOnDropHandle::new(match &self.duty_runtime {
@@ -128,14 +134,22 @@ where
             }
         };
         leadership.set_end_reason(&reason);
-        self.step_down(fence, reason, duty, duty_done, &cancel, deadline, token)
-            .await
+        self.step_down(
+            &leadership,
+            reason,
+            duty,
+            duty_done,
+            &cancel,
+            deadline,
+            token,
+        )
+        .await
     }
 
     #[allow(clippy::too_many_arguments)]
     async fn step_down(
         &self,
-        fence: Fence,
+        leadership: &Leadership,
         reason: TermEndReason,
         mut duty: AbortOnDropHandle<DutyResult>,
         duty_done: bool,
@@ -144,6 +158,7 @@ where
         token: &str,
     ) -> TermEnd {
         let cfg = &self.config;
+        let fence = leadership.fence();
         // From here on this replica does not consider itself leader: the duty's token
         // fires first, then the status and gauges say so.
         cancel.cancel();
@@ -170,11 +185,23 @@ where
                 warn!(fence = fence.0, "duty outran its grace and was aborted");
             }
         }
-        // The duty has provably ended (joined): only now give the lease back.
+        // The duty has provably ended (joined): only now give the lease back, with the
+        // state the duty left for the next term, if any.
+        let state = leadership.seal_hand_off();
         let released = if !rules::releases(&reason) {
             false
         } else {
-            match timeout(cfg.call_timeout, self.store.release(&self.keys, token)).await {
+            let release = async {
+                match state {
+                    Some(state) => {
+                        self.store
+                            .release_handing_off(&self.keys, token, state)
+                            .await
+                    }
+                    None => self.store.release(&self.keys, token).await,
+                }
+            };
+            match timeout(cfg.call_timeout, release).await {
                 Ok(Ok(released)) => released,
                 Ok(Err(e)) => {
                     self.record_error(e, "release");

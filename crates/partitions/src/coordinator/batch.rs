@@ -43,6 +43,8 @@ pub(crate) struct PendingRelease {
     pub(crate) partition: Arc<str>,
     pub(crate) fence: Fence,
     pub(crate) token: String,
+    /// The state the term leaves for its successor (`Leadership::hand_off`).
+    pub(crate) state: Option<Vec<u8>>,
     pub(crate) reply: oneshot::Sender<Result<bool, StoreError>>,
     /// The elector's span, so the batch's work is traced to it.
     pub(crate) span: Span,
@@ -177,13 +179,14 @@ impl Shared {
         }
     }
 
-    /// Queues the release of term `fence` of `partition`, held with `token`; the reply
-    /// comes with the next release batch.
+    /// Queues the release of term `fence` of `partition`, held with `token`, leaving
+    /// `state` for the next term; the reply comes with the next release batch.
     pub(crate) fn queue_release(
         &self,
         partition: Arc<str>,
         fence: Fence,
         token: &str,
+        state: Option<Vec<u8>>,
     ) -> oneshot::Receiver<Result<bool, StoreError>> {
         let (reply, rx) = oneshot::channel();
         if self.is_closed() {
@@ -197,6 +200,7 @@ impl Shared {
                 partition,
                 fence,
                 token: token.to_owned(),
+                state,
                 reply,
                 span: Span::current(),
             });
@@ -242,7 +246,23 @@ impl<B: GroupStore> LeaseStore for BatchedStore<B> {
 
     async fn release(&self, _keys: &DutyKeys, token: &str) -> Result<bool, StoreError> {
         self.shared
-            .queue_release(self.partition.clone(), self.fence, token)
+            .queue_release(self.partition.clone(), self.fence, token, None)
+            .await
+            .unwrap_or_else(|_| Err(stopped()))
+    }
+
+    fn keeps_hand_offs(&self) -> bool {
+        true
+    }
+
+    async fn release_handing_off(
+        &self,
+        _keys: &DutyKeys,
+        token: &str,
+        state: Vec<u8>,
+    ) -> Result<bool, StoreError> {
+        self.shared
+            .queue_release(self.partition.clone(), self.fence, token, Some(state))
             .await
             .unwrap_or_else(|_| Err(stopped()))
     }
@@ -314,14 +334,14 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1)).await;
         let s = shared.clone();
         let renewal = tokio::spawn(async move { s.renew((1, Fence(1)), "a:1").await });
-        let release = shared.queue_release("p1".into(), Fence(1), "a:1");
+        let release = shared.queue_release("p1".into(), Fence(1), "a:1", None);
         tokio::task::yield_now().await;
         shared.close();
         assert!(renewal.await.unwrap().is_err());
         assert!(release.await.unwrap().is_err());
         assert!(
             shared
-                .queue_release("p1".into(), Fence(1), "a:1")
+                .queue_release("p1".into(), Fence(1), "a:1", None)
                 .await
                 .unwrap()
                 .is_err(),
@@ -340,6 +360,7 @@ mod tests {
                 partition: i.to_string().into(),
                 fence: Fence(1),
                 token: (*token).into(),
+                state: None,
                 reply,
                 span: Span::none(),
             });

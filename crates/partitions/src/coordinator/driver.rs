@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, info_span, warn};
 
 use super::batch::{BatchedStore, Outcome, PendingRelease, Shared};
+use super::handoff;
 use super::logs::{EndsLog, TickLog};
 use super::slots::{Ended, Slots};
 use crate::config::GroupConfig;
@@ -38,8 +39,8 @@ use crate::replica::{
     StopReason,
 };
 use crate::store::protocol::{
-    Change, ClaimReply, ClaimRequest, Conflict, Granted, MemberInfo, MoveCause, Term, TickReply,
-    VersionStep,
+    Change, ClaimReply, ClaimRequest, Conflict, GivenBack, Granted, MemberInfo, MoveCause,
+    Predecessor, TickReply, VersionStep,
 };
 use crate::store::{GroupStore, RELEASE_BATCH, STATUS_PAGE};
 use crate::view::{GroupView, ListDifference};
@@ -224,6 +225,10 @@ pub(crate) struct Driver<B, F> {
     /// for the ledger of moves its release writes; forgotten when the term's elector
     /// ends. A term ended by its callback (or a step-down) is `Released`.
     causes: HashMap<(usize, Fence), MoveCause>,
+    /// What the claim that granted a term said of the partition's previous term, until
+    /// the term's elector starts (it decides what the term is offered of the state the
+    /// previous one handed off). A term not here was regranted to its session.
+    previous: HashMap<(usize, Fence), Predecessor>,
     /// Every elector was asked to stop (the coordinator is shutting down): what they
     /// give back is given back as a leave.
     stopped_all: bool,
@@ -309,6 +314,7 @@ where
             warned_digest: false,
             roster_bytes,
             causes: HashMap::new(),
+            previous: HashMap::new(),
             stopped_all: false,
         }
     }
@@ -707,11 +713,16 @@ where
             counter!(m::ACQUISITIONS, &self.labels.pair()).increment(granted.len() as u64);
         }
         if let Ok(ClaimReply::Claimed { moves, .. }) = &reply {
-            for (cause, unowned) in moves {
-                if let Some(d) = unowned {
-                    histogram!(m::UNOWNED_SECONDS, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "cause" => cause.as_str())
+            for p in moves {
+                if let Some(d) = p.unowned {
+                    histogram!(m::UNOWNED_SECONDS, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "cause" => p.cause.as_str())
                         .record(d.as_secs_f64());
                 }
+            }
+            // A claim of free partitions names the previous term of each, in order (a
+            // regrant names none).
+            for (&(i, fence, _), p) in granted.iter().zip(moves) {
+                self.previous.insert((i, fence), *p);
             }
         }
         let actions = self
@@ -740,8 +751,21 @@ where
             sent,
             token: self.state.token().to_owned(),
         };
+        let inherit = handoff::inherit(self.previous.remove(&(i, fence)).as_ref());
+        let (group_store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
         let elector = Elector::new(store, config, move |lead: Leadership| {
-            callback(partition.to_string(), lead)
+            let (callback, partition, inherit) =
+                (callback.clone(), partition.clone(), inherit.clone());
+            let (store, keys) = (group_store.clone(), keys.clone());
+            async move {
+                // Boxed: the take is rare, and its state would otherwise be part of
+                // every partition's duty future.
+                Box::pin(handoff::offer(
+                    &lead, inherit, &store, &keys, &partition, limit,
+                ))
+                .await;
+                callback(partition.to_string(), lead).await
+            }
         })
         .granted(grant);
         let (handle, run) = elector.pair();
@@ -764,6 +788,7 @@ where
         counter!(m::RELEASES, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "reason" => reason).increment(1);
         self.shared.forget((ended.index, ended.fence));
         self.causes.remove(&(ended.index, ended.fence));
+        self.previous.remove(&(ended.index, ended.fence));
         let actions = self
             .state
             .on_stopped(ended.index, ended.fence, Instant::now());
@@ -804,13 +829,13 @@ where
             }
             return;
         }
-        let batch = self.shared.take_releases(RELEASE_BATCH);
+        let mut batch = self.shared.take_releases(RELEASE_BATCH);
         let Some(first) = batch.first() else {
             return;
         };
         let token = first.token.clone();
-        let terms: Vec<(Term, MoveCause)> = batch
-            .iter()
+        let terms: Vec<GivenBack> = batch
+            .iter_mut()
             .map(|p| {
                 let i = self.names.intern(&p.partition);
                 let cause =
@@ -822,12 +847,17 @@ where
                         } else {
                             MoveCause::Released
                         });
-                ((p.partition.to_string(), p.fence), cause)
+                GivenBack {
+                    term: (p.partition.to_string(), p.fence),
+                    cause,
+                    state: p.state.take(),
+                }
             })
             .collect();
         let (store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
+        let state_ttl = self.config.hand_off_ttl;
         self.release = Some(Box::pin(async move {
-            let reply = timeout(limit, store.release(&keys, &token, &terms))
+            let reply = timeout(limit, store.release(&keys, &token, &terms, state_ttl))
                 .await
                 .unwrap_or(Err(StoreError::Timeout(limit)));
             (batch, reply)

@@ -6,6 +6,7 @@
 
 mod batch;
 mod driver;
+mod handoff;
 mod logs;
 mod slots;
 

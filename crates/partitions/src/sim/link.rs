@@ -19,9 +19,9 @@ use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::PartitionOwner;
 use crate::store::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, Granted, Move, MoveCause, Protocol,
-    RemoveReply, RestoreStep, SetPage, StatusHead, Term, TickReply, TickRequest, VersionStep,
-    WeightReply,
+    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, Move, Protocol,
+    RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term, TickReply, TickRequest,
+    VersionStep, WeightReply,
 };
 
 /// How long a call waits for its reply before it fails as timed out (the store's call
@@ -276,14 +276,31 @@ impl Protocol for Link {
         &self,
         keys: &GroupKeys,
         session: &str,
-        terms: &[(Term, MoveCause)],
+        terms: &[GivenBack],
+        state_ttl: Duration,
     ) -> Result<Vec<bool>, StoreError> {
         let (k, t, n) = (keys.clone(), session.to_owned(), terms.to_vec());
         self.call(
             || format!("release {session} {terms:?}"),
             move |s| {
                 let (k, t, n) = (k.clone(), t.clone(), n.clone());
-                async move { s.release(&k, &t, &n).await }
+                async move { s.release(&k, &t, &n, state_ttl).await }
+            },
+        )
+        .await
+    }
+
+    async fn take_hand_offs(
+        &self,
+        keys: &GroupKeys,
+        terms: &[Term],
+    ) -> Result<Vec<Taken>, StoreError> {
+        let (k, n) = (keys.clone(), terms.to_vec());
+        self.call(
+            || format!("take hand-offs {terms:?}"),
+            move |s| {
+                let (k, n) = (k.clone(), n.clone());
+                async move { s.take_hand_offs(&k, &n).await }
             },
         )
         .await

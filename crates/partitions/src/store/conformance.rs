@@ -11,8 +11,8 @@ use leasehold_testkit::RedisServer;
 
 use super::ops::restore::Restored;
 use super::protocol::{
-    Change, ClaimReply, ClaimRequest, MemberInfo, MemberState, Move, MoveCause, Protocol,
-    RestoreStep, Term, TickReply, TickRequest, VersionStep,
+    Change, ClaimReply, ClaimRequest, GivenBack, MemberInfo, MemberState, Move, MoveCause,
+    Protocol, RestoreStep, Taken, Term, TickReply, TickRequest, VersionStep,
 };
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
@@ -142,7 +142,15 @@ fn claimed(r: &ClaimReply, ranks: &mut Ranks) -> String {
                 .collect();
             let m: Vec<_> = moves
                 .iter()
-                .map(|(c, d)| format!("{c}:{}", d.is_some()))
+                .map(|p| {
+                    format!(
+                        "{}:{}:{:?}:{:?}",
+                        p.cause,
+                        p.unowned.is_some(),
+                        p.fence.map(|f| ranks.of(f)),
+                        p.state_bytes
+                    )
+                })
                 .collect();
             format!("{p:?} returned={returned:?} unowned={unowned} moves={m:?}")
         }
@@ -172,11 +180,15 @@ async fn budget<B: Protocol>(b: &B) -> Vec<String> {
     ]
 }
 
-/// Terms given back as hand-offs.
-fn handed(terms: &[Term]) -> Vec<(Term, MoveCause)> {
+/// Terms given back as hand-offs, each leaving state for its successor.
+fn handed(terms: &[Term]) -> Vec<GivenBack> {
     terms
         .iter()
-        .map(|t| (t.clone(), MoveCause::HandOff))
+        .map(|t| GivenBack {
+            term: t.clone(),
+            cause: MoveCause::HandOff,
+            state: Some(format!("state of {}", t.0).into_bytes()),
+        })
         .collect()
 }
 
@@ -349,12 +361,12 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     let mut both = a_terms.clone();
     both.push(p3.clone());
     both.push(a_terms[0].clone());
-    let r = b.release(&k, a, &handed(&both)).await.unwrap();
+    let r = b.release(&k, a, &handed(&both), TTL).await.unwrap();
     log(
         "a releases its own (twice in one batch) and b's p3",
         format!("{r:?}"),
     );
-    let r = b.release(&k, a, &handed(&a_terms)).await.unwrap();
+    let r = b.release(&k, a, &handed(&a_terms), TTL).await.unwrap();
     log("a releases them again", format!("{r:?}"));
     let r = b.held(&k, a).await.unwrap();
     log("a holds", format!("{}", r.len()));
@@ -362,6 +374,45 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     log("a claims one back", claimed(&r, &mut ranks));
     let r = b.claim(&k, &claim("b", b1, 2, 10)).await.unwrap();
     log("b claims again", claimed(&r, &mut ranks));
+    let previous: Vec<Term> = match &r {
+        ClaimReply::Claimed {
+            partitions, moves, ..
+        } => partitions
+            .iter()
+            .zip(moves)
+            .filter(|(_, p)| p.state_bytes.is_some())
+            .filter_map(|((n, _, _), p)| Some((n.clone(), p.fence?)))
+            .collect(),
+        other => panic!("expected a claim, got {other:?}"),
+    };
+    let mut asked = previous.clone();
+    asked.extend(previous.iter().map(|(n, f)| (n.clone(), Fence(f.0 - 1))));
+    asked.push(("p9".to_owned(), Fence(1)));
+    let shown = |taken: Vec<Taken>| -> String {
+        let t: Vec<_> = taken
+            .iter()
+            .map(|t| match t {
+                Taken::State(s) => String::from_utf8_lossy(s).into_owned(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        format!("{t:?}")
+    };
+    let r = b.take_hand_offs(&k, &previous).await.unwrap();
+    log("b takes the state a's term left", shown(r));
+    let r = b.take_hand_offs(&k, &asked).await.unwrap();
+    log(
+        "b takes it again (a retry), then as an earlier term's, then a partition with none",
+        shown(r),
+    );
+    let later: Vec<Term> = previous
+        .iter()
+        .map(|(n, f)| (n.clone(), Fence(f.0 + 1)))
+        .collect();
+    let r = b.take_hand_offs(&k, &later).await.unwrap();
+    log("named as a later term's, it is stale", shown(r));
+    let r = b.take_hand_offs(&k, &previous).await.unwrap();
+    log("and deleted", shown(r));
     let r = b.moves(&k, None, 100).await.unwrap();
     log(
         "the ledger: first owners, then a's hand-offs to b",
@@ -376,7 +427,7 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     let b_terms = b.held(&k, b1).await.unwrap();
     // A late release of a's old term of p0 (b holds p0 now) touches nothing.
     let r = b
-        .release(&k, b1, &handed(&[a_terms[0].clone()]))
+        .release(&k, b1, &handed(&[a_terms[0].clone()]), TTL)
         .await
         .unwrap();
     log("a release of another term", format!("{r:?}"));
@@ -996,6 +1047,14 @@ async fn answer_alike() {
         "the ledger after its last but one entry",
         r#"["p1 Some(\"a\")->b handoff"#,
     );
+    expect("b takes the state a's term left", r#"["state of p1"]"#);
+    expect(
+        "b takes it again (a retry), then as an earlier term's, then a partition with none",
+        r#"["state of p1", "Stale", "Gone"]"#,
+    );
+    expect("named as a later term's, it is stale", r#"["Stale"]"#);
+    expect("and deleted", r#"["Gone"]"#);
+    expect("a claims one back", r#"handoff:true:Some(\"f1\"):Some(11)"#);
     expect("a joins a group that does not exist", "NoGroup");
     expect("a joins a group that does not exist", "set=None");
     expect("then a joins it", "Live");

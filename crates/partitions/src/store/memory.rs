@@ -17,9 +17,9 @@ use tokio::time::Instant;
 use super::ops;
 use super::ops::moves::{Move, MoveCause};
 use super::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, Granted, MemberInfo, MemberState,
-    Origin, Protocol, RemoveReply, RestoreStep, RosterUpdate, SetInfo, SetPage, StatusHead, Term,
-    TickReply, TickRequest, VersionStep, WeightReply,
+    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, MemberInfo,
+    MemberState, Origin, Protocol, RemoveReply, RestoreStep, RosterUpdate, SetInfo, SetPage,
+    StatusHead, Taken, Term, TickReply, TickRequest, VersionStep, WeightReply,
 };
 use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
@@ -190,6 +190,8 @@ pub(crate) struct Group {
     pub(crate) moves: VecDeque<Move>,
     pub(crate) move_ms: u64,
     pub(crate) move_seq: u64,
+    /// The hand-off keys: partition → (fence of the term that left it, state, expiry).
+    pub(crate) hand_offs: BTreeMap<String, (u64, Vec<u8>, u64)>,
 }
 
 /// How many of the last rosters the twin keeps to send changes from.
@@ -294,7 +296,7 @@ impl Group {
         names: &[String],
         fences: Option<&[u64]>,
         at: u64,
-        cause: &dyn Fn(usize) -> MoveCause,
+        ended_as: &dyn Fn(usize) -> (MoveCause, Option<u64>),
     ) -> (Vec<bool>, usize) {
         let mut out = Vec::with_capacity(names.len());
         let mut seen = BTreeSet::new();
@@ -320,12 +322,14 @@ impl Group {
                 let since = self.since.remove(n).unwrap_or(at);
                 if self.positions.contains_key(n) {
                     self.add_free(n, at);
+                    let (cause, state) = ended_as(j);
                     let last = ops::moves::LastTerm {
                         replica: replica_of_token(token).to_owned(),
                         fence: current.unwrap_or(0),
-                        cause: cause(j),
+                        cause,
                         ended: at,
                         since,
+                        state,
                     };
                     self.ended.insert(n.clone(), last);
                 } else {
@@ -372,7 +376,7 @@ impl Group {
                 left_over += 1;
             }
             if !names.is_empty() {
-                self.give_back(&token, &names, None, ended, &|_| why);
+                self.give_back(&token, &names, None, ended, &|_| (why, None));
                 // An entry whose partition another session owns now is stale: dropped.
                 if let Some(set) = self.held.get_mut(&token) {
                     for n in &names {
@@ -630,9 +634,18 @@ impl Protocol for MemoryGroupStore {
         &self,
         keys: &GroupKeys,
         session: &str,
-        terms: &[(Term, MoveCause)],
+        terms: &[GivenBack],
+        state_ttl: Duration,
     ) -> Result<Vec<bool>, StoreError> {
-        Ok(self.with(keys, |g, now| g.release(session, terms, now)))
+        Ok(self.with(keys, |g, now| g.release(session, terms, state_ttl, now)))
+    }
+
+    async fn take_hand_offs(
+        &self,
+        keys: &GroupKeys,
+        terms: &[Term],
+    ) -> Result<Vec<Taken>, StoreError> {
+        Ok(self.with(keys, |g, now| (g.take_hand_offs(terms, now), false)))
     }
 
     async fn leave(

@@ -13,8 +13,10 @@ use tokio::sync::broadcast;
 pub use super::ops::change::{AddReply, Change, RemoveReply};
 pub use super::ops::claim::{ClaimReply, ClaimRequest};
 pub use super::ops::drain::DrainReply;
-pub use super::ops::moves::{Move, MoveCause};
+pub use super::ops::handoff::Taken;
+pub use super::ops::moves::{Move, MoveCause, Predecessor};
 pub use super::ops::read::{SetPage, StatusHead};
+pub use super::ops::release::GivenBack;
 pub use super::ops::restore::RestoreStep;
 pub use super::ops::tick::{Conflict, RosterUpdate, SessionReply, TickReply, TickRequest};
 pub use super::ops::version::VersionStep;
@@ -192,14 +194,24 @@ pub trait Protocol {
         req: &ClaimRequest,
     ) -> impl Future<Output = Result<ClaimReply, StoreError>> + Send;
 
-    /// Gives back the terms of `session` among `terms`; one flag per term (true: no
-    /// term of the session holds it and no later one was granted). Safe to retry.
+    /// Gives back the terms of `session` among `terms`, keeping the state each leaves
+    /// its successor for `state_ttl`; one flag per term (true: no term of the session
+    /// holds it and no later one was granted). Safe to retry.
     fn release(
         &self,
         keys: &GroupKeys,
         session: &str,
-        terms: &[(Term, MoveCause)],
+        terms: &[GivenBack],
+        state_ttl: Duration,
     ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
+
+    /// Takes the state each named term (partition, fence of the previous term) left
+    /// for the next one. Safe to retry for a while ([`Taken`]).
+    fn take_hand_offs(
+        &self,
+        keys: &GroupKeys,
+        terms: &[Term],
+    ) -> impl Future<Output = Result<Vec<Taken>, StoreError>> + Send;
 
     /// Ends `replica`'s session `session` (if it is the current one and `process` holds
     /// it) and frees what it still holds. Safe to retry.

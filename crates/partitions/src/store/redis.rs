@@ -16,9 +16,9 @@ use tokio::sync::broadcast;
 
 use super::ops;
 use super::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, Granted, Move, MoveCause, Protocol,
-    RemoveReply, RestoreStep, SetPage, StatusHead, Term, TickReply, TickRequest, VersionStep,
-    WeightReply,
+    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, Move, Protocol,
+    RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term, TickReply, TickRequest,
+    VersionStep, WeightReply,
 };
 use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
@@ -36,9 +36,18 @@ impl Protocol for RedisStore {
         &self,
         keys: &GroupKeys,
         session: &str,
-        terms: &[(Term, MoveCause)],
+        terms: &[GivenBack],
+        state_ttl: std::time::Duration,
     ) -> Result<Vec<bool>, StoreError> {
-        ops::release::redis(self, keys, session, terms).await
+        ops::release::redis(self, keys, session, terms, state_ttl).await
+    }
+
+    async fn take_hand_offs(
+        &self,
+        keys: &GroupKeys,
+        terms: &[Term],
+    ) -> Result<Vec<Taken>, StoreError> {
+        ops::handoff::redis(self, keys, terms).await
     }
 
     async fn leave(
@@ -181,12 +190,13 @@ impl Protocol for RedisStore {
 }
 
 /// Every group script by name.
-fn scripts() -> [(&'static str, &'static LuaScript); 19] {
+fn scripts() -> [(&'static str, &'static LuaScript); 20] {
     [
         ("tick", &ops::tick::SCRIPT),
         ("heartbeat", &ops::tick::HEARTBEAT),
         ("claim", &ops::claim::SCRIPT),
         ("release", &ops::release::SCRIPT),
+        ("handoff", &ops::handoff::SCRIPT),
         ("leave", &ops::leave::SCRIPT),
         ("add", &ops::change::ADD),
         ("remove", &ops::change::REMOVE),
@@ -213,6 +223,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
         ("heartbeat", include_str!("lua/heartbeat.lua")),
         ("claim", include_str!("lua/claim.lua")),
         ("release", include_str!("lua/release.lua")),
+        ("handoff", include_str!("lua/handoff.lua")),
         ("leave", include_str!("lua/leave.lua")),
         ("add", include_str!("lua/add.lua")),
         ("remove", include_str!("lua/remove.lua")),
@@ -233,7 +244,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
 
 /// Every group script by name with the SHA1 digest `EVALSHA` names it by, so a
 /// benchmark can tell the scripts apart in `SLOWLOG` (`tick`, `heartbeat`, `claim`, `release`,
-/// `leave`, `add`, `remove`, `version`, `held`, `set_page`, `restore`, `budget` are the
+/// `handoff`, `leave`, `add`, `remove`, `version`, `held`, `set_page`, `restore`, `budget` are the
 /// coordination traffic; `drain`, `weight`, `owner`, `moves`, `list`, `status_head`,
 /// `status_page` are an operator's).
 #[doc(hidden)]

@@ -19,8 +19,8 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use super::protocol::{
-    Change, ClaimRequest, MemberInfo, MemberState, MoveCause, Protocol, RosterUpdate, TickReply,
-    TickRequest,
+    Change, ClaimRequest, GivenBack, MemberInfo, MemberState, MoveCause, Protocol, RosterUpdate,
+    TickReply, TickRequest,
 };
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
@@ -181,9 +181,12 @@ impl<B: Protocol> Run<'_, B> {
                 let terms: Vec<_> = held
                     .into_iter()
                     .filter(|_| self.rng.random_bool(0.5))
-                    .map(|(p, f, _)| ((p, f), MoveCause::Released))
+                    .map(|(p, f, _)| GivenBack::plain((p, f), MoveCause::Released))
                     .collect();
-                self.b.release(&self.k, &token, &terms).await.unwrap();
+                self.b
+                    .release(&self.k, &token, &terms, Duration::from_secs(60))
+                    .await
+                    .unwrap();
                 format!("{name} releases {}", terms.len())
             }
             4 if member => {

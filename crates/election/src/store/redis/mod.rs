@@ -430,6 +430,22 @@ impl RedisStore {
             .await
     }
 
+    /// [`eval`](Self::eval) with arguments that are bytes, not text (state a partition
+    /// term hands off). For Leasehold's own crates.
+    ///
+    /// # Errors
+    /// The [`StoreError`] of the call.
+    #[doc(hidden)]
+    pub async fn eval_bytes(
+        &self,
+        script: &LuaScript,
+        keys: &[&str],
+        args: &[&[u8]],
+    ) -> Result<Value, StoreError> {
+        self.eval_then_wait(script, keys, args, |_| false, |_| {})
+            .await
+    }
+
     /// [`eval`](Self::eval) of a script that grants or extends a lease (a partition
     /// group's heartbeat or claim), then, if replication waits are on
     /// ([`LeaseStore::with_replica_acks`], `wait_for_replicas`), `WAIT` on the same
@@ -453,7 +469,7 @@ impl RedisStore {
         &self,
         script: &LuaScript,
         keys: &[&str],
-        args: &[&str],
+        args: &[impl AsRef<[u8]> + Sync],
         wrote: fn(&Value) -> bool,
         on_send: impl Fn(&Conn),
     ) -> Result<Value, StoreError> {
@@ -549,7 +565,7 @@ async fn run_script(
     conn: &mut Conn,
     script: &LuaScript,
     keys: &[&str],
-    args: &[&str],
+    args: &[impl AsRef<[u8]> + Sync],
 ) -> redis::RedisResult<Value> {
     let result = script
         .evalsha(keys, args)

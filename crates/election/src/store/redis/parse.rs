@@ -110,6 +110,19 @@ impl Parse {
         }
     }
 
+    /// The next item as bytes (a bulk string, kept as it is); nil is an error.
+    ///
+    /// # Errors
+    /// [`StoreError::Protocol`] if it is missing, nil, or not a string.
+    pub fn next_bytes(&mut self) -> Result<Vec<u8>, StoreError> {
+        let v = self.next_value()?;
+        match v {
+            Value::BulkString(b) => Ok(b),
+            Value::SimpleString(s) => Ok(s.into_bytes()),
+            other => Err(self.unexpected("bytes", &other)),
+        }
+    }
+
     /// The next item as a string; nil is an error.
     ///
     /// # Errors

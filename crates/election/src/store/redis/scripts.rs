@@ -62,16 +62,22 @@ impl LuaScript {
     }
 
     /// `EVALSHA hash numkeys keys... args...`
-    pub(crate) fn evalsha(&self, keys: &[&str], args: &[&str]) -> redis::Cmd {
+    pub(crate) fn evalsha(&self, keys: &[&str], args: &[impl AsRef<[u8]>]) -> redis::Cmd {
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(&self.hash).arg(keys.len()).arg(keys).arg(args);
+        cmd.arg(&self.hash).arg(keys.len()).arg(keys);
+        for a in args {
+            cmd.arg(a.as_ref());
+        }
         cmd
     }
 
     /// `EVAL body numkeys keys... args...`
-    pub(crate) fn eval(&self, keys: &[&str], args: &[&str]) -> redis::Cmd {
+    pub(crate) fn eval(&self, keys: &[&str], args: &[impl AsRef<[u8]>]) -> redis::Cmd {
         let mut cmd = redis::cmd("EVAL");
-        cmd.arg(&self.code).arg(keys.len()).arg(keys).arg(args);
+        cmd.arg(&self.code).arg(keys.len()).arg(keys);
+        for a in args {
+            cmd.arg(a.as_ref());
+        }
         cmd
     }
 }

@@ -22,8 +22,8 @@
 -- follow_server).
 --
 -- Reply: {'ok', {name, fence, weight, ...}, {name given back, ...}, unowned, {cause,
--- ms unowned or -1, ...: per partition taken (not regranted), in order, what its
--- ledger entry says}},
+-- ms unowned or -1, previous fence or '', bytes of state left or -1, ...: per
+-- partition taken (not regranted), in order, what its ledger entry says}},
 -- {'wait', ms} before the group grants anything, {'lost'} without a session,
 -- {'stale'}.
 local replica, process, session = ARGV[1], ARGV[2], ARGV[3]

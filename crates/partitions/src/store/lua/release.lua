@@ -1,12 +1,17 @@
--- release: gives back partitions a session's terms held, named by term.
+-- release: gives back partitions a session's terms held, named by term, with the state
+-- each term leaves for its successor.
 --
--- ARGV: 1 session token, 2 channel, 3 notice, 4.. name, fence, cause, name, fence,
--- cause... (cause: why the term ended, `handoff`, `drain`, `leave` or `released`).
+-- ARGV: 1 session token, 2 channel, 3 notice, 4 state time to live (ms), 5.. name,
+-- fence, cause, state, name, fence, cause, state... (cause: why the term ended,
+-- `handoff`, `drain`, `leave` or `released`; state: '' for none, else '=' then its
+-- bytes). KEYS[25..]: the hand-off key of each term that leaves state, in order.
 --
 -- Gives back each partition whose current term is the session's at that fence (free
--- from now if still listed, its term's end noted for the ledger of moves), then
--- publishes the notice once. A late or repeated
--- release touches nothing of a later term: safe to retry.
+-- from now if still listed, its term's end noted for the ledger of moves, with the size
+-- of its state), then keeps each such term's state under its hand-off key as
+-- `<fence>:<bytes>` for the time to live (the next owner takes it: handoff.lua), and
+-- publishes the notice once. A late or repeated release touches nothing of a later
+-- term, and writes no state once the next term has started: safe to retry.
 --
 -- Reply: one flag per name: 1 if no term of the session holds it any more and no later
 -- term was granted (given back now, or before), 0 if a later term holds it.
@@ -15,12 +20,30 @@ local bad = expect({META, FREE, OWNERS, HELD, REVOKED, SINCE, WEIGHTS, LOADS, RO
   ENDED})
 if bad then return bad end
 local now = clock()
-local names, fences, causes = {}, {}, {}
-for i = 4, #ARGV, 3 do
-  names[#names + 1] = ARGV[i]
-  fences[#fences + 1] = ARGV[i + 1]
-  causes[#causes + 1] = ARGV[i + 2]
+local ttl = tonumber(ARGV[4])
+local names, fences, causes, sizes, states = {}, {}, {}, {}, {}
+for i = 5, #ARGV, 4 do
+  local j = #names + 1
+  names[j] = ARGV[i]
+  fences[j] = ARGV[i + 1]
+  causes[j] = ARGV[i + 2]
+  if ARGV[i + 3] ~= '' then
+    states[j] = string.sub(ARGV[i + 3], 2)
+    sizes[j] = tostring(#states[j])
+  end
 end
-local out, gone = give_back(tok, names, fences, now, causes)
+local out, gone = give_back(tok, names, fences, now, causes, sizes)
+local k = 25
+for j, n in ipairs(names) do
+  if states[j] then
+    -- Kept only for a term whose end ENDED notes now: given back (now or by an earlier
+    -- try of this release) and not yet followed by another.
+    local e = redis.call('HGET', ENDED, n)
+    if out[j] == 1 and e and string.match(e, '^[^\t]*\t([^\t]*)\t') == fences[j] then
+      redis.call('SET', KEYS[k], fences[j] .. ':' .. states[j], 'PX', ttl)
+    end
+    k = k + 1
+  end
+end
 if gone > 0 then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
 return out

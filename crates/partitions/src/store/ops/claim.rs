@@ -6,7 +6,7 @@ use std::time::Duration;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
-use super::moves::MoveCause;
+use super::moves::{MoveCause, Predecessor};
 use super::{count, group_script, ms, strings, triples};
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
@@ -80,9 +80,9 @@ pub enum ClaimReply {
         returned: Vec<String>,
         unowned: usize,
         /// Per partition taken from the free set (not regranted), in the order of
-        /// `partitions`: why its previous term ended and how long it had no owner, as
-        /// its entry in the ledger of moves says.
-        moves: Vec<(MoveCause, Option<Duration>)>,
+        /// `partitions`: its previous term (why it ended, how long the partition had no
+        /// owner, the state it left), as its entry in the ledger of moves says.
+        moves: Vec<Predecessor>,
     },
     /// The group grants nothing for this long yet.
     Wait(Duration),
@@ -144,11 +144,19 @@ pub(crate) async fn redis(
                 let mut m = p.next_array()?;
                 while m.remaining() > 0 {
                     let cause = m.next_string()?;
-                    let cause = cause.parse().map_err(|e: super::moves::UnknownCause| {
-                        StoreError::Protocol(format!("claim: {e}"))
-                    })?;
+                    let cause: MoveCause =
+                        cause.parse().map_err(|e: super::moves::UnknownCause| {
+                            StoreError::Protocol(format!("claim: {e}"))
+                        })?;
                     let unowned = u64::try_from(m.next_int()?).ok();
-                    moves.push((cause, unowned.map(Duration::from_millis)));
+                    let fence = m.next_string()?.parse().ok().map(Fence);
+                    let state_bytes = u64::try_from(m.next_int()?).ok();
+                    moves.push(Predecessor {
+                        cause,
+                        unowned: unowned.map(Duration::from_millis),
+                        fence,
+                        state_bytes,
+                    });
                 }
             }
             p.finish()?;
@@ -228,7 +236,9 @@ impl Group {
                 MoveCause::Removal
             };
             let (flags, _) =
-                self.give_back(&req.session, &back, Some(&back_fences), now.ms, &|_| why);
+                self.give_back(&req.session, &back, Some(&back_fences), now.ms, &|_| {
+                    (why, None)
+                });
             returned = back
                 .into_iter()
                 .zip(flags)
@@ -325,7 +335,7 @@ impl Group {
         req: &ClaimRequest,
         partitions: Vec<Granted>,
         returned: Vec<String>,
-        moves: Vec<(MoveCause, Option<Duration>)>,
+        moves: Vec<Predecessor>,
     ) -> ClaimReply {
         let reply = ClaimReply::Claimed {
             partitions,

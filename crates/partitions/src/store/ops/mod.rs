@@ -23,6 +23,7 @@ pub(crate) mod budget;
 pub(crate) mod change;
 pub(crate) mod claim;
 pub(crate) mod drain;
+pub(crate) mod handoff;
 pub(crate) mod held;
 pub(crate) mod leave;
 pub(crate) mod moves;

@@ -122,6 +122,24 @@ pub struct Move {
     pub started_ms: u64,
     /// How long the partition had no owner: from `ended_ms` to `started_ms`.
     pub unowned: Option<Duration>,
+    /// The bytes of state the previous term left for this one
+    /// (`Leadership::hand_off`); `None` if it left none.
+    pub state_bytes: Option<u64>,
+}
+
+/// What a claim says of the term before each partition it took (its ledger entry): the
+/// new owner's [`Leadership::handed_over`](leasehold_election::Leadership::handed_over)
+/// follows from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Predecessor {
+    /// Why the previous term ended.
+    pub cause: MoveCause,
+    /// How long the partition had no owner (`None` for a first owner).
+    pub unowned: Option<Duration>,
+    /// The previous term's fence (`None` for a first owner).
+    pub fence: Option<Fence>,
+    /// The bytes of state the previous term left (`None`: it left none).
+    pub state_bytes: Option<u64>,
 }
 
 pub(crate) async fn redis(
@@ -178,6 +196,7 @@ fn entry(id: String, fields: &[(String, String)]) -> Result<Move, StoreError> {
         held_since_ms: num("held_since"),
         started_ms: num("started").ok_or_else(|| bad("start"))?,
         unowned: num("unowned_ms").map(Duration::from_millis),
+        state_bytes: num("state_bytes"),
         id,
     })
 }
@@ -190,18 +209,20 @@ pub(crate) struct LastTerm {
     pub(crate) cause: MoveCause,
     pub(crate) ended: u64,
     pub(crate) since: u64,
+    /// The bytes of state the term left for its successor, if any.
+    pub(crate) state: Option<u64>,
 }
 
 impl Group {
     /// The twin of `free.lua`'s `record_moves`: one entry per partition just taken by
     /// `replica` in terms `fences` at `now` (ms), trimmed to [`LEDGER_LEN`]; returns
-    /// each one's cause and time unowned.
+    /// what each one's entry says of the term before.
     pub(crate) fn record_moves(
         &mut self,
         replica: &str,
         taken: &[(String, u64)],
         now: u64,
-    ) -> Vec<(MoveCause, Option<Duration>)> {
+    ) -> Vec<Predecessor> {
         let mut info = Vec::with_capacity(taken.len());
         for (n, fence) in taken {
             let last = self.ended.remove(n);
@@ -226,9 +247,15 @@ impl Group {
                 unowned: last
                     .as_ref()
                     .map(|l| Duration::from_millis(now.saturating_sub(l.ended))),
+                state_bytes: last.as_ref().and_then(|l| l.state),
             });
             if let Some(m) = self.moves.back() {
-                info.push((m.cause, m.unowned));
+                info.push(Predecessor {
+                    cause: m.cause,
+                    unowned: m.unowned,
+                    fence: m.old_fence,
+                    state_bytes: m.state_bytes,
+                });
             }
             if self.moves.len() > LEDGER_LEN {
                 self.moves.pop_front();

@@ -1,6 +1,8 @@
-//! release: gives back a session's terms, named by term (`lua/release.lua`).
+//! release: gives back a session's terms, named by term, with the state each leaves its
+//! successor (`lua/release.lua`).
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
@@ -13,23 +15,66 @@ use crate::store::protocol::{MoveCause, Term};
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("release.lua");
 
+/// A term given back: which, why it ended, and the state it leaves its successor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenBack {
+    pub term: Term,
+    pub cause: MoveCause,
+    /// The bytes the term leaves for the next term of its partition
+    /// (`Leadership::hand_off`), if any.
+    pub state: Option<Vec<u8>>,
+}
+
+impl GivenBack {
+    /// A term given back for `cause`, leaving no state.
+    pub fn plain(term: Term, cause: MoveCause) -> Self {
+        Self {
+            term,
+            cause,
+            state: None,
+        }
+    }
+}
+
 pub(crate) async fn redis(
     store: &RedisStore,
     keys: &GroupKeys,
     session: &str,
-    terms: &[(Term, MoveCause)],
+    terms: &[GivenBack],
+    state_ttl: Duration,
 ) -> Result<Vec<bool>, StoreError> {
-    let fences: Vec<String> = terms
+    let fences: Vec<String> = terms.iter().map(|t| t.term.1.get().to_string()).collect();
+    let states: Vec<Vec<u8>> = terms
         .iter()
-        .map(|((_, f), _)| f.get().to_string())
+        .map(|t| {
+            t.state.as_ref().map_or_else(Vec::new, |s| {
+                let mut v = Vec::with_capacity(s.len() + 1);
+                v.push(b'=');
+                v.extend_from_slice(s);
+                v
+            })
+        })
         .collect();
-    let mut args = vec![session, keys.channel.as_str(), keys.notice.as_str()];
-    for (((name, _), cause), fence) in terms.iter().zip(&fences) {
-        args.push(name);
-        args.push(fence);
-        args.push(cause.as_str());
+    let ttl = super::millis(state_ttl);
+    let mut args: Vec<&[u8]> = vec![
+        session.as_bytes(),
+        keys.channel.as_bytes(),
+        keys.notice.as_bytes(),
+        ttl.as_bytes(),
+    ];
+    let mut state_keys: Vec<String> = Vec::new();
+    for ((t, fence), state) in terms.iter().zip(&fences).zip(&states) {
+        args.push(t.term.0.as_bytes());
+        args.push(fence.as_bytes());
+        args.push(t.cause.as_str().as_bytes());
+        args.push(state);
+        if t.state.is_some() {
+            state_keys.push(keys.hand_off(&t.term.0));
+        }
     }
-    let reply = store.eval(&SCRIPT, &keys.all(), &args).await?;
+    let mut all: Vec<&str> = keys.all().to_vec();
+    all.extend(state_keys.iter().map(String::as_str));
+    let reply = store.eval_bytes(&SCRIPT, &all, &args).await?;
     let items = match reply {
         // An empty table comes back as an empty array (or nil from older servers).
         Value::Nil => return Ok(Vec::new()),
@@ -49,12 +94,30 @@ impl Group {
     pub(crate) fn release(
         &mut self,
         session: &str,
-        terms: &[(Term, MoveCause)],
+        terms: &[GivenBack],
+        state_ttl: Duration,
         now: Now,
     ) -> (Vec<bool>, bool) {
-        let names: Vec<String> = terms.iter().map(|((n, _), _)| n.clone()).collect();
-        let fences: Vec<u64> = terms.iter().map(|((_, f), _)| f.get()).collect();
-        let (flags, gone) = self.give_back(session, &names, Some(&fences), now.ms, &|j| terms[j].1);
+        let names: Vec<String> = terms.iter().map(|t| t.term.0.clone()).collect();
+        let fences: Vec<u64> = terms.iter().map(|t| t.term.1.get()).collect();
+        let (flags, gone) = self.give_back(session, &names, Some(&fences), now.ms, &|j| {
+            (
+                terms[j].cause,
+                terms[j].state.as_ref().map(|s| s.len() as u64),
+            )
+        });
+        for (t, flag) in terms.iter().zip(&flags) {
+            let Some(state) = &t.state else { continue };
+            let noted = self
+                .ended
+                .get(&t.term.0)
+                .is_some_and(|l| l.fence == t.term.1.get());
+            if *flag && noted {
+                let expires = now.ms + u64::try_from(state_ttl.as_millis()).unwrap_or(u64::MAX);
+                self.hand_offs
+                    .insert(t.term.0.clone(), (t.term.1.get(), state.clone(), expires));
+            }
+        }
         (flags, gone > 0)
     }
 }

@@ -9,10 +9,11 @@ local LEDGER_LEN = 20000
 -- load. `cause` says why the terms ended (one for all, or a table with one per name:
 -- `handoff`, `drain`, `leave`, `released`, `expiry`); a partition still listed keeps
 -- how its term ended in ENDED, for the claim that starts its next term to write the
--- move (claim.lua). Returns one flag per name: 1 if no term of this session holds it
--- any more and no later term was granted (given back now, or before), 0 if it is not
--- this term's; and how many it gave back now.
-local function give_back(tok, names, fences, at, cause)
+-- move (claim.lua), with the size of the state the term left for its successor if
+-- `sizes` names one (release.lua). Returns one flag per name: 1 if no term of this
+-- session holds it any more and no later term was granted (given back now, or
+-- before), 0 if it is not this term's; and how many it gave back now.
+local function give_back(tok, names, fences, at, cause, sizes)
   local out = {}
   if #names == 0 then return out, 0 end
   local owners = redis.call('HMGET', OWNERS, unpack(names))
@@ -39,8 +40,10 @@ local function give_back(tok, names, fences, at, cause)
         local why = cause
         if type(cause) == 'table' then why = cause[j] end
         ended[#ended + 1] = n
-        ended[#ended + 1] = who .. '\t' .. (current[j] or '') .. '\t' .. why .. '\t' ..
-          at_s .. '\t' .. (since[j] or at_s)
+        local e = who .. '\t' .. (current[j] or '') .. '\t' .. why .. '\t' .. at_s .. '\t' ..
+          (since[j] or at_s)
+        if sizes and sizes[j] then e = e .. '\t' .. sizes[j] end
+        ended[#ended + 1] = e
       else
         unlisted[#unlisted + 1] = n
       end
@@ -115,19 +118,20 @@ end
 
 -- Writes to the ledger one move per partition in `names` just granted to `replica`'s
 -- session in terms `fences` at `now` (server ms): from the term ENDED says ended last
--- (its replica, fence, cause, end and start; none: `new`, the partition's first owner
--- known to this group), and forgets that term. Returns {cause, ms unowned or -1, ...},
--- one pair per name.
+-- (its replica, fence, cause, end and start, and the bytes of state it left; none:
+-- `new`, the partition's first owner known to this group), and forgets that term.
+-- Returns {cause, ms unowned or -1, previous fence or '', state bytes or -1, ...},
+-- four slots per name.
 local function record_moves(replica, names, fences, now)
   local info = {}
   if #names == 0 then return info end
   local last = redis.call('HMGET', ENDED, unpack(names))
   local now_s = string.format('%.0f', now)
   for j, n in ipairs(names) do
-    local from, fence, cause, ended, since = '', '', 'new', '', ''
+    local from, fence, cause, ended, since, size = '', '', 'new', '', '', ''
     if last[j] then
-      from, fence, cause, ended, since =
-        string.match(last[j], '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)$')
+      from, fence, cause, ended, since, size = string.match(last[j],
+        '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t?([^\t]*)$')
     end
     local unowned = ''
     if ended and ended ~= '' then
@@ -136,9 +140,11 @@ local function record_moves(replica, names, fences, now)
     redis.call('XADD', MOVES, 'MAXLEN', '~', LEDGER_LEN, '*', 'partition', n,
       'from', from or '', 'to', replica, 'cause', cause or 'new', 'old_fence', fence or '',
       'new_fence', fences[j], 'ended', ended or '', 'started', now_s, 'held_since',
-      since or '', 'unowned_ms', unowned)
+      since or '', 'unowned_ms', unowned, 'state_bytes', size or '')
     info[#info + 1] = cause or 'new'
     info[#info + 1] = tonumber(unowned) or -1
+    info[#info + 1] = fence or ''
+    info[#info + 1] = tonumber(size) or -1
   end
   redis.call('HDEL', ENDED, unpack(names))
   return info

@@ -1,0 +1,175 @@
+//! What a new term is offered of the state its partition's previous term handed off:
+//! the rule (from what the claim said of the previous term, and what the take found),
+//! pure and unit-tested; the driver takes the state before the callback runs.
+
+use std::time::Duration;
+
+use leasehold_election::{Fence, Leadership, NoHandOff, StoreError};
+use tokio::time::timeout;
+
+use crate::keys::GroupKeys;
+use crate::store::GroupStore;
+use crate::store::protocol::{MoveCause, Predecessor, Taken};
+
+/// How a new term learns what it is offered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Inherit {
+    /// Known from the claim: nothing, and why.
+    Nothing(Why),
+    /// The previous term (this fence) left state: take it before the callback runs.
+    Take(Fence),
+}
+
+/// Why a term is offered nothing, known from the claim ([`NoHandOff`] is not `Eq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Why {
+    FirstOwner,
+    Regranted,
+    Crashed,
+    NothingLeft(MoveCause),
+}
+
+impl Why {
+    fn no_hand_off(self) -> NoHandOff {
+        match self {
+            Self::FirstOwner => NoHandOff::FirstOwner,
+            Self::Regranted => NoHandOff::Regranted,
+            Self::Crashed => NoHandOff::Crashed,
+            Self::NothingLeft(cause) => NoHandOff::NothingLeft {
+                cause: cause.as_str().to_owned(),
+            },
+        }
+    }
+}
+
+/// What a term is offered, from what its claim said of the previous term (`None`: a
+/// regrant to the same session, which names none).
+pub(crate) fn inherit(previous: Option<&Predecessor>) -> Inherit {
+    let Some(p) = previous else {
+        return Inherit::Nothing(Why::Regranted);
+    };
+    match (p.cause, p.fence, p.state_bytes) {
+        (MoveCause::New, _, _) | (_, None, _) => Inherit::Nothing(Why::FirstOwner),
+        (MoveCause::Expiry, _, _) => Inherit::Nothing(Why::Crashed),
+        (_, Some(fence), Some(_)) => Inherit::Take(fence),
+        (cause, Some(_), None) => Inherit::Nothing(Why::NothingLeft(cause)),
+    }
+}
+
+/// What a term is offered, from what the take found.
+pub(crate) fn offered(taken: Result<Taken, StoreError>) -> Result<Vec<u8>, NoHandOff> {
+    match taken {
+        Ok(Taken::State(bytes)) => Ok(bytes),
+        Ok(Taken::Stale) => Err(NoHandOff::Stale),
+        Ok(Taken::Gone) => Err(NoHandOff::Gone),
+        Err(e) => Err(NoHandOff::Unavailable(e)),
+    }
+}
+
+/// Offers `lead` what `inherit` says, taking the state from the store first if there is
+/// some (within `limit`, never past the term's deadline): before the callback runs.
+pub(crate) async fn offer<B: GroupStore>(
+    lead: &Leadership,
+    inherit: Inherit,
+    store: &B,
+    keys: &GroupKeys,
+    partition: &str,
+    limit: Duration,
+) {
+    let offer = match inherit {
+        Inherit::Nothing(why) => Err(why.no_hand_off()),
+        Inherit::Take(fence) => {
+            let limit = limit.min(lead.remaining());
+            let terms = [(partition.to_owned(), fence)];
+            let taken = match timeout(limit, store.take_hand_offs(keys, &terms)).await {
+                Ok(Ok(mut t)) if t.len() == 1 => Ok(t.remove(0)),
+                Ok(Ok(t)) => Err(StoreError::Protocol(format!(
+                    "handoff: {} replies for one partition",
+                    t.len()
+                ))),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(StoreError::Timeout(limit)),
+            };
+            offered(taken)
+        }
+    };
+    lead.offer_hand_off(offer);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn previous(cause: MoveCause, fence: Option<u64>, state: Option<u64>) -> Predecessor {
+        Predecessor {
+            cause,
+            unowned: Some(Duration::from_millis(3)),
+            fence: fence.map(Fence),
+            state_bytes: state,
+        }
+    }
+
+    #[test]
+    fn state_is_taken_only_from_a_previous_term_that_left_some_and_did_not_crash() {
+        use MoveCause::*;
+        let cases = [
+            (None, Inherit::Nothing(Why::Regranted)),
+            (
+                Some(previous(New, None, None)),
+                Inherit::Nothing(Why::FirstOwner),
+            ),
+            (
+                Some(previous(Expiry, Some(7), None)),
+                Inherit::Nothing(Why::Crashed),
+            ),
+            // An expired session left nothing by the release path; were a size ever
+            // noted, a crash still hands nothing over.
+            (
+                Some(previous(Expiry, Some(7), Some(10))),
+                Inherit::Nothing(Why::Crashed),
+            ),
+            (
+                Some(previous(HandOff, Some(7), None)),
+                Inherit::Nothing(Why::NothingLeft(HandOff)),
+            ),
+            (
+                Some(previous(HandOff, Some(7), Some(0))),
+                Inherit::Take(Fence(7)),
+            ),
+            (
+                Some(previous(Drain, Some(9), Some(4096))),
+                Inherit::Take(Fence(9)),
+            ),
+            (
+                Some(previous(Leave, Some(9), Some(1))),
+                Inherit::Take(Fence(9)),
+            ),
+            (
+                Some(previous(Removal, Some(9), Some(1))),
+                Inherit::Take(Fence(9)),
+            ),
+            (
+                Some(previous(Released, Some(9), Some(1))),
+                Inherit::Take(Fence(9)),
+            ),
+        ];
+        for (p, want) in cases {
+            assert_eq!(inherit(p.as_ref()), want, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn what_the_take_found_is_offered_or_named() {
+        assert_eq!(offered(Ok(Taken::State(b"x".to_vec()))).unwrap(), b"x");
+        assert!(matches!(offered(Ok(Taken::Stale)), Err(NoHandOff::Stale)));
+        assert!(matches!(offered(Ok(Taken::Gone)), Err(NoHandOff::Gone)));
+        assert!(matches!(
+            offered(Err(StoreError::Timeout(Duration::from_millis(5)))),
+            Err(NoHandOff::Unavailable(StoreError::Timeout(_)))
+        ));
+        assert!(matches!(
+            Why::NothingLeft(MoveCause::Drain).no_hand_off(),
+            NoHandOff::NothingLeft { cause } if cause == "drain"
+        ));
+    }
+}
