@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_election::{Leadership, TermEndReason};
+use leasehold_election::{Leadership, NoHandOff, TermEndReason};
 use leasehold_partitions::{
     Coordinator, CoordinatorHandle, GroupAdmin, GroupConfig, GroupConfigBuilder, GroupStore,
 };
@@ -21,6 +21,14 @@ pub struct Term {
     pub end: Option<Instant>,
     /// Why it ended, as its callback was told (`Leadership::end_reason`).
     pub reason: Option<TermEndReason>,
+    /// What the term was offered of the state the one before handed off
+    /// (`Leadership::handed_over`).
+    pub handed_over: Result<Vec<u8>, NoHandOff>,
+}
+
+/// The state a fleet that hands off leaves at the end of a term: which term left it.
+pub fn state_of(partition: &str, fence: u64) -> Vec<u8> {
+    format!("{partition}@{fence}").into_bytes()
 }
 
 #[derive(Debug, Clone, Default)]
@@ -76,6 +84,8 @@ pub struct Fleet<B: GroupStore> {
     pub lease: Duration,
     pub ledger: Ledger,
     pub replicas: BTreeMap<String, CoordinatorHandle<B>>,
+    /// Callbacks started from now on hand off [`state_of`] their term as it ends.
+    pub hand_off: bool,
 }
 
 impl<B: GroupStore> Fleet<B> {
@@ -92,6 +102,7 @@ impl<B: GroupStore> Fleet<B> {
             lease,
             ledger: Ledger::default(),
             replicas: BTreeMap::new(),
+            hand_off: false,
         }
     }
 
@@ -127,24 +138,29 @@ impl<B: GroupStore> Fleet<B> {
     pub fn start_on(&mut self, store: B, config: GroupConfig) {
         let replica = config.replica_id.clone();
         let ledger = self.ledger.clone();
+        let hand_off = self.hand_off;
         let handle = Coordinator::new(store, config, move |partition: String, lead: Leadership| {
             let ledger = ledger.clone();
             async move {
                 let index = {
                     let mut all = ledger.0.lock().unwrap();
                     all.push(Term {
-                        partition,
+                        partition: partition.clone(),
                         replica: lead.replica_id().to_owned(),
                         fence: lead.fence().get(),
                         start: Instant::now(),
                         end: None,
                         reason: None,
+                        handed_over: lead.handed_over().map(<[u8]>::to_vec),
                     });
                     all.len() - 1
                 };
                 let _end = EndOnDrop(ledger.clone(), index);
                 lead.cancelled().await;
                 ledger.0.lock().unwrap()[index].reason = lead.end_reason();
+                if hand_off {
+                    lead.hand_off(state_of(&partition, lead.fence().get()))?;
+                }
                 Ok(())
             }
         })

@@ -87,3 +87,58 @@ impl Group {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use leasehold_election::Fence;
+    use leasehold_testkit::RedisServer;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_hand_off_key_of_the_wrong_type_is_a_typed_error_and_a_state_written_over_it_is_taken()
+     {
+        let server = RedisServer::start();
+        let store = RedisStore::builder(server.url()).build().unwrap();
+        let keys = GroupKeys::new("leasehold", "g");
+        let key = keys.hand_off("p1");
+        server.redis_cli(&["HSET", &key, "f", "v"]);
+        let terms = [("p1".to_owned(), Fence(7))];
+        let err = redis(&store, &keys, &terms).await.unwrap_err();
+        assert!(matches!(err, StoreError::WrongType(_)), "{err:?}");
+        assert_eq!(
+            server.redis_cli(&["TYPE", &key]).trim(),
+            "hash",
+            "untouched"
+        );
+        // A release's SET replaces whatever the key held.
+        server.redis_cli(&["SET", &key, "7:offset=42"]);
+        let taken = redis(&store, &keys, &terms).await.unwrap();
+        assert_eq!(taken, [Taken::State(b"offset=42".to_vec())]);
+        let pttl = server.redis_cli(&["PTTL", &key]);
+        let ttl: i64 = pttl.split_whitespace().last().unwrap().parse().unwrap();
+        assert!(
+            ttl > 0 && ttl <= KEEP_TAKEN.as_millis() as i64,
+            "kept a little, for a retry: {ttl}"
+        );
+        // Binary state survives the trip, colons and all.
+        let state: Vec<u8> = (0..=255u8).chain(*b":7:").collect();
+        let mut value = b"8:".to_vec();
+        value.extend_from_slice(&state);
+        let mut con = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let () = redis::cmd("SET")
+            .arg(&key)
+            .arg(value)
+            .query_async(&mut con)
+            .await
+            .unwrap();
+        let taken = redis(&store, &keys, &[("p1".to_owned(), Fence(8))])
+            .await
+            .unwrap();
+        assert_eq!(taken, [Taken::State(state)]);
+    }
+}
