@@ -9,6 +9,9 @@
 //! process plays.
 
 #[allow(dead_code)]
+#[path = "../examples/hand_off.rs"]
+mod hand_off;
+#[allow(dead_code)]
 #[path = "../examples/prometheus.rs"]
 mod prometheus;
 #[allow(dead_code)]
@@ -42,6 +45,7 @@ fn main() {
             "scheduler" => scheduler::main,
             "tenants" => tenants::main,
             "prometheus" => prometheus::main,
+            "hand_off" => hand_off::main,
             other => panic!("no example {other:?}"),
         });
     }
@@ -77,7 +81,48 @@ fn main() {
             "prometheus_says_it_waits_for_redis_when_redis_is_down",
             || reports_redis_down("prometheus"),
         ),
+        (
+            "hand_off_resumes_every_moved_stream_from_the_offset_handed_over",
+            hand_off_resumes_every_moved_stream,
+        ),
     ]);
+}
+
+/// `hand_off` runs to its end: every stream `replica-b` takes (half at its join, the
+/// rest at `a`'s shutdown) resumes from the offset `a` handed off, none starts cold.
+fn hand_off_resumes_every_moved_stream() {
+    let redis = RedisServer::start();
+    let mut process = ExampleProcess::start("hand_off", &[], &[("REDIS_URL", &redis.url())]);
+    let status = process.wait_for_exit(RUNNING * 2);
+    let lines = process.lines();
+    assert!(status.success(), "exit {status}:\n{}", lines.join("\n"));
+    let count = |needle: &str| lines.iter().filter(|l| l.contains(needle)).count();
+    assert_eq!(count("(first owner)"), 8, "{}", lines.join("\n"));
+    assert_eq!(count("resumed at offset"), 8, "{}", lines.join("\n"));
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.contains("resumed at offset"))
+            .all(|l| l.starts_with("replica-b: ")),
+        "{}",
+        lines.join("\n")
+    );
+    assert_eq!(count("starts cold"), 0, "{}", lines.join("\n"));
+    // Each resume is at the offset its hand-off named.
+    for line in lines.iter().filter(|l| l.contains("resumed at offset")) {
+        let stream = line.split_whitespace().nth(1).unwrap();
+        let offset = line
+            .split_whitespace()
+            .nth(5)
+            .unwrap()
+            .trim_end_matches(',');
+        assert!(
+            lines.iter().any(|l| l.starts_with("replica-a: ")
+                && l.contains(&format!(" {stream} handed off at offset {offset} "))),
+            "{line}: no hand-off at that offset:\n{}",
+            lines.join("\n")
+        );
+    }
 }
 
 /// Starts `example` against `redis_url` the way its doc comment says to run it.
