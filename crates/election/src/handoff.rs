@@ -69,6 +69,13 @@ pub enum NoHandOff {
         "the previous term left state, but it is gone (its time to live passed, or Redis lost it)"
     )]
     Gone,
+    /// The previous term left state before Redis restarted or failed over (in another
+    /// server lifetime): the restart or failover may have lost a later term of the
+    /// partition with its writes, so the state is never offered.
+    #[error(
+        "the state was left before a Redis restart or failover, which may have lost a later term: not offered"
+    )]
+    ServerChanged,
     /// The state found was not left by the immediately preceding term (an older term's,
     /// never taken): it is never offered.
     #[error("the state found was left by another term than the previous one: not offered")]

@@ -27,6 +27,7 @@ pub(crate) enum Why {
     Regranted,
     Crashed,
     NothingLeft(MoveCause),
+    ServerChanged,
 }
 
 impl Why {
@@ -35,6 +36,7 @@ impl Why {
             Self::FirstOwner => NoHandOff::FirstOwner,
             Self::Regranted => NoHandOff::Regranted,
             Self::Crashed => NoHandOff::Crashed,
+            Self::ServerChanged => NoHandOff::ServerChanged,
             Self::NothingLeft(cause) => NoHandOff::NothingLeft {
                 cause: cause.as_str().to_owned(),
             },
@@ -51,6 +53,7 @@ pub(crate) fn inherit(previous: Option<&Predecessor>) -> Inherit {
     match (p.cause, p.fence, p.state_bytes) {
         (MoveCause::New, _, _) | (_, None, _) => Inherit::Nothing(Why::FirstOwner),
         (MoveCause::Expiry, _, _) => Inherit::Nothing(Why::Crashed),
+        _ if p.state_before_server_change => Inherit::Nothing(Why::ServerChanged),
         (_, Some(fence), Some(_)) => Inherit::Take(fence),
         (cause, Some(_), None) => Inherit::Nothing(Why::NothingLeft(cause)),
     }
@@ -106,6 +109,7 @@ mod tests {
             unowned: Some(Duration::from_millis(3)),
             fence: fence.map(Fence),
             state_bytes: state,
+            state_before_server_change: false,
         }
     }
 
@@ -156,6 +160,10 @@ mod tests {
         for (p, want) in cases {
             assert_eq!(inherit(p.as_ref()), want, "{p:?}");
         }
+        // State left before a restart or a failover: a later term may have been lost.
+        let mut p = previous(HandOff, Some(7), None);
+        p.state_before_server_change = true;
+        assert_eq!(inherit(Some(&p)), Inherit::Nothing(Why::ServerChanged));
     }
 
     #[test]

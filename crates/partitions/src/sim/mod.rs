@@ -346,8 +346,11 @@ impl World {
             move |partition: String, lead: Leadership| {
                 let terms = terms.clone();
                 async move {
+                    let state = format!("{partition}@{}", lead.fence().get());
                     let _end = terms.begin(TermRec::new(partition, pid, &lead));
                     lead.cancelled().await;
+                    // Every term hands off its name: the oracle checks who gets it.
+                    lead.hand_off(state)?;
                     Ok(())
                 }
             },

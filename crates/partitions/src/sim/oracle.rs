@@ -23,6 +23,9 @@ pub(crate) struct TermRec {
     /// Until when it believed it owned the partition: the earlier of its end and its
     /// local deadline then.
     pub(crate) believed: Option<Instant>,
+    /// The state it was offered by the term before (`Leadership::handed_over`), as text:
+    /// every simulated term hands off `<partition>@<fence>`.
+    pub(crate) handed: Option<String>,
     lead: Option<Leadership>,
 }
 
@@ -36,6 +39,10 @@ impl TermRec {
             start: Instant::now(),
             end: None,
             believed: None,
+            handed: lead
+                .handed_over()
+                .ok()
+                .map(|b| String::from_utf8_lossy(b).into_owned()),
             lead: Some(lead.clone()),
         }
     }
@@ -309,6 +316,40 @@ pub(crate) fn check(
             }
         }
     }
+    // Hand-off state is offered only from the term just before: the state names a term
+    // of the same partition that ran, and no term that ran came between the two.
+    for (p, ts) in &by {
+        for t in ts {
+            let Some(state) = &t.handed else { continue };
+            let from = state
+                .rsplit_once('@')
+                .filter(|(q, _)| q == p)
+                .and_then(|(_, f)| f.parse::<u64>().ok());
+            let Some(from) = from else {
+                out.push(format!(
+                    "{p}: {} (fence {}) was offered state {state:?} of another partition",
+                    t.replica, t.fence
+                ));
+                continue;
+            };
+            let known = ts.iter().any(|o| o.fence == from);
+            let between: Vec<u64> = ts
+                .iter()
+                .map(|o| o.fence)
+                .filter(|&f| f > from && f < t.fence)
+                .collect();
+            if !known || from >= t.fence || !between.is_empty() {
+                out.push(format!(
+                    "{p}: stale hand-off: {} (pid {}, fence {}) at {:.1} ms was offered the state \
+                     of fence {from} (a term that ran: {known}; terms between: {between:?})",
+                    t.replica,
+                    t.pid,
+                    t.fence,
+                    ms(t.start)
+                ));
+            }
+        }
+    }
     // A removed partition is never granted again until it is added back. (A term
     // granted before the removal may start a moment after it: its owner hears of the
     // removal at its next tick and hands it back.) The in-memory store's fences are its
@@ -423,6 +464,7 @@ mod tests {
             start: at(from),
             end: Some(at(to)),
             believed: Some(at(to)),
+            handed: None,
             lead: None,
         }
     }
@@ -476,6 +518,31 @@ mod tests {
             v.iter().any(|v| v.starts_with("fence of p did not grow")),
             "{v:?}"
         );
+    }
+
+    #[test]
+    fn state_offered_from_any_but_the_term_just_before_is_caught() {
+        let t0 = Instant::now();
+        let mut terms = [
+            term(t0, "p", "a", 0, 1000, 0),
+            term(t0, "p", "b", 1000, 2000, 1000),
+            term(t0, "p", "a", 2000, 3000, 2000),
+        ];
+        terms[1].handed = Some("p@0".into());
+        terms[2].handed = Some("p@1000000".into());
+        assert_eq!(verdict(&terms, &listed(t0), &[]), Vec::<String>::new());
+        // The first term's state, offered past the second.
+        terms[2].handed = Some("p@0".into());
+        let v = verdict(&terms, &listed(t0), &[]);
+        assert!(
+            v.iter().any(|v| v.starts_with("p: stale hand-off")),
+            "{v:?}"
+        );
+        // Another partition's state, and a term that never ran.
+        terms[2].handed = Some("q@1000000".into());
+        terms[1].handed = Some("p@7".into());
+        let v = verdict(&terms, &listed(t0), &[]);
+        assert_eq!(v.len(), 2, "{v:?}");
     }
 
     #[test]

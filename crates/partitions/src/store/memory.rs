@@ -296,7 +296,7 @@ impl Group {
         names: &[String],
         fences: Option<&[u64]>,
         at: u64,
-        ended_as: &dyn Fn(usize) -> (MoveCause, Option<u64>),
+        ended_as: &dyn Fn(usize) -> (MoveCause, Option<(u64, u64)>),
     ) -> (Vec<bool>, usize) {
         let mut out = Vec::with_capacity(names.len());
         let mut seen = BTreeSet::new();

@@ -22,8 +22,9 @@
 -- follow_server).
 --
 -- Reply: {'ok', {name, fence, weight, ...}, {name given back, ...}, unowned, {cause,
--- ms unowned or -1, previous fence or '', bytes of state left or -1, ...: per
--- partition taken (not regranted), in order, what its ledger entry says}},
+-- ms unowned or -1, previous fence or '', bytes of state left (-1: none, -2: left in
+-- another server lifetime), ...: per partition taken (not regranted), in order, what
+-- its ledger entry says}},
 -- {'wait', ms} before the group grants anything, {'lost'} without a session,
 -- {'stale'}.
 local replica, process, session = ARGV[1], ARGV[2], ARGV[3]
@@ -136,7 +137,7 @@ if #names > 0 then
     redis.call('HSET', SINCE, unpack(sset))
     redis.call('HSET', META, 'fmax', int(high))
     if gained > 0 and m.weighted then redis.call('HINCRBY', LOADS, session, gained) end
-    moved_info = record_moves(replica, moved, moved_fences, now)
+    moved_info = record_moves(replica, moved, moved_fences, now, m.server)
   end
 end
 local reply = {'ok', out, returned, unowned(dead), moved_info}

@@ -8,7 +8,8 @@
 --
 -- Gives back each partition whose current term is the session's at that fence (free
 -- from now if still listed, its term's end noted for the ledger of moves, with the size
--- of its state), then keeps each such term's state under its hand-off key as
+-- of its state and the server lifetime it was left in), then keeps each such term's
+-- state under its hand-off key as
 -- `<fence>:<bytes>` for the time to live (the next owner takes it: handoff.lua), and
 -- publishes the notice once. A late or repeated release touches nothing of a later
 -- term, and writes no state once the next term has started: safe to retry.
@@ -22,6 +23,10 @@ if bad then return bad end
 local now = clock()
 local ttl = tonumber(ARGV[4])
 local names, fences, causes, sizes, states = {}, {}, {}, {}, {}
+-- State is noted with the server lifetime the group last saw (a claim reads it): one
+-- left in another is never offered (claim.lua), since a restart or a failover may have
+-- lost a later term of the partition with its writes.
+local life = redis.call('HGET', META, 'server') or ''
 for i = 5, #ARGV, 4 do
   local j = #names + 1
   names[j] = ARGV[i]
@@ -29,7 +34,7 @@ for i = 5, #ARGV, 4 do
   causes[j] = ARGV[i + 2]
   if ARGV[i + 3] ~= '' then
     states[j] = string.sub(ARGV[i + 3], 2)
-    sizes[j] = tostring(#states[j])
+    sizes[j] = tostring(#states[j]) .. '\t' .. life
   end
 end
 local out, gone = give_back(tok, names, fences, now, causes, sizes)

@@ -150,12 +150,13 @@ pub(crate) async fn redis(
                         })?;
                     let unowned = u64::try_from(m.next_int()?).ok();
                     let fence = m.next_string()?.parse().ok().map(Fence);
-                    let state_bytes = u64::try_from(m.next_int()?).ok();
+                    let state = m.next_int()?;
                     moves.push(Predecessor {
                         cause,
                         unowned: unowned.map(Duration::from_millis),
                         fence,
-                        state_bytes,
+                        state_bytes: u64::try_from(state).ok(),
+                        state_before_server_change: state == -2,
                     });
                 }
             }

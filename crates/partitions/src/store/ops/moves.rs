@@ -138,8 +138,13 @@ pub struct Predecessor {
     pub unowned: Option<Duration>,
     /// The previous term's fence (`None` for a first owner).
     pub fence: Option<Fence>,
-    /// The bytes of state the previous term left (`None`: it left none).
+    /// The bytes of state the previous term left (`None`: it left none, or left it in
+    /// another server lifetime).
     pub state_bytes: Option<u64>,
+    /// The previous term left state in another server lifetime than the one granting
+    /// now (before a restart or a failover, which may have lost a later term with its
+    /// writes): it is never offered.
+    pub state_before_server_change: bool,
 }
 
 pub(crate) async fn redis(
@@ -209,8 +214,9 @@ pub(crate) struct LastTerm {
     pub(crate) cause: MoveCause,
     pub(crate) ended: u64,
     pub(crate) since: u64,
-    /// The bytes of state the term left for its successor, if any.
-    pub(crate) state: Option<u64>,
+    /// The bytes of state the term left for its successor, and the server lifetime the
+    /// group last saw when it did, if it left any.
+    pub(crate) state: Option<(u64, u64)>,
 }
 
 impl Group {
@@ -223,6 +229,7 @@ impl Group {
         taken: &[(String, u64)],
         now: u64,
     ) -> Vec<Predecessor> {
+        let server = self.meta.as_ref().map_or(0, |m| m.server);
         let mut info = Vec::with_capacity(taken.len());
         for (n, fence) in taken {
             let last = self.ended.remove(n);
@@ -247,14 +254,19 @@ impl Group {
                 unowned: last
                     .as_ref()
                     .map(|l| Duration::from_millis(now.saturating_sub(l.ended))),
-                state_bytes: last.as_ref().and_then(|l| l.state),
+                state_bytes: last.as_ref().and_then(|l| l.state).map(|(b, _)| b),
             });
+            let elsewhere = last
+                .as_ref()
+                .and_then(|l| l.state)
+                .is_some_and(|(_, life)| life != server);
             if let Some(m) = self.moves.back() {
                 info.push(Predecessor {
                     cause: m.cause,
                     unowned: m.unowned,
                     fence: m.old_fence,
-                    state_bytes: m.state_bytes,
+                    state_bytes: m.state_bytes.filter(|_| !elsewhere),
+                    state_before_server_change: elsewhere,
                 });
             }
             if self.moves.len() > LEDGER_LEN {

@@ -100,10 +100,12 @@ impl Group {
     ) -> (Vec<bool>, bool) {
         let names: Vec<String> = terms.iter().map(|t| t.term.0.clone()).collect();
         let fences: Vec<u64> = terms.iter().map(|t| t.term.1.get()).collect();
+        // Noted with the server lifetime the group last saw, as release.lua does.
+        let life = self.meta.as_ref().map_or(0, |m| m.server);
         let (flags, gone) = self.give_back(session, &names, Some(&fences), now.ms, &|j| {
             (
                 terms[j].cause,
-                terms[j].state.as_ref().map(|s| s.len() as u64),
+                terms[j].state.as_ref().map(|s| (s.len() as u64, life)),
             )
         });
         for (t, flag) in terms.iter().zip(&flags) {

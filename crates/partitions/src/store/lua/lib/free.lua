@@ -120,18 +120,19 @@ end
 -- session in terms `fences` at `now` (server ms): from the term ENDED says ended last
 -- (its replica, fence, cause, end and start, and the bytes of state it left; none:
 -- `new`, the partition's first owner known to this group), and forgets that term.
--- Returns {cause, ms unowned or -1, previous fence or '', state bytes or -1, ...},
--- four slots per name.
-local function record_moves(replica, names, fences, now)
+-- Returns {cause, ms unowned or -1, previous fence or '', state bytes (-1: none; -2:
+-- left in another server lifetime than `server`, never offered), ...}, four slots
+-- per name.
+local function record_moves(replica, names, fences, now, server)
   local info = {}
   if #names == 0 then return info end
   local last = redis.call('HMGET', ENDED, unpack(names))
   local now_s = string.format('%.0f', now)
   for j, n in ipairs(names) do
-    local from, fence, cause, ended, since, size = '', '', 'new', '', '', ''
+    local from, fence, cause, ended, since, size, life = '', '', 'new', '', '', '', ''
     if last[j] then
-      from, fence, cause, ended, since, size = string.match(last[j],
-        '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t?([^\t]*)$')
+      from, fence, cause, ended, since, size, life = string.match(last[j],
+        '^([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t([^\t]*)\t?([^\t]*)\t?([^\t]*)$')
     end
     local unowned = ''
     if ended and ended ~= '' then
@@ -144,7 +145,11 @@ local function record_moves(replica, names, fences, now)
     info[#info + 1] = cause or 'new'
     info[#info + 1] = tonumber(unowned) or -1
     info[#info + 1] = fence or ''
-    info[#info + 1] = tonumber(size) or -1
+    if tonumber(size) and life ~= server then
+      info[#info + 1] = -2
+    else
+      info[#info + 1] = tonumber(size) or -1
+    end
   end
   redis.call('HDEL', ENDED, unpack(names))
   return info
