@@ -165,12 +165,38 @@ async fn a_flushed_script_cache_costs_no_ownership() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_key_of_the_wrong_type_is_a_typed_error_and_nobody_serves_until_it_is_fixed() {
+    wrong_type("states").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_key_of_the_wrong_type_is_a_typed_error_and_nobody_serves_until_it_is_fixed() {
+    // The two keys of the ledger of moves: `ended` (a hash) and `moves` (a stream).
+    wrong_type("ended").await;
+    wrong_type("moves").await;
+}
+
+/// A string put at group key `name` of a converged fleet: every replica's view shows a
+/// wrong-type error and no callback runs, the ledger read is a typed error too (for
+/// `moves`); deleting the key brings the group back.
+async fn wrong_type(name: &str) {
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis), 8, LEASE);
     fleet.start_all(&["a", "b"]);
     fleet.converge(LIMIT).await;
-    redis.redis_cli(&["DEL", "leasehold:{g}:states"]);
-    redis.redis_cli(&["SET", "leasehold:{g}:states", "not a hash"]);
+    let key = format!("leasehold:{{g}}:{name}");
+    redis.redis_cli(&["DEL", &key]);
+    redis.redis_cli(&["SET", &key, "not a group key"]);
+    if name == "moves" {
+        let admin = leasehold_partitions::GroupAdmin::new(store(&redis), "g").unwrap();
+        let err = admin.moves(None, 10).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PartitionsError::Store(leasehold_election::StoreError::WrongType(_))
+            ),
+            "{err:?}"
+        );
+    }
     // Every script refuses to run before writing anything; every elector steps down.
     let start = Instant::now();
     loop {
@@ -188,7 +214,7 @@ async fn a_group_key_of_the_wrong_type_is_a_typed_error_and_nobody_serves_until_
         }
         assert!(
             start.elapsed() < LIMIT,
-            "expected a wrong-type error and no callback running: {:?}",
+            "{name}: expected a wrong-type error and no callback running: {:?}",
             views
                 .iter()
                 .map(|v| (&v.error, v.owned.len()))
@@ -196,7 +222,7 @@ async fn a_group_key_of_the_wrong_type_is_a_typed_error_and_nobody_serves_until_
         );
         sleep(Duration::from_millis(20)).await;
     }
-    redis.redis_cli(&["DEL", "leasehold:{g}:states"]);
+    redis.redis_cli(&["DEL", &key]);
     fleet.converge(LIMIT).await;
     assert!(fleet.replicas.values().all(|h| h.view().error.is_none()));
     fleet.ledger.assert_no_double_ownership();
