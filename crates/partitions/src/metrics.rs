@@ -47,6 +47,12 @@ pub const ROSTER_BYTES: &str = "leasehold_group_roster_bytes_total";
 /// `released`, `expiry`; a first owner, `new`, has no time and is not recorded).
 pub const UNOWNED_SECONDS: &str = "leasehold_partition_unowned_seconds";
 
+/// Counter: new terms by what they were offered of the state the previous term handed
+/// off (`Leadership::handed_over`). Labels: `group`, `replica`, `outcome`
+/// (`delivered`, or why not: `first_owner`, `regranted`, `crashed`, `nothing_left`,
+/// `server_changed`, `gone`, `stale`, `unavailable`).
+pub const HAND_OFF_STATE: &str = "leasehold_partition_hand_off_state_total";
+
 pub(crate) fn describe() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -85,6 +91,11 @@ pub(crate) fn describe() {
             UNOWNED_SECONDS,
             Unit::Seconds,
             "time a partition had no owner before this replica took it, by cause"
+        );
+        describe_counter!(
+            HAND_OFF_STATE,
+            Unit::Count,
+            "new partition terms by what they were offered of the previous term's state"
         );
         describe_gauge!(
             GROUP_PARTITIONS,

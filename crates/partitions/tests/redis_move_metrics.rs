@@ -1,5 +1,6 @@
 //! Partition moves counted by cause (a join's rebalance, a removal, a drain, a leave, a
-//! kill), and the time each partition had no owner by the cause of its move, read back
+//! kill), the time each partition had no owner by the cause of its move, and what each
+//! new term was offered of its predecessor's state, read back
 //! through a debugging recorder, against a real redis-server. One test
 //! per binary: the recorder is process-global.
 
@@ -104,10 +105,14 @@ async fn every_move_is_counted_with_its_cause() {
     fleet.start_all(&["a", "b"]);
     fleet.converge(LIMIT).await;
     assert_eq!(totals.counter(m::ACQUISITIONS, None), 12);
+    let offered = |outcome: &str| totals.counter(m::HAND_OFF_STATE, Some(("outcome", outcome)));
+    assert_eq!(offered("first_owner"), 12);
 
-    // A join: the others hand its share over.
+    // A join: the others hand its share over (a and b leave no state; c will).
+    fleet.hand_off = true;
     fleet.start("c");
     fleet.converge(LIMIT).await;
+    assert_eq!(offered("nothing_left"), 4);
     assert_eq!(totals.released("handed_off"), 4);
     assert_eq!(totals.counter(m::HANDOFFS, None), 4);
     // The joiner recorded how long each had no owner, by the cause the ledger names.
@@ -133,6 +138,10 @@ async fn every_move_is_counted_with_its_cause() {
         totals.unowned("drain").len() as u64 == c_held
     })
     .await;
+    eventually("c's state delivered with each", || {
+        offered("delivered") == c_held
+    })
+    .await;
     admin.undrain("c").await.unwrap();
     fleet.converge(LIMIT).await;
 
@@ -150,6 +159,7 @@ async fn every_move_is_counted_with_its_cause() {
     assert_eq!(totals.counter(m::EXPIRED, Some(("group", "g"))), a_held);
     let expired = totals.unowned("expiry");
     assert_eq!(expired.len() as u64, a_held, "{expired:?}");
+    assert_eq!(offered("crashed"), a_held);
     assert_eq!(fleet.counts()["c"], 11);
     assert!(totals.counter(m::SESSIONS_LOST, None) == 0);
     fleet.ledger.assert_no_double_ownership();

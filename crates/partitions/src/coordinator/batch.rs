@@ -87,16 +87,21 @@ impl Shared {
         self.answered.notify_waiters();
     }
 
-    /// Takes up to `max` queued releases of one token (the oldest first).
-    pub(crate) fn take_releases(&self, max: usize) -> Vec<PendingRelease> {
+    /// Takes up to `max` queued releases of one token (the oldest first), carrying at
+    /// most `max_bytes` of hand-off state between them (at least one release).
+    pub(crate) fn take_releases(&self, max: usize, max_bytes: usize) -> Vec<PendingRelease> {
         let mut queue = self.releases.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(token) = queue.first().map(|p| p.token.clone()) else {
             return Vec::new();
         };
         let mut taken = Vec::new();
+        let mut bytes = 0;
         let mut rest = Vec::with_capacity(queue.len());
         for p in queue.drain(..) {
-            if p.token == token && taken.len() < max {
+            let size = p.state.as_ref().map_or(0, Vec::len);
+            let fits = taken.is_empty() || bytes + size <= max_bytes;
+            if p.token == token && taken.len() < max && fits {
+                bytes += size;
                 taken.push(p);
             } else {
                 rest.push(p);
@@ -367,7 +372,7 @@ mod tests {
         }
         let take = |max| -> Vec<String> {
             shared
-                .take_releases(max)
+                .take_releases(max, usize::MAX)
                 .iter()
                 .map(|p| p.partition.to_string())
                 .collect()
@@ -376,5 +381,33 @@ mod tests {
         assert_eq!(take(10), ["2"], "then the oldest waiting token's");
         assert_eq!(take(10), ["3"]);
         assert!(!shared.has_releases());
+    }
+
+    #[tokio::test]
+    async fn a_batch_carries_a_bounded_amount_of_hand_off_state() {
+        let shared = Shared::default();
+        let mut rxs = Vec::new();
+        for (i, size) in [3, 3, 0, 10, 1].into_iter().enumerate() {
+            let (reply, rx) = oneshot::channel();
+            rxs.push(rx);
+            shared.releases.lock().unwrap().push(PendingRelease {
+                partition: i.to_string().into(),
+                fence: Fence(1),
+                token: "a:1".into(),
+                state: (size > 0).then(|| vec![0; size]),
+                reply,
+                span: Span::none(),
+            });
+        }
+        let take = || -> Vec<String> {
+            shared
+                .take_releases(10, 6)
+                .iter()
+                .map(|p| p.partition.to_string())
+                .collect()
+        };
+        assert_eq!(take(), ["0", "1", "2"], "6 bytes, and one without state");
+        assert_eq!(take(), ["3"], "a state over the limit goes alone");
+        assert_eq!(take(), ["4"]);
     }
 }

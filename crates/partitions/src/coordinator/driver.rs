@@ -42,7 +42,7 @@ use crate::store::protocol::{
     Change, ClaimReply, ClaimRequest, Conflict, GivenBack, Granted, MemberInfo, MoveCause,
     Predecessor, TickReply, VersionStep,
 };
-use crate::store::{GroupStore, RELEASE_BATCH, STATUS_PAGE};
+use crate::store::{GroupStore, RELEASE_BATCH, RELEASE_STATE_BYTES, STATUS_PAGE};
 use crate::view::{GroupView, ListDifference};
 
 /// How long a queued release waits for others to share its batch.
@@ -753,15 +753,16 @@ where
         };
         let inherit = handoff::inherit(self.previous.remove(&(i, fence)).as_ref());
         let (group_store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
+        let labels = self.labels.pair();
         let elector = Elector::new(store, config, move |lead: Leadership| {
             let (callback, partition, inherit) =
                 (callback.clone(), partition.clone(), inherit.clone());
-            let (store, keys) = (group_store.clone(), keys.clone());
+            let (store, keys, labels) = (group_store.clone(), keys.clone(), labels.clone());
             async move {
                 // Boxed: the take is rare, and its state would otherwise be part of
                 // every partition's duty future.
                 Box::pin(handoff::offer(
-                    &lead, inherit, &store, &keys, &partition, limit,
+                    &lead, inherit, &store, &keys, &partition, limit, labels,
                 ))
                 .await;
                 callback(partition.to_string(), lead).await
@@ -824,12 +825,14 @@ where
         }
         if self.state.keeps_leases() {
             // A sticky restart keeps every partition for its return.
-            for p in self.shared.take_releases(usize::MAX) {
+            for p in self.shared.take_releases(usize::MAX, usize::MAX) {
                 let _ = p.reply.send(Ok(false));
             }
             return;
         }
-        let mut batch = self.shared.take_releases(RELEASE_BATCH);
+        let mut batch = self
+            .shared
+            .take_releases(RELEASE_BATCH, RELEASE_STATE_BYTES);
         let Some(first) = batch.first() else {
             return;
         };

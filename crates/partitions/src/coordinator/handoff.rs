@@ -5,9 +5,12 @@
 use std::time::Duration;
 
 use leasehold_election::{Fence, Leadership, NoHandOff, StoreError};
+use metrics::counter;
 use tokio::time::timeout;
+use tracing::debug;
 
 use crate::keys::GroupKeys;
+use crate::metrics as m;
 use crate::store::GroupStore;
 use crate::store::protocol::{MoveCause, Predecessor, Taken};
 
@@ -69,8 +72,25 @@ pub(crate) fn offered(taken: Result<Taken, StoreError>) -> Result<Vec<u8>, NoHan
     }
 }
 
+/// The `outcome` label of [`m::HAND_OFF_STATE`] for what a term was offered.
+pub(crate) fn outcome(offered: &Result<Vec<u8>, NoHandOff>) -> &'static str {
+    match offered {
+        Ok(_) => "delivered",
+        Err(NoHandOff::FirstOwner) => "first_owner",
+        Err(NoHandOff::Regranted) => "regranted",
+        Err(NoHandOff::Crashed) => "crashed",
+        Err(NoHandOff::NothingLeft { .. }) => "nothing_left",
+        Err(NoHandOff::ServerChanged) => "server_changed",
+        Err(NoHandOff::Gone) => "gone",
+        Err(NoHandOff::Stale) => "stale",
+        Err(NoHandOff::Unavailable(_)) => "unavailable",
+        Err(_) => "other",
+    }
+}
+
 /// Offers `lead` what `inherit` says, taking the state from the store first if there is
 /// some (within `limit`, never past the term's deadline): before the callback runs.
+/// Counted in [`m::HAND_OFF_STATE`] under `labels` (group, replica).
 pub(crate) async fn offer<B: GroupStore>(
     lead: &Leadership,
     inherit: Inherit,
@@ -78,6 +98,7 @@ pub(crate) async fn offer<B: GroupStore>(
     keys: &GroupKeys,
     partition: &str,
     limit: Duration,
+    labels: [(&'static str, String); 2],
 ) {
     let offer = match inherit {
         Inherit::Nothing(why) => Err(why.no_hand_off()),
@@ -96,6 +117,15 @@ pub(crate) async fn offer<B: GroupStore>(
             offered(taken)
         }
     };
+    if let Err(NoHandOff::Unavailable(e)) = &offer {
+        debug!(partition, error = %e, "the state the previous term handed off could not be read");
+    }
+    let [a, b] = labels;
+    counter!(
+        m::HAND_OFF_STATE,
+        &[a, b, ("outcome", outcome(&offer).to_owned())]
+    )
+    .increment(1);
     lead.offer_hand_off(offer);
 }
 

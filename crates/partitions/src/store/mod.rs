@@ -30,6 +30,10 @@ pub use self::status::{GroupStatus, PartitionOwner, ReplicaState, ReplicaStatus}
 pub(crate) const CLAIM_BATCH: usize = 25;
 /// How many partitions one release script gives back at most.
 pub(crate) const RELEASE_BATCH: usize = 250;
+/// How many bytes of hand-off state one release script carries at most (a term whose
+/// state alone is larger, up to `MAX_HAND_OFF_BYTES`, goes in a script of its own): a
+/// batch of 250 states of 1 MiB would hold the server for seconds.
+pub(crate) const RELEASE_STATE_BYTES: usize = 4 << 20;
 /// How many names one script adds or removes (seeding, applying a list, restoring, the
 /// admin).
 pub(crate) const SET_CHUNK: usize = 250;
