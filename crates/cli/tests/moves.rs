@@ -36,6 +36,7 @@ async fn moves_lists_first_owners_and_hand_offs_and_follows_new_ones() {
         assert_eq!(m["cause"], "new", "{json}");
         assert_eq!(m["to"], "replica-a", "{json}");
         assert!(m["from"].is_null() && m["old_fence"].is_null(), "{json}");
+        assert!(m["state_bytes"].is_null(), "{json}");
     }
     let handed = &moves[2];
     assert_eq!(handed["cause"], "handoff", "{json}");
@@ -43,6 +44,11 @@ async fn moves_lists_first_owners_and_hand_offs_and_follows_new_ones() {
     assert_eq!(handed["to"], "replica-b", "{json}");
     assert!(handed["old_fence"].as_u64().unwrap() < handed["new_fence"].as_u64().unwrap());
     assert!(handed["unowned_ms"].as_u64().unwrap() < 10_000, "{json}");
+    assert_eq!(
+        handed["state_bytes"].as_u64(),
+        Some(support::HANDED.len() as u64),
+        "{json}"
+    );
     assert!(handed["started"].as_str().unwrap().ends_with('Z'), "{json}");
     let moved = handed["partition"].as_str().unwrap().to_owned();
 
@@ -58,6 +64,10 @@ async fn moves_lists_first_owners_and_hand_offs_and_follows_new_ones() {
         "{r:?}"
     );
     assert!(last.contains(" unowned "), "{r:?}");
+    assert!(
+        last.ends_with(&format!("  state {} B", support::HANDED.len())),
+        "{r:?}"
+    );
     let r = run(&[
         "moves",
         "--redis-url",

@@ -44,6 +44,9 @@ pub struct MoveJson {
     pub unowned_ms: Option<u64>,
     /// How long the old term lasted (ms); null if unknown.
     pub held_ms: Option<u64>,
+    /// The bytes of state the old term handed the new one (`Leadership::hand_off`);
+    /// null if it left none.
+    pub state_bytes: Option<u64>,
 }
 
 fn at(ms: u64) -> String {
@@ -67,6 +70,7 @@ pub fn move_json(m: &Move) -> MoveJson {
             .ended_ms
             .zip(m.held_since_ms)
             .map(|(e, s)| e.saturating_sub(s)),
+        state_bytes: m.state_bytes,
     }
 }
 
@@ -79,8 +83,8 @@ pub fn moves_json(prefix: &str, group: &str, moves: &[Move]) -> MovesJson {
     }
 }
 
-/// One move, one line: when, the partition, from whom to whom, why, the fences and
-/// how long it had no owner.
+/// One move, one line: when, the partition, from whom to whom, why, the fences, how
+/// long it had no owner, and the state handed over, if any.
 pub fn move_line(m: &Move) -> String {
     let from = m.from.as_deref().unwrap_or("-");
     let fences = match m.old_fence {
@@ -90,8 +94,11 @@ pub fn move_line(m: &Move) -> String {
     let unowned = m
         .unowned
         .map_or(String::new(), |d| format!("  unowned {} ms", millis(d)));
+    let state = m
+        .state_bytes
+        .map_or(String::new(), |b| format!("  state {b} B"));
     format!(
-        "{}  {}  {from} -> {}  {}  {fences}{unowned}\n",
+        "{}  {}  {from} -> {}  {}  {fences}{unowned}{state}\n",
         at(m.started_ms),
         m.partition,
         m.to,

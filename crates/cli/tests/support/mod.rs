@@ -129,8 +129,13 @@ pub fn store(redis: &RedisServer) -> RedisStore {
 
 async fn hold(_partition: String, lead: Leadership) -> DutyResult {
     lead.cancelled().await;
+    // A little state for the next owner: `moves` shows its size.
+    lead.hand_off(HANDED.to_vec())?;
     Ok(())
 }
+
+/// The state every test replica hands off as its term ends.
+pub const HANDED: &[u8] = b"cursor=1";
 
 /// Starts replica `replica` of `group` (partitions `p0..p{n-1}`) under `prefix`.
 pub fn replica(
