@@ -31,6 +31,10 @@ pub enum GroupConfigError {
     /// out cannot balance; leave the budget unset for no limit).
     #[error("the move budget must be at least 1 move per interval")]
     ZeroMoveBudget,
+    /// Both a move budget and a weight budget were set: a group's budget counts one or
+    /// the other.
+    #[error("set a move budget or a weight budget, not both")]
+    TwoMoveBudgets,
     /// The hand-off state's time to live is zero or longer than a day.
     #[error("hand-off time to live must be between 1 ms and 1 day, got {0:?}")]
     HandOffTtlOutOfRange(Duration),
@@ -91,6 +95,10 @@ pub struct GroupConfig {
     /// interval, group-wide (see [`GroupConfigBuilder::max_moves_per_interval`]).
     /// Default: none (no limit).
     pub max_moves_per_interval: Option<u32>,
+    /// The weighted form of the move budget: at most this much weight handed over to
+    /// even out the group per renew interval, group-wide (see
+    /// [`GroupConfigBuilder::max_weight_moved_per_interval`]). Default: none.
+    pub max_weight_moved_per_interval: Option<u32>,
     /// How long the state a term hands off (`Leadership::hand_off`) waits in Redis for
     /// the partition's next owner. Default: 60 s.
     pub hand_off_ttl: Duration,
@@ -121,6 +129,7 @@ impl GroupConfig {
             capacity: 1,
             min_replicas_acked: None,
             max_moves_per_interval: None,
+            max_weight_moved_per_interval: None,
             hand_off_ttl: DEFAULT_HAND_OFF_TTL,
         }
     }
@@ -172,6 +181,7 @@ pub struct GroupConfigBuilder {
     capacity: u32,
     min_replicas_acked: Option<usize>,
     max_moves_per_interval: Option<u32>,
+    max_weight_moved_per_interval: Option<u32>,
     hand_off_ttl: Duration,
 }
 
@@ -269,6 +279,26 @@ impl GroupConfigBuilder {
         self
     }
 
+    /// The weighted form of [`max_moves_per_interval`](Self::max_moves_per_interval):
+    /// at most `weight` of partition weight handed over to even out the group per renew
+    /// interval, group-wide, for a weighted group whose partitions differ in size (a
+    /// heavy tenant costs its weight; a partition heavier than the whole budget moves
+    /// alone in a window of its own). The same rules otherwise: availability first,
+    /// every replica given the same budget. Set one budget or the other.
+    ///
+    /// ```
+    /// # use leasehold_partitions::GroupConfig;
+    /// let config = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
+    ///     .max_weight_moved_per_interval(500)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.max_weight_moved_per_interval, Some(500));
+    /// ```
+    pub fn max_weight_moved_per_interval(mut self, weight: u32) -> Self {
+        self.max_weight_moved_per_interval = Some(weight);
+        self
+    }
+
     /// How long the state a term hands off
     /// ([`Leadership::hand_off`](leasehold_election::Leadership::hand_off)) waits in
     /// Redis for the partition's next owner (1 ms ..= 1 day): the next owner takes it
@@ -304,8 +334,11 @@ impl GroupConfigBuilder {
         if !(1..=MAX_CAPACITY).contains(&self.capacity) {
             return Err(GroupConfigError::CapacityOutOfRange(self.capacity));
         }
-        if self.max_moves_per_interval == Some(0) {
+        if self.max_moves_per_interval == Some(0) || self.max_weight_moved_per_interval == Some(0) {
             return Err(GroupConfigError::ZeroMoveBudget);
+        }
+        if self.max_moves_per_interval.is_some() && self.max_weight_moved_per_interval.is_some() {
+            return Err(GroupConfigError::TwoMoveBudgets);
         }
         if self.hand_off_ttl.is_zero() || self.hand_off_ttl > leasehold_election::MAX_LEASE {
             return Err(GroupConfigError::HandOffTtlOutOfRange(self.hand_off_ttl));
@@ -325,6 +358,7 @@ impl GroupConfigBuilder {
             key_prefix: self.key_prefix,
             min_replicas_acked: self.min_replicas_acked,
             max_moves_per_interval: self.max_moves_per_interval,
+            max_weight_moved_per_interval: self.max_weight_moved_per_interval,
             hand_off_ttl: self.hand_off_ttl,
         };
         // Every election rule (intervals, margin, prefix) is checked once here.
@@ -336,6 +370,32 @@ impl GroupConfigBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_group_has_one_move_budget_or_none_and_never_zero() {
+        let b = || GroupConfig::builder("g", ["x"], "a");
+        assert_eq!(
+            b().max_weight_moved_per_interval(0).build().unwrap_err(),
+            GroupConfigError::ZeroMoveBudget
+        );
+        assert_eq!(
+            b().max_moves_per_interval(3)
+                .max_weight_moved_per_interval(9)
+                .build()
+                .unwrap_err(),
+            GroupConfigError::TwoMoveBudgets
+        );
+        assert_eq!(
+            b().hand_off_ttl(Duration::ZERO).build().unwrap_err(),
+            GroupConfigError::HandOffTtlOutOfRange(Duration::ZERO)
+        );
+        let c = b().max_weight_moved_per_interval(9).build().unwrap();
+        assert_eq!(
+            (c.max_moves_per_interval, c.max_weight_moved_per_interval),
+            (None, Some(9))
+        );
+        assert_eq!(c.hand_off_ttl, DEFAULT_HAND_OFF_TTL);
+    }
 
     #[test]
     fn bad_input_gets_typed_errors() {

@@ -106,3 +106,76 @@ async fn a_join_moves_at_most_the_budget_per_interval_and_orphans_do_not_wait() 
     fleet.converge(LIMIT).await;
     fleet.ledger.assert_no_double_ownership();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_by_weight_spreads_a_join_by_the_weight_moved() {
+    let redis = RedisServer::start();
+    let admin = GroupAdmin::new(store(&redis), "g").unwrap();
+    let mut fleet = Fleet::new(store(&redis), 24, LEASE);
+    fleet.create_group().await;
+    // Eight tenants of weight 3, sixteen of weight 1: 40 in all.
+    let heavy: Vec<String> = fleet.partitions[..8].to_vec();
+    let weight = |p: &str| -> u64 { if heavy.iter().any(|q| q == p) { 3 } else { 1 } };
+    for p in &fleet.partitions {
+        admin.set_weight(p, weight(p)).await.unwrap();
+    }
+    let start = |fleet: &mut Fleet<RedisStore>, r: &str| {
+        let config = fleet
+            .builder(r)
+            .max_weight_moved_per_interval(2)
+            .build()
+            .unwrap();
+        fleet.start_with(config);
+    };
+    start(&mut fleet, "a");
+    start(&mut fleet, "b");
+    fleet.settle(LIMIT).await;
+    // Quiet: no move for a second.
+    let quiet = async |admin: &GroupAdmin<RedisStore>| {
+        let begin = tokio::time::Instant::now();
+        let mut seen = ledger(admin).await.len();
+        let mut still = tokio::time::Instant::now();
+        while still.elapsed() < Duration::from_secs(1) {
+            assert!(begin.elapsed() < LIMIT, "the group never settled");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let now = ledger(admin).await.len();
+            if now != seen {
+                seen = now;
+                still = tokio::time::Instant::now();
+            }
+        }
+    };
+    quiet(&admin).await;
+    let before = ledger(&admin).await.len();
+
+    start(&mut fleet, "c");
+    fleet.settle(LIMIT).await;
+    quiet(&admin).await;
+    let moves = ledger(&admin).await;
+    let handed: Vec<&Move> = moves[before..]
+        .iter()
+        .filter(|m| m.cause == MoveCause::HandOff)
+        .collect();
+    let moved: u64 = handed.iter().map(|m| weight(&m.partition)).sum();
+    assert!(moved >= 10, "the joiner got its share: {moved} of 40 moved");
+    // A window's grant is at most 2 of weight, or one tenant of 3 alone; released
+    // just after, so a window of release times holds at most two windows' grants.
+    let mut per_window: BTreeMap<u64, u64> = BTreeMap::new();
+    for m in &handed {
+        *per_window
+            .entry(m.ended_ms.unwrap() / WINDOW_MS)
+            .or_default() += weight(&m.partition);
+    }
+    assert!(
+        per_window.values().all(|w| *w <= 6),
+        "more than two windows' weight released in one: {per_window:?}"
+    );
+    let first = handed.iter().map(|m| m.ended_ms.unwrap()).min().unwrap();
+    let last = handed.iter().map(|m| m.ended_ms.unwrap()).max().unwrap();
+    assert!(
+        last - first >= 3 * WINDOW_MS,
+        "{moved} of weight within {} ms: the budget did not spread them",
+        last - first
+    );
+    fleet.ledger.assert_no_double_ownership();
+}

@@ -274,7 +274,10 @@ where
                 rejoin_grace: config.rejoin_grace,
                 instance: instance(),
                 capacity: config.capacity,
-                move_budget: config.max_moves_per_interval,
+                move_budget: config
+                    .max_moves_per_interval
+                    .or(config.max_weight_moved_per_interval),
+                budget_by_weight: config.max_weight_moved_per_interval.is_some(),
             },
             configured,
             RenewGrid::new(epoch, config.renew_interval),
@@ -544,10 +547,13 @@ where
                     Chore::Ended
                 })
             }
-            Action::Budget { indices, budget } => {
+            Action::Budget {
+                indices,
+                want,
+                budget,
+            } => {
                 let window = self.config.renew_interval;
                 Box::pin(async move {
-                    let want = indices.len();
                     let granted = match timeout(
                         limit,
                         store.take_budget(&keys, want, budget, window),

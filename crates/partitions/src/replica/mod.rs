@@ -90,6 +90,8 @@ pub(crate) struct Settings {
     /// The group's move budget: hand-offs to even out the group per renew interval,
     /// taken out of a count Redis keeps before they are made (`None`: no limit).
     pub(crate) move_budget: Option<u32>,
+    /// The budget counts the weights of the partitions handed over, not how many.
+    pub(crate) budget_by_weight: bool,
 }
 
 /// A claim for the driver to send: the replica, process, session and ttl are the
@@ -130,10 +132,14 @@ pub(crate) enum Action {
     },
     /// Stop every elector (leaving; with `keep`, without releasing).
     StopAll { keep: bool },
-    /// Take up to `indices.len()` moves out of the group's move budget (`budget` per
-    /// renew interval), then hand over that many of `indices`
+    /// Take up to `want` out of the group's move budget (`budget` per renew interval:
+    /// moves, or weight moved), then hand over what it grants of `indices`
     /// ([`ReplicaState::on_budget`]).
-    Budget { indices: Vec<usize>, budget: u32 },
+    Budget {
+        indices: Vec<usize>,
+        want: usize,
+        budget: u32,
+    },
     /// Ask the store which terms this session holds (`resume`: it was just resumed).
     Reconcile { resume: bool },
     /// These terms' electors no longer hold their partition: refuse their next renewal.
@@ -852,8 +858,15 @@ impl ReplicaState {
                 // Within the group's budget: ask for it first, hand over what it grants.
                 Some(budget) if !candidates.is_empty() && !self.budgeting => {
                     self.budgeting = true;
+                    let want = if self.s.budget_by_weight {
+                        let w: u64 = candidates.iter().map(|&i| self.weight_of(i)).sum();
+                        usize::try_from(w).unwrap_or(usize::MAX)
+                    } else {
+                        candidates.len()
+                    };
                     actions.push(Action::Budget {
                         indices: candidates,
+                        want,
                         budget,
                     });
                 }
@@ -884,15 +897,22 @@ impl ReplicaState {
         })
     }
 
-    /// The move budget granted `granted` of the hand-overs of `indices` asked for
-    /// ([`Action::Budget`]; 0 if the take failed): hands over that many of them, the
-    /// first ones still served. The rule asks again at a later tick for the rest: the
-    /// next one if it got none, else after the hand-over's cooldown.
+    /// The move budget granted `granted` of what the hand-overs of `indices` asked for
+    /// ([`Action::Budget`]; 0 if the take failed): hands over that many of them (with a
+    /// budget by weight, the first ones whose weights fit into it; one heavier than the
+    /// whole budget goes alone when it is granted a whole window), the first ones still
+    /// served. The rule asks again at a later tick for the rest: the next one if it got
+    /// none, else after the hand-over's cooldown.
     pub(crate) fn on_budget(&mut self, indices: Vec<usize>, granted: usize) -> Vec<Action> {
         self.budgeting = false;
         if self.leaving != Leaving::No || !self.session.member() {
             return Vec::new();
         }
+        let granted = if self.s.budget_by_weight {
+            self.fitting(&indices, granted)
+        } else {
+            granted
+        };
         if granted == 0 {
             // Nothing moved, so no count lags behind: ask again at the next tick (the
             // next window), not after a cooldown. Replicas tick on one grid, so
@@ -901,6 +921,36 @@ impl ReplicaState {
             return Vec::new();
         }
         self.hand_over(indices, granted).into_iter().collect()
+    }
+
+    /// How many of the first of `indices` (those still served) fit into `weight`; the
+    /// first alone if it is heavier than the whole budget and `weight` is all of it (it
+    /// could never fit otherwise).
+    fn fitting(&self, indices: &[usize], weight: usize) -> usize {
+        let weight = weight as u64;
+        let whole = self.s.move_budget.map_or(0, u64::from);
+        let (mut n, mut used) = (0, 0);
+        for &i in indices {
+            let Some(h) = self.ledger.held(i).filter(|h| h.phase == Phase::Serving) else {
+                continue;
+            };
+            let w = h.weight;
+            if used + w <= weight {
+                used += w;
+                n += 1;
+            } else {
+                if n == 0 && w > whole && weight >= whole {
+                    n = 1;
+                }
+                break;
+            }
+        }
+        n
+    }
+
+    /// The weight of partition `i` as this replica holds it (1 if it holds none).
+    fn weight_of(&self, i: usize) -> u64 {
+        self.ledger.held(i).map_or(1, |h| h.weight)
     }
 
     /// Partitions nobody has claimed for longer than lease + retry interval while

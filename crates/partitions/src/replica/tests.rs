@@ -27,6 +27,7 @@ fn settings() -> Settings {
         instance: "host 1".into(),
         capacity: 1,
         move_budget: None,
+        budget_by_weight: false,
     }
 }
 
@@ -640,7 +641,14 @@ fn with_a_move_budget_a_hand_over_asks_for_it_first_and_makes_only_what_it_grant
     sim.tick(r);
     let r = sim.reply(SessionReply::Live, view(), 0);
     let (_, second) = sim.tick(r);
-    let [Action::Budget { indices, budget: 1 }] = second.as_slice() else {
+    let [
+        Action::Budget {
+            indices,
+            want: 2,
+            budget: 1,
+        },
+    ] = second.as_slice()
+    else {
         panic!("the hand-over asks the budget first: {second:?}");
     };
     assert_eq!(indices.len(), 2, "for both of its half of c's floor");
@@ -672,6 +680,69 @@ fn with_a_move_budget_a_hand_over_asks_for_it_first_and_makes_only_what_it_grant
         matches!(next.as_slice(), [Action::Budget { budget: 1, .. }]),
         "asks the budget again at once: {next:?}"
     );
+}
+
+#[test]
+fn a_budget_by_weight_asks_for_the_weights_and_hands_over_what_fits() {
+    let mut sim = Sim::with(
+        12,
+        Settings {
+            move_budget: Some(4),
+            budget_by_weight: true,
+            ..settings()
+        },
+        configured(0),
+    );
+    sim.settled(&[("b", 6)], 6);
+    let weights = [5, 1, 1, 1, 3, 1];
+    let granted: Vec<(usize, Fence, u64)> = (0..6)
+        .map(|i| (i, Fence(100 + i as u64), weights[i]))
+        .collect();
+    sim.answer(&granted, &[], 0);
+    let view = || {
+        vec![
+            member("a", MemberState::Active, 6),
+            member("b", MemberState::Active, 6),
+            member("c", MemberState::Active, 0),
+        ]
+    };
+    let r = sim.reply(SessionReply::Live, view(), 0);
+    sim.tick(r);
+    let r = sim.reply(SessionReply::Live, view(), 0);
+    let (_, second) = sim.tick(r);
+    let [
+        Action::Budget {
+            indices,
+            want,
+            budget: 4,
+        },
+    ] = second.as_slice()
+    else {
+        panic!("the hand-over asks the budget first: {second:?}");
+    };
+    let asked: u64 = indices.iter().map(|&i| weights[i]).sum();
+    assert_eq!(*want as u64, asked, "the weights of {indices:?}");
+    let stopped = |actions: Vec<Action>| -> Vec<usize> {
+        match actions.as_slice() {
+            [] => Vec::new(),
+            [Action::Stop { indices, .. }] => indices.clone(),
+            other => panic!("{other:?}"),
+        }
+    };
+    // 1 + 1 fit into 2, the third does not.
+    assert_eq!(stopped(sim.st.on_budget(vec![1, 2, 3], 2)), [1, 2]);
+    // 3 does not fit into 2: nothing moves.
+    assert_eq!(
+        stopped(sim.st.on_budget(vec![4, 3], 2)),
+        Vec::<usize>::new()
+    );
+    // A partition heavier than the whole budget moves alone once granted all of it.
+    assert_eq!(
+        stopped(sim.st.on_budget(vec![0, 3], 3)),
+        Vec::<usize>::new()
+    );
+    assert_eq!(stopped(sim.st.on_budget(vec![0, 3], 4)), [0]);
+    assert_eq!(sim.st.handoffs(), 3);
 }
 
 #[test]
