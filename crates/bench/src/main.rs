@@ -82,10 +82,10 @@
 //! leasehold-bench failover --lose-writes --topology sentinel|cluster --lease-ms 10000 --runs 20
 //! leasehold-bench handover --lease-ms 1000 --runs 10 [--dedicated] [--topology T | --redis-url URL]
 //! leasehold-bench soak --lease-ms 250 --seconds 600 --replicas 3 [--dedicated] [--saturate]
-//! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--runs R] [--topology T]
+//! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--runs R] [--hand-off-bytes N] [--topology T]
 //! leasehold-bench rebalance --lose-writes --topology sentinel|cluster --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 5
 //! leasehold-bench load --partitions 1000[,10000...] --replicas 4[,200...] [--replicas-per-process K] --lease-ms 1000 --seconds 10 [--runs R] [--topology T]
-//! leasehold-bench rolling --partitions 64 --replicas 4 --lease-ms 2000 [--sticky] [--add-partitions K]
+//! leasehold-bench rolling --partitions 64 --replicas 4 --lease-ms 2000 [--sticky] [--add-partitions K] [--hand-off-bytes N]
 //! leasehold-bench chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 60 --seed 42
 //! leasehold-bench stall --lease-ms 1000 [--block-leases 2.5] [--topology T | --redis-url URL]
 //! ```
@@ -301,6 +301,12 @@ pub struct RebalanceArgs {
     /// from the ledger's server times).
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "lose_writes")]
     pub move_budget: Option<u32>,
+    /// Every partition callback hands off N bytes of state when its term ends
+    /// (`Leadership::hand_off`: a header naming the term, padded to N; 0: none, at
+    /// most 1 MiB). The report's `hand_offs` counts the planned moves whose new term
+    /// got exactly the previous term's state, and the ledger check its `state_bytes`.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_hand_off_bytes, conflicts_with = "lose_writes")]
+    pub hand_off_bytes: usize,
     /// The Redis set-up.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -389,6 +395,12 @@ pub struct RollingArgs {
     /// the report says what was seen). Default: 30 s + 30 leases + 1 ms per partition.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub limit_secs: Option<u64>,
+    /// Every partition callback hands off N bytes of state when its term ends
+    /// (`Leadership::hand_off`: a header naming the term, padded to N; 0: none, at
+    /// most 1 MiB). The report's `hand_offs` counts the planned moves whose new term
+    /// got exactly the previous term's state, and the ledger check its `state_bytes`.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_hand_off_bytes)]
+    pub hand_off_bytes: usize,
     /// Run every replica at this niceness (`nice -n`, 0..=19); see `load`.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=19))]
     pub replica_nice: u8,
@@ -502,6 +514,9 @@ pub struct PartitionChildArgs {
     /// The group's move budget (`GroupConfigBuilder::max_moves_per_interval`).
     #[arg(long)]
     pub move_budget: Option<u32>,
+    /// Bytes of state every callback hands off when its term ends (0: none).
+    #[arg(long, default_value_t = 0, value_parser = parse_hand_off_bytes)]
+    pub hand_off_bytes: usize,
 }
 
 fn parse_count(s: &str) -> Result<usize, String> {
@@ -524,6 +539,16 @@ fn parse_added(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if n <= 100_000 => Ok(n),
         _ => Err(format!("{s:?} is not a count in 0..=100000")),
+    }
+}
+
+fn parse_hand_off_bytes(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n <= leasehold_election::MAX_HAND_OFF_BYTES => Ok(n),
+        _ => Err(format!(
+            "{s:?} is not a byte count in 0..={}",
+            leasehold_election::MAX_HAND_OFF_BYTES
+        )),
     }
 }
 

@@ -155,6 +155,8 @@ async fn rebalance_times_each_phase_from_the_replicas_lines() {
         "3",
         "--lease-ms",
         "500",
+        "--hand-off-bytes",
+        "4096",
     ])
     .await;
     let lines = reports(&out, "rebalance");
@@ -182,6 +184,13 @@ async fn rebalance_times_each_phase_from_the_replicas_lines() {
     assert_eq!(ledger["causes"]["new"], 12, "{ledger}");
     assert_eq!(ledger["causes"]["expiry"], 4, "{ledger}");
     assert_eq!(ledger["causes"]["handoff"], r["join"]["moved"], "{ledger}");
+    // Hand-off state: the join's hand-offs (planned) each deliver the previous term's
+    // 4 KiB; the kill's take-overs are crashes, no planned moves.
+    assert_eq!(ledger["state_matches"], true, "{ledger}");
+    let h = &r["hand_offs"];
+    assert_eq!(h["moved"], r["join"]["moved"], "{h}");
+    assert_eq!(h["state_delivered"], h["moved"], "{h}");
+    assert_eq!(h["stale"], 0, "{h}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,8 @@
 //! `rolling` of the real binary, on a server it starts itself: a rolling restart, a
 //! sticky one and a deploy that grows the list each report every documented key, end
 //! balanced with nobody refused; the sticky one moves nothing, the deploy ends with
-//! the grown list.
+//! the grown list. The plain restart hands 4 KiB of state off at every term's end:
+//! every planned move's new term gets exactly the state of the term before.
 
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -55,6 +56,8 @@ fn check(r: &Value, sticky: bool, after: u64) {
     for key in [
         "scenario",
         "sticky",
+        "hand_off_bytes",
+        "hand_offs",
         "partitions_before",
         "partitions_after",
         "moved",
@@ -95,18 +98,46 @@ fn check(r: &Value, sticky: bool, after: u64) {
         ledger["causes"]["new"], r["partitions_after"],
         "every partition's first owner: {ledger}"
     );
+    // Hand-off state: never another term's; the ledger names what each move carried.
+    let h = &r["hand_offs"];
+    for key in [
+        "moved",
+        "state_delivered",
+        "state_missing",
+        "stale",
+        "unowned_ms",
+    ] {
+        assert!(h.get(key).is_some(), "{key} missing from {h}");
+    }
+    assert!(h["unowned_ms"].get("p50").is_some() && h["unowned_ms"].get("max").is_some());
+    assert_eq!(h["stale"], 0, "{h}");
+    assert_eq!(ledger["state_matches"], true, "{ledger}");
+    if r["hand_off_bytes"] == 0 {
+        assert_eq!(h["state_delivered"], 0, "{h}");
+        assert_eq!(h["state_missing"], h["moved"], "{h}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_ends_balanced_with_nobody_refused() {
     let _one = SERIAL.lock().await;
-    let r = rolling(&[]).await;
+    let r = rolling(&["--hand-off-bytes", "4096"]).await;
     check(&r, false, 12);
     assert!(r["rejoin_grace_ms"].is_null());
     assert!(
         r["moved"].as_u64().expect("moved") > 0,
         "a plain restart hands its share over: {r}"
     );
+    // Every planned move (the restarts' leaves, the hand-offs that even the group
+    // out) delivers the previous term's 4 KiB, and only that.
+    assert_eq!(r["hand_off_bytes"], 4096);
+    let h = &r["hand_offs"];
+    let moved = h["moved"].as_u64().expect("hand_offs.moved");
+    assert!(moved >= r["moved"].as_u64().expect("moved"), "{h}");
+    assert_eq!(h["state_delivered"], moved, "{h}");
+    assert_eq!(h["state_missing"], 0, "{h}");
+    assert_eq!(h["wrong_size"], 0, "{h}");
+    assert_eq!(h["errors"], 0, "{h}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -145,6 +145,7 @@ pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
         rejoin_grace_ms: None,
         capacity: 1,
         move_budget: None,
+        hand_off_bytes: 0,
     };
     let mut cluster = Cluster::start(spec, log.clone())?;
     let watch = GroupWatch::new(

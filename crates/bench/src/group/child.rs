@@ -20,6 +20,14 @@
 //! [`CoordinatorHandle::roster_bytes_received`] and prints a `roster_bytes` line when
 //! the total grew (a line of the process, with no replica id).
 //!
+//! With `--hand-off-bytes N` (N > 0), every callback, once its term ends (after
+//! `lead.cancelled()`, before it returns), hands off N bytes for the next owner
+//! ([`Leadership::hand_off`]): a header naming the term, `"{partition}@{fence}:"`,
+//! padded to N ([`hand_off_state`]). The `released` line says how many bytes were
+//! left (`handed_off`) or why `hand_off` refused them (`hand_off_error`). Whatever
+//! the setting, every `owned` line says what the previous term handed over (its
+//! header and length) or why nothing was ([`Leadership::handed_over`]).
+//!
 //! With `--ledger-url`, every callback also does real fenced work: every
 //! `--write-every-ms` it appends `partition,replica,fence,seq,sent_at_us` to the
 //! partition's ledger list on that server with [`FencedWriter::rpush`]; a stale
@@ -37,7 +45,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::PartitionChildArgs;
 use crate::clock::{now_us, wall_us};
-use crate::group::event::{PartitionEvent, ROSTER_EVERY, ledger_key, partition_names};
+use crate::group::event::{
+    PartitionEvent, ROSTER_EVERY, hand_off_state, ledger_key, no_hand_off_cause, no_hand_off_label,
+    partition_names, state_header,
+};
 use crate::store::{self, BoxError, StoreSpec};
 
 /// Where and how often a callback writes its ledger records.
@@ -86,9 +97,14 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
     for (store, config) in configs {
         let tag = tagged.then(|| config.replica_id.clone());
         let ledger = ledger.clone();
+        let term = Term {
+            validity,
+            tagged,
+            hand_off_bytes: args.hand_off_bytes,
+        };
         let handle = Arc::new(
             Coordinator::new(store, config, move |partition: String, lead: Leadership| {
-                own(partition, lead, ledger.clone(), validity, tagged)
+                own(partition, lead, ledger.clone(), term)
             })
             .spawn(),
         );
@@ -209,33 +225,77 @@ async fn watch<B: GroupStore>(
     }
 }
 
-/// A partition callback: report the term, write the ledger if there is one, report the
-/// end of the term (from [`TermLine`]'s drop, so an aborted callback reports it too).
+/// What every partition callback of a coordinator shares.
+#[derive(Debug, Clone, Copy)]
+struct Term {
+    /// Lease − safety margin (see [`TermLine::validity`]).
+    validity: Duration,
+    /// Lines name their replica (a process of several coordinators).
+    tagged: bool,
+    /// Bytes of state to hand off when the term ends (0: none).
+    hand_off_bytes: usize,
+}
+
+/// A partition callback: report the term (and what the previous one handed over),
+/// write the ledger if there is one, hand state off with `--hand-off-bytes` once the
+/// term ends, report the end of the term (from [`TermLine`]'s drop, so an aborted
+/// callback reports it too).
 async fn own(
     partition: String,
     lead: Leadership,
     ledger: Option<Arc<Ledger>>,
-    validity: Duration,
-    tagged: bool,
+    term: Term,
 ) -> DutyResult {
-    let tag = tagged.then(|| lead.replica_id().to_owned());
+    let tag = term.tagged.then(|| lead.replica_id().to_owned());
+    let (mut handed_over, mut handed_over_bytes) = (None, None);
+    let (mut no_hand_off, mut cause) = (None, None);
+    match lead.handed_over() {
+        Ok(state) => {
+            handed_over = Some(state_header(state));
+            handed_over_bytes = u64::try_from(state.len()).ok();
+        }
+        Err(why) => {
+            no_hand_off = Some(no_hand_off_label(&why).to_owned());
+            cause = no_hand_off_cause(&why);
+        }
+    }
     PartitionEvent::Owned {
         partition: partition.clone(),
         fence: lead.fence().get(),
         at_us: now_us(),
+        handed_over,
+        handed_over_bytes,
+        no_hand_off,
+        no_hand_off_cause: cause,
     }
     .emit_as(tag.as_deref());
     let mut line = TermLine {
         partition,
         tag,
         lead,
-        validity,
+        validity: term.validity,
         writes: 0,
         write_errors: 0,
+        handed_off: None,
+        hand_off_error: None,
     };
     match ledger {
         Some(ledger) => write_ledger(&mut line, &ledger).await,
         None => line.lead.cancelled().await,
+    }
+    // The term is over (every path above returns only once it is cancelled): leave
+    // the next owner its state, before the callback returns and the release goes.
+    if term.hand_off_bytes > 0 {
+        let state = hand_off_state(
+            &line.partition,
+            line.lead.fence().get(),
+            term.hand_off_bytes,
+        );
+        let len = u64::try_from(state.len()).ok();
+        match line.lead.hand_off(state) {
+            Ok(()) => line.handed_off = len,
+            Err(e) => line.hand_off_error = Some(e.to_string()),
+        }
     }
     Ok(())
 }
@@ -255,6 +315,10 @@ struct TermLine {
     writes: u64,
     /// Ledger writes that failed with a store error.
     write_errors: u64,
+    /// Bytes of state the term left for the next owner.
+    handed_off: Option<u64>,
+    /// Why `Leadership::hand_off` refused the state.
+    hand_off_error: Option<String>,
 }
 
 impl Drop for TermLine {
@@ -270,6 +334,8 @@ impl Drop for TermLine {
             sent_at_us: Some(wall_us(
                 deadline.checked_sub(self.validity).unwrap_or(deadline),
             )),
+            handed_off: self.handed_off,
+            hand_off_error: self.hand_off_error.take(),
         }
         .emit_as(self.tag.as_deref());
     }

@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use leasehold_election::NoHandOff;
 use serde::{Deserialize, Serialize};
 
 /// One event of a partition replica, printed as one JSON line.
@@ -22,6 +23,23 @@ pub enum PartitionEvent {
         fence: u64,
         /// When the callback started (wall µs).
         at_us: u64,
+        /// What the previous term handed over (`Leadership::handed_over` was `Ok`): the
+        /// header of the state, `partition@fence` of the term that left it (see
+        /// [`hand_off_state`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        handed_over: Option<String>,
+        /// The length of the state handed over, in bytes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        handed_over_bytes: Option<u64>,
+        /// Why nothing was handed over (`Leadership::handed_over` was `Err`): the
+        /// [`leasehold_election::NoHandOff`] variant in snake case (see
+        /// [`no_hand_off_label`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        no_hand_off: Option<String>,
+        /// With `no_hand_off`: the previous term's end (`nothing_left`), or the error
+        /// (`unavailable`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        no_hand_off_cause: Option<String>,
     },
     /// A partition callback saw its term end and returns, or was aborted (a lease that
     /// may be lost ends its callback at once): printed when the callback's future is
@@ -46,6 +64,13 @@ pub enum PartitionEvent {
         /// replica's local deadline was this + lease − safety margin.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sent_at_us: Option<u64>,
+        /// Bytes of state the term left for the next owner (`Leadership::hand_off`
+        /// accepted them; `--hand-off-bytes`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        handed_off: Option<u64>,
+        /// Why `Leadership::hand_off` refused the state, as text.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hand_off_error: Option<String>,
     },
     /// A fenced ledger write was rejected as stale: a later term has written. The
     /// callback writes no more in this term.
@@ -151,6 +176,88 @@ pub fn partition_names(count: usize) -> Vec<String> {
     (0..count).map(|i| format!("p{i:04}")).collect()
 }
 
+/// The end reasons (a `released` line's `reason`) of a term given up on purpose, its
+/// release confirmed: those `TermEndReason::is_planned` says are.
+pub const PLANNED_ENDS: [&str; 6] = [
+    "shutdown",
+    "duty_returned",
+    "stepped_down",
+    "removed",
+    "handed_off",
+    "drained",
+];
+
+/// Whether a `released` line's `reason` is a planned end ([`PLANNED_ENDS`]).
+pub fn planned_end(reason: &str) -> bool {
+    PLANNED_ENDS.contains(&reason)
+}
+
+/// The state a term of `partition` with fence `fence` hands off with
+/// `--hand-off-bytes len`: a header naming the term, `"{partition}@{fence}:"`, padded
+/// with `.` to `len` bytes. Only the padding gives way: below the header's length, the
+/// state is the header alone.
+pub fn hand_off_state(partition: &str, fence: u64, len: usize) -> Vec<u8> {
+    let mut state = format!("{partition}@{fence}:").into_bytes();
+    if state.len() < len {
+        state.resize(len, b'.');
+    }
+    state
+}
+
+/// The longest header [`state_header`] reports of state it cannot read: bytes shown.
+const HEADER_SHOWN: usize = 64;
+
+/// The header of hand-off state (see [`hand_off_state`]), without its `:`:
+/// `"p0003@17"`. State without one is shown as its first bytes (lossily decoded), so
+/// the bench counts it as naming no term it saw.
+pub fn state_header(state: &[u8]) -> String {
+    let end = state
+        .iter()
+        .take(HEADER_SHOWN)
+        .position(|&b| b == b':')
+        .unwrap_or(state.len().min(HEADER_SHOWN));
+    String::from_utf8_lossy(&state[..end]).into_owned()
+}
+
+/// The term a header names: (partition, fence); `None` if it names none.
+pub fn parse_header(header: &str) -> Option<(&str, u64)> {
+    let (partition, fence) = header.rsplit_once('@')?;
+    Some((partition, fence.parse().ok()?))
+}
+
+/// Why nothing was handed over, as the `owned` line's `no_hand_off` says it: the
+/// variant's name in snake case (`other` for one this version does not know).
+pub fn no_hand_off_label(why: &NoHandOff) -> &'static str {
+    match why {
+        NoHandOff::Unsupported => "unsupported",
+        NoHandOff::FirstOwner => "first_owner",
+        NoHandOff::Regranted => "regranted",
+        NoHandOff::Crashed => "crashed",
+        NoHandOff::NothingLeft { .. } => "nothing_left",
+        NoHandOff::Gone => "gone",
+        NoHandOff::Stale => "stale",
+        NoHandOff::Unavailable(_) => "unavailable",
+        _ => "other",
+    }
+}
+
+/// What more there is to say of `why` than its label: the previous term's end
+/// (`nothing_left`), the error (`unavailable`), the text of a variant this version
+/// does not know.
+pub fn no_hand_off_cause(why: &NoHandOff) -> Option<String> {
+    match why {
+        NoHandOff::NothingLeft { cause } => Some(cause.clone()),
+        NoHandOff::Unavailable(e) => Some(e.to_string()),
+        NoHandOff::Unsupported
+        | NoHandOff::FirstOwner
+        | NoHandOff::Regranted
+        | NoHandOff::Crashed
+        | NoHandOff::Gone
+        | NoHandOff::Stale => None,
+        other => Some(other.to_string()),
+    }
+}
+
 /// The ledger key of a partition on the resource store. The hash tag keeps it and its
 /// fence guard in one Redis Cluster slot.
 pub fn ledger_key(partition: &str) -> String {
@@ -167,11 +274,14 @@ mod tests {
             partition: "p0001".into(),
             fence: 7,
             at_us: 10,
+            handed_over: None,
+            handed_over_bytes: None,
+            no_hand_off: None,
+            no_hand_off_cause: None,
         };
-        assert_eq!(
-            serde_json::to_string(&e).unwrap(),
-            r#"{"event":"owned","partition":"p0001","fence":7,"at_us":10}"#
-        );
+        let old = r#"{"event":"owned","partition":"p0001","fence":7,"at_us":10}"#;
+        assert_eq!(serde_json::to_string(&e).unwrap(), old);
+        assert_eq!(serde_json::from_str::<PartitionEvent>(old).unwrap(), e);
         let back: PartitionEvent = serde_json::from_str(
             r#"{"event":"released","partition":"p0001","fence":7,"at_us":12}"#,
         )
@@ -186,8 +296,135 @@ mod tests {
                 write_errors: 0,
                 reason: None,
                 sent_at_us: None,
+                handed_off: None,
+                hand_off_error: None,
             }
         );
+    }
+
+    #[test]
+    fn owned_and_released_lines_say_what_was_handed_over() {
+        let given = PartitionEvent::Owned {
+            partition: "p0001".into(),
+            fence: 8,
+            at_us: 10,
+            handed_over: Some("p0001@7".into()),
+            handed_over_bytes: Some(4096),
+            no_hand_off: None,
+            no_hand_off_cause: None,
+        };
+        let text = serde_json::to_string(&given).unwrap();
+        assert_eq!(
+            text,
+            r#"{"event":"owned","partition":"p0001","fence":8,"at_us":10,"handed_over":"p0001@7","handed_over_bytes":4096}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<PartitionEvent>(&text).unwrap(),
+            given
+        );
+        let cold = PartitionEvent::Owned {
+            partition: "p0001".into(),
+            fence: 9,
+            at_us: 11,
+            handed_over: None,
+            handed_over_bytes: None,
+            no_hand_off: Some("nothing_left".into()),
+            no_hand_off_cause: Some("leave".into()),
+        };
+        assert_eq!(
+            serde_json::to_string(&cold).unwrap(),
+            r#"{"event":"owned","partition":"p0001","fence":9,"at_us":11,"no_hand_off":"nothing_left","no_hand_off_cause":"leave"}"#
+        );
+        let left = PartitionEvent::Released {
+            partition: "p0001".into(),
+            fence: 8,
+            at_us: 12,
+            writes: 0,
+            write_errors: 0,
+            reason: Some("handed_off".into()),
+            sent_at_us: None,
+            handed_off: Some(4096),
+            hand_off_error: None,
+        };
+        let text = serde_json::to_string(&left).unwrap();
+        assert_eq!(
+            text,
+            r#"{"event":"released","partition":"p0001","fence":8,"at_us":12,"writes":0,"write_errors":0,"reason":"handed_off","handed_off":4096}"#
+        );
+        assert_eq!(serde_json::from_str::<PartitionEvent>(&text).unwrap(), left);
+    }
+
+    #[test]
+    fn hand_off_state_is_a_header_naming_its_term_padded_to_size() {
+        let state = hand_off_state("p0003", 1_733_000_000_123, 64);
+        assert_eq!(state.len(), 64);
+        assert!(state.starts_with(b"p0003@1733000000123:."));
+        assert_eq!(state_header(&state), "p0003@1733000000123");
+        assert_eq!(
+            parse_header(&state_header(&state)),
+            Some(("p0003", 1_733_000_000_123))
+        );
+        // Too small for the header: the header alone, never cut.
+        assert_eq!(hand_off_state("p0003", 42, 4), b"p0003@42:");
+        assert_eq!(hand_off_state("p0003", 42, 0), b"p0003@42:");
+        // State that names no term.
+        assert_eq!(state_header(b"opaque"), "opaque");
+        assert_eq!(parse_header("opaque"), None);
+        assert_eq!(parse_header("p0003@x"), None);
+        assert_eq!(state_header(&[b'x'; 100]).len(), HEADER_SHOWN);
+    }
+
+    #[test]
+    fn planned_ends_are_the_planned_term_end_reasons() {
+        use leasehold_election::TermEndReason as R;
+        let every = [
+            R::RenewalRefused,
+            R::DeadlinePassed,
+            R::BackendError(leasehold_election::StoreError::Timeout(
+                std::time::Duration::from_millis(1),
+            )),
+            R::Shutdown,
+            R::DutyReturned,
+            R::DutyFailed("x".into()),
+            R::DutyPanicked("x".into()),
+            R::SteppedDown,
+            R::Removed,
+            R::HandedOff,
+            R::Drained,
+        ];
+        for r in &every {
+            assert_eq!(planned_end(r.label()), r.is_planned(), "{}", r.label());
+        }
+        let planned = every.iter().filter(|r| r.is_planned()).count();
+        assert_eq!(planned, PLANNED_ENDS.len());
+    }
+
+    #[test]
+    fn reasons_for_no_hand_off_are_variant_names() {
+        let cases = [
+            (NoHandOff::FirstOwner, "first_owner", None),
+            (NoHandOff::Regranted, "regranted", None),
+            (NoHandOff::Crashed, "crashed", None),
+            (
+                NoHandOff::NothingLeft {
+                    cause: "drain".into(),
+                },
+                "nothing_left",
+                Some("drain"),
+            ),
+            (NoHandOff::Gone, "gone", None),
+            (NoHandOff::Stale, "stale", None),
+            (NoHandOff::Unsupported, "unsupported", None),
+        ];
+        for (why, label, cause) in cases {
+            assert_eq!(no_hand_off_label(&why), label);
+            assert_eq!(no_hand_off_cause(&why).as_deref(), cause);
+        }
+        let down = NoHandOff::Unavailable(leasehold_election::StoreError::Timeout(
+            std::time::Duration::from_millis(5),
+        ));
+        assert_eq!(no_hand_off_label(&down), "unavailable");
+        assert!(no_hand_off_cause(&down).is_some());
     }
 
     #[test]

@@ -101,6 +101,7 @@ impl Fleet {
                 rejoin_grace_ms: None,
                 capacity: 1,
                 move_budget: None,
+                hand_off_bytes: 0,
             },
             watch: GroupWatch::new(store::build_store(&servers.spec, lease)?, &group, poll),
             servers,

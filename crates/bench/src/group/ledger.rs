@@ -7,13 +7,19 @@
 //! sees a sticky restart's regrants as terms of the same replica id, and the ledger
 //! writes no entry for a regrant; an entry from a replica to itself (it took back a
 //! partition it had given up) is left out of the comparison.
+//!
+//! The state each planned move carried is checked too: with `--hand-off-bytes N`,
+//! every entry of a planned cause (`MoveCause::is_planned`: not a first owner, not an
+//! expiry) must name the bytes the previous term left, [`hand_off_state`]'s length for
+//! its partition and old fence (N, unless N is below the header's length); without,
+//! none.
 
 use std::collections::BTreeMap;
 
 use leasehold_partitions::{GroupAdmin, Move, MoveCause};
 use serde::Serialize;
 
-use crate::group::event::PartitionEvent;
+use crate::group::event::{PartitionEvent, hand_off_state};
 use crate::group::harness::Fleet;
 use crate::group::status::PREFIX;
 use crate::store::{self, BoxError};
@@ -41,6 +47,75 @@ pub struct LedgerCheck {
     /// The most hand-offs (cause `handoff`) released in one renew interval of the
     /// server's clock (`floor(ended ms / (lease / 3))`).
     pub max_handoffs_per_interval: usize,
+    /// Every entry of a planned move names the state the replicas leave
+    /// (`--hand-off-bytes`: its size; without: none) in its `state_bytes`.
+    pub state_matches: bool,
+    /// Entries of planned moves whose `state_bytes` is not that.
+    pub state_mismatches: usize,
+    /// The first few of them, as `partition from→to fence (cause): state_bytes`.
+    pub state_mismatched: Vec<String>,
+}
+
+/// What a ledger entry says of the state its move carried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Carried {
+    partition: String,
+    from: Option<String>,
+    to: String,
+    new_fence: u64,
+    cause: MoveCause,
+    old_fence: Option<u64>,
+    state_bytes: Option<u64>,
+}
+
+impl From<&Move> for Carried {
+    fn from(m: &Move) -> Self {
+        Self {
+            partition: m.partition.clone(),
+            from: m.from.clone(),
+            to: m.to.clone(),
+            new_fence: m.new_fence.get(),
+            cause: m.cause,
+            old_fence: m.old_fence.map(|f| f.get()),
+            state_bytes: m.state_bytes,
+        }
+    }
+}
+
+/// The entries of planned moves whose `state_bytes` is not what the previous term
+/// left: with `hand_off_bytes` N > 0, [`hand_off_state`]'s length for the entry's
+/// partition and old fence; with 0, none. Returns their count and the first few.
+fn state_mismatches(entries: &[Carried], hand_off_bytes: usize) -> (usize, Vec<String>) {
+    let wrong: Vec<&Carried> = entries
+        .iter()
+        .filter(|e| e.cause.is_planned())
+        .filter(|e| {
+            let expected = match (hand_off_bytes, e.old_fence) {
+                (0, _) => None,
+                (n, Some(old)) => u64::try_from(hand_off_state(&e.partition, old, n).len()).ok(),
+                // A planned move names its previous term; were it not to, any size goes.
+                (_, None) => return false,
+            };
+            e.state_bytes != expected
+        })
+        .collect();
+    let shown = wrong
+        .iter()
+        .take(SHOWN)
+        .map(|e| {
+            format!(
+                "{} {}→{} {} ({}): {}",
+                e.partition,
+                e.from.as_deref().unwrap_or("-"),
+                e.to,
+                e.new_fence,
+                e.cause,
+                e.state_bytes
+                    .map_or_else(|| "none".to_owned(), |b| format!("{b} bytes"))
+            )
+        })
+        .collect();
+    (wrong.len(), shown)
 }
 
 /// One change of owner: partition, old owner (`None`: first), new owner, new fence.
@@ -124,6 +199,9 @@ pub async fn check(fleet: &Fleet) -> Result<LedgerCheck, BoxError> {
         }
     }
     let max_handoffs_per_interval = per_window.values().copied().max().unwrap_or(0);
+    let carried: Vec<Carried> = moves.iter().map(Carried::from).collect();
+    let (state_mismatches, state_mismatched) =
+        state_mismatches(&carried, fleet.spec.hand_off_bytes);
     let mut seen = observed(fleet);
     recorded.sort();
     seen.sort();
@@ -147,5 +225,46 @@ pub async fn check(fleet: &Fleet) -> Result<LedgerCheck, BoxError> {
         missing,
         unexpected,
         max_handoffs_per_interval,
+        state_matches: state_mismatches == 0,
+        state_mismatches,
+        state_mismatched,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(p: &str, cause: MoveCause, old: Option<u64>, state: Option<u64>) -> Carried {
+        Carried {
+            partition: p.into(),
+            from: old.map(|_| "a".into()),
+            to: "b".into(),
+            new_fence: old.map_or(1, |f| f + 1),
+            cause,
+            old_fence: old,
+            state_bytes: state,
+        }
+    }
+
+    #[test]
+    fn planned_moves_carry_the_state_and_nothing_else_is_checked() {
+        let entries = [
+            entry("p0", MoveCause::New, None, None),
+            entry("p0", MoveCause::HandOff, Some(1), Some(4096)),
+            entry("p0", MoveCause::Expiry, Some(2), None),
+            entry("p0", MoveCause::Leave, Some(3), Some(4096)),
+            entry("p0", MoveCause::Drain, Some(4), None),
+        ];
+        let (n, shown) = state_mismatches(&entries, 4096);
+        assert_eq!(n, 1);
+        assert_eq!(shown, ["p0 a→b 5 (drain): none"]);
+        // Without hand-offs, no planned move may carry any.
+        let (n, shown) = state_mismatches(&entries, 0);
+        assert_eq!(n, 2);
+        assert_eq!(shown[0], "p0 a→b 2 (handoff): 4096 bytes");
+        // Below the header's length, the state is the header alone ("p0@3:").
+        let small = [entry("p0", MoveCause::Leave, Some(3), Some(5))];
+        assert_eq!(state_mismatches(&small, 2).0, 0);
+    }
 }

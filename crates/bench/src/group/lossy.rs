@@ -35,7 +35,7 @@ use tokio::time::{Instant, sleep};
 
 use crate::RebalanceArgs;
 use crate::clock::{micros, now_us, span_ms};
-use crate::group::event::PartitionEvent;
+use crate::group::event::{PartitionEvent, planned_end};
 use crate::group::harness::{Fleet, convergence_limit};
 use crate::group::ownership::{Balance, OwnerChanges};
 use crate::group::process::Logged;
@@ -51,16 +51,6 @@ const DETECT_LIMIT: Duration = Duration::from_secs(30);
 const WATCH: Duration = Duration::from_millis(20);
 /// How many overlaps and fence repeats a run lists (all are counted).
 const EXAMPLES: usize = 5;
-/// The end reasons of a term given up on purpose (its release confirmed), as
-/// `TermEndReason::is_planned` has them.
-const PLANNED: [&str; 6] = [
-    "shutdown",
-    "duty_returned",
-    "stepped_down",
-    "removed",
-    "handed_off",
-    "drained",
-];
 
 /// The join that happens on the primary only.
 #[derive(Debug, Clone, Serialize)]
@@ -441,6 +431,7 @@ fn terms(log: &[Logged], lease_us: u64) -> BTreeMap<String, Vec<PartitionTerm>> 
                 partition,
                 fence,
                 at_us,
+                ..
             } => {
                 let list = out.entry(partition.clone()).or_default();
                 open.insert(
@@ -469,7 +460,7 @@ fn terms(log: &[Logged], lease_us: u64) -> BTreeMap<String, Vec<PartitionTerm>> 
                 let (Some(i), Some(list)) = (open.remove(&key), out.get_mut(partition)) else {
                     continue;
                 };
-                let planned = reason.as_deref().is_some_and(|r| PLANNED.contains(&r));
+                let planned = reason.as_deref().is_some_and(planned_end);
                 let entitled = match sent_at_us {
                     Some(sent) if !planned => (sent + lease_us).max(*at_us),
                     _ => *at_us,
@@ -541,6 +532,10 @@ mod tests {
             partition: p.into(),
             fence,
             at_us,
+            handed_over: None,
+            handed_over_bytes: None,
+            no_hand_off: None,
+            no_hand_off_cause: None,
         }
     }
 
@@ -553,6 +548,8 @@ mod tests {
             write_errors: 0,
             reason: Some(reason.into()),
             sent_at_us: Some(sent),
+            handed_off: None,
+            hand_off_error: None,
         }
     }
 

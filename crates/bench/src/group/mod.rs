@@ -12,10 +12,14 @@
 //! - [`load`]: cold-start convergence and the steady cost of a balanced group;
 //! - [`rolling`]: every replica restarted in turn, default, sticky or growing the list;
 //! - [`add`]: partitions added to a running group.
+//!
+//! [`handoffs`] checks the state handed over across planned moves (`rolling` and
+//! `rebalance` with `--hand-off-bytes`), [`ledger`] the group's ledger of moves.
 
 pub mod add;
 pub mod child;
 pub mod event;
+pub mod handoffs;
 pub mod harness;
 pub mod ledger;
 pub mod load;

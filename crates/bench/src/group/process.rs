@@ -161,6 +161,9 @@ pub struct ReplicaSpec {
     pub capacity: u32,
     /// The group's move budget (`--move-budget`; `None`: no limit).
     pub move_budget: Option<u32>,
+    /// Bytes of state every callback hands off when its term ends
+    /// (`--hand-off-bytes`; 0: none).
+    pub hand_off_bytes: usize,
 }
 
 /// A `leasehold-bench partition-child` process. Dropping it kills the process.
@@ -245,6 +248,9 @@ impl ReplicaProcess {
         }
         if let Some(k) = spec.move_budget {
             cmd.args(["--move-budget", &k.to_string()]);
+        }
+        if spec.hand_off_bytes > 0 {
+            cmd.args(["--hand-off-bytes", &spec.hand_off_bytes.to_string()]);
         }
         if let Some(url) = ledger_url {
             cmd.args(["--ledger-url", url])

@@ -11,6 +11,10 @@
 //! 3. Join: start a new replica; time until balanced again, and how many partitions
 //!    changed owner (`owned` lines after the spawn).
 //!
+//! From the cold start on, with `--hand-off-bytes`: the state handed over across
+//! planned moves (the cold start's and the join's hand-offs; the kill's take-overs are
+//! crashes), [`HandOffs`].
+//!
 //! Each phase also waits until a `group_status` read agrees (`confirmed_ms`: the
 //! killed replica must also have left the heartbeat set). Those reads cost Redis a
 //! scan of the group, so they come at most every [`poll_interval`]: P × 10 µs, within
@@ -27,6 +31,7 @@ use tokio::time::Instant;
 
 use crate::clock::{micros, now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
+use crate::group::handoffs::HandOffs;
 use crate::group::harness::{self, Fleet, convergence_limit};
 use crate::group::ledger::{self, LedgerCheck};
 use crate::group::ownership::{Balance, Loads, OwnerChanges};
@@ -146,6 +151,11 @@ pub struct RebalanceReport {
     /// ledger's `max_handoffs_per_interval`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_moves_per_interval: Option<usize>,
+    /// Bytes of state every callback handed off when its term ended
+    /// (`--hand-off-bytes`; 0: none).
+    pub hand_off_bytes: usize,
+    /// The state handed over across planned moves, from the cold start on.
+    pub hand_offs: HandOffs,
 }
 
 /// Runs the scenario `--runs` times, printing each run's report (and, over several,
@@ -197,6 +207,7 @@ pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
         args.replica_nice,
     )?;
     fleet.spec.move_budget = args.move_budget;
+    fleet.spec.hand_off_bytes = args.hand_off_bytes;
     let result = phases(&mut fleet, args).await;
     let stopped = fleet.shutdown().await;
     let report = result?;
@@ -378,9 +389,25 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     let final_counts = counts(&status, &live);
     let ledger = ledger::check(fleet).await?;
     eprintln!(
-        "ledger: {} entries {:?}; matches the {} owner changes observed: {}",
-        ledger.entries, ledger.causes, ledger.observed, ledger.matches_observed
+        "ledger: {} entries {:?}; matches the {} owner changes observed: {}; state_bytes as left ({} bytes): {} ({} mismatches {:?})",
+        ledger.entries,
+        ledger.causes,
+        ledger.observed,
+        ledger.matches_observed,
+        args.hand_off_bytes,
+        ledger.state_matches,
+        ledger.state_mismatches,
+        ledger.state_mismatched
     );
+    let hand_offs = HandOffs::of(&fleet.log.snapshot());
+    eprintln!(
+        "hand-offs of {} bytes: {}",
+        args.hand_off_bytes,
+        hand_offs.describe()
+    );
+    for e in &hand_offs.examples {
+        eprintln!("hand-off: {e}");
+    }
     if !balanced_by(&status, &live, &balance) {
         return Err(format!("unbalanced at the end: {}", describe(&status)).into());
     }
@@ -432,6 +459,8 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         move_budget: args.move_budget,
         max_moves_per_interval: args.move_budget.map(|_| ledger.max_handoffs_per_interval),
         ledger,
+        hand_off_bytes: args.hand_off_bytes,
+        hand_offs,
     })
 }
 
@@ -552,6 +581,10 @@ mod tests {
                 partition: p.into(),
                 fence: 2,
                 at_us,
+                handed_over: None,
+                handed_over_bytes: None,
+                no_hand_off: None,
+                no_hand_off_cause: None,
             },
         };
         let log = [

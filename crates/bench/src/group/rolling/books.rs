@@ -207,6 +207,10 @@ mod tests {
                 partition: p.into(),
                 fence: 1,
                 at_us,
+                handed_over: None,
+                handed_over_bytes: None,
+                no_hand_off: None,
+                no_hand_off_cause: None,
             },
         )
     }
@@ -223,6 +227,8 @@ mod tests {
                 write_errors: 0,
                 reason: None,
                 sent_at_us: None,
+                handed_off: None,
+                hand_off_error: None,
             },
         )
     }

@@ -19,6 +19,9 @@
 //! owner changes (by replica id: a sticky re-take is none), the unowned spells of the
 //! old list's partitions ([`Unowned`]), and the processes that were kept out
 //! ([`refusals`]: a `refused` line, or no `joined` line within a lease of the start).
+//! From the cold start on: the state handed over across planned moves
+//! ([`HandOffs`], with `--hand-off-bytes`), and the group's ledger of moves against
+//! the owner changes seen.
 
 mod books;
 
@@ -31,6 +34,7 @@ use tokio::time::{Instant, MissedTickBehavior, interval, sleep};
 use crate::RollingArgs;
 use crate::clock::{micros, now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
+use crate::group::handoffs::HandOffs;
 use crate::group::harness::{self, Fleet, convergence_limit};
 use crate::group::ledger::{self, LedgerCheck};
 use crate::group::ownership::{OwnerChanges, Progress};
@@ -131,6 +135,11 @@ pub struct RollingReport {
     /// The group's ledger of moves against the owner changes the replicas' lines
     /// showed, from the cold start on.
     pub ledger: LedgerCheck,
+    /// Bytes of state every callback handed off when its term ended
+    /// (`--hand-off-bytes`; 0: none).
+    pub hand_off_bytes: usize,
+    /// The state handed over across planned moves, from the cold start on.
+    pub hand_offs: HandOffs,
 }
 
 /// Runs the scenario.
@@ -155,6 +164,7 @@ pub async fn run(args: &RollingArgs) -> Result<RollingReport, BoxError> {
         args.rejoin_grace_ms
             .unwrap_or_else(|| default_rejoin_grace_ms(args.lease_ms))
     });
+    fleet.spec.hand_off_bytes = args.hand_off_bytes;
     let result = phases(&mut fleet, args).await;
     let stopped = fleet.shutdown().await;
     let report = result?;
@@ -271,6 +281,7 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
     let moved = OwnerChanges::count(&log, rolling_us, end_us);
     let unowned = Unowned::of(&log, &partition_names(before), rolling_us, end_us);
     let refused = refusals(&starts, &log, micros(lease));
+    let hand_offs = HandOffs::of(&log);
     let restarts: Vec<Restart> = restarts
         .iter()
         .enumerate()
@@ -308,9 +319,24 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
         );
     }
     eprintln!(
-        "rolling: ledger: {} entries {:?}; matches the {} owner changes observed: {}",
-        ledger.entries, ledger.causes, ledger.observed, ledger.matches_observed
+        "rolling: ledger: {} entries {:?}; matches the {} owner changes observed: {}; state_bytes as left ({} bytes): {} ({} mismatches {:?})",
+        ledger.entries,
+        ledger.causes,
+        ledger.observed,
+        ledger.matches_observed,
+        args.hand_off_bytes,
+        ledger.state_matches,
+        ledger.state_mismatches,
+        ledger.state_mismatched
     );
+    eprintln!(
+        "rolling: hand-offs of {} bytes: {}",
+        args.hand_off_bytes,
+        hand_offs.describe()
+    );
+    for e in &hand_offs.examples {
+        eprintln!("rolling: hand-off: {e}");
+    }
     if redis_counts != progress.counts() {
         eprintln!(
             "rolling: Redis disagrees with the replicas at the end: Redis says {}; the replicas say {}",
@@ -351,6 +377,8 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
         final_counts: progress.counts(),
         redis_counts,
         ledger,
+        hand_off_bytes: args.hand_off_bytes,
+        hand_offs,
     })
 }
 
