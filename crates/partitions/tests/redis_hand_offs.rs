@@ -13,7 +13,7 @@ use leasehold_election::{NoHandOff, RedisStore};
 use leasehold_partitions::{GroupAdmin, MoveCause};
 use leasehold_testkit::RedisServer;
 use support::{Fleet, Term, state_of};
-use tokio::time::{Instant, sleep};
+use tokio::time::sleep;
 
 const LEASE: Duration = Duration::from_millis(600);
 const LIMIT: Duration = Duration::from_secs(20);
@@ -23,19 +23,6 @@ fn store(redis: &RedisServer) -> RedisStore {
         .call_timeout(Duration::from_millis(300))
         .build()
         .unwrap()
-}
-
-/// Waits until every partition is owned once with its callback running, and `done`.
-async fn until(fleet: &Fleet<RedisStore>, what: &str, done: impl Fn(&Fleet<RedisStore>) -> bool) {
-    let start = Instant::now();
-    while !(fleet.all_owned_once() && fleet.callbacks_agree() && done(fleet)) {
-        assert!(
-            start.elapsed() < LIMIT,
-            "{what}: not done after {LIMIT:?}: counts {:?}",
-            fleet.counts()
-        );
-        sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// Every term with the term before it of its partition (by fence), oldest first.
@@ -71,18 +58,24 @@ async fn every_planned_move_hands_the_next_owner_the_state_of_the_term_before() 
     let admin = GroupAdmin::new(store(&redis), "g").unwrap();
 
     fleet.start("a");
-    until(&fleet, "a owns all", |f| f.counts()["a"] == 8).await;
+    fleet
+        .until("a owns all", LIMIT, |f| f.counts()["a"] == 8)
+        .await;
     // A join: a hands four over to b.
     fleet.start("b");
     fleet.converge(LIMIT).await;
     // A drain of b: its four go back to a.
     admin.drain("b").await.unwrap();
-    until(&fleet, "b drained", |f| f.counts()["a"] == 8).await;
+    fleet
+        .until("b drained", LIMIT, |f| f.counts()["a"] == 8)
+        .await;
     admin.undrain("b").await.unwrap();
     fleet.converge(LIMIT).await;
     // A graceful shutdown of a: b takes everything.
     fleet.replicas.remove("a").unwrap().shutdown().await;
-    until(&fleet, "b owns all after a left", |f| f.counts()["b"] == 8).await;
+    fleet
+        .until("b owns all after a left", LIMIT, |f| f.counts()["b"] == 8)
+        .await;
 
     let terms = fleet.ledger.terms();
     let mut handed = 0;
@@ -128,7 +121,9 @@ async fn no_state_after_a_crash_or_when_none_was_left_and_the_next_owner_says_wh
 
     // a leaves no state.
     fleet.start("a");
-    until(&fleet, "a owns all", |f| f.counts()["a"] == 6).await;
+    fleet
+        .until("a owns all", LIMIT, |f| f.counts()["a"] == 6)
+        .await;
     fleet.hand_off = true;
     fleet.start("b");
     fleet.converge(LIMIT).await;
@@ -148,10 +143,11 @@ async fn no_state_after_a_crash_or_when_none_was_left_and_the_next_owner_says_wh
 
     // b crashes (it would hand state off, but a crash releases nothing).
     fleet.replicas.remove("b").unwrap().abort();
-    until(&fleet, "a owns all after b crashed", |f| {
-        f.counts()["a"] == 6
-    })
-    .await;
+    fleet
+        .until("a owns all after b crashed", LIMIT, |f| {
+            f.counts()["a"] == 6
+        })
+        .await;
     let after_crash: Vec<Term> = fleet
         .ledger
         .terms()
@@ -184,7 +180,9 @@ async fn state_nobody_takes_within_its_time_to_live_is_gone() {
     fleet.hand_off = true;
     let ttl = Duration::from_millis(200);
     fleet.start_with(fleet.builder("a").hand_off_ttl(ttl).build().unwrap());
-    until(&fleet, "a owns all", |f| f.counts()["a"] == 4).await;
+    fleet
+        .until("a owns all", LIMIT, |f| f.counts()["a"] == 4)
+        .await;
     // a leaves the group with nobody to take over; b comes after the state expired.
     fleet.replicas.remove("a").unwrap().shutdown().await;
     let probe = redis.redis_cli(&["KEYS", "leasehold:{g}:handoff:*"]);
@@ -195,7 +193,9 @@ async fn state_nobody_takes_within_its_time_to_live_is_gone() {
     );
     sleep(ttl * 2).await;
     fleet.start("b");
-    until(&fleet, "b owns all", |f| f.counts()["b"] == 4).await;
+    fleet
+        .until("b owns all", LIMIT, |f| f.counts()["b"] == 4)
+        .await;
     for t in fleet.ledger.terms().iter().filter(|t| t.replica == "b") {
         assert!(matches!(t.handed_over, Err(NoHandOff::Gone)), "{t:?}");
     }
@@ -212,7 +212,9 @@ async fn state_left_before_a_restart_is_never_offered_after_it() {
     let mut fleet = Fleet::new(store(&redis), 4, LEASE);
     fleet.hand_off = true;
     fleet.start("a");
-    until(&fleet, "a owns all", |f| f.counts()["a"] == 4).await;
+    fleet
+        .until("a owns all", LIMIT, |f| f.counts()["a"] == 4)
+        .await;
     fleet.replicas.remove("a").unwrap().shutdown().await;
     let kept = redis.redis_cli(&["KEYS", "leasehold:{g}:handoff:*"]);
     assert_eq!(kept.lines().count(), 4, "a's four states are kept: {kept}");
@@ -220,7 +222,9 @@ async fn state_left_before_a_restart_is_never_offered_after_it() {
     assert_eq!(redis.redis_cli(&["SAVE"]), "OK");
     redis.restart();
     fleet.start("b");
-    until(&fleet, "b owns all", |f| f.counts()["b"] == 4).await;
+    fleet
+        .until("b owns all", LIMIT, |f| f.counts()["b"] == 4)
+        .await;
     let by_b: Vec<Term> = fleet
         .ledger
         .terms()

@@ -11,7 +11,6 @@ use leasehold_election::RedisStore;
 use leasehold_partitions::{GroupAdmin, Move, MoveCause};
 use leasehold_testkit::RedisServer;
 use support::{Fleet, Term};
-use tokio::time::{Instant, sleep};
 
 const LEASE: Duration = Duration::from_millis(600);
 const LIMIT: Duration = Duration::from_secs(20);
@@ -88,19 +87,6 @@ fn assert_ledger_matches(terms: &[Term], moves: &[Move]) {
     );
 }
 
-/// Waits until every partition is owned once with its callback running, and `done`.
-async fn until(fleet: &Fleet<RedisStore>, what: &str, done: impl Fn(&Fleet<RedisStore>) -> bool) {
-    let start = Instant::now();
-    while !(fleet.all_owned_once() && fleet.callbacks_agree() && done(fleet)) {
-        assert!(
-            start.elapsed() < LIMIT,
-            "{what}: not done after {LIMIT:?}: counts {:?}",
-            fleet.counts()
-        );
-        sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ledger_holds_every_change_of_owner_with_its_cause() {
     let redis = RedisServer::start();
@@ -109,7 +95,9 @@ async fn the_ledger_holds_every_change_of_owner_with_its_cause() {
 
     // First owners.
     fleet.start("a");
-    until(&fleet, "a owns all", |f| f.counts()["a"] == 12).await;
+    fleet
+        .until("a owns all", LIMIT, |f| f.counts()["a"] == 12)
+        .await;
     let moves = ledger(&admin, 5).await;
     assert_eq!(causes(&moves, 0), BTreeMap::from([(MoveCause::New, 12)]));
     assert!(
@@ -138,7 +126,9 @@ async fn the_ledger_holds_every_change_of_owner_with_its_cause() {
 
     // A drain of b: b's six go back to a.
     admin.drain("b").await.unwrap();
-    until(&fleet, "b drained", |f| f.counts()["a"] == 12).await;
+    fleet
+        .until("b drained", LIMIT, |f| f.counts()["a"] == 12)
+        .await;
     let before = moves.len();
     let moves = ledger(&admin, 100).await;
     assert_eq!(
@@ -157,10 +147,11 @@ async fn the_ledger_holds_every_change_of_owner_with_its_cause() {
     let before = ledger(&admin, 100).await.len();
     let held_by_a = fleet.counts()["a"];
     fleet.replicas.remove("a").unwrap().abort();
-    until(&fleet, "b owns all after a crashed", |f| {
-        f.counts()["b"] == 12
-    })
-    .await;
+    fleet
+        .until("b owns all after a crashed", LIMIT, |f| {
+            f.counts()["b"] == 12
+        })
+        .await;
     let moves = ledger(&admin, 100).await;
     assert_eq!(
         causes(&moves, before),
@@ -176,7 +167,9 @@ async fn the_ledger_holds_every_change_of_owner_with_its_cause() {
     let before = ledger(&admin, 100).await.len();
     let held_by_b = fleet.counts()["b"];
     fleet.replicas.remove("b").unwrap().shutdown().await;
-    until(&fleet, "c owns all after b left", |f| f.counts()["c"] == 12).await;
+    fleet
+        .until("c owns all after b left", LIMIT, |f| f.counts()["c"] == 12)
+        .await;
     let moves = ledger(&admin, 100).await;
     assert_eq!(
         causes(&moves, before),

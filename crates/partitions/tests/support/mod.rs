@@ -239,6 +239,20 @@ impl<B: GroupStore> Fleet<B> {
         })
     }
 
+    /// Waits (on the tokio clock) until every partition is owned once with its callback
+    /// running, and `done`; fails naming `what` after `limit`.
+    pub async fn until(&self, what: &str, limit: Duration, done: impl Fn(&Self) -> bool) {
+        let start = Instant::now();
+        while !(self.all_owned_once() && self.callbacks_agree() && done(self)) {
+            assert!(
+                start.elapsed() < limit,
+                "{what}: not done after {limit:?}: counts {:?}",
+                self.counts()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Waits (on the tokio clock) until balanced; returns how long it took.
     pub async fn converge(&self, limit: Duration) -> Duration {
         let start = Instant::now();
