@@ -830,9 +830,19 @@ where
             return;
         }
         if self.state.keeps_leases() {
-            // A sticky restart keeps every partition for its return.
+            // A sticky restart keeps every partition for its return, and sends nothing:
+            // the state its terms handed off is not kept (its return regrants them).
+            let mut dropped = 0;
             for p in self.shared.take_releases(usize::MAX, usize::MAX) {
+                dropped += usize::from(p.state.is_some());
                 let _ = p.reply.send(Ok(false));
+            }
+            if dropped > 0 {
+                warn!(
+                    terms = dropped,
+                    "a sticky shutdown keeps its partitions, not the state their terms handed \
+                     off: persist what the restarted process needs yourself"
+                );
             }
             return;
         }
