@@ -232,6 +232,8 @@ pub(crate) struct Driver<B, F> {
     /// Every elector was asked to stop (the coordinator is shutting down): what they
     /// give back is given back as a leave.
     stopped_all: bool,
+    /// Whether a sticky shutdown's dropped hand-off state was logged.
+    warned_sticky_state: bool,
 }
 
 impl<B, F, Fut> Driver<B, F>
@@ -319,6 +321,7 @@ where
             causes: HashMap::new(),
             previous: HashMap::new(),
             stopped_all: false,
+            warned_sticky_state: false,
         }
     }
 
@@ -837,7 +840,8 @@ where
                 dropped += usize::from(p.state.is_some());
                 let _ = p.reply.send(Ok(false));
             }
-            if dropped > 0 {
+            if dropped > 0 && !self.warned_sticky_state {
+                self.warned_sticky_state = true;
                 warn!(
                     terms = dropped,
                     "a sticky shutdown keeps its partitions, not the state their terms handed \
