@@ -802,6 +802,7 @@ fn readme(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
     let roll = get(b, "rolling")?.last();
     let sticky = get(b, "rolling-sticky")?.last();
     let roll_add = get(b, "rolling-add")?.last();
+    let roll_state = get(b, "rolling-handoff")?.last();
     let add = get(b, "add")?.last();
     let zipf = get(b, "rebalance-zipf")?.last();
     let zipf_count = get(b, "rebalance-zipf-count")?.last();
@@ -819,6 +820,7 @@ fn readme(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
          | … 100,000 partitions on 10 replicas | `{}` | {} % of a core; all owned after {} (lease 10 s) |\n\
          | rolling restart of 4 replicas (64 partitions): longest a partition went unowned | `{}` | {} ms, {} moved; with `--sticky`: {} moved |\n\
          | … a deploy adding 8 partitions | `{}` | {} refused; {} of {} partitions owned at the end; spread {} |\n\
+         | … each term handing 4 KiB of state to the next owner | `{}` | state delivered in {} of {} planned moves, {} stale; longest unowned {} ms |\n\
          | a partition added at runtime: owned after | `{}` | median {} ms (renew interval {} ms) |\n\
          | Zipf-sized tenants on 4 replicas: largest load / its share | `{}` | {} balanced by weight, {} by count |\n",
         cmd("failover")?,
@@ -857,6 +859,11 @@ fn readme(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
         },
         roll_add["partitions_after"],
         roll_add["spread"],
+        cmd("rolling-handoff")?,
+        roll_state["hand_offs"]["state_delivered"],
+        roll_state["hand_offs"]["moved"],
+        roll_state["hand_offs"]["stale"],
+        fig(num(&roll_state["hand_offs"]["unowned_ms"]["max"])),
         cmd("add")?,
         fig(num(&add["owned_ms"]["p50"])),
         fig(num(&add["renew_interval_ms"])),
