@@ -28,8 +28,8 @@
 //! - `rolling`: every replica restarted in turn (SIGTERM, the same id started again,
 //!   1 s apart), optionally sticky (a rejoin grace) or as a deploy that grows the
 //!   list; owner changes, unowned spells and refusals from the children's lines;
-//! - `chaos`: a seeded fault schedule against replicas doing fenced ledger writes,
-//!   then a check of every ledger.
+//! - `chaos`: a seeded fault schedule against replicas doing fenced ledger writes
+//!   and handing off state, then a check of every ledger and of every state offered.
 //!
 //! In one process: `stall`, a duty that blocks its 2-worker runtime for 2.5 leases,
 //! with the default elector and with `Elector::spawn_dedicated`.
@@ -86,7 +86,7 @@
 //! leasehold-bench rebalance --lose-writes --topology sentinel|cluster --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 5
 //! leasehold-bench load --partitions 1000[,10000...] --replicas 4[,200...] [--replicas-per-process K] --lease-ms 1000 --seconds 10 [--runs R] [--topology T]
 //! leasehold-bench rolling --partitions 64 --replicas 4 --lease-ms 2000 [--sticky] [--add-partitions K] [--hand-off-bytes N]
-//! leasehold-bench chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 60 --seed 42
+//! leasehold-bench chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 60 --seed 42 [--hand-off-bytes N]
 //! leasehold-bench stall --lease-ms 1000 [--block-leases 2.5] [--topology T | --redis-url URL]
 //! ```
 
@@ -456,6 +456,12 @@ pub struct ChaosArgs {
     /// How often each partition callback appends a ledger record, in milliseconds.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub write_every_ms: u64,
+    /// Every partition callback hands off N bytes of state when its term ends
+    /// (`Leadership::hand_off`: a header naming the term, padded to N; 0: none, at
+    /// most 1 MiB). Whatever the terms are offered is checked over the whole run: state
+    /// that is not the previous term's is a violation (`hand_offs.stale`).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = parse_hand_off_bytes)]
+    pub hand_off_bytes: usize,
 }
 
 /// Options of `tables`.

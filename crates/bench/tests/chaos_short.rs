@@ -1,8 +1,10 @@
 //! A short chaos run of the real binary: three replica processes doing fenced ledger
 //! writes through fault proxies, a seeded schedule of kills, pauses, partitions,
 //! latency, resets, a coordination-server restart, graceful leaves and joins. No
-//! ledger may hold a stale write or two replicas' writes under one fence, and the
-//! group must be whole and balanced once the faults are healed.
+//! ledger may hold a stale write or two replicas' writes under one fence, no term may
+//! be offered hand-off state other than its predecessor's (every term hands off 64
+//! bytes, the default), and the group must be whole and balanced once the faults are
+//! healed.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -56,4 +58,14 @@ async fn seeded_faults_never_let_a_stale_write_through() {
     );
     let faults = report["faults"].as_object().expect("faults");
     assert!(faults.len() >= 6, "most fault kinds ran: {faults:?}");
+    let hand_offs = &report["hand_offs"];
+    assert_eq!(report["hand_off_bytes"], 64, "hand-offs are on by default");
+    assert_eq!(
+        hand_offs["stale"], 0,
+        "no stale hand-off state: {hand_offs}"
+    );
+    assert!(
+        hand_offs["offered"].as_u64().expect("offered") > 0,
+        "some terms were offered their predecessor's state: {hand_offs}"
+    );
 }

@@ -10,8 +10,21 @@
 //!   writes are contiguous exactly when every fence belongs to one replica).
 //! - **Gaps**: stretches of the window in which a partition's ledger did not grow,
 //!   longer than a threshold, from the bench's samples of its length.
+//!
+//! Over the replicas' own lines of the whole run (cold start included):
+//!
+//! - **Stale deliveries** ([`stale_deliveries`]): a term offered hand-off state that
+//!   is not its predecessor's. The state names the term that left it
+//!   (`partition@fence`); it must be a term of the same partition that the bench saw
+//!   (an `owned` line with that fence), and no term the bench saw may lie between the
+//!   two ([`Staleness`]). A term granted but never seen (its process killed before its
+//!   callback started) may: it cannot have left state, as only a callback hands off.
 
 use std::collections::HashMap;
+
+use crate::group::event::PartitionEvent;
+use crate::group::handoffs::{Staleness, Terms};
+use crate::group::process::Logged;
 
 /// One ledger record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,9 +177,185 @@ pub fn uptime(grew_us: &[u64], (from_us, to_us): (u64, u64), threshold_us: u64) 
     out
 }
 
+/// A term offered hand-off state that is not its predecessor's: a violation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleDelivery<'a> {
+    /// The partition.
+    pub partition: &'a str,
+    /// The receiving term's fence.
+    pub fence: u64,
+    /// The replica id whose `owned` line it is.
+    pub replica: &'a str,
+    /// Which process of that replica id.
+    pub incarnation: u32,
+    /// When the receiving term's callback started (wall µs).
+    pub at_us: u64,
+    /// The header of the state offered (`partition@fence`).
+    pub header: &'a str,
+    /// What is wrong with it.
+    pub why: Staleness,
+}
+
+/// Every stale delivery in `log`, against `terms` (the terms of the same log, see
+/// [`crate::group::handoffs::terms`]): every `owned` line that says it was offered
+/// state is checked, of whichever process (a killed one's lines up to its death, a
+/// second process of one replica id), each against the terms the bench saw of its
+/// partition.
+pub fn stale_deliveries<'a>(log: &'a [Logged], terms: &Terms<'_>) -> Vec<StaleDelivery<'a>> {
+    log.iter()
+        .filter_map(|l| match &l.event {
+            PartitionEvent::Owned {
+                partition,
+                fence,
+                at_us,
+                handed_over: Some(header),
+                ..
+            } => {
+                let seen = terms.get(partition.as_str())?;
+                let why = Staleness::of(partition, *fence, header, seen)?;
+                Some(StaleDelivery {
+                    partition,
+                    fence: *fence,
+                    replica: &l.replica,
+                    incarnation: l.incarnation,
+                    at_us: *at_us,
+                    header,
+                    why,
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::group::handoffs::terms;
+    use crate::group::handoffs::tests::Got::{Nothing, State};
+    use crate::group::handoffs::tests::{owned, released};
+
+    /// The stale deliveries of `log`, as (receiving fence, why).
+    fn stale(log: &[Logged]) -> Vec<(u64, Staleness)> {
+        stale_deliveries(log, &terms(log))
+            .into_iter()
+            .map(|d| (d.fence, d.why))
+            .collect()
+    }
+
+    #[test]
+    fn a_clean_history_has_no_stale_delivery() {
+        let log = vec![
+            owned("a", 1, "p0", 10, 0, Nothing("first_owner")),
+            released("a", 1, "p0", 10, 1_000, "handed_off", Some(64)),
+            owned("b", 1, "p0", 11, 1_500, State("p0@10", 64)),
+            released("b", 1, "p0", 11, 2_000, "shutdown", Some(64)),
+            // Term 12 was granted to a process killed before its callback started: never
+            // seen, it left nothing, and the next term is rightly offered 11's state.
+            owned("c", 1, "p0", 13, 4_000, State("p0@11", 64)),
+            // Term 13's process is killed (no released line): the next term, of a
+            // restarted process, is offered nothing.
+            owned("a", 2, "p0", 14, 9_000, Nothing("crashed")),
+            released("a", 2, "p0", 14, 9_500, "drained", Some(64)),
+            // A second process of the same replica id takes it next: terms go by fence.
+            owned("a", 3, "p0", 15, 9_600, State("p0@14", 64)),
+            // Another partition's lines in between change nothing.
+            owned("b", 1, "p1", 12, 0, Nothing("first_owner")),
+            released("b", 1, "p1", 12, 100, "handed_off", Some(64)),
+            owned("c", 1, "p1", 16, 200, State("p1@12", 64)),
+        ];
+        assert_eq!(stale(&log), []);
+    }
+
+    #[test]
+    fn an_older_terms_state_past_a_seen_term_is_stale() {
+        let log = vec![
+            owned("a", 1, "p0", 10, 0, Nothing("first_owner")),
+            released("a", 1, "p0", 10, 1_000, "handed_off", Some(64)),
+            // Term 11 runs (and crashes, say): 10's state is no longer for anyone.
+            owned("b", 1, "p0", 11, 1_500, State("p0@10", 64)),
+            owned("c", 1, "p0", 12, 5_000, Nothing("crashed")),
+            owned("d", 1, "p0", 13, 9_000, State("p0@10", 64)),
+        ];
+        assert_eq!(
+            stale(&log),
+            [(
+                13,
+                Staleness::Skipped {
+                    fence: 10,
+                    between: 11,
+                    count: 2
+                }
+            )]
+        );
+        let d = &stale_deliveries(&log, &terms(&log))[0];
+        assert_eq!(
+            (d.partition, d.replica, d.incarnation, d.at_us, d.header),
+            ("p0", "d", 1, 9_000, "p0@10")
+        );
+    }
+
+    #[test]
+    fn another_partitions_state_is_stale() {
+        let log = vec![
+            owned("a", 1, "p0", 10, 0, Nothing("first_owner")),
+            owned("a", 1, "p1", 20, 0, Nothing("first_owner")),
+            owned("b", 1, "p1", 21, 0, State("p0@10", 64)),
+        ];
+        assert_eq!(
+            stale(&log),
+            [(
+                21,
+                Staleness::OtherPartition {
+                    partition: "p0".into(),
+                    fence: 10
+                }
+            )]
+        );
+    }
+
+    #[test]
+    fn a_fence_never_seen_a_later_one_or_none_is_stale() {
+        let log = vec![
+            owned("a", 1, "p0", 10, 0, Nothing("first_owner")),
+            owned("b", 1, "p0", 12, 0, State("p0@11", 64)),
+            owned("c", 1, "p0", 13, 0, State("p0@13", 64)),
+            owned("c", 1, "p0", 14, 0, State("p0@15", 64)),
+            owned("d", 1, "p0", 16, 0, State("garbage", 7)),
+        ];
+        assert_eq!(
+            stale(&log),
+            [
+                (12, Staleness::Unseen { fence: 11 }),
+                (13, Staleness::NotEarlier { fence: 13 }),
+                (14, Staleness::NotEarlier { fence: 15 }),
+                (16, Staleness::NamesNoTerm),
+            ]
+        );
+    }
+
+    #[test]
+    fn every_owned_line_of_a_fence_is_checked() {
+        // Two processes of one replica id print a term of the same fence: the first
+        // line makes the term, the second is checked all the same.
+        let log = vec![
+            owned("a", 1, "p0", 10, 0, Nothing("first_owner")),
+            owned("b", 1, "p0", 11, 0, State("p0@10", 64)),
+            owned("c", 1, "p0", 12, 0, State("p0@11", 64)),
+            owned("c", 2, "p0", 12, 0, State("p0@10", 64)),
+        ];
+        assert_eq!(
+            stale(&log),
+            [(
+                12,
+                Staleness::Skipped {
+                    fence: 10,
+                    between: 11,
+                    count: 1
+                }
+            )]
+        );
+    }
 
     fn rec(replica: &str, fence: u64, seq: u64, at_ms: u64) -> String {
         format!("p0,{replica},{fence},{seq},{}", at_ms * 1000)

@@ -10,6 +10,12 @@
 //! (see [`check`]): zero stale writes accepted, no two replicas writing under one
 //! fence, and per partition the time without writes, attributed to the fault active
 //! when each gap began.
+//!
+//! With `--hand-off-bytes N` (64 by default) every term also hands off N bytes naming
+//! itself, and the replicas' lines of the whole run are checked for *stale
+//! deliveries* (see [`check::stale_deliveries`]): a term offered state that is not its
+//! predecessor's is a violation like a stale write. The report's `hand_offs` counts
+//! them with what the terms were offered ([`ChaosHandOffs`]).
 
 mod check;
 mod cluster;
@@ -22,13 +28,14 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::{Instant, sleep_until};
 
-use self::check::{LedgerCheck, Uptime, check_ledger, uptime};
+use self::check::{LedgerCheck, StaleDelivery, Uptime, check_ledger, stale_deliveries, uptime};
 use self::cluster::Cluster;
 use self::progress::Sampler;
 use self::schedule::{Fault, FaultKind, schedule};
 use crate::ChaosArgs;
 use crate::clock::now_us;
 use crate::group::event::{PartitionEvent, ledger_key, partition_names};
+use crate::group::handoffs::{HandOffs, Staleness, Term, Terms, terms};
 use crate::group::process::{EventLog, ReplicaSpec};
 use crate::group::status::{GroupWatch, balanced, counts, describe, spread_of};
 use crate::stats::round3;
@@ -59,6 +66,53 @@ pub struct GapStats {
     pub longest_ms: f64,
 }
 
+/// Hand-off state over a chaos run, from the replicas' lines (see
+/// [`check::stale_deliveries`] and [`HandOffs`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ChaosHandOffs {
+    /// Terms offered any state.
+    pub offered: u64,
+    /// `owned` lines offered state that is not the previous term's: violations, must
+    /// be 0.
+    pub stale: u64,
+    /// Terms offered no state, by their `no_hand_off` reason.
+    pub not_offered: BTreeMap<String, u64>,
+    /// Planned moves ([`HandOffs::moved`]): owner changes whose previous term ended
+    /// for a planned reason.
+    pub planned_moves: u64,
+    /// Planned moves whose new term got exactly the previous term's state.
+    pub state_delivered: u64,
+    /// Planned moves whose new term got no state: allowed under faults (a Redis
+    /// restart in between, a release lost in a black hole), informational.
+    pub state_missing: u64,
+    /// `state_missing` by the new term's `no_hand_off` reason.
+    pub missing_why: BTreeMap<String, u64>,
+    /// Terms whose state `Leadership::hand_off` accepted.
+    pub left: u64,
+    /// Terms whose `Leadership::hand_off` failed.
+    pub errors: u64,
+    /// Good deliveries of another length than was left.
+    pub wrong_size: u64,
+}
+
+impl ChaosHandOffs {
+    /// The summary of `h`, with `stale` stale deliveries.
+    fn new(h: &HandOffs, stale: usize) -> Self {
+        Self {
+            offered: h.offered,
+            stale: stale as u64,
+            not_offered: h.not_offered.clone(),
+            planned_moves: h.moved,
+            state_delivered: h.state_delivered,
+            state_missing: h.state_missing,
+            missing_why: h.missing_why.clone(),
+            left: h.left,
+            errors: h.errors,
+            wrong_size: h.wrong_size,
+        }
+    }
+}
+
 /// The final report of `chaos`.
 #[derive(Debug, Clone, Serialize)]
 pub struct ChaosReport {
@@ -80,9 +134,9 @@ pub struct ChaosReport {
     pub writes_accepted: u64,
     /// Terms whose writing ended on a stale rejection (reported by the replicas).
     pub stale_rejected: u64,
-    /// Stale writes accepted, fences written by two replicas, malformed records, and
-    /// liveness failures (the group not balancing after healing, a replica not
-    /// stopping on SIGTERM).
+    /// Stale writes accepted, fences written by two replicas, malformed records, stale
+    /// hand-off deliveries, and liveness failures (the group not balancing after
+    /// healing, a replica not stopping on SIGTERM).
     pub violations: u64,
     /// The first violations, as sentences.
     pub violation_details: Vec<String>,
@@ -103,13 +157,21 @@ pub struct ChaosReport {
     pub final_counts: BTreeMap<String, usize>,
     /// max − min of `final_counts`.
     pub spread: usize,
+    /// Bytes of state every term hands off (`--hand-off-bytes`; 0: none).
+    pub hand_off_bytes: usize,
+    /// What the terms were offered of their predecessors' state.
+    pub hand_offs: ChaosHandOffs,
 }
 
 /// A fault as it ran.
 #[derive(Debug, Clone)]
 struct Applied {
     kind: FaultKind,
+    /// What it hit, as the bench printed it.
+    target: String,
     start_us: u64,
+    /// When it was healed (its start, for an instant fault).
+    end_us: u64,
 }
 
 /// What the run produced before the check.
@@ -145,7 +207,7 @@ pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
         rejoin_grace_ms: None,
         capacity: 1,
         move_budget: None,
-        hand_off_bytes: 0,
+        hand_off_bytes: args.hand_off_bytes,
     };
     let mut cluster = Cluster::start(spec, log.clone())?;
     let watch = GroupWatch::new(
@@ -209,10 +271,7 @@ async fn drive(
     };
     for fault in plan {
         sleep_until(start + fault.at).await;
-        t.applied.push(Applied {
-            kind: fault.kind,
-            start_us: now_us(),
-        });
+        let start_us = now_us();
         let owning = match fault.kind {
             FaultKind::RedisRestart | FaultKind::Join => String::new(),
             _ => {
@@ -222,21 +281,27 @@ async fn drive(
         };
         let joiner = apply(cluster, fault).await?;
         let target = joiner.unwrap_or(fault.replica);
+        let what = match fault.kind {
+            FaultKind::RedisRestart => "coordination server".to_owned(),
+            FaultKind::Join => cluster.id(target).to_owned(),
+            _ => owning,
+        };
         eprintln!(
-            "{:>7.2} s: {} {}",
+            "{:>7.2} s: {} {what}",
             start.elapsed().as_secs_f64(),
             fault.kind.name(),
-            match fault.kind {
-                FaultKind::RedisRestart => "coordination server".to_owned(),
-                FaultKind::Join => cluster.id(target).to_owned(),
-                _ => owning,
-            }
         );
         sleep_until(start + fault.at + fault.duration).await;
         if let Err(e) = heal(cluster, fault, target).await {
             t.liveness
                 .push(format!("liveness: healing {}: {e}", fault.kind.name()));
         }
+        t.applied.push(Applied {
+            kind: fault.kind,
+            target: what,
+            start_us,
+            end_us: now_us(),
+        });
     }
     sleep_until(start + Duration::from_secs(args.seconds)).await;
     cluster.heal().await?;
@@ -327,8 +392,24 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
         .map(|grew| uptime(grew, (t.start_us, t.end_us), threshold_us))
         .collect();
 
+    let log = log.snapshot();
+    let terms = terms(&log);
+    let stale = stale_deliveries(&log, &terms);
+    let hand_offs = HandOffs::of_terms(&log, &terms);
+    eprintln!(
+        "hand-offs of {} bytes: {} terms offered state; {}",
+        args.hand_off_bytes,
+        hand_offs.offered,
+        hand_offs.describe()
+    );
+    for e in &hand_offs.examples {
+        eprintln!("hand-off: {e}");
+    }
+
     let mut details: Vec<String> = t.liveness.clone();
     details.extend(checks.iter().flat_map(|c| c.violations.iter().cloned()));
+    let lease_us = args.lease_ms * 1000;
+    details.extend(stale.iter().map(|d| stale_sentence(d, &terms, t, lease_us)));
     for d in &details {
         eprintln!("VIOLATION {d}");
     }
@@ -367,7 +448,7 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
         *faults.entry(a.kind.name()).or_default() += 1;
     }
     let (mut stale_rejected, mut write_errors) = (0, 0);
-    for logged in log.snapshot() {
+    for logged in &log {
         match logged.event {
             PartitionEvent::Rejected { .. } => stale_rejected += 1,
             PartitionEvent::Released {
@@ -407,5 +488,171 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
         write_errors,
         spread: spread_of(&t.final_counts),
         final_counts: t.final_counts.clone(),
+        hand_off_bytes: args.hand_off_bytes,
+        hand_offs: ChaosHandOffs::new(&hand_offs, stale.len()),
+    }
+}
+
+/// A stale delivery as a violation sentence: the receiving term, the term the state
+/// names and the first seen term between them (with their lines), and the faults from
+/// the named term's end (or, if the bench never saw it, three leases earlier) to the
+/// receiving term's start. Times are from the start of the fault window.
+fn stale_sentence(d: &StaleDelivery<'_>, terms: &Terms<'_>, t: &Timeline, lease_us: u64) -> String {
+    let at = |us: u64| format!("{:.3} s", (us as f64 - t.start_us as f64) / 1e6);
+    let seen = terms.get(d.partition);
+    let term = |fence: u64| seen.and_then(|s| s.get(&fence));
+    let lines = |fence: u64, term: &Term<'_>| {
+        let end = match term.released {
+            Some(r) => format!(
+                "released at {} ({}, left {})",
+                at(r.at_us),
+                r.reason.unwrap_or("no reason"),
+                r.left
+                    .map_or_else(|| "nothing".to_owned(), |n| format!("{n} B"))
+            ),
+            None => "no released line".to_owned(),
+        };
+        format!(
+            "@{fence} {}#{} owned at {}, {end}",
+            term.replica,
+            term.incarnation,
+            at(term.owned_us)
+        )
+    };
+    let (named, between) = match &d.why {
+        Staleness::Skipped { fence, between, .. } => (Some(*fence), Some(*between)),
+        Staleness::Unseen { fence } | Staleness::NotEarlier { fence } => (Some(*fence), None),
+        Staleness::OtherPartition { .. } | Staleness::NamesNoTerm => (None, None),
+    };
+    let mut sentence = format!(
+        "{}: stale hand-off state: term @{} ({}#{}, owned at {}) was offered {:?}: {}",
+        d.partition,
+        d.fence,
+        d.replica,
+        d.incarnation,
+        at(d.at_us),
+        d.header,
+        d.why
+    );
+    let named_term = named.and_then(|f| term(f).map(|x| (f, x)));
+    if let Some((f, x)) = named_term {
+        sentence.push_str(&format!("; named term {}", lines(f, x)));
+    }
+    if let Some((f, x)) = between.and_then(|f| term(f).map(|x| (f, x))) {
+        sentence.push_str(&format!("; first term between {}", lines(f, x)));
+    }
+    let from = named_term.map_or(d.at_us.saturating_sub(3 * lease_us), |(_, x)| {
+        x.released.map_or(x.owned_us, |r| r.at_us)
+    });
+    let faults: Vec<String> = t
+        .applied
+        .iter()
+        .filter(|a| a.start_us <= d.at_us && a.end_us >= from)
+        .map(|a| {
+            format!(
+                "{} {} {}–{}",
+                a.kind.name(),
+                a.target,
+                at(a.start_us),
+                at(a.end_us)
+            )
+        })
+        .collect();
+    if faults.is_empty() {
+        sentence.push_str(&format!("; no fault from {} to {}", at(from), at(d.at_us)));
+    } else {
+        sentence.push_str(&format!(
+            "; faults from {} to {}: {}",
+            at(from),
+            at(d.at_us),
+            faults.join(", ")
+        ));
+    }
+    sentence
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::handoffs::tests::Got::{Nothing, State};
+    use crate::group::handoffs::tests::{owned, released};
+
+    #[test]
+    fn a_stale_delivery_names_its_terms_and_the_faults_in_between() {
+        let log = vec![
+            owned(
+                "replica-1",
+                1,
+                "p0003",
+                10,
+                1_000_000,
+                Nothing("first_owner"),
+            ),
+            released("replica-1", 1, "p0003", 10, 3_000_000, "shutdown", Some(64)),
+            owned(
+                "replica-2",
+                1,
+                "p0003",
+                11,
+                3_100_000,
+                State("p0003@10", 64),
+            ),
+            owned(
+                "replica-3",
+                2,
+                "p0003",
+                12,
+                6_000_000,
+                State("p0003@10", 64),
+            ),
+        ];
+        let applied = |kind, target: &str, start_us, end_us| Applied {
+            kind,
+            target: target.to_owned(),
+            start_us,
+            end_us,
+        };
+        let t = Timeline {
+            start_us: 1_000_000,
+            applied: vec![
+                applied(
+                    FaultKind::Latency,
+                    "replica-4 (owning 6)",
+                    1_500_000,
+                    2_500_000,
+                ),
+                applied(
+                    FaultKind::Blackhole,
+                    "replica-2 (owning 7)",
+                    4_000_000,
+                    5_500_000,
+                ),
+                applied(
+                    FaultKind::RedisRestart,
+                    "coordination server",
+                    5_900_000,
+                    5_900_000,
+                ),
+                applied(
+                    FaultKind::Kill,
+                    "replica-1 (owning 6)",
+                    7_000_000,
+                    8_000_000,
+                ),
+            ],
+            ..Timeline::default()
+        };
+        let terms = terms(&log);
+        let stale = stale_deliveries(&log, &terms);
+        assert_eq!(stale.len(), 1, "{stale:?}");
+        assert_eq!(
+            stale_sentence(&stale[0], &terms, &t, 1_000_000),
+            "p0003: stale hand-off state: term @12 (replica-3#2, owned at 5.000 s) was offered \
+             \"p0003@10\": it names term @10, but the bench saw 1 term(s) between them, the \
+             first @11; named term @10 replica-1#1 owned at 0.000 s, released at 2.000 s \
+             (shutdown, left 64 B); first term between @11 replica-2#1 owned at 2.100 s, no \
+             released line; faults from 2.000 s to 5.000 s: blackhole replica-2 (owning 7) \
+             3.000 s–4.500 s, redis_restart coordination server 4.900 s–4.900 s"
+        );
     }
 }

@@ -235,6 +235,7 @@ pub fn no_hand_off_label(why: &NoHandOff) -> &'static str {
         NoHandOff::Crashed => "crashed",
         NoHandOff::NothingLeft { .. } => "nothing_left",
         NoHandOff::Gone => "gone",
+        NoHandOff::ServerChanged => "server_changed",
         NoHandOff::Stale => "stale",
         NoHandOff::Unavailable(_) => "unavailable",
         _ => "other",
@@ -253,6 +254,7 @@ pub fn no_hand_off_cause(why: &NoHandOff) -> Option<String> {
         | NoHandOff::Regranted
         | NoHandOff::Crashed
         | NoHandOff::Gone
+        | NoHandOff::ServerChanged
         | NoHandOff::Stale => None,
         other => Some(other.to_string()),
     }
@@ -413,6 +415,7 @@ mod tests {
                 Some("drain"),
             ),
             (NoHandOff::Gone, "gone", None),
+            (NoHandOff::ServerChanged, "server_changed", None),
             (NoHandOff::Stale, "stale", None),
             (NoHandOff::Unsupported, "unsupported", None),
         ];

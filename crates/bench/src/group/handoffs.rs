@@ -15,7 +15,9 @@
 //!
 //! The state a term is offered names the term that left it ([`hand_off_state`]): a
 //! delivery is good if it names the partition and the fence of the term just before;
-//! any other is *stale*, whether or not the term is a planned move.
+//! any other is *stale* ([`Staleness`] says why), whether or not the term is a planned
+//! move. `chaos` checks every state offered under faults the same way, from the same
+//! [`terms`].
 //!
 //! [`hand_off_state`]: crate::group::event::hand_off_state
 
@@ -67,59 +69,208 @@ pub struct HandOffs {
     pub examples: Vec<String>,
 }
 
-/// One term, as its lines tell it.
-#[derive(Debug)]
-struct Seen<'a> {
-    replica: &'a str,
-    incarnation: u32,
-    owned_us: u64,
-    handed_over: Option<&'a str>,
-    handed_over_bytes: Option<u64>,
-    no_hand_off: Option<&'a str>,
-    no_hand_off_cause: Option<&'a str>,
-    /// Its `released` line: when, why, the bytes it left.
-    released: Option<(u64, Option<&'a str>, Option<u64>)>,
+/// One term of a partition, as its lines tell it: its `owned` line (the first one the
+/// bench read with its fence) and the `released` line of the same process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term<'a> {
+    /// The replica id whose `owned` line it is.
+    pub replica: &'a str,
+    /// Which process of that replica id.
+    pub incarnation: u32,
+    /// When its callback started (wall µs).
+    pub owned_us: u64,
+    /// The header of the state it was offered (`partition@fence`).
+    pub handed_over: Option<&'a str>,
+    /// The length of that state.
+    pub handed_over_bytes: Option<u64>,
+    /// Why it was offered none.
+    pub no_hand_off: Option<&'a str>,
+    /// With `no_hand_off`: what more the replica said of it.
+    pub no_hand_off_cause: Option<&'a str>,
+    /// Its `released` line, if the bench read one.
+    pub released: Option<Release<'a>>,
+}
+
+/// A term's `released` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release<'a> {
+    /// When its callback saw the end (wall µs).
+    pub at_us: u64,
+    /// Why it ended.
+    pub reason: Option<&'a str>,
+    /// The bytes of state it left.
+    pub left: Option<u64>,
+}
+
+/// Every partition's terms the bench saw (an `owned` line), by fence: keyed by
+/// (partition, fence), never by replica, so that processes of one replica id (a
+/// restart, an impostor) keep their terms apart.
+pub type Terms<'a> = HashMap<&'a str, BTreeMap<u64, Term<'a>>>;
+
+/// The terms of every partition in `log` (see [`Term`]).
+pub fn terms(log: &[Logged]) -> Terms<'_> {
+    let mut terms: Terms<'_> = HashMap::new();
+    for l in log {
+        if let PartitionEvent::Owned {
+            partition,
+            fence,
+            at_us,
+            handed_over,
+            handed_over_bytes,
+            no_hand_off,
+            no_hand_off_cause,
+        } = &l.event
+        {
+            terms
+                .entry(partition.as_str())
+                .or_default()
+                .entry(*fence)
+                .or_insert(Term {
+                    replica: &l.replica,
+                    incarnation: l.incarnation,
+                    owned_us: *at_us,
+                    handed_over: handed_over.as_deref(),
+                    handed_over_bytes: *handed_over_bytes,
+                    no_hand_off: no_hand_off.as_deref(),
+                    no_hand_off_cause: no_hand_off_cause.as_deref(),
+                    released: None,
+                });
+        }
+    }
+    for l in log {
+        if let PartitionEvent::Released {
+            partition,
+            fence,
+            at_us,
+            reason,
+            handed_off,
+            ..
+        } = &l.event
+            && let Some(t) = terms
+                .get_mut(partition.as_str())
+                .and_then(|ts| ts.get_mut(fence))
+            && t.replica == l.replica
+            && t.incarnation == l.incarnation
+            && t.released.is_none()
+        {
+            t.released = Some(Release {
+                at_us: *at_us,
+                reason: reason.as_deref(),
+                left: *handed_off,
+            });
+        }
+    }
+    terms
+}
+
+/// Why the state offered to a term is stale: it must name the term of the same
+/// partition just before it, the one with the next lower fence among the terms the
+/// bench saw (`seen`, by fence). A term granted but never seen (its process killed
+/// before its callback started) cannot have left state, so it may lie in between.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Staleness {
+    /// The state names no term (no `partition@fence` header).
+    NamesNoTerm,
+    /// The state names a term of another partition.
+    OtherPartition {
+        /// The partition it names.
+        partition: String,
+        /// The fence it names.
+        fence: u64,
+    },
+    /// The state names the receiving term itself or a later one.
+    NotEarlier {
+        /// The fence it names.
+        fence: u64,
+    },
+    /// The state names a fence of the partition that no `owned` line showed.
+    Unseen {
+        /// The fence it names.
+        fence: u64,
+    },
+    /// The state names an earlier term the bench saw, but the bench saw another term of
+    /// the partition between the two.
+    Skipped {
+        /// The fence it names.
+        fence: u64,
+        /// The first term the bench saw after it (the one the state should have gone
+        /// to).
+        between: u64,
+        /// How many terms the bench saw between the two.
+        count: usize,
+    },
+}
+
+impl Staleness {
+    /// Whether the state offered (`header`) to term `fence` of `partition` is stale,
+    /// given the partition's terms the bench saw by fence (`seen`); `None` if it names
+    /// the term just before.
+    pub fn of<V>(
+        partition: &str,
+        fence: u64,
+        header: &str,
+        seen: &BTreeMap<u64, V>,
+    ) -> Option<Self> {
+        let Some((named_partition, named)) = parse_header(header) else {
+            return Some(Self::NamesNoTerm);
+        };
+        if named_partition != partition {
+            return Some(Self::OtherPartition {
+                partition: named_partition.to_owned(),
+                fence: named,
+            });
+        }
+        if named >= fence {
+            return Some(Self::NotEarlier { fence: named });
+        }
+        if !seen.contains_key(&named) {
+            return Some(Self::Unseen { fence: named });
+        }
+        let mut between = seen.range(named + 1..fence).map(|(&f, _)| f);
+        let first = between.next()?;
+        Some(Self::Skipped {
+            fence: named,
+            between: first,
+            count: 1 + between.count(),
+        })
+    }
+}
+
+impl std::fmt::Display for Staleness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NamesNoTerm => write!(f, "it names no term"),
+            Self::OtherPartition { partition, fence } => {
+                write!(f, "it is partition {partition}'s (term @{fence})")
+            }
+            Self::NotEarlier { fence } => write!(f, "it names term @{fence}, not an earlier one"),
+            Self::Unseen { fence } => {
+                write!(f, "it names term @{fence}, which the bench never saw")
+            }
+            Self::Skipped {
+                fence,
+                between,
+                count,
+            } => write!(
+                f,
+                "it names term @{fence}, but the bench saw {count} term(s) between them, the first @{between}"
+            ),
+        }
+    }
 }
 
 impl HandOffs {
     /// Counts the hand-offs of every partition's terms in `log` (all of it: from the
     /// cold start on).
     pub fn of(log: &[Logged]) -> Self {
-        let mut terms: HashMap<&str, BTreeMap<u64, Seen<'_>>> = HashMap::new();
+        Self::of_terms(log, &terms(log))
+    }
+
+    /// Like [`HandOffs::of`], of the `terms` of `log` (see [`terms`]).
+    pub fn of_terms(log: &[Logged], terms: &Terms<'_>) -> Self {
         let mut out = Self::default();
         for l in log {
-            if let PartitionEvent::Owned {
-                partition,
-                fence,
-                at_us,
-                handed_over,
-                handed_over_bytes,
-                no_hand_off,
-                no_hand_off_cause,
-            } = &l.event
-            {
-                terms
-                    .entry(partition.as_str())
-                    .or_default()
-                    .entry(*fence)
-                    .or_insert(Seen {
-                        replica: &l.replica,
-                        incarnation: l.incarnation,
-                        owned_us: *at_us,
-                        handed_over: handed_over.as_deref(),
-                        handed_over_bytes: *handed_over_bytes,
-                        no_hand_off: no_hand_off.as_deref(),
-                        no_hand_off_cause: no_hand_off_cause.as_deref(),
-                        released: None,
-                    });
-            }
-        }
-        for l in log {
             if let PartitionEvent::Released {
-                partition,
-                fence,
-                at_us,
-                reason,
                 handed_off,
                 hand_off_error,
                 ..
@@ -131,23 +282,15 @@ impl HandOffs {
                 if handed_off.is_some() {
                     out.left += 1;
                 }
-                if let Some(t) = terms
-                    .get_mut(partition.as_str())
-                    .and_then(|ts| ts.get_mut(fence))
-                    && t.replica == l.replica
-                    && t.incarnation == l.incarnation
-                    && t.released.is_none()
-                {
-                    t.released = Some((*at_us, reason.as_deref(), *handed_off));
-                }
             }
         }
         let mut unowned = Vec::new();
         let mut partitions: Vec<&&str> = terms.keys().collect();
         partitions.sort();
         for p in partitions {
-            let mut prev: Option<(u64, &Seen<'_>)> = None;
-            for (&fence, t) in &terms[*p] {
+            let seen = &terms[*p];
+            let mut prev: Option<(u64, &Term<'_>)> = None;
+            for (&fence, t) in seen {
                 let names_prev = match t.handed_over {
                     None => {
                         let why = t.no_hand_off.unwrap_or("unknown");
@@ -156,8 +299,7 @@ impl HandOffs {
                     }
                     Some(header) => {
                         out.offered += 1;
-                        let good = parse_header(header)
-                            .is_some_and(|(hp, hf)| hp == *p && prev.map(|(f, _)| f) == Some(hf));
+                        let good = Staleness::of(p, fence, header, seen).is_none();
                         if !good {
                             out.stale += 1;
                             out.example(p, prev, (fence, t), &format!("stale: {header}"));
@@ -166,7 +308,11 @@ impl HandOffs {
                     }
                 };
                 if let Some((_, before)) = prev
-                    && let Some((released_us, Some(reason), left)) = before.released
+                    && let Some(Release {
+                        at_us: released_us,
+                        reason: Some(reason),
+                        left,
+                    }) = before.released
                     && planned_end(reason)
                     && before.replica != t.replica
                 {
@@ -199,8 +345,8 @@ impl HandOffs {
     fn example(
         &mut self,
         p: &str,
-        prev: Option<(u64, &Seen<'_>)>,
-        (fence, t): (u64, &Seen<'_>),
+        prev: Option<(u64, &Term<'_>)>,
+        (fence, t): (u64, &Term<'_>),
         what: &str,
     ) {
         if self.examples.len() < SHOWN {
@@ -233,10 +379,18 @@ impl HandOffs {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn owned(replica: &str, inc: u32, p: &str, fence: u64, at_us: u64, got: Got) -> Logged {
+    /// An `owned` line of `replica`'s process `inc`.
+    pub(crate) fn owned(
+        replica: &str,
+        inc: u32,
+        p: &str,
+        fence: u64,
+        at_us: u64,
+        got: Got,
+    ) -> Logged {
         let (handed_over, handed_over_bytes, no_hand_off) = match got {
             Got::State(header, bytes) => (Some(header.to_owned()), Some(bytes), None),
             Got::Nothing(why) => (None, None, Some(why.to_owned())),
@@ -256,13 +410,17 @@ mod tests {
         }
     }
 
+    /// What an `owned` line says was handed over.
     #[derive(Clone, Copy)]
-    enum Got {
+    pub(crate) enum Got {
+        /// State with this header and length.
         State(&'static str, u64),
+        /// Nothing, for this reason.
         Nothing(&'static str),
     }
 
-    fn released(
+    /// A `released` line of `replica`'s process `inc`.
+    pub(crate) fn released(
         replica: &str,
         inc: u32,
         p: &str,
