@@ -88,6 +88,27 @@ pub(crate) fn outcome(offered: &Result<Vec<u8>, NoHandOff>) -> &'static str {
     }
 }
 
+/// Takes the state the term with `fence` left for `partition`, within `limit`.
+async fn take<B: GroupStore>(
+    store: &B,
+    keys: &GroupKeys,
+    partition: &str,
+    fence: Fence,
+    limit: Duration,
+) -> Result<Vec<u8>, NoHandOff> {
+    let terms = [(partition.to_owned(), fence)];
+    let taken = match timeout(limit, store.take_hand_offs(keys, &terms)).await {
+        Ok(Ok(mut t)) if t.len() == 1 => Ok(t.remove(0)),
+        Ok(Ok(t)) => Err(StoreError::Protocol(format!(
+            "handoff: {} replies for one partition",
+            t.len()
+        ))),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(StoreError::Timeout(limit)),
+    };
+    offered(taken)
+}
+
 /// Offers `lead` what `inherit` says, taking the state from the store first if there is
 /// some (within `limit`, never past the term's deadline): before the callback runs.
 /// Counted in [`m::HAND_OFF_STATE`] under `labels` (group, replica).
@@ -103,18 +124,7 @@ pub(crate) async fn offer<B: GroupStore>(
     let offer = match inherit {
         Inherit::Nothing(why) => Err(why.no_hand_off()),
         Inherit::Take(fence) => {
-            let limit = limit.min(lead.remaining());
-            let terms = [(partition.to_owned(), fence)];
-            let taken = match timeout(limit, store.take_hand_offs(keys, &terms)).await {
-                Ok(Ok(mut t)) if t.len() == 1 => Ok(t.remove(0)),
-                Ok(Ok(t)) => Err(StoreError::Protocol(format!(
-                    "handoff: {} replies for one partition",
-                    t.len()
-                ))),
-                Ok(Err(e)) => Err(e),
-                Err(_) => Err(StoreError::Timeout(limit)),
-            };
-            offered(taken)
+            take(store, keys, partition, fence, limit.min(lead.remaining())).await
         }
     };
     if let Err(NoHandOff::Unavailable(e)) = &offer {
@@ -194,6 +204,39 @@ mod tests {
         let mut p = previous(HandOff, Some(7), None);
         p.state_before_server_change = true;
         assert_eq!(inherit(Some(&p)), Inherit::Nothing(Why::ServerChanged));
+    }
+
+    #[tokio::test]
+    async fn a_take_from_a_frozen_redis_gives_up_at_its_limit_and_the_term_runs_cold() {
+        use leasehold_election::RedisStore;
+        use leasehold_testkit::RedisServer;
+        let server = RedisServer::start();
+        let store = RedisStore::builder(server.url())
+            .call_timeout(Duration::from_secs(5))
+            .build()
+            .unwrap();
+        let keys = GroupKeys::new("leasehold", "g");
+        server.redis_cli(&["SET", &keys.hand_off("p1"), "7:offset=42"]);
+        let got = take(&store, &keys, "p1", Fence(7), Duration::from_secs(1)).await;
+        assert_eq!(got.unwrap(), b"offset=42");
+        // SIGSTOP: the connection hangs, the take gives up at its own limit (the
+        // store's call timeout is longer) and says why.
+        server.pause();
+        let started = tokio::time::Instant::now();
+        let got = take(&store, &keys, "p1", Fence(7), Duration::from_millis(300)).await;
+        let took = started.elapsed();
+        server.resume();
+        assert!(
+            matches!(got, Err(NoHandOff::Unavailable(StoreError::Timeout(_)))),
+            "{got:?}"
+        );
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+            "{took:?}"
+        );
+        // Redis back: a retry within the keep window still gets it.
+        let got = take(&store, &keys, "p1", Fence(7), Duration::from_secs(2)).await;
+        assert_eq!(got.unwrap(), b"offset=42");
     }
 
     #[test]
