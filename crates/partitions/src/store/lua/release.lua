@@ -26,13 +26,15 @@ local names, fences, causes, sizes, states = {}, {}, {}, {}, {}
 -- State is noted with the server lifetime the group last saw (a claim reads it): one
 -- left in another is never offered (claim.lua), since a restart or a failover may have
 -- lost a later term of the partition with its writes.
-local life = redis.call('HGET', META, 'server') or ''
+-- Read only by a release that carries state.
+local life = nil
 for i = 5, #ARGV, 4 do
   local j = #names + 1
   names[j] = ARGV[i]
   fences[j] = ARGV[i + 1]
   causes[j] = ARGV[i + 2]
   if ARGV[i + 3] ~= '' then
+    if not life then life = redis.call('HGET', META, 'server') or '' end
     states[j] = string.sub(ARGV[i + 3], 2)
     sizes[j] = tostring(#states[j]) .. '\t' .. life
   end
