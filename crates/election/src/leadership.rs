@@ -9,6 +9,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::fence::Fence;
 use crate::handoff::{HandOffError, HandOffSlot, NoHandOff};
+use crate::load::{LoadCell, LoadError, LoadSlot};
 use crate::status::TermEndReason;
 
 /// Given to a duty when its replica becomes leader; valid for one term.
@@ -35,6 +36,8 @@ pub struct Leadership {
     reason: Arc<OnceLock<TermEndReason>>,
     /// State handed over from the previous term, and left for the next.
     hand_off: Arc<HandOffSlot>,
+    /// Where this term's load reports go (nowhere unless a coordinator attached a cell).
+    load: Arc<LoadSlot>,
 }
 
 /// The term is over: returned by [`Leadership::check`]. Stop the duty's work; any write
@@ -108,6 +111,7 @@ impl Leadership {
             deadline: Arc::new(Deadline::new(deadline)),
             reason: Arc::new(OnceLock::new()),
             hand_off: Arc::new(HandOffSlot::new(hand_offs)),
+            load: Arc::default(),
         }
     }
 
@@ -233,6 +237,29 @@ impl Leadership {
     #[doc(hidden)]
     pub fn offer_hand_off(&self, offered: Result<Vec<u8>, NoHandOff>) {
         self.hand_off.offer(offered);
+    }
+
+    /// Reports this partition's load now: requests per second, lag, CPU, any number
+    /// that grows with what the partition costs its owner. Call it as often as you like
+    /// (each call replaces the last); the group samples the last value once per renew
+    /// interval, damps it (an average with a half-life) and makes it the partition's
+    /// weight when it moved by more than a threshold, so the group balances by measured
+    /// load. A weight is a whole number of at least 1: report in units where 1 is the
+    /// smallest load worth telling apart. Partition terms of a group built with
+    /// `GroupConfigBuilder::weights_from_loads` (`leasehold-partitions`) only.
+    ///
+    /// # Errors
+    /// [`LoadError::Invalid`] for a negative, infinite or NaN load (nothing is
+    /// recorded), [`LoadError::Unsupported`] where loads go nowhere.
+    pub fn report_load(&self, load: f64) -> Result<(), LoadError> {
+        self.load.report(load)
+    }
+
+    /// Sends this term's load reports to `cell`, once, before the duty starts. For
+    /// Leasehold's own crates (the partition coordinator).
+    #[doc(hidden)]
+    pub fn attach_load(&self, cell: Arc<LoadCell>) {
+        self.load.attach(cell);
     }
 
     /// Takes the state this term leaves (for its release), and refuses any later

@@ -13,6 +13,7 @@ mod grid;
 mod handoff;
 mod keys;
 mod leadership;
+mod load;
 pub mod metrics;
 mod status;
 mod store;
@@ -29,6 +30,7 @@ pub use self::fence::{Fence, FencedWriteError, FencedWriter};
 pub use self::handoff::{HandOffError, MAX_HAND_OFF_BYTES, NoHandOff};
 pub use self::keys::DutyKeys;
 pub use self::leadership::{Leadership, TermOver};
+pub use self::load::{LoadCell, LoadError};
 pub use self::status::{Role, Status, TermEnd, TermEndReason};
 pub use self::store::{
     Acquire, BackendWarning, LeaderInfo, LeaseStore, MemoryStore, RedisStore, RedisStoreBuilder,

@@ -18,6 +18,7 @@ use tokio::time::{Instant, sleep, timeout};
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::PartitionOwner;
+use crate::store::protocol::Reported;
 use crate::store::protocol::{
     AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, Move, Protocol,
     RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term, TickReply, TickRequest,
@@ -462,6 +463,23 @@ impl Protocol for Link {
             move |s| {
                 let (k, t) = (k.clone(), t.clone());
                 async move { s.held(&k, &t).await }
+            },
+        )
+        .await
+    }
+
+    async fn report(
+        &self,
+        keys: &GroupKeys,
+        session: &str,
+        weights: &[Reported],
+    ) -> Result<Vec<bool>, StoreError> {
+        let (k, t, w) = (keys.clone(), session.to_owned(), weights.to_vec());
+        self.call(
+            || format!("report {session} {} weights", weights.len()),
+            move |s| {
+                let (k, t, w) = (k.clone(), t.clone(), w.clone());
+                async move { s.report(&k, &t, &w).await }
             },
         )
         .await

@@ -12,7 +12,7 @@ use leasehold_testkit::RedisServer;
 use super::ops::restore::Restored;
 use super::protocol::{
     Change, ClaimReply, ClaimRequest, GivenBack, MemberInfo, MemberState, Move, MoveCause,
-    Protocol, RestoreStep, Taken, Term, TickReply, TickRequest, VersionStep,
+    Protocol, RestoreStep, StatusHead, Taken, Term, TickReply, TickRequest, VersionStep,
 };
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
@@ -178,6 +178,111 @@ async fn budget<B: Protocol>(b: &B) -> Vec<String> {
         format!("budget: 3 moves wanted of a budget of 2: {first}"),
         format!("budget: 1 more in the same window: {second}"),
     ]
+}
+
+/// Load reports in a group of their own: a replica reports weights for its terms (the
+/// first makes the group weighted), a stale term's and another session's are skipped,
+/// a retry changes nothing, and the loads and totals follow.
+async fn loads<B: Protocol>(b: &B) -> Vec<String> {
+    let k = GroupKeys::new("leasehold", "loaded");
+    let mut out = Vec::new();
+    let mut ranks = Ranks::default();
+    let (a, c) = (
+        "a:00000000000000000000000000000002",
+        "c:00000000000000000000000000000002",
+    );
+    let none = b
+        .report(&k, a, &[("p0".into(), Fence(1), 4)])
+        .await
+        .unwrap();
+    out.push(format!("report: a group that does not exist: {none:?}"));
+    let seed = Change::Seed {
+        life: "life-l".into(),
+        grant_delay: Duration::from_millis(1),
+        lease: TTL,
+    };
+    b.add(&k, &seed, &names(&["p0", "p1", "p2", "p3"]))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    INC.lock().unwrap().clear();
+    LIFETIME.lock().unwrap().clear();
+    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
+    for (r, t) in [("a", a), ("c", c)] {
+        let join = TickRequest {
+            quiet: false,
+            ..tick(r, t, true, MemberState::Active)
+        };
+        seen(&b.tick(&k, &join).await.unwrap());
+    }
+    let mine = fences_of(&b.claim(&k, &claim("a", a, 1, 2)).await.unwrap());
+    let theirs = fences_of(&b.claim(&k, &claim("c", c, 1, 2)).await.unwrap());
+    let head = |h: Option<StatusHead>| {
+        let h = h.expect("the group exists");
+        format!(
+            "weighted={} total={} max={} loads={:?}",
+            h.set.weighted,
+            h.set.total_weight,
+            h.set.max_weight,
+            h.members
+                .iter()
+                .map(|m| (&m.replica, m.load))
+                .collect::<Vec<_>>()
+        )
+    };
+    let sver = async || {
+        let page = b.set_page(&k, 0, 1).await.unwrap();
+        page.expect("the group exists").set_version
+    };
+    let before = sver().await;
+    let (p, f) = mine[0].clone();
+    let report = vec![
+        (p.clone(), f, 7),
+        (mine[1].0.clone(), mine[1].1, 1),
+        (theirs[0].0.clone(), theirs[0].1, 9),
+        (p.clone(), Fence(f.get() - 1), 3),
+        ("zz".to_owned(), f, 3),
+    ];
+    let r = b.report(&k, a, &report).await.unwrap();
+    out.push(format!(
+        "report: a's own, another's, a stale fence, an unknown: {r:?} (fence {})",
+        ranks.of(f)
+    ));
+    let moved = sver().await != before;
+    out.push(format!(
+        "report: the first weight makes the group weighted: {} (set version moved: {moved})",
+        head(b.status_head(&k).await.unwrap())
+    ));
+    let before = sver().await;
+    let r = b.report(&k, a, &[(p.clone(), f, 7)]).await.unwrap();
+    out.push(format!("report: the same again: {r:?}"));
+    let r = b.report(&k, a, &[(p.clone(), f, 2)]).await.unwrap();
+    let moved = sver().await != before;
+    out.push(format!(
+        "report: lighter, in a weighted group: {r:?} {} (set version moved: {moved})",
+        head(b.status_head(&k).await.unwrap())
+    ));
+    let r = b.report(&k, c, &[(p.clone(), f, 5)]).await.unwrap();
+    out.push(format!("report: c names a's term: {r:?}"));
+    let gone = b
+        .release(
+            &k,
+            a,
+            &[GivenBack {
+                term: (p.clone(), f),
+                cause: MoveCause::HandOff,
+                state: None,
+            }],
+            TTL,
+        )
+        .await
+        .unwrap();
+    let r = b.report(&k, a, &[(p.clone(), f, 6)]).await.unwrap();
+    out.push(format!(
+        "report: after the term was given back: released={gone:?} {r:?} {}",
+        head(b.status_head(&k).await.unwrap())
+    ));
+    out
 }
 
 /// Terms given back as hand-offs, each leaving state for its successor.
@@ -1004,10 +1109,12 @@ async fn answer_alike() {
     let mut on_redis = Box::pin(script(&store)).await;
     on_redis.extend(Box::pin(restore(&store)).await);
     on_redis.extend(Box::pin(budget(&store)).await);
+    on_redis.extend(Box::pin(loads(&store)).await);
     let memory = MemoryGroupStore::new();
     let mut in_memory = Box::pin(script(&memory)).await;
     in_memory.extend(Box::pin(restore(&memory)).await);
     in_memory.extend(Box::pin(budget(&memory)).await);
+    in_memory.extend(Box::pin(loads(&memory)).await);
     let on_redis: Vec<String> = on_redis.iter().map(|l| without_waits(l)).collect();
     let in_memory: Vec<String> = in_memory.iter().map(|l| without_waits(l)).collect();
     for (r, m) in on_redis.iter().zip(&in_memory) {
@@ -1043,6 +1150,24 @@ async fn answer_alike() {
             "{want:?}: {on_redis:#?}"
         );
     }
+    expect(
+        "report: a's own, another's, a stale fence, an unknown",
+        "[true, true, false, false, false]",
+    );
+    expect(
+        "report: the first weight makes the group weighted",
+        r#"weighted=true total=10 max=7 loads=[("a", 8), ("c", 2)] (set version moved: true)"#,
+    );
+    expect("report: the same again", "[true]");
+    expect(
+        "report: lighter, in a weighted group",
+        r#"[true] weighted=true total=5 max=2 loads=[("a", 3), ("c", 2)] (set version moved: false)"#,
+    );
+    expect("report: c names a's term", "[false]");
+    expect(
+        "report: after the term was given back",
+        r#"released=[true] [false] weighted=true total=5 max=2 loads=[("a", 1), ("c", 2)]"#,
+    );
     expect(
         "the ledger after its last but one entry",
         r#"["p1 Some(\"a\")->b handoff"#,

@@ -23,6 +23,7 @@ use super::protocol::{
 };
 use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
+use crate::store::protocol::Reported;
 
 /// An in-process store for partition groups with the Redis scripts' semantics, on
 /// tokio's clock (so it works under `tokio::time::pause()`). Cheap to clone; clones
@@ -725,6 +726,15 @@ impl Protocol for MemoryGroupStore {
         Ok(self
             .read(keys, |g, _| g.held_by(session))
             .unwrap_or_default())
+    }
+
+    async fn report(
+        &self,
+        keys: &GroupKeys,
+        session: &str,
+        weights: &[Reported],
+    ) -> Result<Vec<bool>, StoreError> {
+        Ok(self.with(keys, |g, now| g.report(session, weights, now)))
     }
 
     async fn set_weight(

@@ -177,6 +177,10 @@ pub type Term = (String, Fence);
 /// A term a claim granted: the partition, its fence, its weight.
 pub type Granted = (String, Fence, u64);
 
+/// A weight a session reports for its term of a partition: the partition, the term's
+/// fence, the weight.
+pub type Reported = (String, Fence, u64);
+
 pub trait Protocol {
     /// Heartbeat: start, resume or extend the session, reap ended sessions, read the
     /// group. Safe to retry.
@@ -281,6 +285,16 @@ pub trait Protocol {
         on: bool,
         force: bool,
     ) -> impl Future<Output = Result<DrainReply, StoreError>> + Send;
+
+    /// Sets the weights `session` reports for the terms it holds (its damped loads);
+    /// one flag per weight (true: the partition now has it; false: the session no
+    /// longer holds that term). Safe to retry.
+    fn report(
+        &self,
+        keys: &GroupKeys,
+        session: &str,
+        weights: &[Reported],
+    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
 
     /// The terms the session holds, with their weights.
     fn held(

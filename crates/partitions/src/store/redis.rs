@@ -22,6 +22,7 @@ use super::protocol::{
 };
 use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
+use crate::store::protocol::Reported;
 
 impl Protocol for RedisStore {
     async fn tick(&self, keys: &GroupKeys, req: &TickRequest) -> Result<TickReply, StoreError> {
@@ -122,6 +123,15 @@ impl Protocol for RedisStore {
 
     async fn held(&self, keys: &GroupKeys, session: &str) -> Result<Vec<Granted>, StoreError> {
         ops::held::redis(self, keys, session).await
+    }
+
+    async fn report(
+        &self,
+        keys: &GroupKeys,
+        session: &str,
+        weights: &[Reported],
+    ) -> Result<Vec<bool>, StoreError> {
+        ops::report::redis(self, keys, session, weights).await
     }
 
     async fn set_weight(

@@ -24,13 +24,7 @@ local n, w = ARGV[1], tonumber(ARGV[2])
 if not redis.call('ZSCORE', PARTITIONS, n) then return {'unknown'} end
 -- The weight it has already, in a weighted group: nothing changes.
 if m.weighted and weights_of({n})[1] == w then return {'ok', w} end
-if not m.weighted then
-  redis.call('HSET', META, 'weighted', 1, 'total', redis.call('ZCARD', PARTITIONS))
-  for _, tok in ipairs(redis.call('HVALS', SESSIONS)) do
-    local lo, hi = span(tok)
-    redis.call('HSET', LOADS, tok, redis.call('ZLEXCOUNT', HELD, lo, hi))
-  end
-end
+if not m.weighted then make_weighted() end
 local old = weights_of({n})[1]
 if w == 1 then
   redis.call('ZREM', WEIGHTS, n)

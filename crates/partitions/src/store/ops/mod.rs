@@ -29,6 +29,7 @@ pub(crate) mod leave;
 pub(crate) mod moves;
 pub(crate) mod read;
 pub(crate) mod release;
+pub(crate) mod report;
 pub(crate) mod restore;
 pub(crate) mod tick;
 pub(crate) mod version;

@@ -55,6 +55,20 @@ pub(super) fn parse(reply: Value) -> Result<WeightReply, StoreError> {
 }
 
 impl Group {
+    /// The twin of `make_weighted` in `lib/meta.lua`: the group's first weight.
+    pub(crate) fn make_weighted(&mut self) {
+        let count = self.positions.len() as u64;
+        let tokens: Vec<String> = self.sessions.values().cloned().collect();
+        for t in tokens {
+            let n = self.held.get(&t).map_or(0, |s| s.len()) as u64;
+            self.loads.insert(t, n);
+        }
+        if let Some(m) = self.meta.as_mut() {
+            m.weighted = true;
+            m.total = count;
+        }
+    }
+
     /// The twin of `lua/weight.lua`; whether to publish the notice.
     pub(crate) fn set_weight(
         &mut self,
@@ -83,16 +97,7 @@ impl Group {
             return (WeightReply::Set(weight), false);
         }
         if !self.weighted() {
-            let count = self.positions.len() as u64;
-            let tokens: Vec<String> = self.sessions.values().cloned().collect();
-            for t in tokens {
-                let n = self.held.get(&t).map_or(0, |s| s.len()) as u64;
-                self.loads.insert(t, n);
-            }
-            if let Some(m) = self.meta.as_mut() {
-                m.weighted = true;
-                m.total = count;
-            }
+            self.make_weighted();
         }
         let old = self.weight(partition);
         if weight == 1 {

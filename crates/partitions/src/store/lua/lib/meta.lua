@@ -152,6 +152,16 @@ local function weight_info(m)
   return 1, m.total, wmax, m.wver
 end
 
+-- Makes the group weighted (its first weight): every session's load is counted from
+-- what it holds, and the total from the set (every weight is 1 until set).
+local function make_weighted()
+  redis.call('HSET', META, 'weighted', 1, 'total', redis.call('ZCARD', PARTITIONS))
+  for _, tok in ipairs(redis.call('HVALS', SESSIONS)) do
+    local lo, hi = span(tok)
+    redis.call('HSET', LOADS, tok, redis.call('ZLEXCOUNT', HELD, lo, hi))
+  end
+end
+
 -- An operator's change answered before (the same request retried): its reply.
 local function replayed()
   if not OP then return nil end

@@ -1,0 +1,98 @@
+//! report: a replica's damped loads become its partitions' weights
+//! (`lua/report.lua`).
+
+use std::sync::LazyLock;
+
+use leasehold_election::ext::{LuaScript, Parse};
+use leasehold_election::{RedisStore, StoreError};
+
+use super::group_script;
+use crate::keys::GroupKeys;
+use crate::store::memory::{Group, Now};
+use crate::store::protocol::Reported;
+
+pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("report.lua");
+
+pub(crate) async fn redis(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    session: &str,
+    weights: &[Reported],
+) -> Result<Vec<bool>, StoreError> {
+    if weights.is_empty() {
+        return Ok(Vec::new());
+    }
+    let numbers: Vec<(String, String)> = weights
+        .iter()
+        .map(|(_, f, w)| (f.get().to_string(), w.to_string()))
+        .collect();
+    let mut args = vec![session, keys.channel.as_str(), keys.notice.as_str()];
+    for ((name, _, _), (fence, weight)) in weights.iter().zip(&numbers) {
+        args.extend([name.as_str(), fence.as_str(), weight.as_str()]);
+    }
+    let mut p = Parse::new("report", store.eval(&SCRIPT, &keys.all(), &args).await?);
+    let flags = weights
+        .iter()
+        .map(|_| p.next_int().map(|f| f == 1))
+        .collect::<Result<Vec<_>, _>>()?;
+    p.finish()?;
+    Ok(flags)
+}
+
+impl Group {
+    /// The twin of `lua/report.lua`; whether to publish the notice (the group became
+    /// weighted).
+    pub(crate) fn report(
+        &mut self,
+        session: &str,
+        weights: &[Reported],
+        now: Now,
+    ) -> (Vec<bool>, bool) {
+        let mut out = vec![false; weights.len()];
+        if self.meta.is_none() || self.restoring(now).is_some() || self.live(session, now).is_none()
+        {
+            return (out, false);
+        }
+        let (mut switched, mut delta) = (false, 0i128);
+        for (j, (n, fence, w)) in weights.iter().enumerate() {
+            let holds = self.owners.get(n).map(String::as_str) == Some(session)
+                && self.fences.get(n).copied() == Some(fence.get())
+                && !self.revoked.contains_key(n)
+                && self.positions.contains_key(n);
+            if !holds {
+                continue;
+            }
+            out[j] = true;
+            let old = self.weight(n);
+            if *w == old {
+                continue;
+            }
+            if !self.weighted() {
+                self.make_weighted();
+                switched = true;
+            }
+            if *w == 1 {
+                self.weights.remove(n);
+            } else {
+                self.weights.insert(n.clone(), *w);
+            }
+            delta += i128::from(*w) - i128::from(old);
+        }
+        let add = |x: u64| u64::try_from((i128::from(x) + delta).max(0)).unwrap_or(0);
+        if delta != 0 {
+            if let Some(m) = self.meta.as_mut() {
+                m.total = add(m.total);
+            }
+            if let Some(l) = self.loads.get_mut(session) {
+                *l = add(*l);
+            }
+        }
+        if switched {
+            if let Some(m) = self.meta.as_mut() {
+                m.wver += 1;
+            }
+            self.bump_set();
+        }
+        (out, switched)
+    }
+}
