@@ -38,6 +38,12 @@ pub enum GroupConfigError {
     /// The hand-off state's time to live is zero or longer than a day.
     #[error("hand-off time to live must be between 1 ms and 1 day, got {0:?}")]
     HandOffTtlOutOfRange(Duration),
+    /// The load damping's half-life is zero or longer than a day.
+    #[error("the load damping's half-life must be between 1 ms and 1 day, got {0:?}")]
+    HalfLifeOutOfRange(Duration),
+    /// The load damping's threshold is above 1,000 %.
+    #[error("the load damping's threshold must be between 0 and 1000 %, got {0} %")]
+    LoadThresholdOutOfRange(u32),
 }
 
 /// The largest capacity a replica may have ([`GroupConfigBuilder::capacity`]).
@@ -102,6 +108,63 @@ pub struct GroupConfig {
     /// How long the state a term hands off (`Leadership::hand_off`) waits in Redis for
     /// the partition's next owner. Default: 60 s.
     pub hand_off_ttl: Duration,
+    /// Whether this replica turns the loads its partitions report into their weights,
+    /// and how (see [`GroupConfigBuilder::weights_from_loads`]). Default: none.
+    pub load_damping: Option<LoadDamping>,
+}
+
+/// How a group turns the loads its partitions' owners report
+/// ([`Leadership::report_load`](leasehold_election::Leadership::report_load)) into
+/// their weights ([`GroupConfigBuilder::weights_from_loads`]).
+///
+/// Once per renew interval, each replica folds the last load reported for each of its
+/// partitions into an exponentially weighted average with this half-life, rounds it to
+/// a weight (at least 1, at most [`MAX_WEIGHT`](crate::MAX_WEIGHT)), and writes the
+/// weights that moved by more than `threshold_percent` of the stored one (and by at
+/// least 1), all in one request.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use leasehold_partitions::LoadDamping;
+/// let damping = LoadDamping::default()
+///     .half_life(Duration::from_secs(20))
+///     .threshold_percent(15);
+/// assert_eq!(damping.half_life, Duration::from_secs(20));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoadDamping {
+    /// How long until a step in a partition's load is half-way into its weight.
+    /// Default: 60 s.
+    pub half_life: Duration,
+    /// How far (in % of the stored weight) the average must move before it is written.
+    /// Default: 10.
+    pub threshold_percent: u32,
+}
+
+impl Default for LoadDamping {
+    fn default() -> Self {
+        Self {
+            half_life: Duration::from_secs(60),
+            threshold_percent: 10,
+        }
+    }
+}
+
+impl LoadDamping {
+    /// Sets [`half_life`](Self::half_life) (1 ms ..= 1 day).
+    #[must_use]
+    pub fn half_life(mut self, half_life: Duration) -> Self {
+        self.half_life = half_life;
+        self
+    }
+
+    /// Sets [`threshold_percent`](Self::threshold_percent) (0 ..= 1,000).
+    #[must_use]
+    pub fn threshold_percent(mut self, percent: u32) -> Self {
+        self.threshold_percent = percent;
+        self
+    }
 }
 
 /// The default of [`GroupConfig::hand_off_ttl`].
@@ -131,6 +194,7 @@ impl GroupConfig {
             max_moves_per_interval: None,
             max_weight_moved_per_interval: None,
             hand_off_ttl: DEFAULT_HAND_OFF_TTL,
+            load_damping: None,
         }
     }
 
@@ -183,6 +247,7 @@ pub struct GroupConfigBuilder {
     max_moves_per_interval: Option<u32>,
     max_weight_moved_per_interval: Option<u32>,
     hand_off_ttl: Duration,
+    load_damping: Option<LoadDamping>,
 }
 
 impl GroupConfigBuilder {
@@ -308,6 +373,33 @@ impl GroupConfigBuilder {
         self
     }
 
+    /// Balances by measured load: the loads the callbacks report
+    /// ([`Leadership::report_load`](leasehold_election::Leadership::report_load)),
+    /// damped by `damping`, become their partitions' weights, so the group spreads its
+    /// partitions by what they cost, as it does by hand-set weights
+    /// ([`GroupAdmin::set_weight`](crate::GroupAdmin::set_weight)) and with the same
+    /// hysteresis and move budget. The first weight written makes the group weighted.
+    ///
+    /// Reports win over hand-set weights: a hand-set weight restarts the partition's
+    /// average from that value, and its owner's reports then move it at the half-life.
+    /// A partition whose owner reports nothing keeps the weight it has. Writing costs at
+    /// most one request per replica per renew interval, whatever the number of
+    /// partitions, and none while no weight moved past the threshold. Give every replica
+    /// of a group the same setting.
+    ///
+    /// ```
+    /// # use leasehold_partitions::{GroupConfig, LoadDamping};
+    /// let config = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
+    ///     .weights_from_loads(LoadDamping::default())
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(config.load_damping.is_some());
+    /// ```
+    pub fn weights_from_loads(mut self, damping: LoadDamping) -> Self {
+        self.load_damping = Some(damping);
+        self
+    }
+
     /// Validates and fills in defaults.
     ///
     /// # Errors
@@ -343,6 +435,16 @@ impl GroupConfigBuilder {
         if self.hand_off_ttl.is_zero() || self.hand_off_ttl > leasehold_election::MAX_LEASE {
             return Err(GroupConfigError::HandOffTtlOutOfRange(self.hand_off_ttl));
         }
+        if let Some(d) = self.load_damping {
+            if d.half_life.is_zero() || d.half_life > leasehold_election::MAX_LEASE {
+                return Err(GroupConfigError::HalfLifeOutOfRange(d.half_life));
+            }
+            if d.threshold_percent > 1_000 {
+                return Err(GroupConfigError::LoadThresholdOutOfRange(
+                    d.threshold_percent,
+                ));
+            }
+        }
         let config = GroupConfig {
             capacity: self.capacity,
             list_version: self.list_version,
@@ -360,6 +462,7 @@ impl GroupConfigBuilder {
             max_moves_per_interval: self.max_moves_per_interval,
             max_weight_moved_per_interval: self.max_weight_moved_per_interval,
             hand_off_ttl: self.hand_off_ttl,
+            load_damping: self.load_damping,
         };
         // Every election rule (intervals, margin, prefix) is checked once here.
         config.elector(&config.partitions[0], tokio::time::Instant::now())?;
@@ -395,6 +498,22 @@ mod tests {
             (None, Some(9))
         );
         assert_eq!(c.hand_off_ttl, DEFAULT_HAND_OFF_TTL);
+    }
+
+    #[test]
+    fn load_damping_out_of_range_is_a_typed_error() {
+        let b = |d: LoadDamping| GroupConfig::builder("g", ["x"], "a").weights_from_loads(d);
+        let d = LoadDamping::default();
+        assert_eq!(
+            b(d.half_life(Duration::ZERO)).build().unwrap_err(),
+            GroupConfigError::HalfLifeOutOfRange(Duration::ZERO)
+        );
+        assert_eq!(
+            b(d.threshold_percent(1_001)).build().unwrap_err(),
+            GroupConfigError::LoadThresholdOutOfRange(1_001)
+        );
+        let c = b(d.threshold_percent(0)).build().unwrap();
+        assert_eq!(c.load_damping.map(|d| d.threshold_percent), Some(0));
     }
 
     #[test]

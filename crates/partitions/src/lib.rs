@@ -57,7 +57,8 @@ pub mod sim;
 
 pub use self::admin::{GroupAdmin, MAX_WEIGHT};
 pub use self::config::{
-    DEFAULT_HAND_OFF_TTL, GroupConfig, GroupConfigBuilder, GroupConfigError, MAX_CAPACITY,
+    DEFAULT_HAND_OFF_TTL, GroupConfig, GroupConfigBuilder, GroupConfigError, LoadDamping,
+    MAX_CAPACITY,
 };
 pub use self::coordinator::{Coordinator, CoordinatorHandle, group_status};
 pub use self::error::{PartitionsError, Result};

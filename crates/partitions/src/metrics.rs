@@ -53,6 +53,10 @@ pub const UNOWNED_SECONDS: &str = "leasehold_partition_unowned_seconds";
 /// `server_changed`, `gone`, `stale`, `unavailable`).
 pub const HAND_OFF_STATE: &str = "leasehold_partition_hand_off_state_total";
 
+/// Counter: partition weights this replica wrote from the loads its callbacks report
+/// (`GroupConfigBuilder::weights_from_loads`). Labels: `group`, `replica`.
+pub const LOAD_WEIGHTS: &str = "leasehold_partition_load_weights_total";
+
 pub(crate) fn describe() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -96,6 +100,11 @@ pub(crate) fn describe() {
             HAND_OFF_STATE,
             Unit::Count,
             "new partition terms by what they were offered of the previous term's state"
+        );
+        describe_counter!(
+            LOAD_WEIGHTS,
+            Unit::Count,
+            "partition weights written from the loads the callbacks report"
         );
         describe_gauge!(
             GROUP_PARTITIONS,

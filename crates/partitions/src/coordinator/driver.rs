@@ -27,6 +27,7 @@ use tracing::{debug, error, info, info_span, warn};
 
 use super::batch::{BatchedStore, Outcome, PendingRelease, Shared};
 use super::handoff;
+use super::loads::LoadReports;
 use super::logs::{EndsLog, TickLog};
 use super::slots::{Ended, Slots};
 use crate::config::GroupConfig;
@@ -55,6 +56,8 @@ type Ticked = (Instant, Result<TickReply, StoreError>);
 type Claimed = (String, Result<ClaimReply, StoreError>);
 /// A release batch and its reply (one flag per release).
 type Released = (Vec<PendingRelease>, Result<Vec<bool>, StoreError>);
+/// Weights written from load reports (by term) and the reply (one flag per weight).
+type Reported = (Vec<((usize, Fence), u64)>, Result<Vec<bool>, StoreError>);
 
 /// Waits for the lane's call to finish (pending forever when the lane is idle).
 async fn next_of<T>(lane: &mut Lane<T>) -> T {
@@ -206,6 +209,10 @@ pub(crate) struct Driver<B, F> {
     release: Lane<Released>,
     chore: Lane<Chore>,
     chores: VecDeque<Action>,
+    /// Weights from load reports being written.
+    report: Lane<Reported>,
+    /// The load reports of this replica's terms, if it takes them.
+    loads: Option<LoadReports>,
     /// When to send the queued releases.
     release_due: Option<Instant>,
     /// The last store error, for the view (cleared by a successful tick).
@@ -287,6 +294,9 @@ where
             &mut rng,
         );
         let keys = Arc::new(GroupKeys::new(&config.key_prefix, &config.group));
+        let loads = config
+            .load_damping
+            .map(|d| LoadReports::new(d, config.renew_interval));
         let mut names = Names::default();
         for p in &config.partitions {
             names.intern(p);
@@ -311,6 +321,8 @@ where
             release: None,
             chore: None,
             chores: VecDeque::new(),
+            report: None,
+            loads,
             release_due: None,
             error: None,
             ends: EndsLog::default(),
@@ -345,6 +357,7 @@ where
                 (token, reply) = next_of(&mut self.claim) => self.on_claim(&token, reply),
                 (batch, reply) = next_of(&mut self.release) => self.on_release(batch, reply),
                 chore = next_of(&mut self.chore) => self.on_chore(chore),
+                (weights, reply) = next_of(&mut self.report) => self.on_report(&weights, reply),
                 ended = self.slots.next() => self.on_ended(ended),
                 () = self.shared.wanted.notified() => {
                     self.state.on_renew_wanted(Instant::now());
@@ -687,7 +700,71 @@ where
         gauge!(m::LIVE_REPLICAS, "group" => self.labels.group.clone())
             .set(self.state.live().len() as f64);
         self.publish(now);
-        self.perform(actions)
+        let done = self.perform(actions);
+        self.send_loads(now);
+        done
+    }
+
+    /// Writes the weights the load reports moved past the threshold, at most once per
+    /// renew interval (after a tick), in one request.
+    fn send_loads(&mut self, now: Instant) {
+        let Some(loads) = self.loads.as_mut() else {
+            return;
+        };
+        if !self.state.member() {
+            return;
+        }
+        let weights = loads.due(self.state.ledger(), now);
+        if weights.is_empty() {
+            return;
+        }
+        let named: Vec<(String, Fence, u64)> = weights
+            .iter()
+            .map(|&((i, fence), w)| (self.names.get(i).to_string(), fence, w))
+            .collect();
+        let session = self.state.token().to_owned();
+        let (store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
+        self.report = Some(Box::pin(async move {
+            let reply = timeout(limit, store.report(&keys, &session, &named))
+                .await
+                .unwrap_or(Err(StoreError::Timeout(limit)));
+            (weights, reply)
+        }));
+    }
+
+    /// The weights from load reports were written (those flagged), or not.
+    fn on_report(
+        &mut self,
+        weights: &[((usize, Fence), u64)],
+        reply: Result<Vec<bool>, StoreError>,
+    ) -> bool {
+        let Some(loads) = self.loads.as_mut() else {
+            return false;
+        };
+        match &reply {
+            Ok(flags) => {
+                loads.answered(weights, Some(flags));
+                let mut written = 0u64;
+                for (&((i, fence), w), &ok) in weights.iter().zip(flags) {
+                    if ok {
+                        self.state.weighed(i, fence, w);
+                        written += 1;
+                    }
+                }
+                counter!(m::LOAD_WEIGHTS, &self.labels.pair()).increment(written);
+                let load = self.state.load();
+                self.view.send_if_modified(|v| {
+                    let changed = v.load != load;
+                    v.load = load;
+                    changed
+                });
+            }
+            Err(e) => {
+                loads.answered(weights, None);
+                debug!(error = %e, "writing weights from load reports failed; tried again at a later tick");
+            }
+        }
+        false
     }
 
     fn conflict_error(&self, c: Conflict) -> PartitionsError {
@@ -761,11 +838,19 @@ where
             token: self.state.token().to_owned(),
         };
         let inherit = handoff::inherit(self.previous.remove(&(i, fence)).as_ref());
+        let weight = self.state.ledger().held(i).map_or(1, |h| h.weight);
+        let load = self
+            .loads
+            .as_mut()
+            .map(|l| l.start((i, fence), weight, Instant::now()));
         let (group_store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
         let labels = self.labels.pair();
         let elector = Elector::new(store, config, move |lead: Leadership| {
             let (callback, partition, inherit) =
                 (callback.clone(), partition.clone(), inherit.clone());
+            if let Some(cell) = &load {
+                lead.attach_load(cell.clone());
+            }
             let (store, keys, labels) = (group_store.clone(), keys.clone(), labels.clone());
             async move {
                 // Boxed: the take is rare, and its state would otherwise be part of
@@ -799,6 +884,9 @@ where
         self.shared.forget((ended.index, ended.fence));
         self.causes.remove(&(ended.index, ended.fence));
         self.previous.remove(&(ended.index, ended.fence));
+        if let Some(l) = self.loads.as_mut() {
+            l.end((ended.index, ended.fence));
+        }
         let actions = self
             .state
             .on_stopped(ended.index, ended.fence, Instant::now());

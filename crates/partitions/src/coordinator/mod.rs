@@ -7,6 +7,7 @@
 mod batch;
 mod driver;
 mod handoff;
+mod loads;
 mod logs;
 mod slots;
 

@@ -44,6 +44,7 @@ pub(crate) mod cadence;
 pub(crate) mod leave;
 pub(crate) mod ledger;
 pub(crate) mod list;
+pub(crate) mod loads;
 pub(crate) mod policy;
 pub(crate) mod session;
 #[cfg(test)]
@@ -388,6 +389,17 @@ impl ReplicaState {
     /// The ledger (what runs, what the view shows).
     pub(crate) fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    /// Whether this replica's session is a member of the group (joined, not ended).
+    pub(crate) fn member(&self) -> bool {
+        self.session.member()
+    }
+
+    /// The store has `weight` for term `fence` of `i` (this replica wrote it from the
+    /// loads its callbacks report).
+    pub(crate) fn weighed(&mut self, i: usize, fence: Fence, weight: u64) {
+        self.ledger.weigh(i, fence, weight);
     }
 
     /// The partitions whose "owned" changed since the last call.

@@ -200,7 +200,7 @@ impl Protocol for RedisStore {
 }
 
 /// Every group script by name.
-fn scripts() -> [(&'static str, &'static LuaScript); 20] {
+fn scripts() -> [(&'static str, &'static LuaScript); 21] {
     [
         ("tick", &ops::tick::SCRIPT),
         ("heartbeat", &ops::tick::HEARTBEAT),
@@ -219,6 +219,7 @@ fn scripts() -> [(&'static str, &'static LuaScript); 20] {
         ("owner", &ops::read::OWNER),
         ("moves", &ops::moves::SCRIPT),
         ("budget", &ops::budget::SCRIPT),
+        ("report", &ops::report::SCRIPT),
         ("list", &ops::read::LIST),
         ("status_head", &ops::read::STATUS_HEAD),
         ("status_page", &ops::read::STATUS_PAGE),
@@ -246,6 +247,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
         ("owner", include_str!("lua/owner.lua")),
         ("moves", include_str!("lua/moves.lua")),
         ("budget", include_str!("lua/budget.lua")),
+        ("report", include_str!("lua/report.lua")),
         ("list", include_str!("lua/list.lua")),
         ("status_head", include_str!("lua/status_head.lua")),
         ("status_page", include_str!("lua/status_page.lua")),
@@ -254,7 +256,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
 
 /// Every group script by name with the SHA1 digest `EVALSHA` names it by, so a
 /// benchmark can tell the scripts apart in `SLOWLOG` (`tick`, `heartbeat`, `claim`, `release`,
-/// `handoff`, `leave`, `add`, `remove`, `version`, `held`, `set_page`, `restore`, `budget` are the
+/// `handoff`, `leave`, `add`, `remove`, `version`, `held`, `set_page`, `restore`, `budget`, `report` are the
 /// coordination traffic; `drain`, `weight`, `owner`, `moves`, `list`, `status_head`,
 /// `status_page` are an operator's).
 #[doc(hidden)]

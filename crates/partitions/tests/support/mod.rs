@@ -26,6 +26,40 @@ pub struct Term {
     pub handed_over: Result<Vec<u8>, NoHandOff>,
 }
 
+/// The loads a fleet's callbacks report (`Leadership::report_load`): each partition's
+/// (0 if not set), times `1 ± noise` drawn anew at every report.
+#[derive(Debug, Clone, Default)]
+pub struct Loads {
+    pub of: Arc<Mutex<BTreeMap<String, f64>>>,
+    pub noise: Arc<Mutex<f64>>,
+    draws: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Loads {
+    pub fn set(&self, partition: &str, load: f64) {
+        self.of.lock().unwrap().insert(partition.to_owned(), load);
+    }
+
+    /// The load `partition` reports now.
+    pub fn now(&self, partition: &str) -> f64 {
+        let base = self
+            .of
+            .lock()
+            .unwrap()
+            .get(partition)
+            .copied()
+            .unwrap_or(0.0);
+        let noise = *self.noise.lock().unwrap();
+        // A cheap deterministic spread in [-1, 1): a multiplicative hash of a counter.
+        let n = self
+            .draws
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let unit = (n >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        base * (1.0 + noise * unit)
+    }
+}
+
 /// The state a fleet that hands off leaves at the end of a term: which term left it.
 pub fn state_of(partition: &str, fence: u64) -> Vec<u8> {
     format!("{partition}@{fence}").into_bytes()
@@ -86,6 +120,8 @@ pub struct Fleet<B: GroupStore> {
     pub replicas: BTreeMap<String, CoordinatorHandle<B>>,
     /// Callbacks started from now on hand off [`state_of`] their term as it ends.
     pub hand_off: bool,
+    /// Callbacks started from now on report these loads every 20 ms while they run.
+    pub loads: Option<Loads>,
 }
 
 impl<B: GroupStore> Fleet<B> {
@@ -103,6 +139,7 @@ impl<B: GroupStore> Fleet<B> {
             ledger: Ledger::default(),
             replicas: BTreeMap::new(),
             hand_off: false,
+            loads: None,
         }
     }
 
@@ -139,8 +176,9 @@ impl<B: GroupStore> Fleet<B> {
         let replica = config.replica_id.clone();
         let ledger = self.ledger.clone();
         let hand_off = self.hand_off;
+        let loads = self.loads.clone();
         let handle = Coordinator::new(store, config, move |partition: String, lead: Leadership| {
-            let ledger = ledger.clone();
+            let (ledger, loads) = (ledger.clone(), loads.clone());
             async move {
                 let index = {
                     let mut all = ledger.0.lock().unwrap();
@@ -156,7 +194,16 @@ impl<B: GroupStore> Fleet<B> {
                     all.len() - 1
                 };
                 let _end = EndOnDrop(ledger.clone(), index);
-                lead.cancelled().await;
+                match &loads {
+                    None => lead.cancelled().await,
+                    Some(loads) => loop {
+                        lead.report_load(loads.now(&partition))?;
+                        tokio::select! {
+                            () = lead.cancelled() => break,
+                            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                        }
+                    },
+                }
                 ledger.0.lock().unwrap()[index].reason = lead.end_reason();
                 if hand_off {
                     lead.hand_off(state_of(&partition, lead.fence().get()))?;

@@ -1,0 +1,227 @@
+//! Measured load into weights: the damping rule ([`crate::LoadDamping`]). Pure: the
+//! driver feeds it the last load each term reported and the weight each term has, once
+//! per renew interval, and writes what it returns.
+
+use std::collections::HashMap;
+
+use leasehold_election::Fence;
+use tokio::time::Instant;
+
+use crate::MAX_WEIGHT;
+use crate::config::LoadDamping;
+
+/// One term's average.
+#[derive(Debug, Clone, Copy)]
+struct Damped {
+    /// The average so far.
+    value: f64,
+    /// The weight the store has for the term, as far as this replica knows.
+    stored: u64,
+    /// When `value` was last brought up to date.
+    at: Instant,
+}
+
+/// A term: partition index and fence.
+pub(crate) type TermKey = (usize, Fence);
+
+/// What one term says at a sample: its key, the last load its owner reported (if any),
+/// and the weight the replica's ledger has for it.
+pub(crate) type Sample = (TermKey, Option<f64>, u64);
+
+/// The averages of this replica's terms.
+#[derive(Debug)]
+pub(crate) struct Loads {
+    damping: LoadDamping,
+    terms: HashMap<TermKey, Damped>,
+}
+
+impl Loads {
+    pub(crate) fn new(damping: LoadDamping) -> Self {
+        Self {
+            damping,
+            terms: HashMap::new(),
+        }
+    }
+
+    /// Term `key` started with `weight` (the partition's weight when it was granted):
+    /// its average starts there, so a partition that moves keeps its measured weight.
+    pub(crate) fn start(&mut self, key: TermKey, weight: u64, now: Instant) {
+        self.terms.insert(
+            key,
+            Damped {
+                value: weight as f64,
+                stored: weight,
+                at: now,
+            },
+        );
+    }
+
+    pub(crate) fn end(&mut self, key: TermKey) {
+        self.terms.remove(&key);
+    }
+
+    /// Folds each sampled term's last report into its average at `now` and returns the
+    /// weights to write: those whose rounded average moved from the stored weight by at
+    /// least 1 and by more than the threshold. A term whose ledger weight changed under
+    /// it (an operator set it) restarts its average there. A term nobody reported for
+    /// keeps its weight.
+    pub(crate) fn due(
+        &mut self,
+        samples: impl IntoIterator<Item = Sample>,
+        now: Instant,
+    ) -> Vec<(TermKey, u64)> {
+        let half_life = self.damping.half_life.as_secs_f64();
+        let threshold = f64::from(self.damping.threshold_percent) / 100.0;
+        let mut out = Vec::new();
+        for (key, latest, ledger) in samples {
+            let Some(d) = self.terms.get_mut(&key) else {
+                continue;
+            };
+            if ledger != d.stored {
+                d.value = ledger as f64;
+                d.stored = ledger;
+                d.at = now;
+            }
+            let Some(x) = latest else { continue };
+            let dt = now.saturating_duration_since(d.at).as_secs_f64();
+            d.at = now;
+            let alpha = 1.0 - 0.5f64.powf(dt / half_life);
+            d.value += (x - d.value) * alpha;
+            let w = weight_of(d.value);
+            let moved = w.abs_diff(d.stored);
+            if moved >= 1 && moved as f64 > threshold * d.stored as f64 {
+                out.push((key, w));
+            }
+        }
+        out.sort_unstable_by_key(|((i, f), _)| (*i, *f));
+        out
+    }
+
+    /// The store now has `weight` for term `key`.
+    pub(crate) fn written(&mut self, key: TermKey, weight: u64) {
+        if let Some(d) = self.terms.get_mut(&key) {
+            d.stored = weight;
+        }
+    }
+}
+
+/// A damped load as a weight: rounded, at least 1, at most [`MAX_WEIGHT`].
+fn weight_of(value: f64) -> u64 {
+    if value.is_nan() {
+        return 1;
+    }
+    // In range after the clamp, so the cast is exact.
+    value.round().clamp(1.0, MAX_WEIGHT as f64) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const K: TermKey = (3, Fence(7));
+
+    fn loads(half_life_s: u64, percent: u32) -> Loads {
+        Loads::new(
+            LoadDamping::default()
+                .half_life(Duration::from_secs(half_life_s))
+                .threshold_percent(percent),
+        )
+    }
+
+    #[test]
+    fn a_step_in_load_is_half_way_into_the_weight_after_one_half_life() {
+        let t0 = Instant::now();
+        let mut l = loads(10, 0);
+        l.start(K, 100, t0);
+        let due = l.due([(K, Some(300.0), 100)], t0 + Duration::from_secs(10));
+        assert_eq!(due, [(K, 200)]);
+        l.written(K, 200);
+        // Sampled in two steps of 5 s: the same place after 10 s more.
+        l.due([(K, Some(300.0), 200)], t0 + Duration::from_secs(15));
+        let due = l.due([(K, Some(300.0), 200)], t0 + Duration::from_secs(20));
+        assert_eq!(due, [(K, 250)]);
+    }
+
+    #[test]
+    fn moves_within_the_threshold_are_not_written() {
+        let t0 = Instant::now();
+        let mut l = loads(1, 10);
+        l.start(K, 100, t0);
+        // A long time at 109: the average reaches 109, 9 % off: nothing to write.
+        let due = l.due([(K, Some(109.0), 100)], t0 + Duration::from_secs(60));
+        assert!(due.is_empty(), "{due:?}");
+        let due = l.due([(K, Some(111.0), 100)], t0 + Duration::from_secs(120));
+        assert_eq!(due, [(K, 111)]);
+        // And a weight of 1 needs a whole unit to move.
+        let mut l = loads(1, 0);
+        l.start(K, 1, t0);
+        assert!(
+            l.due([(K, Some(1.4), 1)], t0 + Duration::from_secs(60))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn noisy_stationary_load_settles_and_then_writes_nothing() {
+        // ±20 % around 500, a new value every second, sampled every 2 s with a
+        // half-life of 60 s: once the average has settled (written once or twice),
+        // nothing more is written.
+        let t0 = Instant::now();
+        let mut l = loads(60, 10);
+        l.start(K, 500, t0);
+        let mut stored = 500;
+        let mut writes = 0;
+        let mut seed = 17u64;
+        for s in 1..=600u64 {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let noise = (seed >> 33) as f64 / f64::from(1u32 << 31) * 0.4 - 0.2;
+            let x = 500.0 * (1.0 + noise);
+            if s % 2 == 0 {
+                for (k, w) in l.due([(K, Some(x), stored)], t0 + Duration::from_secs(s)) {
+                    l.written(k, w);
+                    stored = w;
+                    writes += 1;
+                }
+            }
+        }
+        assert_eq!(writes, 0, "noise within the threshold writes nothing");
+    }
+
+    #[test]
+    fn an_operator_weight_restarts_the_average_and_silence_keeps_the_weight() {
+        let t0 = Instant::now();
+        let mut l = loads(10, 0);
+        l.start(K, 100, t0);
+        // Set to 40 by hand; nobody reports: nothing written, ever.
+        assert!(
+            l.due([(K, None, 40)], t0 + Duration::from_secs(100))
+                .is_empty()
+        );
+        // Reports of 40 agree with it: nothing to write.
+        assert!(
+            l.due([(K, Some(40.0), 40)], t0 + Duration::from_secs(110))
+                .is_empty()
+        );
+        // A term not started is ignored; an ended one too.
+        let other = (4, Fence(1));
+        assert!(
+            l.due([(other, Some(9.0), 1)], t0 + Duration::from_secs(120))
+                .is_empty()
+        );
+        l.end(K);
+        assert!(
+            l.due([(K, Some(900.0), 40)], t0 + Duration::from_secs(130))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn weights_are_whole_and_within_bounds() {
+        assert_eq!(weight_of(0.0), 1);
+        assert_eq!(weight_of(2.5), 3);
+        assert_eq!(weight_of(1e12), MAX_WEIGHT);
+        assert_eq!(weight_of(f64::NAN), 1);
+    }
+}

@@ -1,0 +1,341 @@
+//! Load reports (`GroupConfigBuilder::weights_from_loads`, `Leadership::report_load`)
+//! against a real redis-server started for each test: reported loads become weights
+//! and rebalance the group; a hand-set weight gives way to the reports; noisy but
+//! stationary loads move nothing and write at most one request per replica per renew
+//! interval; loads where they go nowhere are a typed error.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use leasehold_election::{Leadership, LoadError, RedisStore};
+use leasehold_partitions::{
+    Coordinator, GroupAdmin, GroupConfig, GroupStatus, LoadDamping, script_hashes,
+};
+use leasehold_testkit::RedisServer;
+use redis::Value;
+use support::{Fleet, Loads};
+use tokio::time::{Instant, sleep};
+
+const LEASE: Duration = Duration::from_millis(600);
+const LIMIT: Duration = Duration::from_secs(40);
+
+fn store(redis: &RedisServer) -> RedisStore {
+    RedisStore::builder(redis.url())
+        .call_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+}
+
+/// A fleet of `partitions` whose callbacks report `loads`, replicas `replicas` started
+/// with `damping`.
+fn fleet(
+    redis: &RedisServer,
+    partitions: usize,
+    replicas: &[&str],
+    loads: &Loads,
+    damping: LoadDamping,
+) -> Fleet<RedisStore> {
+    let mut fleet = Fleet::new(store(redis), partitions, LEASE);
+    fleet.loads = Some(loads.clone());
+    for r in replicas {
+        let config = fleet
+            .builder(r)
+            .weights_from_loads(damping)
+            .build()
+            .unwrap();
+        fleet.start_with(config);
+    }
+    fleet
+}
+
+/// Owner → (partitions, weights summed), counted from the partitions.
+fn placement(status: &GroupStatus) -> BTreeMap<String, (Vec<String>, u64)> {
+    let mut out: BTreeMap<String, (Vec<String>, u64)> = BTreeMap::new();
+    for p in &status.partitions {
+        if let Some(o) = &p.owner {
+            let e = out.entry(o.clone()).or_default();
+            e.0.push(p.partition.clone());
+            e.1 += p.weight;
+        }
+    }
+    out
+}
+
+/// Waits until `done` holds of the group's status; fails naming `what` after `LIMIT`.
+async fn until(
+    admin: &GroupAdmin<RedisStore>,
+    what: &str,
+    done: impl Fn(&GroupStatus) -> bool,
+) -> GroupStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = admin.status().await.unwrap()
+            && done(&status)
+        {
+            return status;
+        }
+        if start.elapsed() > LIMIT {
+            let status = admin.status().await.unwrap();
+            let weights: Vec<_> = status
+                .iter()
+                .flat_map(|s| s.partitions.iter().map(|p| (&p.partition, p.weight)))
+                .collect();
+            panic!(
+                "{what}: not after {LIMIT:?}: placement {:?}, weights {weights:?}",
+                status.as_ref().map(placement)
+            );
+        }
+        sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every member's load as Redis keeps it equals the weights of what it holds, and each
+/// is within the weighted rule's bound (share ± the largest weight).
+fn within_bounds(s: &GroupStatus) -> bool {
+    let place = placement(s);
+    let wmax = s.partitions.iter().map(|p| p.weight).max().unwrap_or(1);
+    let share = s.total_weight as f64 / s.members.len() as f64;
+    s.partitions.iter().all(|p| p.owner.is_some())
+        && s.members.iter().all(|m| {
+            let load = place.get(&m.replica).map_or(0, |(_, w)| *w);
+            m.load == load && (load as f64 - share).abs() <= wmax as f64
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reported_loads_become_weights_and_rebalance_the_group() {
+    let redis = RedisServer::start();
+    let loads = Loads::default();
+    let damping = LoadDamping::default()
+        .half_life(Duration::from_millis(300))
+        .threshold_percent(10);
+    let mut fleet = fleet(&redis, 8, &["a", "b"], &loads, damping);
+    for p in &fleet.partitions {
+        loads.set(p, 1.0);
+    }
+    fleet
+        .until("balanced by count", LIMIT, |f| f.balanced())
+        .await;
+    let admin = GroupAdmin::new(store(&redis), "g").unwrap();
+    let status = admin.status().await.unwrap().unwrap();
+    assert!(!status.weighted, "loads of 1 change no weight");
+    // Everything a holds gets heavy: 400 against b's 4, over the bound (share 202 +
+    // the largest weight 100), so the group must move some of it.
+    let heavy: Vec<String> = placement(&status)["a"].0.clone();
+    assert_eq!(heavy.len(), 4);
+    let moves_before = admin.moves(None, 10_000).await.unwrap().len();
+    for p in &heavy {
+        loads.set(p, 100.0);
+    }
+    let status = until(
+        &admin,
+        "weights follow the loads, loads within bounds",
+        |s| {
+            s.weighted
+                && s.partitions.iter().all(|p| {
+                    if heavy.contains(&p.partition) {
+                        (90..=110).contains(&p.weight)
+                    } else {
+                        p.weight == 1
+                    }
+                })
+                && within_bounds(s)
+        },
+    )
+    .await;
+    let place = placement(&status);
+    let heavy_on = |r: &str| place[r].0.iter().filter(|p| heavy.contains(p)).count();
+    assert!(
+        heavy_on("a") < 4 && heavy_on("b") >= 1,
+        "the heavy partitions were spread: {place:?}"
+    );
+    let moves = admin.moves(None, 10_000).await.unwrap();
+    assert!(
+        moves[moves_before..]
+            .iter()
+            .any(|m| heavy.contains(&m.partition) && m.cause.to_string() == "handoff"),
+        "a heavy partition was handed over: {:?}",
+        &moves[moves_before..]
+    );
+    // A moved partition's new owner starts its average from the weight it had: the
+    // weight does not fall back to 1 after a move.
+    for p in &status.partitions {
+        if heavy.contains(&p.partition) {
+            assert!(p.weight >= 90, "{p:?}");
+        }
+    }
+
+    // A hand-set weight gives way to the reports: its owner writes its measured weight
+    // back within a few half-lives.
+    let light = status
+        .partitions
+        .iter()
+        .find(|p| !heavy.contains(&p.partition))
+        .unwrap()
+        .partition
+        .clone();
+    admin.set_weight(&light, 60).await.unwrap();
+    let status = until(
+        &admin,
+        "the hand-set weight is replaced by the reports",
+        |s| {
+            s.partitions
+                .iter()
+                .any(|p| p.partition == light && p.weight <= 6)
+        },
+    )
+    .await;
+    assert!(status.weighted);
+    for h in fleet.replicas.values() {
+        assert!(h.view().error.is_none(), "{:?}", h.view().error);
+    }
+    fleet.ledger.assert_no_double_ownership();
+    for (_, h) in std::mem::take(&mut fleet.replicas) {
+        h.shutdown().await;
+    }
+}
+
+/// How many times the `report` script ran since the slow log was reset.
+async fn report_runs(redis: &RedisServer) -> usize {
+    let sha = script_hashes()
+        .into_iter()
+        .find(|(name, _)| *name == "report")
+        .map(|(_, sha)| sha)
+        .expect("a report script");
+    let mut con = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let entries: Vec<Value> = redis::cmd("SLOWLOG")
+        .arg("GET")
+        .arg(-1)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    entries
+        .iter()
+        .filter(|e| {
+            let Value::Array(fields) = e else {
+                return false;
+            };
+            let Some(Value::Array(args)) = fields.get(3) else {
+                return false;
+            };
+            let text = |v: &Value| match v {
+                Value::BulkString(b) => String::from_utf8_lossy(b).to_lowercase(),
+                _ => String::new(),
+            };
+            args.len() > 1 && text(&args[0]) == "evalsha" && text(&args[1]) == sha
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noisy_stationary_loads_move_nothing_and_write_at_most_once_per_interval() {
+    let redis = RedisServer::start();
+    redis.redis_cli(&["CONFIG", "SET", "slowlog-max-len", "100000"]);
+    let loads = Loads::default();
+    // Skewed tenants, ±20 % noise at every report (every 20 ms).
+    let sizes = [100.0, 50.0, 33.0, 25.0, 20.0, 17.0, 14.0, 12.0];
+    *loads.noise.lock().unwrap() = 0.2;
+    let damping = LoadDamping::default()
+        .half_life(Duration::from_secs(2))
+        .threshold_percent(10);
+    let mut fleet = fleet(&redis, sizes.len(), &["a", "b"], &loads, damping);
+    for (p, x) in fleet.partitions.iter().zip(sizes) {
+        loads.set(p, x);
+    }
+    let admin = GroupAdmin::new(store(&redis), "g").unwrap();
+    let partitions = fleet.partitions.clone();
+    until(&admin, "weights within 10 % of the loads", |s| {
+        s.weighted
+            && partitions.iter().zip(sizes).all(|(name, x)| {
+                s.partitions
+                    .iter()
+                    .any(|p| &p.partition == name && (p.weight as f64 - x).abs() <= 0.12 * x)
+            })
+            && within_bounds(s)
+    })
+    .await;
+    // Quiet: no term started for two leases.
+    fleet
+        .until("quiet", LIMIT, |f| {
+            f.ledger
+                .terms()
+                .iter()
+                .map(|t| t.start)
+                .max()
+                .is_some_and(|t| t.elapsed() > LEASE * 2)
+        })
+        .await;
+    let moves_before = admin.moves(None, 10_000).await.unwrap().len();
+    redis.redis_cli(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    redis.redis_cli(&["SLOWLOG", "RESET"]);
+    let window = Duration::from_secs(6);
+    sleep(window).await;
+    redis.redis_cli(&["CONFIG", "SET", "slowlog-log-slower-than", "10000"]);
+    let runs = report_runs(&redis).await;
+    let moves = admin.moves(None, 10_000).await.unwrap();
+    assert_eq!(
+        moves.len(),
+        moves_before,
+        "noisy but stationary loads moved something: {:?}",
+        &moves[moves_before..]
+    );
+    let renew = LEASE / 3;
+    let intervals = (window.as_millis() / renew.as_millis()) as usize + 1;
+    assert!(
+        runs <= 2 * intervals,
+        "{runs} reports from 2 replicas in {intervals} renew intervals"
+    );
+    eprintln!("{runs} report scripts ran in {intervals} renew intervals of 2 replicas");
+    fleet.ledger.assert_no_double_ownership();
+    for (_, h) in std::mem::take(&mut fleet.replicas) {
+        h.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_where_loads_go_nowhere_or_a_bad_load_is_a_typed_error() {
+    let redis = RedisServer::start();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let run = |config: GroupConfig, tx: tokio::sync::mpsc::UnboundedSender<_>| {
+        Coordinator::new(store(&redis), config, move |_p, lead: Leadership| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send((lead.report_load(5.0), lead.report_load(f64::NAN)));
+                lead.cancelled().await;
+                Ok(())
+            }
+        })
+        .spawn()
+    };
+    let plain = GroupConfig::builder("plain", ["p0"], "a")
+        .lease(LEASE)
+        .build()
+        .unwrap();
+    let h = run(plain, tx.clone());
+    let (ok, bad) = tokio::time::timeout(LIMIT, rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ok, Err(LoadError::Unsupported));
+    assert!(matches!(bad, Err(LoadError::Invalid(x)) if x.is_nan()));
+    h.shutdown().await;
+    let taking = GroupConfig::builder("taking", ["p0"], "a")
+        .lease(LEASE)
+        .weights_from_loads(LoadDamping::default())
+        .build()
+        .unwrap();
+    let h = run(taking, tx);
+    let (ok, bad) = tokio::time::timeout(LIMIT, rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ok, Ok(()));
+    assert!(matches!(bad, Err(LoadError::Invalid(_))));
+    h.shutdown().await;
+}
