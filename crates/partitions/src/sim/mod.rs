@@ -32,13 +32,14 @@ use leasehold_election::Leadership;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{RngExt, SeedableRng};
-use tokio::time::{Instant, sleep_until};
+use tokio::time::{Instant, sleep, sleep_until};
 
 use self::link::{Link, Mode};
 use self::oracle::{Listing, TermRec, Terms};
 use crate::store::protocol::Protocol;
 use crate::{
-    Coordinator, CoordinatorHandle, GroupAdmin, GroupConfig, MemoryGroupStore, MemorySnapshot,
+    Coordinator, CoordinatorHandle, GroupAdmin, GroupConfig, LoadDamping, MemoryGroupStore,
+    MemorySnapshot,
 };
 
 /// Every partition's lease in a simulation.
@@ -231,6 +232,18 @@ struct World {
     replicas_cut: BTreeMap<u64, (Instant, MemorySnapshot)>,
     /// When a replica was last promoted.
     last_failover: Option<Instant>,
+    /// Whether the replicas take their weights from loads their terms report (a
+    /// quarter of the seeds): each partition reports a load of its own, unchanging.
+    loads: bool,
+}
+
+/// The load a partition's terms report in a simulation that takes loads: 1 to 40,
+/// from its name.
+fn load_of(partition: &str) -> f64 {
+    let h = partition.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    (1 + h % 40) as f64
 }
 
 impl World {
@@ -264,6 +277,9 @@ impl World {
                 },
             );
         }
+        // Drawn from the seed, not the run's generator, so that every other draw of a
+        // seed stays what it was.
+        let loads = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 62 == 0;
         let admin_link = Link::new("admin", store.clone(), rng.random(), calls.clone());
         let admin = GroupAdmin::new(admin_link.clone(), "sim").expect("valid names");
         let now = Instant::now();
@@ -296,6 +312,7 @@ impl World {
             last_wipe: None,
             replicas_cut: BTreeMap::new(),
             last_failover: None,
+            loads,
         }
     }
 
@@ -326,6 +343,13 @@ impl World {
         if let Some(g) = r.grace {
             b = b.rejoin_grace(g);
         }
+        if self.loads {
+            b = b.weights_from_loads(
+                LoadDamping::default()
+                    .half_life(Duration::from_secs(2))
+                    .threshold_percent(10),
+            );
+        }
         b.build().expect("a valid simulation config")
     }
 
@@ -340,6 +364,7 @@ impl World {
         self.next_pid += 1;
         let pid = self.next_pid;
         let terms = self.terms.clone();
+        let loads = self.loads;
         let handle = Coordinator::new(
             r.link.for_process(pid),
             config,
@@ -347,8 +372,20 @@ impl World {
                 let terms = terms.clone();
                 async move {
                     let state = format!("{partition}@{}", lead.fence().get());
+                    let load = loads.then(|| load_of(&partition));
                     let _end = terms.begin(TermRec::new(partition, pid, &lead));
-                    lead.cancelled().await;
+                    match load {
+                        None => lead.cancelled().await,
+                        // Reported twice a second while the term runs: the weights
+                        // it leads to move partitions under the faults too.
+                        Some(x) => loop {
+                            lead.report_load(x)?;
+                            tokio::select! {
+                                () = lead.cancelled() => break,
+                                () = sleep(Duration::from_millis(500)) => {}
+                            }
+                        },
+                    }
                     // Every term hands off its name: the oracle checks who gets it.
                     lead.hand_off(state)?;
                     Ok(())
@@ -372,12 +409,13 @@ impl World {
     async fn run(mut self) -> SimReport {
         let ids: Vec<String> = self.replicas.keys().cloned().collect();
         self.note(format!(
-            "fleet: {} partitions, replicas {:?}",
+            "fleet: {} partitions, replicas {:?}, loads reported: {}",
             self.partitions.len(),
             self.replicas
                 .values()
                 .map(|r| (r.id.clone(), r.grace.map(|g| g.as_millis()), r.capacity))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>(),
+            self.loads
         ));
         let t0 = Instant::now();
         for (i, id) in ids.iter().enumerate() {
