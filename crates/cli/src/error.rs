@@ -79,6 +79,15 @@ pub enum Error {
     },
     /// A weight outside 1 ..= `MAX_WEIGHT`; checked before anything is sent.
     BadWeight(i64),
+    /// A `plan` flag that does not have its form (`--weight PARTITION=WEIGHT`).
+    BadPlanArg {
+        /// The flag.
+        arg: String,
+        /// What was given.
+        value: String,
+        /// The form it should have.
+        expected: &'static str,
+    },
     /// `--redis-url` is malformed.
     Url(BuildError),
     /// A Redis call failed.
@@ -240,6 +249,14 @@ impl Error {
                     "invalid WEIGHT {w}: a partition weight must be between 1 and {MAX_WEIGHT}; \
                      nothing was changed"
                 ),
+            ),
+            Self::BadPlanArg {
+                arg,
+                value,
+                expected,
+            } => Failure::new(
+                EXIT_USAGE,
+                format!("invalid {arg} {}: expected {expected}", quote(value)),
             ),
             // The message never repeats the URL, which may hold a password.
             Self::Url(e) => {
@@ -429,7 +446,9 @@ fn group_failure(group: &str, e: &PartitionsError, target: &Target) -> Failure {
             ),
         ),
         PartitionsError::UnknownGroup(g) => Error::NoGroup(g.clone()).failure(target),
-        PartitionsError::InvalidWeight(_) => Failure::new(EXIT_USAGE, e.to_string()),
+        PartitionsError::InvalidWeight(_) | PartitionsError::InvalidWhatIf(_) => {
+            Failure::new(EXIT_USAGE, e.to_string())
+        }
         other => Failure::new(EXIT_OTHER, other.to_string()),
     }
 }

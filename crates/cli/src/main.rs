@@ -12,6 +12,8 @@
 //! leasehold partitions weight -u ... -g tenants tenant-7 250
 //! leasehold partitions list -u ... -g tenants [-o json]
 //! leasehold drain|undrain -u ... -g tenants -r replica-c
+//! leasehold plan -u ... -g tenants [--add-replica ID[:CAPACITY]] [--remove-replica ID]
+//!                [--drain ID] [--weight PARTITION=WEIGHT] [-o json]
 //! ```
 //!
 //! Every Redis call runs under `--timeout`. Every failure is one line on stderr,
@@ -204,6 +206,34 @@ enum Command {
     /// Let a drained replica take its share again.
     #[command(after_help = SEE_ALSO)]
     Undrain(ReplicaArgs),
+    /// What a change would do: the moves and the loads per replica, changing nothing.
+    ///
+    /// Reads the group and runs the balancing rule its replicas run, round after round,
+    /// as if the change were made: replicas added (with a capacity), removed (shut down)
+    /// or drained, partitions given weights. Every flag may be given several times.
+    /// Where the live group breaks a tie by chance (a replica balancing by count hands
+    /// over partitions it picks at random; several replicas claiming the same free
+    /// partitions), the planner breaks it the same way every time, and says when that
+    /// could change which replicas make the moves.
+    #[command(after_help = SEE_ALSO)]
+    Plan {
+        #[command(flatten)]
+        group: GroupArgs,
+        /// A replica that joins, with its capacity (default 1).
+        #[arg(long, value_name = "ID[:CAPACITY]")]
+        add_replica: Vec<String>,
+        /// A live replica that leaves: its partitions become free.
+        #[arg(long, value_name = "ID")]
+        remove_replica: Vec<String>,
+        /// A live replica drained: it hands everything over.
+        #[arg(long, value_name = "ID")]
+        drain: Vec<String>,
+        /// A partition's weight (1 to 1000000).
+        #[arg(long, value_name = "PARTITION=WEIGHT", allow_hyphen_values = true)]
+        weight: Vec<String>,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -371,7 +401,8 @@ impl Command {
             Self::Status { group, .. }
             | Self::Watch { group, .. }
             | Self::Owner { group, .. }
-            | Self::Moves { group, .. } => &group.redis,
+            | Self::Moves { group, .. }
+            | Self::Plan { group, .. } => &group.redis,
             Self::Drain { replica: r, .. } | Self::Undrain(r) => &r.group.redis,
             Self::Partitions(
                 PartitionsCommand::Add { group, .. }
@@ -466,6 +497,22 @@ async fn run(target: &Target, command: Command) -> Result<(), Error> {
         }
         Command::Undrain(r) => {
             commands::drain(target, &r.group.group, &r.replica, Drain::Off).await
+        }
+        Command::Plan {
+            group,
+            add_replica,
+            remove_replica,
+            drain,
+            weight,
+            output,
+        } => {
+            let args = commands::PlanArgs {
+                add: add_replica,
+                remove: remove_replica,
+                drain,
+                weights: weight,
+            };
+            commands::plan(target, &group.group, &args, output.json()).await
         }
     }
 }

@@ -7,6 +7,7 @@ use leasehold_election::ext::validate_name;
 use leasehold_election::{DEFAULT_KEY_PREFIX, StoreError};
 use rand::RngExt;
 
+use crate::balance::whatif::{PlannedChange, WhatIf, simulate};
 use crate::error::PartitionsError;
 use crate::keys::GroupKeys;
 use crate::store::protocol::{AddReply, Change, DrainReply, Move, RemoveReply, WeightReply};
@@ -419,5 +420,40 @@ impl<B: GroupStore> GroupAdmin<B> {
         limit: usize,
     ) -> Result<Vec<Move>, PartitionsError> {
         Ok(self.store.moves(&self.keys, after, limit).await?)
+    }
+
+    /// What `change` would do to the group, without doing it: the moves the balancing
+    /// rule would make and each replica's count and load after. It reads the group's
+    /// status and runs, over it, the same pure rule the replicas run, round after round
+    /// until nothing moves (see [`PlannedChange`]: where the live group breaks a tie by
+    /// chance, the planner breaks it alike every time and says so).
+    ///
+    /// ```no_run
+    /// use leasehold_election::RedisStore;
+    /// use leasehold_partitions::{GroupAdmin, WhatIf};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let admin = GroupAdmin::new(RedisStore::connect("redis://127.0.0.1:6379/")?, "tenants")?;
+    /// let plan = admin.plan(&WhatIf::new().add_replica("replica-d", 1)).await?;
+    /// for m in &plan.moves {
+    ///     println!("{} partitions {:?} -> {}", m.count, m.from, m.to);
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`PartitionsError::UnknownGroup`], [`PartitionsError::UnknownReplica`] (to remove
+    /// or drain), [`PartitionsError::UnknownPartition`] or
+    /// [`PartitionsError::InvalidWeight`] (a weight), [`PartitionsError::DuplicatePartition`]
+    /// (a weight given twice), [`PartitionsError::Config`] (a bad name or capacity),
+    /// [`PartitionsError::LastActiveReplica`] (drains that leave nobody taking part),
+    /// [`PartitionsError::InvalidWhatIf`], or the store's error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    pub async fn plan(&self, change: &WhatIf) -> Result<PlannedChange, PartitionsError> {
+        let status = self.status().await?.ok_or_else(|| self.no_group())?;
+        simulate(&status, change)
     }
 }

@@ -57,6 +57,11 @@ pub enum PartitionsError {
     /// A weight outside 1 ..= [`crate::MAX_WEIGHT`] (nothing was changed).
     #[error("a partition weight must be between 1 and {max}, got {0}", max = crate::MAX_WEIGHT)]
     InvalidWeight(u64),
+    /// A what-if change ([`crate::GroupAdmin::plan`]) that cannot happen: a replica
+    /// added that is live already, a replica named twice (added, removed or drained),
+    /// or nobody left taking part. Nothing is read beyond the group's status.
+    #[error("invalid what-if: {0}")]
+    InvalidWhatIf(String),
     /// The coordinator has stopped.
     #[error(transparent)]
     Stopped(Stopped),

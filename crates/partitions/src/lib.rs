@@ -56,6 +56,7 @@ mod view;
 pub mod sim;
 
 pub use self::admin::{GroupAdmin, MAX_WEIGHT};
+pub use self::balance::whatif::{PlannedChange, PlannedLoad, PlannedMove, PlannedRole, WhatIf};
 pub use self::config::{
     DEFAULT_HAND_OFF_TTL, GroupConfig, GroupConfigBuilder, GroupConfigError, LoadDamping,
     MAX_CAPACITY,

@@ -5,6 +5,7 @@ mod admin;
 mod duty;
 mod group;
 mod moves;
+mod plan;
 
 use std::collections::HashSet;
 use std::io::{self, Write as _};
@@ -17,6 +18,7 @@ pub use self::admin::{Drain, add, drain, list_partitions, remove, set_weight};
 pub use self::duty::{leader, list};
 pub use self::group::{owner, status, watch};
 pub use self::moves::moves;
+pub use self::plan::{PlanArgs, plan};
 use tokio::time::{MissedTickBehavior, interval};
 
 use crate::error::{Change, EXIT_DATA, Error, check_name};

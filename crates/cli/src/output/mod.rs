@@ -9,6 +9,7 @@ mod admin;
 mod duty;
 mod group;
 mod moves;
+mod plan;
 mod watch;
 
 use std::fmt::Write as _;
@@ -25,6 +26,7 @@ pub use self::group::{
     owner_json, owner_text, partitions_json, status_json, status_text, summary_json, summary_text,
 };
 pub use self::moves::{move_json, move_line, moves_json, moves_text};
+pub use self::plan::{plan_json, plan_text};
 pub use self::watch::changes;
 
 fn millis(d: Duration) -> u64 {

@@ -1,0 +1,819 @@
+//! The what-if planner: which moves a change to a group (replicas added, removed or
+//! drained, weights set) would make, and the loads it would leave, without changing
+//! anything.
+//!
+//! It runs the same pure rules the replicas run ([`super::plan`] by count,
+//! [`super::weighted`] by weight and capacity) over a snapshot of the group, in rounds,
+//! until nothing is handed over and nothing is free:
+//!
+//! 1. **Claims.** Member after member (by id), each plans on the group as it is then and
+//!    claims what its plan allows, oldest free partition first, as a replica does: by
+//!    count, up to its allowance; by weight, batches of those that fit into the room its
+//!    plan gave it, going on while a batch takes something (with the plan's fallback,
+//!    the first free one when none fits). Passes repeat until one claims nothing.
+//! 2. **Hand-overs.** Every member plans on the same view, and those whose plan sheds
+//!    release those partitions; they are free from then on, newer than any freed
+//!    before (those freed together, oldest first by name, as Redis orders them).
+//!
+//! A change starts with the weights set and the partitions of removed, drained (and
+//! already leaving or draining) replicas freed.
+//!
+//! **Where the live group decides by chance, the planner decides alike every time**, and
+//! says so with [`PlannedChange::exact`] `false`:
+//! - A count-mode replica hands over a random sample of its partitions: the planner
+//!   takes its last ones (by position in the set), and reports count-mode moves as
+//!   counts per pair of replicas, never names.
+//! - Which replica's claim lands first when several may claim at once: the planner lets
+//!   them claim by id. `exact` turns `false` when that choice could change the outcome:
+//!   in count mode, when those claiming want more than is free, or take partitions that
+//!   came from several replicas (then the pairs may differ; the counts do not); by
+//!   weight, whenever two replicas would claim from the same free partitions.
+//! - Partitions nobody's plan claims (orphans) go, after a lease, to whoever asks
+//!   first: the planner gives them to the first member by id.
+//!
+//! Replicas are taken as active members (settling and away ones too: they take part
+//! once they are done, or back); timing (the two ticks a hand-over waits, its cooldown,
+//! a move budget) changes when moves happen, not which.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use leasehold_election::ext::validate_name;
+
+use super::plan::{Member, Plan, plan};
+use super::weighted::{Loaded, Totals, WeightedPlan, shares, weighted_plan};
+use crate::admin::MAX_WEIGHT;
+use crate::config::{GroupConfigError, MAX_CAPACITY};
+use crate::error::PartitionsError;
+use crate::store::ops::moves::MoveCause;
+use crate::store::{CLAIM_BATCH, GroupStatus, ReplicaState};
+
+/// No plan takes more rounds of hand-overs than this (the rules converge long before:
+/// a plan that does not is reported with [`PlannedChange::settled`] `false`).
+const MAX_ROUNDS: usize = 10_000;
+
+/// A change to plan ([`crate::GroupAdmin::plan`]): replicas to add, remove or drain,
+/// weights to set. Nothing in it is applied.
+///
+/// ```
+/// use leasehold_partitions::WhatIf;
+///
+/// let change = WhatIf::new()
+///     .add_replica("replica-d", 2)
+///     .drain("replica-a")
+///     .weight("tenant-7", 250);
+/// assert!(!change.is_empty());
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WhatIf {
+    /// Replicas that join, with their capacities (1 ..= [`MAX_CAPACITY`]).
+    pub add: Vec<(String, u32)>,
+    /// Live replicas that leave: their partitions become free.
+    pub remove: Vec<String>,
+    /// Live replicas drained: they hand everything over and no longer count.
+    pub drain: Vec<String>,
+    /// Partitions given these weights (1 ..= [`MAX_WEIGHT`]).
+    pub weights: Vec<(String, u64)>,
+}
+
+impl WhatIf {
+    /// No change (its plan moves nothing unless the group is out of balance now).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replica `replica` joins with capacity `capacity`.
+    #[must_use = "a WhatIf is only a description: pass it to GroupAdmin::plan"]
+    pub fn add_replica(mut self, replica: impl Into<String>, capacity: u32) -> Self {
+        self.add.push((replica.into(), capacity));
+        self
+    }
+
+    /// Live replica `replica` leaves (shuts down).
+    #[must_use = "a WhatIf is only a description: pass it to GroupAdmin::plan"]
+    pub fn remove_replica(mut self, replica: impl Into<String>) -> Self {
+        self.remove.push(replica.into());
+        self
+    }
+
+    /// Live replica `replica` is drained.
+    #[must_use = "a WhatIf is only a description: pass it to GroupAdmin::plan"]
+    pub fn drain(mut self, replica: impl Into<String>) -> Self {
+        self.drain.push(replica.into());
+        self
+    }
+
+    /// Partition `partition` gets weight `weight`.
+    #[must_use = "a WhatIf is only a description: pass it to GroupAdmin::plan"]
+    pub fn weight(mut self, partition: impl Into<String>, weight: u64) -> Self {
+        self.weights.push((partition.into(), weight));
+        self
+    }
+
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.add.is_empty()
+            && self.remove.is_empty()
+            && self.drain.is_empty()
+            && self.weights.is_empty()
+    }
+}
+
+/// Moves of a plan from one replica to another for one cause, taken together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PlannedMove {
+    /// The replica it moves from (`None`: the partition had no owner).
+    pub from: Option<String>,
+    /// The replica it moves to.
+    pub to: String,
+    /// Why the old term ends, as the ledger of moves will say ([`MoveCause::HandOff`],
+    /// [`MoveCause::Drain`], [`MoveCause::Leave`], ...); `None` with no owner before.
+    pub cause: Option<MoveCause>,
+    /// How many partitions.
+    pub count: usize,
+    /// Their weights, summed (`count` in an unweighted group).
+    pub weight: u64,
+    /// Which, in a weighted group (by weight, the rule names the partitions it hands
+    /// over; which replica claims a free one is still the planner's tie-break). Empty
+    /// in a group balanced by count, whose replicas hand over a random sample.
+    pub partitions: Vec<String>,
+}
+
+/// What a replica is in a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PlannedRole {
+    /// A member that stays.
+    Member,
+    /// Joins with the change.
+    Added,
+    /// Leaves with the change (or is leaving already).
+    Removed,
+    /// Drained by the change (or draining already).
+    Drained,
+}
+
+impl PlannedRole {
+    /// A stable label: `member`, `added`, `removed`, `drained`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Member => "member",
+            Self::Added => "added",
+            Self::Removed => "removed",
+            Self::Drained => "drained",
+        }
+    }
+}
+
+/// One replica before and after a plan.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PlannedLoad {
+    /// The replica id.
+    pub replica: String,
+    /// What it is in the plan.
+    pub role: PlannedRole,
+    /// Its capacity.
+    pub capacity: u32,
+    /// Partitions it holds now.
+    pub count_before: usize,
+    /// Partitions it holds after.
+    pub count: usize,
+    /// Its load now (the weights it holds, summed, at today's weights).
+    pub load_before: u64,
+    /// Its load after (at the planned weights).
+    pub load: u64,
+    /// In a weighted group, the share it balances to after (as
+    /// [`GroupStatus::shares`]); `None` by count, or if it no longer takes part.
+    pub share: Option<f64>,
+}
+
+/// What a change would do ([`crate::GroupAdmin::plan`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PlannedChange {
+    /// Whether the group balances by weight after the change (a weight set, or
+    /// capacities that differ).
+    pub weighted: bool,
+    /// The moves, per (from, to, cause), ordered by them.
+    pub moves: Vec<PlannedMove>,
+    /// Every replica (live, added), by id.
+    pub loads: Vec<PlannedLoad>,
+    /// Rounds of hand-overs until nothing moves (0: claims of free partitions alone).
+    pub rounds: usize,
+    /// Whether the rules came to rest (they always should).
+    pub settled: bool,
+    /// Whether the live group can only make these moves: `false` if some tie the live
+    /// group breaks by chance (which claim lands first, orphans) could change them (see
+    /// the module docs). The counts per replica are the rule's either way, up to which
+    /// replicas hold the larger counts.
+    pub exact: bool,
+    /// Partitions left without an owner (none unless nobody takes part).
+    pub unowned: usize,
+}
+
+impl PlannedChange {
+    /// Partitions moved in all (a partition that moves twice counts twice).
+    pub fn moved(&self) -> usize {
+        self.moves.iter().map(|m| m.count).sum()
+    }
+
+    /// Weight moved in all.
+    pub fn moved_weight(&self) -> u64 {
+        self.moves.iter().map(|m| m.weight).sum()
+    }
+}
+
+/// A replica in the simulation.
+#[derive(Debug, Clone)]
+struct Mem {
+    id: String,
+    role: PlannedRole,
+    capacity: u32,
+    /// Takes part (counted towards N, runs the rule).
+    counts: bool,
+    held: BTreeSet<usize>,
+    count_before: usize,
+    load_before: u64,
+}
+
+/// One move: from (member index), to, cause, partition.
+type Step = (Option<usize>, usize, Option<MoveCause>, usize);
+
+/// The group while the plan runs.
+struct Sim {
+    names: Vec<String>,
+    weights: Vec<u64>,
+    /// Weights were set: loads are weights (else counts; all weights are 1 then).
+    set_weighted: bool,
+    /// Balanced by [`weighted_plan`] (weights set, or capacities differ).
+    weighted: bool,
+    members: Vec<Mem>,
+    owner: Vec<Option<usize>>,
+    /// For a free partition: who held it last, and why it was let go.
+    last: Vec<Option<(usize, MoveCause)>>,
+    /// Free partitions, oldest first: (when freed, rank of the name).
+    free: BTreeSet<(u64, usize)>,
+    /// When each free partition was freed (its key in `free`).
+    freed_at: Vec<u64>,
+    by_rank: Vec<usize>,
+    rank: Vec<usize>,
+    clock: u64,
+    steps: Vec<Step>,
+    exact: bool,
+}
+
+/// Plans `change` on the group `status` describes.
+///
+/// # Errors
+/// [`PartitionsError::UnknownReplica`] (remove or drain a replica that is not live),
+/// [`PartitionsError::UnknownPartition`], [`PartitionsError::InvalidWeight`],
+/// [`PartitionsError::DuplicatePartition`] (a weight given twice),
+/// [`PartitionsError::Config`] (a bad name or capacity),
+/// [`PartitionsError::LastActiveReplica`] (drains that leave nobody taking part), or
+/// [`PartitionsError::InvalidWhatIf`] (a replica added that is live, named twice,
+/// removed and drained, or nobody left taking part).
+pub(crate) fn simulate(
+    status: &GroupStatus,
+    change: &WhatIf,
+) -> Result<PlannedChange, PartitionsError> {
+    validate(status, change)?;
+    let mut sim = Sim::new(status, change);
+    let (rounds, settled) = sim.run();
+    Ok(sim.outcome(rounds, settled))
+}
+
+fn invalid(text: String) -> PartitionsError {
+    PartitionsError::InvalidWhatIf(text)
+}
+
+fn validate(status: &GroupStatus, change: &WhatIf) -> Result<(), PartitionsError> {
+    let live: BTreeSet<&str> = status.members.iter().map(|m| m.replica.as_str()).collect();
+    let mut named = BTreeSet::new();
+    for (id, capacity) in &change.add {
+        validate_name("replica id", id)?;
+        if !(1..=MAX_CAPACITY).contains(capacity) {
+            return Err(GroupConfigError::CapacityOutOfRange(*capacity).into());
+        }
+        if live.contains(id.as_str()) {
+            return Err(invalid(format!("replica {id:?} is live already")));
+        }
+        if !named.insert(id.as_str()) {
+            return Err(invalid(format!("replica {id:?} is named twice")));
+        }
+    }
+    for id in change.remove.iter().chain(&change.drain) {
+        validate_name("replica id", id)?;
+        if !live.contains(id.as_str()) {
+            return Err(PartitionsError::UnknownReplica(id.clone()));
+        }
+        if !named.insert(id.as_str()) {
+            return Err(invalid(format!("replica {id:?} is named twice")));
+        }
+    }
+    let set: BTreeSet<&str> = status
+        .partitions
+        .iter()
+        .map(|p| p.partition.as_str())
+        .collect();
+    let mut weighed = BTreeSet::new();
+    for (p, w) in &change.weights {
+        validate_name("partition name", p)?;
+        if !(1..=MAX_WEIGHT).contains(w) {
+            return Err(PartitionsError::InvalidWeight(*w));
+        }
+        if !set.contains(p.as_str()) {
+            return Err(PartitionsError::UnknownPartition(p.clone()));
+        }
+        if !weighed.insert(p.as_str()) {
+            return Err(PartitionsError::DuplicatePartition(p.clone()));
+        }
+    }
+    let left = status
+        .members
+        .iter()
+        .filter(|m| takes_part(m.state, m.drained))
+        .filter(|m| !named.contains(m.replica.as_str()))
+        .count()
+        + change.add.len();
+    if left == 0 {
+        return Err(match change.drain.first() {
+            Some(d) if change.remove.is_empty() => PartitionsError::LastActiveReplica(d.clone()),
+            _ => invalid("no replica would be left taking part".to_owned()),
+        });
+    }
+    Ok(())
+}
+
+/// Whether a live member takes part (counted towards N): settling, active or away, and
+/// not drained.
+fn takes_part(state: ReplicaState, drained: bool) -> bool {
+    !drained
+        && matches!(
+            state,
+            ReplicaState::Settling | ReplicaState::Active | ReplicaState::Away
+        )
+}
+
+impl Sim {
+    fn new(status: &GroupStatus, change: &WhatIf) -> Self {
+        let names: Vec<String> = status
+            .partitions
+            .iter()
+            .map(|p| p.partition.clone())
+            .collect();
+        let old: Vec<u64> = status.partitions.iter().map(|p| p.weight.max(1)).collect();
+        let mut weights = old.clone();
+        let index: BTreeMap<&str, usize> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i))
+            .collect();
+        for (p, w) in &change.weights {
+            if let Some(&i) = index.get(p.as_str()) {
+                weights[i] = *w;
+            }
+        }
+        let mut by_rank: Vec<usize> = (0..names.len()).collect();
+        by_rank.sort_by(|a, b| names[*a].cmp(&names[*b]));
+        let mut rank = vec![0; names.len()];
+        for (r, &i) in by_rank.iter().enumerate() {
+            rank[i] = r;
+        }
+
+        let mut members: Vec<Mem> = status
+            .members
+            .iter()
+            .map(|m| {
+                let removed = change.remove.contains(&m.replica);
+                let drained = change.drain.contains(&m.replica);
+                let role = if removed || m.state == ReplicaState::Leaving {
+                    PlannedRole::Removed
+                } else if drained || m.drained || m.state == ReplicaState::Draining {
+                    PlannedRole::Drained
+                } else {
+                    PlannedRole::Member
+                };
+                Mem {
+                    id: m.replica.clone(),
+                    role,
+                    capacity: m.capacity.max(1),
+                    counts: role == PlannedRole::Member,
+                    held: BTreeSet::new(),
+                    count_before: 0,
+                    load_before: 0,
+                }
+            })
+            .collect();
+        members.extend(change.add.iter().map(|(id, capacity)| Mem {
+            id: id.clone(),
+            role: PlannedRole::Added,
+            capacity: *capacity,
+            counts: true,
+            held: BTreeSet::new(),
+            count_before: 0,
+            load_before: 0,
+        }));
+        members.sort_by(|a, b| a.id.cmp(&b.id));
+        let at: BTreeMap<String, usize> = members
+            .iter()
+            .enumerate()
+            .map(|(k, m)| (m.id.clone(), k))
+            .collect();
+
+        let set_weighted = weights.iter().any(|w| *w != 1);
+        let counting: Vec<u32> = members
+            .iter()
+            .filter(|m| m.counts)
+            .map(|m| m.capacity)
+            .collect();
+        let weighted = set_weighted || counting.windows(2).any(|w| w[0] != w[1]);
+        let mut sim = Self {
+            names,
+            weights,
+            set_weighted,
+            weighted,
+            owner: vec![None; status.partitions.len()],
+            last: vec![None; status.partitions.len()],
+            members,
+            free: BTreeSet::new(),
+            freed_at: vec![0; status.partitions.len()],
+            by_rank,
+            rank,
+            clock: 0,
+            steps: Vec::new(),
+            exact: true,
+        };
+        // Today's owners; what a leaving, removed or drained replica holds is freed
+        // first, and what nobody live holds is free already.
+        sim.clock = 1;
+        for (i, p) in status.partitions.iter().enumerate() {
+            let owner = p.owner.as_deref().and_then(|o| at.get(o).copied());
+            match owner {
+                Some(k) => {
+                    let m = &mut sim.members[k];
+                    m.count_before += 1;
+                    m.load_before += old[i];
+                    if m.counts {
+                        m.held.insert(i);
+                        sim.owner[i] = Some(k);
+                    } else {
+                        let cause = if m.role == PlannedRole::Removed {
+                            MoveCause::Leave
+                        } else {
+                            MoveCause::Drain
+                        };
+                        sim.release(k, i, cause);
+                    }
+                }
+                None => {
+                    sim.free.insert((0, sim.rank[i]));
+                }
+            }
+        }
+        sim
+    }
+
+    /// A member's load: its weights summed (its count unless weights were set).
+    fn load(&self, k: usize) -> u64 {
+        let m = &self.members[k];
+        if self.set_weighted {
+            m.held.iter().map(|&i| self.weights[i]).sum()
+        } else {
+            m.held.len() as u64
+        }
+    }
+
+    fn counting(&self) -> Vec<usize> {
+        (0..self.members.len())
+            .filter(|&k| self.members[k].counts)
+            .collect()
+    }
+
+    fn count_plan(&self, k: usize) -> Plan {
+        let view: Vec<Member> = self
+            .counting()
+            .into_iter()
+            .map(|j| Member {
+                replica: self.members[j].id.clone(),
+                owned: Some(self.members[j].held.len()),
+            })
+            .collect();
+        let m = &self.members[k];
+        plan(
+            self.names.len(),
+            &m.id,
+            m.held.len(),
+            false,
+            &view,
+            self.free.len(),
+        )
+    }
+
+    fn weight_plan(&self, k: usize) -> WeightedPlan {
+        let m = &self.members[k];
+        let mine: Vec<(usize, u64)> = m.held.iter().map(|&i| (i, self.weights[i])).collect();
+        weighted_plan(
+            &m.id,
+            self.load(k),
+            &mine,
+            false,
+            m.capacity,
+            &self.loaded(),
+            self.totals(),
+        )
+    }
+
+    fn loaded(&self) -> Vec<Loaded> {
+        self.counting()
+            .into_iter()
+            .map(|j| Loaded {
+                replica: self.members[j].id.clone(),
+                load: Some(self.load(j)),
+                held: self.members[j].held.len(),
+                capacity: self.members[j].capacity,
+            })
+            .collect()
+    }
+
+    fn totals(&self) -> Totals {
+        if self.set_weighted {
+            Totals {
+                weight: self.weights.iter().sum(),
+                max_weight: self.weights.iter().copied().max().unwrap_or(1),
+                unowned: self.free.len(),
+            }
+        } else {
+            Totals {
+                weight: self.names.len() as u64,
+                max_weight: 1,
+                unowned: self.free.len(),
+            }
+        }
+    }
+
+    /// Free partitions, oldest first.
+    fn free_order(&self) -> impl Iterator<Item = usize> + '_ {
+        self.free.iter().map(|&(_, r)| self.by_rank[r])
+    }
+
+    fn release(&mut self, k: usize, i: usize, cause: MoveCause) {
+        self.members[k].held.remove(&i);
+        self.owner[i] = None;
+        self.last[i] = Some((k, cause));
+        self.freed_at[i] = self.clock;
+        self.free.insert((self.clock, self.rank[i]));
+    }
+
+    fn take(&mut self, k: usize, i: usize) {
+        self.free.remove(&(self.freed_at[i], self.rank[i]));
+        let (from, cause) = match self.last[i].take() {
+            Some((j, c)) => (Some(j), Some(c)),
+            None => (None, None),
+        };
+        self.steps.push((from, k, cause, i));
+        self.owner[i] = Some(k);
+        self.members[k].held.insert(i);
+    }
+
+    /// What one weighted claim would take now, with `room` and `fallback` as a plan gave
+    /// them: those among the first free ones that fit, or the first if none does.
+    fn one_claim(&self, room: u64, fallback: bool) -> Vec<usize> {
+        let candidates: Vec<usize> = self
+            .free_order()
+            .take(self.free.len().min(CLAIM_BATCH))
+            .collect();
+        let mut taken = Vec::new();
+        let mut acc = 0;
+        for &i in &candidates {
+            if acc + self.weights_for_claim(i) <= room {
+                taken.push(i);
+                acc += self.weights_for_claim(i);
+            }
+        }
+        if taken.is_empty()
+            && fallback
+            && let Some(&i) = candidates.first()
+        {
+            taken.push(i);
+        }
+        taken
+    }
+
+    fn weights_for_claim(&self, i: usize) -> u64 {
+        if self.set_weighted {
+            self.weights[i]
+        } else {
+            1
+        }
+    }
+
+    /// How many free partitions member `k` may claim now (by count).
+    fn budget(&self, k: usize) -> usize {
+        let p = self.count_plan(k);
+        if p.shed > 0 {
+            return 0;
+        }
+        p.allowance
+            .saturating_sub(self.members[k].held.len())
+            .min(self.free.len())
+    }
+
+    /// Member `k` plans on the group as it is and claims what the plan lets it, batch
+    /// after batch while one takes something (as a replica's claims go on at once).
+    fn claim_as(&mut self, k: usize) -> usize {
+        if !self.weighted {
+            let n = self.budget(k);
+            let taken: Vec<usize> = self.free_order().take(n).collect();
+            for &i in &taken {
+                self.take(k, i);
+            }
+            return taken.len();
+        }
+        let plan = self.weight_plan(k);
+        if !plan.shed.is_empty() {
+            return 0;
+        }
+        let target = self.load(k).saturating_add(plan.room);
+        let mut took = 0;
+        loop {
+            let room = target.saturating_sub(self.load(k));
+            if room == 0 && !plan.fallback {
+                return took;
+            }
+            let batch = self.one_claim(room, plan.fallback);
+            if batch.is_empty() {
+                return took;
+            }
+            for &i in &batch {
+                self.take(k, i);
+            }
+            took += batch.len();
+        }
+    }
+
+    /// Whether the replicas claiming on the current view could end otherwise than in
+    /// the planner's order (by id).
+    fn claims_race(&self) -> bool {
+        let members = self.counting();
+        if self.weighted {
+            let takers = members
+                .iter()
+                .filter(|&&k| {
+                    let plan = self.weight_plan(k);
+                    plan.shed.is_empty() && !self.one_claim(plan.room, plan.fallback).is_empty()
+                })
+                .count();
+            return takers > 1;
+        }
+        let budgets: Vec<usize> = members
+            .iter()
+            .map(|&k| self.budget(k))
+            .filter(|b| *b > 0)
+            .collect();
+        if budgets.len() < 2 {
+            return false;
+        }
+        let sources: BTreeSet<Option<usize>> = self
+            .free_order()
+            .map(|i| self.last[i].map(|(j, _)| j))
+            .collect();
+        budgets.iter().sum::<usize>() > self.free.len() || sources.len() > 1
+    }
+
+    /// Claims until a pass claims nothing; returns how many were claimed.
+    fn claims(&mut self) -> usize {
+        let mut total = 0;
+        while !self.free.is_empty() {
+            if self.claims_race() {
+                self.exact = false;
+            }
+            let mut pass = 0;
+            for k in self.counting() {
+                pass += self.claim_as(k);
+            }
+            if pass == 0 {
+                break;
+            }
+            total += pass;
+        }
+        total
+    }
+
+    /// Every member plans on the same view; those that shed release. Returns how many
+    /// were released.
+    fn hand_overs(&mut self) -> usize {
+        let mut sheds: Vec<(usize, Vec<usize>)> = Vec::new();
+        for k in self.counting() {
+            let shed: Vec<usize> = if self.weighted {
+                self.weight_plan(k).shed
+            } else {
+                let n = self.count_plan(k).shed;
+                self.members[k].held.iter().rev().take(n).copied().collect()
+            };
+            if !shed.is_empty() {
+                sheds.push((k, shed));
+            }
+        }
+        self.clock += 1;
+        let mut released = 0;
+        for (k, shed) in sheds {
+            for i in shed {
+                if self.members[k].held.contains(&i) {
+                    self.release(k, i, MoveCause::HandOff);
+                    released += 1;
+                }
+            }
+        }
+        released
+    }
+
+    /// Rounds of claims and hand-overs until neither moves anything; returns the rounds
+    /// that handed something over and whether it came to rest.
+    fn run(&mut self) -> (usize, bool) {
+        let mut rounds = 0;
+        for _ in 0..MAX_ROUNDS {
+            self.claims();
+            if self.hand_overs() > 0 {
+                rounds += 1;
+                continue;
+            }
+            if self.free.is_empty() {
+                return (rounds, true);
+            }
+            // Orphans: after a lease they go to whoever asks; here the first by id.
+            let Some(&k) = self.counting().first() else {
+                return (rounds, true);
+            };
+            self.exact = false;
+            let all: Vec<usize> = self.free_order().collect();
+            for i in all {
+                self.take(k, i);
+            }
+        }
+        (rounds, false)
+    }
+
+    fn outcome(&self, rounds: usize, settled: bool) -> PlannedChange {
+        let mut grouped: BTreeMap<(Option<String>, String, Option<MoveCause>), PlannedMove> =
+            BTreeMap::new();
+        for &(from, to, cause, i) in &self.steps {
+            let from = from.map(|j| self.members[j].id.clone());
+            let to = self.members[to].id.clone();
+            let entry = grouped
+                .entry((from.clone(), to.clone(), cause))
+                .or_insert_with(|| PlannedMove {
+                    from,
+                    to,
+                    cause,
+                    count: 0,
+                    weight: 0,
+                    partitions: Vec::new(),
+                });
+            entry.count += 1;
+            entry.weight += self.weights_for_claim(i);
+            if self.weighted {
+                entry.partitions.push(self.names[i].clone());
+            }
+        }
+        let counting = self.counting();
+        let shares: BTreeMap<String, f64> = if self.weighted {
+            let loaded = self.loaded();
+            counting
+                .iter()
+                .map(|&k| self.members[k].id.clone())
+                .zip(shares(&loaded, self.totals().weight))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        let loads = (0..self.members.len())
+            .map(|k| {
+                let m = &self.members[k];
+                PlannedLoad {
+                    replica: m.id.clone(),
+                    role: m.role,
+                    capacity: m.capacity,
+                    count_before: m.count_before,
+                    count: m.held.len(),
+                    load_before: m.load_before,
+                    load: self.load(k),
+                    share: shares.get(&m.id).copied(),
+                }
+            })
+            .collect();
+        PlannedChange {
+            weighted: self.weighted,
+            moves: grouped.into_values().collect(),
+            loads,
+            rounds,
+            settled,
+            exact: self.exact,
+            unowned: self.free.len(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
