@@ -234,6 +234,10 @@ pub(crate) struct ReplicaState {
     handoffs: u64,
     /// A take from the move budget is in flight: no other hand-over until it answers.
     budgeting: bool,
+    /// A claim since the last weighted plan was allowed a partition past its room (the
+    /// plan's `fallback`): the next claims of the same plan are not (the rule allows
+    /// one such claim per plan, as its convergence argument assumes).
+    fallback_spent: bool,
     /// The granting server's lifetime as the last tick reply named it: a tick in
     /// another one lists what the session holds there, and only those terms go on.
     lifetime: String,
@@ -279,6 +283,7 @@ impl ReplicaState {
             highest: Fence(0),
             handoffs: 0,
             budgeting: false,
+            fallback_spent: false,
             lifetime: String::new(),
             roster: (String::new(), Vec::new()),
             ticked: None,
@@ -842,6 +847,7 @@ impl ReplicaState {
             let shed = wplan.shed.clone();
             let target = self.view.server_load.saturating_add(wplan.room);
             self.wplan = Some((wplan, target));
+            self.fallback_spent = false;
             (!shed.is_empty(), Some(shed))
         } else {
             self.wplan = None;
@@ -1035,11 +1041,13 @@ impl ReplicaState {
             let room = self.room(now);
             // Orphans go to whoever asks; else the plan says who may take one that does
             // not fit.
-            let fallback = room == Some(u64::MAX)
-                || self
-                    .wplan
-                    .as_ref()
-                    .is_some_and(|(p, _)| p.fallback && p.shed.is_empty());
+            let orphans = room == Some(u64::MAX);
+            let fallback = orphans
+                || !self.fallback_spent
+                    && self
+                        .wplan
+                        .as_ref()
+                        .is_some_and(|(p, _)| p.fallback && p.shed.is_empty());
             let count = match room {
                 Some(0) if !fallback => 0,
                 Some(_) => self.view.unowned.min(CLAIM_BATCH),
@@ -1051,6 +1059,7 @@ impl ReplicaState {
             claim.count = count;
             claim.room = room;
             claim.fallback = fallback;
+            self.fallback_spent |= fallback && !orphans;
         }
         self.seq = claim.seq;
         self.claim = Some(Pending {

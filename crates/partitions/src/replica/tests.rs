@@ -1401,3 +1401,52 @@ fn a_configured_list_unlike_the_groups_set_is_reported_with_counts_and_names() {
     let s = read(configured(4), 3, &group);
     assert_eq!(s.difference(), None);
 }
+
+#[test]
+fn a_plan_lets_one_claim_take_a_partition_that_does_not_fit_not_every_claim() {
+    // Found by the what-if planner's live test: a replica whose weighted plan allows
+    // one partition that does not fit into its room kept taking the first free one,
+    // claim after claim, until nothing was free (then handed the excess on).
+    let mut sim = Sim::new(3);
+    let weighted = |mut r: TickReply| {
+        r.set = Some(SetInfo {
+            weighted: true,
+            total_weight: 30,
+            max_weight: 10,
+            ..set(3)
+        });
+        r
+    };
+    let r = sim.reply(
+        SessionReply::Live,
+        vec![
+            member("a", MemberState::Settling, 0),
+            member("b", MemberState::Active, 0),
+        ],
+        3,
+    );
+    sim.tick(weighted(r));
+    sim.advance(LEASE);
+    let r = sim.reply(
+        SessionReply::Live,
+        vec![
+            member("a", MemberState::Active, 0),
+            member("b", MemberState::Active, 0),
+        ],
+        3,
+    );
+    let (_, actions) = sim.tick(weighted(r));
+    let first = claims(&actions);
+    assert_eq!(first.len(), 1, "{actions:?}");
+    assert!(first[0].fallback, "under its share: {:?}", first[0]);
+    assert_eq!(first[0].room, Some(15));
+    // It took one of weight 10: 5 of room left, which no free partition fits.
+    let actions = sim.answer(&[(0, Fence(100), 10)], &[], 2);
+    for c in claims(&actions) {
+        assert!(
+            !c.fallback,
+            "a second claim past the room before the next plan: {c:?}"
+        );
+        assert_eq!(c.room, Some(5));
+    }
+}

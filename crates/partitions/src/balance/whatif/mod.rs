@@ -10,7 +10,8 @@
 //!    claims what its plan allows, oldest free partition first, as a replica does: by
 //!    count, up to its allowance; by weight, batches of those that fit into the room its
 //!    plan gave it, going on while a batch takes something (with the plan's fallback,
-//!    the first free one when none fits). Passes repeat until one claims nothing.
+//!    the first claim takes the first free one when none fits; the next ones of the
+//!    same plan do not). Passes repeat until one claims nothing.
 //! 2. **Hand-overs.** Every member plans on the same view, and those whose plan sheds
 //!    release those partitions; they are free from then on, newer than any freed
 //!    before (those freed together, oldest first by name, as Redis orders them).
@@ -637,12 +638,15 @@ impl Sim {
         }
         let target = self.load(k).saturating_add(plan.room);
         let mut took = 0;
+        // A plan lets one claim take a partition past the room, not every claim.
+        let mut fallback = plan.fallback;
         loop {
             let room = target.saturating_sub(self.load(k));
-            if room == 0 && !plan.fallback {
+            if room == 0 && !fallback {
                 return took;
             }
-            let batch = self.one_claim(room, plan.fallback);
+            let batch = self.one_claim(room, fallback);
+            fallback = false;
             if batch.is_empty() {
                 return took;
             }
