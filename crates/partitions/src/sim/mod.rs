@@ -346,7 +346,7 @@ impl World {
         if self.loads {
             b = b.weights_from_loads(
                 LoadDamping::default()
-                    .half_life(Duration::from_secs(2))
+                    .half_life(Duration::from_millis(500))
                     .threshold_percent(10),
             );
         }
