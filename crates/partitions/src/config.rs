@@ -41,8 +41,8 @@ pub enum GroupConfigError {
     /// The load damping's half-life is zero or longer than a day.
     #[error("the load damping's half-life must be between 1 ms and 1 day, got {0:?}")]
     HalfLifeOutOfRange(Duration),
-    /// The load damping's threshold is above 1,000 %.
-    #[error("the load damping's threshold must be between 0 and 1000 %, got {0} %")]
+    /// The load damping's threshold (or jump) is above 1,000 %.
+    #[error("the load damping's thresholds must be between 0 and 1000 %, got {0} %")]
     LoadThresholdOutOfRange(u32),
 }
 
@@ -121,7 +121,11 @@ pub struct GroupConfig {
 /// partitions into an exponentially weighted average with this half-life, rounds it to
 /// a weight (at least 1, at most [`MAX_WEIGHT`](crate::MAX_WEIGHT)), and writes the
 /// weights that moved by more than `threshold_percent` of the stored one (and by at
-/// least 1), all in one request.
+/// least 1), all in one request. A large step goes through at once: beside the average,
+/// a fast one (a tenth of the half-life) follows the load, and when it is more than
+/// `jump_percent` away from the stored weight, the average jumps to it (noise of
+/// ±20 % never does; a tenant whose load doubles or halves is reweighed within an
+/// interval or two).
 ///
 /// ```
 /// # use std::time::Duration;
@@ -140,6 +144,9 @@ pub struct LoadDamping {
     /// How far (in % of the stored weight) the average must move before it is written.
     /// Default: 10.
     pub threshold_percent: u32,
+    /// How far (in % of the stored weight) the fast average must be for the average to
+    /// jump to it (0: never). Default: 50.
+    pub jump_percent: u32,
 }
 
 impl Default for LoadDamping {
@@ -147,6 +154,7 @@ impl Default for LoadDamping {
         Self {
             half_life: Duration::from_secs(60),
             threshold_percent: 10,
+            jump_percent: 50,
         }
     }
 }
@@ -163,6 +171,13 @@ impl LoadDamping {
     #[must_use]
     pub fn threshold_percent(mut self, percent: u32) -> Self {
         self.threshold_percent = percent;
+        self
+    }
+
+    /// Sets [`jump_percent`](Self::jump_percent) (0 ..= 1,000; 0: never jump).
+    #[must_use]
+    pub fn jump_percent(mut self, percent: u32) -> Self {
+        self.jump_percent = percent;
         self
     }
 }
@@ -443,6 +458,9 @@ impl GroupConfigBuilder {
                 return Err(GroupConfigError::LoadThresholdOutOfRange(
                     d.threshold_percent,
                 ));
+            }
+            if d.jump_percent > 1_000 {
+                return Err(GroupConfigError::LoadThresholdOutOfRange(d.jump_percent));
             }
         }
         let config = GroupConfig {

@@ -15,6 +15,9 @@ use crate::config::LoadDamping;
 struct Damped {
     /// The average so far.
     value: f64,
+    /// A fast average (a tenth of the half-life): when it is far from the stored
+    /// weight, the average jumps to it.
+    fast: f64,
     /// The weight the store has for the term, as far as this replica knows.
     stored: u64,
     /// When `value` was last brought up to date.
@@ -50,6 +53,7 @@ impl Loads {
             key,
             Damped {
                 value: weight as f64,
+                fast: weight as f64,
                 stored: weight,
                 at: now,
             },
@@ -62,9 +66,10 @@ impl Loads {
 
     /// Folds each sampled term's last report into its average at `now` and returns the
     /// weights to write: those whose rounded average moved from the stored weight by at
-    /// least 1 and by more than the threshold. A term whose ledger weight changed under
-    /// it (an operator set it) restarts its average there. A term nobody reported for
-    /// keeps its weight.
+    /// least 1 and by more than the threshold. The average jumps to the fast one when
+    /// that is more than the jump away from the stored weight (a large step in load).
+    /// A term whose ledger weight changed under it (an operator set it) restarts its
+    /// averages there. A term nobody reported for keeps its weight.
     pub(crate) fn due(
         &mut self,
         samples: impl IntoIterator<Item = Sample>,
@@ -72,6 +77,7 @@ impl Loads {
     ) -> Vec<(TermKey, u64)> {
         let half_life = self.damping.half_life.as_secs_f64();
         let threshold = f64::from(self.damping.threshold_percent) / 100.0;
+        let jump = f64::from(self.damping.jump_percent) / 100.0;
         let mut out = Vec::new();
         for (key, latest, ledger) in samples {
             let Some(d) = self.terms.get_mut(&key) else {
@@ -79,6 +85,7 @@ impl Loads {
             };
             if ledger != d.stored {
                 d.value = ledger as f64;
+                d.fast = d.value;
                 d.stored = ledger;
                 d.at = now;
             }
@@ -87,6 +94,12 @@ impl Loads {
             d.at = now;
             let alpha = 1.0 - 0.5f64.powf(dt / half_life);
             d.value += (x - d.value) * alpha;
+            let fast = 1.0 - 0.5f64.powf(dt * 10.0 / half_life);
+            d.fast += (x - d.fast) * fast;
+            let stored = d.stored as f64;
+            if jump > 0.0 && (d.fast - stored).abs() > (jump * stored).max(1.0) {
+                d.value = d.fast;
+            }
             let w = weight_of(d.value);
             let moved = w.abs_diff(d.stored);
             if moved >= 1 && moved as f64 > threshold * d.stored as f64 {
@@ -133,7 +146,13 @@ mod tests {
     #[test]
     fn a_step_in_load_is_half_way_into_the_weight_after_one_half_life() {
         let t0 = Instant::now();
-        let mut l = loads(10, 0);
+        // Without jumps: a step of x3 would jump.
+        let mut l = Loads::new(
+            LoadDamping::default()
+                .half_life(Duration::from_secs(10))
+                .threshold_percent(0)
+                .jump_percent(0),
+        );
         l.start(K, 100, t0);
         let due = l.due([(K, Some(300.0), 100)], t0 + Duration::from_secs(10));
         assert_eq!(due, [(K, 200)]);
@@ -215,6 +234,35 @@ mod tests {
             l.due([(K, Some(900.0), 40)], t0 + Duration::from_secs(130))
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_large_step_goes_through_at_once_and_a_small_one_at_the_half_life() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut l = loads(10, 10);
+        l.start(K, 100, t0);
+        // Ten times the load: the fast average (1 s half-life) is past +50 % after one
+        // interval of 667 ms, and the average jumps to it.
+        let due = l.due([(K, Some(1_000.0), 100)], at(667));
+        assert_eq!(due.len(), 1, "{due:?}");
+        assert!(due[0].1 > 300, "{due:?}");
+        // A step of +30 %: no jump, the average takes the half-life.
+        let mut l = loads(10, 10);
+        l.start(K, 100, t0);
+        assert!(l.due([(K, Some(130.0), 100)], at(667)).is_empty());
+        assert!(l.due([(K, Some(130.0), 100)], at(1_334)).is_empty());
+        let due = l.due([(K, Some(130.0), 100)], at(10_000));
+        assert_eq!(due, [(K, 115)], "half-way after a half-life");
+        // Jumps off: a large step too takes the half-life.
+        let mut l = Loads::new(
+            LoadDamping::default()
+                .half_life(Duration::from_secs(10))
+                .jump_percent(0),
+        );
+        l.start(K, 100, t0);
+        let due = l.due([(K, Some(1_000.0), 100)], at(667));
+        assert!(due.iter().all(|(_, w)| *w < 150), "{due:?}");
     }
 
     #[test]
