@@ -368,7 +368,8 @@ pub struct RebalanceArgs {
     #[arg(long, default_value_t = 1000, requires = "load", value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub sample_ms: u64,
     /// `--load`: the `load` mode starts from weight 1 (its reports bring the weights
-    /// up) instead of weights set to the loads at the start.
+    /// up, over a few half-lives: give it a longer `--settle-secs`) instead of weights
+    /// set to the loads at the start.
     #[arg(long, requires = "load")]
     pub unseeded: bool,
     /// `--load`: every mode's report gains `series`, the sampled
