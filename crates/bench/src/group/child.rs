@@ -28,6 +28,12 @@
 //! the setting, every `owned` line says what the previous term handed over (its
 //! header and length) or why nothing was ([`Leadership::handed_over`]).
 //!
+//! With `--load-schedule` (`rebalance --load`), the coordinators take their weights from
+//! measured load (`GroupConfigBuilder::weights_from_loads`, `--half-life-ms`,
+//! `--threshold-percent`), and every callback reports its partition's synthetic load
+//! ([`Schedule::load`]) through [`Leadership::report_load`] every `--report-every-ms`
+//! until its term ends.
+//!
 //! With `--ledger-url`, every callback also does real fenced work: every
 //! `--write-every-ms` it appends `partition,replica,fence,seq,sent_at_us` to the
 //! partition's ledger list on that server with [`FencedWriter::rpush`]; a stale
