@@ -592,9 +592,9 @@ pub struct PartitionChildArgs {
     /// Bytes of state every callback hands off when its term ends (0: none).
     #[arg(long, default_value_t = 0, value_parser = parse_hand_off_bytes)]
     pub hand_off_bytes: usize,
-    /// The synthetic loads of `rebalance --load`, as a JSON
-    /// [`Schedule`](crate::group::tenants::Schedule): every callback reports its
-    /// partition's load (`Leadership::report_load`) every `--report-every-ms`.
+    /// The synthetic loads of `rebalance --load`, as the JSON of a `Schedule`
+    /// (`group/tenants.rs`): every callback reports its partition's load
+    /// (`Leadership::report_load`) every `--report-every-ms`.
     #[arg(long, requires = "half_life_ms")]
     pub load_schedule: Option<String>,
     /// How often a callback reports its load, in milliseconds.

@@ -107,6 +107,9 @@ pub struct LoadOverTime {
     /// Samples at which some partition had no owner (between a release and the next
     /// claim).
     pub samples_with_unowned: usize,
+    /// Per shift in the window (`shifting`): seconds from the shift to the first sample
+    /// at or below [`TARGET`] (1.3) before the next shift; `null` if none was.
+    pub recovery_secs: Vec<Option<f64>>,
 }
 
 /// One mode's figures.
@@ -412,6 +415,7 @@ async fn measure(
                 ratios.iter().filter(|r| **r > TARGET).count() as f64 / ratios.len().max(1) as f64,
             ),
             samples_with_unowned,
+            recovery_secs: recovery(&times, &ratios, &shift_times(&schedule, end_us)),
         },
         moves,
         moves_per_min: round3(moves as f64 / (args.seconds as f64 / 60.0)),
@@ -503,6 +507,35 @@ pub fn placements(log: &[Logged], times: &[u64]) -> Vec<BTreeMap<usize, Vec<Stri
     out
 }
 
+/// The instants (wall µs) of `schedule`'s shifts after its epoch and before `end_us`.
+fn shift_times(schedule: &Schedule, end_us: u64) -> Vec<u64> {
+    if schedule.mode == LoadMode::Stationary {
+        return Vec::new();
+    }
+    let every = schedule.shift_ms.max(1).saturating_mul(1000);
+    (1..)
+        .map(|k| schedule.epoch_us + k * every)
+        .take_while(|t| *t < end_us)
+        .collect()
+}
+
+/// For each of `shifts`, seconds from it to the first of the samples (`ratios` taken
+/// at `times`, ascending) at or below [`TARGET`] before the next shift.
+fn recovery(times: &[u64], ratios: &[f64], shifts: &[u64]) -> Vec<Option<f64>> {
+    shifts
+        .iter()
+        .enumerate()
+        .map(|(k, &at)| {
+            let next = shifts.get(k + 1).copied().unwrap_or(u64::MAX);
+            times
+                .iter()
+                .zip(ratios)
+                .find(|(t, r)| **t >= at && **t < next && **r <= TARGET)
+                .map(|(t, _)| round3(span_ms(at, *t) / 1000.0))
+        })
+        .collect()
+}
+
 /// Owner changes in each minute from `from_us` to `to_us` (the last one partial).
 fn by_minute(log: &[Logged], from_us: u64, to_us: u64) -> Vec<u64> {
     let mut out = Vec::new();
@@ -581,6 +614,17 @@ mod tests {
         let o = OverTime::of(&values);
         assert_eq!((o.p50, o.p95, o.max), (50.0, 95.0, 100.0));
         assert_eq!(OverTime::of(&[]), OverTime::default());
+    }
+
+    #[test]
+    fn recovery_is_the_first_sample_within_the_target_after_each_shift() {
+        let s = 1_000_000;
+        let times: Vec<u64> = (0..10).map(|i| i * s).collect();
+        let ratios = [1.0, 1.0, 1.8, 1.5, 1.2, 1.0, 1.9, 1.9, 1.9, 1.9];
+        assert_eq!(
+            recovery(&times, &ratios, &[2 * s, 6 * s]),
+            [Some(2.0), None]
+        );
     }
 
     #[test]
