@@ -18,7 +18,10 @@
 //! with `load --replicas-per-process K`, K replicas per process); the bench follows the group through the children's own event lines, and `rebalance`
 //! also through `group_status` reads (at most every 100 ms for large groups):
 //!
-//! - `rebalance`: cold start, SIGKILL of one replica, join of a new one;
+//! - `rebalance`: cold start, SIGKILL of one replica, join of a new one; with
+//!   `--load shifting|stationary` instead, balancing by measured load against synthetic
+//!   Zipf tenants whose hot ones change (or stay, with noise), beside static weights and
+//!   count only: the heaviest replica's load over its share over time, moves per minute;
 //! - `load`: cold-start convergence and the steady-state cost of a balanced group
 //!   (requests, Redis CPU, script times and the tick's (`tick_us`), the roster bytes
 //!   the replicas receive (`roster_bytes_per_s`), the replicas' CPU and memory), over
@@ -83,6 +86,7 @@
 //! leasehold-bench handover --lease-ms 1000 --runs 10 [--dedicated] [--topology T | --redis-url URL]
 //! leasehold-bench soak --lease-ms 250 --seconds 600 --replicas 3 [--dedicated] [--saturate]
 //! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--runs R] [--hand-off-bytes N] [--topology T]
+//! leasehold-bench rebalance --load shifting|stationary --partitions 64 --replicas 4 --lease-ms 2000 --seconds 300 [--half-life-ms 10000] [--modes load,static-weights,count-only]
 //! leasehold-bench rebalance --lose-writes --topology sentinel|cluster --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 5
 //! leasehold-bench load --partitions 1000[,10000...] --replicas 4[,200...] [--replicas-per-process K] --lease-ms 1000 --seconds 10 [--runs R] [--topology T]
 //! leasehold-bench rolling --partitions 64 --replicas 4 --lease-ms 2000 [--sticky] [--add-partitions K] [--hand-off-bytes N]
@@ -110,7 +114,7 @@ use serde::Serialize;
 use tracing_subscriber::EnvFilter;
 
 use crate::duty::{Harness, child, failover, handover, lossy, soak, stall};
-use crate::group::{add, load, rebalance, rolling};
+use crate::group::{add, load, measured, rebalance, rolling};
 use crate::store::{BoxError, ConnArgs, TargetArgs};
 
 /// Measures Leasehold's failover and hand-over across processes.
@@ -307,6 +311,71 @@ pub struct RebalanceArgs {
     /// got exactly the previous term's state, and the ledger check its `state_bytes`.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_hand_off_bytes, conflicts_with = "lose_writes")]
     pub hand_off_bytes: usize,
+    /// Balancing by measured load instead of the kill and join: synthetic tenants
+    /// whose loads follow a Zipf law (`--load-zipf-s`, the largest 1000), `shifting`
+    /// (the `--hot` top ranks go to other tenants every `--shift-secs`) or
+    /// `stationary` (never reassigned, `--noise-percent` noise every second), reported
+    /// by the callbacks (`Leadership::report_load`) and damped into weights
+    /// (`--half-life-ms`); then the same loads with static weights and by count only
+    /// (`--modes`), each on a fresh group for `--seconds`. The report gives each
+    /// mode's `load.max_over_share` {p50, p95, max} over time and `moves_per_min`.
+    #[arg(long, value_enum, conflicts_with_all = ["lose_writes", "weights", "capacities", "move_budget", "hand_off_bytes", "runs"])]
+    pub load: Option<group::tenants::LoadMode>,
+    /// `--load`: length of each mode's measured window, in seconds.
+    #[arg(long, default_value_t = 300, requires = "load", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub seconds: u64,
+    /// `--load`: spawn → the measured window, in seconds (the cold start must be over
+    /// by then).
+    #[arg(long, default_value_t = 30, requires = "load", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub settle_secs: u64,
+    /// `--load`: the balancing modes to run, in order: `load` (weights from the
+    /// reports, the mode under test), `static-weights` (weights set to the loads at
+    /// the start, never updated), `count-only` (no weights).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "load,static-weights,count-only",
+        requires = "load"
+    )]
+    pub modes: Vec<measured::Mode>,
+    /// `--load`: the seed of the tenants' ranks, shifts and noise.
+    #[arg(long, default_value_t = 42, requires = "load")]
+    pub seed: u64,
+    /// `--load`: the Zipf exponent s (rank k carries 1000 / k^s).
+    #[arg(long, default_value_t = 1.0, requires = "load")]
+    pub load_zipf_s: f64,
+    /// `--load shifting`: how many top ranks go to other tenants at each shift.
+    #[arg(long, default_value_t = 8, requires = "load")]
+    pub hot: usize,
+    /// `--load shifting`: time between shifts, in seconds.
+    #[arg(long, default_value_t = 60, requires = "load", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub shift_secs: u64,
+    /// `--load`: every load is scaled by a factor in 1 ± this % drawn every second.
+    /// Default: 0 for `shifting`, 20 for `stationary`.
+    #[arg(long, requires = "load", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub noise_percent: Option<u32>,
+    /// `--load`: the damping's half-life (`LoadDamping::half_life`), in milliseconds.
+    #[arg(long, default_value_t = 10_000, requires = "load", value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub half_life_ms: u64,
+    /// `--load`: the damping's threshold (`LoadDamping::threshold_percent`).
+    #[arg(long, default_value_t = 10, requires = "load", value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub threshold_percent: u32,
+    /// `--load`: how often every callback reports its load, in milliseconds.
+    #[arg(long, default_value_t = 500, requires = "load", value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub report_every_ms: u64,
+    /// `--load`: how often the placement is sampled, in milliseconds.
+    #[arg(long, default_value_t = 1000, requires = "load", value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub sample_ms: u64,
+    /// `--load`: the `load` mode starts from weight 1 (its reports bring the weights
+    /// up, over a few half-lives: give it a longer `--settle-secs`) instead of weights
+    /// set to the loads at the start.
+    #[arg(long, requires = "load")]
+    pub unseeded: bool,
+    /// `--load`: every mode's report gains `series`, the sampled
+    /// `max_over_share` in order.
+    #[arg(long, requires = "load")]
+    pub series: bool,
     /// The Redis set-up.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -523,6 +592,21 @@ pub struct PartitionChildArgs {
     /// Bytes of state every callback hands off when its term ends (0: none).
     #[arg(long, default_value_t = 0, value_parser = parse_hand_off_bytes)]
     pub hand_off_bytes: usize,
+    /// The synthetic loads of `rebalance --load`, as the JSON of a `Schedule`
+    /// (`group/tenants.rs`): every callback reports its partition's load
+    /// (`Leadership::report_load`) every `--report-every-ms`.
+    #[arg(long, requires = "half_life_ms")]
+    pub load_schedule: Option<String>,
+    /// How often a callback reports its load, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub report_every_ms: u64,
+    /// Weights from the reported loads (`GroupConfigBuilder::weights_from_loads`) with
+    /// this half-life, in milliseconds.
+    #[arg(long)]
+    pub half_life_ms: Option<u64>,
+    /// The damping's `threshold_percent` (with `--half-life-ms`).
+    #[arg(long, default_value_t = 10)]
+    pub threshold_percent: u32,
 }
 
 fn parse_count(s: &str) -> Result<usize, String> {
@@ -642,6 +726,10 @@ async fn dispatch(command: Command) -> Result<(), BoxError> {
                 )
                 .into()),
             }
+        }
+        Command::Rebalance(args) if args.load.is_some() => {
+            let mode = args.load.ok_or("no --load")?;
+            print_last(&measured::run(&args, mode).await?)
         }
         Command::Rebalance(args) if args.lose_writes => {
             print_last(&group::lossy::run(&args).await?)

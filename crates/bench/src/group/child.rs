@@ -28,6 +28,12 @@
 //! the setting, every `owned` line says what the previous term handed over (its
 //! header and length) or why nothing was ([`Leadership::handed_over`]).
 //!
+//! With `--load-schedule` (`rebalance --load`), the coordinators take their weights from
+//! measured load (`GroupConfigBuilder::weights_from_loads`, `--half-life-ms`,
+//! `--threshold-percent`), and every callback reports its partition's synthetic load
+//! ([`Schedule::load`]) through [`Leadership::report_load`] every `--report-every-ms`
+//! until its term ends.
+//!
 //! With `--ledger-url`, every callback also does real fenced work: every
 //! `--write-every-ms` it appends `partition,replica,fence,seq,sent_at_us` to the
 //! partition's ledger list on that server with [`FencedWriter::rpush`]; a stale
@@ -37,7 +43,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_election::{DutyResult, ElectorConfig, FencedWriteError, FencedWriter, Leadership};
-use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupConfig, GroupStore};
+use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupConfig, GroupStore, LoadDamping};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinSet;
 use tokio::time::{MissedTickBehavior, interval};
@@ -49,12 +55,20 @@ use crate::group::event::{
     PartitionEvent, ROSTER_EVERY, hand_off_state, ledger_key, no_hand_off_cause, no_hand_off_label,
     partition_names, state_header,
 };
+use crate::group::tenants::{Schedule, partition_index};
 use crate::store::{self, BoxError, StoreSpec};
 
 /// Where and how often a callback writes its ledger records.
 #[derive(Debug)]
 struct Ledger {
     writer: FencedWriter,
+    every: Duration,
+}
+
+/// The synthetic loads a callback reports, and how often.
+#[derive(Debug)]
+struct Reports {
+    schedule: Schedule,
     every: Duration,
 }
 
@@ -72,6 +86,13 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
         Some(url) => Some(Arc::new(Ledger {
             writer: FencedWriter::new(store::build_store(&StoreSpec::single(url.as_str()), lease)?),
             every: Duration::from_millis(args.write_every_ms.max(1)),
+        })),
+        None => None,
+    };
+    let reports = match &args.load_schedule {
+        Some(json) => Some(Arc::new(Reports {
+            schedule: serde_json::from_str(json)?,
+            every: Duration::from_millis(args.report_every_ms.max(1)),
         })),
         None => None,
     };
@@ -97,6 +118,7 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
     for (store, config) in configs {
         let tag = tagged.then(|| config.replica_id.clone());
         let ledger = ledger.clone();
+        let reports = reports.clone();
         let term = Term {
             validity,
             tagged,
@@ -104,7 +126,7 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
         };
         let handle = Arc::new(
             Coordinator::new(store, config, move |partition: String, lead: Leadership| {
-                own(partition, lead, ledger.clone(), term)
+                own(partition, lead, ledger.clone(), reports.clone(), term)
             })
             .spawn(),
         );
@@ -164,6 +186,13 @@ fn config(args: &PartitionChildArgs, replica: &str) -> Result<GroupConfig, BoxEr
     }
     if let Some(k) = args.move_budget {
         builder = builder.max_moves_per_interval(k);
+    }
+    if let Some(ms) = args.half_life_ms {
+        builder = builder.weights_from_loads(
+            LoadDamping::default()
+                .half_life(Duration::from_millis(ms))
+                .threshold_percent(args.threshold_percent),
+        );
     }
     Ok(builder.build()?)
 }
@@ -237,13 +266,15 @@ struct Term {
 }
 
 /// A partition callback: report the term (and what the previous one handed over),
-/// write the ledger if there is one, hand state off with `--hand-off-bytes` once the
+/// write the ledger if there is one, report the partition's synthetic load if there are
+/// [`Reports`], hand state off with `--hand-off-bytes` once the
 /// term ends, report the end of the term (from [`TermLine`]'s drop, so an aborted
 /// callback reports it too).
 async fn own(
     partition: String,
     lead: Leadership,
     ledger: Option<Arc<Ledger>>,
+    reports: Option<Arc<Reports>>,
     term: Term,
 ) -> DutyResult {
     let tag = term.tagged.then(|| lead.replica_id().to_owned());
@@ -279,9 +310,14 @@ async fn own(
         handed_off: None,
         hand_off_error: None,
     };
+    let reporting = report_loads(line.lead.clone(), partition_index(&line.partition), reports);
     match ledger {
-        Some(ledger) => write_ledger(&mut line, &ledger).await,
-        None => line.lead.cancelled().await,
+        Some(ledger) => {
+            tokio::join!(write_ledger(&mut line, &ledger), reporting);
+        }
+        None => {
+            tokio::join!(line.lead.cancelled(), reporting);
+        }
     }
     // The term is over (every path above returns only once it is cancelled): leave
     // the next owner its state, before the callback returns and the release goes.
@@ -338,6 +374,25 @@ impl Drop for TermLine {
             hand_off_error: self.hand_off_error.take(),
         }
         .emit_as(self.tag.as_deref());
+    }
+}
+
+/// Reports the load of partition `index` by `reports`' schedule every `reports.every`
+/// until the term ends (returns at once without reports or index).
+async fn report_loads(lead: Leadership, index: Option<usize>, reports: Option<Arc<Reports>>) {
+    let (Some(reports), Some(index)) = (reports, index) else {
+        return;
+    };
+    let mut tick = interval(reports.every);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            () = lead.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        // A load the schedule gives is finite and positive: never refused.
+        let _ = lead.report_load(reports.schedule.load(index, now_us()));
     }
 }
 

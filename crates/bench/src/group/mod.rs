@@ -7,6 +7,8 @@
 //!
 //! - [`rebalance`]: cold start, SIGKILL of one replica, a join (weighted too:
 //!   [`weights`]);
+//! - [`measured`] (`rebalance --load shifting|stationary`): balancing by measured load
+//!   against synthetic tenants ([`tenants`]), beside static weights and count only;
 //! - [`lossy`] (`rebalance --lose-writes`): a primary failover that loses a
 //!   joiner's grants, checked for partitions owned twice by local deadlines;
 //! - [`load`]: cold-start convergence and the steady cost of a balanced group;
@@ -24,9 +26,11 @@ pub mod harness;
 pub mod ledger;
 pub mod load;
 pub mod lossy;
+pub mod measured;
 pub mod ownership;
 pub mod process;
 pub mod rebalance;
 pub mod rolling;
 pub mod status;
+pub mod tenants;
 pub mod weights;

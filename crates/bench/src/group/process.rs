@@ -164,6 +164,22 @@ pub struct ReplicaSpec {
     /// Bytes of state every callback hands off when its term ends
     /// (`--hand-off-bytes`; 0: none).
     pub hand_off_bytes: usize,
+    /// Report synthetic loads and take the weights from them (`rebalance --load`;
+    /// `None`: no reports).
+    pub load: Option<LoadReports>,
+}
+
+/// How the replicas of `rebalance --load` report their partitions' loads.
+#[derive(Debug, Clone)]
+pub struct LoadReports {
+    /// The loads, as the JSON of a [`Schedule`](crate::group::tenants::Schedule).
+    pub schedule: String,
+    /// How often each callback reports, in milliseconds.
+    pub every_ms: u64,
+    /// The damping's half-life, in milliseconds.
+    pub half_life_ms: u64,
+    /// The damping's threshold, in %.
+    pub threshold_percent: u32,
 }
 
 /// A `leasehold-bench partition-child` process. Dropping it kills the process.
@@ -251,6 +267,12 @@ impl ReplicaProcess {
         }
         if spec.hand_off_bytes > 0 {
             cmd.args(["--hand-off-bytes", &spec.hand_off_bytes.to_string()]);
+        }
+        if let Some(load) = &spec.load {
+            cmd.args(["--load-schedule", &load.schedule])
+                .args(["--report-every-ms", &load.every_ms.to_string()])
+                .args(["--half-life-ms", &load.half_life_ms.to_string()])
+                .args(["--threshold-percent", &load.threshold_percent.to_string()]);
         }
         if let Some(url) = ledger_url {
             cmd.args(["--ledger-url", url])

@@ -1,0 +1,642 @@
+//! `rebalance --load shifting|stationary`: balancing by measured load against synthetic
+//! tenants whose loads follow a Zipf law ([`tenants`](crate::group::tenants)), shifting
+//! every `--shift-secs` or stationary with noise, in three modes run one after another,
+//! each on its own servers, group and replica processes:
+//!
+//! - `load` (the mode under test): every callback reports its partition's load
+//!   (`Leadership::report_load`) and the group takes its weights from the reports
+//!   (`GroupConfigBuilder::weights_from_loads`, `--half-life-ms`,
+//!   `--threshold-percent`);
+//! - `static_weights`: the weights are set once to the loads at the start
+//!   (`GroupAdmin::set_weight`) and never updated while the loads shift;
+//! - `count_only`: no weights, the group balances by count.
+//!
+//! The weighted modes start with the weights set to the loads at the start (`load`
+//! too, unless `--unseeded`: its reports then start from weight 1). The replicas are
+//! spawned at once; the schedule's epoch (its first shift comes `--shift-secs` after
+//! it) lies `--settle-secs` after the spawn, and the measured window is the
+//! `--seconds` after the epoch. Over that window, every `--sample-ms`, the bench takes
+//! the placement the replicas' own `owned` and `released` lines show and the true
+//! synthetic loads (not the weights) and computes [`max_over_share`]; the report gives
+//! its p50, p95 and max, and the owner changes in the window (`moves`,
+//! `moves_per_min`) beside the hot-tenant changes (`hot_changes_per_min`: the hot ranks
+//! that changed partition at the shifts inside the window, per minute).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use leasehold_partitions::GroupAdmin;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::RebalanceArgs;
+use crate::clock::{now_us, span_ms};
+use crate::group::event::{PartitionEvent, partition_names};
+use crate::group::harness::{Fleet, convergence_limit};
+use crate::group::ledger;
+use crate::group::ownership::OwnerChanges;
+use crate::group::process::{LoadReports, Logged};
+use crate::group::rebalance::poll_interval;
+use crate::group::status::PREFIX;
+use crate::group::tenants::{LoadMode, Schedule, max_over_share, partition_index};
+use crate::stats::{percentile, round3};
+use crate::store::{BoxError, Topology};
+
+/// The load of the largest tenant (rank 1).
+pub const SCALE: f64 = 1000.0;
+
+/// The `max_over_share` issue 24 asks the p95 of shifting loads to stay within.
+pub const TARGET: f64 = 1.3;
+
+/// How a mode balances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// Weights from the reported loads (the mode under test).
+    Load,
+    /// Weights set once to the loads at the start.
+    StaticWeights,
+    /// No weights.
+    CountOnly,
+}
+
+impl Mode {
+    /// Its name in reports.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Load => "load",
+            Self::StaticWeights => "static_weights",
+            Self::CountOnly => "count_only",
+        }
+    }
+}
+
+/// p50, p95 and max of a series over time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct OverTime {
+    /// The nearest-rank median.
+    pub p50: f64,
+    /// The nearest-rank 95th percentile.
+    pub p95: f64,
+    /// The largest value.
+    pub max: f64,
+}
+
+impl OverTime {
+    /// Of `values` (rounded to 3 decimals); all 0 when empty.
+    pub fn of(values: &[f64]) -> Self {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let at = |q: f64| percentile(&sorted, q).map_or(0.0, round3);
+        Self {
+            p50: at(0.5),
+            p95: at(0.95),
+            max: at(1.0),
+        }
+    }
+}
+
+/// The loads of one mode over the window.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadOverTime {
+    /// The heaviest replica's true load over its equal share of the total, sampled.
+    pub max_over_share: OverTime,
+    /// Samples taken.
+    pub samples: usize,
+    /// The fraction of the samples whose `max_over_share` is above [`TARGET`] (1.3).
+    pub share_above_1_3: f64,
+    /// Samples at which some partition had no owner (between a release and the next
+    /// claim).
+    pub samples_with_unowned: usize,
+    /// Per shift in the window (`shifting`): seconds from the shift to the first sample
+    /// at or below [`TARGET`] (1.3) before the next shift; `null` if none was.
+    pub recovery_secs: Vec<Option<f64>>,
+}
+
+/// One mode's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeReport {
+    /// The loads over the window.
+    pub load: LoadOverTime,
+    /// Owner changes in the window (from the replicas' `owned` lines).
+    pub moves: u64,
+    /// `moves` per minute of the window.
+    pub moves_per_min: f64,
+    /// Owner changes per whole minute of the window (the last, partial one included).
+    pub moves_by_minute: Vec<u64>,
+    /// Spawn → every partition owned.
+    pub cold_start_all_owned_ms: f64,
+    /// Owner changes from the spawn until the window (the cold start's and the
+    /// settling's).
+    pub settle_moves: u64,
+    /// The group's ledger of moves holds exactly the owner changes the replicas' lines
+    /// showed.
+    pub ledger_matches_observed: bool,
+    /// Partitions per replica at the end (by the replicas' lines).
+    pub final_counts: BTreeMap<String, usize>,
+    /// With `--series`: every sample of `max_over_share`, in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<Vec<f64>>,
+}
+
+/// The report of `rebalance --load`.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadBalanceReport {
+    /// Always `rebalance-load`.
+    pub scenario: &'static str,
+    /// The Redis set-up.
+    pub topology: Topology,
+    /// Partition (tenant) count.
+    pub partitions: usize,
+    /// Replicas.
+    pub replicas: usize,
+    /// The lease.
+    pub lease_ms: u64,
+    /// `shifting` or `stationary`.
+    pub load_mode: &'static str,
+    /// Length of each mode's measured window.
+    pub seconds: u64,
+    /// Spawn → the window, in seconds.
+    pub settle_secs: u64,
+    /// The schedule's seed.
+    pub seed: u64,
+    /// The Zipf exponent.
+    pub zipf_s: f64,
+    /// The load of the largest tenant.
+    pub scale: f64,
+    /// Hot ranks that change hands at each shift.
+    pub hot: usize,
+    /// Time between shifts (shifting only).
+    pub shift_secs: u64,
+    /// Per-second noise on every load, in %.
+    pub noise_percent: u32,
+    /// The damping's half-life (`load`).
+    pub half_life_ms: u64,
+    /// The damping's threshold (`load`).
+    pub threshold_percent: u32,
+    /// How often a callback reports its load (`load`).
+    pub report_every_ms: u64,
+    /// Whether `load` started from weights set to the loads at the start.
+    pub seeded_weights: bool,
+    /// How often the placement was sampled.
+    pub sample_ms: u64,
+    /// Shifts inside the window.
+    pub shifts: u64,
+    /// Hot ranks that changed partition at those shifts.
+    pub hot_changes: usize,
+    /// `hot_changes` per minute of the window.
+    pub hot_changes_per_min: f64,
+    /// The mode under test (`load`): `load`, `moves`, `moves_per_min`, ...
+    #[serde(flatten)]
+    pub under_test: Option<ModeReport>,
+    /// `moves_per_min / hot_changes_per_min` of `load` (target ≤ 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moves_per_hot_change: Option<f64>,
+    /// The same figures for `static_weights` and `count_only`.
+    pub baselines: BTreeMap<&'static str, ModeReport>,
+}
+
+/// Runs every mode of `--modes` in turn and prints the report.
+///
+/// # Errors
+/// A fleet that cannot start, a replica that exits, a cold start slower than
+/// `--settle-secs`.
+pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanceReport, BoxError> {
+    let noise_percent = args.noise_percent.unwrap_or(match load_mode {
+        LoadMode::Shifting => 0,
+        LoadMode::Stationary => 20,
+    });
+    let mut template = Schedule {
+        mode: load_mode,
+        partitions: args.partitions,
+        seed: args.seed,
+        zipf_s: args.load_zipf_s,
+        scale: SCALE,
+        hot: args.hot,
+        shift_ms: args.shift_secs.saturating_mul(1000),
+        noise_percent,
+        epoch_us: 0,
+    };
+    let minutes = args.seconds as f64 / 60.0;
+    let shifts = template.shift_at(args.seconds.saturating_mul(1_000_000).saturating_sub(1));
+    let hot_changes: usize = (1..=shifts).map(|k| template.hot_changes(k)).sum();
+    let mut under_test = None;
+    let mut baselines = BTreeMap::new();
+    let mut topology = Topology::Single;
+    for mode in dedup(&args.modes) {
+        eprintln!("== {} balancing, {} loads", mode.label(), load_mode.label());
+        let (report, t) = run_mode(args, mode, &mut template).await?;
+        topology = t;
+        eprintln!(
+            "{}: max load / share p50 {} p95 {} max {}; {} moves ({:.2}/min) [{:?}]",
+            mode.label(),
+            report.load.max_over_share.p50,
+            report.load.max_over_share.p95,
+            report.load.max_over_share.max,
+            report.moves,
+            report.moves_per_min,
+            report.moves_by_minute
+        );
+        match mode {
+            Mode::Load => under_test = Some(report),
+            other => {
+                baselines.insert(other.label(), report);
+            }
+        }
+    }
+    let hot_changes_per_min = round3(hot_changes as f64 / minutes);
+    Ok(LoadBalanceReport {
+        scenario: "rebalance-load",
+        topology,
+        partitions: args.partitions,
+        replicas: args.replicas,
+        lease_ms: args.lease_ms,
+        load_mode: load_mode.label(),
+        seconds: args.seconds,
+        settle_secs: args.settle_secs,
+        seed: args.seed,
+        zipf_s: args.load_zipf_s,
+        scale: SCALE,
+        hot: args.hot,
+        shift_secs: args.shift_secs,
+        noise_percent,
+        half_life_ms: args.half_life_ms,
+        threshold_percent: args.threshold_percent,
+        report_every_ms: args.report_every_ms,
+        seeded_weights: !args.unseeded,
+        sample_ms: args.sample_ms,
+        shifts,
+        hot_changes,
+        hot_changes_per_min,
+        moves_per_hot_change: under_test
+            .as_ref()
+            .filter(|_| hot_changes > 0)
+            .map(|r| round3(r.moves_per_min / hot_changes_per_min)),
+        under_test,
+        baselines,
+    })
+}
+
+/// `modes` in order, each once.
+fn dedup(modes: &[Mode]) -> Vec<Mode> {
+    let mut out: Vec<Mode> = Vec::new();
+    for m in modes {
+        if !out.contains(m) {
+            out.push(*m);
+        }
+    }
+    out
+}
+
+/// One mode on a fleet of its own; `template`'s epoch is set for it.
+async fn run_mode(
+    args: &RebalanceArgs,
+    mode: Mode,
+    template: &mut Schedule,
+) -> Result<(ModeReport, Topology), BoxError> {
+    let mut fleet = Fleet::start(
+        &args.target,
+        &format!("rebalance-load-{}", mode.label().replace('_', "-")),
+        args.partitions,
+        args.lease_ms,
+        args.settle_ms,
+        poll_interval(args.partitions),
+        args.replica_nice,
+    )?;
+    let result = measure(&mut fleet, args, mode, template).await;
+    let stopped = fleet.shutdown().await;
+    let report = result?;
+    stopped?;
+    Ok((report, fleet.servers.topology))
+}
+
+async fn measure(
+    fleet: &mut Fleet,
+    args: &RebalanceArgs,
+    mode: Mode,
+    template: &mut Schedule,
+) -> Result<ModeReport, BoxError> {
+    let names = partition_names(args.partitions);
+    // The weights, before the measured replicas start (the epoch is not known yet, but
+    // the loads before it are those of shift 0 whatever it is).
+    let initial = Schedule {
+        noise_percent: 0,
+        ..template.clone()
+    }
+    .loads(0);
+    let seeded = match mode {
+        Mode::Load => !args.unseeded,
+        Mode::StaticWeights => true,
+        Mode::CountOnly => false,
+    };
+    if seeded {
+        set_weights(fleet, &names, &initial).await?;
+    }
+    let start_us = now_us();
+    template.epoch_us = start_us + args.settle_secs.saturating_mul(1_000_000);
+    let schedule = template.clone();
+    if mode == Mode::Load {
+        fleet.spec.load = Some(LoadReports {
+            schedule: serde_json::to_string(&schedule)?,
+            every_ms: args.report_every_ms,
+            half_life_ms: args.half_life_ms,
+            threshold_percent: args.threshold_percent,
+        });
+    }
+    for i in 1..=args.replicas {
+        fleet.spawn(&format!("replica-{i}"))?;
+    }
+    let limit = convergence_limit(args.partitions, fleet.lease());
+    let p = fleet
+        .wait_events("cold start: all owned", Instant::now(), limit, |p| {
+            p.milestones.all_owned_us.is_some()
+        })
+        .await?;
+    let owned_us = p.milestones.all_owned_us.unwrap_or(p.clock_us);
+    let cold_start_all_owned_ms = span_ms(start_us, owned_us);
+    eprintln!(
+        "{}: every partition owned after {cold_start_all_owned_ms:.1} ms; the window starts {} s after the spawn",
+        mode.label(),
+        args.settle_secs
+    );
+    let end_us = schedule.epoch_us + args.seconds.saturating_mul(1_000_000);
+    if now_us() >= schedule.epoch_us {
+        return Err(format!(
+            "{}: the cold start outlasted --settle-secs {}",
+            mode.label(),
+            args.settle_secs
+        )
+        .into());
+    }
+    let mut next_note = schedule.epoch_us;
+    loop {
+        let now = now_us();
+        if now >= end_us {
+            break;
+        }
+        fleet.check_running()?;
+        if now >= next_note {
+            let moves = OwnerChanges::count(&fleet.log.snapshot(), schedule.epoch_us, now);
+            eprintln!(
+                "{}: {:.0} s into the window, shift {}, {} moves so far: {}",
+                mode.label(),
+                span_ms(schedule.epoch_us, now) / 1000.0,
+                schedule.shift_at(now),
+                moves.changes,
+                fleet.log.progress().describe()
+            );
+            next_note = now + 30_000_000;
+        }
+        let wait = Duration::from_micros((end_us - now).min(1_000_000));
+        tokio::time::sleep(wait).await;
+    }
+    let log = fleet.log.snapshot();
+    let live = fleet.live();
+    let times: Vec<u64> = (0..)
+        .map(|i| schedule.epoch_us + i * args.sample_ms.max(1) * 1000)
+        .take_while(|t| *t < end_us)
+        .collect();
+    let placements = placements(&log, &times);
+    let mut ratios = Vec::with_capacity(times.len());
+    let mut samples_with_unowned = 0;
+    for (t, owners) in times.iter().zip(&placements) {
+        if owners.len() < args.partitions {
+            samples_with_unowned += 1;
+        }
+        ratios.push(max_over_share(&schedule.loads(*t), owners, &live));
+    }
+    let moves = OwnerChanges::count(&log, schedule.epoch_us, end_us).changes;
+    let settle_moves = OwnerChanges::count(&log, start_us, schedule.epoch_us).changes;
+    let ledger = ledger::check(fleet).await?;
+    Ok(ModeReport {
+        load: LoadOverTime {
+            max_over_share: OverTime::of(&ratios),
+            samples: ratios.len(),
+            share_above_1_3: round3(
+                ratios.iter().filter(|r| **r > TARGET).count() as f64 / ratios.len().max(1) as f64,
+            ),
+            samples_with_unowned,
+            recovery_secs: recovery(&times, &ratios, &shift_times(&schedule, end_us)),
+        },
+        moves,
+        moves_per_min: round3(moves as f64 / (args.seconds as f64 / 60.0)),
+        moves_by_minute: by_minute(&log, schedule.epoch_us, end_us),
+        cold_start_all_owned_ms: round3(cold_start_all_owned_ms),
+        settle_moves,
+        ledger_matches_observed: ledger.matches_observed,
+        final_counts: fleet.log.progress().counts(),
+        series: args
+            .series
+            .then(|| ratios.iter().copied().map(round3).collect()),
+    })
+}
+
+/// Creates the group with `loads` (rounded, at least 1) as its weights, before the
+/// measured replicas start: a first replica creates it (an admin never does) and leaves
+/// within its grant window, owning nothing.
+async fn set_weights(fleet: &mut Fleet, names: &[String], loads: &[f64]) -> Result<(), BoxError> {
+    let admin =
+        GroupAdmin::new(fleet.watch.store().clone(), &fleet.spec.group)?.with_key_prefix(PREFIX)?;
+    let creator = "group-creator";
+    fleet.spawn(creator)?;
+    let start = Instant::now();
+    while !admin.exists().await? {
+        if start.elapsed() > Duration::from_secs(30) {
+            return Err("the first replica did not create the group in 30 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    fleet.stop(creator, Duration::from_secs(30)).await?;
+    fleet.log.retire(creator);
+    for (n, x) in names.iter().zip(loads) {
+        let w = (x.round() as u64).max(1);
+        if w != 1 {
+            admin.set_weight(n, w).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The placement at each of `times` (ascending wall µs) by the `owned` and `released`
+/// lines in `log` dated at or before it: partition index → the replicas holding it.
+pub fn placements(log: &[Logged], times: &[u64]) -> Vec<BTreeMap<usize, Vec<String>>> {
+    let mut events: Vec<(u64, bool, usize, &str)> = log
+        .iter()
+        .filter_map(|l| match &l.event {
+            PartitionEvent::Owned {
+                partition, at_us, ..
+            } => Some((
+                *at_us,
+                true,
+                partition_index(partition)?,
+                l.replica.as_str(),
+            )),
+            PartitionEvent::Released {
+                partition, at_us, ..
+            } => Some((
+                *at_us,
+                false,
+                partition_index(partition)?,
+                l.replica.as_str(),
+            )),
+            _ => None,
+        })
+        .collect();
+    // Stable: lines dated alike keep their order.
+    events.sort_by_key(|e| e.0);
+    let mut owners: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    let mut next = events.iter().peekable();
+    let mut out = Vec::with_capacity(times.len());
+    for &t in times {
+        while let Some(&&(at, owned, p, replica)) = next.peek() {
+            if at > t {
+                break;
+            }
+            next.next();
+            let holders = owners.entry(p).or_default();
+            if owned {
+                holders.push(replica.to_owned());
+            } else if let Some(i) = holders.iter().position(|h| h == replica) {
+                holders.remove(i);
+            }
+            if holders.is_empty() {
+                owners.remove(&p);
+            }
+        }
+        out.push(owners.clone());
+    }
+    out
+}
+
+/// The instants (wall µs) of `schedule`'s shifts after its epoch and before `end_us`.
+fn shift_times(schedule: &Schedule, end_us: u64) -> Vec<u64> {
+    if schedule.mode == LoadMode::Stationary {
+        return Vec::new();
+    }
+    let every = schedule.shift_ms.max(1).saturating_mul(1000);
+    (1..)
+        .map(|k| schedule.epoch_us + k * every)
+        .take_while(|t| *t < end_us)
+        .collect()
+}
+
+/// For each of `shifts`, seconds from it to the first of the samples (`ratios` taken
+/// at `times`, ascending) at or below [`TARGET`] before the next shift.
+fn recovery(times: &[u64], ratios: &[f64], shifts: &[u64]) -> Vec<Option<f64>> {
+    shifts
+        .iter()
+        .enumerate()
+        .map(|(k, &at)| {
+            let next = shifts.get(k + 1).copied().unwrap_or(u64::MAX);
+            times
+                .iter()
+                .zip(ratios)
+                .find(|(t, r)| **t >= at && **t < next && **r <= TARGET)
+                .map(|(t, _)| round3(span_ms(at, *t) / 1000.0))
+        })
+        .collect()
+}
+
+/// Owner changes in each minute from `from_us` to `to_us` (the last one partial).
+fn by_minute(log: &[Logged], from_us: u64, to_us: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut at = from_us;
+    while at < to_us {
+        let until = (at + 60_000_000).min(to_us);
+        // `count` takes both ends; a change dated exactly at a minute's end counts in
+        // that minute and not the next.
+        let start = if at == from_us { at } else { at + 1 };
+        out.push(OwnerChanges::count(log, start, until).changes);
+        at = until;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owned(replica: &str, p: &str, at_us: u64) -> Logged {
+        Logged {
+            replica: replica.into(),
+            incarnation: 1,
+            event: PartitionEvent::Owned {
+                partition: p.into(),
+                fence: 1,
+                at_us,
+                handed_over: None,
+                handed_over_bytes: None,
+                no_hand_off: None,
+                no_hand_off_cause: None,
+            },
+        }
+    }
+
+    fn released(replica: &str, p: &str, at_us: u64) -> Logged {
+        Logged {
+            replica: replica.into(),
+            incarnation: 1,
+            event: PartitionEvent::Released {
+                partition: p.into(),
+                fence: 1,
+                at_us,
+                writes: 0,
+                write_errors: 0,
+                reason: None,
+                sent_at_us: None,
+                handed_off: None,
+                hand_off_error: None,
+            },
+        }
+    }
+
+    #[test]
+    fn placements_follow_the_lines_by_their_dates() {
+        // Read out of order: b's claim of p0001 is dated before a's release of it.
+        let log = [
+            owned("a", "p0000", 10),
+            owned("a", "p0001", 10),
+            owned("b", "p0001", 45),
+            released("a", "p0001", 40),
+            owned("b", "p0002", 50),
+        ];
+        let at = placements(&log, &[5, 10, 42, 45, 100]);
+        let holders = |i: usize, p: usize| at[i].get(&p).cloned().unwrap_or_default();
+        assert!(at[0].is_empty());
+        assert_eq!(holders(1, 1), ["a"]);
+        assert!(holders(2, 1).is_empty(), "released, not yet claimed");
+        assert_eq!(holders(3, 1), ["b"]);
+        assert_eq!(at[4].len(), 3);
+    }
+
+    #[test]
+    fn percentiles_over_time_are_nearest_rank() {
+        let values: Vec<f64> = (1..=100).map(f64::from).collect();
+        let o = OverTime::of(&values);
+        assert_eq!((o.p50, o.p95, o.max), (50.0, 95.0, 100.0));
+        assert_eq!(OverTime::of(&[]), OverTime::default());
+    }
+
+    #[test]
+    fn recovery_is_the_first_sample_within_the_target_after_each_shift() {
+        let s = 1_000_000;
+        let times: Vec<u64> = (0..10).map(|i| i * s).collect();
+        let ratios = [1.0, 1.0, 1.8, 1.5, 1.2, 1.0, 1.9, 1.9, 1.9, 1.9];
+        assert_eq!(
+            recovery(&times, &ratios, &[2 * s, 6 * s]),
+            [Some(2.0), None]
+        );
+    }
+
+    #[test]
+    fn moves_are_counted_per_minute_of_the_window() {
+        let m = 60_000_000;
+        let log = [
+            owned("a", "p0000", 0),
+            owned("b", "p0000", 10),
+            owned("a", "p0000", m),
+            owned("b", "p0000", m + 1),
+            owned("a", "p0000", 2 * m + 5),
+        ];
+        assert_eq!(by_minute(&log, 5, 2 * m + 10), [3, 1, 0]);
+    }
+}
