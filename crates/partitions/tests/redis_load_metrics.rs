@@ -33,11 +33,12 @@ async fn every_weight_written_from_loads_is_counted() {
     for p in &fleet.partitions {
         loads.set(p, 50.0);
     }
-    // A threshold of 0: every whole unit the average moves is written, and the
-    // average climbs from 1 to 50 in many steps.
+    // A threshold of 0 and no jumps: every whole unit the average moves is written,
+    // and the average climbs from 1 to 50 in many steps (a jump would take one).
     let damping = LoadDamping::default()
         .half_life(Duration::from_millis(200))
-        .threshold_percent(0);
+        .threshold_percent(0)
+        .jump_percent(0);
     let config = fleet
         .builder("a")
         .weights_from_loads(damping)
