@@ -260,7 +260,24 @@ async fn noisy_stationary_loads_move_nothing_and_write_at_most_once_per_interval
             && within_bounds(s)
     })
     .await;
-    // Quiet: no term started for two leases.
+    // Quiet: no weight written for one and a half half-lives (a weight the fast
+    // average jumped to carries a sample's noise, and the slow average may correct it
+    // once), and no term started for two leases.
+    let start = Instant::now();
+    let weights = |s: &GroupStatus| s.partitions.iter().map(|p| p.weight).collect::<Vec<_>>();
+    let mut last = weights(&admin.status().await.unwrap().unwrap());
+    let mut since = Instant::now();
+    while since.elapsed() < Duration::from_secs(3) {
+        assert!(
+            start.elapsed() < LIMIT,
+            "weights still moving after {LIMIT:?}"
+        );
+        sleep(Duration::from_millis(100)).await;
+        let now = weights(&admin.status().await.unwrap().unwrap());
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+    }
     fleet
         .until("quiet", LIMIT, |f| {
             f.ledger
