@@ -96,3 +96,36 @@ impl Group {
         (out, switched)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use leasehold_election::Fence;
+    use leasehold_testkit::RedisServer;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_weights_key_of_the_wrong_type_is_a_typed_error_and_nothing_is_written() {
+        let server = RedisServer::start();
+        let store = RedisStore::builder(server.url()).build().unwrap();
+        let keys = GroupKeys::new("leasehold", "g");
+        let weights = keys.all()[14].to_owned();
+        server.redis_cli(&["SET", &weights, "not a sorted set"]);
+        server.redis_cli(&["HSET", keys.all()[3], "count", "1"]);
+        let report = [("p0".to_owned(), Fence(1), 5)];
+        let err = redis(&store, &keys, "a:1", &report).await.unwrap_err();
+        assert!(matches!(err, StoreError::WrongType(_)), "{err:?}");
+        assert_eq!(
+            server.redis_cli(&["GET", &weights]).trim(),
+            "not a sorted set",
+            "untouched"
+        );
+        assert_eq!(
+            server
+                .redis_cli(&["HGET", keys.all()[3], "weighted"])
+                .trim(),
+            "(nil)",
+            "the group was not made weighted"
+        );
+    }
+}
