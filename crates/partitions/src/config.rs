@@ -123,9 +123,9 @@ pub struct GroupConfig {
 /// weights that moved by more than `threshold_percent` of the stored one (and by at
 /// least 1), all in one request. A large step goes through at once: beside the average,
 /// a fast one (a tenth of the half-life) follows the load, and when it is more than
-/// `jump_percent` away from the stored weight, the average jumps to it (noise of
-/// ±20 % never does; a tenant whose load doubles or halves is reweighed within an
-/// interval or two).
+/// `jump_percent` above the stored weight, or below it by the same ratio (under 1 / 1.5
+/// of it for 50 %), both jump to the latest report (noise of ±20 % never does; a tenant
+/// whose load doubles or halves is reweighed within a few intervals).
 ///
 /// ```
 /// # use std::time::Duration;
@@ -144,8 +144,9 @@ pub struct LoadDamping {
     /// How far (in % of the stored weight) the average must move before it is written.
     /// Default: 10.
     pub threshold_percent: u32,
-    /// How far (in % of the stored weight) the fast average must be for the average to
-    /// jump to it (0: never). Default: 50.
+    /// How far above the stored weight (in %), or below it by the same ratio, the fast
+    /// average must be for the averages to jump to the latest report (0: never).
+    /// Default: 50.
     pub jump_percent: u32,
 }
 

@@ -16,7 +16,7 @@ struct Damped {
     /// The average so far.
     value: f64,
     /// A fast average (a tenth of the half-life): when it is far from the stored
-    /// weight, the average jumps to it.
+    /// weight, both jump to the latest report.
     fast: f64,
     /// The weight the store has for the term, as far as this replica knows.
     stored: u64,
@@ -66,8 +66,9 @@ impl Loads {
 
     /// Folds each sampled term's last report into its average at `now` and returns the
     /// weights to write: those whose rounded average moved from the stored weight by at
-    /// least 1 and by more than the threshold. The average jumps to the fast one when
-    /// that is more than the jump away from the stored weight (a large step in load).
+    /// least 1 and by more than the threshold. Both averages jump to the latest report
+    /// when the fast one is more than the jump above the stored weight, or below it by
+    /// the same ratio (a large step in load).
     /// A term whose ledger weight changed under it (an operator set it) restarts its
     /// averages there. A term nobody reported for keeps its weight.
     pub(crate) fn due(
@@ -97,8 +98,16 @@ impl Loads {
             let fast = 1.0 - 0.5f64.powf(dt * 10.0 / half_life);
             d.fast += (x - d.fast) * fast;
             let stored = d.stored as f64;
-            if jump > 0.0 && (d.fast - stored).abs() > (jump * stored).max(1.0) {
-                d.value = d.fast;
+            // Rises and falls alike, by ratio: up by more than the jump, or down to less
+            // than 1 / (1 + jump) of the stored weight.
+            let step = d.fast - stored > (jump * stored).max(1.0)
+                || (stored - d.fast) * (1.0 + jump) > (jump * stored).max(1.0);
+            if jump > 0.0 && step {
+                // A step, not noise: the latest report says where the load went (the
+                // fast average is still on its way there), and the slow average
+                // corrects a noisy one later.
+                d.value = x;
+                d.fast = x;
             }
             let w = weight_of(d.value);
             let moved = w.abs_diff(d.stored);
@@ -243,10 +252,23 @@ mod tests {
         let mut l = loads(10, 10);
         l.start(K, 100, t0);
         // Ten times the load: the fast average (1 s half-life) is past +50 % after one
-        // interval of 667 ms, and the average jumps to it.
+        // interval of 667 ms, and the averages jump to the report.
         let due = l.due([(K, Some(1_000.0), 100)], at(667));
-        assert_eq!(due.len(), 1, "{due:?}");
-        assert!(due[0].1 > 300, "{due:?}");
+        assert_eq!(due, [(K, 1_000)]);
+        l.written(K, 1_000);
+        // And stay there: the slow average does not drag it back.
+        assert!(l.due([(K, Some(1_000.0), 1_000)], at(1_334)).is_empty());
+        // A fall to a tenth: the fast average is at 1 / 1.5 of the stored weight
+        // after one interval, below it after two, and the averages jump to the report.
+        assert!(l.due([(K, Some(100.0), 1_000)], at(2_001)).is_empty());
+        assert_eq!(l.due([(K, Some(100.0), 1_000)], at(2_668)), [(K, 100)]);
+        // A halving: below 1 / 1.5 after three intervals (the fast average's 1 s
+        // half-life), not never.
+        let mut l = loads(10, 10);
+        l.start(K, 1_000, t0);
+        assert!(l.due([(K, Some(500.0), 1_000)], at(667)).is_empty());
+        assert!(l.due([(K, Some(500.0), 1_000)], at(1_334)).is_empty());
+        assert_eq!(l.due([(K, Some(500.0), 1_000)], at(2_001)), [(K, 500)]);
         // A step of +30 %: no jump, the average takes the half-life.
         let mut l = loads(10, 10);
         l.start(K, 100, t0);
