@@ -96,6 +96,10 @@ pub struct GroupKeys {
     /// Stream, capped (`MAXLEN ~`): one entry per change of owner, written by the claim
     /// that starts the new term ([`crate::Move`]).
     pub moves: String,
+    /// Hash: partition → the replica id an operator prefers it on
+    /// ([`crate::GroupAdmin::prefer`]). Read by replicas with the set (a change bumps
+    /// the set's version), and by claims only while it exists.
+    pub prefs: String,
     /// The channel a release or a leave publishes on (shared with single duties under
     /// the same prefix).
     pub channel: String,
@@ -134,6 +138,7 @@ impl GroupKeys {
             changes: key("changes"),
             ended: key("ended"),
             moves: key("moves"),
+            prefs: key("prefs"),
             channel: release_channel(prefix),
             notice: format!("{prefix}:{{{group}}}"),
         }
@@ -150,7 +155,7 @@ impl GroupKeys {
 
     /// Every key, in the order the group scripts take them as `KEYS` (and
     /// `lua/lib/keys.lua` names them).
-    pub(crate) fn all(&self) -> [&str; 24] {
+    pub(crate) fn all(&self) -> [&str; 25] {
         [
             &self.members,
             &self.sessions,
@@ -176,6 +181,7 @@ impl GroupKeys {
             &self.changes,
             &self.ended,
             &self.moves,
+            &self.prefs,
         ]
     }
 }

@@ -500,6 +500,12 @@ where
             room: claim.room,
             fallback: claim.fallback,
             incarnation: self.state.incarnation().to_owned(),
+            prefer: claim
+                .prefer
+                .iter()
+                .map(|&i| self.names.get(i).to_string())
+                .collect(),
+            leave_to: claim.leave_to.clone(),
         };
         let (store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
         self.claim = Some(Box::pin(async move {

@@ -110,6 +110,10 @@ pub(crate) struct Claim {
     pub(crate) fallback: bool,
     /// Instead: new terms for these terms the session holds.
     pub(crate) regrant: Vec<(usize, Fence)>,
+    /// Free partitions preferred on this replica, to take first.
+    pub(crate) prefer: Vec<usize>,
+    /// Members (replica id, room) to leave the free partitions preferred on them to.
+    pub(crate) leave_to: Vec<(String, u64)>,
 }
 
 /// Something for the driver to do.
@@ -1030,6 +1034,8 @@ impl ReplicaState {
             room: None,
             fallback: false,
             regrant: Vec::new(),
+            prefer: Vec::new(),
+            leave_to: Vec::new(),
         };
         if !unserved.is_empty() {
             self.ledger.mark(&unserved, Phase::Regranting);
