@@ -1032,6 +1032,13 @@ where
                     debug!("a change to the partition set failed; taken up again at a later tick");
                 }
                 let actions = self.state.on_set(answer, now);
+                if let Some(prefs) = self.state.new_preferences() {
+                    let prefs = prefs
+                        .iter()
+                        .map(|(p, r)| (self.names.intern(p), r.clone()))
+                        .collect();
+                    self.state.set_preferences(prefs);
+                }
                 let copy = self.state.set_copy();
                 self.view.send_if_modified(|v| {
                     let changed = v.set_copy != copy;

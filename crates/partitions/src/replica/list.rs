@@ -30,6 +30,8 @@ pub(crate) struct SetCopy {
     pub(crate) weights_version: u64,
     pub(crate) drained: Vec<String>,
     pub(crate) names: Vec<(String, u64)>,
+    /// Every preference (partition, replica id), as the first page carried them.
+    pub(crate) preferences: Vec<(String, String)>,
     /// The server lifetime it was read in (ticks name it). A failover that lost set
     /// changes promotes a store whose set version is lower, and its next changes reach
     /// the lost versions again with other names: a copy of another lifetime is read
@@ -183,6 +185,8 @@ pub(crate) struct SetSync {
     /// The configured names' checksum, as the group keeps its set's
     /// ([`set_checksum`]).
     checksum: u64,
+    /// How many complete copies were read (each may carry other preferences).
+    copies: u64,
 }
 
 impl SetSync {
@@ -196,7 +200,13 @@ impl SetSync {
             at_tick: false,
             highest_fence: Fence(0),
             difference: None,
+            copies: 0,
         }
+    }
+
+    /// How many complete copies of the set were read so far.
+    pub(crate) fn copies(&self) -> u64 {
+        self.copies
     }
 
     /// How this replica's configured list differs from the group's set, as of the last
@@ -429,9 +439,13 @@ impl SetSync {
                     copy.weighted = page.weighted;
                     copy.weights_version = page.weights_version;
                     copy.drained = page.drained;
+                    if offset == 0 {
+                        copy.preferences = page.preferences;
+                    }
                     if same || n < STATUS_PAGE {
                         self.difference = difference_between(&self.configured, &copy);
                         self.copy = Some(Arc::new(copy));
+                        self.copies += 1;
                         (None, false)
                     } else {
                         self.at_tick = members > WIDE;

@@ -50,7 +50,7 @@ pub(crate) mod session;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use leasehold_election::ext::{RenewGrid, token_with};
@@ -68,11 +68,18 @@ pub(crate) use self::list::{SetAnswer, SetOp};
 use self::policy::Policy;
 use self::session::{Admitted, Session};
 use crate::balance::plan::{Member, Plan, plan};
+use crate::balance::prefer::{
+    Standings, count_standings, hand_back, leave_to, shed_first, weighted_standings,
+};
 use crate::balance::weighted::{Loaded, Totals, WeightedPlan, weighted_plan};
 use crate::store::CLAIM_BATCH;
 use crate::store::protocol::{
     ClaimReply, Conflict, MemberInfo, MemberState, SessionReply, SetInfo, TickReply, TickRequest,
 };
+
+/// At most this many partitions preferred on a replica are named in one claim (to be
+/// taken first); the others are taken as any free partition.
+const PREFER_ARGS: usize = 64;
 
 /// The settings the rules need.
 #[derive(Debug, Clone)]
@@ -250,6 +257,13 @@ pub(crate) struct ReplicaState {
     roster: (String, Vec<MemberInfo>),
     /// The state the tick in flight was sent with.
     ticked: Option<MemberState>,
+    /// Preferences: partition (by index) → the replica id it is preferred on, as the
+    /// last copy of the set carried them, and which copy that was.
+    prefs: BTreeMap<usize, String>,
+    prefs_copy: u64,
+    /// The standings of the members partitions are preferred on (and this replica's),
+    /// as the last decision computed them (empty without preferences).
+    standings: Standings,
     /// The state of the last tick, if its reply changed nothing (a live session
     /// extended, with no roster, nothing expired, ended, revoked or listed): a tick
     /// sent with the same state is likely quiet, and says so ([`TickRequest::quiet`]).
@@ -292,6 +306,9 @@ impl ReplicaState {
             roster: (String::new(), Vec::new()),
             ticked: None,
             quiet_as: None,
+            prefs: BTreeMap::new(),
+            prefs_copy: 0,
+            standings: Standings::default(),
         }
     }
 
@@ -438,6 +455,23 @@ impl ReplicaState {
     /// The life and version of this replica's copy of the set, once it has one.
     pub(crate) fn set_copy(&self) -> Option<(String, u64)> {
         self.set.copy().map(|c| (c.life.clone(), c.set_version))
+    }
+
+    /// The preferences of the last copy of the set, if a newer copy was read since
+    /// this was last asked (partition names, for the driver to index:
+    /// [`set_preferences`](Self::set_preferences)).
+    pub(crate) fn new_preferences(&mut self) -> Option<Vec<(String, String)>> {
+        let copies = self.set.copies();
+        if copies == self.prefs_copy {
+            return None;
+        }
+        self.prefs_copy = copies;
+        self.set.copy().map(|c| c.preferences.clone())
+    }
+
+    /// The group's preferences, by partition index.
+    pub(crate) fn set_preferences(&mut self, prefs: Vec<(usize, String)>) {
+        self.prefs = prefs.into_iter().collect();
     }
 
     /// This replica's share of the group's load, in a weighted group.
@@ -868,9 +902,26 @@ impl ReplicaState {
             self.policy.observe(self.view.unowned, anyone, now);
             (p.shed > 0, None)
         };
+        let (wants, named) = self.with_preferences(settling, wants, named);
         if self.policy.hand_over(wants, 2 * self.s.renew_interval, now) {
             let candidates = match named {
                 Some(shed) => shed,
+                None if !self.prefs.is_empty() => {
+                    // The rule says how many; preferences say which: a random order,
+                    // those preferred on a member with room first, this replica's own
+                    // last.
+                    let n = self.plan.map_or(0, |p| p.shed);
+                    let mut serving = self.ledger.serving();
+                    rand::seq::SliceRandom::shuffle(serving.as_mut_slice(), rng);
+                    let prefs = &self.prefs;
+                    let ordered = shed_first(
+                        &self.s.replica,
+                        &serving,
+                        |i| prefs.get(&i).map(String::as_str),
+                        &self.standings,
+                    );
+                    ordered.into_iter().take(n).collect()
+                }
                 None => {
                     let n = self.plan.map_or(0, |p| p.shed);
                     self.ledger.serving().sample(rng, n).copied().collect()
@@ -898,6 +949,82 @@ impl ReplicaState {
         }
         actions.extend(self.claim(now));
         actions
+    }
+
+    /// Takes the group's preferences into a decision: the standings of the members
+    /// partitions are preferred on (for claims and hand-overs), and, when the rule
+    /// hands nothing over (`wants` false), every partition has an owner and nobody
+    /// settles, one partition to hand back to the member it is preferred on, if that
+    /// keeps the group within its bound ([`hand_back`]). Returns what to hand over.
+    fn with_preferences(
+        &mut self,
+        settling: bool,
+        wants: bool,
+        named: Option<Vec<usize>>,
+    ) -> (bool, Option<Vec<usize>>) {
+        self.standings = Standings::default();
+        if self.prefs.is_empty() || settling {
+            return (wants, named);
+        }
+        let me = self.s.replica.as_str();
+        let active: BTreeSet<&str> = self
+            .roster
+            .1
+            .iter()
+            .filter(|m| m.state == MemberState::Active)
+            .map(|m| m.replica.as_str())
+            .collect();
+        let mut eligible: BTreeSet<&str> = self
+            .prefs
+            .values()
+            .map(String::as_str)
+            .filter(|r| active.contains(r))
+            .collect();
+        eligible.insert(me);
+        self.standings = match &self.wplan {
+            Some(_) => {
+                let set = self.view.set.as_ref();
+                weighted_standings(
+                    &self.view.loaded,
+                    crate::balance::weighted::Totals {
+                        weight: set.map_or(0, |s| s.total_weight),
+                        max_weight: set.map_or(1, |s| s.max_weight),
+                        unowned: self.view.unowned,
+                    },
+                    &eligible,
+                )
+            }
+            None => count_standings(
+                self.partitions(),
+                &self.view.members,
+                self.view.unowned,
+                &eligible,
+            ),
+        };
+        let anyone_settling = self
+            .roster
+            .1
+            .iter()
+            .any(|m| m.state == MemberState::Settling);
+        if wants || self.view.unowned > 0 || anyone_settling {
+            return (wants, named);
+        }
+        let mine: Vec<(usize, u64)> = self
+            .ledger
+            .terms()
+            .filter(|(_, h)| h.phase == Phase::Serving)
+            .map(|(i, h)| (i, h.weight))
+            .collect();
+        let prefs = &self.prefs;
+        match hand_back(
+            me,
+            &mine,
+            |i| prefs.get(&i).map(String::as_str),
+            &self.standings,
+        ) {
+            Some(i) => (true, Some(vec![i])),
+            None => (wants, named),
+        }
     }
 
     /// Hands over up to `limit` of `candidates` (the first ones still served) to even
@@ -1065,6 +1192,24 @@ impl ReplicaState {
             claim.count = count;
             claim.room = room;
             claim.fallback = fallback;
+            if !self.prefs.is_empty() {
+                let me = self.s.replica.as_str();
+                claim.prefer = self
+                    .prefs
+                    .iter()
+                    .filter(|(i, r)| r.as_str() == me && self.ledger.held(**i).is_none())
+                    .map(|(i, _)| *i)
+                    .take(PREFER_ARGS)
+                    .collect();
+                // Availability before preference: not for orphans, nor once
+                // partitions have gone without an owner for a renew interval.
+                if !orphans
+                    && !self.orphaned(now)
+                    && self.policy.may_leave(self.s.renew_interval, now)
+                {
+                    claim.leave_to = leave_to(me, &self.standings);
+                }
+            }
             self.fallback_spent |= fallback && !orphans;
         }
         self.seq = claim.seq;

@@ -1,0 +1,361 @@
+//! Preferences ([`crate::GroupAdmin::prefer`]), as pure functions of one replica's view
+//! of the group: which members take the free partitions preferred on them, which of a
+//! replica's partitions it hands over first, and which one it hands back to the
+//! member it is preferred on.
+//!
+//! A preference never changes how many partitions (or how much weight) a replica
+//! claims or hands over: the balancing rule ([`super::plan`] by count,
+//! [`super::weighted`] by weight) decides that. It changes only *which*:
+//!
+//! - **Claims.** A replica claims the free partitions preferred on it before any other.
+//!   It leaves the free partitions preferred on another member to that member if that
+//!   member is active and has room under the rule (its [`Standing::room`]: the weight
+//!   it would claim into now), as long as their weights fit into that room. The
+//!   replica stops leaving them after one renew interval of partitions without an
+//!   owner (the state machine's part): availability before preference.
+//! - **Hand-overs.** When the rule asks a replica to hand partitions over (count rule:
+//!   `n` of them), it picks first those preferred on a member with room, then those
+//!   preferred on nobody (or on a member without room), and those preferred on itself
+//!   last ([`shed_first`]).
+//! - **Moving back.** A replica that holds a partition of weight w preferred on another
+//!   active member R hands it back ([`hand_back`]) when R has room for it (room ≥ w) and
+//!   the move keeps the group within its balance bound: the holder's deviation from
+//!   its share (d = load − share; by count, the count) is at least R's plus w. Such a
+//!   move changes Σ d² by 2w(d_R − d_H + w) ≤ 0, and leaves one partition fewer off
+//!   its preferred replica. So the pair (Σ d², partitions off their preferred live
+//!   replica) falls, in lexicographic order, with every move back, the rule's own
+//!   moves lower Σ d² (see [`super::weighted`]), and without outside events moves
+//!   stop. One partition per hand-over, through the same policy as the rule's (two
+//!   ticks in a row, the cooldown, the move budget), and only while every partition
+//!   has an owner and nobody settles.
+//!
+//! **Limits.** There are no swaps: in a group balanced exactly (every replica at its
+//! cap), a preferred replica has no room, and its partition waits where it is until
+//! counts allow (a replica joins or leaves, a partition is added or removed). By
+//! weight, R must be at least w below its share.
+
+use std::collections::BTreeSet;
+
+use super::plan::{Member, plan};
+use super::weighted::{Loaded, Totals, deviations, weighted_plan};
+
+/// A member as the preference rules see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Standing {
+    pub(crate) replica: String,
+    /// How far it is above its share, in scaled units ([`Standings::unit`] per unit of
+    /// weight): by count, its count.
+    pub(crate) dev: i128,
+    /// The weight it would claim into now (by count, how many partitions); 0: none.
+    pub(crate) room: u64,
+}
+
+/// The standings of the members that matter to a replica's preferences (those
+/// partitions are preferred on, and itself), and what one unit of weight is worth in
+/// `dev`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Standings {
+    pub(crate) members: Vec<Standing>,
+    pub(crate) unit: i128,
+}
+
+impl Standings {
+    fn of(&self, replica: &str) -> Option<&Standing> {
+        self.members.iter().find(|s| s.replica == replica)
+    }
+}
+
+/// By count: the standings of the active members named in `eligible` (`members` as
+/// [`plan`] takes them: a member whose `owned` is `None` is settling, and has none).
+pub(crate) fn count_standings(
+    partitions: usize,
+    members: &[Member],
+    unowned: usize,
+    eligible: &BTreeSet<&str>,
+) -> Standings {
+    let members_out = members
+        .iter()
+        .filter(|m| eligible.contains(m.replica.as_str()))
+        .filter_map(|m| {
+            let owned = m.owned?;
+            let p = plan(partitions, &m.replica, owned, false, members, unowned);
+            let room = if p.shed == 0 {
+                p.allowance.saturating_sub(owned)
+            } else {
+                0
+            };
+            Some(Standing {
+                replica: m.replica.clone(),
+                dev: owned as i128,
+                room: room as u64,
+            })
+        })
+        .collect();
+    Standings {
+        members: members_out,
+        unit: 1,
+    }
+}
+
+/// By weight: the standings of the members named in `eligible` that balance (not
+/// settling, not isolated: see [`super::weighted`]).
+pub(crate) fn weighted_standings(
+    members: &[Loaded],
+    totals: Totals,
+    eligible: &BTreeSet<&str>,
+) -> Standings {
+    let (devs, unit) = deviations(members, totals.weight);
+    let out = members
+        .iter()
+        .zip(devs)
+        .filter(|(m, _)| eligible.contains(m.replica.as_str()))
+        .filter_map(|(m, dev)| {
+            let dev = dev?;
+            let p = weighted_plan(&m.replica, m.load?, &[], false, m.capacity, members, totals);
+            Some(Standing {
+                replica: m.replica.clone(),
+                dev,
+                room: p.room,
+            })
+        })
+        .collect();
+    Standings { members: out, unit }
+}
+
+/// The members (not `me`) a claim of `me` leaves the free partitions preferred on
+/// them to, with their rooms.
+pub(crate) fn leave_to(me: &str, standings: &Standings) -> Vec<(String, u64)> {
+    standings
+        .members
+        .iter()
+        .filter(|s| s.replica != me && s.room > 0)
+        .map(|s| (s.replica.clone(), s.room))
+        .collect()
+}
+
+/// `candidates` (partitions `me` may hand over), those preferred on a member with room
+/// first, those preferred on `me` last, each group in the order given.
+pub(crate) fn shed_first<'a>(
+    me: &str,
+    candidates: &[usize],
+    preferred: impl Fn(usize) -> Option<&'a str>,
+    standings: &Standings,
+) -> Vec<usize> {
+    let class = |i: usize| match preferred(i) {
+        Some(r) if r == me => 2,
+        Some(r) if standings.of(r).is_some_and(|s| s.room > 0) => 0,
+        _ => 1,
+    };
+    let mut out = candidates.to_vec();
+    out.sort_by_key(|&i| class(i));
+    out
+}
+
+/// The partition of `mine` (index, weight) that `me` hands back to the member it is
+/// preferred on, if any: one whose member has room for it and whose move keeps the
+/// group within its bound (`me`'s deviation at least that member's plus its weight).
+/// Of several, the one whose member is furthest below its share (then by member id,
+/// then by index).
+pub(crate) fn hand_back<'a>(
+    me: &str,
+    mine: &[(usize, u64)],
+    preferred: impl Fn(usize) -> Option<&'a str>,
+    standings: &Standings,
+) -> Option<usize> {
+    let my_dev = standings.of(me)?.dev;
+    mine.iter()
+        .filter_map(|&(i, w)| {
+            let r = preferred(i).filter(|r| *r != me)?;
+            let s = standings.of(r)?;
+            let w128 = i128::from(w);
+            (s.room >= w && my_dev - s.dev >= w128 * standings.unit).then_some((
+                s.dev,
+                s.replica.as_str(),
+                i,
+            ))
+        })
+        .min()
+        .map(|(_, _, i)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn members(counts: &[(&str, Option<usize>)]) -> Vec<Member> {
+        counts
+            .iter()
+            .map(|(r, c)| Member {
+                replica: (*r).to_owned(),
+                owned: *c,
+            })
+            .collect()
+    }
+
+    fn all<'a>(names: &[&'a str]) -> BTreeSet<&'a str> {
+        names.iter().copied().collect()
+    }
+
+    #[test]
+    fn a_member_below_its_cap_has_room_a_settling_one_none() {
+        // P = 10 on 3: cap 4, floor 3.
+        let ms = members(&[("a", Some(4)), ("b", Some(3)), ("c", None)]);
+        let s = count_standings(10, &ms, 3, &all(&["a", "b", "c"]));
+        let rooms: Vec<_> = s
+            .members
+            .iter()
+            .map(|s| (s.replica.as_str(), s.room))
+            .collect();
+        assert_eq!(
+            rooms,
+            vec![("a", 0), ("b", 1)],
+            "b may claim up to the cap; c settles: not a standing"
+        );
+        // Everyone active and at floor: each may claim up to the cap.
+        let ms = members(&[("a", Some(3)), ("b", Some(3)), ("c", Some(3))]);
+        let s = count_standings(10, &ms, 1, &all(&["a", "b"]));
+        assert_eq!(s.members.len(), 2, "only those asked for");
+        assert!(s.members.iter().all(|s| s.room == 1), "{s:?}");
+        assert_eq!(leave_to("a", &s), vec![("b".to_owned(), 1)]);
+    }
+
+    #[test]
+    fn hand_overs_pick_what_a_member_with_room_prefers_first_and_keep_their_own() {
+        let ms = members(&[("a", Some(5)), ("b", Some(3)), ("c", Some(4))]);
+        // P = 12: cap 4; b has room, c has none.
+        let s = count_standings(12, &ms, 0, &all(&["a", "b", "c"]));
+        let prefs: BTreeMap<usize, &str> = [(0, "a"), (1, "c"), (3, "b")].into();
+        let order = shed_first("a", &[0, 1, 2, 3, 4], |i| prefs.get(&i).copied(), &s);
+        assert_eq!(order, vec![3, 1, 2, 4, 0]);
+    }
+
+    #[test]
+    fn a_partition_moves_back_only_within_the_bound() {
+        let prefs: BTreeMap<usize, &str> = [(0, "b"), (1, "b"), (7, "c")].into();
+        let pref = |i: usize| prefs.get(&i).copied();
+        // P = 10 on 3 (cap 4): a holds 4, b 3, c 3: a hands one of b's back.
+        let ms = members(&[("a", Some(4)), ("b", Some(3)), ("c", Some(3))]);
+        let s = count_standings(10, &ms, 0, &all(&["a", "b", "c"]));
+        let mine = [(0, 1), (1, 1), (2, 1), (3, 1)];
+        assert_eq!(hand_back("a", &mine, pref, &s), Some(0));
+        // b at 4 = cap: no room; c holding 3 against b's 3 would only swap.
+        let ms = members(&[("a", Some(3)), ("b", Some(4)), ("c", Some(3))]);
+        let s = count_standings(10, &ms, 0, &all(&["a", "b", "c"]));
+        assert_eq!(hand_back("a", &mine, pref, &s), None);
+        let theirs = [(7, 1), (8, 1), (9, 1)];
+        assert_eq!(
+            hand_back("a", &theirs, pref, &s),
+            None,
+            "a (3) to c (3): not within the bound"
+        );
+        // Exactly balanced (12 on 3, everyone at 4): nothing moves, no swaps.
+        let ms = members(&[("a", Some(4)), ("b", Some(4)), ("c", Some(4))]);
+        let s = count_standings(12, &ms, 0, &all(&["a", "b", "c"]));
+        assert_eq!(hand_back("a", &mine, pref, &s), None);
+    }
+
+    #[test]
+    fn by_weight_the_member_needs_room_for_the_partition() {
+        let loaded = |r: &str, load: u64, held: usize| Loaded {
+            replica: r.to_owned(),
+            load: Some(load),
+            held,
+            capacity: 1,
+        };
+        // W = 30 on 3: shares 10. a holds 12, b 8, c 10.
+        let ms = vec![loaded("a", 12, 4), loaded("b", 8, 3), loaded("c", 10, 3)];
+        let totals = Totals {
+            weight: 30,
+            max_weight: 5,
+            unowned: 0,
+        };
+        let s = weighted_standings(&ms, totals, &all(&["a", "b", "c"]));
+        let prefs: BTreeMap<usize, &str> = [(0, "b"), (1, "b")].into();
+        let pref = |i: usize| prefs.get(&i).copied();
+        // A 3 does not fit b's room of 2; a 2 does (12 - 8 >= 2).
+        assert_eq!(hand_back("a", &[(0, 3)], pref, &s), None);
+        assert_eq!(hand_back("a", &[(0, 3), (1, 2)], pref, &s), Some(1));
+    }
+
+    /// A count-rule group at rest (every replica within floor and cap, nothing free),
+    /// with random preferences: moves back one at a time, by whoever wants to first.
+    fn settle_counts(owner: &mut [usize], n: usize, prefs: &[Option<usize>]) -> usize {
+        let p = owner.len();
+        let ids: Vec<String> = (0..n).map(|k| format!("r{k}")).collect();
+        let eligible: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+        let off = |owner: &[usize]| {
+            (0..p)
+                .filter(|&i| prefs[i].is_some_and(|r| r != owner[i]))
+                .count()
+        };
+        let sq = |owner: &[usize]| {
+            let mut c = vec![0i64; n];
+            for &o in owner {
+                c[o] += 1;
+            }
+            c.iter().map(|c| c * c).sum::<i64>()
+        };
+        let mut moves = 0;
+        loop {
+            let mut counts = vec![0usize; n];
+            for &o in owner.iter() {
+                counts[o] += 1;
+            }
+            let view: Vec<Member> = (0..n)
+                .map(|k| Member {
+                    replica: ids[k].clone(),
+                    owned: Some(counts[k]),
+                })
+                .collect();
+            let s = count_standings(p, &view, 0, &eligible);
+            let before = (sq(owner), off(owner));
+            let mut moved = false;
+            for (h, id) in ids.iter().enumerate() {
+                let mine: Vec<(usize, u64)> =
+                    (0..p).filter(|&i| owner[i] == h).map(|i| (i, 1)).collect();
+                let pref = |i: usize| prefs[i].map(|r| ids[r].as_str());
+                if let Some(i) = hand_back(id, &mine, pref, &s) {
+                    owner[i] = prefs[i].unwrap();
+                    moved = true;
+                    break;
+                }
+            }
+            if !moved {
+                return moves;
+            }
+            moves += 1;
+            let after = (sq(owner), off(owner));
+            assert!(after < before, "{before:?} -> {after:?}");
+            let (floor, cap) = (p / n, p.div_ceil(n));
+            let mut counts = vec![0usize; n];
+            for &o in owner.iter() {
+                counts[o] += 1;
+            }
+            assert!(
+                counts.iter().all(|c| (floor..=cap).contains(c)),
+                "{counts:?}"
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn moving_back_stays_within_the_bound_and_stops(
+            n in 2usize..6,
+            p in 2usize..40,
+            pick in proptest::collection::vec((0usize..8, any::<bool>()), 40),
+        ) {
+            // Dealt round robin: within floor and cap.
+            let mut owner: Vec<usize> = (0..p).map(|i| i % n).collect();
+            let prefs: Vec<Option<usize>> = (0..p)
+                .map(|i| pick[i].1.then_some(pick[i].0 % n))
+                .collect();
+            let moves = settle_counts(&mut owner, n, &prefs);
+            prop_assert!(moves <= p, "each partition moves back at most once: {moves}");
+        }
+    }
+}
