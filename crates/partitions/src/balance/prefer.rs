@@ -10,7 +10,8 @@
 //! - **Claims.** A replica claims the free partitions preferred on it before any other.
 //!   It leaves the free partitions preferred on another member to that member if that
 //!   member is active and has room under the rule (its [`Standing::room`]: the weight
-//!   it would claim into now), as long as their weights fit into that room. The
+//!   it would claim into now), or is settling (the rule keeps its share free for it
+//!   anyway), as long as their weights fit into that room. The
 //!   replica stops leaving them after one renew interval of partitions without an
 //!   owner (the state machine's part): availability before preference.
 //! - **Hand-overs.** When the rule asks a replica to hand partitions over (count rule:
@@ -29,15 +30,23 @@
 //!   ticks in a row, the cooldown, the move budget), and only while every partition
 //!   has an owner and nobody settles.
 //!
-//! **Limits.** There are no swaps: in a group balanced exactly (every replica at its
-//! cap), a preferred replica has no room, and its partition waits where it is until
-//! counts allow (a replica joins or leaves, a partition is added or removed). By
-//! weight, R must be at least w below its share.
+//! - **Swaps (by count).** A member R without room (at its allowance) that holds at
+//!   most its cap, with at most as many partitions preferred on it as it holds, surely
+//!   holds one that is not preferred on it while one preferred on it is elsewhere. A
+//!   holder with at least as many partitions as R hands that one back anyway; R claims
+//!   it beyond its allowance ([`swap_claim`]: one, while it holds one not preferred on
+//!   it), which puts R one above its cap, and the rule has R hand one over, those
+//!   preferred on it last. Counts end as they were (R passes through cap + 1 for one
+//!   hand-over), with one partition more on its preferred replica.
+//!
+//! **Limits.** By weight there are no swaps: R must be at least w below its share,
+//! else the partition waits where it is until loads allow. By count, a member with more
+//! partitions preferred on it than it can hold gets what fits and no swaps.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::plan::{Member, plan};
-use super::weighted::{Loaded, Totals, deviations, weighted_plan};
+use super::plan::{Member, Plan, plan};
+use super::weighted::{Loaded, Totals, deviations, shares, weighted_plan};
 
 /// A member as the preference rules see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +56,17 @@ pub(crate) struct Standing {
     /// weight): by count, its count.
     pub(crate) dev: i128,
     /// The weight it would claim into now (by count, how many partitions); 0: none.
+    /// For a settling member, what the rule keeps free for it to claim once it is done
+    /// (by count its floor, by weight its share).
     pub(crate) room: u64,
+    /// Still settling: claims leave it its preferred partitions (it is about to claim
+    /// its share), but nobody hands one over to it yet.
+    pub(crate) settling: bool,
+    /// By count: it has no room, but takes one partition preferred on it in a swap
+    /// ([`swap_claim`]): it is at most at its cap, and at most as many partitions are
+    /// preferred on it as it holds, so it surely holds one that is not (one preferred
+    /// on it is elsewhere), which it hands over next.
+    pub(crate) swap: bool,
 }
 
 /// The standings of the members that matter to a replica's preferences (those
@@ -65,30 +84,45 @@ impl Standings {
     }
 }
 
-/// By count: the standings of the active members named in `eligible` (`members` as
-/// [`plan`] takes them: a member whose `owned` is `None` is settling, and has none).
+/// By count: the standings of the members named in `eligible` (with how many
+/// partitions are preferred on each), as `members` show them ([`plan`]'s view: a
+/// member whose `owned` is `None` is settling, and holds none).
 pub(crate) fn count_standings(
     partitions: usize,
     members: &[Member],
     unowned: usize,
-    eligible: &BTreeSet<&str>,
+    eligible: &BTreeMap<&str, usize>,
 ) -> Standings {
     let members_out = members
         .iter()
-        .filter(|m| eligible.contains(m.replica.as_str()))
-        .filter_map(|m| {
-            let owned = m.owned?;
+        .filter_map(|m| Some((m, *eligible.get(m.replica.as_str())?)))
+        .map(|(m, preferred)| {
+            let Some(owned) = m.owned else {
+                let p = plan(partitions, &m.replica, 0, true, members, unowned);
+                return Standing {
+                    replica: m.replica.clone(),
+                    dev: 0,
+                    room: p.floor as u64,
+                    settling: true,
+                    swap: false,
+                };
+            };
             let p = plan(partitions, &m.replica, owned, false, members, unowned);
             let room = if p.shed == 0 {
                 p.allowance.saturating_sub(owned)
             } else {
                 0
             };
-            Some(Standing {
+            Standing {
                 replica: m.replica.clone(),
                 dev: owned as i128,
                 room: room as u64,
-            })
+                settling: false,
+                swap: room == 0
+                    && p.shed == 0
+                    && owned <= p.cap
+                    && (1..=owned).contains(&preferred),
+            }
         })
         .collect();
     Standings {
@@ -105,17 +139,31 @@ pub(crate) fn weighted_standings(
     eligible: &BTreeSet<&str>,
 ) -> Standings {
     let (devs, unit) = deviations(members, totals.weight);
+    let shares = shares(members, totals.weight);
     let out = members
         .iter()
         .zip(devs)
-        .filter(|(m, _)| eligible.contains(m.replica.as_str()))
-        .filter_map(|(m, dev)| {
+        .zip(shares)
+        .filter(|((m, _), _)| eligible.contains(m.replica.as_str()))
+        .filter_map(|((m, dev), share)| {
+            if m.load.is_none() {
+                return Some(Standing {
+                    replica: m.replica.clone(),
+                    dev: 0,
+                    // Whole weight units of its share (f64 to u64 saturates).
+                    room: share.floor() as u64,
+                    settling: true,
+                    swap: false,
+                });
+            }
             let dev = dev?;
             let p = weighted_plan(&m.replica, m.load?, &[], false, m.capacity, members, totals);
             Some(Standing {
                 replica: m.replica.clone(),
                 dev,
                 room: p.room,
+                settling: false,
+                swap: false,
             })
         })
         .collect();
@@ -128,9 +176,30 @@ pub(crate) fn leave_to(me: &str, standings: &Standings) -> Vec<(String, u64)> {
     standings
         .members
         .iter()
-        .filter(|s| s.replica != me && s.room > 0)
-        .map(|s| (s.replica.clone(), s.room))
+        .filter(|s| s.replica != me && (s.room > 0 || s.swap))
+        .map(|s| (s.replica.clone(), s.room.max(u64::from(s.swap))))
         .collect()
+}
+
+/// By count: whether a replica at its allowance (`held`, its `plan`) claims one free
+/// partition preferred on it beyond it, a swap's first half: while something is free,
+/// it hands nothing over, it is at most at its cap, it holds a partition not preferred
+/// on it (`holds_other`, which it hands over next: it is then above its cap, and the
+/// rule sheds one, those preferred on it last) and a partition preferred on it is
+/// elsewhere (`misses_own`).
+pub(crate) fn swap_claim(
+    plan: &Plan,
+    held: usize,
+    unowned: usize,
+    holds_other: bool,
+    misses_own: bool,
+) -> bool {
+    unowned > 0
+        && plan.shed == 0
+        && held >= plan.allowance
+        && held <= plan.cap
+        && holds_other
+        && misses_own
 }
 
 /// `candidates` (partitions `me` may hand over), those preferred on a member with room
@@ -143,7 +212,7 @@ pub(crate) fn shed_first<'a>(
 ) -> Vec<usize> {
     let class = |i: usize| match preferred(i) {
         Some(r) if r == me => 2,
-        Some(r) if standings.of(r).is_some_and(|s| s.room > 0) => 0,
+        Some(r) if standings.of(r).is_some_and(|s| s.room > 0 && !s.settling) => 0,
         _ => 1,
     };
     let mut out = candidates.to_vec();
@@ -162,17 +231,17 @@ pub(crate) fn hand_back<'a>(
     preferred: impl Fn(usize) -> Option<&'a str>,
     standings: &Standings,
 ) -> Option<usize> {
-    let my_dev = standings.of(me)?.dev;
+    let my_dev = standings.of(me).filter(|s| !s.settling)?.dev;
     mine.iter()
         .filter_map(|&(i, w)| {
             let r = preferred(i).filter(|r| *r != me)?;
-            let s = standings.of(r)?;
+            let s = standings.of(r).filter(|s| !s.settling)?;
             let w128 = i128::from(w);
-            (s.room >= w && my_dev - s.dev >= w128 * standings.unit).then_some((
-                s.dev,
-                s.replica.as_str(),
-                i,
-            ))
+            let within = s.room >= w && my_dev - s.dev >= w128 * standings.unit;
+            // A swap (by count): `me` holds as many as the member or more, and it takes
+            // this one, then hands over one not preferred on it.
+            let swap = s.swap && w == 1 && standings.unit == 1 && my_dev >= s.dev;
+            (within || swap).then_some((s.dev, s.replica.as_str(), i))
         })
         .min()
         .map(|(_, _, i)| i)
@@ -180,8 +249,6 @@ pub(crate) fn hand_back<'a>(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use proptest::prelude::*;
 
     use super::*;
@@ -200,11 +267,16 @@ mod tests {
         names.iter().copied().collect()
     }
 
+    /// Every one of `names`, each with many partitions preferred on it (no swaps).
+    fn many<'a>(names: &[&'a str]) -> BTreeMap<&'a str, usize> {
+        names.iter().map(|n| (*n, usize::MAX)).collect()
+    }
+
     #[test]
     fn a_member_below_its_cap_has_room_a_settling_one_none() {
         // P = 10 on 3: cap 4, floor 3.
         let ms = members(&[("a", Some(4)), ("b", Some(3)), ("c", None)]);
-        let s = count_standings(10, &ms, 3, &all(&["a", "b", "c"]));
+        let s = count_standings(10, &ms, 3, &many(&["a", "b", "c"]));
         let rooms: Vec<_> = s
             .members
             .iter()
@@ -212,12 +284,13 @@ mod tests {
             .collect();
         assert_eq!(
             rooms,
-            vec![("a", 0), ("b", 1)],
-            "b may claim up to the cap; c settles: not a standing"
+            vec![("a", 0), ("b", 1), ("c", 3)],
+            "b may claim up to the cap; c, settling, its floor once done"
         );
+        assert!(s.members[2].settling);
         // Everyone active and at floor: each may claim up to the cap.
         let ms = members(&[("a", Some(3)), ("b", Some(3)), ("c", Some(3))]);
-        let s = count_standings(10, &ms, 1, &all(&["a", "b"]));
+        let s = count_standings(10, &ms, 1, &many(&["a", "b"]));
         assert_eq!(s.members.len(), 2, "only those asked for");
         assert!(s.members.iter().all(|s| s.room == 1), "{s:?}");
         assert_eq!(leave_to("a", &s), vec![("b".to_owned(), 1)]);
@@ -227,7 +300,7 @@ mod tests {
     fn hand_overs_pick_what_a_member_with_room_prefers_first_and_keep_their_own() {
         let ms = members(&[("a", Some(5)), ("b", Some(3)), ("c", Some(4))]);
         // P = 12: cap 4; b has room, c has none.
-        let s = count_standings(12, &ms, 0, &all(&["a", "b", "c"]));
+        let s = count_standings(12, &ms, 0, &many(&["a", "b", "c"]));
         let prefs: BTreeMap<usize, &str> = [(0, "a"), (1, "c"), (3, "b")].into();
         let order = shed_first("a", &[0, 1, 2, 3, 4], |i| prefs.get(&i).copied(), &s);
         assert_eq!(order, vec![3, 1, 2, 4, 0]);
@@ -239,12 +312,12 @@ mod tests {
         let pref = |i: usize| prefs.get(&i).copied();
         // P = 10 on 3 (cap 4): a holds 4, b 3, c 3: a hands one of b's back.
         let ms = members(&[("a", Some(4)), ("b", Some(3)), ("c", Some(3))]);
-        let s = count_standings(10, &ms, 0, &all(&["a", "b", "c"]));
+        let s = count_standings(10, &ms, 0, &many(&["a", "b", "c"]));
         let mine = [(0, 1), (1, 1), (2, 1), (3, 1)];
         assert_eq!(hand_back("a", &mine, pref, &s), Some(0));
         // b at 4 = cap: no room; c holding 3 against b's 3 would only swap.
         let ms = members(&[("a", Some(3)), ("b", Some(4)), ("c", Some(3))]);
-        let s = count_standings(10, &ms, 0, &all(&["a", "b", "c"]));
+        let s = count_standings(10, &ms, 0, &many(&["a", "b", "c"]));
         assert_eq!(hand_back("a", &mine, pref, &s), None);
         let theirs = [(7, 1), (8, 1), (9, 1)];
         assert_eq!(
@@ -254,8 +327,38 @@ mod tests {
         );
         // Exactly balanced (12 on 3, everyone at 4): nothing moves, no swaps.
         let ms = members(&[("a", Some(4)), ("b", Some(4)), ("c", Some(4))]);
-        let s = count_standings(12, &ms, 0, &all(&["a", "b", "c"]));
+        let s = count_standings(12, &ms, 0, &many(&["a", "b", "c"]));
         assert_eq!(hand_back("a", &mine, pref, &s), None);
+    }
+
+    #[test]
+    fn in_an_exactly_balanced_group_a_partition_moves_back_by_a_swap() {
+        // 12 on 3, everyone at 4: b has no room, but it holds 4 and only 2 are
+        // preferred on it, so it surely holds one that is not: a swap.
+        let prefs: BTreeMap<usize, &str> = [(0, "b"), (5, "b")].into();
+        let pref = |i: usize| prefs.get(&i).copied();
+        let ms = members(&[("a", Some(4)), ("b", Some(4)), ("c", Some(4))]);
+        let on: BTreeMap<&str, usize> = [("a", 0), ("b", 2), ("c", 0)].into();
+        let s = count_standings(12, &ms, 0, &on);
+        assert!(s.members[1].swap && s.members[1].room == 0, "{s:?}");
+        let mine = [(0, 1), (1, 1), (2, 1), (3, 1)];
+        assert_eq!(hand_back("a", &mine, pref, &s), Some(0));
+        assert_eq!(leave_to("a", &s), vec![("b".to_owned(), 1)]);
+        // With more preferred on b than it holds, b may hold nothing else: no swap.
+        let on: BTreeMap<&str, usize> = [("a", 0), ("b", 5), ("c", 0)].into();
+        let s = count_standings(12, &ms, 0, &on);
+        assert_eq!(hand_back("a", &mine, pref, &s), None);
+        // b's half: at its allowance, it claims the free one preferred on it, if it
+        // holds one that is not and nothing has it hand over.
+        let p = plan(12, "b", 4, false, &ms, 1);
+        assert!(swap_claim(&p, 4, 1, true, true));
+        assert!(!swap_claim(&p, 4, 1, false, true), "all of b's are its own");
+        assert!(!swap_claim(&p, 4, 0, true, true), "nothing free");
+        let over = plan(12, "b", 5, false, &ms, 0);
+        assert!(
+            !swap_claim(&over, 5, 1, true, true),
+            "above its cap: it sheds"
+        );
     }
 
     #[test]
@@ -286,7 +389,9 @@ mod tests {
     fn settle_counts(owner: &mut [usize], n: usize, prefs: &[Option<usize>]) -> usize {
         let p = owner.len();
         let ids: Vec<String> = (0..n).map(|k| format!("r{k}")).collect();
-        let eligible: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+        // Moves within the bound only (swaps pass through cap + 1: see the unit test).
+        let eligible: BTreeMap<&str, usize> =
+            ids.iter().map(|r| (r.as_str(), usize::MAX)).collect();
         let off = |owner: &[usize]| {
             (0..p)
                 .filter(|&i| prefs[i].is_some_and(|r| r != owner[i]))

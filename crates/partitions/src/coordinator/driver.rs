@@ -505,6 +505,7 @@ where
                 .iter()
                 .map(|&i| self.names.get(i).to_string())
                 .collect(),
+            only_preferred: claim.only_preferred,
             leave_to: claim.leave_to.clone(),
         };
         let (store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
@@ -1031,13 +1032,13 @@ where
                 if matches!(answer, SetAnswer::Failed) {
                     debug!("a change to the partition set failed; taken up again at a later tick");
                 }
-                let actions = self.state.on_set(answer, now);
+                let mut actions = self.state.on_set(answer, now);
                 if let Some(prefs) = self.state.new_preferences() {
                     let prefs = prefs
                         .iter()
                         .map(|(p, r)| (self.names.intern(p), r.clone()))
                         .collect();
-                    self.state.set_preferences(prefs);
+                    actions.extend(self.state.set_preferences(prefs, now));
                 }
                 let copy = self.state.set_copy();
                 self.view.send_if_modified(|v| {

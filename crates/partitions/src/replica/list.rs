@@ -185,8 +185,10 @@ pub(crate) struct SetSync {
     /// The configured names' checksum, as the group keeps its set's
     /// ([`set_checksum`]).
     checksum: u64,
-    /// How many complete copies were read (each may carry other preferences).
-    copies: u64,
+    /// How many first pages of the set were read (each carries the preferences), and
+    /// the preferences the last one carried.
+    first_pages: u64,
+    preferences: Vec<(String, String)>,
 }
 
 impl SetSync {
@@ -200,13 +202,15 @@ impl SetSync {
             at_tick: false,
             highest_fence: Fence(0),
             difference: None,
-            copies: 0,
+            first_pages: 0,
+            preferences: Vec::new(),
         }
     }
 
-    /// How many complete copies of the set were read so far.
-    pub(crate) fn copies(&self) -> u64 {
-        self.copies
+    /// How many first pages of the set were read so far, and the preferences the last
+    /// one carried.
+    pub(crate) fn preferences(&self) -> (u64, &[(String, String)]) {
+        (self.first_pages, &self.preferences)
     }
 
     /// How this replica's configured list differs from the group's set, as of the last
@@ -396,6 +400,12 @@ impl SetSync {
             }
             (_, SetAnswer::Failed) => (None, false),
             (Job::Read { mut copy, offset }, SetAnswer::Page(Some(page))) => {
+                if offset == 0 {
+                    // The first page carries every preference: take them now, not once
+                    // the copy is complete (claims wait for them: see ReplicaState).
+                    self.preferences.clone_from(&page.preferences);
+                    self.first_pages += 1;
+                }
                 let consistent =
                     offset == 0 || (page.life == copy.life && page.set_version == copy.set_version);
                 if !consistent {
@@ -445,7 +455,6 @@ impl SetSync {
                     if same || n < STATUS_PAGE {
                         self.difference = difference_between(&self.configured, &copy);
                         self.copy = Some(Arc::new(copy));
-                        self.copies += 1;
                         (None, false)
                     } else {
                         self.at_tick = members > WIDE;

@@ -69,7 +69,7 @@ use self::policy::Policy;
 use self::session::{Admitted, Session};
 use crate::balance::plan::{Member, Plan, plan};
 use crate::balance::prefer::{
-    Standings, count_standings, hand_back, leave_to, shed_first, weighted_standings,
+    Standings, count_standings, hand_back, leave_to, shed_first, swap_claim, weighted_standings,
 };
 use crate::balance::weighted::{Loaded, Totals, WeightedPlan, weighted_plan};
 use crate::store::CLAIM_BATCH;
@@ -119,6 +119,8 @@ pub(crate) struct Claim {
     pub(crate) regrant: Vec<(usize, Fence)>,
     /// Free partitions preferred on this replica, to take first.
     pub(crate) prefer: Vec<usize>,
+    /// Take only those (a swap's first half).
+    pub(crate) only_preferred: bool,
     /// Members (replica id, room) to leave the free partitions preferred on them to.
     pub(crate) leave_to: Vec<(String, u64)>,
 }
@@ -258,9 +260,14 @@ pub(crate) struct ReplicaState {
     /// The state the tick in flight was sent with.
     ticked: Option<MemberState>,
     /// Preferences: partition (by index) → the replica id it is preferred on, as the
-    /// last copy of the set carried them, and which copy that was.
+    /// last first page of the set carried them, and how many first pages were read
+    /// then.
     prefs: BTreeMap<usize, String>,
     prefs_copy: u64,
+    /// Whether this process has taken in the preferences of a first page of the set,
+    /// and since when claims have waited for that.
+    prefs_known: bool,
+    prefs_wait: Option<Instant>,
     /// The standings of the members partitions are preferred on (and this replica's),
     /// as the last decision computed them (empty without preferences).
     standings: Standings,
@@ -308,6 +315,8 @@ impl ReplicaState {
             quiet_as: None,
             prefs: BTreeMap::new(),
             prefs_copy: 0,
+            prefs_known: false,
+            prefs_wait: None,
             standings: Standings::default(),
         }
     }
@@ -461,17 +470,27 @@ impl ReplicaState {
     /// this was last asked (partition names, for the driver to index:
     /// [`set_preferences`](Self::set_preferences)).
     pub(crate) fn new_preferences(&mut self) -> Option<Vec<(String, String)>> {
-        let copies = self.set.copies();
-        if copies == self.prefs_copy {
+        let (read, prefs) = self.set.preferences();
+        if read == self.prefs_copy {
             return None;
         }
-        self.prefs_copy = copies;
-        self.set.copy().map(|c| c.preferences.clone())
+        self.prefs_copy = read;
+        Some(prefs.to_vec())
     }
 
-    /// The group's preferences, by partition index.
-    pub(crate) fn set_preferences(&mut self, prefs: Vec<(usize, String)>) {
+    /// The group's preferences, by partition index (what
+    /// [`new_preferences`](Self::new_preferences) said, indexed). The first ones a
+    /// process takes in let the claims that waited for them go: returns those.
+    pub(crate) fn set_preferences(
+        &mut self,
+        prefs: Vec<(usize, String)>,
+        now: Instant,
+    ) -> Vec<Action> {
         self.prefs = prefs.into_iter().collect();
+        if std::mem::replace(&mut self.prefs_known, true) || self.claim.is_some() {
+            return Vec::new();
+        }
+        self.claim(now)
     }
 
     /// This replica's share of the group's load, in a weighted group.
@@ -967,20 +986,23 @@ impl ReplicaState {
             return (wants, named);
         }
         let me = self.s.replica.as_str();
+        // Settling members too: claims leave them their preferred partitions (the
+        // rule keeps their share free for them anyway), nobody hands one over to them.
         let active: BTreeSet<&str> = self
             .roster
             .1
             .iter()
-            .filter(|m| m.state == MemberState::Active)
+            .filter(|m| matches!(m.state, MemberState::Active | MemberState::Settling))
             .map(|m| m.replica.as_str())
             .collect();
-        let mut eligible: BTreeSet<&str> = self
-            .prefs
-            .values()
-            .map(String::as_str)
-            .filter(|r| active.contains(r))
-            .collect();
-        eligible.insert(me);
+        // Each of them with how many partitions are preferred on it.
+        let mut eligible: BTreeMap<&str, usize> = BTreeMap::new();
+        for r in self.prefs.values().map(String::as_str) {
+            if active.contains(r) {
+                *eligible.entry(r).or_default() += 1;
+            }
+        }
+        eligible.entry(me).or_default();
         self.standings = match &self.wplan {
             Some(_) => {
                 let set = self.view.set.as_ref();
@@ -991,7 +1013,7 @@ impl ReplicaState {
                         max_weight: set.map_or(1, |s| s.max_weight),
                         unowned: self.view.unowned,
                     },
-                    &eligible,
+                    &eligible.keys().copied().collect(),
                 )
             }
             None => count_standings(
@@ -1134,6 +1156,34 @@ impl ReplicaState {
         budget.min(self.view.unowned)
     }
 
+    /// By count, at its allowance: whether to claim one free partition preferred on
+    /// this replica beyond it, a swap's first half ([`swap_claim`]).
+    fn swap_wanted(&self) -> bool {
+        let Some(plan) = self.plan else { return false };
+        if self.prefs.is_empty() {
+            return false;
+        }
+        let me = self.s.replica.as_str();
+        let mut holds_other = false;
+        for (i, _) in self.ledger.terms() {
+            if self.prefs.get(&i).is_none_or(|r| r != me) {
+                holds_other = true;
+                break;
+            }
+        }
+        let misses_own = self
+            .prefs
+            .iter()
+            .any(|(i, r)| r == me && self.ledger.held(*i).is_none());
+        swap_claim(
+            &plan,
+            self.held().max(self.view.server_held),
+            self.view.unowned,
+            holds_other,
+            misses_own,
+        )
+    }
+
     fn claim(&mut self, now: Instant) -> Vec<Action> {
         // No claim while reconciling either: the answer must not miss a partition that a
         // claim sent after it grants.
@@ -1162,6 +1212,7 @@ impl ReplicaState {
             fallback: false,
             regrant: Vec::new(),
             prefer: Vec::new(),
+            only_preferred: false,
             leave_to: Vec::new(),
         };
         if !unserved.is_empty() {
@@ -1170,6 +1221,15 @@ impl ReplicaState {
         } else {
             if self.settling(now) || self.drained {
                 return Vec::new();
+            }
+            // The first claims of this process wait for the set's first page, which
+            // says which partitions are preferred on whom, for one renew interval at
+            // most (availability first); its answer claims at once.
+            if !self.prefs_known {
+                let since = *self.prefs_wait.get_or_insert(now);
+                if now.saturating_duration_since(since) < self.s.renew_interval {
+                    return Vec::new();
+                }
             }
             let room = self.room(now);
             // Orphans go to whoever asks; else the plan says who may take one that does
@@ -1181,11 +1241,15 @@ impl ReplicaState {
                         .wplan
                         .as_ref()
                         .is_some_and(|(p, _)| p.fallback && p.shed.is_empty());
-            let count = match room {
+            let mut count = match room {
                 Some(0) if !fallback => 0,
                 Some(_) => self.view.unowned.min(CLAIM_BATCH),
                 None => self.budget(now).min(CLAIM_BATCH),
             };
+            if count == 0 && room.is_none() && self.swap_wanted() {
+                count = 1;
+                claim.only_preferred = true;
+            }
             if count == 0 {
                 return Vec::new();
             }

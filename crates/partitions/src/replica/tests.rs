@@ -121,6 +121,9 @@ impl Sim {
                 .is_empty()
         );
         assert_eq!(self.st.set_copy(), Some(("life".into(), 1)));
+        // The driver takes in the first page's preferences (none here), indexed.
+        assert_eq!(self.st.new_preferences(), Some(Vec::new()));
+        assert!(self.st.set_preferences(Vec::new(), self.now).is_empty());
     }
 
     fn reply(&self, session: SessionReply, members: Vec<MemberInfo>, unowned: usize) -> TickReply {
@@ -326,6 +329,7 @@ fn a_settling_replica_claims_nothing_then_claims_its_share_in_batches() {
             fallback: false,
             regrant: Vec::new(),
             prefer: Vec::new(),
+            only_preferred: false,
             leave_to: Vec::new(),
         })]
     );
@@ -844,6 +848,7 @@ fn a_count_mismatch_seen_twice_with_nothing_in_flight_reconciles_by_term() {
                 fallback: false,
                 regrant: vec![(3, Fence(77))],
                 prefer: Vec::new(),
+                only_preferred: false,
                 leave_to: Vec::new(),
             }),
         ],

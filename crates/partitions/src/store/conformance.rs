@@ -386,6 +386,22 @@ async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
         "prefer: not into a room of 2: a takes it: {}",
         claimed(&r, &mut ranks)
     ));
+    b.add(&k, &strict("pr-11"), &names(&["p6"])).await.unwrap();
+    let only = |seq: u64, prefer: &[&str]| ClaimRequest {
+        prefer: names(prefer),
+        only_preferred: true,
+        ..claim("b", bt, seq, 1)
+    };
+    let r = b.claim(&k, &only(2, &["p5"])).await.unwrap();
+    out.push(format!(
+        "prefer: only its own, none free: {}",
+        claimed(&r, &mut ranks)
+    ));
+    let r = b.claim(&k, &only(3, &["p6"])).await.unwrap();
+    out.push(format!(
+        "prefer: only its own, p6 free: {}",
+        claimed(&r, &mut ranks)
+    ));
     let r = b
         .remove(&k, &strict("pr-10"), &names(&["p3"]))
         .await
@@ -1305,6 +1321,11 @@ async fn answer_alike() {
         r#"["p5:f2:1"] returned=[] unowned=1"#,
     );
     expect("prefer: not into a room of 2: a takes it", r#"["p4:"#);
+    expect(
+        "prefer: only its own, none free",
+        "[] returned=[] unowned=1",
+    );
+    expect("prefer: only its own, p6 free", r#"["p6:"#);
     expect(
         "report: after the term was given back",
         r#"released=[true] [false] weighted=true total=5 max=2 loads=[("a", 1), ("c", 2)]"#,

@@ -42,7 +42,7 @@ use leasehold_election::ext::validate_name;
 
 use super::plan::{Member, Plan, plan};
 use super::prefer::{
-    Standings, count_standings, hand_back, leave_to, shed_first, weighted_standings,
+    Standings, count_standings, hand_back, leave_to, shed_first, swap_claim, weighted_standings,
 };
 use super::weighted::{Loaded, Totals, WeightedPlan, shares, weighted_plan};
 use crate::admin::MAX_WEIGHT;
@@ -599,13 +599,21 @@ impl Sim {
         if self.prefs.iter().all(Option::is_none) {
             return Standings::default();
         }
-        let ids: BTreeSet<&str> = self
+        // Every member taking part, with how many partitions are preferred on it.
+        let ids: BTreeMap<&str, usize> = self
             .counting()
             .into_iter()
-            .map(|k| self.members[k].id.as_str())
+            .map(|k| {
+                let on = self.prefs.iter().filter(|p| **p == Some(k)).count();
+                (self.members[k].id.as_str(), on)
+            })
             .collect();
         if self.weighted {
-            weighted_standings(&self.loaded(), self.totals(), &ids)
+            weighted_standings(
+                &self.loaded(),
+                self.totals(),
+                &ids.keys().copied().collect(),
+            )
         } else {
             let view: Vec<Member> = self
                 .counting()
@@ -695,12 +703,32 @@ impl Sim {
             .min(self.free.len())
     }
 
+    /// Whether member `k`, at its allowance by count, claims one free partition
+    /// preferred on it beyond it ([`swap_claim`]).
+    fn swaps(&self, k: usize) -> bool {
+        let held = &self.members[k].held;
+        let holds_other = held.iter().any(|&i| self.prefs[i] != Some(k));
+        let misses_own =
+            (0..self.prefs.len()).any(|i| self.prefs[i] == Some(k) && !held.contains(&i));
+        swap_claim(
+            &self.count_plan(k),
+            held.len(),
+            self.free.len(),
+            holds_other,
+            misses_own,
+        )
+    }
+
     /// Member `k` plans on the group as it is and claims what the plan lets it, batch
     /// after batch while one takes something (as a replica's claims go on at once).
     fn claim_as(&mut self, k: usize) -> usize {
         if !self.weighted {
             let n = self.budget(k);
-            let taken: Vec<usize> = self.claim_order(k).into_iter().take(n).collect();
+            let mut taken: Vec<usize> = self.claim_order(k).into_iter().take(n).collect();
+            if n == 0 && self.swaps(k) {
+                // A swap's first half: one preferred on it, beyond its allowance.
+                taken.extend(self.free_order().find(|&i| self.prefs[i] == Some(k)));
+            }
             for &i in &taken {
                 self.take(k, i);
             }

@@ -384,10 +384,23 @@ fn a_partition_moves_back_to_its_replica_within_the_bound() {
     assert_eq!(moves(&plan), [(Some("a"), "b", HANDOFF, 1)]);
     assert_eq!(counts(&plan), [("a", 3), ("b", 4), ("c", 3)]);
     assert!(plan.settled);
-    // Exactly balanced: b has no room, and there are no swaps.
+    // Exactly balanced: b has no room, so a swap: b takes p00 beyond its cap, then
+    // hands one not preferred on it over, which a takes.
     let status = preferring(group(12, &[("a", 4), ("b", 4), ("c", 4)]), &[("p00", "b")]);
     let plan = simulate(&status, &WhatIf::new()).unwrap();
-    assert!(plan.moves.is_empty(), "{:?}", plan.moves);
+    assert_eq!(
+        moves(&plan),
+        [(Some("a"), "b", HANDOFF, 1), (Some("b"), "a", HANDOFF, 1)]
+    );
+    assert_eq!(counts(&plan), [("a", 4), ("b", 4), ("c", 4)]);
+    assert_eq!(owner_of(&after(&status, &WhatIf::new()), "p00"), Some("b"));
+    // More preferred on b than it may hold: what fits, no swaps.
+    let all_b: Vec<(String, &str)> = (0..6).map(|i| (format!("p{:02}", i * 2), "b")).collect();
+    let all_b: Vec<(&str, &str)> = all_b.iter().map(|(p, r)| (p.as_str(), *r)).collect();
+    let status = preferring(group(12, &[("a", 4), ("b", 4), ("c", 4)]), &all_b);
+    let plan = simulate(&status, &WhatIf::new()).unwrap();
+    assert!(plan.settled);
+    assert_eq!(counts(&plan), [("a", 4), ("b", 4), ("c", 4)]);
     // A replica that is not live: nothing waits for it.
     let status = preferring(group(10, &[("a", 4), ("b", 3), ("c", 3)]), &[("p00", "z")]);
     let plan = simulate(&status, &WhatIf::new()).unwrap();

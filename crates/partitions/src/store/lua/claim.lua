@@ -4,7 +4,8 @@
 -- ARGV: 1 replica, 2 process token, 3 session token, 4 request seq (per process,
 -- growing), 5 ttl ms, 6 count, 7 fence floor, 8 budget (ended sessions' partitions to
 -- free), 9 room (-1: none), 10 fallback (1/0), 11 the incarnation of the group the
--- session belongs to, 12 k, then k partitions this replica is preferred on, then s,
+-- session belongs to, 12 k, then |k| partitions this replica is preferred on (k < 0:
+-- take only those, a swap's first half), then s,
 -- then s pairs (replica id, room): members that are to take the free partitions
 -- preferred on them, then regrant: name, fence, name, fence...
 --
@@ -63,8 +64,10 @@ local drained = redis.call('HEXISTS', DRAINS, replica) == 1
 local room = tonumber(ARGV[9])
 local firsts, skip = {}, {}
 local at = 12
-for i = at + 1, at + tonumber(ARGV[at]) do firsts[#firsts + 1] = ARGV[i] end
-at = at + tonumber(ARGV[at]) + 1
+local only = tonumber(ARGV[at]) < 0
+local k = math.abs(tonumber(ARGV[at]))
+for i = at + 1, at + k do firsts[#firsts + 1] = ARGV[i] end
+at = at + k + 1
 for i = at + 1, at + 2 * tonumber(ARGV[at]), 2 do skip[ARGV[i]] = tonumber(ARGV[i + 1]) end
 at = at + 2 * tonumber(ARGV[at]) + 1
 local names, regrant, returned = {}, #ARGV >= at, {}
@@ -84,6 +87,7 @@ local function preferred_order()
     table.sort(mine, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
     for _, e in ipairs(mine) do cand[#cand + 1] = e[2] end
   end
+  if only then return cand end
   local scan = redis.call('ZRANGE', FREE, 0, want + 255)
   if #scan == 0 then return cand end
   local prefs = redis.call('HMGET', PREFS, unpack(scan))
@@ -127,7 +131,7 @@ if regrant then
   for j, n in ipairs(back) do
     if flags[j] == 1 then returned[#returned + 1] = n end
   end
-elseif want > 0 and not drained and redis.call('HLEN', PREFS) > 0 then
+elseif want > 0 and not drained and (only or redis.call('HLEN', PREFS) > 0) then
   local cand = preferred_order()
   if room < 0 then
     for j = 1, math.min(want, #cand) do names[j] = cand[j] end

@@ -44,6 +44,8 @@ pub struct ClaimRequest {
     /// Free partitions preferred on this replica: taken first (oldest first), if the
     /// group has preferences.
     pub prefer: Vec<String>,
+    /// Take only those (a swap's first half: see `balance/prefer.rs`).
+    pub only_preferred: bool,
     /// Members (replica id, room) that take the free partitions preferred on them: the
     /// oldest such partitions whose weights fit into a member's room are left to it.
     pub leave_to: Vec<(String, u64)>,
@@ -74,6 +76,7 @@ impl ClaimRequest {
             fallback: false,
             incarnation: incarnation.to_owned(),
             prefer: Vec::new(),
+            only_preferred: false,
             leave_to: Vec::new(),
         }
     }
@@ -125,7 +128,12 @@ pub(crate) async fn redis(
         .iter()
         .map(|(_, f)| f.get().to_string())
         .collect();
-    let (k, s) = (req.prefer.len().to_string(), req.leave_to.len().to_string());
+    let k = if req.only_preferred {
+        format!("-{}", req.prefer.len())
+    } else {
+        req.prefer.len().to_string()
+    };
+    let s = req.leave_to.len().to_string();
     let rooms: Vec<String> = req
         .leave_to
         .iter()
@@ -274,7 +282,7 @@ impl Group {
             take
         } else if req.count == 0 || drained {
             Vec::new()
-        } else if !self.prefs.is_empty() {
+        } else if !self.prefs.is_empty() || req.only_preferred {
             let candidates = self.preferred_order(req);
             let first: Vec<String> = candidates.into_iter().take(req.count).collect();
             let chosen = match req.room {
@@ -398,6 +406,9 @@ impl Group {
             .collect();
         mine.sort();
         let mut out: Vec<String> = mine.into_iter().map(|(_, n)| n).collect();
+        if req.only_preferred {
+            return out;
+        }
         let mut left: BTreeMap<&str, u64> = req
             .leave_to
             .iter()
