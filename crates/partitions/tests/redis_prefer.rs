@@ -1,7 +1,7 @@
 //! Preferences against a real redis-server started for each test: preferred partitions
 //! end up on their replica and stay; they go to the others while it is away and come
 //! back when it returns; a partition moves back to its replica when the balance bound
-//! allows; a preference for a replica that is not there leaves nothing unowned; typed
+//! allows, and by a swap in a group balanced exactly; a preference for a replica that is not there leaves nothing unowned; typed
 //! errors; a preferences key of the wrong type is refused with nothing written.
 
 mod support;
@@ -122,6 +122,36 @@ async fn a_partition_moves_back_to_its_replica_when_the_bound_allows() {
         })
         .await;
     assert_eq!(fleet.counts()[&light], 4, "{:?}", fleet.counts());
+    fleet.ledger.assert_no_double_ownership();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_an_exactly_balanced_group_a_preference_is_met_by_a_swap() {
+    let redis = RedisServer::start();
+    // 12 on 3: everyone at 4, nobody has room.
+    let mut fleet = Fleet::new(store(&redis), 12, LEASE);
+    fleet.start_all(&["a", "b", "c"]);
+    fleet.converge(LIMIT).await;
+    let theirs: Vec<String> = fleet.replicas["a"]
+        .view()
+        .owned
+        .iter()
+        .take(2)
+        .cloned()
+        .collect();
+    let admin = admin(&redis);
+    for p in &theirs {
+        admin.prefer(p, "b").await.unwrap();
+    }
+    fleet
+        .until("both on b, by swaps", LIMIT, |f| {
+            f.balanced() && holds(f, "b", &theirs)
+        })
+        .await;
+    assert_eq!(
+        fleet.counts().values().copied().collect::<Vec<_>>(),
+        [4, 4, 4]
+    );
     fleet.ledger.assert_no_double_ownership();
 }
 
