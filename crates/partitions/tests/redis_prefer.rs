@@ -1,8 +1,10 @@
 //! Preferences against a real redis-server started for each test: preferred partitions
 //! end up on their replica and stay; they go to the others while it is away and come
 //! back when it returns; a partition moves back to its replica when the balance bound
-//! allows, and by a swap in a group balanced exactly; a preference for a replica that is not there leaves nothing unowned; typed
-//! errors; a preferences key of the wrong type is refused with nothing written.
+//! allows, and by a swap in a group balanced exactly; preferences come back after
+//! Redis loses the group; a preference for a replica that is not there leaves nothing
+//! unowned; typed errors; a preferences key of the wrong type is refused with nothing
+//! written.
 
 mod support;
 
@@ -277,4 +279,36 @@ async fn a_preferences_key_of_the_wrong_type_is_a_typed_error_and_nothing_is_wri
         "untouched"
     );
     assert_eq!(sver(), before, "the set's version did not move");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preferences_come_back_after_redis_loses_the_group() {
+    let mut redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 8, LEASE);
+    fleet.start_all(&["a", "b"]);
+    fleet.converge(LIMIT).await;
+    let admin = admin(&redis);
+    admin.prefer("p00001", "b").await.unwrap();
+    admin.prefer("p00002", "ghost").await.unwrap();
+    let want = admin.status().await.unwrap().unwrap().preferences;
+    // Every replica has read them; now Redis loses everything.
+    sleep(LEASE).await;
+    redis.restart();
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(s)) = admin.status().await
+            && s.preferences == want
+            && s.partitions.len() == 8
+        {
+            break;
+        }
+        assert!(start.elapsed() < LIMIT, "the preferences did not come back");
+        sleep(Duration::from_millis(20)).await;
+    }
+    fleet
+        .until("p00001 on b again", LIMIT, |f| {
+            f.balanced() && holds(f, "b", &["p00001".to_owned()])
+        })
+        .await;
+    fleet.ledger.assert_no_double_ownership();
 }

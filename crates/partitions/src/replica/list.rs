@@ -352,6 +352,7 @@ impl SetSync {
                     weighted: copy.weighted,
                     weights_version: copy.weights_version,
                     drained: copy.drained.clone(),
+                    preferences: copy.preferences.clone(),
                     names: copy.names.iter().take(SET_CHUNK).cloned().collect(),
                 },
                 Some(from) => RestoreStep::Add {

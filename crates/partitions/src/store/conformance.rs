@@ -1015,6 +1015,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         weighted: true,
         weights_version: 2,
         drained: names_of(&["r2"]),
+        preferences: vec![("p1".into(), "r1".into())],
         names,
     };
     let r = b
@@ -1083,14 +1084,15 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
     log(
         "the group restored",
         format!(
-            "{:?} v{} {:?} w={} {:?} sver={} fmax_kept={}",
+            "{:?} v{} {:?} w={} {:?} sver={} fmax_kept={} prefs={:?}",
             page.names,
             page.version,
             page.digest,
             page.weighted,
             page.drained,
             page.set_version,
-            page.highest_fence.get() >= 1 << 52
+            page.highest_fence.get() >= 1 << 52,
+            page.preferences
         ),
     );
     let t = b
@@ -1429,7 +1431,7 @@ async fn answer_alike() {
     expect("nothing of another copy", "false");
     expect(
         "the group restored",
-        r#"[("p0", 1), ("p1", 4), ("p2", 1)] v4 "dg" w=true ["r2"] sver=7 fmax_kept=true"#,
+        r#"[("p0", 1), ("p1", 4), ("p2", 1)] v4 "dg" w=true ["r2"] sver=7 fmax_kept=true prefs=[("p1", "r1")]"#,
     );
     expect("a tick sees it", "(3, 3, Restore, 6)) waits=true");
     expect("an operator's change waits out the window", "Restoring(");

@@ -400,6 +400,7 @@ mod tests {
             weighted: false,
             weights_version: 0,
             drained: Vec::new(),
+            preferences: Vec::new(),
             names: vec![("a".to_owned(), 1)],
         };
         store.restore(&k, &begin).await.unwrap();
