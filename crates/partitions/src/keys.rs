@@ -28,7 +28,7 @@ pub struct GroupKeys {
     /// applied), `grant_after` (server ms before which no partition is granted), `life`
     /// (this lifetime of the group: a random id), `origin` (`seed`: created from a
     /// replica's list; `restore`: from the set a replica saw before Redis lost it),
-    /// `sver` (bumped by every change to the set, its weights and drains), `lease` (the
+    /// `sver` (bumped by every change to the set, its weights, drains and preferences), `lease` (the
     /// creator's, ms), `fmax` (the highest fence issued), `rcount` (while a restore is
     /// under way: how many partitions the restored set has); once a weight was set,
     /// `weighted` (1) and `total` (the weights summed) until every weight is 1 again
