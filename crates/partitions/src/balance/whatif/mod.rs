@@ -16,6 +16,14 @@
 //!    release those partitions; they are free from then on, newer than any freed
 //!    before (those freed together, oldest first by name, as Redis orders them).
 //!
+//! With preferences ([`super::prefer`]), as the replicas apply them: a claim takes the
+//! free partitions preferred on its member first and leaves those preferred on another
+//! member with room to it; a count-mode hand-over gives those preferred on a member
+//! with room first (then, as without preferences, its last ones) and its own last; a
+//! round that hands nothing over by the rule hands back, per member, one partition to
+//! the member it is preferred on when the bound allows, or by a swap (the member takes
+//! it beyond its allowance, then sheds one not preferred on it).
+//!
 //! A change starts with the weights set and the partitions of removed, drained (and
 //! already leaving or draining) replicas freed.
 //!
