@@ -84,7 +84,17 @@ local function preferred_order()
         mine[#mine + 1] = {tonumber(sc[j]), n}
       end
     end
-    table.sort(mine, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+    -- Oldest first; names freed at the same ms in byte order, as FREE orders them (Lua's
+    -- `<` on strings follows the server's locale).
+    local function before(a, b)
+      if a[1] ~= b[1] then return a[1] < b[1] end
+      for i = 1, math.min(#a[2], #b[2]) do
+        local x, y = string.byte(a[2], i), string.byte(b[2], i)
+        if x ~= y then return x < y end
+      end
+      return #a[2] < #b[2]
+    end
+    table.sort(mine, before)
     for _, e in ipairs(mine) do cand[#cand + 1] = e[2] end
   end
   if only then return cand end
