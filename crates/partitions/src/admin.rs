@@ -352,11 +352,12 @@ impl<B: GroupStore> GroupAdmin<B> {
         Err(never_stale())
     }
 
-    /// Prefers `partition` on replica `replica`: while that replica is live, active
-    /// (not settling, drained or leaving) and has room under the balancing rule, it
-    /// claims the partition before any other, the others leave it to it, and whoever
-    /// holds it hands it back to it once that keeps the group within its balance bound
-    /// (see *Preferences* in `docs/partitions.md`). A preference never makes a
+    /// Prefers `partition` on replica `replica`: while that replica is live, takes part
+    /// (not drained, leaving or away) and has room under the balancing rule, it claims
+    /// the partition before any other and the others leave it to it; once it is active,
+    /// whoever holds the partition hands it back to it when that keeps the group within
+    /// its balance bound, or (by count) by a swap (see *Preferences* in
+    /// `docs/partitions.md`). A preference never makes a
     /// partition wait for its replica for longer than about one renew interval: if the
     /// replica is gone, drained or full, the partition goes where the rule puts it.
     /// The replica need not be live (a preference lasts until removed, or until the
