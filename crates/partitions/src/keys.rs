@@ -1,7 +1,7 @@
 //! The Redis key layout of a partition group. Every key carries the group's hash tag,
 //! so every script of a group runs on one Redis Cluster slot.
 //!
-//! A fixed number of keys per group (twenty-four), whatever the number of partitions: a
+//! A fixed number of keys per group (twenty-five), whatever the number of partitions: a
 //! partition is a field or a member in them, not a key of its own. An operator's change
 //! also keeps its reply a minute under a key of its own (`<prefix>:{<group>}:op:<id>`),
 //! so that a retry of the same request gets the same answer.
