@@ -36,6 +36,8 @@ pub enum Change {
     Remove,
     /// `partitions weight`.
     Weight,
+    /// `partitions prefer` (with or without `--remove`).
+    Prefer,
     /// `drain` (with or without `--force`).
     Drain,
     /// `undrain`.
@@ -56,6 +58,7 @@ impl Change {
                  group)"
             }
             Self::Weight => "running it again is safe (it sets the same weight)",
+            Self::Prefer => "running it again is safe (it sets the same preference)",
             Self::Drain => "running it again is safe (a drained replica stays drained)",
             Self::Undrain => "running it again is safe (an undrained replica stays undrained)",
         }

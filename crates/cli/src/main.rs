@@ -184,7 +184,7 @@ enum Command {
         #[command(flatten)]
         output: OutputArgs,
     },
-    /// Add, remove, weigh or list a group's partitions.
+    /// Add, remove, weigh, prefer or list a group's partitions.
     ///
     /// Every replica sees a change within one renew interval.
     #[command(subcommand)]
@@ -289,6 +289,30 @@ enum PartitionsCommand {
         /// Its weight.
         #[arg(value_name = "WEIGHT", allow_negative_numbers = true)]
         weight: i64,
+    },
+    /// Prefer a partition on a replica (or, with `--remove`, remove its preference).
+    ///
+    /// The replica claims it before any other, the others leave it to it, and whoever
+    /// holds it hands it back when the balance bound allows. Nothing waits for a replica
+    /// that is not live, drained, leaving or full: the partition goes where the rule
+    /// puts it. The replica need not be live.
+    #[command(after_help = SEE_ALSO)]
+    Prefer {
+        #[command(flatten)]
+        group: GroupArgs,
+        /// The partition.
+        #[arg(value_name = "PARTITION", allow_negative_numbers = true)]
+        partition: String,
+        /// The replica id it is preferred on.
+        #[arg(
+            value_name = "REPLICA",
+            required_unless_present = "remove",
+            conflicts_with = "remove"
+        )]
+        replica: Option<String>,
+        /// Remove the partition's preference instead.
+        #[arg(long)]
+        remove: bool,
     },
     /// Every partition of a group, one per line, in the order they were added.
     #[command(after_help = SEE_ALSO)]
@@ -408,6 +432,7 @@ impl Command {
                 PartitionsCommand::Add { group, .. }
                 | PartitionsCommand::Remove { group, .. }
                 | PartitionsCommand::Weight { group, .. }
+                | PartitionsCommand::Prefer { group, .. }
                 | PartitionsCommand::List { group, .. },
             ) => &group.redis,
         }
@@ -424,6 +449,7 @@ impl Command {
                     PartitionsCommand::Add { .. }
                         | PartitionsCommand::Remove { .. }
                         | PartitionsCommand::Weight { .. }
+                        | PartitionsCommand::Prefer { .. }
                 )
         )
     }
@@ -488,6 +514,12 @@ async fn run(target: &Target, command: Command) -> Result<(), Error> {
             partition,
             weight,
         }) => commands::set_weight(target, &group.group, &partition, weight).await,
+        Command::Partitions(PartitionsCommand::Prefer {
+            group,
+            partition,
+            replica,
+            ..
+        }) => commands::prefer(target, &group.group, &partition, replica.as_deref()).await,
         Command::Partitions(PartitionsCommand::List { group, output }) => {
             commands::list_partitions(target, &group.group, output.json()).await
         }

@@ -181,8 +181,8 @@ mod tests {
         );
         assert_eq!(
             message(&["partitions"]),
-            "`leasehold partitions` needs a command: add, remove, weight, list (`leasehold \
-             partitions --help` for usage)"
+            "`leasehold partitions` needs a command: add, remove, weight, prefer, list \
+             (`leasehold partitions --help` for usage)"
         );
     }
 }

@@ -83,7 +83,7 @@ async fn usage_errors_are_one_line_but_help_and_version_are_as_usual() {
         (vec![], "`leasehold` needs a command: status, leader"),
         (
             vec!["partitions"],
-            "needs a command: add, remove, weight, list",
+            "needs a command: add, remove, weight, prefer, list",
         ),
         (
             vec!["leader", "-u", url, "-d", "d", "-o", "yaml"],

@@ -513,3 +513,69 @@ async fn weight_sets_a_partitions_weight_and_status_shows_the_loads() {
         assert_eq!(digest(&redis), before, "{args:?} changed Redis: {r:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefer_sets_and_removes_a_preference_and_status_shows_it() {
+    let redis = redis_with_digest();
+    let url = redis.url();
+    create_group(&store(&redis), "leasehold", "tenants", 2).await;
+    let r = partitions(&url, &["prefer", "--group", "tenants", "p0", "r-eu"]).await;
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (
+            Some(0),
+            "partition p0 of group tenants: preferred on r-eu (was none); it goes there when \
+             that replica is live and the balance bound allows\n"
+        ),
+        "{r:?}"
+    );
+    let json = run_json(&[
+        "status",
+        "--group",
+        "tenants",
+        "--json",
+        "--redis-url",
+        &url,
+    ])
+    .await;
+    assert_eq!(json["partitions"][0]["preferred"], "r-eu", "{json}");
+    assert!(json["partitions"][1].get("preferred").is_none(), "{json}");
+    let text = run(&["status", "--group", "tenants", "--redis-url", &url]).await;
+    assert!(text.stdout.contains("PREFERRED ON"), "{text:?}");
+    let r = partitions(&url, &["prefer", "--group", "tenants", "p0", "--remove"]).await;
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (
+            Some(0),
+            "partition p0 of group tenants: no preference (was r-eu)\n"
+        ),
+        "{r:?}"
+    );
+    let text = run(&["status", "--group", "tenants", "--redis-url", &url]).await;
+    assert!(!text.stdout.contains("PREFERRED ON"), "{text:?}");
+
+    let before = digest(&redis);
+    for (args, code, message) in [
+        (
+            vec!["prefer", "--group", "tenants", "p9", "r-eu"],
+            4,
+            "no partition \"p9\"",
+        ),
+        (vec!["prefer", "--group", "nope", "p0", "r-eu"], 4, "nope"),
+        (
+            vec!["prefer", "--group", "tenants", "p0", "r{eu}"],
+            2,
+            "replica id",
+        ),
+        (
+            vec!["prefer", "--group", "tenants", "p0", "r-eu", "--remove"],
+            2,
+            "cannot be used with",
+        ),
+        (vec!["prefer", "--group", "tenants", "p0"], 2, "REPLICA"),
+    ] {
+        let r = partitions(&url, &args).await;
+        assert_failed(&r, code, message);
+        assert_eq!(digest(&redis), before, "{args:?} changed Redis: {r:?}");
+    }
+}

@@ -10,7 +10,9 @@ use rand::RngExt;
 use crate::balance::whatif::{PlannedChange, WhatIf, simulate};
 use crate::error::PartitionsError;
 use crate::keys::GroupKeys;
-use crate::store::protocol::{AddReply, Change, DrainReply, Move, RemoveReply, WeightReply};
+use crate::store::protocol::{
+    AddReply, Change, DrainReply, Move, PreferReply, RemoveReply, WeightReply,
+};
 use crate::store::{GroupStatus, GroupStore, PartitionOwner, SET_CHUNK, read_status};
 
 /// How often a change retries while the group is being created again (each time after
@@ -343,6 +345,83 @@ impl<B: GroupStore> GroupAdmin<B> {
                 }
                 WeightReply::NoGroup => return Err(self.no_group()),
                 WeightReply::Restoring(wait) => {
+                    tokio::time::sleep(wait + Duration::from_millis(10)).await;
+                }
+            }
+        }
+        Err(never_stale())
+    }
+
+    /// Prefers `partition` on replica `replica`: while that replica is live, takes part
+    /// (not drained, leaving or away) and has room under the balancing rule, it claims
+    /// the partition before any other and the others leave it to it; once it is active,
+    /// whoever holds the partition hands it back to it when that keeps the group within
+    /// its balance bound, or (by count) by a swap (see *Preferences* in
+    /// `docs/partitions.md`). A preference never makes a
+    /// partition wait for its replica for longer than about one renew interval: if the
+    /// replica is gone, drained or full, the partition goes where the rule puts it.
+    /// The replica need not be live (a preference lasts until removed, or until the
+    /// partition is removed from the set). Replicas see it at their next tick (a change
+    /// publishes a notice). Returns the replica id preferred before, if any.
+    ///
+    /// ```no_run
+    /// # async fn f(admin: leasehold_partitions::GroupAdmin<leasehold_election::RedisStore>)
+    /// # -> Result<(), leasehold_partitions::PartitionsError> {
+    /// admin.prefer("tenant-7", "replica-eu-1").await?;
+    /// admin.unprefer("tenant-7").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`PartitionsError::Config`] for a bad partition name or replica id (empty, or
+    /// breaking the naming rules), [`PartitionsError::UnknownPartition`],
+    /// [`PartitionsError::UnknownGroup`], or the store's error.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the preference may or may not be set.
+    pub async fn prefer(
+        &self,
+        partition: &str,
+        replica: &str,
+    ) -> Result<Option<String>, PartitionsError> {
+        validate_name("replica id", replica)?;
+        self.set_preference(partition, Some(replica)).await
+    }
+
+    /// Removes `partition`'s preference, if it has one (see [`prefer`](Self::prefer)):
+    /// it stays where it is, and moves only as the balancing rule moves any partition.
+    /// Returns the replica id preferred before, if any.
+    ///
+    /// # Errors
+    /// [`PartitionsError::Config`] for a bad name, [`PartitionsError::UnknownPartition`],
+    /// [`PartitionsError::UnknownGroup`], or the store's error.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the preference may or may not be removed.
+    pub async fn unprefer(&self, partition: &str) -> Result<Option<String>, PartitionsError> {
+        self.set_preference(partition, None).await
+    }
+
+    async fn set_preference(
+        &self,
+        partition: &str,
+        replica: Option<&str>,
+    ) -> Result<Option<String>, PartitionsError> {
+        validate_name("partition name", partition)?;
+        let op = request_id();
+        for _ in 0..RESTORE_RETRIES {
+            match self
+                .store
+                .prefer(&self.keys, Some(&op), partition, replica)
+                .await?
+            {
+                PreferReply::Set(old) => return Ok(old),
+                PreferReply::Unknown => {
+                    return Err(PartitionsError::UnknownPartition(partition.to_owned()));
+                }
+                PreferReply::NoGroup => return Err(self.no_group()),
+                PreferReply::Restoring(wait) => {
                     tokio::time::sleep(wait + Duration::from_millis(10)).await;
                 }
             }

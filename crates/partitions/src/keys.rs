@@ -1,7 +1,7 @@
 //! The Redis key layout of a partition group. Every key carries the group's hash tag,
 //! so every script of a group runs on one Redis Cluster slot.
 //!
-//! A fixed number of keys per group (twenty-four), whatever the number of partitions: a
+//! A fixed number of keys per group (twenty-five), whatever the number of partitions: a
 //! partition is a field or a member in them, not a key of its own. An operator's change
 //! also keeps its reply a minute under a key of its own (`<prefix>:{<group>}:op:<id>`),
 //! so that a retry of the same request gets the same answer.
@@ -28,7 +28,7 @@ pub struct GroupKeys {
     /// applied), `grant_after` (server ms before which no partition is granted), `life`
     /// (this lifetime of the group: a random id), `origin` (`seed`: created from a
     /// replica's list; `restore`: from the set a replica saw before Redis lost it),
-    /// `sver` (bumped by every change to the set, its weights and drains), `lease` (the
+    /// `sver` (bumped by every change to the set, its weights, drains and preferences), `lease` (the
     /// creator's, ms), `fmax` (the highest fence issued), `rcount` (while a restore is
     /// under way: how many partitions the restored set has); once a weight was set,
     /// `weighted` (1) and `total` (the weights summed) until every weight is 1 again
@@ -96,6 +96,10 @@ pub struct GroupKeys {
     /// Stream, capped (`MAXLEN ~`): one entry per change of owner, written by the claim
     /// that starts the new term ([`crate::Move`]).
     pub moves: String,
+    /// Hash: partition → the replica id an operator prefers it on
+    /// ([`crate::GroupAdmin::prefer`]). Read by replicas with the set (a change bumps
+    /// the set's version), and by claims only while it exists.
+    pub prefs: String,
     /// The channel a release or a leave publishes on (shared with single duties under
     /// the same prefix).
     pub channel: String,
@@ -134,6 +138,7 @@ impl GroupKeys {
             changes: key("changes"),
             ended: key("ended"),
             moves: key("moves"),
+            prefs: key("prefs"),
             channel: release_channel(prefix),
             notice: format!("{prefix}:{{{group}}}"),
         }
@@ -150,7 +155,7 @@ impl GroupKeys {
 
     /// Every key, in the order the group scripts take them as `KEYS` (and
     /// `lua/lib/keys.lua` names them).
-    pub(crate) fn all(&self) -> [&str; 24] {
+    pub(crate) fn all(&self) -> [&str; 25] {
         [
             &self.members,
             &self.sessions,
@@ -176,6 +181,7 @@ impl GroupKeys {
             &self.changes,
             &self.ended,
             &self.moves,
+            &self.prefs,
         ]
     }
 }

@@ -1,4 +1,4 @@
-//! `partitions add|remove|list`, `drain` and `undrain`: changing a group through
+//! `partitions add|remove|weight|prefer|list`, `drain` and `undrain`: changing a group through
 //! [`GroupAdmin`](leasehold_partitions::GroupAdmin). A refused change changes nothing.
 
 use leasehold_partitions::{MAX_WEIGHT, PartitionsError, ReplicaState};
@@ -60,6 +60,36 @@ pub async fn set_weight(
         Err(e) => return Err(group_error(target, &store, group, e, Some(Change::Weight)).await),
     };
     print(&output::weight_text(group, partition, weight, old))
+}
+
+/// `leasehold partitions prefer`: prefers a partition on a replica (`None`: removes its
+/// preference).
+pub async fn prefer(
+    target: &Target,
+    group: &str,
+    partition: &str,
+    replica: Option<&str>,
+) -> Result<(), Error> {
+    let store = target.store()?;
+    let admin = target.admin(&store, group)?;
+    check_name("PARTITION", "partition name", partition)?;
+    if let Some(r) = replica {
+        check_name("REPLICA", "replica id", r)?;
+    }
+    let done = match replica {
+        Some(r) => admin.prefer(partition, r).await,
+        None => admin.unprefer(partition).await,
+    };
+    let old = match done {
+        Ok(old) => old,
+        Err(e) => return Err(group_error(target, &store, group, e, Some(Change::Prefer)).await),
+    };
+    print(&output::prefer_text(
+        group,
+        partition,
+        replica,
+        old.as_deref(),
+    ))
 }
 
 /// `leasehold partitions list`: one name per line, in the order they were added.

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use leasehold_election::RedisStore;
 use leasehold_partitions::{GroupAdmin, PartitionsError};
 
-pub use self::admin::{Drain, add, drain, list_partitions, remove, set_weight};
+pub use self::admin::{Drain, add, drain, list_partitions, prefer, remove, set_weight};
 pub use self::duty::{leader, list};
 pub use self::group::{owner, status, watch};
 pub use self::moves::moves;

@@ -33,6 +33,24 @@ pub fn weight_text(group: &str, partition: &str, weight: u64, old: u64) -> Strin
     )
 }
 
+/// `partitions prefer` (`replica`: the replica it is preferred on now, `None`: removed;
+/// `old`: the one before).
+pub fn prefer_text(
+    group: &str,
+    partition: &str,
+    replica: Option<&str>,
+    old: Option<&str>,
+) -> String {
+    let was = old.map_or_else(|| "none".to_owned(), str::to_owned);
+    match replica {
+        Some(r) => format!(
+            "partition {partition} of group {group}: preferred on {r} (was {was}); it goes \
+             there when that replica is live and the balance bound allows\n"
+        ),
+        None => format!("partition {partition} of group {group}: no preference (was {was})\n"),
+    }
+}
+
 /// `drain` (`drained`) and `undrain`; `unchanged`: it was drained already (or, for an
 /// undrain, it was not drained).
 pub fn drain_text(group: &str, replica: &str, drained: bool, unchanged: bool) -> String {

@@ -53,6 +53,9 @@ pub struct PartitionJson {
     pub held_for_ms: Option<u64>,
     /// Its weight (1 unless set).
     pub weight: u64,
+    /// The replica id it is preferred on (`leasehold partitions prefer`); absent if none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preferred: Option<String>,
 }
 
 /// One live replica in [`StatusJson`].
@@ -285,6 +288,7 @@ pub fn status_json(prefix: &str, group: &str, status: &GroupStatus) -> StatusJso
                     lease_left_ms: left.map(millis),
                     held_for_ms: held.map(millis),
                     weight: p.weight,
+                    preferred: status.preferred(&p.partition).map(str::to_owned),
                 }
             })
             .collect(),
@@ -397,6 +401,11 @@ pub fn status_text(prefix: &str, group: &str, status: &GroupStatus) -> String {
     if weighted {
         head.push("WEIGHT");
     }
+    // Only for a group with preferences: the others' output stays as it was.
+    let preferring = !status.preferences.is_empty();
+    if preferring {
+        head.push("PREFERRED ON");
+    }
     let mut rows = vec![header(&head)];
     for p in &status.partitions {
         let (left, held) = owned_times(p);
@@ -414,6 +423,9 @@ pub fn status_text(prefix: &str, group: &str, status: &GroupStatus) -> String {
         ];
         if weighted {
             row.push(p.weight.to_string());
+        }
+        if preferring {
+            row.push(status.preferred(&p.partition).unwrap_or("-").to_owned());
         }
         rows.push(row);
     }

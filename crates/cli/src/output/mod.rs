@@ -19,7 +19,8 @@ use leasehold_partitions::ReplicaState;
 use serde::Serialize;
 
 pub use self::admin::{
-    added_text, drain_text, grant_delay_unused, nobody_takes_over, removed_text, weight_text,
+    added_text, drain_text, grant_delay_unused, nobody_takes_over, prefer_text, removed_text,
+    weight_text,
 };
 pub use self::duty::{ListJson, duty_entry, group_entry, leader_json, leader_text, list_text};
 pub use self::group::{

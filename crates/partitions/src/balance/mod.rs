@@ -1,9 +1,11 @@
 //! The balancing rules, as pure functions of one replica's view of the group: [`plan`]
 //! (by count: who may claim and who hands over) and [`weighted`] (by weight and
-//! capacity). They do no I/O, read no clock and draw no random number; what they share
+//! capacity), and [`prefer`] (which partitions preferences pick, never how many). They
+//! do no I/O, read no clock and draw no random number; what they share
 //! over time (hysteresis, orphans) is [`crate::replica::policy`]. [`whatif`] runs them
 //! over a snapshot of a group to plan a change.
 
 pub(crate) mod plan;
+pub(crate) mod prefer;
 pub(crate) mod weighted;
 pub(crate) mod whatif;

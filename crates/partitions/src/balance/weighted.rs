@@ -165,6 +165,24 @@ pub(crate) fn shares(members: &[Loaded], weight: u64) -> Vec<f64> {
         .collect()
 }
 
+/// Every member's deviation from its share, in the order of `members`, scaled by C_S
+/// (`load × C_S − W_S × c`, as [`weighted_plan`] compares them), and C_S (what one unit
+/// of weight is worth in them): `None` for a member that is settling or isolated.
+pub(crate) fn deviations(members: &[Loaded], weight: u64) -> (Vec<Option<i128>>, i128) {
+    let (balancing, w, c_sum) = isolate(members, u128::from(weight));
+    let devs = members
+        .iter()
+        .zip(balancing)
+        .map(|(m, balancing)| {
+            let load = m.load.filter(|_| balancing)?;
+            let l = i128::try_from(u128::from(load) * c_sum).ok()?;
+            let s = i128::try_from(w * u128::from(m.capacity.max(1))).ok()?;
+            Some(l - s)
+        })
+        .collect();
+    (devs, i128::try_from(c_sum).unwrap_or(i128::MAX))
+}
+
 /// The plan for replica `me`, whose load the store counts as `load` and which holds
 /// `mine` (index, weight), settling if `settling`.
 pub(crate) fn weighted_plan(

@@ -500,6 +500,13 @@ where
             room: claim.room,
             fallback: claim.fallback,
             incarnation: self.state.incarnation().to_owned(),
+            prefer: claim
+                .prefer
+                .iter()
+                .map(|&i| self.names.get(i).to_string())
+                .collect(),
+            only_preferred: claim.only_preferred,
+            leave_to: claim.leave_to.clone(),
         };
         let (store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
         self.claim = Some(Box::pin(async move {
@@ -1025,7 +1032,14 @@ where
                 if matches!(answer, SetAnswer::Failed) {
                     debug!("a change to the partition set failed; taken up again at a later tick");
                 }
-                let actions = self.state.on_set(answer, now);
+                let mut actions = self.state.on_set(answer, now);
+                if let Some(prefs) = self.state.new_preferences() {
+                    let prefs = prefs
+                        .iter()
+                        .map(|(p, r)| (self.names.intern(p), r.clone()))
+                        .collect();
+                    actions.extend(self.state.set_preferences(prefs, now));
+                }
                 let copy = self.state.set_copy();
                 self.view.send_if_modified(|v| {
                     let changed = v.set_copy != copy;

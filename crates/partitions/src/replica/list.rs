@@ -30,6 +30,8 @@ pub(crate) struct SetCopy {
     pub(crate) weights_version: u64,
     pub(crate) drained: Vec<String>,
     pub(crate) names: Vec<(String, u64)>,
+    /// Every preference (partition, replica id), as the first page carried them.
+    pub(crate) preferences: Vec<(String, String)>,
     /// The server lifetime it was read in (ticks name it). A failover that lost set
     /// changes promotes a store whose set version is lower, and its next changes reach
     /// the lost versions again with other names: a copy of another lifetime is read
@@ -183,6 +185,10 @@ pub(crate) struct SetSync {
     /// The configured names' checksum, as the group keeps its set's
     /// ([`set_checksum`]).
     checksum: u64,
+    /// How many first pages of the set were read (each carries the preferences), and
+    /// the preferences the last one carried.
+    first_pages: u64,
+    preferences: Vec<(String, String)>,
 }
 
 impl SetSync {
@@ -196,7 +202,15 @@ impl SetSync {
             at_tick: false,
             highest_fence: Fence(0),
             difference: None,
+            first_pages: 0,
+            preferences: Vec::new(),
         }
+    }
+
+    /// How many first pages of the set were read so far, and the preferences the last
+    /// one carried.
+    pub(crate) fn preferences(&self) -> (u64, &[(String, String)]) {
+        (self.first_pages, &self.preferences)
     }
 
     /// How this replica's configured list differs from the group's set, as of the last
@@ -338,6 +352,7 @@ impl SetSync {
                     weighted: copy.weighted,
                     weights_version: copy.weights_version,
                     drained: copy.drained.clone(),
+                    preferences: copy.preferences.clone(),
                     names: copy.names.iter().take(SET_CHUNK).cloned().collect(),
                 },
                 Some(from) => RestoreStep::Add {
@@ -386,6 +401,12 @@ impl SetSync {
             }
             (_, SetAnswer::Failed) => (None, false),
             (Job::Read { mut copy, offset }, SetAnswer::Page(Some(page))) => {
+                if offset == 0 {
+                    // The first page carries every preference: take them now, not once
+                    // the copy is complete (claims wait for them: see ReplicaState).
+                    self.preferences.clone_from(&page.preferences);
+                    self.first_pages += 1;
+                }
                 let consistent =
                     offset == 0 || (page.life == copy.life && page.set_version == copy.set_version);
                 if !consistent {
@@ -429,6 +450,9 @@ impl SetSync {
                     copy.weighted = page.weighted;
                     copy.weights_version = page.weights_version;
                     copy.drained = page.drained;
+                    if offset == 0 {
+                        copy.preferences = page.preferences;
+                    }
                     if same || n < STATUS_PAGE {
                         self.difference = difference_between(&self.configured, &copy);
                         self.copy = Some(Arc::new(copy));

@@ -50,7 +50,7 @@ pub(crate) mod session;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use leasehold_election::ext::{RenewGrid, token_with};
@@ -68,11 +68,18 @@ pub(crate) use self::list::{SetAnswer, SetOp};
 use self::policy::Policy;
 use self::session::{Admitted, Session};
 use crate::balance::plan::{Member, Plan, plan};
+use crate::balance::prefer::{
+    Standings, count_standings, hand_back, leave_to, shed_first, swap_claim, weighted_standings,
+};
 use crate::balance::weighted::{Loaded, Totals, WeightedPlan, weighted_plan};
 use crate::store::CLAIM_BATCH;
 use crate::store::protocol::{
     ClaimReply, Conflict, MemberInfo, MemberState, SessionReply, SetInfo, TickReply, TickRequest,
 };
+
+/// At most this many partitions preferred on a replica are named in one claim (to be
+/// taken first); the others are taken as any free partition.
+const PREFER_ARGS: usize = 64;
 
 /// The settings the rules need.
 #[derive(Debug, Clone)]
@@ -110,6 +117,12 @@ pub(crate) struct Claim {
     pub(crate) fallback: bool,
     /// Instead: new terms for these terms the session holds.
     pub(crate) regrant: Vec<(usize, Fence)>,
+    /// Free partitions preferred on this replica, to take first.
+    pub(crate) prefer: Vec<usize>,
+    /// Take only those (a swap's first half).
+    pub(crate) only_preferred: bool,
+    /// Members (replica id, room) to leave the free partitions preferred on them to.
+    pub(crate) leave_to: Vec<(String, u64)>,
 }
 
 /// Something for the driver to do.
@@ -246,6 +259,18 @@ pub(crate) struct ReplicaState {
     roster: (String, Vec<MemberInfo>),
     /// The state the tick in flight was sent with.
     ticked: Option<MemberState>,
+    /// Preferences: partition (by index) → the replica id it is preferred on, as the
+    /// last first page of the set carried them, and how many first pages were read
+    /// then.
+    prefs: BTreeMap<usize, String>,
+    prefs_copy: u64,
+    /// Whether this process has taken in the preferences of a first page of the set,
+    /// and since when claims have waited for that.
+    prefs_known: bool,
+    prefs_wait: Option<Instant>,
+    /// The standings of the members partitions are preferred on (and this replica's),
+    /// as the last decision computed them (empty without preferences).
+    standings: Standings,
     /// The state of the last tick, if its reply changed nothing (a live session
     /// extended, with no roster, nothing expired, ended, revoked or listed): a tick
     /// sent with the same state is likely quiet, and says so ([`TickRequest::quiet`]).
@@ -288,6 +313,11 @@ impl ReplicaState {
             roster: (String::new(), Vec::new()),
             ticked: None,
             quiet_as: None,
+            prefs: BTreeMap::new(),
+            prefs_copy: 0,
+            prefs_known: false,
+            prefs_wait: None,
+            standings: Standings::default(),
         }
     }
 
@@ -434,6 +464,33 @@ impl ReplicaState {
     /// The life and version of this replica's copy of the set, once it has one.
     pub(crate) fn set_copy(&self) -> Option<(String, u64)> {
         self.set.copy().map(|c| (c.life.clone(), c.set_version))
+    }
+
+    /// The preferences of the last copy of the set, if a newer copy was read since
+    /// this was last asked (partition names, for the driver to index:
+    /// [`set_preferences`](Self::set_preferences)).
+    pub(crate) fn new_preferences(&mut self) -> Option<Vec<(String, String)>> {
+        let (read, prefs) = self.set.preferences();
+        if read == self.prefs_copy {
+            return None;
+        }
+        self.prefs_copy = read;
+        Some(prefs.to_vec())
+    }
+
+    /// The group's preferences, by partition index (what
+    /// [`new_preferences`](Self::new_preferences) said, indexed). The first ones a
+    /// process takes in let the claims that waited for them go: returns those.
+    pub(crate) fn set_preferences(
+        &mut self,
+        prefs: Vec<(usize, String)>,
+        now: Instant,
+    ) -> Vec<Action> {
+        self.prefs = prefs.into_iter().collect();
+        if std::mem::replace(&mut self.prefs_known, true) || self.claim.is_some() {
+            return Vec::new();
+        }
+        self.claim(now)
     }
 
     /// This replica's share of the group's load, in a weighted group.
@@ -864,9 +921,26 @@ impl ReplicaState {
             self.policy.observe(self.view.unowned, anyone, now);
             (p.shed > 0, None)
         };
+        let (wants, named) = self.with_preferences(settling, wants, named);
         if self.policy.hand_over(wants, 2 * self.s.renew_interval, now) {
             let candidates = match named {
                 Some(shed) => shed,
+                None if !self.prefs.is_empty() => {
+                    // The rule says how many; preferences say which: a random order,
+                    // those preferred on a member with room first, this replica's own
+                    // last.
+                    let n = self.plan.map_or(0, |p| p.shed);
+                    let mut serving = self.ledger.serving();
+                    rand::seq::SliceRandom::shuffle(serving.as_mut_slice(), rng);
+                    let prefs = &self.prefs;
+                    let ordered = shed_first(
+                        &self.s.replica,
+                        &serving,
+                        |i| prefs.get(&i).map(String::as_str),
+                        &self.standings,
+                    );
+                    ordered.into_iter().take(n).collect()
+                }
                 None => {
                     let n = self.plan.map_or(0, |p| p.shed);
                     self.ledger.serving().sample(rng, n).copied().collect()
@@ -894,6 +968,85 @@ impl ReplicaState {
         }
         actions.extend(self.claim(now));
         actions
+    }
+
+    /// Takes the group's preferences into a decision: the standings of the members
+    /// partitions are preferred on (for claims and hand-overs), and, when the rule
+    /// hands nothing over (`wants` false), every partition has an owner and nobody
+    /// settles, one partition to hand back to the member it is preferred on, if that
+    /// keeps the group within its bound ([`hand_back`]). Returns what to hand over.
+    fn with_preferences(
+        &mut self,
+        settling: bool,
+        wants: bool,
+        named: Option<Vec<usize>>,
+    ) -> (bool, Option<Vec<usize>>) {
+        self.standings = Standings::default();
+        if self.prefs.is_empty() || settling {
+            return (wants, named);
+        }
+        let me = self.s.replica.as_str();
+        // Settling members too: claims leave them their preferred partitions (the
+        // rule keeps their share free for them anyway), nobody hands one over to them.
+        let active: BTreeSet<&str> = self
+            .roster
+            .1
+            .iter()
+            .filter(|m| matches!(m.state, MemberState::Active | MemberState::Settling))
+            .map(|m| m.replica.as_str())
+            .collect();
+        // Each of them with how many partitions are preferred on it.
+        let mut eligible: BTreeMap<&str, usize> = BTreeMap::new();
+        for r in self.prefs.values().map(String::as_str) {
+            if active.contains(r) {
+                *eligible.entry(r).or_default() += 1;
+            }
+        }
+        eligible.entry(me).or_default();
+        self.standings = match &self.wplan {
+            Some(_) => {
+                let set = self.view.set.as_ref();
+                weighted_standings(
+                    &self.view.loaded,
+                    crate::balance::weighted::Totals {
+                        weight: set.map_or(0, |s| s.total_weight),
+                        max_weight: set.map_or(1, |s| s.max_weight),
+                        unowned: self.view.unowned,
+                    },
+                    &eligible.keys().copied().collect(),
+                )
+            }
+            None => count_standings(
+                self.partitions(),
+                &self.view.members,
+                self.view.unowned,
+                &eligible,
+            ),
+        };
+        let anyone_settling = self
+            .roster
+            .1
+            .iter()
+            .any(|m| m.state == MemberState::Settling);
+        if wants || self.view.unowned > 0 || anyone_settling {
+            return (wants, named);
+        }
+        let mine: Vec<(usize, u64)> = self
+            .ledger
+            .terms()
+            .filter(|(_, h)| h.phase == Phase::Serving)
+            .map(|(i, h)| (i, h.weight))
+            .collect();
+        let prefs = &self.prefs;
+        match hand_back(
+            me,
+            &mine,
+            |i| prefs.get(&i).map(String::as_str),
+            &self.standings,
+        ) {
+            Some(i) => (true, Some(vec![i])),
+            None => (wants, named),
+        }
     }
 
     /// Hands over up to `limit` of `candidates` (the first ones still served) to even
@@ -1003,6 +1156,34 @@ impl ReplicaState {
         budget.min(self.view.unowned)
     }
 
+    /// By count, at its allowance: whether to claim one free partition preferred on
+    /// this replica beyond it, a swap's first half ([`swap_claim`]).
+    fn swap_wanted(&self) -> bool {
+        let Some(plan) = self.plan else { return false };
+        if self.prefs.is_empty() {
+            return false;
+        }
+        let me = self.s.replica.as_str();
+        let mut holds_other = false;
+        for (i, _) in self.ledger.terms() {
+            if self.prefs.get(&i).is_none_or(|r| r != me) {
+                holds_other = true;
+                break;
+            }
+        }
+        let misses_own = self
+            .prefs
+            .iter()
+            .any(|(i, r)| r == me && self.ledger.held(*i).is_none());
+        swap_claim(
+            &plan,
+            self.held().max(self.view.server_held),
+            self.view.unowned,
+            holds_other,
+            misses_own,
+        )
+    }
+
     fn claim(&mut self, now: Instant) -> Vec<Action> {
         // No claim while reconciling either: the answer must not miss a partition that a
         // claim sent after it grants.
@@ -1030,6 +1211,9 @@ impl ReplicaState {
             room: None,
             fallback: false,
             regrant: Vec::new(),
+            prefer: Vec::new(),
+            only_preferred: false,
+            leave_to: Vec::new(),
         };
         if !unserved.is_empty() {
             self.ledger.mark(&unserved, Phase::Regranting);
@@ -1037,6 +1221,15 @@ impl ReplicaState {
         } else {
             if self.settling(now) || self.drained {
                 return Vec::new();
+            }
+            // The first claims of this process wait for the set's first page, which
+            // says which partitions are preferred on whom, for one renew interval at
+            // most (availability first); its answer claims at once.
+            if !self.prefs_known {
+                let since = *self.prefs_wait.get_or_insert(now);
+                if now.saturating_duration_since(since) < self.s.renew_interval {
+                    return Vec::new();
+                }
             }
             let room = self.room(now);
             // Orphans go to whoever asks; else the plan says who may take one that does
@@ -1048,17 +1241,39 @@ impl ReplicaState {
                         .wplan
                         .as_ref()
                         .is_some_and(|(p, _)| p.fallback && p.shed.is_empty());
-            let count = match room {
+            let mut count = match room {
                 Some(0) if !fallback => 0,
                 Some(_) => self.view.unowned.min(CLAIM_BATCH),
                 None => self.budget(now).min(CLAIM_BATCH),
             };
+            if count == 0 && room.is_none() && self.swap_wanted() {
+                count = 1;
+                claim.only_preferred = true;
+            }
             if count == 0 {
                 return Vec::new();
             }
             claim.count = count;
             claim.room = room;
             claim.fallback = fallback;
+            if !self.prefs.is_empty() {
+                let me = self.s.replica.as_str();
+                claim.prefer = self
+                    .prefs
+                    .iter()
+                    .filter(|(i, r)| r.as_str() == me && self.ledger.held(**i).is_none())
+                    .map(|(i, _)| *i)
+                    .take(PREFER_ARGS)
+                    .collect();
+                // Availability before preference: not for orphans, nor once
+                // partitions have gone without an owner for a renew interval.
+                if !orphans
+                    && !self.orphaned(now)
+                    && self.policy.may_leave(self.s.renew_interval, now)
+                {
+                    claim.leave_to = leave_to(me, &self.standings);
+                }
+            }
             self.fallback_spent |= fallback && !orphans;
         }
         self.seq = claim.seq;

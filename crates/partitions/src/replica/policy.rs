@@ -2,7 +2,9 @@
 //! [`crate::balance::weighted`]) share over time: hand partitions over only when the
 //! rule asked for it on two ticks in a row, then not again for two renew intervals; and
 //! availability before balance (partitions nobody owns for longer than lease + retry
-//! interval, while nobody settles, go to whoever asks, above the cap).
+//! interval, while nobody settles, go to whoever asks, above the cap). And how long a
+//! claim may leave free partitions to the members they are preferred on: while
+//! partitions have gone without an owner for at most one renew interval.
 
 use std::time::Duration;
 
@@ -16,6 +18,8 @@ pub(crate) struct Policy {
     cooldown_until: Option<Instant>,
     /// Since when partitions have been without a live owner while nobody settles.
     unowned_since: Option<Instant>,
+    /// Since when partitions have been without a live owner, settling or not.
+    unowned_seen: Option<Instant>,
 }
 
 impl Policy {
@@ -27,6 +31,19 @@ impl Policy {
         } else {
             self.unowned_since = None;
         }
+        if unowned > 0 {
+            self.unowned_seen.get_or_insert(now);
+        } else {
+            self.unowned_seen = None;
+        }
+    }
+
+    /// Whether claims may still leave free partitions to the members they are
+    /// preferred on: no partition has gone without an owner for longer than `window`
+    /// (one renew interval), settling or not.
+    pub(crate) fn may_leave(&self, window: Duration, now: Instant) -> bool {
+        self.unowned_seen
+            .is_none_or(|t| now.saturating_duration_since(t) <= window)
     }
 
     /// Whether partitions have gone without an owner for longer than `patience`.
@@ -94,6 +111,21 @@ mod tests {
         assert!(
             !p.hand_over(true, 2 * RI, t0 + 3 * RI),
             "this one moved: cooling down"
+        );
+    }
+
+    #[test]
+    fn claims_leave_partitions_to_their_preferred_members_for_one_window_at_most() {
+        let mut p = Policy::default();
+        let t0 = Instant::now();
+        assert!(p.may_leave(RI, t0));
+        p.observe(2, true, t0);
+        assert!(p.may_leave(RI, t0 + RI), "settling or not");
+        assert!(!p.may_leave(RI, t0 + RI * 2));
+        p.observe(0, false, t0 + RI * 2);
+        assert!(
+            p.may_leave(RI, t0 + RI * 3),
+            "everything owned: a new window"
         );
     }
 

@@ -60,6 +60,7 @@ fn page<S: Into<String>>(
         // No checksum: every page is read (tests of the checksum set one).
         count: 0,
         checksum: None,
+        preferences: Vec::new(),
     }
 }
 
@@ -120,6 +121,9 @@ impl Sim {
                 .is_empty()
         );
         assert_eq!(self.st.set_copy(), Some(("life".into(), 1)));
+        // The driver takes in the first page's preferences (none here), indexed.
+        assert_eq!(self.st.new_preferences(), Some(Vec::new()));
+        assert!(self.st.set_preferences(Vec::new(), self.now).is_empty());
     }
 
     fn reply(&self, session: SessionReply, members: Vec<MemberInfo>, unowned: usize) -> TickReply {
@@ -324,6 +328,9 @@ fn a_settling_replica_claims_nothing_then_claims_its_share_in_batches() {
             room: None,
             fallback: false,
             regrant: Vec::new(),
+            prefer: Vec::new(),
+            only_preferred: false,
+            leave_to: Vec::new(),
         })]
     );
     // One batch in flight at a time; the next one as soon as it is back.
@@ -840,6 +847,9 @@ fn a_count_mismatch_seen_twice_with_nothing_in_flight_reconciles_by_term() {
                 room: None,
                 fallback: false,
                 regrant: vec![(3, Fence(77))],
+                prefer: Vec::new(),
+                only_preferred: false,
+                leave_to: Vec::new(),
             }),
         ],
         "refuse the term the store no longer lists; take up again what no elector runs"

@@ -20,8 +20,8 @@ use crate::keys::GroupKeys;
 use crate::store::PartitionOwner;
 use crate::store::protocol::Reported;
 use crate::store::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, Move, Protocol,
-    RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term, TickReply, TickRequest,
+    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, Move, PreferReply,
+    Protocol, RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term, TickReply, TickRequest,
     VersionStep, WeightReply,
 };
 
@@ -498,6 +498,25 @@ impl Protocol for Link {
             move |s| {
                 let (k, o, p) = (k.clone(), o.clone(), p.clone());
                 async move { s.set_weight(&k, o.as_deref(), &p, weight).await }
+            },
+        )
+        .await
+    }
+
+    async fn prefer(
+        &self,
+        keys: &GroupKeys,
+        op: Option<&str>,
+        partition: &str,
+        replica: Option<&str>,
+    ) -> Result<PreferReply, StoreError> {
+        let (k, o, p) = (keys.clone(), op.map(str::to_owned), partition.to_owned());
+        let r = replica.map(str::to_owned);
+        self.call(
+            || format!("prefer {partition} {replica:?}"),
+            move |s| {
+                let (k, o, p, r) = (k.clone(), o.clone(), p.clone(), r.clone());
+                async move { s.prefer(&k, o.as_deref(), &p, r.as_deref()).await }
             },
         )
         .await

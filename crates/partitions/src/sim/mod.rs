@@ -8,7 +8,9 @@
 //! and restarted (sticky ones within their rejoin grace or not), a second process with
 //! the same replica id, replies lost, run twice, delivered late, black holes (a paused
 //! process), partitions added, removed and re-added, drains, weight changes, and the
-//! store wiped (Redis restarted without its data). Then every fault heals.
+//! store wiped (Redis restarted without its data). A quarter of the seeds also have an
+//! operator who sets and removes preferences at random times (on live replicas, and on
+//! one that never runs). Then every fault heals.
 //!
 //! The oracle (`sim/oracle.rs`) checks every term the callbacks saw: no partition has two
 //! owners whose local deadlines are both in the future; fences grow; no partition is
@@ -190,6 +192,8 @@ enum Ev {
     /// A failover's window has passed: the replicas' copies of the set have caught up
     /// with the promoted store's, which is the set from then on.
     AfterFailover { at: Instant },
+    /// The operator sets or removes a preference.
+    Prefer,
     /// The faults are over.
     End,
 }
@@ -235,6 +239,10 @@ struct World {
     /// Whether the replicas take their weights from loads their terms report (a
     /// quarter of the seeds): each partition reports a load of its own, unchanging.
     loads: bool,
+    /// Preferences set and removed by an operator (another quarter of the seeds,
+    /// overlapping): their own generator, so that the run's other draws stay what they
+    /// would be without them.
+    prefs: Option<StdRng>,
 }
 
 /// The load a partition's terms report in a simulation that takes loads: 1 to 40,
@@ -280,6 +288,9 @@ impl World {
         // Drawn from the seed, not the run's generator, so that every other draw of a
         // seed stays what it was.
         let loads = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 62 == 0;
+        // Two other bits of the same hash: independent of `loads`.
+        let prefs = ((seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) & 3 == 1)
+            .then(|| StdRng::seed_from_u64(seed ^ 0x5052_4546_4552_5321));
         let admin_link = Link::new("admin", store.clone(), rng.random(), calls.clone());
         let admin = GroupAdmin::new(admin_link.clone(), "sim").expect("valid names");
         let now = Instant::now();
@@ -313,6 +324,7 @@ impl World {
             replicas_cut: BTreeMap::new(),
             last_failover: None,
             loads,
+            prefs,
         }
     }
 
@@ -409,13 +421,14 @@ impl World {
     async fn run(mut self) -> SimReport {
         let ids: Vec<String> = self.replicas.keys().cloned().collect();
         self.note(format!(
-            "fleet: {} partitions, replicas {:?}, loads reported: {}",
+            "fleet: {} partitions, replicas {:?}, loads reported: {}, preferences: {}",
             self.partitions.len(),
             self.replicas
                 .values()
                 .map(|r| (r.id.clone(), r.grace.map(|g| g.as_millis()), r.capacity))
                 .collect::<Vec<_>>(),
-            self.loads
+            self.loads,
+            self.prefs.is_some()
         ));
         let t0 = Instant::now();
         for (i, id) in ids.iter().enumerate() {
@@ -428,6 +441,10 @@ impl World {
             self.at(t0 + LEASE * 2, Ev::Chaos);
         }
         self.at(t0 + LEASE * 3, Ev::Chaos);
+        if let Some(rng) = self.prefs.as_mut() {
+            let first = t0 + Duration::from_millis(rng.random_range(500..4_000));
+            self.at(first, Ev::Prefer);
+        }
         self.at(t0 + FAULTS_FOR, Ev::End);
         while let Some(Reverse((t, _, ev))) = self.queue.pop() {
             sleep_until(t).await;
@@ -455,6 +472,11 @@ impl World {
                 Ev::AfterWipe { restorable, at } => self.after_wipe(restorable, at).await,
                 Ev::Promote(id) => self.promote(id).await,
                 Ev::AfterFailover { at } => self.after_failover(at).await,
+                Ev::Prefer => {
+                    if Instant::now() < t0 + FAULTS_FOR {
+                        self.prefer().await;
+                    }
+                }
                 Ev::End => break,
             }
         }
@@ -527,6 +549,40 @@ impl World {
         // Every fault's effect is over a few leases after the heal (a sticky replica
         // parked just before it is back at once).
         self.span(LEASE * 4);
+    }
+
+    /// The operator prefers a listed partition on a replica (now and then one that
+    /// never runs), or removes a partition's preference; then waits 0.2 to 3 s. No
+    /// fault span: a preference must never leave a partition without an owner.
+    async fn prefer(&mut self) {
+        let Some(rng) = self.prefs.as_mut() else {
+            return;
+        };
+        let listed = self.listing.listed_now();
+        let mut ids: Vec<String> = self.replicas.keys().cloned().collect();
+        ids.push("ghost".to_owned());
+        let p = listed.choose(rng).cloned();
+        let on = if rng.random_bool(0.3) {
+            None
+        } else {
+            ids.choose(rng).cloned()
+        };
+        let gap = Duration::from_millis(rng.random_range(200..3_000));
+        if let Some(p) = p {
+            match on {
+                Some(r) => {
+                    self.note(format!("prefer {p} on {r}"));
+                    let out = self.admin.prefer(&p, &r).await;
+                    self.note(format!("  -> {out:?}"));
+                }
+                None => {
+                    self.note(format!("unprefer {p}"));
+                    let out = self.admin.unprefer(&p).await;
+                    self.note(format!("  -> {out:?}"));
+                }
+            }
+        }
+        self.at(Instant::now() + gap, Ev::Prefer);
     }
 
     fn pick_replica(&mut self) -> String {

@@ -285,6 +285,135 @@ async fn loads<B: Protocol>(b: &B) -> Vec<String> {
     out
 }
 
+/// Preferences in a group of their own: set, repeated, replayed, removed, shown with
+/// the set and the status, dropped with their partition; and claims that take their
+/// own preferred partitions first and leave others' to them (by count, and by weight).
+async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
+    let k = GroupKeys::new("leasehold", "preferred");
+    let mut out = Vec::new();
+    let mut ranks = Ranks::default();
+    let r = b.prefer(&k, Some("pr-0"), "p0", Some("b")).await.unwrap();
+    out.push(format!("prefer: a group that does not exist: {r:?}"));
+    let seed = Change::Seed {
+        life: "life-p".into(),
+        grant_delay: Duration::from_millis(1),
+        lease: TTL,
+    };
+    b.add(&k, &seed, &names(&["p0", "p1", "p2", "p3", "p4", "p5"]))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let sver = async || {
+        let page = b.set_page(&k, 0, 1).await.unwrap();
+        page.expect("the group exists").set_version
+    };
+    let r = b.prefer(&k, Some("pr-1"), "zz", Some("b")).await.unwrap();
+    out.push(format!("prefer: an unknown partition: {r:?}"));
+    let before = sver().await;
+    let r = b.prefer(&k, Some("pr-2"), "p3", Some("b")).await.unwrap();
+    let moved = sver().await != before;
+    out.push(format!(
+        "prefer: p3 on b: {r:?} (set version moved: {moved})"
+    ));
+    let before = sver().await;
+    let again = b.prefer(&k, Some("pr-2"), "p3", Some("b")).await.unwrap();
+    let same = b.prefer(&k, Some("pr-3"), "p3", Some("b")).await.unwrap();
+    let moved = sver().await != before;
+    out.push(format!(
+        "prefer: replayed, then the same anew: {again:?} {same:?} (set version moved: {moved})"
+    ));
+    b.prefer(&k, Some("pr-4"), "p4", Some("c")).await.unwrap();
+    b.prefer(&k, Some("pr-5"), "p5", Some("b")).await.unwrap();
+    let page = b.set_page(&k, 0, 2).await.unwrap().unwrap();
+    let later = b.set_page(&k, 2, 2).await.unwrap().unwrap();
+    out.push(format!(
+        "prefer: the set's first page carries them: {:?}, the next none: {:?}",
+        page.preferences, later.preferences
+    ));
+    let head = b.status_head(&k).await.unwrap().unwrap();
+    out.push(format!("prefer: the status: {:?}", head.preferences));
+    INC.lock().unwrap().clear();
+    LIFETIME.lock().unwrap().clear();
+    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
+    let (a, bt) = (
+        "a:00000000000000000000000000000003",
+        "b:00000000000000000000000000000003",
+    );
+    for (r, t) in [("a", a), ("b", bt)] {
+        let join = TickRequest {
+            quiet: false,
+            ..tick(r, t, true, MemberState::Active)
+        };
+        seen(&b.tick(&k, &join).await.unwrap());
+    }
+    let leave = ClaimRequest {
+        leave_to: vec![("b".into(), 1)],
+        ..claim("a", a, 1, 3)
+    };
+    let r = b.claim(&k, &leave).await.unwrap();
+    out.push(format!(
+        "prefer: a leaves one to b (room 1): {}",
+        claimed(&r, &mut ranks)
+    ));
+    let first = ClaimRequest {
+        prefer: names(&["p5", "zz", "p0", "p3"]),
+        ..claim("b", bt, 1, 1)
+    };
+    let r = b.claim(&k, &first).await.unwrap();
+    out.push(format!(
+        "prefer: b takes its own first, oldest first: {}",
+        claimed(&r, &mut ranks)
+    ));
+    let r = b.prefer(&k, Some("pr-6"), "p4", None).await.unwrap();
+    out.push(format!("prefer: p4's removed: {r:?}"));
+    let r = b.prefer(&k, Some("pr-7"), "p2", None).await.unwrap();
+    out.push(format!("prefer: p2 had none: {r:?}"));
+    b.set_weight(&k, Some("pr-8"), "p4", 3).await.unwrap();
+    b.prefer(&k, Some("pr-9"), "p4", Some("b")).await.unwrap();
+    let weighed = |seq: u64, room: u64| ClaimRequest {
+        room: Some(5),
+        fallback: false,
+        leave_to: vec![("b".into(), room)],
+        ..claim("a", a, seq, 3)
+    };
+    let r = b.claim(&k, &weighed(2, 3)).await.unwrap();
+    out.push(format!(
+        "prefer: p4 (3) fits b's room of 3: left to it (p5 is not: the room is spent): {}",
+        claimed(&r, &mut ranks)
+    ));
+    let r = b.claim(&k, &weighed(3, 2)).await.unwrap();
+    out.push(format!(
+        "prefer: not into a room of 2: a takes it: {}",
+        claimed(&r, &mut ranks)
+    ));
+    b.add(&k, &strict("pr-11"), &names(&["p6"])).await.unwrap();
+    let only = |seq: u64, prefer: &[&str]| ClaimRequest {
+        prefer: names(prefer),
+        only_preferred: true,
+        ..claim("b", bt, seq, 1)
+    };
+    let r = b.claim(&k, &only(2, &["p5"])).await.unwrap();
+    out.push(format!(
+        "prefer: only its own, none free: {}",
+        claimed(&r, &mut ranks)
+    ));
+    let r = b.claim(&k, &only(3, &["p6"])).await.unwrap();
+    out.push(format!(
+        "prefer: only its own, p6 free: {}",
+        claimed(&r, &mut ranks)
+    ));
+    let r = b
+        .remove(&k, &strict("pr-10"), &names(&["p3"]))
+        .await
+        .unwrap();
+    let head = b.status_head(&k).await.unwrap().unwrap();
+    out.push(format!(
+        "prefer: p3 removed ({r:?}), its preference with it: {:?}",
+        head.preferences
+    ));
+    out
+}
+
 /// Terms given back as hand-offs, each leaving state for its successor.
 fn handed(terms: &[Term]) -> Vec<GivenBack> {
     terms
@@ -886,6 +1015,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         weighted: true,
         weights_version: 2,
         drained: names_of(&["r2"]),
+        preferences: vec![("p1".into(), "r1".into())],
         names,
     };
     let r = b
@@ -954,14 +1084,15 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
     log(
         "the group restored",
         format!(
-            "{:?} v{} {:?} w={} {:?} sver={} fmax_kept={}",
+            "{:?} v{} {:?} w={} {:?} sver={} fmax_kept={} prefs={:?}",
             page.names,
             page.version,
             page.digest,
             page.weighted,
             page.drained,
             page.set_version,
-            page.highest_fence.get() >= 1 << 52
+            page.highest_fence.get() >= 1 << 52,
+            page.preferences
         ),
     );
     let t = b
@@ -1110,11 +1241,13 @@ async fn answer_alike() {
     on_redis.extend(Box::pin(restore(&store)).await);
     on_redis.extend(Box::pin(budget(&store)).await);
     on_redis.extend(Box::pin(loads(&store)).await);
+    on_redis.extend(Box::pin(prefs(&store)).await);
     let memory = MemoryGroupStore::new();
     let mut in_memory = Box::pin(script(&memory)).await;
     in_memory.extend(Box::pin(restore(&memory)).await);
     in_memory.extend(Box::pin(budget(&memory)).await);
     in_memory.extend(Box::pin(loads(&memory)).await);
+    in_memory.extend(Box::pin(prefs(&memory)).await);
     let on_redis: Vec<String> = on_redis.iter().map(|l| without_waits(l)).collect();
     let in_memory: Vec<String> = in_memory.iter().map(|l| without_waits(l)).collect();
     for (r, m) in on_redis.iter().zip(&in_memory) {
@@ -1164,6 +1297,37 @@ async fn answer_alike() {
         r#"[true] weighted=true total=5 max=2 loads=[("a", 3), ("c", 2)] (set version moved: false)"#,
     );
     expect("report: c names a's term", "[false]");
+    for want in [
+        "prefer: a group that does not exist: NoGroup",
+        "prefer: an unknown partition: Unknown",
+        "prefer: p3 on b: Set(None) (set version moved: true)",
+        r#"prefer: replayed, then the same anew: Set(None) Set(Some("b")) (set version moved: false)"#,
+        r#"prefer: the set's first page carries them: [("p3", "b"), ("p4", "c"), ("p5", "b")], the next none: []"#,
+        r#"prefer: the status: [("p3", "b"), ("p4", "c"), ("p5", "b")]"#,
+        r#"prefer: p4's removed: Set(Some("c"))"#,
+        "prefer: p2 had none: Set(None)",
+        r#"prefer: p3 removed (Removed(1)), its preference with it: [("p4", "b"), ("p5", "b")]"#,
+    ] {
+        assert!(
+            on_redis.iter().any(|l| l == want),
+            "{want:?}: {on_redis:#?}"
+        );
+    }
+    expect(
+        "prefer: a leaves one to b (room 1)",
+        r#"["p0:f0:1", "p1:f0:1", "p2:f0:1"]"#,
+    );
+    expect("prefer: b takes its own first, oldest first", r#"["p3:"#);
+    expect(
+        "prefer: p4 (3) fits b's room of 3: left to it (p5 is not: the room is spent)",
+        r#"["p5:f2:1"] returned=[] unowned=1"#,
+    );
+    expect("prefer: not into a room of 2: a takes it", r#"["p4:"#);
+    expect(
+        "prefer: only its own, none free",
+        "[] returned=[] unowned=1",
+    );
+    expect("prefer: only its own, p6 free", r#"["p6:"#);
     expect(
         "report: after the term was given back",
         r#"released=[true] [false] weighted=true total=5 max=2 loads=[("a", 1), ("c", 2)]"#,
@@ -1267,7 +1431,7 @@ async fn answer_alike() {
     expect("nothing of another copy", "false");
     expect(
         "the group restored",
-        r#"[("p0", 1), ("p1", 4), ("p2", 1)] v4 "dg" w=true ["r2"] sver=7 fmax_kept=true"#,
+        r#"[("p0", 1), ("p1", 4), ("p2", 1)] v4 "dg" w=true ["r2"] sver=7 fmax_kept=true prefs=[("p1", "r1")]"#,
     );
     expect("a tick sees it", "(3, 3, Restore, 6)) waits=true");
     expect("an operator's change waits out the window", "Restoring(");

@@ -18,8 +18,8 @@ use super::ops;
 use super::ops::moves::{Move, MoveCause};
 use super::protocol::{
     AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, MemberInfo,
-    MemberState, Origin, Protocol, RemoveReply, RestoreStep, RosterUpdate, SetInfo, SetPage,
-    StatusHead, Taken, Term, TickReply, TickRequest, VersionStep, WeightReply,
+    MemberState, Origin, PreferReply, Protocol, RemoveReply, RestoreStep, RosterUpdate, SetInfo,
+    SetPage, StatusHead, Taken, Term, TickReply, TickRequest, VersionStep, WeightReply,
 };
 use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
@@ -193,6 +193,8 @@ pub(crate) struct Group {
     pub(crate) move_seq: u64,
     /// The hand-off keys: partition → (fence of the term that left it, state, expiry).
     pub(crate) hand_offs: BTreeMap<String, (u64, Vec<u8>, u64)>,
+    /// PREFS: partition → the replica id an operator prefers it on.
+    pub(crate) prefs: BTreeMap<String, String>,
 }
 
 /// How many of the last rosters the twin keeps to send changes from.
@@ -745,6 +747,16 @@ impl Protocol for MemoryGroupStore {
         weight: u64,
     ) -> Result<WeightReply, StoreError> {
         Ok(self.with(keys, |g, now| g.set_weight(op, partition, weight, now)))
+    }
+
+    async fn prefer(
+        &self,
+        keys: &GroupKeys,
+        op: Option<&str>,
+        partition: &str,
+        replica: Option<&str>,
+    ) -> Result<PreferReply, StoreError> {
+        Ok(self.with(keys, |g, now| g.prefer(op, partition, replica, now)))
     }
 
     async fn owner(

@@ -15,6 +15,7 @@ pub use super::ops::claim::{ClaimReply, ClaimRequest};
 pub use super::ops::drain::DrainReply;
 pub use super::ops::handoff::Taken;
 pub use super::ops::moves::{Move, MoveCause, Predecessor};
+pub use super::ops::prefer::PreferReply;
 pub use super::ops::read::{SetPage, StatusHead};
 pub use super::ops::release::GivenBack;
 pub use super::ops::restore::RestoreStep;
@@ -312,6 +313,16 @@ pub trait Protocol {
         partition: &str,
         weight: u64,
     ) -> impl Future<Output = Result<WeightReply, StoreError>> + Send;
+
+    /// Prefers `partition` on `replica` (`None`: removes its preference); replicas
+    /// read it with the set. `op`: the operator's request id, for a retry.
+    fn prefer(
+        &self,
+        keys: &GroupKeys,
+        op: Option<&str>,
+        partition: &str,
+        replica: Option<&str>,
+    ) -> impl Future<Output = Result<PreferReply, StoreError>> + Send;
 
     /// One partition's owner; `None` if it is not in the set.
     fn owner(

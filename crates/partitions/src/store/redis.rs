@@ -16,8 +16,8 @@ use tokio::sync::broadcast;
 
 use super::ops;
 use super::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, Move, Protocol,
-    RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term, TickReply, TickRequest,
+    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, Move, PreferReply,
+    Protocol, RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term, TickReply, TickRequest,
     VersionStep, WeightReply,
 };
 use super::status::PartitionOwner;
@@ -144,6 +144,16 @@ impl Protocol for RedisStore {
         ops::weight::redis(self, keys, op, partition, weight).await
     }
 
+    async fn prefer(
+        &self,
+        keys: &GroupKeys,
+        op: Option<&str>,
+        partition: &str,
+        replica: Option<&str>,
+    ) -> Result<PreferReply, StoreError> {
+        ops::prefer::redis(self, keys, op, partition, replica).await
+    }
+
     async fn owner(
         &self,
         keys: &GroupKeys,
@@ -200,7 +210,7 @@ impl Protocol for RedisStore {
 }
 
 /// Every group script by name.
-fn scripts() -> [(&'static str, &'static LuaScript); 21] {
+fn scripts() -> [(&'static str, &'static LuaScript); 22] {
     [
         ("tick", &ops::tick::SCRIPT),
         ("heartbeat", &ops::tick::HEARTBEAT),
@@ -216,6 +226,7 @@ fn scripts() -> [(&'static str, &'static LuaScript); 21] {
         ("restore", &ops::restore::SCRIPT),
         ("drain", &ops::drain::SCRIPT),
         ("weight", &ops::weight::SCRIPT),
+        ("prefer", &ops::prefer::SCRIPT),
         ("owner", &ops::read::OWNER),
         ("moves", &ops::moves::SCRIPT),
         ("budget", &ops::budget::SCRIPT),
@@ -244,6 +255,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
         ("restore", include_str!("lua/restore.lua")),
         ("drain", include_str!("lua/drain.lua")),
         ("weight", include_str!("lua/weight.lua")),
+        ("prefer", include_str!("lua/prefer.lua")),
         ("owner", include_str!("lua/owner.lua")),
         ("moves", include_str!("lua/moves.lua")),
         ("budget", include_str!("lua/budget.lua")),

@@ -32,6 +32,9 @@ pub struct GroupStatus {
     pub total_weight: u64,
     /// Every drained replica id, live or not: a drain lasts until undrained.
     pub drained: Vec<String>,
+    /// Every preference ([`crate::GroupAdmin::prefer`]): partition and the replica id
+    /// it is preferred on, by partition name. Read in one script with `replicas`.
+    pub preferences: Vec<(String, String)>,
 }
 
 /// What a live replica of a group is doing.
@@ -110,6 +113,14 @@ impl GroupStatus {
             .map(|m| m.replica.clone())
             .zip(shares(&loaded, self.total_weight))
             .collect()
+    }
+
+    /// The replica id `partition` is preferred on, if an operator set one.
+    pub fn preferred(&self, partition: &str) -> Option<&str> {
+        self.preferences
+            .binary_search_by(|(p, _)| p.as_str().cmp(partition))
+            .ok()
+            .map(|i| self.preferences[i].1.as_str())
     }
 
     /// Partitions owned per live replica, counted from the partitions themselves.
@@ -223,6 +234,7 @@ pub(crate) async fn read_status<B: GroupStore>(
             d.sort();
             d
         },
+        preferences: head.preferences,
     }))
 }
 

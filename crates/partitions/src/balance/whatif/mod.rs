@@ -16,6 +16,14 @@
 //!    release those partitions; they are free from then on, newer than any freed
 //!    before (those freed together, oldest first by name, as Redis orders them).
 //!
+//! With preferences ([`super::prefer`]), as the replicas apply them: a claim takes the
+//! free partitions preferred on its member first and leaves those preferred on another
+//! member with room to it; a count-mode hand-over gives those preferred on a member
+//! with room first (then, as without preferences, its last ones) and its own last; a
+//! round that hands nothing over by the rule hands back, per member, one partition to
+//! the member it is preferred on when the bound allows, or by a swap (the member takes
+//! it beyond its allowance, then sheds one not preferred on it).
+//!
 //! A change starts with the weights set and the partitions of removed, drained (and
 //! already leaving or draining) replicas freed.
 //!
@@ -41,6 +49,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use leasehold_election::ext::validate_name;
 
 use super::plan::{Member, Plan, plan};
+use super::prefer::{
+    Standings, count_standings, hand_back, leave_to, shed_first, swap_claim, weighted_standings,
+};
 use super::weighted::{Loaded, Totals, WeightedPlan, shares, weighted_plan};
 use crate::admin::MAX_WEIGHT;
 use crate::config::{GroupConfigError, MAX_CAPACITY};
@@ -263,6 +274,8 @@ struct Sim {
     clock: u64,
     steps: Vec<Step>,
     exact: bool,
+    /// Each partition's preferred member, if it is preferred on one taking part.
+    prefs: Vec<Option<usize>>,
 }
 
 /// Plans `change` on the group `status` describes.
@@ -376,6 +389,12 @@ impl Sim {
                 weights[i] = *w;
             }
         }
+        let mut prefs = vec![None; names.len()];
+        let preferred: Vec<(usize, &str)> = status
+            .preferences
+            .iter()
+            .filter_map(|(p, r)| Some((*index.get(p.as_str())?, r.as_str())))
+            .collect();
         let mut by_rank: Vec<usize> = (0..names.len()).collect();
         by_rank.sort_by(|a, b| names[*a].cmp(&names[*b]));
         let mut rank = vec![0; names.len()];
@@ -423,6 +442,10 @@ impl Sim {
             .map(|(k, m)| (m.id.clone(), k))
             .collect();
 
+        for (i, r) in preferred {
+            // Only on members taking part: a preference for any other replica waits.
+            prefs[i] = at.get(r).copied().filter(|&k| members[k].counts);
+        }
         let set_weighted = weights.iter().any(|w| *w != 1);
         let counting: Vec<u32> = members
             .iter()
@@ -445,6 +468,7 @@ impl Sim {
             clock: 0,
             steps: Vec::new(),
             exact: true,
+            prefs,
         };
         // Today's owners; what a leaving, removed or drained replica holds is freed
         // first, and what nobody live holds is free already.
@@ -578,11 +602,77 @@ impl Sim {
         self.members[k].held.insert(i);
     }
 
-    /// What one weighted claim would take now, with `room` and `fallback` as a plan gave
-    /// them: those among the first free ones that fit, or the first if none does.
-    fn one_claim(&self, room: u64, fallback: bool) -> Vec<usize> {
-        let candidates: Vec<usize> = self
+    /// The standings of every member taking part, for preferences (none without).
+    fn standings(&self) -> Standings {
+        if self.prefs.iter().all(Option::is_none) {
+            return Standings::default();
+        }
+        // Every member taking part, with how many partitions are preferred on it.
+        let ids: BTreeMap<&str, usize> = self
+            .counting()
+            .into_iter()
+            .map(|k| {
+                let on = self.prefs.iter().filter(|p| **p == Some(k)).count();
+                (self.members[k].id.as_str(), on)
+            })
+            .collect();
+        if self.weighted {
+            weighted_standings(
+                &self.loaded(),
+                self.totals(),
+                &ids.keys().copied().collect(),
+            )
+        } else {
+            let view: Vec<Member> = self
+                .counting()
+                .into_iter()
+                .map(|j| Member {
+                    replica: self.members[j].id.clone(),
+                    owned: Some(self.members[j].held.len()),
+                })
+                .collect();
+            count_standings(self.names.len(), &view, self.free.len(), &ids)
+        }
+    }
+
+    /// The replica id partition `i` is preferred on, if on a member taking part.
+    fn preferred(&self, i: usize) -> Option<&str> {
+        self.prefs[i].map(|k| self.members[k].id.as_str())
+    }
+
+    /// The free partitions member `k` claims from, in the order it takes them, as
+    /// `claim.lua` orders them: those preferred on it first (oldest first), then the
+    /// others oldest first, less those left to the members they are preferred on.
+    fn claim_order(&self, k: usize) -> Vec<usize> {
+        if self.prefs.iter().all(Option::is_none) {
+            return self.free_order().collect();
+        }
+        let me = self.members[k].id.as_str();
+        let mut left: BTreeMap<String, u64> = leave_to(me, &self.standings()).into_iter().collect();
+        let mut out: Vec<usize> = self
             .free_order()
+            .filter(|&i| self.prefs[i] == Some(k))
+            .collect();
+        for i in self.free_order() {
+            if self.prefs[i] == Some(k) {
+                continue;
+            }
+            let w = self.weights_for_claim(i);
+            match self.preferred(i).and_then(|r| left.get_mut(r)) {
+                Some(room) if w <= *room => *room -= w,
+                _ => out.push(i),
+            }
+        }
+        out
+    }
+
+    /// What one weighted claim of member `k` would take now, with `room` and `fallback`
+    /// as a plan gave them: those among the first free ones that fit, or the first if
+    /// none does.
+    fn one_claim(&self, k: usize, room: u64, fallback: bool) -> Vec<usize> {
+        let candidates: Vec<usize> = self
+            .claim_order(k)
+            .into_iter()
             .take(self.free.len().min(CLAIM_BATCH))
             .collect();
         let mut taken = Vec::new();
@@ -621,12 +711,32 @@ impl Sim {
             .min(self.free.len())
     }
 
+    /// Whether member `k`, at its allowance by count, claims one free partition
+    /// preferred on it beyond it ([`swap_claim`]).
+    fn swaps(&self, k: usize) -> bool {
+        let held = &self.members[k].held;
+        let holds_other = held.iter().any(|&i| self.prefs[i] != Some(k));
+        let misses_own =
+            (0..self.prefs.len()).any(|i| self.prefs[i] == Some(k) && !held.contains(&i));
+        swap_claim(
+            &self.count_plan(k),
+            held.len(),
+            self.free.len(),
+            holds_other,
+            misses_own,
+        )
+    }
+
     /// Member `k` plans on the group as it is and claims what the plan lets it, batch
     /// after batch while one takes something (as a replica's claims go on at once).
     fn claim_as(&mut self, k: usize) -> usize {
         if !self.weighted {
             let n = self.budget(k);
-            let taken: Vec<usize> = self.free_order().take(n).collect();
+            let mut taken: Vec<usize> = self.claim_order(k).into_iter().take(n).collect();
+            if n == 0 && self.swaps(k) {
+                // A swap's first half: one preferred on it, beyond its allowance.
+                taken.extend(self.free_order().find(|&i| self.prefs[i] == Some(k)));
+            }
             for &i in &taken {
                 self.take(k, i);
             }
@@ -645,7 +755,7 @@ impl Sim {
             if room == 0 && !fallback {
                 return took;
             }
-            let batch = self.one_claim(room, fallback);
+            let batch = self.one_claim(k, room, fallback);
             fallback = false;
             if batch.is_empty() {
                 return took;
@@ -666,7 +776,7 @@ impl Sim {
                 .iter()
                 .filter(|&&k| {
                     let plan = self.weight_plan(k);
-                    plan.shed.is_empty() && !self.one_claim(plan.room, plan.fallback).is_empty()
+                    plan.shed.is_empty() && !self.one_claim(k, plan.room, plan.fallback).is_empty()
                 })
                 .count();
             return takers > 1;
@@ -709,13 +819,29 @@ impl Sim {
     /// were released.
     fn hand_overs(&mut self) -> usize {
         let mut sheds: Vec<(usize, Vec<usize>)> = Vec::new();
+        let standings = self.standings();
         for k in self.counting() {
-            let shed: Vec<usize> = if self.weighted {
+            let me = self.members[k].id.as_str();
+            let mut shed: Vec<usize> = if self.weighted {
                 self.weight_plan(k).shed
             } else {
                 let n = self.count_plan(k).shed;
-                self.members[k].held.iter().rev().take(n).copied().collect()
+                let last: Vec<usize> = self.members[k].held.iter().rev().copied().collect();
+                shed_first(me, &last, |i| self.preferred(i), &standings)
+                    .into_iter()
+                    .take(n)
+                    .collect()
             };
+            if shed.is_empty() && self.free.is_empty() && !standings.members.is_empty() {
+                // Nothing to hand over by the rule: a partition preferred elsewhere
+                // may go back (one per member and round, as one per hand-over).
+                let mine: Vec<(usize, u64)> = self.members[k]
+                    .held
+                    .iter()
+                    .map(|&i| (i, self.weights_for_claim(i)))
+                    .collect();
+                shed.extend(hand_back(me, &mine, |i| self.preferred(i), &standings));
+            }
             if !shed.is_empty() {
                 sheds.push((k, shed));
             }

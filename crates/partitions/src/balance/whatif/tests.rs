@@ -335,3 +335,85 @@ fn every_plan_comes_to_rest() {
         assert!(again.moves.is_empty(), "case {case}: {:?}", again.moves);
     }
 }
+
+/// `status` with partitions preferred on replicas.
+fn preferring(mut status: GroupStatus, prefs: &[(&str, &str)]) -> GroupStatus {
+    status.preferences = prefs
+        .iter()
+        .map(|(p, r)| ((*p).to_owned(), (*r).to_owned()))
+        .collect();
+    status.preferences.sort();
+    status
+}
+
+fn owner_of<'a>(status: &'a GroupStatus, partition: &str) -> Option<&'a str> {
+    status
+        .partitions
+        .iter()
+        .find(|p| p.partition == partition)
+        .and_then(|p| p.owner.as_deref())
+}
+
+#[test]
+fn a_joiner_gets_the_partitions_preferred_on_it() {
+    // p00 and p01 are a's, p08 is b's: all three preferred on d, which joins.
+    let status = preferring(
+        group(24, &[("a", 8), ("b", 8), ("c", 8)]),
+        &[("p00", "d"), ("p01", "d"), ("p08", "d"), ("p16", "c")],
+    );
+    let change = WhatIf::new().add_replica("d", 1);
+    let plan = simulate(&status, &change).unwrap();
+    assert_eq!(counts(&plan), [("a", 6), ("b", 6), ("c", 6), ("d", 6)]);
+    assert_eq!(plan.moved(), 6, "no more moves than without preferences");
+    let done = after(&status, &change);
+    for p in ["p00", "p01", "p08"] {
+        assert_eq!(owner_of(&done, p), Some("d"), "{p}");
+    }
+    assert_eq!(
+        owner_of(&done, "p16"),
+        Some("c"),
+        "kept where it is preferred"
+    );
+}
+
+#[test]
+fn a_partition_moves_back_to_its_replica_within_the_bound() {
+    // 10 on 3: a holds 4, b 3: p00 (a's) goes to b, which may hold 4.
+    let status = preferring(group(10, &[("a", 4), ("b", 3), ("c", 3)]), &[("p00", "b")]);
+    let plan = simulate(&status, &WhatIf::new()).unwrap();
+    assert_eq!(moves(&plan), [(Some("a"), "b", HANDOFF, 1)]);
+    assert_eq!(counts(&plan), [("a", 3), ("b", 4), ("c", 3)]);
+    assert!(plan.settled);
+    // Exactly balanced: b has no room, so a swap: b takes p00 beyond its cap, then
+    // hands one not preferred on it over, which a takes.
+    let status = preferring(group(12, &[("a", 4), ("b", 4), ("c", 4)]), &[("p00", "b")]);
+    let plan = simulate(&status, &WhatIf::new()).unwrap();
+    assert_eq!(
+        moves(&plan),
+        [(Some("a"), "b", HANDOFF, 1), (Some("b"), "a", HANDOFF, 1)]
+    );
+    assert_eq!(counts(&plan), [("a", 4), ("b", 4), ("c", 4)]);
+    assert_eq!(owner_of(&after(&status, &WhatIf::new()), "p00"), Some("b"));
+    // More preferred on b than it may hold: what fits, no swaps.
+    let all_b: Vec<(String, &str)> = (0..6).map(|i| (format!("p{:02}", i * 2), "b")).collect();
+    let all_b: Vec<(&str, &str)> = all_b.iter().map(|(p, r)| (p.as_str(), *r)).collect();
+    let status = preferring(group(12, &[("a", 4), ("b", 4), ("c", 4)]), &all_b);
+    let plan = simulate(&status, &WhatIf::new()).unwrap();
+    assert!(plan.settled);
+    assert_eq!(counts(&plan), [("a", 4), ("b", 4), ("c", 4)]);
+    // A replica that is not live: nothing waits for it.
+    let status = preferring(group(10, &[("a", 4), ("b", 3), ("c", 3)]), &[("p00", "z")]);
+    let plan = simulate(&status, &WhatIf::new()).unwrap();
+    assert!(plan.moves.is_empty(), "{:?}", plan.moves);
+}
+
+#[test]
+fn a_drained_replicas_preferred_partitions_go_where_the_rule_puts_them() {
+    let status = preferring(
+        group(12, &[("a", 4), ("b", 4), ("c", 4)]),
+        &[("p04", "b"), ("p05", "b")],
+    );
+    let plan = simulate(&status, &WhatIf::new().drain("b")).unwrap();
+    assert_eq!(plan.unowned, 0);
+    assert_eq!(counts(&plan), [("a", 6), ("b", 0), ("c", 6)]);
+}

@@ -12,7 +12,7 @@
 -- created. While a group just created grants nothing yet, its set may still be
 -- replaced by a restore: every change but the seed's waits. Strict: nothing if one is
 -- already there. The reply of an operator's change that changed the set is kept a
--- minute under KEYS[25], for a retry (a refusal changes nothing: a retry answers anew).
+-- minute under KEYS[26], for a retry (a refusal changes nothing: a retry answers anew).
 --
 -- Reply {'ok', added}, {'exists', name}, {'stale'} (another list version, or another
 -- seed), {'nogroup'}, {'restoring', ms}.

@@ -4,11 +4,19 @@
 -- ARGV: 1 replica, 2 process token, 3 session token, 4 request seq (per process,
 -- growing), 5 ttl ms, 6 count, 7 fence floor, 8 budget (ended sessions' partitions to
 -- free), 9 room (-1: none), 10 fallback (1/0), 11 the incarnation of the group the
--- session belongs to, 12.. regrant: name, fence, name, fence...
+-- session belongs to, 12 k, then |k| partitions this replica is preferred on (k < 0:
+-- take only those, a swap's first half), then s,
+-- then s pairs (replica id, room): members that are to take the free partitions
+-- preferred on them, then regrant: name, fence, name, fence...
 --
 -- Extends the session, then takes up to `count` free partitions, oldest first (with a
 -- room: those among the first `count` whose weights fit into it, or with the fallback
--- the first if none does), or regrants each named partition whose current term is the
+-- the first if none does). If the group has preferences (PREFS exists), the free
+-- partitions named as preferred on this replica come first (oldest first), and the
+-- oldest free partitions preferred on a member named with a room are left to it, as
+-- long as their weights fit into that room (each one left takes its weight out of
+-- it); only the oldest `count` + 256 free partitions are looked at. Or it regrants
+-- each named partition whose current term is the
 -- session's at that fence: if it is still listed, not revoked and the replica not
 -- drained, in a new term; else it is given back. A drained replica takes nothing.
 -- Every fence is max(last + 1, floor, the group's highest + 1, server µs). Every
@@ -30,7 +38,7 @@
 local replica, process, session = ARGV[1], ARGV[2], ARGV[3]
 local seq, ttl, want, floor = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
   tonumber(ARGV[7])
-local bad = expect(ALL)
+local bad = expect(ALL) or expect({PREFS})
 if bad then return bad end
 local now, now_us = clock()
 -- Sessions are reaped by ticks; a claim only refuses one that has ended.
@@ -54,10 +62,61 @@ redis.call('ZADD', MEMBERS, 'GT', now + ttl, replica)
 local dead = free_ended(tonumber(ARGV[8]))
 local drained = redis.call('HEXISTS', DRAINS, replica) == 1
 local room = tonumber(ARGV[9])
-local names, regrant, returned = {}, #ARGV > 11, {}
+local firsts, skip = {}, {}
+local at = 12
+local only = tonumber(ARGV[at]) < 0
+local k = math.abs(tonumber(ARGV[at]))
+for i = at + 1, at + k do firsts[#firsts + 1] = ARGV[i] end
+at = at + k + 1
+for i = at + 1, at + 2 * tonumber(ARGV[at]), 2 do skip[ARGV[i]] = tonumber(ARGV[i + 1]) end
+at = at + 2 * tonumber(ARGV[at]) + 1
+local names, regrant, returned = {}, #ARGV >= at, {}
+-- With preferences: the free partitions this claim may take, in the order it takes
+-- them (see the header).
+local function preferred_order()
+  local cand, seen = {}, {}
+  if #firsts > 0 then
+    local sc = redis.call('ZMSCORE', FREE, unpack(firsts))
+    local mine = {}
+    for j, n in ipairs(firsts) do
+      if sc[j] and not seen[n] then
+        seen[n] = true
+        mine[#mine + 1] = {tonumber(sc[j]), n}
+      end
+    end
+    -- Oldest first; names freed at the same ms in byte order, as FREE orders them (Lua's
+    -- `<` on strings follows the server's locale).
+    local function before(a, b)
+      if a[1] ~= b[1] then return a[1] < b[1] end
+      for i = 1, math.min(#a[2], #b[2]) do
+        local x, y = string.byte(a[2], i), string.byte(b[2], i)
+        if x ~= y then return x < y end
+      end
+      return #a[2] < #b[2]
+    end
+    table.sort(mine, before)
+    for _, e in ipairs(mine) do cand[#cand + 1] = e[2] end
+  end
+  if only then return cand end
+  local scan = redis.call('ZRANGE', FREE, 0, want + 255)
+  if #scan == 0 then return cand end
+  local prefs = redis.call('HMGET', PREFS, unpack(scan))
+  local ws = weights_of(scan)
+  for j, n in ipairs(scan) do
+    if not seen[n] then
+      local left = prefs[j] and skip[prefs[j]]
+      if left and ws[j] <= left then
+        skip[prefs[j]] = left - ws[j]
+      else
+        cand[#cand + 1] = n
+      end
+    end
+  end
+  return cand
+end
 if regrant then
   local asked, fences = {}, {}
-  for i = 12, #ARGV, 2 do
+  for i = at, #ARGV, 2 do
     asked[#asked + 1] = ARGV[i]
     fences[#fences + 1] = ARGV[i + 1]
   end
@@ -82,6 +141,24 @@ if regrant then
   for j, n in ipairs(back) do
     if flags[j] == 1 then returned[#returned + 1] = n end
   end
+elseif want > 0 and not drained and (only or redis.call('HLEN', PREFS) > 0) then
+  local cand = preferred_order()
+  if room < 0 then
+    for j = 1, math.min(want, #cand) do names[j] = cand[j] end
+  else
+    local first = {}
+    for j = 1, math.min(want, #cand) do first[j] = cand[j] end
+    local ws = weights_of(first)
+    local acc = 0
+    for j, n in ipairs(first) do
+      if acc + ws[j] <= room then
+        names[#names + 1] = n
+        acc = acc + ws[j]
+      end
+    end
+    if #names == 0 and #first > 0 and ARGV[10] == '1' then names[1] = first[1] end
+  end
+  if #names > 0 then redis.call('ZREM', FREE, unpack(names)) end
 elseif want > 0 and not drained and room < 0 then
   local popped = redis.call('ZPOPMIN', FREE, want)
   for i = 1, #popped, 2 do names[#names + 1] = popped[i] end

@@ -8,7 +8,7 @@
 -- replica would take part any more (unless forced). Undraining a replica that is not
 -- drained is not an error if it is live. Waits out a restore (see add.lua: a restore
 -- rewrites the drains). Safe to retry: the reply of a drain or undrain that was done
--- is kept a minute under KEYS[25] (a retry of an undrain of a replica that is not live
+-- is kept a minute under KEYS[26] (a retry of an undrain of a replica that is not live
 -- would otherwise find it neither drained nor live).
 --
 -- Reply {'ok'}, {'unknown'} (not live, and not drained), {'last'}, {'nogroup'},

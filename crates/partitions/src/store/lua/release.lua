@@ -4,7 +4,7 @@
 -- ARGV: 1 session token, 2 channel, 3 notice, 4 state time to live (ms), 5.. name,
 -- fence, cause, state, name, fence, cause, state... (cause: why the term ended,
 -- `handoff`, `drain`, `leave` or `released`; state: '' for none, else '=' then its
--- bytes). KEYS[25..]: the hand-off key of each term that leaves state, in order.
+-- bytes). KEYS[26..]: the hand-off key of each term that leaves state, in order.
 --
 -- Gives back each partition whose current term is the session's at that fence (free
 -- from now if still listed, its term's end noted for the ledger of moves, with the size
@@ -40,7 +40,7 @@ for i = 5, #ARGV, 4 do
   end
 end
 local out, gone = give_back(tok, names, fences, now, causes, sizes)
-local k = 25
+local k = 26
 for j, n in ipairs(names) do
   if states[j] then
     -- Kept only for a term whose end ENDED notes now: given back (now or by an earlier

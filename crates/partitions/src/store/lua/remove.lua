@@ -3,16 +3,16 @@
 -- ARGV: 1 mode (`strict`: an operator's; `ensure`; a list version: only while the group
 -- is at that version), 2 channel, 3 notice, 4.. names.
 --
--- Removes the names that are in the set; a held one stays with its owner, who is told
+-- Removes the names that are in the set, and their preferences; a held one stays with its owner, who is told
 -- to give it up (REVOKED) and does (and a resumed session never regrants it). Strict:
 -- nothing if one is unknown, or if the set would be empty. Waits out a restore (see
 -- add.lua). The reply of an operator's change that changed the set is kept a minute
--- under KEYS[25], for a retry (a refusal changes nothing: a retry answers anew).
+-- under KEYS[26], for a retry (a refusal changes nothing: a retry answers anew).
 --
 -- Reply {'ok', removed}, {'unknown', name}, {'last'}, {'stale'}, {'nogroup'},
 -- {'restoring', ms}.
 local mode = ARGV[1]
-local bad = expect({META, PARTITIONS, FREE, OWNERS, REVOKED, WEIGHTS, ENDED})
+local bad = expect({META, PARTITIONS, FREE, OWNERS, REVOKED, WEIGHTS, ENDED, PREFS})
 if bad then return bad end
 local again = replayed()
 if again then return again end
@@ -38,6 +38,7 @@ if #gone == 0 then return {'ok', 0} end
 redis.call('ZREM', PARTITIONS, unpack(gone))
 redis.call('ZREM', FREE, unpack(gone))
 redis.call('HDEL', ENDED, unpack(gone))
+redis.call('HDEL', PREFS, unpack(gone))
 local owners = redis.call('HMGET', OWNERS, unpack(gone))
 local revoke, unheld = {}, {}
 for j, n in ipairs(gone) do

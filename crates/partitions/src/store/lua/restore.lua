@@ -3,11 +3,13 @@
 -- ARGV: 1 step (`begin` or `add`), 2 the set's life, 3 the set's version, 4 grant
 -- delay ms, 5 how many partitions the set has; begin: 6 list version, 7 list digest,
 -- 8 lease ms, 9 highest fence, 10 weighted (1/0), 11 weights version, 12 how many
--- drained replica ids follow, then they, then name, weight, name, weight... (the first
--- chunk); add: 6.. name, weight, name, weight...
+-- drained replica ids follow, then they, then how many preferences follow, then they
+-- (partition, replica id, ...), then name, weight, name, weight... (the first chunk);
+-- add: 6.. name, weight, name, weight...
 --
 -- Begin creates the group if it does not exist, with the set's life and version, no
--- grant for the delay, the drains and highest fence it had, and the first chunk of its
+-- grant for the delay, the drains, preferences and highest fence it had, and the first
+-- chunk of its
 -- partitions (a set of up to one chunk is restored in one step). It also takes over a
 -- group created again but not granting yet (its window open) if that group was seeded
 -- from a replica's configured list, or restored from an older version of this set:
@@ -19,7 +21,7 @@
 --
 -- Reply {'ok'} or {'stale'} (another restore or seed won, or the group is granting).
 local step, life, sver = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local bad = expect(ALL)
+local bad = expect(ALL) or expect({PREFS})
 if bad then return bad end
 local now, now_us = clock()
 local m = meta()
@@ -55,7 +57,15 @@ if step == 'begin' then
     end
     redis.call('HSET', DRAINS, unpack(d))
   end
-  first = 13 + ndrains
+  local at = 13 + ndrains
+  local nprefs = tonumber(ARGV[at])
+  redis.call('DEL', PREFS)
+  if nprefs > 0 then
+    local pr = {}
+    for i = at + 1, at + 2 * nprefs do pr[#pr + 1] = ARGV[i] end
+    redis.call('HSET', PREFS, unpack(pr))
+  end
+  first = at + 1 + 2 * nprefs
 elseif not (m.exists and m.origin == 'restore' and m.life == life and m.sver == sver) then
   return {'stale'}
 end

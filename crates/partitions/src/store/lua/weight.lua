@@ -8,7 +8,7 @@
 -- to 1 makes the group unweighted again (loads are counts once more; replicas whose
 -- capacities differ still balance by load, counted from the partitions). Waits out a
 -- restore (see add.lua).
--- The reply of a weight set is kept a minute under KEYS[25], for a retry (a refusal
+-- The reply of a weight set is kept a minute under KEYS[26], for a retry (a refusal
 -- changes nothing: a retry answers anew).
 --
 -- Reply {'ok', old weight}, {'unknown'}, {'nogroup'}, {'restoring', ms}.

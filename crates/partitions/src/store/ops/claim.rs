@@ -1,5 +1,6 @@
 //! claim: new terms for a session, free partitions or regrants (`lua/claim.lua`).
 
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -40,6 +41,14 @@ pub struct ClaimRequest {
     /// The incarnation of the group the session lives in: a claim of another one is
     /// `Lost`.
     pub incarnation: String,
+    /// Free partitions preferred on this replica: taken first (oldest first), if the
+    /// group has preferences.
+    pub prefer: Vec<String>,
+    /// Take only those (a swap's first half: see `balance/prefer.rs`).
+    pub only_preferred: bool,
+    /// Members (replica id, room) that take the free partitions preferred on them: the
+    /// oldest such partitions whose weights fit into a member's room are left to it.
+    pub leave_to: Vec<(String, u64)>,
 }
 
 #[cfg(test)]
@@ -66,9 +75,16 @@ impl ClaimRequest {
             room: None,
             fallback: false,
             incarnation: incarnation.to_owned(),
+            prefer: Vec::new(),
+            only_preferred: false,
+            leave_to: Vec::new(),
         }
     }
 }
+
+/// How many free partitions past a claim's count it looks at when it leaves some to
+/// their preferred members (`claim.lua`'s `want + 255`).
+pub(crate) const PREFER_SCAN: usize = 256;
 
 /// What a claim got.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +128,17 @@ pub(crate) async fn redis(
         .iter()
         .map(|(_, f)| f.get().to_string())
         .collect();
+    let k = if req.only_preferred {
+        format!("-{}", req.prefer.len())
+    } else {
+        req.prefer.len().to_string()
+    };
+    let s = req.leave_to.len().to_string();
+    let rooms: Vec<String> = req
+        .leave_to
+        .iter()
+        .map(|(_, r)| r.min(&(1 << 52)).to_string())
+        .collect();
     let mut args = vec![
         req.replica.as_str(),
         &req.process,
@@ -124,7 +151,14 @@ pub(crate) async fn redis(
         &room,
         if req.fallback { "1" } else { "0" },
         &req.incarnation,
+        &k,
     ];
+    args.extend(req.prefer.iter().map(String::as_str));
+    args.push(&s);
+    for ((r, _), room) in req.leave_to.iter().zip(&rooms) {
+        args.push(r);
+        args.push(room);
+    }
     for ((name, _), fence) in req.regrant.iter().zip(&fences) {
         args.push(name);
         args.push(fence);
@@ -248,6 +282,34 @@ impl Group {
             take
         } else if req.count == 0 || drained {
             Vec::new()
+        } else if !self.prefs.is_empty() || req.only_preferred {
+            let candidates = self.preferred_order(req);
+            let first: Vec<String> = candidates.into_iter().take(req.count).collect();
+            let chosen = match req.room {
+                None => first,
+                Some(room) => {
+                    let mut chosen = Vec::new();
+                    let mut acc = 0;
+                    for n in &first {
+                        let w = self.weight(n);
+                        if acc + w <= room {
+                            chosen.push(n.clone());
+                            acc += w;
+                        }
+                    }
+                    if chosen.is_empty()
+                        && req.fallback
+                        && let Some(f) = first.first()
+                    {
+                        chosen.push(f.clone());
+                    }
+                    chosen
+                }
+            };
+            for n in &chosen {
+                self.remove_free(n);
+            }
+            chosen
         } else if let Some(room) = req.room {
             // Among the next `count`, oldest first: those that fit; else the first.
             let candidates: Vec<String> = self
@@ -328,6 +390,42 @@ impl Group {
             self.record_moves(&req.replica, &taken, now.ms)
         };
         self.record(req, partitions, returned, moves)
+    }
+
+    /// The twin of `claim.lua`'s `preferred_order`: the free partitions a claim with
+    /// preferences may take, in order.
+    fn preferred_order(&self, req: &ClaimRequest) -> Vec<String> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut mine: Vec<(u64, String)> = req
+            .prefer
+            .iter()
+            .filter_map(|n| {
+                let since = *self.free_since.get(n)?;
+                seen.insert(n.clone()).then(|| (since, n.clone()))
+            })
+            .collect();
+        mine.sort();
+        let mut out: Vec<String> = mine.into_iter().map(|(_, n)| n).collect();
+        if req.only_preferred {
+            return out;
+        }
+        let mut left: BTreeMap<&str, u64> = req
+            .leave_to
+            .iter()
+            .map(|(r, room)| (r.as_str(), *room))
+            .collect();
+        for (_, n) in self.free.iter().take(req.count + PREFER_SCAN) {
+            if seen.contains(n) {
+                continue;
+            }
+            let w = self.weight(n);
+            let to = self.prefs.get(n).and_then(|r| left.get_mut(r.as_str()));
+            match to {
+                Some(room) if w <= *room => *room -= w,
+                _ => out.push(n.clone()),
+            }
+        }
+        out
     }
 
     /// Keeps a claim's reply for its retry.

@@ -27,6 +27,7 @@ pub(crate) mod handoff;
 pub(crate) mod held;
 pub(crate) mod leave;
 pub(crate) mod moves;
+pub(crate) mod prefer;
 pub(crate) mod read;
 pub(crate) mod release;
 pub(crate) mod report;
@@ -178,10 +179,11 @@ pub(crate) enum OpReply {
     Remove(change::RemoveReply),
     Weight(weight::WeightReply),
     Drain(drain::DrainReply),
+    Prefer(prefer::PreferReply),
 }
 
 /// The key under which an operator's request `op` keeps its reply (the admin scripts'
-/// `KEYS[25]`).
+/// `KEYS[26]`).
 pub(crate) fn op_key(keys: &crate::keys::GroupKeys, op: &str) -> String {
     format!("{}:{{{}}}:op:{op}", keys.prefix, keys.group)
 }
@@ -240,6 +242,9 @@ mod tests {
             }),
             ("weight", include_str!("../lua/weight.lua"), |v| {
                 weight::parse(v).map(drop)
+            }),
+            ("prefer", include_str!("../lua/prefer.lua"), |v| {
+                prefer::parse(v).map(drop)
             }),
             ("restore", include_str!("../lua/restore.lua"), |v| {
                 restore::parse(v).map(drop)

@@ -10,7 +10,7 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
-use super::{count, group_script, loads, ms, roster, strings};
+use super::{count, group_script, loads, ms, pairs, roster, strings};
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::{MemberInfo, SetInfo};
@@ -42,6 +42,8 @@ pub struct SetPage {
     /// The checksum of the set's names ([`set_checksum`]); `None` for a group created
     /// by an older version of the protocol, which keeps none.
     pub checksum: Option<u64>,
+    /// Every preference (partition, replica id), on the first page only.
+    pub preferences: Vec<(String, String)>,
 }
 
 /// The checksum of a set of names, as the scripts keep it (`count_names` in
@@ -71,6 +73,8 @@ pub struct StatusHead {
     pub instances: Vec<String>,
     /// Every drained replica id (live or not).
     pub drained: Vec<String>,
+    /// Every preference (partition, replica id).
+    pub preferences: Vec<(String, String)>,
 }
 
 pub(crate) async fn owner(
@@ -126,6 +130,9 @@ pub(crate) async fn set_page(
     }
     let count = count(p.next_int()?);
     let checksum = p.next_opt_string()?.and_then(|s| s.parse().ok());
+    let mut preferences = pairs(&mut p)?;
+    // HGETALL's order is the hash's: by partition, as the twin keeps them.
+    preferences.sort();
     p.finish()?;
     Ok(Some(SetPage {
         life,
@@ -140,6 +147,7 @@ pub(crate) async fn set_page(
         names,
         count,
         checksum,
+        preferences,
     }))
 }
 
@@ -162,12 +170,16 @@ pub(crate) async fn status_head(
     set.total_weight = p.next_int()?.max(0).unsigned_abs();
     set.max_weight = p.next_int()?.max(1).unsigned_abs();
     set.weights_version = p.next_u64()?;
+    let mut preferences = pairs(&mut p)?;
+    // HGETALL's order is the hash's: by partition, as the twin keeps them.
+    preferences.sort();
     p.finish()?;
     Ok(Some(StatusHead {
         set,
         members,
         instances,
         drained,
+        preferences,
     }))
 }
 
@@ -273,6 +285,14 @@ impl Group {
                 .collect(),
             count: m.count,
             checksum: m.ssum,
+            preferences: if offset == 0 {
+                self.prefs
+                    .iter()
+                    .map(|(p, r)| (p.clone(), r.clone()))
+                    .collect()
+            } else {
+                Vec::new()
+            },
         })
     }
 
@@ -289,6 +309,11 @@ impl Group {
             members,
             instances,
             drained: self.drains.iter().cloned().collect(),
+            preferences: self
+                .prefs
+                .iter()
+                .map(|(p, r)| (p.clone(), r.clone()))
+                .collect(),
         })
     }
 
@@ -375,6 +400,7 @@ mod tests {
             weighted: false,
             weights_version: 0,
             drained: Vec::new(),
+            preferences: Vec::new(),
             names: vec![("a".to_owned(), 1)],
         };
         store.restore(&k, &begin).await.unwrap();

@@ -41,6 +41,8 @@ pub enum RestoreStep {
         weighted: bool,
         weights_version: u64,
         drained: Vec<String>,
+        /// Every preference (partition, replica id) the copy carried.
+        preferences: Vec<(String, String)>,
         names: Vec<(String, u64)>,
     },
     /// Puts these partitions (with their weights) in, while the group is this restore's.
@@ -78,6 +80,7 @@ pub(crate) async fn redis(
             weighted,
             weights_version,
             drained,
+            preferences,
             names,
             ..
         } => {
@@ -91,6 +94,11 @@ pub(crate) async fn redis(
                 drained.len().to_string(),
             ]);
             args.extend(drained.iter().cloned());
+            args.push(preferences.len().to_string());
+            for (p, r) in preferences {
+                args.push(p.clone());
+                args.push(r.clone());
+            }
             names
         }
         RestoreStep::Add { names, .. } => names,
@@ -128,6 +136,7 @@ impl Group {
                 weighted,
                 weights_version,
                 drained,
+                preferences,
                 names,
             } => {
                 let (after, fmax, server_after, checked) = match &self.meta {
@@ -187,6 +196,7 @@ impl Group {
                     bused: 0,
                 });
                 self.drains = drained.iter().cloned().collect();
+                self.prefs = preferences.iter().cloned().collect();
                 self.restore_names(names, now);
                 true
             }

@@ -6,9 +6,12 @@ local FREE, OWNERS, FENCES, HELD, DEAD = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEY
 local REVOKED, DRAINS, SINCE, INFO, WEIGHTS = KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15]
 local LOADS, CAPACITY, HOLDERS, HEIRS, ACKS = KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20]
 local ROSTER, CHANGES, ENDED, MOVES = KEYS[21], KEYS[22], KEYS[23], KEYS[24]
--- An admin change's reply, kept a minute for a retry of the same request (KEYS[25],
+-- Preferences (partition -> replica id): not in ALL, so that a script that never reads
+-- them (a tick) does not check their type either.
+local PREFS = KEYS[25]
+-- An admin change's reply, kept a minute for a retry of the same request (KEYS[26],
 -- passed by the admin scripts only).
-local OP = KEYS[25]
+local OP = KEYS[26]
 
 -- Every key with the type the group keeps in it.
 local TYPES = {
@@ -18,6 +21,7 @@ local TYPES = {
   [SINCE] = 'hash', [INFO] = 'hash', [WEIGHTS] = 'zset', [LOADS] = 'hash',
   [CAPACITY] = 'hash', [HOLDERS] = 'hash', [HEIRS] = 'hash', [ACKS] = 'hash',
   [ROSTER] = 'hash', [CHANGES] = 'zset', [ENDED] = 'hash', [MOVES] = 'stream',
+  [PREFS] = 'hash',
 }
 local ALL = {
   MEMBERS, SESSIONS, STATES, META, PARTITIONS, FREE, OWNERS, FENCES, HELD, DEAD,

@@ -1,0 +1,95 @@
+//! prefer: one partition's preferred replica, set or removed (`lua/prefer.lua`).
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use leasehold_election::ext::{LuaScript, Parse};
+use leasehold_election::{RedisStore, StoreError};
+use redis::Value;
+
+use super::{OpReply, group_script, keys_with_op, ms};
+use crate::keys::GroupKeys;
+use crate::store::memory::{Group, Now};
+
+pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("prefer.lua");
+
+/// What setting or removing a preference did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PreferReply {
+    /// Done; the replica id preferred before (`None`: none).
+    Set(Option<String>),
+    /// The partition is not in the set.
+    Unknown,
+    /// The group does not exist.
+    NoGroup,
+    /// The group was just created again: try again after this long.
+    Restoring(Duration),
+}
+
+pub(crate) async fn redis(
+    store: &RedisStore,
+    keys: &GroupKeys,
+    op: Option<&str>,
+    partition: &str,
+    replica: Option<&str>,
+) -> Result<PreferReply, StoreError> {
+    let args = [
+        partition,
+        replica.unwrap_or(""),
+        &keys.channel,
+        &keys.notice,
+    ];
+    let all = keys_with_op(keys, op);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    parse(store.eval(&SCRIPT, &all, &args).await?)
+}
+
+/// The reply of `lua/prefer.lua`.
+pub(super) fn parse(reply: Value) -> Result<PreferReply, StoreError> {
+    let mut p = Parse::new("prefer", reply);
+    let r = match p.next_string()?.as_str() {
+        "ok" => PreferReply::Set(Some(p.next_string()?).filter(|s| !s.is_empty())),
+        "unknown" => PreferReply::Unknown,
+        "nogroup" => PreferReply::NoGroup,
+        "restoring" => PreferReply::Restoring(ms(p.next_int()?)),
+        other => return Err(StoreError::Protocol(format!("prefer replied {other:?}"))),
+    };
+    p.finish()?;
+    Ok(r)
+}
+
+impl Group {
+    /// The twin of `lua/prefer.lua`; whether to publish the notice.
+    pub(crate) fn prefer(
+        &mut self,
+        op: Option<&str>,
+        partition: &str,
+        replica: Option<&str>,
+        now: Now,
+    ) -> (PreferReply, bool) {
+        if let Some(OpReply::Prefer(r)) = self.replayed(op, now) {
+            return (r, false);
+        }
+        if self.meta.is_none() {
+            return (PreferReply::NoGroup, false);
+        }
+        if let Some(wait) = self.restoring(now) {
+            return (PreferReply::Restoring(wait), false);
+        }
+        if !self.positions.contains_key(partition) {
+            return (PreferReply::Unknown, false);
+        }
+        let old = self.prefs.get(partition).cloned();
+        let changed = old.as_deref() != replica;
+        if changed {
+            match replica {
+                Some(r) => self.prefs.insert(partition.to_owned(), r.to_owned()),
+                None => self.prefs.remove(partition),
+            };
+            self.bump_set();
+        }
+        let r = PreferReply::Set(old);
+        self.answer(op, OpReply::Prefer(r.clone()), now);
+        (r, changed)
+    }
+}
