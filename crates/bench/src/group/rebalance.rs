@@ -9,7 +9,9 @@
 //! 2. Kill: SIGKILL one replica; time until the survivors own every one of its
 //!    partitions (the last survivor's `owned` line), and until balanced.
 //! 3. Join: start a new replica; time until balanced again, and how many partitions
-//!    changed owner (`owned` lines after the spawn).
+//!    changed owner (`owned` lines after the spawn, until a whole lease passes with no
+//!    move: a weighted group may refine within its bound after it is balanced; the
+//!    final placement and loads are read then).
 //!
 //! From the cold start on, with `--hand-off-bytes`: the state handed over across
 //! planned moves (the cold start's and the join's hand-offs; the kill's take-overs are
@@ -371,7 +373,18 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     fleet.log.reset_milestones();
     let (_, join_ms) = converge(fleet, "join", join_us, limit).await?;
     let join_confirmed_ms = confirm(fleet, "join", join_us, limit, &balance).await?;
-    tokio::time::sleep(lease).await;
+    // At rest: a weighted group may still refine within its bound after the join is
+    // confirmed; the final placement is read once a whole lease passed with no move
+    // (at most `limit` after the join).
+    let mut seen = OwnerChanges::count(&fleet.log.snapshot(), join_us, now_us()).changes;
+    loop {
+        tokio::time::sleep(lease).await;
+        let now = OwnerChanges::count(&fleet.log.snapshot(), join_us, now_us()).changes;
+        if now == seen || now_us().saturating_sub(join_us) > limit.as_micros() as u64 {
+            break;
+        }
+        seen = now;
+    }
     let log = fleet.log.snapshot();
     let moved = OwnerChanges::count(&log, join_us, now_us());
     let moved_weight = loads.as_ref().and(args.weights).map(|_| {
