@@ -354,8 +354,7 @@ fn refine(
             Some((l - s, m.replica.as_str(), l, m.held as i128, s))
         })
         .collect();
-    let Some(&(d_j, j, ..)) = dev.iter().min_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1)))
-    else {
+    let Some(&(d_j, j, ..)) = dev.iter().min_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(b.1))) else {
         return nothing;
     };
     // The giver: one above its share that can help j, which every replica must pick
@@ -766,7 +765,10 @@ mod tests {
             let &(di, i) = dev.iter().find(|d| (d.0 - top).abs() < 1e-9).unwrap();
             let &(dj, j) = dev.iter().min_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
             // Every member within 5 % of its share: the group counts as balanced.
-            if dev.iter().all(|&(d, k)| d.abs() * 20.0 <= shares[k].1 + 1e-9) {
+            if dev
+                .iter()
+                .all(|&(d, k)| d.abs() * 20.0 <= shares[k].1 + 1e-9)
+            {
                 return Ok(());
             }
             let lightest = self.reps[i].held.as_ref().unwrap().values().copied().min();
