@@ -1038,6 +1038,71 @@ mod tests {
         assert_eq!(w.free().len(), 4);
     }
 
+    fn member(id: &str, load: u64, held: usize) -> Loaded {
+        Loaded {
+            replica: id.into(),
+            load: Some(load),
+            held,
+            capacity: 1,
+        }
+    }
+
+    /// Nobody under (w_S is 40), nothing free: the giver (60 against a share of 28)
+    /// hands both members below their share (12 each, rooms of 16) a partition of 10
+    /// in the same round, not only the one furthest below; a third would fit no room.
+    #[test]
+    fn a_refining_round_hands_every_member_below_its_share_what_fits() {
+        let mine: Vec<(usize, u64)> = (0..6).map(|i| (i, 10)).collect();
+        let members = [
+            member("r00", 60, 6),
+            member("r01", 12, 3),
+            member("r02", 12, 3),
+        ];
+        let totals = Totals {
+            weight: 84,
+            max_weight: 40,
+            unowned: 0,
+        };
+        let plan = weighted_plan("r00", 60, &mine, false, 1, &members, totals);
+        assert_eq!(plan.shed, [0, 1]);
+        // The takers claim up to their share: each has room for one.
+        let taker = weighted_plan("r01", 12, &[], false, 1, &members, totals);
+        assert_eq!((taker.room, taker.shed.len()), (16, 0));
+    }
+
+    /// Within 5 % of every share nothing is refined, though a partition of 1 would
+    /// fit both the giver's excess and the taker's room; 6 % out, it is.
+    #[test]
+    fn nothing_is_refined_within_five_percent_of_every_share() {
+        let mine: Vec<(usize, u64)> = (0..20).map(|i| (i, 1)).chain([(20, 81)]).collect();
+        let totals = Totals {
+            weight: 303,
+            max_weight: 81,
+            unowned: 0,
+        };
+        let members = [
+            member("r00", 101, 21),
+            member("r01", 101, 21),
+            member("r02", 101, 21),
+        ];
+        let balanced = |loads: [u64; 3]| {
+            let m: Vec<Loaded> = members
+                .iter()
+                .zip(loads)
+                .map(|(m, l)| Loaded {
+                    load: Some(l),
+                    ..m.clone()
+                })
+                .collect();
+            weighted_plan("r00", loads[0], &mine, false, 1, &m, totals).shed
+        };
+        // Shares of 101: 105 is 4 % above, 97 4 % below.
+        assert!(balanced([105, 99, 99]).is_empty());
+        assert!(balanced([105, 101, 97]).is_empty());
+        // 107 is 6 % above: it hands over what fits the others' rooms of 3 and 3.
+        assert_eq!(balanced([107, 98, 98]).len(), 6);
+    }
+
     #[test]
     fn stable_views_are_left_alone() {
         let mut w = World::new(vec![5, 3, 3, 2, 2, 1, 1, 1], &[1, 1, 1]);
