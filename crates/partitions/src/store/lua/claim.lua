@@ -71,6 +71,21 @@ at = at + k + 1
 for i = at + 1, at + 2 * tonumber(ARGV[at]), 2 do skip[ARGV[i]] = tonumber(ARGV[i + 1]) end
 at = at + 2 * tonumber(ARGV[at]) + 1
 local names, regrant, returned = {}, #ARGV >= at, {}
+-- Of `cand` (free partitions, in the order to take them): with no room (-1) all of
+-- them; else those whose weights fit into the room together, or, if none does and
+-- the fallback is on, the first.
+local function fitting(cand)
+  if room < 0 then return cand end
+  local ws, acc, out = weights_of(cand), 0, {}
+  for j, n in ipairs(cand) do
+    if acc + ws[j] <= room then
+      out[#out + 1] = n
+      acc = acc + ws[j]
+    end
+  end
+  if #out == 0 and #cand > 0 and ARGV[10] == '1' then out[1] = cand[1] end
+  return out
+end
 -- With preferences: the free partitions this claim may take, in the order it takes
 -- them (see the header).
 local function preferred_order()
@@ -142,37 +157,15 @@ if regrant then
     if flags[j] == 1 then returned[#returned + 1] = n end
   end
 elseif want > 0 and not drained and (only or redis.call('HLEN', PREFS) > 0) then
-  local cand = preferred_order()
-  if room < 0 then
-    for j = 1, math.min(want, #cand) do names[j] = cand[j] end
-  else
-    local first = {}
-    for j = 1, math.min(want, #cand) do first[j] = cand[j] end
-    local ws = weights_of(first)
-    local acc = 0
-    for j, n in ipairs(first) do
-      if acc + ws[j] <= room then
-        names[#names + 1] = n
-        acc = acc + ws[j]
-      end
-    end
-    if #names == 0 and #first > 0 and ARGV[10] == '1' then names[1] = first[1] end
-  end
+  local cand, first = preferred_order(), {}
+  for j = 1, math.min(want, #cand) do first[j] = cand[j] end
+  names = fitting(first)
   if #names > 0 then redis.call('ZREM', FREE, unpack(names)) end
 elseif want > 0 and not drained and room < 0 then
   local popped = redis.call('ZPOPMIN', FREE, want)
   for i = 1, #popped, 2 do names[#names + 1] = popped[i] end
 elseif want > 0 and not drained then
-  local cand = redis.call('ZRANGE', FREE, 0, want - 1)
-  local ws = weights_of(cand)
-  local acc = 0
-  for j, n in ipairs(cand) do
-    if acc + ws[j] <= room then
-      names[#names + 1] = n
-      acc = acc + ws[j]
-    end
-  end
-  if #names == 0 and #cand > 0 and ARGV[10] == '1' then names[1] = cand[1] end
+  names = fitting(redis.call('ZRANGE', FREE, 0, want - 1))
   if #names > 0 then redis.call('ZREM', FREE, unpack(names)) end
 end
 local out, moved_info = {}, {}

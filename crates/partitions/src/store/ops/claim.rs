@@ -287,24 +287,7 @@ impl Group {
             let first: Vec<String> = candidates.into_iter().take(req.count).collect();
             let chosen = match req.room {
                 None => first,
-                Some(room) => {
-                    let mut chosen = Vec::new();
-                    let mut acc = 0;
-                    for n in &first {
-                        let w = self.weight(n);
-                        if acc + w <= room {
-                            chosen.push(n.clone());
-                            acc += w;
-                        }
-                    }
-                    if chosen.is_empty()
-                        && req.fallback
-                        && let Some(f) = first.first()
-                    {
-                        chosen.push(f.clone());
-                    }
-                    chosen
-                }
+                Some(room) => self.fitting(first, room, req.fallback),
             };
             for n in &chosen {
                 self.remove_free(n);
@@ -318,21 +301,7 @@ impl Group {
                 .take(req.count)
                 .map(|(_, n)| n.clone())
                 .collect();
-            let mut chosen = Vec::new();
-            let mut acc = 0;
-            for n in &candidates {
-                let w = self.weight(n);
-                if acc + w <= room {
-                    chosen.push(n.clone());
-                    acc += w;
-                }
-            }
-            if chosen.is_empty()
-                && req.fallback
-                && let Some(first) = candidates.first()
-            {
-                chosen.push(first.clone());
-            }
+            let chosen = self.fitting(candidates, room, req.fallback);
             for n in &chosen {
                 self.remove_free(n);
             }
@@ -390,6 +359,28 @@ impl Group {
             self.record_moves(&req.replica, &taken, now.ms)
         };
         self.record(req, partitions, returned, moves)
+    }
+
+    /// The twin of `claim.lua`'s `fitting`: of `candidates` (in the order to take
+    /// them), those whose weights fit into `room` together, or, if none does and
+    /// `fallback` is on, the first.
+    fn fitting(&self, candidates: Vec<String>, room: u64, fallback: bool) -> Vec<String> {
+        let mut chosen = Vec::new();
+        let mut acc = 0;
+        for n in &candidates {
+            let w = self.weight(n);
+            if acc + w <= room {
+                chosen.push(n.clone());
+                acc += w;
+            }
+        }
+        if chosen.is_empty()
+            && fallback
+            && let Some(first) = candidates.into_iter().next()
+        {
+            chosen.push(first);
+        }
+        chosen
     }
 
     /// The twin of `claim.lua`'s `preferred_order`: the free partitions a claim with
