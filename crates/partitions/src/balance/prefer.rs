@@ -386,6 +386,29 @@ mod tests {
 
     /// A count-rule group at rest (every replica within floor and cap, nothing free),
     /// with random preferences: moves back one at a time, by whoever wants to first.
+    /// The first member (in id order) whose `hand_back` names a partition moves it to
+    /// the member it is preferred on; whether one did.
+    fn move_back_once(
+        owner: &mut [usize],
+        ids: &[String],
+        weight: impl Fn(usize) -> u64,
+        prefs: &[Option<usize>],
+        s: &Standings,
+    ) -> bool {
+        for (h, id) in ids.iter().enumerate() {
+            let mine: Vec<(usize, u64)> = (0..owner.len())
+                .filter(|&i| owner[i] == h)
+                .map(|i| (i, weight(i)))
+                .collect();
+            let pref = |i: usize| prefs[i].map(|r| ids[r].as_str());
+            if let Some(i) = hand_back(id, &mine, pref, s) {
+                owner[i] = prefs[i].unwrap();
+                return true;
+            }
+        }
+        false
+    }
+
     fn settle_counts(owner: &mut [usize], n: usize, prefs: &[Option<usize>]) -> usize {
         let p = owner.len();
         let ids: Vec<String> = (0..n).map(|k| format!("r{k}")).collect();
@@ -418,18 +441,7 @@ mod tests {
                 .collect();
             let s = count_standings(p, &view, 0, &eligible);
             let before = (sq(owner), off(owner));
-            let mut moved = false;
-            for (h, id) in ids.iter().enumerate() {
-                let mine: Vec<(usize, u64)> =
-                    (0..p).filter(|&i| owner[i] == h).map(|i| (i, 1)).collect();
-                let pref = |i: usize| prefs[i].map(|r| ids[r].as_str());
-                if let Some(i) = hand_back(id, &mine, pref, &s) {
-                    owner[i] = prefs[i].unwrap();
-                    moved = true;
-                    break;
-                }
-            }
-            if !moved {
+            if !move_back_once(owner, &ids, |_| 1, prefs, &s) {
                 return moves;
             }
             moves += 1;
@@ -501,20 +513,7 @@ mod tests {
                     .collect()
             };
             let isolated_before = isolated(owner);
-            let mut moved = false;
-            for (h, id) in ids.iter().enumerate() {
-                let mine: Vec<(usize, u64)> = (0..owner.len())
-                    .filter(|&i| owner[i] == h)
-                    .map(|i| (i, weights[i]))
-                    .collect();
-                let pref = |i: usize| prefs[i].map(|r| ids[r].as_str());
-                if let Some(i) = hand_back(id, &mine, pref, &s) {
-                    owner[i] = prefs[i].unwrap();
-                    moved = true;
-                    break;
-                }
-            }
-            if !moved {
+            if !move_back_once(owner, &ids, |i| weights[i], prefs, &s) {
                 return moves;
             }
             moves += 1;
