@@ -34,6 +34,8 @@ pub struct Leadership {
     deadline: Arc<Deadline>,
     /// Why the term ended, set before `cancel` fires.
     reason: Arc<OnceLock<TermEndReason>>,
+    /// The replica a planned move hands the duty to, set before `reason`.
+    successor: Arc<OnceLock<Arc<str>>>,
     /// State handed over from the previous term, and left for the next.
     hand_off: Arc<HandOffSlot>,
     /// Where this term's load reports go (nowhere unless a coordinator attached a cell).
@@ -110,6 +112,7 @@ impl Leadership {
             cancel,
             deadline: Arc::new(Deadline::new(deadline)),
             reason: Arc::new(OnceLock::new()),
+            successor: Arc::new(OnceLock::new()),
             hand_off: Arc::new(HandOffSlot::new(hand_offs)),
             load: Arc::default(),
         }
@@ -178,6 +181,26 @@ impl Leadership {
     /// Records why the term ended (the first reason wins), before the elector cancels it.
     pub(crate) fn set_end_reason(&self, reason: &TermEndReason) {
         let _ = self.reason.set(reason.clone());
+    }
+
+    /// The replica this term hands its duty to, for a planned move to a known replica
+    /// (in a partition group, a hand-over that evens out the group names the member
+    /// with room that is to claim the partition next); `None` while the term runs, and
+    /// for every other end. Known as soon as [`end_reason`](Self::end_reason) is, so a
+    /// duty can tailor what it [`hand_off`](Self::hand_off)s (or warm its successor
+    /// through its own channels).
+    ///
+    /// It names who the move is *for*: the next term may still go to another replica
+    /// (the receiver died, or did not claim in time), and
+    /// [`handed_over`](Self::handed_over) on the next owner is what says whether state
+    /// arrived.
+    pub fn successor(&self) -> Option<&str> {
+        self.successor.get().map(|s| &**s)
+    }
+
+    /// Records the replica a planned move hands the duty to, before the end reason.
+    pub(crate) fn set_successor(&self, successor: Arc<str>) {
+        let _ = self.successor.set(successor);
     }
 
     /// A token that fires when the elector ends the term (to pass into other tasks).

@@ -29,6 +29,8 @@ pub struct ElectorHandle {
 pub(super) struct Control {
     /// Why the shutdown that follows ends the term (default: `Shutdown`).
     pub(super) stop_reason: Mutex<Option<TermEndReason>>,
+    /// The replica that shutdown hands the duty to, if named.
+    pub(super) successor: Mutex<Option<Arc<str>>>,
     /// Bumped by every `step_down()`; a term started before the bump ends.
     pub(super) step_downs: watch::Sender<u64>,
 }
@@ -87,6 +89,19 @@ impl ElectorHandle {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Some(reason);
         self.shutdown.cancel();
+    }
+
+    /// Like [`stop_because`](Self::stop_because), naming the replica the duty is handed
+    /// to: the term's [`Leadership::successor`](crate::Leadership::successor). For
+    /// Leasehold's own crates: a partition handed to a named receiver.
+    #[doc(hidden)]
+    pub fn stop_handing_to(&self, reason: TermEndReason, successor: Arc<str>) {
+        *self
+            .control
+            .successor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(successor);
+        self.stop_because(reason);
     }
 
     /// Steps down voluntarily so that another replica leads: the current term ends

@@ -332,6 +332,15 @@ where
             .unwrap_or(TermEndReason::Shutdown)
     }
 
+    /// The replica a `stop_handing_to` named, taken once.
+    fn take_successor(&self) -> Option<Arc<str>> {
+        self.control
+            .successor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
     /// Returns true if shutdown was requested while sleeping.
     async fn sleep_unless_shutdown(&self, d: Duration) -> bool {
         let until = Instant::now() + d;

@@ -133,6 +133,11 @@ where
                 }
             }
         };
+        if reason.is_planned()
+            && let Some(to) = self.take_successor()
+        {
+            leadership.set_successor(to);
+        }
         leadership.set_end_reason(&reason);
         self.step_down(
             &leadership,

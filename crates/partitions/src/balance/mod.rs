@@ -7,5 +7,6 @@
 
 pub(crate) mod plan;
 pub(crate) mod prefer;
+pub(crate) mod receive;
 pub(crate) mod weighted;
 pub(crate) mod whatif;

@@ -5,7 +5,7 @@
 //! renewal answer is handed to the electors before anything else is done with a tick's
 //! reply.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -231,7 +231,7 @@ pub(crate) struct Driver<B, F> {
     /// Why this replica asked a running term to end (by partition index and fence),
     /// for the ledger of moves its release writes; forgotten when the term's elector
     /// ends. A term ended by its callback (or a step-down) is `Released`.
-    causes: HashMap<(usize, Fence), MoveCause>,
+    causes: HashMap<(usize, Fence), (MoveCause, Option<String>)>,
     /// What the claim that granted a term said of the partition's previous term, until
     /// the term's elector starts (it decides what the term is offered of the state the
     /// previous one handed off). A term not here was regranted to its session.
@@ -423,7 +423,11 @@ where
                 }
                 Action::Claim(claim) => self.send_claim(claim),
                 Action::Start { index, fence, sent } => self.start(index, fence, sent),
-                Action::Stop { indices, reason } => self.stop(indices, reason),
+                Action::Stop {
+                    indices,
+                    reason,
+                    to,
+                } => self.stop(indices, reason, &to),
                 Action::StopAll { .. } => {
                     self.stopped_all = true;
                     self.slots.stop_all();
@@ -457,7 +461,7 @@ where
         done
     }
 
-    fn stop(&mut self, indices: Vec<usize>, reason: StopReason) {
+    fn stop(&mut self, indices: Vec<usize>, reason: StopReason, to: &BTreeMap<usize, String>) {
         let (why, counted, cause) = match reason {
             StopReason::Rebalance => (TermEndReason::HandedOff, true, MoveCause::HandOff),
             StopReason::Drained => (TermEndReason::Drained, false, MoveCause::Drain),
@@ -465,14 +469,18 @@ where
             StopReason::Leave => (TermEndReason::Shutdown, false, MoveCause::Leave),
         };
         for i in indices {
+            let receiver = to.get(&i);
             if let Some(fence) = self.slots.fence(i) {
-                self.causes.entry((i, fence)).or_insert(cause);
+                self.causes
+                    .entry((i, fence))
+                    .or_insert_with(|| (cause, receiver.cloned()));
             }
-            debug!(partition = %self.names.get(i), reason = why.label(), "handing a partition over");
+            debug!(partition = %self.names.get(i), reason = why.label(), to = receiver.map(String::as_str), "handing a partition over");
             if counted {
                 counter!(m::HANDOFFS, &self.labels.pair()).increment(1);
             }
-            self.slots.stop_because(i, why.clone());
+            self.slots
+                .stop_because(i, why.clone(), receiver.map(String::as_str));
         }
         let handoffs = self.state.handoffs();
         self.view.send_if_modified(|v| {
@@ -956,26 +964,26 @@ where
             .iter_mut()
             .map(|p| {
                 let i = self.names.intern(&p.partition);
-                let cause =
-                    self.causes
-                        .get(&(i, p.fence))
-                        .copied()
-                        .unwrap_or(if self.stopped_all {
-                            MoveCause::Leave
-                        } else {
-                            MoveCause::Released
-                        });
+                let (cause, to) = self.causes.get(&(i, p.fence)).cloned().unwrap_or((
+                    if self.stopped_all {
+                        MoveCause::Leave
+                    } else {
+                        MoveCause::Released
+                    },
+                    None,
+                ));
                 GivenBack {
                     term: (p.partition.to_string(), p.fence),
                     cause,
                     state: p.state.take(),
+                    to,
                 }
             })
             .collect();
         let (store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
-        let state_ttl = self.config.hand_off_ttl;
+        let (state_ttl, hold) = (self.config.hand_off_ttl, self.config.renew_interval);
         self.release = Some(Box::pin(async move {
-            let reply = timeout(limit, store.release(&keys, &token, &terms, state_ttl))
+            let reply = timeout(limit, store.release(&keys, &token, &terms, state_ttl, hold))
                 .await
                 .unwrap_or(Err(StoreError::Timeout(limit)));
             (batch, reply)

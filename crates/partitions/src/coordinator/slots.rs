@@ -62,10 +62,13 @@ impl Slots {
     }
 
     /// Asks the elector of `index` to step down gracefully, the term ending with
-    /// `reason`.
-    pub(crate) fn stop_because(&self, index: usize, reason: TermEndReason) {
+    /// `reason` (and handing the partition to `to`, if named).
+    pub(crate) fn stop_because(&self, index: usize, reason: TermEndReason, to: Option<&str>) {
         if let Some((_, h)) = self.running.get(&index) {
-            h.stop_because(reason);
+            match to {
+                Some(to) => h.stop_handing_to(reason, to.into()),
+                None => h.stop_because(reason),
+            }
         }
     }
 

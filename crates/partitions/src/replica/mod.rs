@@ -71,6 +71,7 @@ use crate::balance::plan::{Member, Plan, plan};
 use crate::balance::prefer::{
     Standings, count_standings, hand_back, leave_to, shed_first, swap_claim, weighted_standings,
 };
+use crate::balance::receive::receivers;
 use crate::balance::weighted::{Loaded, Totals, WeightedPlan, weighted_plan};
 use crate::store::CLAIM_BATCH;
 use crate::store::protocol::{
@@ -139,10 +140,12 @@ pub(crate) enum Action {
         fence: Fence,
         sent: Instant,
     },
-    /// Hand these partitions over gracefully (cancel, grace, release).
+    /// Hand these partitions over gracefully (cancel, grace, release), those named in
+    /// `to` to that replica (reserved for it for a while: [`crate::balance::receive`]).
     Stop {
         indices: Vec<usize>,
         reason: StopReason,
+        to: BTreeMap<usize, String>,
     },
     /// Stop every elector (leaving; with `keep`, without releasing).
     StopAll { keep: bool },
@@ -732,6 +735,7 @@ impl ReplicaState {
         vec![Action::Stop {
             indices: stop,
             reason: StopReason::Removed,
+            to: BTreeMap::new(),
         }]
     }
 
@@ -865,6 +869,7 @@ impl ReplicaState {
                 actions.push(Action::Stop {
                     indices: all,
                     reason: StopReason::Drained,
+                    to: BTreeMap::new(),
                 });
             }
             // Unserved terms are given back by a regrant.
@@ -1057,15 +1062,67 @@ impl ReplicaState {
             if chosen.len() == limit {
                 break;
             }
+            let weight = self.weight_of(i);
             if self.ledger.stop(i, StopReason::Rebalance) {
-                chosen.push(i);
+                chosen.push((i, weight));
             }
         }
         self.handoffs += chosen.len() as u64;
+        let to = self.receivers(&chosen);
         (!chosen.is_empty()).then_some(Action::Stop {
-            indices: chosen,
+            indices: chosen.into_iter().map(|(i, _)| i).collect(),
             reason: StopReason::Rebalance,
+            to,
         })
+    }
+
+    /// Names a receiver for each of `handed` (index, weight) that a member has room
+    /// for ([`receivers`]), from the last tick's view of every member.
+    fn receivers(&self, handed: &[(usize, u64)]) -> BTreeMap<usize, String> {
+        if handed.is_empty() {
+            return BTreeMap::new();
+        }
+        let standings = match &self.wplan {
+            Some(_) => {
+                let set = self.view.set.as_ref();
+                let everyone = self
+                    .view
+                    .loaded
+                    .iter()
+                    .map(|m| m.replica.as_str())
+                    .collect();
+                weighted_standings(
+                    &self.view.loaded,
+                    Totals {
+                        weight: set.map_or(0, |s| s.total_weight),
+                        max_weight: set.map_or(1, |s| s.max_weight),
+                        unowned: self.view.unowned,
+                    },
+                    &everyone,
+                )
+            }
+            None => {
+                let everyone = self
+                    .view
+                    .members
+                    .iter()
+                    .map(|m| (m.replica.as_str(), 0))
+                    .collect();
+                count_standings(
+                    self.partitions(),
+                    &self.view.members,
+                    self.view.unowned,
+                    &everyone,
+                )
+            }
+        };
+        let prefs = &self.prefs;
+        receivers(
+            &self.s.replica,
+            handed,
+            |i| prefs.get(&i).map(String::as_str),
+            &standings,
+        )
     }
 
     /// The move budget granted `granted` of what the hand-overs of `indices` asked for

@@ -609,12 +609,18 @@ fn hand_overs_need_two_ticks_in_a_row_and_then_wait_out_a_cooldown() {
         Action::Stop {
             indices: chosen,
             reason: StopReason::Rebalance,
+            to,
         },
     ] = second.as_slice()
     else {
         panic!("{second:?}");
     };
     assert_eq!(chosen.len(), 2, "a hands over its half of c's floor");
+    assert_eq!(
+        to.iter().map(|(i, r)| (*i, r.as_str())).collect::<Vec<_>>(),
+        chosen.iter().map(|&i| (i, "c")).collect::<Vec<_>>(),
+        "both named for c, the member with room"
+    );
     assert_eq!(sim.st.handoffs(), 2);
     // Counts lag behind the hand-over: no second one during the cooldown, even with
     // the imbalance seen twice more.
@@ -670,6 +676,7 @@ fn with_a_move_budget_a_hand_over_asks_for_it_first_and_makes_only_what_it_grant
         Action::Stop {
             indices: chosen,
             reason: StopReason::Rebalance,
+            ..
         },
     ] = stops.as_slice()
     else {
@@ -1171,13 +1178,19 @@ fn a_removed_partition_is_handed_back_and_a_drained_replica_hands_everything_ove
         actions,
         vec![Action::Stop {
             indices: vec![1],
-            reason: StopReason::Removed
+            reason: StopReason::Removed,
+            to: BTreeMap::new(),
         }]
     );
     let mut r = sim.reply(SessionReply::Live, view(), 0);
     r.drained = true;
     let (_, actions) = sim.tick(r);
-    let [Action::Stop { indices, reason }] = actions.as_slice() else {
+    let [
+        Action::Stop {
+            indices, reason, ..
+        },
+    ] = actions.as_slice()
+    else {
         panic!("{actions:?}");
     };
     assert_eq!(*reason, StopReason::Drained);

@@ -279,13 +279,14 @@ impl Protocol for Link {
         session: &str,
         terms: &[GivenBack],
         state_ttl: Duration,
+        hold: Duration,
     ) -> Result<Vec<bool>, StoreError> {
         let (k, t, n) = (keys.clone(), session.to_owned(), terms.to_vec());
         self.call(
             || format!("release {session} {terms:?}"),
             move |s| {
                 let (k, t, n) = (k.clone(), t.clone(), n.clone());
-                async move { s.release(&k, &t, &n, state_ttl).await }
+                async move { s.release(&k, &t, &n, state_ttl, hold).await }
             },
         )
         .await

@@ -18,6 +18,8 @@ use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 
 const TTL: Duration = Duration::from_secs(5);
+/// How long a partition handed to a named receiver is reserved for it.
+const HOLD: Duration = Duration::from_millis(500);
 
 /// The group's incarnation as the last tick reply `shape` saw it: the script's replicas
 /// tick and claim in it (a step that means another says so).
@@ -272,8 +274,10 @@ async fn loads<B: Protocol>(b: &B) -> Vec<String> {
                 term: (p.clone(), f),
                 cause: MoveCause::HandOff,
                 state: None,
+                to: None,
             }],
             TTL,
+            HOLD,
         )
         .await
         .unwrap();
@@ -422,6 +426,7 @@ fn handed(terms: &[Term]) -> Vec<GivenBack> {
             term: t.clone(),
             cause: MoveCause::HandOff,
             state: Some(format!("state of {}", t.0).into_bytes()),
+            to: None,
         })
         .collect()
 }
@@ -595,12 +600,15 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     let mut both = a_terms.clone();
     both.push(p3.clone());
     both.push(a_terms[0].clone());
-    let r = b.release(&k, a, &handed(&both), TTL).await.unwrap();
+    let r = b.release(&k, a, &handed(&both), TTL, HOLD).await.unwrap();
     log(
         "a releases its own (twice in one batch) and b's p3",
         format!("{r:?}"),
     );
-    let r = b.release(&k, a, &handed(&a_terms), TTL).await.unwrap();
+    let r = b
+        .release(&k, a, &handed(&a_terms), TTL, HOLD)
+        .await
+        .unwrap();
     log("a releases them again", format!("{r:?}"));
     let r = b.held(&k, a).await.unwrap();
     log("a holds", format!("{}", r.len()));
@@ -661,7 +669,7 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     let b_terms = b.held(&k, b1).await.unwrap();
     // A late release of a's old term of p0 (b holds p0 now) touches nothing.
     let r = b
-        .release(&k, b1, &handed(&[a_terms[0].clone()]), TTL)
+        .release(&k, b1, &handed(&[a_terms[0].clone()]), TTL, HOLD)
         .await
         .unwrap();
     log("a release of another term", format!("{r:?}"));
@@ -1192,6 +1200,125 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
     out
 }
 
+/// Hand-overs to a named receiver: reserved for it for the hold (others' claims skip
+/// the partition, its own take it first), free to anyone after; a repeated release
+/// reserves nothing once the next term has started.
+async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
+    let k = GroupKeys::new("leasehold", "reserved");
+    let mut out = Vec::new();
+    let mut ranks = Ranks::default();
+    let seed = Change::Seed {
+        life: "life-r".into(),
+        grant_delay: Duration::from_millis(1),
+        lease: TTL,
+    };
+    b.add(&k, &seed, &names(&["p0", "p1", "p2", "p3", "p4"]))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    INC.lock().unwrap().clear();
+    LIFETIME.lock().unwrap().clear();
+    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
+    let (a, bt, c) = (
+        "a:00000000000000000000000000000004",
+        "b:00000000000000000000000000000004",
+        "c:00000000000000000000000000000004",
+    );
+    for (r, t) in [("a", a), ("b", bt), ("c", c)] {
+        let join = TickRequest {
+            quiet: false,
+            ..tick(r, t, true, MemberState::Active)
+        };
+        seen(&b.tick(&k, &join).await.unwrap());
+    }
+    let r = b.claim(&k, &claim("a", a, 1, 5)).await.unwrap();
+    let terms = fences_of(&r);
+    out.push(format!("reserve: a takes all: {}", claimed(&r, &mut ranks)));
+    let give = |i: usize, to: Option<&str>| GivenBack {
+        term: terms[i].clone(),
+        cause: MoveCause::HandOff,
+        state: None,
+        to: to.map(str::to_owned),
+    };
+    // p1 to c, p2 to nobody, p3 to b.
+    let gone = b
+        .release(
+            &k,
+            a,
+            &[give(1, Some("c")), give(2, None), give(3, Some("b"))],
+            TTL,
+            HOLD,
+        )
+        .await
+        .unwrap();
+    out.push(format!(
+        "reserve: a hands p1 to c, p2 to anyone, p3 to b: {gone:?}"
+    ));
+    let r = b.claim(&k, &claim("b", bt, 1, 3)).await.unwrap();
+    out.push(format!(
+        "reserve: b asks for 3: its own p3 first, then p2; never c's p1: {}",
+        claimed(&r, &mut ranks)
+    ));
+    let weighed = ClaimRequest {
+        room: Some(4),
+        fallback: false,
+        ..claim("c", c, 1, 2)
+    };
+    let r = b.claim(&k, &weighed).await.unwrap();
+    out.push(format!(
+        "reserve: c (with a room) takes its p1: {}",
+        claimed(&r, &mut ranks)
+    ));
+    let again = b
+        .release(&k, a, &[give(1, Some("c"))], TTL, HOLD)
+        .await
+        .unwrap();
+    out.push(format!(
+        "reserve: a's release of p1 again, after c's term started: {again:?}"
+    ));
+    // p4 to c for a short hold: after it, anyone takes it.
+    let short = b
+        .release(&k, a, &[give(4, Some("c"))], TTL, Duration::from_millis(30))
+        .await
+        .unwrap();
+    let r = b.claim(&k, &claim("b", bt, 2, 1)).await.unwrap();
+    out.push(format!(
+        "reserve: p4 to c ({short:?}), b during the hold: {}",
+        claimed(&r, &mut ranks)
+    ));
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    let r = b.claim(&k, &claim("b", bt, 3, 1)).await.unwrap();
+    out.push(format!(
+        "reserve: b after the hold: {}",
+        claimed(&r, &mut ranks)
+    ));
+    // With preferences too: a's p0 to c; b, preferring p0, skips it; c takes it.
+    b.prefer(&k, Some("rs-1"), "p0", Some("b")).await.unwrap();
+    b.release(&k, a, &[give(0, Some("c"))], TTL, HOLD)
+        .await
+        .unwrap();
+    let pref = ClaimRequest {
+        prefer: names(&["p0"]),
+        ..claim("b", bt, 4, 1)
+    };
+    let r = b.claim(&k, &pref).await.unwrap();
+    out.push(format!(
+        "reserve: b prefers p0, reserved for c: {}",
+        claimed(&r, &mut ranks)
+    ));
+    let r = b.claim(&k, &claim("c", c, 2, 1)).await.unwrap();
+    out.push(format!(
+        "reserve: c takes p0 in a group with preferences: {}",
+        claimed(&r, &mut ranks)
+    ));
+    let moves = b.moves(&k, None, 100).await.unwrap();
+    out.push(format!(
+        "reserve: the ledger: {}",
+        ledger(&moves, &mut ranks)
+    ));
+    out
+}
+
 fn names_of(list: &[&str]) -> Vec<String> {
     names(list)
 }
@@ -1242,12 +1369,14 @@ async fn answer_alike() {
     on_redis.extend(Box::pin(budget(&store)).await);
     on_redis.extend(Box::pin(loads(&store)).await);
     on_redis.extend(Box::pin(prefs(&store)).await);
+    on_redis.extend(Box::pin(reserved(&store)).await);
     let memory = MemoryGroupStore::new();
     let mut in_memory = Box::pin(script(&memory)).await;
     in_memory.extend(Box::pin(restore(&memory)).await);
     in_memory.extend(Box::pin(budget(&memory)).await);
     in_memory.extend(Box::pin(loads(&memory)).await);
     in_memory.extend(Box::pin(prefs(&memory)).await);
+    in_memory.extend(Box::pin(reserved(&memory)).await);
     let on_redis: Vec<String> = on_redis.iter().map(|l| without_waits(l)).collect();
     let in_memory: Vec<String> = in_memory.iter().map(|l| without_waits(l)).collect();
     for (r, m) in on_redis.iter().zip(&in_memory) {
@@ -1282,6 +1411,29 @@ async fn answer_alike() {
             on_redis.iter().any(|l| l == want),
             "{want:?}: {on_redis:#?}"
         );
+    }
+    for (step, part) in [
+        (
+            "reserve: b asks for 3: its own p3 first, then p2; never c's p1",
+            r#"["p3:f1:1", "p2:f1:1"] returned=[] unowned=1"#,
+        ),
+        ("reserve: c (with a room) takes its p1", r#"["p1:f2:1"]"#),
+        (
+            "reserve: a's release of p1 again, after c's term started",
+            "[false]",
+        ),
+        (
+            "reserve: p4 to c ([true]), b during the hold",
+            "[] returned",
+        ),
+        ("reserve: b after the hold", r#"["p4:f3:1"]"#),
+        ("reserve: b prefers p0, reserved for c", "[] returned"),
+        (
+            "reserve: c takes p0 in a group with preferences",
+            r#"["p0:f4:1"]"#,
+        ),
+    ] {
+        expect(step, part);
     }
     expect(
         "report: a's own, another's, a stale fence, an unknown",

@@ -186,6 +186,9 @@ pub(crate) struct Group {
     /// ENDED: free partition → how its last term ended; and ended session token →
     /// why it ended (`leave`; none: it expired).
     pub(crate) ended: BTreeMap<String, ops::moves::LastTerm>,
+    /// ENDED's reservations: a free partition handed to a named receiver → that
+    /// receiver (its FREE score is the end of the hold).
+    pub(crate) reserved: BTreeMap<String, String>,
     pub(crate) ended_sessions: BTreeMap<String, MoveCause>,
     /// MOVES: the ledger, oldest first, and the last entry id's parts (ms, seq).
     pub(crate) moves: VecDeque<Move>,
@@ -639,8 +642,11 @@ impl Protocol for MemoryGroupStore {
         session: &str,
         terms: &[GivenBack],
         state_ttl: Duration,
+        hold: Duration,
     ) -> Result<Vec<bool>, StoreError> {
-        Ok(self.with(keys, |g, now| g.release(session, terms, state_ttl, now)))
+        Ok(self.with(keys, |g, now| {
+            g.release(session, terms, state_ttl, hold, now)
+        }))
     }
 
     async fn take_hand_offs(

@@ -200,14 +200,16 @@ pub trait Protocol {
     ) -> impl Future<Output = Result<ClaimReply, StoreError>> + Send;
 
     /// Gives back the terms of `session` among `terms`, keeping the state each leaves
-    /// its successor for `state_ttl`; one flag per term (true: no term of the session
-    /// holds it and no later one was granted). Safe to retry.
+    /// its successor for `state_ttl` and reserving each one handed to a named receiver
+    /// for it for `hold`; one flag per term (true: no term of the session holds it and
+    /// no later one was granted). Safe to retry.
     fn release(
         &self,
         keys: &GroupKeys,
         session: &str,
         terms: &[GivenBack],
         state_ttl: Duration,
+        hold: Duration,
     ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
 
     /// Takes the state each named term (partition, fence of the previous term) left

@@ -39,8 +39,9 @@ impl Protocol for RedisStore {
         session: &str,
         terms: &[GivenBack],
         state_ttl: std::time::Duration,
+        hold: std::time::Duration,
     ) -> Result<Vec<bool>, StoreError> {
-        ops::release::redis(self, keys, session, terms, state_ttl).await
+        ops::release::redis(self, keys, session, terms, state_ttl, hold).await
     }
 
     async fn take_hand_offs(

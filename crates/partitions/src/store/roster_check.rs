@@ -184,7 +184,13 @@ impl<B: Protocol> Run<'_, B> {
                     .map(|(p, f, _)| GivenBack::plain((p, f), MoveCause::Released))
                     .collect();
                 self.b
-                    .release(&self.k, &token, &terms, Duration::from_secs(60))
+                    .release(
+                        &self.k,
+                        &token,
+                        &terms,
+                        Duration::from_secs(60),
+                        Duration::from_secs(1),
+                    )
                     .await
                     .unwrap();
                 format!("{name} releases {}", terms.len())

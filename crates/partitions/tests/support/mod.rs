@@ -21,6 +21,8 @@ pub struct Term {
     pub end: Option<Instant>,
     /// Why it ended, as its callback was told (`Leadership::end_reason`).
     pub reason: Option<TermEndReason>,
+    /// The replica it was handed to, as its callback was told (`Leadership::successor`).
+    pub successor: Option<String>,
     /// What the term was offered of the state the one before handed off
     /// (`Leadership::handed_over`).
     pub handed_over: Result<Vec<u8>, NoHandOff>,
@@ -189,6 +191,7 @@ impl<B: GroupStore> Fleet<B> {
                         start: Instant::now(),
                         end: None,
                         reason: None,
+                        successor: None,
                         handed_over: lead.handed_over().map(<[u8]>::to_vec),
                     });
                     all.len() - 1
@@ -204,7 +207,11 @@ impl<B: GroupStore> Fleet<B> {
                         }
                     },
                 }
-                ledger.0.lock().unwrap()[index].reason = lead.end_reason();
+                {
+                    let mut all = ledger.0.lock().unwrap();
+                    all[index].reason = lead.end_reason();
+                    all[index].successor = lead.successor().map(str::to_owned);
+                }
                 if hand_off {
                     lead.hand_off(state_of(&partition, lead.fence().get()))?;
                 }

@@ -15,7 +15,9 @@
 -- partitions named as preferred on this replica come first (oldest first), and the
 -- oldest free partitions preferred on a member named with a room are left to it, as
 -- long as their weights fit into that room (each one left takes its weight out of
--- it); only the oldest `count` + 256 free partitions are looked at. Or it regrants
+-- it); only the oldest `count` + 256 free partitions are looked at. A free partition
+-- handed over to a named receiver (release.lua) is reserved for it until its hold
+-- ends: the receiver's claims take it before any other, others' skip it. Or it regrants
 -- each named partition whose current term is the
 -- session's at that fence: if it is still listed, not revoked and the replica not
 -- drained, in a new term; else it is given back. A drained replica takes nothing.
@@ -71,6 +73,36 @@ at = at + k + 1
 for i = at + 1, at + 2 * tonumber(ARGV[at]), 2 do skip[ARGV[i]] = tonumber(ARGV[i + 1]) end
 at = at + 2 * tonumber(ARGV[at]) + 1
 local names, regrant, returned = {}, #ARGV >= at, {}
+-- Reservations (release.lua): a partition handed to a named receiver is free in FREE's
+-- order only from the end of its hold, its receiver named in ENDED under '\2' .. name.
+-- Until then the receiver's claims take it before any other, and others skip it.
+local now_s = string.format('%.0f', now)
+local mine, reserved = {}, false
+local function reservations()
+  local held = redis.call('ZRANGE', FREE, '(' .. now_s, '+inf', 'BYSCORE', 'LIMIT', 0, 256)
+  if #held == 0 then return end
+  reserved = true
+  local fields = {}
+  for j, n in ipairs(held) do fields[j] = '\2' .. n end
+  local to = redis.call('HMGET', ENDED, unpack(fields))
+  for j, n in ipairs(held) do
+    if to[j] == replica then mine[#mine + 1] = n end
+  end
+end
+-- The first `k` free partitions this claim may take, in order: those reserved for it,
+-- then the oldest free ones not held back for another.
+local function claimable(k)
+  local out = {}
+  for _, n in ipairs(mine) do
+    if #out < k then out[#out + 1] = n end
+  end
+  local left = k - #out
+  if left > 0 then
+    local old = redis.call('ZRANGE', FREE, '-inf', now_s, 'BYSCORE', 'LIMIT', 0, left)
+    for _, n in ipairs(old) do out[#out + 1] = n end
+  end
+  return out
+end
 -- Of `cand` (free partitions, in the order to take them): with no room (-1) all of
 -- them; else those whose weights fit into the room together, or, if none does and
 -- the fallback is on, the first.
@@ -90,13 +122,19 @@ end
 -- them (see the header).
 local function preferred_order()
   local cand, seen = {}, {}
+  if not only then
+    for _, n in ipairs(mine) do
+      seen[n] = true
+      cand[#cand + 1] = n
+    end
+  end
   if #firsts > 0 then
     local sc = redis.call('ZMSCORE', FREE, unpack(firsts))
-    local mine = {}
+    local own = {}
     for j, n in ipairs(firsts) do
-      if sc[j] and not seen[n] then
+      if sc[j] and not seen[n] and tonumber(sc[j]) <= now then
         seen[n] = true
-        mine[#mine + 1] = {tonumber(sc[j]), n}
+        own[#own + 1] = {tonumber(sc[j]), n}
       end
     end
     -- Oldest first; names freed at the same ms in byte order, as FREE orders them (Lua's
@@ -109,11 +147,11 @@ local function preferred_order()
       end
       return #a[2] < #b[2]
     end
-    table.sort(mine, before)
-    for _, e in ipairs(mine) do cand[#cand + 1] = e[2] end
+    table.sort(own, before)
+    for _, e in ipairs(own) do cand[#cand + 1] = e[2] end
   end
   if only then return cand end
-  local scan = redis.call('ZRANGE', FREE, 0, want + 255)
+  local scan = redis.call('ZRANGE', FREE, '-inf', now_s, 'BYSCORE', 'LIMIT', 0, want + 256)
   if #scan == 0 then return cand end
   local prefs = redis.call('HMGET', PREFS, unpack(scan))
   local ws = weights_of(scan)
@@ -156,17 +194,20 @@ if regrant then
   for j, n in ipairs(back) do
     if flags[j] == 1 then returned[#returned + 1] = n end
   end
-elseif want > 0 and not drained and (only or redis.call('HLEN', PREFS) > 0) then
-  local cand, first = preferred_order(), {}
-  for j = 1, math.min(want, #cand) do first[j] = cand[j] end
-  names = fitting(first)
-  if #names > 0 then redis.call('ZREM', FREE, unpack(names)) end
-elseif want > 0 and not drained and room < 0 then
-  local popped = redis.call('ZPOPMIN', FREE, want)
-  for i = 1, #popped, 2 do names[#names + 1] = popped[i] end
 elseif want > 0 and not drained then
-  names = fitting(redis.call('ZRANGE', FREE, 0, want - 1))
-  if #names > 0 then redis.call('ZREM', FREE, unpack(names)) end
+  reservations()
+  if only or redis.call('HLEN', PREFS) > 0 then
+    local cand, first = preferred_order(), {}
+    for j = 1, math.min(want, #cand) do first[j] = cand[j] end
+    names = fitting(first)
+    if #names > 0 then redis.call('ZREM', FREE, unpack(names)) end
+  elseif room < 0 and not reserved then
+    local popped = redis.call('ZPOPMIN', FREE, want)
+    for i = 1, #popped, 2 do names[#names + 1] = popped[i] end
+  else
+    names = fitting(claimable(want))
+    if #names > 0 then redis.call('ZREM', FREE, unpack(names)) end
+  end
 end
 local out, moved_info = {}, {}
 if #names > 0 then

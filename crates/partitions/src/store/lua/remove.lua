@@ -38,6 +38,9 @@ if #gone == 0 then return {'ok', 0} end
 redis.call('ZREM', PARTITIONS, unpack(gone))
 redis.call('ZREM', FREE, unpack(gone))
 redis.call('HDEL', ENDED, unpack(gone))
+local reserved = {}
+for j, n in ipairs(gone) do reserved[j] = '\2' .. n end
+redis.call('HDEL', ENDED, unpack(reserved))
 redis.call('HDEL', PREFS, unpack(gone))
 local owners = redis.call('HMGET', OWNERS, unpack(gone))
 local revoke, unheld = {}, {}

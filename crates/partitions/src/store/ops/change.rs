@@ -320,6 +320,7 @@ impl Group {
             }
             self.remove_free(n);
             self.ended.remove(n);
+            self.reserved.remove(n);
             self.prefs.remove(n);
             let w = self.weight(n);
             if self.owners.contains_key(n) {

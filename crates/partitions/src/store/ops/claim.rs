@@ -83,8 +83,12 @@ impl ClaimRequest {
 }
 
 /// How many free partitions past a claim's count it looks at when it leaves some to
-/// their preferred members (`claim.lua`'s `want + 255`).
+/// their preferred members (`claim.lua`'s `want + 256`).
 pub(crate) const PREFER_SCAN: usize = 256;
+
+/// How many free partitions reserved for a named receiver a claim looks at to find
+/// those reserved for it (`claim.lua`'s `reservations`).
+const RESERVED_SCAN: usize = 256;
 
 /// What a claim got.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,7 +287,7 @@ impl Group {
         } else if req.count == 0 || drained {
             Vec::new()
         } else if !self.prefs.is_empty() || req.only_preferred {
-            let candidates = self.preferred_order(req);
+            let candidates = self.preferred_order(req, now);
             let first: Vec<String> = candidates.into_iter().take(req.count).collect();
             let chosen = match req.room {
                 None => first,
@@ -293,15 +297,14 @@ impl Group {
                 self.remove_free(n);
             }
             chosen
-        } else if let Some(room) = req.room {
-            // Among the next `count`, oldest first: those that fit; else the first.
-            let candidates: Vec<String> = self
-                .free
-                .iter()
-                .take(req.count)
-                .map(|(_, n)| n.clone())
-                .collect();
-            let chosen = self.fitting(candidates, room, req.fallback);
+        } else if req.room.is_some() || self.held_back(now) {
+            // Among the next `count` (those reserved for it first, then the oldest
+            // not held back for another): those that fit; else the first.
+            let candidates = self.claimable(&req.replica, req.count, now);
+            let chosen = match req.room {
+                None => candidates,
+                Some(room) => self.fitting(candidates, room, req.fallback),
+            };
             for n in &chosen {
                 self.remove_free(n);
             }
@@ -383,20 +386,61 @@ impl Group {
         chosen
     }
 
+    /// Whether a free partition is reserved until after `now` (`claim.lua`'s
+    /// `reserved`, for the first 256 such).
+    fn held_back(&self, now: Now) -> bool {
+        self.free
+            .range((now.ms + 1, String::new())..)
+            .next()
+            .is_some()
+    }
+
+    /// The free partitions reserved for `replica` now (`claim.lua`'s `mine`), in FREE's
+    /// order, among the first 256 held back.
+    fn reserved_for(&self, replica: &str, now: Now) -> Vec<String> {
+        self.free
+            .range((now.ms + 1, String::new())..)
+            .take(RESERVED_SCAN)
+            .filter(|(_, n)| self.reserved.get(n).is_some_and(|r| r == replica))
+            .map(|(_, n)| n.clone())
+            .collect()
+    }
+
+    /// The twin of `claim.lua`'s `claimable`: the first `k` free partitions a claim of
+    /// `replica` may take, those reserved for it first, then the oldest not held back.
+    fn claimable(&self, replica: &str, k: usize, now: Now) -> Vec<String> {
+        let mut out = self.reserved_for(replica, now);
+        out.truncate(k);
+        let left = k - out.len();
+        out.extend(
+            self.free
+                .iter()
+                .take_while(|(since, _)| *since <= now.ms)
+                .take(left)
+                .map(|(_, n)| n.clone()),
+        );
+        out
+    }
+
     /// The twin of `claim.lua`'s `preferred_order`: the free partitions a claim with
     /// preferences may take, in order.
-    fn preferred_order(&self, req: &ClaimRequest) -> Vec<String> {
-        let mut seen = std::collections::BTreeSet::new();
+    fn preferred_order(&self, req: &ClaimRequest, now: Now) -> Vec<String> {
+        let mut out = if req.only_preferred {
+            Vec::new()
+        } else {
+            self.reserved_for(&req.replica, now)
+        };
+        let mut seen: std::collections::BTreeSet<String> = out.iter().cloned().collect();
         let mut mine: Vec<(u64, String)> = req
             .prefer
             .iter()
             .filter_map(|n| {
                 let since = *self.free_since.get(n)?;
-                seen.insert(n.clone()).then(|| (since, n.clone()))
+                (since <= now.ms && seen.insert(n.clone())).then(|| (since, n.clone()))
             })
             .collect();
         mine.sort();
-        let mut out: Vec<String> = mine.into_iter().map(|(_, n)| n).collect();
+        out.extend(mine.into_iter().map(|(_, n)| n));
         if req.only_preferred {
             return out;
         }
@@ -405,7 +449,8 @@ impl Group {
             .iter()
             .map(|(r, room)| (r.as_str(), *room))
             .collect();
-        for (_, n) in self.free.iter().take(req.count + PREFER_SCAN) {
+        let claimable = self.free.iter().take_while(|(since, _)| *since <= now.ms);
+        for (_, n) in claimable.take(req.count + PREFER_SCAN) {
             if seen.contains(n) {
                 continue;
             }

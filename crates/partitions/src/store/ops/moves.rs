@@ -233,6 +233,7 @@ impl Group {
         let mut info = Vec::with_capacity(taken.len());
         for (n, fence) in taken {
             let last = self.ended.remove(n);
+            self.reserved.remove(n);
             self.move_seq = if self.move_ms == now {
                 self.move_seq + 1
             } else {

@@ -23,6 +23,9 @@ pub struct GivenBack {
     /// The bytes the term leaves for the next term of its partition
     /// (`Leadership::hand_off`), if any.
     pub state: Option<Vec<u8>>,
+    /// The replica the partition is handed to, if the move names one: it is reserved
+    /// for that replica for the release's hold.
+    pub to: Option<String>,
 }
 
 impl GivenBack {
@@ -32,6 +35,7 @@ impl GivenBack {
             term,
             cause,
             state: None,
+            to: None,
         }
     }
 }
@@ -42,6 +46,7 @@ pub(crate) async fn redis(
     session: &str,
     terms: &[GivenBack],
     state_ttl: Duration,
+    hold: Duration,
 ) -> Result<Vec<bool>, StoreError> {
     let fences: Vec<String> = terms.iter().map(|t| t.term.1.get().to_string()).collect();
     let states: Vec<Vec<u8>> = terms
@@ -56,11 +61,13 @@ pub(crate) async fn redis(
         })
         .collect();
     let ttl = super::millis(state_ttl);
+    let hold = super::millis(hold);
     let mut args: Vec<&[u8]> = vec![
         session.as_bytes(),
         keys.channel.as_bytes(),
         keys.notice.as_bytes(),
         ttl.as_bytes(),
+        hold.as_bytes(),
     ];
     let mut state_keys: Vec<String> = Vec::new();
     for ((t, fence), state) in terms.iter().zip(&fences).zip(&states) {
@@ -68,6 +75,7 @@ pub(crate) async fn redis(
         args.push(fence.as_bytes());
         args.push(t.cause.as_str().as_bytes());
         args.push(state);
+        args.push(t.to.as_deref().unwrap_or("").as_bytes());
         if t.state.is_some() {
             state_keys.push(keys.hand_off(&t.term.0));
         }
@@ -96,6 +104,7 @@ impl Group {
         session: &str,
         terms: &[GivenBack],
         state_ttl: Duration,
+        hold: Duration,
         now: Now,
     ) -> (Vec<bool>, bool) {
         let names: Vec<String> = terms.iter().map(|t| t.term.0.clone()).collect();
@@ -108,16 +117,25 @@ impl Group {
                 terms[j].state.as_ref().map(|s| (s.len() as u64, life)),
             )
         });
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         for (t, flag) in terms.iter().zip(&flags) {
-            let Some(state) = &t.state else { continue };
-            let noted = self
-                .ended
-                .get(&t.term.0)
-                .is_some_and(|l| l.fence == t.term.1.get());
-            if *flag && noted {
-                let expires = now.ms + u64::try_from(state_ttl.as_millis()).unwrap_or(u64::MAX);
+            // Only for a term whose end ENDED notes now (so free, and not followed).
+            let last = *flag
+                && self
+                    .ended
+                    .get(&t.term.0)
+                    .is_some_and(|l| l.fence == t.term.1.get());
+            if !last {
+                continue;
+            }
+            if let Some(state) = &t.state {
+                let expires = now.ms.saturating_add(ms(state_ttl));
                 self.hand_offs
                     .insert(t.term.0.clone(), (t.term.1.get(), state.clone(), expires));
+            }
+            if let Some(to) = &t.to {
+                self.add_free(&t.term.0, now.ms.saturating_add(ms(hold).max(1)));
+                self.reserved.insert(t.term.0.clone(), to.clone());
             }
         }
         (flags, gone > 0)

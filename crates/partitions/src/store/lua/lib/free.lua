@@ -151,6 +151,12 @@ local function record_moves(replica, names, fences, now, server)
       info[#info + 1] = tonumber(size) or -1
     end
   end
-  redis.call('HDEL', ENDED, unpack(names))
+  -- With the reservations of those handed to a named receiver (release.lua).
+  local fields = {}
+  for _, n in ipairs(names) do
+    fields[#fields + 1] = n
+    fields[#fields + 1] = '\2' .. n
+  end
+  redis.call('HDEL', ENDED, unpack(fields))
   return info
 end
