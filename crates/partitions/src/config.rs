@@ -44,6 +44,9 @@ pub enum GroupConfigError {
     /// The load damping's threshold (or jump) is above 1,000 %.
     #[error("the load damping's thresholds must be between 0 and 1000 %, got {0} %")]
     LoadThresholdOutOfRange(u32),
+    /// The wait for a warm move's receiver is zero or longer than the lease.
+    #[error("the wait for a receiver to prepare must be between 1 ms and the lease, got {0:?}")]
+    PrepareWaitOutOfRange(Duration),
 }
 
 /// The largest capacity a replica may have ([`GroupConfigBuilder::capacity`]).
@@ -111,6 +114,10 @@ pub struct GroupConfig {
     /// Whether this replica turns the loads its partitions report into their weights,
     /// and how (see [`GroupConfigBuilder::weights_from_loads`]). Default: none.
     pub load_damping: Option<LoadDamping>,
+    /// Warm moves: how long a replica waits for the receiver of a hand-over to prepare
+    /// before it ends its term (see [`GroupConfigBuilder::prepare_moves`]). Default:
+    /// none (a hand-over ends the term at once).
+    pub prepare_moves: Option<Duration>,
 }
 
 /// How a group turns the loads its partitions' owners report
@@ -211,6 +218,7 @@ impl GroupConfig {
             max_weight_moved_per_interval: None,
             hand_off_ttl: DEFAULT_HAND_OFF_TTL,
             load_damping: None,
+            prepare_moves: None,
         }
     }
 
@@ -264,6 +272,7 @@ pub struct GroupConfigBuilder {
     max_weight_moved_per_interval: Option<u32>,
     hand_off_ttl: Duration,
     load_damping: Option<LoadDamping>,
+    prepare_moves: Option<Duration>,
 }
 
 impl GroupConfigBuilder {
@@ -416,6 +425,34 @@ impl GroupConfigBuilder {
         self
     }
 
+    /// Warm moves (make before break): before this replica ends a term it hands over to
+    /// even out the group, and the hand-over names its receiver (the member with room
+    /// that is to take it: [`Leadership::successor`](leasehold_election::Leadership::successor)),
+    /// it asks that receiver to prepare (its
+    /// [`Coordinator::on_prepare`](crate::Coordinator::on_prepare) callback: warm a
+    /// cache, open a connection) and keeps serving the partition until the receiver
+    /// says it is ready, for at most `within` (1 ms ..= the lease). Then the move is
+    /// the plain one: the term ends (its callback's grace, its
+    /// [`hand_off`](leasehold_election::Leadership::hand_off) state), the lease is
+    /// released, and the receiver claims it. There are never two owners: preparing
+    /// gives the receiver no ownership. A receiver that does not answer within the wait
+    /// (slow, dead, a lost message) costs the move that wait, and the move goes on
+    /// unnamed, to whoever claims first. Drains, leaves and removals are not delayed.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use leasehold_partitions::GroupConfig;
+    /// let config = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
+    ///     .prepare_moves(Duration::from_secs(2))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.prepare_moves, Some(Duration::from_secs(2)));
+    /// ```
+    pub fn prepare_moves(mut self, within: Duration) -> Self {
+        self.prepare_moves = Some(within);
+        self
+    }
+
     /// Validates and fills in defaults.
     ///
     /// # Errors
@@ -464,7 +501,13 @@ impl GroupConfigBuilder {
                 return Err(GroupConfigError::LoadThresholdOutOfRange(d.jump_percent));
             }
         }
+        if let Some(w) = self.prepare_moves
+            && (w.is_zero() || w > self.lease)
+        {
+            return Err(GroupConfigError::PrepareWaitOutOfRange(w));
+        }
         let config = GroupConfig {
+            prepare_moves: self.prepare_moves,
             capacity: self.capacity,
             list_version: self.list_version,
             rejoin_grace: self.rejoin_grace,
@@ -511,6 +554,13 @@ mod tests {
             b().hand_off_ttl(Duration::ZERO).build().unwrap_err(),
             GroupConfigError::HandOffTtlOutOfRange(Duration::ZERO)
         );
+        for wait in [Duration::ZERO, Duration::from_secs(11)] {
+            assert_eq!(
+                b().prepare_moves(wait).build().unwrap_err(),
+                GroupConfigError::PrepareWaitOutOfRange(wait),
+                "a wait of {wait:?} with a lease of 10 s"
+            );
+        }
         let c = b().max_weight_moved_per_interval(9).build().unwrap();
         assert_eq!(
             (c.max_moves_per_interval, c.max_weight_moved_per_interval),

@@ -61,7 +61,7 @@ pub use self::config::{
     DEFAULT_HAND_OFF_TTL, GroupConfig, GroupConfigBuilder, GroupConfigError, LoadDamping,
     MAX_CAPACITY,
 };
-pub use self::coordinator::{Coordinator, CoordinatorHandle, group_status};
+pub use self::coordinator::{Coordinator, CoordinatorHandle, Prepare, group_status};
 pub use self::error::{PartitionsError, Result};
 pub use self::store::memory::{MemoryGroupStore, MemorySnapshot};
 pub use self::store::ops::moves::{LEDGER_LEN, Move, MoveCause, UnknownCause};

@@ -21,6 +21,11 @@ pub const RELEASES: &str = "leasehold_partition_releases_total";
 /// Counter: partitions handed off so an under-loaded replica gets its share.
 /// Labels: `group`, `replica`.
 pub const HANDOFFS: &str = "leasehold_partition_handoffs_total";
+/// Counter: warm moves (`GroupConfigBuilder::prepare_moves`) by how their wait ended,
+/// counted by the replica that gave the partition. Labels: `group`, `replica`,
+/// `outcome` (`prepared`: the receiver said it was ready; `timed_out`: the wait was
+/// over first, and the move went to anyone).
+pub const WARM_MOVES: &str = "leasehold_partition_warm_moves_total";
 /// Counter: partitions whose owner's session expired while holding them (a crash, a
 /// kill, a pause or a partition from Redis longer than the lease), counted once, by the
 /// replica whose tick found it. Labels: `group`.
@@ -75,6 +80,11 @@ pub(crate) fn describe() {
             "partitions no longer owned, by reason"
         );
         describe_counter!(HANDOFFS, Unit::Count, "partitions handed off to rebalance");
+        describe_counter!(
+            WARM_MOVES,
+            Unit::Count,
+            "warm moves by how the wait for the receiver ended"
+        );
         describe_counter!(TICK_ERRORS, Unit::Count, "failed group ticks");
         describe_counter!(
             EXPIRED,

@@ -21,15 +21,17 @@ use metrics::{counter, gauge, histogram};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use tokio::sync::{broadcast, watch};
+use tokio::task::JoinSet;
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, info_span, warn};
+use tracing::{Instrument, debug, error, info, info_span, warn};
 
 use super::batch::{BatchedStore, Outcome, PendingRelease, Shared};
 use super::handoff;
 use super::loads::LoadReports;
 use super::logs::{EndsLog, TickLog};
 use super::slots::{Ended, Slots};
+use super::warm::{Gate, Prepare, PrepareFn, Warm};
 use crate::config::GroupConfig;
 use crate::error::{PartitionsError, STOPPED};
 use crate::keys::GroupKeys;
@@ -145,6 +147,12 @@ impl Labels {
             ("replica", self.replica.clone()),
         ]
     }
+
+    /// The pair and one more label.
+    fn with(&self, key: &'static str, value: &'static str) -> [(&'static str, String); 3] {
+        let [g, r] = self.pair();
+        [g, r, (key, value.to_owned())]
+    }
 }
 
 /// Partition names by a local index: interned as the group names them (claims,
@@ -170,6 +178,11 @@ impl Names {
     fn get(&self, i: usize) -> Arc<str> {
         self.names[i].clone()
     }
+
+    /// The index of `name`, if it has one.
+    fn find(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
 }
 
 /// What a driver runs on.
@@ -187,6 +200,8 @@ pub(crate) struct Parts<B, F> {
     pub(crate) seed: Option<u64>,
     /// Bytes of roster received (see [`m::ROSTER_BYTES`]), shared with the handle.
     pub(crate) roster_bytes: Arc<AtomicU64>,
+    /// What this replica runs when asked to prepare for a warm move.
+    pub(crate) prepare: Option<PrepareFn>,
 }
 
 pub(crate) struct Driver<B, F> {
@@ -241,6 +256,12 @@ pub(crate) struct Driver<B, F> {
     stopped_all: bool,
     /// Whether a sticky shutdown's dropped hand-off state was logged.
     warned_sticky_state: bool,
+    /// Warm moves: terms kept running while their receivers prepare.
+    gate: Gate,
+    /// What this replica runs when asked to prepare for a warm move.
+    prepare: Option<PrepareFn>,
+    /// Warm-move messages being sent, and preparations running.
+    warm: JoinSet<()>,
 }
 
 impl<B, F, Fut> Driver<B, F>
@@ -261,6 +282,7 @@ where
             epoch,
             seed,
             roster_bytes,
+            prepare,
         } = parts;
         let mut rng = match seed {
             Some(seed) => StdRng::seed_from_u64(seed),
@@ -334,6 +356,9 @@ where
             previous: HashMap::new(),
             stopped_all: false,
             warned_sticky_state: false,
+            gate: Gate::default(),
+            prepare,
+            warm: JoinSet::new(),
         }
     }
 
@@ -341,7 +366,7 @@ where
         let mut shutting = false;
         let mut notices_open = true;
         loop {
-            let timer = [self.state.wake_at(), self.release_due]
+            let timer = [self.state.wake_at(), self.release_due, self.gate.next_due()]
                 .into_iter()
                 .flatten()
                 .min();
@@ -367,9 +392,10 @@ where
                     self.release_due.get_or_insert(Instant::now() + BATCH_WINDOW);
                     false
                 }
+                Some(_) = self.warm.join_next(), if !self.warm.is_empty() => false,
                 notice = self.notices.recv(), if notices_open => {
                     match notice {
-                        Ok(n) if n != self.keys.notice && n != ANY_RELEASE => {}
+                        Ok(n) if n != self.keys.notice && n != ANY_RELEASE => self.on_message(&n),
                         Err(broadcast::error::RecvError::Closed) => notices_open = false,
                         _ => self.state.on_notice(Instant::now(), &mut self.rng),
                     }
@@ -397,6 +423,11 @@ where
 
     fn on_timer(&mut self) -> bool {
         let now = Instant::now();
+        for (i, fence) in self.gate.due(now) {
+            counter!(m::WARM_MOVES, &self.labels.with("outcome", "timed_out")).increment(1);
+            debug!(partition = %self.names.get(i), "the receiver did not prepare in time; handing the partition to anyone");
+            self.let_go(i, fence, false);
+        }
         if self.release_due.is_some_and(|at| at <= now) {
             self.release_due = None;
             self.flush_releases();
@@ -468,8 +499,29 @@ where
             StopReason::Removed => (TermEndReason::Removed, false, MoveCause::Removal),
             StopReason::Leave => (TermEndReason::Shutdown, false, MoveCause::Leave),
         };
+        let warm = self
+            .config
+            .prepare_moves
+            .filter(|_| reason == StopReason::Rebalance);
         for i in indices {
             let receiver = to.get(&i);
+            if let (Some(within), Some(r), Some(fence)) = (warm, receiver, self.slots.fence(i)) {
+                // A warm move: the receiver prepares first; the term ends when it is
+                // ready, or when the wait is over.
+                self.causes.insert((i, fence), (cause, Some(r.clone())));
+                counter!(m::HANDOFFS, &self.labels.pair()).increment(1);
+                let partition = self.names.get(i).to_string();
+                debug!(%partition, to = %r, "asking the receiver to prepare");
+                self.gate.hold(i, fence, r.clone(), Instant::now() + within);
+                self.send(&Warm::Prepare {
+                    partition,
+                    from: self.config.replica_id.clone(),
+                    to: r.clone(),
+                    fence,
+                    within,
+                });
+                continue;
+            }
             if let Some(fence) = self.slots.fence(i) {
                 self.causes
                     .entry((i, fence))
@@ -487,6 +539,98 @@ where
             let changed = v.handoffs != handoffs;
             v.handoffs = handoffs;
             changed
+        });
+    }
+
+    /// Ends a term a warm move held, if it still runs: named for its receiver once it
+    /// is `ready`, else to anyone (a plain move).
+    fn let_go(&mut self, i: usize, fence: Fence, ready: bool) {
+        if self.slots.fence(i) != Some(fence) {
+            return;
+        }
+        let to = match self.causes.get_mut(&(i, fence)) {
+            Some((_, to)) if ready => to.clone(),
+            // A plain move: its release reserves nothing.
+            Some((_, to)) => {
+                *to = None;
+                None
+            }
+            None => None,
+        };
+        self.slots
+            .stop_because(i, TermEndReason::HandedOff, to.as_deref());
+    }
+
+    /// A message on the group's channel that is not a release notice: a warm move's.
+    fn on_message(&mut self, message: &str) {
+        let Some(warm) = Warm::decode(&self.keys.notice, message) else {
+            return;
+        };
+        let me = self.config.replica_id.as_str();
+        match warm {
+            Warm::Ready {
+                partition,
+                from,
+                to,
+                fence,
+            } if from == me => {
+                let Some(i) = self.names.find(&partition) else {
+                    return;
+                };
+                if self.gate.ready(i, fence, &to) {
+                    counter!(m::WARM_MOVES, &self.labels.with("outcome", "prepared")).increment(1);
+                    debug!(%partition, %to, "the receiver is ready");
+                    self.let_go(i, fence, true);
+                }
+            }
+            Warm::Prepare {
+                partition,
+                from,
+                to,
+                fence,
+                within,
+            } if to == me && !self.stopped_all => {
+                let ready = Warm::Ready {
+                    partition: partition.clone(),
+                    from: from.clone(),
+                    to,
+                    fence,
+                };
+                let run = self.prepare.clone();
+                let (store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
+                let job = Prepare {
+                    partition,
+                    from,
+                    within,
+                };
+                self.warm.spawn(
+                    async move {
+                        // Nothing to prepare: ready at once.
+                        if let Some(run) = run
+                            && timeout(within, run(job)).await.is_err()
+                        {
+                            debug!("preparing took longer than the owner waits; not answering");
+                            return;
+                        }
+                        if let Some(m) = ready.encode(&keys.notice) {
+                            let _ = timeout(limit, store.publish(&keys, &m)).await;
+                        }
+                    }
+                    .in_current_span(),
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends a warm-move message, in the background.
+    fn send(&mut self, warm: &Warm) {
+        let Some(message) = warm.encode(&self.keys.notice) else {
+            return;
+        };
+        let (store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
+        self.warm.spawn(async move {
+            let _ = timeout(limit, store.publish(&keys, &message)).await;
         });
     }
 

@@ -10,6 +10,10 @@ mod handoff;
 mod loads;
 mod logs;
 mod slots;
+mod warm;
+
+pub use self::warm::Prepare;
+use self::warm::PrepareFn;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,6 +46,7 @@ pub struct Coordinator<B, F> {
     callback: Arc<F>,
     shutdown: CancellationToken,
     seed: Option<u64>,
+    prepare: Option<PrepareFn>,
 }
 
 impl<B, F> std::fmt::Debug for Coordinator<B, F> {
@@ -70,7 +75,49 @@ where
             callback: Arc::new(callback),
             shutdown: CancellationToken::new(),
             seed: None,
+            prepare: None,
         }
+    }
+
+    /// Runs `prepare` when another replica is about to hand this one a partition in a
+    /// warm move (the giver's
+    /// [`GroupConfigBuilder::prepare_moves`](crate::GroupConfigBuilder::prepare_moves)):
+    /// warm a cache, open a connection, load what the partition needs, without owning
+    /// it yet. The giver keeps the partition until `prepare` returns (this replica then
+    /// says it is ready) or until [`Prepare::within`] has passed (`prepare` is then
+    /// dropped, and the move goes on without waiting for it); then it hands the
+    /// partition over, named for this replica, which claims it. Whatever was prepared
+    /// belongs to the callback: the partition's own callback runs when the term
+    /// starts, as for any move, and a move that goes elsewhere (this replica had no
+    /// room by then, or the giver's term ended another way) leaves it unused.
+    ///
+    /// Without it, this replica answers every request to prepare at once.
+    ///
+    /// ```no_run
+    /// # use leasehold_partitions::{Coordinator, GroupConfig, MemoryGroupStore};
+    /// # async fn demo() {
+    /// let config = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
+    ///     .build()
+    ///     .unwrap();
+    /// let handle = Coordinator::new(MemoryGroupStore::new(), config, |tenant, lead| async move {
+    ///     lead.cancelled().await;
+    ///     Ok(())
+    /// })
+    /// .on_prepare(|job| async move {
+    ///     // Warm this tenant's cache before its current owner lets go of it.
+    ///     println!("preparing {} (from {})", job.partition, job.from);
+    /// })
+    /// .spawn();
+    /// # drop(handle);
+    /// # }
+    /// ```
+    pub fn on_prepare<P, PFut>(mut self, prepare: P) -> Self
+    where
+        P: Fn(Prepare) -> PFut + Send + Sync + 'static,
+        PFut: Future<Output = ()> + Send + 'static,
+    {
+        self.prepare = Some(Arc::new(move |job| Box::pin(prepare(job))));
+        self
     }
 
     /// Draws this coordinator's random numbers (session tokens, hand-off picks) from
@@ -119,6 +166,7 @@ where
                     epoch,
                     seed: self.seed,
                     roster_bytes: roster_bytes.clone(),
+                    prepare: self.prepare,
                 });
                 tokio::spawn(driver.run().instrument(span))
             }

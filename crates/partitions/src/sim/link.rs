@@ -597,6 +597,18 @@ impl Protocol for Link {
         .await
     }
 
+    async fn publish(&self, keys: &GroupKeys, message: &str) -> Result<(), StoreError> {
+        let (k, m) = (keys.clone(), message.to_owned());
+        self.call(
+            || format!("publish {message}"),
+            move |s| {
+                let (k, m) = (k.clone(), m.clone());
+                async move { s.publish(&k, &m).await }
+            },
+        )
+        .await
+    }
+
     fn notices(&self, keys: &GroupKeys) -> broadcast::Receiver<String> {
         self.store.notices(keys)
     }

@@ -10,7 +10,9 @@
 //! process), partitions added, removed and re-added, drains, weight changes, and the
 //! store wiped (Redis restarted without its data). A quarter of the seeds also have an
 //! operator who sets and removes preferences at random times (on live replicas, and on
-//! one that never runs). Then every fault heals.
+//! one that never runs). Another quarter make their hand-overs warm moves
+//! (`prepare_moves`), receivers preparing quickly for some partitions and past the
+//! giver's wait for others. Then every fault heals.
 //!
 //! The oracle (`sim/oracle.rs`) checks every term the callbacks saw: no partition has two
 //! owners whose local deadlines are both in the future; fences grow; no partition is
@@ -46,6 +48,8 @@ use crate::{
 
 /// Every partition's lease in a simulation.
 const LEASE: Duration = Duration::from_secs(1);
+/// How long a giver waits for its receiver to prepare, in the seeds with warm moves.
+const WARM_WAIT: Duration = Duration::from_millis(400);
 /// How long the faults go on before everything heals.
 const FAULTS_FOR: Duration = Duration::from_secs(40);
 /// A graceful shutdown returns within this (the callbacks' grace is a lease at most).
@@ -243,6 +247,8 @@ struct World {
     /// overlapping): their own generator, so that the run's other draws stay what they
     /// would be without them.
     prefs: Option<StdRng>,
+    /// Hand-overs are warm moves (and receivers prepare).
+    warm: bool,
 }
 
 /// The load a partition's terms report in a simulation that takes loads: 1 to 40,
@@ -291,6 +297,8 @@ impl World {
         // Two other bits of the same hash: independent of `loads`.
         let prefs = ((seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) & 3 == 1)
             .then(|| StdRng::seed_from_u64(seed ^ 0x5052_4546_4552_5321));
+        // Two more bits: independent of both.
+        let warm = (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) & 3 == 2;
         let admin_link = Link::new("admin", store.clone(), rng.random(), calls.clone());
         let admin = GroupAdmin::new(admin_link.clone(), "sim").expect("valid names");
         let now = Instant::now();
@@ -325,6 +333,7 @@ impl World {
             last_failover: None,
             loads,
             prefs,
+            warm,
         }
     }
 
@@ -354,6 +363,9 @@ impl World {
             .capacity(r.capacity);
         if let Some(g) = r.grace {
             b = b.rejoin_grace(g);
+        }
+        if self.warm {
+            b = b.prepare_moves(WARM_WAIT);
         }
         if self.loads {
             b = b.weights_from_loads(
@@ -404,8 +416,18 @@ impl World {
                 }
             },
         )
-        .seed(self.seed.wrapping_mul(1_000_003).wrapping_add(pid))
-        .spawn();
+        .seed(self.seed.wrapping_mul(1_000_003).wrapping_add(pid));
+        let handle = if self.warm {
+            // Quick for most partitions; past the giver's wait for every third.
+            handle
+                .on_prepare(|job| async move {
+                    let slow = load_of(&job.partition) % 3.0 < 1.0;
+                    sleep(if slow { WARM_WAIT * 2 } else { WARM_WAIT / 8 }).await;
+                })
+                .spawn()
+        } else {
+            handle.spawn()
+        };
         Proc { pid, handle }
     }
 
@@ -421,14 +443,15 @@ impl World {
     async fn run(mut self) -> SimReport {
         let ids: Vec<String> = self.replicas.keys().cloned().collect();
         self.note(format!(
-            "fleet: {} partitions, replicas {:?}, loads reported: {}, preferences: {}",
+            "fleet: {} partitions, replicas {:?}, loads reported: {}, preferences: {}, warm moves: {}",
             self.partitions.len(),
             self.replicas
                 .values()
                 .map(|r| (r.id.clone(), r.grace.map(|g| g.as_millis()), r.capacity))
                 .collect::<Vec<_>>(),
             self.loads,
-            self.prefs.is_some()
+            self.prefs.is_some(),
+            self.warm
         ));
         let t0 = Instant::now();
         for (i, id) in ids.iter().enumerate() {

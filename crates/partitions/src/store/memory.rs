@@ -811,6 +811,11 @@ impl Protocol for MemoryGroupStore {
             .unwrap_or_default())
     }
 
+    async fn publish(&self, _keys: &GroupKeys, message: &str) -> Result<(), StoreError> {
+        let _ = self.inner.notices.send(message.to_owned());
+        Ok(())
+    }
+
     fn notices(&self, _keys: &GroupKeys) -> broadcast::Receiver<String> {
         self.inner.notices.subscribe()
     }

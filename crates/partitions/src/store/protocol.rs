@@ -366,6 +366,14 @@ pub trait Protocol {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<PartitionOwner>, StoreError>> + Send;
 
+    /// Sends `message` to every replica listening to the group's notices
+    /// ([`Protocol::notices`]), best effort (Redis pub/sub): the messages of warm moves.
+    fn publish(
+        &self,
+        keys: &GroupKeys,
+        message: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Notices published by releases, leaves, member state changes, additions and
     /// removals (`keys.notice` for this group;
     /// `leasehold_election::ext::ANY_RELEASE` when some may have been missed).

@@ -195,6 +195,12 @@ impl Protocol for RedisStore {
         ops::read::status_page(self, keys, offset, limit).await
     }
 
+    async fn publish(&self, keys: &GroupKeys, message: &str) -> Result<(), StoreError> {
+        self.query(redis::cmd("PUBLISH").arg(&keys.channel).arg(message))
+            .await
+            .map(drop)
+    }
+
     fn notices(&self, keys: &GroupKeys) -> broadcast::Receiver<String> {
         // The release channel of the prefix; the lease and fence names are unused.
         self.release_events(&DutyKeys {

@@ -124,6 +124,21 @@ pub struct Fleet<B: GroupStore> {
     pub hand_off: bool,
     /// Callbacks started from now on report these loads every 20 ms while they run.
     pub loads: Option<Loads>,
+    /// Replicas started from now on prepare for warm moves, each preparation taking
+    /// this long (`Coordinator::on_prepare`), recorded in `prepared`.
+    pub prepare: Option<Duration>,
+    pub prepared: Arc<Mutex<Vec<Prepared>>>,
+}
+
+/// A preparation for a warm move, as a replica's `on_prepare` callback ran it.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub replica: String,
+    pub partition: String,
+    pub from: String,
+    pub start: Instant,
+    /// When it returned (`None`: dropped before, its owner's wait over).
+    pub end: Option<Instant>,
 }
 
 impl<B: GroupStore> Fleet<B> {
@@ -142,6 +157,8 @@ impl<B: GroupStore> Fleet<B> {
             replicas: BTreeMap::new(),
             hand_off: false,
             loads: None,
+            prepare: None,
+            prepared: Arc::default(),
         }
     }
 
@@ -179,46 +196,71 @@ impl<B: GroupStore> Fleet<B> {
         let ledger = self.ledger.clone();
         let hand_off = self.hand_off;
         let loads = self.loads.clone();
-        let handle = Coordinator::new(store, config, move |partition: String, lead: Leadership| {
-            let (ledger, loads) = (ledger.clone(), loads.clone());
-            async move {
-                let index = {
-                    let mut all = ledger.0.lock().unwrap();
-                    all.push(Term {
-                        partition: partition.clone(),
-                        replica: lead.replica_id().to_owned(),
-                        fence: lead.fence().get(),
-                        start: Instant::now(),
-                        end: None,
-                        reason: None,
-                        successor: None,
-                        handed_over: lead.handed_over().map(<[u8]>::to_vec),
-                    });
-                    all.len() - 1
-                };
-                let _end = EndOnDrop(ledger.clone(), index);
-                match &loads {
-                    None => lead.cancelled().await,
-                    Some(loads) => loop {
-                        lead.report_load(loads.now(&partition))?;
-                        tokio::select! {
-                            () = lead.cancelled() => break,
-                            () = tokio::time::sleep(Duration::from_millis(20)) => {}
-                        }
-                    },
+        let prepare = self
+            .prepare
+            .map(|took| (took, self.prepared.clone(), replica.clone()));
+        let coordinator =
+            Coordinator::new(store, config, move |partition: String, lead: Leadership| {
+                let (ledger, loads) = (ledger.clone(), loads.clone());
+                async move {
+                    let index = {
+                        let mut all = ledger.0.lock().unwrap();
+                        all.push(Term {
+                            partition: partition.clone(),
+                            replica: lead.replica_id().to_owned(),
+                            fence: lead.fence().get(),
+                            start: Instant::now(),
+                            end: None,
+                            reason: None,
+                            successor: None,
+                            handed_over: lead.handed_over().map(<[u8]>::to_vec),
+                        });
+                        all.len() - 1
+                    };
+                    let _end = EndOnDrop(ledger.clone(), index);
+                    match &loads {
+                        None => lead.cancelled().await,
+                        Some(loads) => loop {
+                            lead.report_load(loads.now(&partition))?;
+                            tokio::select! {
+                                () = lead.cancelled() => break,
+                                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                            }
+                        },
+                    }
+                    {
+                        let mut all = ledger.0.lock().unwrap();
+                        all[index].reason = lead.end_reason();
+                        all[index].successor = lead.successor().map(str::to_owned);
+                    }
+                    if hand_off {
+                        lead.hand_off(state_of(&partition, lead.fence().get()))?;
+                    }
+                    Ok(())
                 }
-                {
-                    let mut all = ledger.0.lock().unwrap();
-                    all[index].reason = lead.end_reason();
-                    all[index].successor = lead.successor().map(str::to_owned);
+            });
+        let coordinator = match prepare {
+            None => coordinator,
+            Some((took, prepared, me)) => coordinator.on_prepare(move |job| {
+                let (prepared, me) = (prepared.clone(), me.clone());
+                async move {
+                    let index = {
+                        let mut all = prepared.lock().unwrap();
+                        all.push(Prepared {
+                            replica: me,
+                            partition: job.partition.clone(),
+                            from: job.from.clone(),
+                            start: Instant::now(),
+                            end: None,
+                        });
+                        all.len() - 1
+                    };
+                    tokio::time::sleep(took).await;
+                    prepared.lock().unwrap()[index].end = Some(Instant::now());
                 }
-                if hand_off {
-                    lead.hand_off(state_of(&partition, lead.fence().get()))?;
-                }
-                Ok(())
-            }
-        })
-        .spawn();
+            }),
+        };
+        let handle = coordinator.spawn();
         self.replicas.insert(replica, handle);
     }
 
