@@ -592,6 +592,18 @@ pub struct PartitionChildArgs {
     /// Bytes of state every callback hands off when its term ends (0: none).
     #[arg(long, default_value_t = 0, value_parser = parse_hand_off_bytes)]
     pub hand_off_bytes: usize,
+    /// Warm moves (`GroupConfigBuilder::prepare_moves`), waiting one renew interval
+    /// (lease / 3) for the receiver; each receiver prepares by sleeping
+    /// `--prepare-work-ms` and prints a `prepared` line.
+    #[arg(long)]
+    pub prepare: bool,
+    /// Warm moves waiting this long for the receiver, in milliseconds (implies
+    /// `--prepare`).
+    #[arg(long)]
+    pub prepare_ms: Option<u64>,
+    /// With `--prepare`: how long each preparation takes, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    pub prepare_work_ms: u64,
     /// The synthetic loads of `rebalance --load`, as the JSON of a `Schedule`
     /// (`group/tenants.rs`): every callback reports its partition's load
     /// (`Leadership::report_load`) every `--report-every-ms`.
