@@ -311,6 +311,22 @@ pub struct RebalanceArgs {
     /// got exactly the previous term's state, and the ledger check its `state_bytes`.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_hand_off_bytes, conflicts_with = "lose_writes")]
     pub hand_off_bytes: usize,
+    /// Warm moves (`GroupConfigBuilder::prepare_moves`): a replica handing a
+    /// partition to a named receiver asks it to prepare first and waits one renew
+    /// interval (lease / 3; `--prepare-ms` sets the wait) for it; each receiver
+    /// prepares by sleeping `--prepare-work-ms`. The report gains `warm`: the
+    /// hand-offs whose receiver prepared before the old term ended, those that timed
+    /// out, and the time without an owner across them.
+    #[arg(long, conflicts_with_all = ["lose_writes", "load"])]
+    pub prepare: bool,
+    /// Warm moves (as `--prepare`) waiting this long for the receiver, in
+    /// milliseconds.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=86_400_000), conflicts_with_all = ["lose_writes", "load"])]
+    pub prepare_ms: Option<u64>,
+    /// With `--prepare`: how long each receiver's preparation takes (a sleep), in
+    /// milliseconds.
+    #[arg(long, value_name = "M", default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
+    pub prepare_work_ms: u64,
     /// Balancing by measured load instead of the kill and join: synthetic tenants
     /// whose loads follow a Zipf law (`--load-zipf-s`, the largest 1000), `shifting`
     /// (the `--hot` top ranks go to other tenants every `--shift-secs`) or
