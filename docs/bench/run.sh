@@ -36,6 +36,7 @@ declare -A runs=(
   [rolling-add]="rolling --partitions 64 --replicas 4 --lease-ms 2000 --add-partitions 8"
   [rolling-handoff]="rolling --partitions 64 --replicas 4 --lease-ms 2000 --hand-off-bytes 4096"
   [rebalance-handoff]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --runs 5 --hand-off-bytes 4096"
+  [rebalance-handoff-warm]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --runs 5 --hand-off-bytes 4096 --prepare"
   [rebalance-10k-handoff]="rebalance --partitions 10000 --replicas 10 --lease-ms 2000 --replica-nice 10 --hand-off-bytes 4096"
   [add]="add --partitions 64 --replicas 4 --lease-ms 2000 --adds 20"
   [stall]="stall --lease-ms 1000"
@@ -67,7 +68,7 @@ runs[rebalance-sentinel-lossy]="rebalance --lose-writes --topology sentinel --pa
 runs[rebalance-cluster-lossy]="rebalance --lose-writes --topology cluster --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 10"
 # What min_replicas_acked(1) costs a hand-over on a healthy Sentinel pair.
 runs[handover-sentinel-acked]="${runs[handover]} --topology sentinel --min-replicas-acked 1"
-order=(failover handover rebalance-64 rebalance-10k rebalance-10k-budget load-1k-4 load-10k load-10k-unniced load-100k load-wide rebalance-zipf rebalance-zipf-count rebalance-capacities rebalance-load-shifting rebalance-load-stationary rolling rolling-sticky rolling-add rolling-handoff rebalance-handoff rebalance-10k-handoff add stall chaos simulate
+order=(failover handover rebalance-64 rebalance-10k rebalance-10k-budget load-1k-4 load-10k load-10k-unniced load-100k load-wide rebalance-zipf rebalance-zipf-count rebalance-capacities rebalance-load-shifting rebalance-load-stationary rolling rolling-sticky rolling-add rolling-handoff rebalance-handoff rebalance-handoff-warm rebalance-10k-handoff add stall chaos simulate
   failover-250 failover-250-dedicated soak-250 soak-250-dedicated group-500-rebalance group-500-load
   failover-tls failover-sentinel failover-cluster handover-tls handover-sentinel handover-cluster
   load-1k-4-tls load-1k-4-sentinel load-1k-4-cluster rebalance-64-cluster

@@ -311,6 +311,22 @@ pub struct RebalanceArgs {
     /// got exactly the previous term's state, and the ledger check its `state_bytes`.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_hand_off_bytes, conflicts_with = "lose_writes")]
     pub hand_off_bytes: usize,
+    /// Warm moves (`GroupConfigBuilder::prepare_moves`): a replica handing a
+    /// partition to a named receiver asks it to prepare first and waits one renew
+    /// interval (lease / 3; `--prepare-ms` sets the wait) for it; each receiver
+    /// prepares by sleeping `--prepare-work-ms`. The report gains `warm`: the
+    /// hand-offs whose receiver prepared before the old term ended, those that timed
+    /// out, and the time without an owner across them.
+    #[arg(long, conflicts_with_all = ["lose_writes", "load"])]
+    pub prepare: bool,
+    /// Warm moves (as `--prepare`) waiting this long for the receiver, in
+    /// milliseconds.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=86_400_000), conflicts_with_all = ["lose_writes", "load"])]
+    pub prepare_ms: Option<u64>,
+    /// With `--prepare`: how long each receiver's preparation takes (a sleep), in
+    /// milliseconds.
+    #[arg(long, value_name = "M", default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
+    pub prepare_work_ms: u64,
     /// Balancing by measured load instead of the kill and join: synthetic tenants
     /// whose loads follow a Zipf law (`--load-zipf-s`, the largest 1000), `shifting`
     /// (the `--hot` top ranks go to other tenants every `--shift-secs`) or
@@ -592,6 +608,18 @@ pub struct PartitionChildArgs {
     /// Bytes of state every callback hands off when its term ends (0: none).
     #[arg(long, default_value_t = 0, value_parser = parse_hand_off_bytes)]
     pub hand_off_bytes: usize,
+    /// Warm moves (`GroupConfigBuilder::prepare_moves`), waiting one renew interval
+    /// (lease / 3) for the receiver; each receiver prepares by sleeping
+    /// `--prepare-work-ms` and prints a `prepared` line.
+    #[arg(long)]
+    pub prepare: bool,
+    /// Warm moves waiting this long for the receiver, in milliseconds (implies
+    /// `--prepare`).
+    #[arg(long)]
+    pub prepare_ms: Option<u64>,
+    /// With `--prepare`: how long each preparation takes, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    pub prepare_work_ms: u64,
     /// The synthetic loads of `rebalance --load`, as the JSON of a `Schedule`
     /// (`group/tenants.rs`): every callback reports its partition's load
     /// (`Leadership::report_load`) every `--report-every-ms`.

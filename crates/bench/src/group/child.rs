@@ -28,6 +28,13 @@
 //! the setting, every `owned` line says what the previous term handed over (its
 //! header and length) or why nothing was ([`Leadership::handed_over`]).
 //!
+//! With `--prepare` (or `--prepare-ms N`), the coordinators make their hand-overs warm
+//! moves (`GroupConfigBuilder::prepare_moves`: the wait N ms, default the renew
+//! interval, lease / 3): each prepares for a partition it is named to receive
+//! (`Coordinator::on_prepare`) by sleeping `--prepare-work-ms`, and prints a `prepared`
+//! line when it finished or was dropped. Every `released` line names the term's
+//! successor (`Leadership::successor`) if it had one.
+//!
 //! With `--load-schedule` (`rebalance --load`), the coordinators take their weights from
 //! measured load (`GroupConfigBuilder::weights_from_loads`, `--half-life-ms`,
 //! `--threshold-percent`), and every callback reports its partition's synthetic load
@@ -43,7 +50,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_election::{DutyResult, ElectorConfig, FencedWriteError, FencedWriter, Leadership};
-use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupConfig, GroupStore, LoadDamping};
+use leasehold_partitions::{
+    Coordinator, CoordinatorHandle, GroupConfig, GroupStore, LoadDamping, Prepare,
+};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinSet;
 use tokio::time::{MissedTickBehavior, interval};
@@ -112,6 +121,8 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
         .build()?
         .safety_margin;
     let validity = lease.saturating_sub(margin);
+    // How long each preparation for a warm move takes (with `--prepare`).
+    let work = prepare_moves(args).map(|_| Duration::from_millis(args.prepare_work_ms));
     let stop = CancellationToken::new();
     let mut handles = Vec::new();
     let mut watchers = JoinSet::new();
@@ -124,12 +135,16 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
             tagged,
             hand_off_bytes: args.hand_off_bytes,
         };
-        let handle = Arc::new(
+        let mut coordinator =
             Coordinator::new(store, config, move |partition: String, lead: Leadership| {
                 own(partition, lead, ledger.clone(), reports.clone(), term)
-            })
-            .spawn(),
-        );
+            });
+        if let Some(work) = work {
+            let tag = tag.clone();
+            coordinator =
+                coordinator.on_prepare(move |job: Prepare| prepare(job, work, tag.clone()));
+        }
+        let handle = Arc::new(coordinator.spawn());
         watchers.spawn(watch(handle.clone(), tag, stop.clone()));
         handles.push(handle);
     }
@@ -187,6 +202,9 @@ fn config(args: &PartitionChildArgs, replica: &str) -> Result<GroupConfig, BoxEr
     if let Some(k) = args.move_budget {
         builder = builder.max_moves_per_interval(k);
     }
+    if let Some(within) = prepare_moves(args) {
+        builder = builder.prepare_moves(within);
+    }
     if let Some(ms) = args.half_life_ms {
         builder = builder.weights_from_loads(
             LoadDamping::default()
@@ -195,6 +213,56 @@ fn config(args: &PartitionChildArgs, replica: &str) -> Result<GroupConfig, BoxEr
         );
     }
     Ok(builder.build()?)
+}
+
+/// How long a giver waits for its receiver to prepare (`--prepare-ms`, or with
+/// `--prepare` the renew interval: the library's default of lease / 3); `None`
+/// without warm moves.
+fn prepare_moves(args: &PartitionChildArgs) -> Option<Duration> {
+    match args.prepare_ms {
+        Some(ms) => Some(Duration::from_millis(ms)),
+        None => args
+            .prepare
+            .then(|| Duration::from_millis(args.lease_ms) / 3),
+    }
+}
+
+/// A receiver's preparation for a warm move: sleeps `work`, then prints its
+/// `prepared` line (from [`PrepareLine`]'s drop, so a preparation the coordinator
+/// drops unfinished reports too).
+async fn prepare(job: Prepare, work: Duration, tag: Option<String>) {
+    let mut line = PrepareLine {
+        partition: job.partition,
+        from: job.from,
+        tag,
+        start_us: now_us(),
+        finished: false,
+    };
+    tokio::time::sleep(work).await;
+    line.finished = true;
+}
+
+/// One preparation; prints its `prepared` line when dropped.
+struct PrepareLine {
+    partition: String,
+    from: String,
+    /// The replica id its line names (in a process of several coordinators).
+    tag: Option<String>,
+    start_us: u64,
+    finished: bool,
+}
+
+impl Drop for PrepareLine {
+    fn drop(&mut self) {
+        PartitionEvent::Prepared {
+            partition: std::mem::take(&mut self.partition),
+            from: std::mem::take(&mut self.from),
+            start_us: self.start_us,
+            end_us: now_us(),
+            finished: self.finished,
+        }
+        .emit_as(self.tag.as_deref());
+    }
 }
 
 /// Prints one coordinator's `joined`, `group_set`, `handoffs` and `refused` lines
@@ -372,6 +440,7 @@ impl Drop for TermLine {
             )),
             handed_off: self.handed_off,
             hand_off_error: self.hand_off_error.take(),
+            successor: self.lead.successor().map(str::to_owned),
         }
         .emit_as(self.tag.as_deref());
     }

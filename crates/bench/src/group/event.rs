@@ -71,6 +71,28 @@ pub enum PartitionEvent {
         /// Why `Leadership::hand_off` refused the state, as text.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         hand_off_error: Option<String>,
+        /// The replica the term was handed to (`Leadership::successor`): a hand-over
+        /// that evens out the group names the member with room that is to take the
+        /// partition next; absent for every other end (and for a warm move whose
+        /// receiver did not prepare in time: it goes on unnamed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        successor: Option<String>,
+    },
+    /// This replica prepared for a warm move (`rebalance --prepare`: its
+    /// `Coordinator::on_prepare` callback, a sleep of `--prepare-work-ms`): printed when
+    /// the preparation finished, or when the coordinator dropped it unfinished (the
+    /// giver's wait was over, or the replica stopped).
+    Prepared {
+        /// The partition about to be handed to this replica.
+        partition: String,
+        /// The replica that owned it when it asked (`Prepare::from`).
+        from: String,
+        /// When the callback started (wall µs).
+        start_us: u64,
+        /// When it finished, or was dropped (wall µs).
+        end_us: u64,
+        /// Whether it ran to its end (false: dropped).
+        finished: bool,
     },
     /// A fenced ledger write was rejected as stale: a later term has written. The
     /// callback writes no more in this term.
@@ -300,6 +322,7 @@ mod tests {
                 sent_at_us: None,
                 handed_off: None,
                 hand_off_error: None,
+                successor: None,
             }
         );
     }
@@ -347,6 +370,7 @@ mod tests {
             sent_at_us: None,
             handed_off: Some(4096),
             hand_off_error: None,
+            successor: None,
         };
         let text = serde_json::to_string(&left).unwrap();
         assert_eq!(
@@ -354,6 +378,47 @@ mod tests {
             r#"{"event":"released","partition":"p0001","fence":8,"at_us":12,"writes":0,"write_errors":0,"reason":"handed_off","handed_off":4096}"#
         );
         assert_eq!(serde_json::from_str::<PartitionEvent>(&text).unwrap(), left);
+    }
+
+    #[test]
+    fn released_lines_name_the_successor_and_preparations_are_lines() {
+        let named = PartitionEvent::Released {
+            partition: "p0001".into(),
+            fence: 8,
+            at_us: 12,
+            writes: 0,
+            write_errors: 0,
+            reason: Some("handed_off".into()),
+            sent_at_us: None,
+            handed_off: None,
+            hand_off_error: None,
+            successor: Some("replica-2".into()),
+        };
+        let text = serde_json::to_string(&named).unwrap();
+        assert_eq!(
+            text,
+            r#"{"event":"released","partition":"p0001","fence":8,"at_us":12,"writes":0,"write_errors":0,"reason":"handed_off","successor":"replica-2"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<PartitionEvent>(&text).unwrap(),
+            named
+        );
+        let prepared = PartitionEvent::Prepared {
+            partition: "p0001".into(),
+            from: "replica-1".into(),
+            start_us: 100,
+            end_us: 120,
+            finished: true,
+        };
+        let text = serde_json::to_string(&prepared).unwrap();
+        assert_eq!(
+            text,
+            r#"{"event":"prepared","partition":"p0001","from":"replica-1","start_us":100,"end_us":120,"finished":true}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<PartitionEvent>(&text).unwrap(),
+            prepared
+        );
     }
 
     #[test]

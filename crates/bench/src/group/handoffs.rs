@@ -100,6 +100,8 @@ pub struct Release<'a> {
     pub reason: Option<&'a str>,
     /// The bytes of state it left.
     pub left: Option<u64>,
+    /// The replica it was handed to, if it named one (`Leadership::successor`).
+    pub successor: Option<&'a str>,
 }
 
 /// Every partition's terms the bench saw (an `owned` line), by fence: keyed by
@@ -144,6 +146,7 @@ pub fn terms(log: &[Logged]) -> Terms<'_> {
             at_us,
             reason,
             handed_off,
+            successor,
             ..
         } = &l.event
             && let Some(t) = terms
@@ -157,6 +160,7 @@ pub fn terms(log: &[Logged]) -> Terms<'_> {
                 at_us: *at_us,
                 reason: reason.as_deref(),
                 left: *handed_off,
+                successor: successor.as_deref(),
             });
         }
     }
@@ -312,6 +316,7 @@ impl HandOffs {
                         at_us: released_us,
                         reason: Some(reason),
                         left,
+                        ..
                     }) = before.released
                     && planned_end(reason)
                     && before.replica != t.replica
@@ -442,6 +447,7 @@ pub(crate) mod tests {
                 sent_at_us: None,
                 handed_off: left,
                 hand_off_error: None,
+                successor: None,
             },
         }
     }

@@ -102,6 +102,7 @@ impl Fleet {
                 capacity: 1,
                 move_budget: None,
                 hand_off_bytes: 0,
+                prepare: None,
                 load: None,
             },
             watch: GroupWatch::new(store::build_store(&servers.spec, lease)?, &group, poll),

@@ -550,6 +550,7 @@ mod tests {
             sent_at_us: Some(sent),
             handed_off: None,
             hand_off_error: None,
+            successor: None,
         }
     }
 

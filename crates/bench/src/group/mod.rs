@@ -16,7 +16,8 @@
 //! - [`add`]: partitions added to a running group.
 //!
 //! [`handoffs`] checks the state handed over across planned moves (`rolling` and
-//! `rebalance` with `--hand-off-bytes`), [`ledger`] the group's ledger of moves.
+//! `rebalance` with `--hand-off-bytes`), [`warm`] the named receivers and warm moves
+//! of `rebalance`'s hand-offs (`--prepare`), [`ledger`] the group's ledger of moves.
 
 pub mod add;
 pub mod child;
@@ -33,4 +34,5 @@ pub mod rebalance;
 pub mod rolling;
 pub mod status;
 pub mod tenants;
+pub mod warm;
 pub mod weights;

@@ -519,6 +519,7 @@ mod tests {
             sent_at_us: None,
             handed_off: None,
             hand_off_error: None,
+            successor: None,
         }
     }
 

@@ -164,9 +164,21 @@ pub struct ReplicaSpec {
     /// Bytes of state every callback hands off when its term ends
     /// (`--hand-off-bytes`; 0: none).
     pub hand_off_bytes: usize,
+    /// Warm moves (`rebalance --prepare`; `None`: plain moves).
+    pub prepare: Option<WarmMoves>,
     /// Report synthetic loads and take the weights from them (`rebalance --load`;
     /// `None`: no reports).
     pub load: Option<LoadReports>,
+}
+
+/// The warm moves of `rebalance --prepare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WarmMoves {
+    /// How long a giver waits for its receiver, in milliseconds (`None`: the renew
+    /// interval, lease / 3).
+    pub within_ms: Option<u64>,
+    /// How long each receiver's preparation takes, in milliseconds.
+    pub work_ms: u64,
 }
 
 /// How the replicas of `rebalance --load` report their partitions' loads.
@@ -267,6 +279,13 @@ impl ReplicaProcess {
         }
         if spec.hand_off_bytes > 0 {
             cmd.args(["--hand-off-bytes", &spec.hand_off_bytes.to_string()]);
+        }
+        if let Some(warm) = spec.prepare {
+            match warm.within_ms {
+                Some(ms) => cmd.args(["--prepare-ms", &ms.to_string()]),
+                None => cmd.arg("--prepare"),
+            };
+            cmd.args(["--prepare-work-ms", &warm.work_ms.to_string()]);
         }
         if let Some(load) = &spec.load {
             cmd.args(["--load-schedule", &load.schedule])

@@ -15,7 +15,9 @@
 //!
 //! From the cold start on, with `--hand-off-bytes`: the state handed over across
 //! planned moves (the cold start's and the join's hand-offs; the kill's take-overs are
-//! crashes), [`HandOffs`].
+//! crashes), [`HandOffs`]. Always: whether the hand-offs that named their receiver
+//! went to it ([`Receivers`]); with `--prepare` (warm moves), whether the receivers
+//! prepared before the old terms ended ([`Warm`]).
 //!
 //! Each phase also waits until a `group_status` read agrees (`confirmed_ms`: the
 //! killed replica must also have left the heartbeat set). Those reads cost Redis a
@@ -37,8 +39,9 @@ use crate::group::handoffs::HandOffs;
 use crate::group::harness::{self, Fleet, convergence_limit};
 use crate::group::ledger::{self, LedgerCheck};
 use crate::group::ownership::{Balance, Loads, OwnerChanges};
-use crate::group::process::Logged;
+use crate::group::process::{Logged, WarmMoves};
 use crate::group::status::{PREFIX, balanced_by, counts, describe, spread_of};
+use crate::group::warm::{Receivers, Warm};
 use crate::group::weights::{self, LoadReport};
 use crate::stats::{Summary, round3};
 use crate::store::{BoxError, Topology};
@@ -158,6 +161,20 @@ pub struct RebalanceReport {
     pub hand_off_bytes: usize,
     /// The state handed over across planned moves, from the cold start on.
     pub hand_offs: HandOffs,
+    /// The hand-offs that named their receiver, and whether it took them, from the
+    /// cold start on.
+    pub receivers: Receivers,
+    /// With `--prepare`: the warm moves, from the cold start on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warm: Option<Warm>,
+}
+
+/// The warm moves `args` ask for (`--prepare`, `--prepare-ms`).
+pub fn warm_moves(args: &RebalanceArgs) -> Option<WarmMoves> {
+    (args.prepare || args.prepare_ms.is_some()).then_some(WarmMoves {
+        within_ms: args.prepare_ms,
+        work_ms: args.prepare_work_ms,
+    })
 }
 
 /// Runs the scenario `--runs` times, printing each run's report (and, over several,
@@ -188,7 +205,17 @@ pub async fn run_all(args: &RebalanceArgs) -> Result<(), BoxError> {
             "kill_overshoot_ms": over(&["kill", "overshoot_ms"]),
             "join_balanced_ms": over(&["join", "balanced_ms"]),
             "join_moved": over(&["join", "moved"]),
+            "receivers_named": over(&["receivers", "named"]),
+            "receivers_taken_by_named": over(&["receivers", "taken_by_named"]),
         });
+        if warm_moves(args).is_some() {
+            last["over_runs"]["warm_prepared"] = serde_json::json!(over(&["warm", "prepared"]));
+            last["over_runs"]["warm_timed_out"] = serde_json::json!(over(&["warm", "timed_out"]));
+            last["over_runs"]["warm_unowned_p50_ms"] =
+                serde_json::json!(over(&["warm", "unowned_ms", "p50"]));
+            last["over_runs"]["warm_unowned_max_ms"] =
+                serde_json::json!(over(&["warm", "unowned_ms", "max"]));
+        }
         println!("{last}");
     }
     Ok(())
@@ -210,6 +237,7 @@ pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
     )?;
     fleet.spec.move_budget = args.move_budget;
     fleet.spec.hand_off_bytes = args.hand_off_bytes;
+    fleet.spec.prepare = warm_moves(args);
     let result = phases(&mut fleet, args).await;
     let stopped = fleet.shutdown().await;
     let report = result?;
@@ -421,6 +449,18 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     for e in &hand_offs.examples {
         eprintln!("hand-off: {e}");
     }
+    let receivers = Receivers::of(&fleet.log.snapshot());
+    eprintln!("named receivers: {}", receivers.describe());
+    let warm = warm_moves(args).map(|w| {
+        // The child's default wait: the renew interval, lease / 3.
+        let within_ms = w
+            .within_ms
+            .map_or(args.lease_ms as f64 / 3.0, |ms| ms as f64);
+        Warm::of(&fleet.log.snapshot(), round3(within_ms), w.work_ms)
+    });
+    if let Some(w) = &warm {
+        eprintln!("warm moves: {}", w.describe());
+    }
     if !balanced_by(&status, &live, &balance) {
         return Err(format!("unbalanced at the end: {}", describe(&status)).into());
     }
@@ -474,6 +514,8 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         ledger,
         hand_off_bytes: args.hand_off_bytes,
         hand_offs,
+        receivers,
+        warm,
     })
 }
 
