@@ -9,6 +9,11 @@
 //! and `b` takes the rest (handed over again), then `b` shuts down. Every resume prints
 //! where it resumed and from whom; a stream with no hand-off says why.
 //!
+//! The join's hand-overs are warm moves (`GroupConfigBuilder::prepare_moves`): `a` names
+//! `b` as the receiver ([`Leadership::successor`]) and asks it to prepare first
+//! (`Coordinator::on_prepare`: here it just says so), and lets go of each stream only
+//! once `b` is ready.
+//!
 //! ```text
 //! cargo run --example hand_off
 //! ```
@@ -60,12 +65,19 @@ async fn consume(stream: String, lead: Leadership) -> DutyResult {
     // The term is ending (a hand-off, a drain, a shutdown): leave the offset for the
     // next owner. It travels with the release; a crash leaves nothing.
     lead.hand_off(offset.to_string())?;
-    println!(
-        "{}: {stream} handed off at offset {offset} ({})",
-        lead.replica_id(),
-        lead.end_reason()
-            .map_or_else(String::new, |r| r.to_string())
-    );
+    let why = lead
+        .end_reason()
+        .map_or_else(String::new, |r| r.to_string());
+    match lead.successor() {
+        Some(next) => println!(
+            "{}: {stream} handed off at offset {offset} ({why}, to {next})",
+            lead.replica_id()
+        ),
+        None => println!(
+            "{}: {stream} handed off at offset {offset} ({why})",
+            lead.replica_id()
+        ),
+    }
     Ok(())
 }
 
@@ -78,8 +90,21 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let start = |replica: &str| -> Result<_, Box<dyn std::error::Error>> {
         let config = GroupConfig::builder("hand-off-demo", streams.clone(), replica)
             .lease(Duration::from_secs(2))
+            .prepare_moves(Duration::from_secs(1))
             .build()?;
-        Ok(Coordinator::new(RedisStore::connect(&url)?, config, consume).spawn())
+        let me = replica.to_owned();
+        Ok(
+            Coordinator::new(RedisStore::connect(&url)?, config, consume)
+                .on_prepare(move |job| {
+                    let me = me.clone();
+                    async move {
+                        // A real consumer would open the stream and warm its cache here.
+                        println!("{me}: preparing {} (from {})", job.partition, job.from);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                })
+                .spawn(),
+        )
     };
     let wait_for = |h: &leasehold_partitions::CoordinatorHandle<RedisStore>, owned: usize| {
         let mut view = h.subscribe();

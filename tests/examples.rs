@@ -89,7 +89,8 @@ fn main() {
 }
 
 /// `hand_off` runs to its end: every stream `replica-b` takes (half at its join, the
-/// rest at `a`'s shutdown) resumes from the offset `a` handed off, none starts cold.
+/// rest at `a`'s shutdown) resumes from the offset `a` handed off, none starts cold, and
+/// the join's moves were warm (named for `b`, which prepared each first).
 fn hand_off_resumes_every_moved_stream() {
     let redis = RedisServer::start();
     let mut process = ExampleProcess::start("hand_off", &[], &[("REDIS_URL", &redis.url())]);
@@ -108,6 +109,14 @@ fn hand_off_resumes_every_moved_stream() {
         lines.join("\n")
     );
     assert_eq!(count("starts cold"), 0, "{}", lines.join("\n"));
+    // The join's four moves were warm: b prepared each one, and a named b.
+    assert_eq!(count("replica-b: preparing "), 4, "{}", lines.join("\n"));
+    assert_eq!(
+        count("(handed_off, to replica-b)"),
+        4,
+        "{}",
+        lines.join("\n")
+    );
     // Each resume is at the offset its hand-off named.
     for line in lines.iter().filter(|l| l.contains("resumed at offset")) {
         let stream = line.split_whitespace().nth(1).unwrap();
