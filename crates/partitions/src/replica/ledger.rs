@@ -333,6 +333,14 @@ impl Ledger {
             .collect()
     }
 
+    /// Whether every term is served and no elector of an earlier term is still ending:
+    /// nothing is starting, stopping or being released.
+    pub(crate) fn at_rest(&self) -> bool {
+        self.slots
+            .values()
+            .all(|s| s.ending.is_none() && s.held.is_none_or(|h| h.phase == Phase::Serving))
+    }
+
     /// How many terms the session holds (in any phase).
     pub(crate) fn held_count(&self) -> usize {
         self.terms().count()

@@ -927,7 +927,14 @@ impl ReplicaState {
             (p.shed > 0, None)
         };
         let (wants, named) = self.with_preferences(settling, wants, named);
-        if self.policy.hand_over(wants, 2 * self.s.renew_interval, now) {
+        // The last hand-over has landed: released, every partition owned again, and the
+        // store counts what the ledger holds.
+        let landed =
+            self.view.unowned == 0 && self.ledger.at_rest() && self.view.server_held == self.held();
+        if self
+            .policy
+            .hand_over(wants, 2 * self.s.renew_interval, landed, now)
+        {
             let candidates = match named {
                 Some(shed) => shed,
                 None if !self.prefs.is_empty() => {

@@ -1,6 +1,8 @@
 //! What both balancing rules (by count, [`crate::balance::plan`], and by weight,
 //! [`crate::balance::weighted`]) share over time: hand partitions over only when the
-//! rule asked for it on two ticks in a row, then not again for two renew intervals; and
+//! rule asked for it on two ticks in a row, then not again for two renew intervals,
+//! unless the rebalance is under way and its last hand-over has landed (the next round
+//! goes at the first tick that sees it landed and still asks); and
 //! availability before balance (partitions nobody owns for longer than lease + retry
 //! interval, while nobody settles, go to whoever asks, above the cap). And how long a
 //! claim may leave free partitions to the members they are preferred on: while
@@ -20,6 +22,9 @@ pub(crate) struct Policy {
     unowned_since: Option<Instant>,
     /// Since when partitions have been without a live owner, settling or not.
     unowned_seen: Option<Instant>,
+    /// A rebalance is under way: the last tick that asked handed over, and every tick
+    /// since has asked again.
+    under_way: bool,
 }
 
 impl Policy {
@@ -54,12 +59,29 @@ impl Policy {
 
     /// The rule asks to hand partitions over (`wants`): whether to do it now, after two
     /// ticks in a row and outside the cooldown; doing it starts a cooldown of
-    /// `cooldown`.
-    pub(crate) fn hand_over(&mut self, wants: bool, cooldown: Duration, now: Instant) -> bool {
+    /// `cooldown`. The two ticks and the cooldown are there because the counts lag
+    /// behind a hand-over (and against noise). Once a rebalance is under way (a
+    /// hand-over, then the rule asking on every tick since), a tick whose view has
+    /// caught up with the last hand-over (`landed`: its partitions released and claimed
+    /// again, the store counting what the ledger holds) goes on at once: its counts no
+    /// longer lag, and the first decision already passed the noise filter.
+    pub(crate) fn hand_over(
+        &mut self,
+        wants: bool,
+        cooldown: Duration,
+        landed: bool,
+        now: Instant,
+    ) -> bool {
         self.shed_streak = if wants { self.shed_streak + 1 } else { 0 };
-        if self.shed_streak >= 2 && self.cooldown_until.is_none_or(|c| now >= c) {
+        if !wants {
+            self.under_way = false;
+        }
+        let cooled = self.cooldown_until.is_none_or(|c| now >= c);
+        let next_round = wants && self.under_way && landed;
+        if (self.shed_streak >= 2 && cooled) || next_round {
             self.shed_streak = 0;
             self.cooldown_until = Some(now + cooldown);
+            self.under_way = true;
             return true;
         }
         false
@@ -88,28 +110,59 @@ mod tests {
     fn a_hand_over_needs_two_ticks_in_a_row_then_waits_out_the_cooldown() {
         let mut p = Policy::default();
         let t0 = Instant::now();
-        assert!(!p.hand_over(true, 2 * RI, t0));
-        assert!(!p.hand_over(false, 2 * RI, t0 + RI), "the streak broke");
-        assert!(!p.hand_over(true, 2 * RI, t0 + 2 * RI));
-        assert!(p.hand_over(true, 2 * RI, t0 + 3 * RI));
-        assert!(!p.hand_over(true, 2 * RI, t0 + 4 * RI));
-        assert!(!p.hand_over(true, 2 * RI, t0 + 4 * RI), "cooling down");
-        assert!(p.hand_over(true, 2 * RI, t0 + 5 * RI));
+        assert!(!p.hand_over(true, 2 * RI, false, t0));
+        assert!(
+            !p.hand_over(false, 2 * RI, false, t0 + RI),
+            "the streak broke"
+        );
+        assert!(!p.hand_over(true, 2 * RI, false, t0 + 2 * RI));
+        assert!(p.hand_over(true, 2 * RI, false, t0 + 3 * RI));
+        assert!(!p.hand_over(true, 2 * RI, false, t0 + 4 * RI));
+        assert!(
+            !p.hand_over(true, 2 * RI, false, t0 + 4 * RI),
+            "cooling down"
+        );
+        assert!(p.hand_over(true, 2 * RI, false, t0 + 5 * RI));
+    }
+
+    #[test]
+    fn the_next_round_of_a_rebalance_goes_once_the_last_hand_over_has_landed() {
+        let mut p = Policy::default();
+        let t0 = Instant::now();
+        assert!(
+            !p.hand_over(true, 2 * RI, true, t0),
+            "the first needs two ticks"
+        );
+        assert!(p.hand_over(true, 2 * RI, true, t0 + RI));
+        assert!(
+            !p.hand_over(true, 2 * RI, false, t0 + 2 * RI),
+            "not landed: the counts may lag, so cooling down"
+        );
+        assert!(
+            p.hand_over(true, 2 * RI, true, t0 + 3 * RI),
+            "landed and still asking: the next round at once"
+        );
+        assert!(!p.hand_over(false, 2 * RI, true, t0 + 4 * RI), "done");
+        assert!(
+            !p.hand_over(true, 2 * RI, true, t0 + 5 * RI),
+            "a new rebalance needs two ticks again"
+        );
+        assert!(p.hand_over(true, 2 * RI, true, t0 + 6 * RI));
     }
 
     #[test]
     fn a_hand_over_that_moved_nothing_waits_for_no_cooldown() {
         let mut p = Policy::default();
         let t0 = Instant::now();
-        assert!(!p.hand_over(true, 2 * RI, t0));
-        assert!(p.hand_over(true, 2 * RI, t0 + RI));
+        assert!(!p.hand_over(true, 2 * RI, false, t0));
+        assert!(p.hand_over(true, 2 * RI, false, t0 + RI));
         p.refund();
         assert!(
-            p.hand_over(true, 2 * RI, t0 + 2 * RI),
+            p.hand_over(true, 2 * RI, false, t0 + 2 * RI),
             "no cooldown, no streak"
         );
         assert!(
-            !p.hand_over(true, 2 * RI, t0 + 3 * RI),
+            !p.hand_over(true, 2 * RI, false, t0 + 3 * RI),
             "this one moved: cooling down"
         );
     }
