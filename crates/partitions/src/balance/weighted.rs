@@ -26,7 +26,10 @@
 //!   share − w_S), only under members claim.
 //! - **Hand-offs.** While some active member is under and nothing is free, the members
 //!   above their share release the deficit between them, most loaded first (ties by
-//!   id), each never below its own share − w_S. A member above share + w_S (its share
+//!   id), each in whole weight units of its part (rounded down, so that a donor
+//!   deciding before the others have given theirs never drops below its share for a
+//!   fraction; if no donor has a whole unit to give, the most loaded gives one), each
+//!   never below its own share − w_S. A member above share + w_S (its share
 //!   shrank: a join, a weight change, a member isolated) releases the excess.
 //! - **Refining.** With nobody under and nothing free, one member above its share (i)
 //!   may still hand weight to those below theirs: as much of its excess as fits into
@@ -302,20 +305,38 @@ pub(crate) fn weighted_plan(
         })
         .collect();
     donors.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
-    for (excess, replica) in donors {
-        let give = excess.min(left);
-        left -= give;
-        if replica == me {
-            if give == 0 {
-                break;
-            }
-            // Never below its own share − w_S: at most its excess + w_S.
-            let limit = u64::try_from(ceil_div(excess + slack, c_sum) - 1).unwrap_or(u64::MAX);
-            return WeightedPlan {
-                shed: choose(mine, ceil_div(give, c_sum), limit),
-                ..nothing
-            };
+    // Each donor's part of the deficit, in whole weight units (rounded down: a donor
+    // that sheds a fraction's worth as a whole unit drops below its share while the
+    // others still give theirs, and takes it back later, a move too many). If nobody
+    // has a whole unit to give, the most loaded donor gives one, so that an under
+    // member always gets something.
+    let gives: Vec<(u128, u128, &str)> = donors
+        .into_iter()
+        .map(|(excess, replica)| {
+            let give = excess.min(left);
+            left -= give;
+            (excess, give, replica)
+        })
+        .collect();
+    let whole = gives.iter().any(|&(_, give, _)| give >= c_sum);
+    for (k, &(excess, give, replica)) in gives.iter().enumerate() {
+        if replica != me {
+            continue;
         }
+        let units = match (whole, k) {
+            (true, _) => give / c_sum,
+            (false, 0) => ceil_div(give, c_sum),
+            (false, _) => 0,
+        };
+        if units == 0 {
+            break;
+        }
+        // Never below its own share − w_S: at most its excess + w_S.
+        let limit = u64::try_from(ceil_div(excess + slack, c_sum) - 1).unwrap_or(u64::MAX);
+        return WeightedPlan {
+            shed: choose(mine, units, limit),
+            ..nothing
+        };
     }
     nothing
 }
@@ -1036,6 +1057,33 @@ mod tests {
         let loads: Vec<u64> = w.loads().iter().map(|(_, l, _)| *l).collect();
         assert_eq!(loads, vec![4, 4, 0], "the settler's share stays free");
         assert_eq!(w.free().len(), 4);
+    }
+
+    /// The what-if test's join of "g" (capacity 2) beside three replicas of 8 (24
+    /// partitions of weight 1, shares 4.8 and 9.6): "c" handed its 3 over first and
+    /// sees the others not yet. The deficit left (6.6) is the excess of "a2" and "j"
+    /// (3.2 each) plus "c"'s 0.2: rounding that 0.2 up to a whole partition made "c"
+    /// shed one more, below its share, and take one back from "j" later (a move the
+    /// plan did not have). A donor gives whole units of its excess only.
+    #[test]
+    fn a_donor_never_sheds_below_its_share_for_a_fraction_of_a_unit() {
+        let mine: Vec<(usize, u64)> = (0..5).map(|i| (i, 1)).collect();
+        let mut g = member("g", 3, 3);
+        g.capacity = 2;
+        let members = [member("a2", 8, 8), member("c", 5, 5), member("j", 8, 8), g];
+        let totals = Totals {
+            weight: 24,
+            max_weight: 1,
+            unowned: 0,
+        };
+        let plan = weighted_plan("c", 5, &mine, false, 1, &members, totals);
+        assert!(plan.shed.is_empty(), "{plan:?}");
+        // The others still give their whole units: 3 each.
+        let theirs: Vec<(usize, u64)> = (0..8).map(|i| (i, 1)).collect();
+        for me in ["a2", "j"] {
+            let plan = weighted_plan(me, 8, &theirs, false, 1, &members, totals);
+            assert_eq!(plan.shed.len(), 3, "{me}: {plan:?}");
+        }
     }
 
     fn member(id: &str, load: u64, held: usize) -> Loaded {
