@@ -931,10 +931,13 @@ impl ReplicaState {
         // store counts what the ledger holds.
         let landed =
             self.view.unowned == 0 && self.ledger.at_rest() && self.view.server_held == self.held();
-        if self
+        let go = self
             .policy
-            .hand_over(wants, 2 * self.s.renew_interval, landed, now)
-        {
+            .hand_over(wants, 2 * self.s.renew_interval, landed, now);
+        if let Some(after) = self.policy.look_again(go, self.s.renew_interval) {
+            self.cadence.wake(now + after);
+        }
+        if go {
             let candidates = match named {
                 Some(shed) => shed,
                 None if !self.prefs.is_empty() => {
