@@ -260,7 +260,8 @@ pub(crate) struct Driver<B, F> {
     gate: Gate,
     /// What this replica runs when asked to prepare for a warm move.
     prepare: Option<PrepareFn>,
-    /// Warm-move messages being sent, and preparations running.
+    /// Warm-move messages and notices of steps in load being sent, and preparations
+    /// running.
     warm: JoinSet<()>,
 }
 
@@ -902,7 +903,14 @@ where
         };
         match &reply {
             Ok(flags) => {
-                loads.answered(weights, Some(flags));
+                if loads.answered(weights, Some(flags)) {
+                    // A step in load: every replica ticks now, not at its next tick.
+                    let (store, keys, limit) =
+                        (self.store.clone(), self.keys.clone(), self.limit());
+                    self.warm.spawn(async move {
+                        let _ = timeout(limit, store.publish(&keys, &keys.notice)).await;
+                    });
+                }
                 let mut written = 0u64;
                 for (&((i, fence), w), &ok) in weights.iter().zip(flags) {
                     if ok {

@@ -26,6 +26,8 @@ pub(super) struct LoadReports {
     /// When the last write was sent, and whether it is still in flight.
     sent: Option<Instant>,
     in_flight: bool,
+    /// The write in flight carries a step in load.
+    stepped: bool,
 }
 
 impl LoadReports {
@@ -36,6 +38,7 @@ impl LoadReports {
             every,
             sent: None,
             in_flight: false,
+            stepped: false,
         }
     }
 
@@ -66,19 +69,26 @@ impl LoadReports {
         if !due.is_empty() {
             self.in_flight = true;
             self.sent = Some(now);
+            self.stepped = self.loads.stepped();
         }
         due
     }
 
     /// The write of `weights` came back: those the store took (`Some(flags)`), or none.
-    pub(super) fn answered(&mut self, weights: &[(TermKey, u64)], flags: Option<&[bool]>) {
+    /// Returns whether the store took a weight that carries a step in load: the other
+    /// replicas are then told at once (a notice) rather than at their next tick, since
+    /// a step is what a rebalance by load waits for.
+    pub(super) fn answered(&mut self, weights: &[(TermKey, u64)], flags: Option<&[bool]>) -> bool {
         self.in_flight = false;
+        let mut took = false;
         if let Some(flags) = flags {
             for (&(key, w), &ok) in weights.iter().zip(flags) {
                 if ok {
                     self.loads.written(key, w);
+                    took = true;
                 }
             }
         }
+        std::mem::take(&mut self.stepped) && took
     }
 }

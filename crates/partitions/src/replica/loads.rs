@@ -36,6 +36,8 @@ pub(crate) type Sample = (TermKey, Option<f64>, u64);
 pub(crate) struct Loads {
     damping: LoadDamping,
     terms: HashMap<TermKey, Damped>,
+    /// The last [`due`](Self::due) jumped some average to its latest report.
+    stepped: bool,
 }
 
 impl Loads {
@@ -43,6 +45,7 @@ impl Loads {
         Self {
             damping,
             terms: HashMap::new(),
+            stepped: false,
         }
     }
 
@@ -80,6 +83,7 @@ impl Loads {
         let threshold = f64::from(self.damping.threshold_percent) / 100.0;
         let jump = f64::from(self.damping.jump_percent) / 100.0;
         let mut out = Vec::new();
+        self.stepped = false;
         for (key, latest, ledger) in samples {
             let Some(d) = self.terms.get_mut(&key) else {
                 continue;
@@ -108,6 +112,7 @@ impl Loads {
                 // corrects a noisy one later.
                 d.value = x;
                 d.fast = x;
+                self.stepped = true;
             }
             let w = weight_of(d.value);
             let moved = w.abs_diff(d.stored);
@@ -117,6 +122,12 @@ impl Loads {
         }
         out.sort_unstable_by_key(|((i, f), _)| (*i, *f));
         out
+    }
+
+    /// Whether the last [`due`](Self::due) jumped some average to its latest report (a
+    /// step in load, not drift: worth telling the other replicas at once).
+    pub(crate) fn stepped(&self) -> bool {
+        self.stepped
     }
 
     /// The store now has `weight` for term `key`.
@@ -170,6 +181,29 @@ mod tests {
         l.due([(K, Some(300.0), 200)], t0 + Duration::from_secs(15));
         let due = l.due([(K, Some(300.0), 200)], t0 + Duration::from_secs(20));
         assert_eq!(due, [(K, 250)]);
+    }
+
+    #[test]
+    fn a_step_says_so_and_drift_does_not() {
+        let t0 = Instant::now();
+        let mut l = loads(10, 10);
+        l.start(K, 100, t0);
+        // Drift: 20 % up, damped, written only once past the threshold, never a step.
+        let due = l.due([(K, Some(120.0), 100)], t0 + Duration::from_secs(30));
+        assert_eq!(due, [(K, 118)]);
+        assert!(!l.stepped(), "drift is not a step");
+        l.written(K, 118);
+        // A step: ten times the load, written at once as the latest report.
+        let due = l.due(
+            [(K, Some(1_200.0), 118)],
+            t0 + Duration::from_millis(30_700),
+        );
+        assert_eq!(due, [(K, 1_200)]);
+        assert!(l.stepped());
+        l.written(K, 1_200);
+        let due = l.due([(K, Some(1_200.0), 1_200)], t0 + Duration::from_secs(31));
+        assert!(due.is_empty());
+        assert!(!l.stepped(), "each sample says it anew");
     }
 
     #[test]
