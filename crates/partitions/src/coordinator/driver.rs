@@ -1112,6 +1112,9 @@ where
             return;
         };
         let token = first.token.clone();
+        // Named once for the batch, before its first attempt: a retry after a failover
+        // still names the server the decision was made on.
+        let lifetime = self.state.lifetime().to_owned();
         let terms: Vec<GivenBack> = batch
             .iter_mut()
             .map(|p| {
@@ -1129,6 +1132,7 @@ where
                     cause,
                     state: p.state.take(),
                     to,
+                    lifetime: lifetime.clone(),
                 }
             })
             .collect();

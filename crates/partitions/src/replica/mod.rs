@@ -332,6 +332,11 @@ impl ReplicaState {
     }
 
     /// The current session's token.
+    /// The granting server's lifetime as the last tick reply named it.
+    pub(crate) fn lifetime(&self) -> &str {
+        &self.lifetime
+    }
+
     pub(crate) fn token(&self) -> &str {
         self.session.token()
     }

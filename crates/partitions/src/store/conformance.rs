@@ -275,6 +275,7 @@ async fn loads<B: Protocol>(b: &B) -> Vec<String> {
                 cause: MoveCause::HandOff,
                 state: None,
                 to: None,
+                lifetime: String::new(),
             }],
             TTL,
             HOLD,
@@ -427,6 +428,7 @@ fn handed(terms: &[Term]) -> Vec<GivenBack> {
             cause: MoveCause::HandOff,
             state: Some(format!("state of {}", t.0).into_bytes()),
             to: None,
+            lifetime: LIFETIME.lock().unwrap().clone(),
         })
         .collect()
 }
@@ -1239,6 +1241,7 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         cause: MoveCause::HandOff,
         state: None,
         to: to.map(str::to_owned),
+        lifetime: String::new(),
     };
     // p1 to c, p2 to nobody, p3 to b.
     let gone = b
@@ -1319,6 +1322,84 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
     out
 }
 
+/// State is noted with the server lifetime the releasing replica named: a release that
+/// names another than the server's (a retry that reached a server promoted since the
+/// replica decided) leaves state the next owner is never offered.
+async fn lifetimes<B: Protocol>(b: &B) -> Vec<String> {
+    let k = GroupKeys::new("leasehold", "lifetimes");
+    let mut out = Vec::new();
+    let mut ranks = Ranks::default();
+    let seed = Change::Seed {
+        life: "life-l".into(),
+        grant_delay: Duration::from_millis(1),
+        lease: TTL,
+    };
+    b.add(&k, &seed, &names(&["p0", "p1"])).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    INC.lock().unwrap().clear();
+    LIFETIME.lock().unwrap().clear();
+    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
+    let (a, bt) = (
+        "a:00000000000000000000000000000005",
+        "b:00000000000000000000000000000005",
+    );
+    for (r, t) in [("a", a), ("b", bt)] {
+        let join = TickRequest {
+            quiet: false,
+            ..tick(r, t, true, MemberState::Active)
+        };
+        seen(&b.tick(&k, &join).await.unwrap());
+    }
+    let r = b.claim(&k, &claim("a", a, 1, 2)).await.unwrap();
+    let terms = fences_of(&r);
+    out.push(format!(
+        "lifetimes: a takes both: {}",
+        claimed(&r, &mut ranks)
+    ));
+    let now = LIFETIME.lock().unwrap().clone();
+    assert!(!now.is_empty(), "the ticks named the server's lifetime");
+    let give = |i: usize, lifetime: &str| GivenBack {
+        term: terms[i].clone(),
+        cause: MoveCause::HandOff,
+        state: Some(format!("state of {}", terms[i].0).into_bytes()),
+        to: None,
+        lifetime: lifetime.to_owned(),
+    };
+    let gone = b
+        .release(&k, a, &[give(0, &now), give(1, "elsewhere")], TTL, HOLD)
+        .await
+        .unwrap();
+    out.push(format!(
+        "lifetimes: a releases both with state, p1's naming another lifetime: {gone:?}"
+    ));
+    let r = b.claim(&k, &claim("b", bt, 1, 2)).await.unwrap();
+    out.push(format!(
+        "lifetimes: b takes both: {}",
+        claimed(&r, &mut ranks)
+    ));
+    let ClaimReply::Claimed {
+        partitions, moves, ..
+    } = &r
+    else {
+        panic!("expected a claim, got {r:?}");
+    };
+    for ((name, _, _), p) in partitions.iter().zip(moves) {
+        if name == "p0" {
+            assert!(
+                p.state_bytes.is_some() && !p.state_before_server_change,
+                "p0's state, left in the server's lifetime, is offered: {p:?}"
+            );
+        } else {
+            assert!(
+                p.state_bytes.is_none() && p.state_before_server_change,
+                "p1's state, left naming another lifetime, is not: {p:?}"
+            );
+        }
+    }
+    assert_eq!(partitions.len(), 2, "{r:?}");
+    out
+}
+
 fn names_of(list: &[&str]) -> Vec<String> {
     names(list)
 }
@@ -1370,6 +1451,7 @@ async fn answer_alike() {
     on_redis.extend(Box::pin(loads(&store)).await);
     on_redis.extend(Box::pin(prefs(&store)).await);
     on_redis.extend(Box::pin(reserved(&store)).await);
+    on_redis.extend(Box::pin(lifetimes(&store)).await);
     let memory = MemoryGroupStore::new();
     let mut in_memory = Box::pin(script(&memory)).await;
     in_memory.extend(Box::pin(restore(&memory)).await);
@@ -1377,6 +1459,7 @@ async fn answer_alike() {
     in_memory.extend(Box::pin(loads(&memory)).await);
     in_memory.extend(Box::pin(prefs(&memory)).await);
     in_memory.extend(Box::pin(reserved(&memory)).await);
+    in_memory.extend(Box::pin(lifetimes(&memory)).await);
     let on_redis: Vec<String> = on_redis.iter().map(|l| without_waits(l)).collect();
     let in_memory: Vec<String> = in_memory.iter().map(|l| without_waits(l)).collect();
     for (r, m) in on_redis.iter().zip(&in_memory) {

@@ -2,11 +2,11 @@
 -- each term leaves for its successor.
 --
 -- ARGV: 1 session token, 2 channel, 3 notice, 4 state time to live (ms), 5 hold (ms),
--- 6.. name, fence, cause, state, receiver, name, fence, cause, state, receiver...
--- (cause: why the term ended, `handoff`, `drain`, `leave` or `released`; state: '' for
--- none, else '=' then its bytes; receiver: '' for none, else the replica id the
--- partition is handed to). KEYS[26..]: the hand-off key of each term that leaves
--- state, in order.
+-- 6.. name, fence, cause, state, receiver, lifetime, name, fence, ... (cause: why the
+-- term ended, `handoff`, `drain`, `leave` or `released`; state: '' for none, else '='
+-- then its bytes; receiver: '' for none, else the replica id the partition is handed
+-- to; lifetime: the server lifetime the replica's last tick named when it decided the
+-- release). KEYS[26..]: the hand-off key of each term that leaves state, in order.
 --
 -- Gives back each partition whose current term is the session's at that fence (free
 -- from now if still listed, its term's end noted for the ledger of moves, with the size
@@ -29,21 +29,22 @@ local now = clock()
 local ttl = tonumber(ARGV[4])
 local hold = tonumber(ARGV[5])
 local names, fences, causes, sizes, states, tos = {}, {}, {}, {}, {}, {}
--- State is noted with the server lifetime the group last saw (a claim reads it): one
--- left in another is never offered (claim.lua), since a restart or a failover may have
--- lost a later term of the partition with its writes.
--- Read only by a release that carries state.
-local life = nil
-for i = 6, #ARGV, 5 do
+-- State is noted with the server lifetime the replica named, the one it saw when it
+-- decided the release (a claim compares it with the server's): one left in another is
+-- never offered (claim.lua), since a restart or a failover may have lost a later term
+-- of the partition with its writes. Not the lifetime the group last saw: a release
+-- whose reply was lost, retried by the store on a server promoted since, would note
+-- the promoted server's while a later term the promotion lost ran in between (found
+-- by the simulation, seed 9935).
+for i = 6, #ARGV, 6 do
   local j = #names + 1
   names[j] = ARGV[i]
   fences[j] = ARGV[i + 1]
   causes[j] = ARGV[i + 2]
   tos[j] = ARGV[i + 4]
   if ARGV[i + 3] ~= '' then
-    if not life then life = redis.call('HGET', META, 'server') or '' end
     states[j] = string.sub(ARGV[i + 3], 2)
-    sizes[j] = tostring(#states[j]) .. '\t' .. life
+    sizes[j] = tostring(#states[j]) .. '\t' .. ARGV[i + 5]
   end
 end
 local out, gone = give_back(tok, names, fences, now, causes, sizes)

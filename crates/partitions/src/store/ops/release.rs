@@ -26,6 +26,11 @@ pub struct GivenBack {
     /// The replica the partition is handed to, if the move names one: it is reserved
     /// for that replica for the release's hold.
     pub to: Option<String>,
+    /// The server lifetime the replica's last tick named when it decided the release:
+    /// the state is noted with it, and offered only if the server that grants the next
+    /// term is still in it (a retry that reaches a server promoted since leaves state
+    /// nobody is offered).
+    pub lifetime: String,
 }
 
 impl GivenBack {
@@ -36,6 +41,7 @@ impl GivenBack {
             cause,
             state: None,
             to: None,
+            lifetime: String::new(),
         }
     }
 }
@@ -76,6 +82,7 @@ pub(crate) async fn redis(
         args.push(t.cause.as_str().as_bytes());
         args.push(state);
         args.push(t.to.as_deref().unwrap_or("").as_bytes());
+        args.push(t.lifetime.as_bytes());
         if t.state.is_some() {
             state_keys.push(keys.hand_off(&t.term.0));
         }
@@ -109,9 +116,10 @@ impl Group {
     ) -> (Vec<bool>, bool) {
         let names: Vec<String> = terms.iter().map(|t| t.term.0.clone()).collect();
         let fences: Vec<u64> = terms.iter().map(|t| t.term.1.get()).collect();
-        // Noted with the server lifetime the group last saw, as release.lua does.
-        let life = self.meta.as_ref().map_or(0, |m| m.server);
+        // Noted with the server lifetime the replica named, as release.lua does (0, no
+        // lifetime's, if it names none).
         let (flags, gone) = self.give_back(session, &names, Some(&fences), now.ms, &|j| {
+            let life = terms[j].lifetime.parse::<u64>().unwrap_or(0);
             (
                 terms[j].cause,
                 terms[j].state.as_ref().map(|s| (s.len() as u64, life)),
