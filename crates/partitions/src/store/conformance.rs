@@ -51,6 +51,21 @@ fn tick(replica: &str, token: &str, join: bool, state: MemberState) -> TickReque
     }
 }
 
+/// Forgets what the last group's ticks named, then joins each (replica, token) to the
+/// group `k`, as replicas starting afresh do.
+async fn join_afresh<B: Protocol>(b: &B, k: &GroupKeys, members: &[(&str, &str)]) {
+    INC.lock().unwrap().clear();
+    LIFETIME.lock().unwrap().clear();
+    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
+    for &(r, t) in members {
+        let join = TickRequest {
+            quiet: false,
+            ..tick(r, t, true, MemberState::Active)
+        };
+        seen(&b.tick(k, &join).await.unwrap());
+    }
+}
+
 fn claim(replica: &str, token: &str, seq: u64, count: usize) -> ClaimRequest {
     ClaimRequest::of(replica, token, seq, count, TTL, &inc())
 }
@@ -337,20 +352,11 @@ async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
     ));
     let head = b.status_head(&k).await.unwrap().unwrap();
     out.push(format!("prefer: the status: {:?}", head.preferences));
-    INC.lock().unwrap().clear();
-    LIFETIME.lock().unwrap().clear();
-    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
     let (a, bt) = (
         "a:00000000000000000000000000000003",
         "b:00000000000000000000000000000003",
     );
-    for (r, t) in [("a", a), ("b", bt)] {
-        let join = TickRequest {
-            quiet: false,
-            ..tick(r, t, true, MemberState::Active)
-        };
-        seen(&b.tick(&k, &join).await.unwrap());
-    }
+    join_afresh(b, &k, &[("a", a), ("b", bt)]).await;
     let leave = ClaimRequest {
         leave_to: vec![("b".into(), 1)],
         ..claim("a", a, 1, 3)
@@ -1218,21 +1224,12 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    INC.lock().unwrap().clear();
-    LIFETIME.lock().unwrap().clear();
-    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
     let (a, bt, c) = (
         "a:00000000000000000000000000000004",
         "b:00000000000000000000000000000004",
         "c:00000000000000000000000000000004",
     );
-    for (r, t) in [("a", a), ("b", bt), ("c", c)] {
-        let join = TickRequest {
-            quiet: false,
-            ..tick(r, t, true, MemberState::Active)
-        };
-        seen(&b.tick(&k, &join).await.unwrap());
-    }
+    join_afresh(b, &k, &[("a", a), ("b", bt), ("c", c)]).await;
     let r = b.claim(&k, &claim("a", a, 1, 5)).await.unwrap();
     let terms = fences_of(&r);
     out.push(format!("reserve: a takes all: {}", claimed(&r, &mut ranks)));
@@ -1336,20 +1333,11 @@ async fn lifetimes<B: Protocol>(b: &B) -> Vec<String> {
     };
     b.add(&k, &seed, &names(&["p0", "p1"])).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    INC.lock().unwrap().clear();
-    LIFETIME.lock().unwrap().clear();
-    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
     let (a, bt) = (
         "a:00000000000000000000000000000005",
         "b:00000000000000000000000000000005",
     );
-    for (r, t) in [("a", a), ("b", bt)] {
-        let join = TickRequest {
-            quiet: false,
-            ..tick(r, t, true, MemberState::Active)
-        };
-        seen(&b.tick(&k, &join).await.unwrap());
-    }
+    join_afresh(b, &k, &[("a", a), ("b", bt)]).await;
     let r = b.claim(&k, &claim("a", a, 1, 2)).await.unwrap();
     let terms = fences_of(&r);
     out.push(format!(
