@@ -331,12 +331,12 @@ impl ReplicaState {
         self.session.process()
     }
 
-    /// The current session's token.
     /// The granting server's lifetime as the last tick reply named it.
     pub(crate) fn lifetime(&self) -> &str {
         &self.lifetime
     }
 
+    /// The current session's token.
     pub(crate) fn token(&self) -> &str {
         self.session.token()
     }
