@@ -585,7 +585,7 @@ fn rebalance(r: &Bench) -> Result<String, BoxError> {
         "| event | result |\n|---|---|\n\
          | cold start of {p} partitions on {n} replicas (settle = one lease, then claims) | all owned and balanced after {cold_all}, **{handoffs} hand-offs** |\n\
          | SIGKILL of one replica | all owned again **{kill_all}** after the kill; its session expired {expiry} after it (overshoot {over} ms); bound lease + renew interval = {bound} |\n\
-         | a replica joins | balanced after {join_ms} (it joins a served group without settling; a hand-off waits for two ticks in a row that agree, the second a quarter renew interval after the first), **{moved} partitions moved**: exactly its share |\n\
+         | a replica joins | balanced after {join_ms} (it joins a served group without settling; a hand-off waits for two ticks in a row that agree, so a joiner waits one renew interval unless the second tick was due anyway), **{moved} partitions moved**: exactly its share |\n\
          \nFrom {src}; final spread {spread}{runs}.\n",
         p = v["partitions"],
         n = v["replicas"],
