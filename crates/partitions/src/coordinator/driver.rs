@@ -117,6 +117,19 @@ fn roster_bytes(members: &[MemberInfo], gone: &[String], version: &str) -> u64 {
 }
 
 /// This process, as operators see it in the group: `host pid`.
+/// The message on the group's channel that says a partition's load stepped (a jump
+/// of its damped average): every replica ticks, as on a release notice, and confirms a
+/// first ask to hand over early. A replica of an older version ignores it (it reads it
+/// as a warm move's message it does not know).
+fn step_notice(notice: &str) -> String {
+    format!("{notice}\tstep")
+}
+
+/// Whether `message` on the group's channel `notice` is a step's ([`step_notice`]).
+fn is_step(notice: &str, message: &str) -> bool {
+    message.strip_prefix(notice) == Some("\tstep")
+}
+
 fn instance() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
@@ -396,6 +409,9 @@ where
                 Some(_) = self.warm.join_next(), if !self.warm.is_empty() => false,
                 notice = self.notices.recv(), if notices_open => {
                     match notice {
+                        Ok(n) if is_step(&self.keys.notice, &n) => {
+                            self.state.on_step(Instant::now(), &mut self.rng);
+                        }
                         Ok(n) if n != self.keys.notice && n != ANY_RELEASE => self.on_message(&n),
                         Err(broadcast::error::RecvError::Closed) => notices_open = false,
                         _ => self.state.on_notice(Instant::now(), &mut self.rng),
@@ -562,7 +578,8 @@ where
             .stop_because(i, TermEndReason::HandedOff, to.as_deref());
     }
 
-    /// A message on the group's channel that is not a release notice: a warm move's.
+    /// A message on the group's channel that is not a release notice or a step's: a
+    /// warm move's.
     fn on_message(&mut self, message: &str) {
         let Some(warm) = Warm::decode(&self.keys.notice, message) else {
             return;
@@ -904,11 +921,13 @@ where
         match &reply {
             Ok(flags) => {
                 if loads.answered(weights, Some(flags)) {
-                    // A step in load: every replica ticks now, not at its next tick.
+                    // A step in load: every replica ticks now, not at its next tick, and
+                    // confirms a first ask to hand over early.
                     let (store, keys, limit) =
                         (self.store.clone(), self.keys.clone(), self.limit());
                     self.warm.spawn(async move {
-                        let _ = timeout(limit, store.publish(&keys, &keys.notice)).await;
+                        let step = step_notice(&keys.notice);
+                        let _ = timeout(limit, store.publish(&keys, &step)).await;
                     });
                 }
                 let mut written = 0u64;
@@ -1352,6 +1371,22 @@ mod tests {
 
     use super::*;
     use crate::store::protocol::MemberState;
+
+    #[test]
+    fn a_step_message_is_told_apart_from_notices_and_other_groups_messages() {
+        let notice = "lh:{g}";
+        assert!(is_step(notice, &step_notice(notice)));
+        assert!(!is_step(notice, notice), "a release notice");
+        assert!(!is_step("lh:{h}", &step_notice(notice)), "another group's");
+        assert!(!is_step(notice, &format!("{notice}\tstep\tmore")));
+        let warm = "lh:{g}\twarm\tready\tp\ta\tb\t7\t0";
+        assert!(!is_step(notice, warm));
+        assert_eq!(
+            Warm::decode(notice, &step_notice(notice)),
+            None,
+            "not a warm move's"
+        );
+    }
 
     #[test]
     fn a_roster_counts_the_bytes_of_its_strings() {

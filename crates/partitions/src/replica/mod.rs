@@ -939,7 +939,7 @@ impl ReplicaState {
         let go = self
             .policy
             .hand_over(wants, 2 * self.s.renew_interval, landed, now);
-        if let Some(after) = self.policy.look_again(go, self.s.renew_interval) {
+        if let Some(after) = self.policy.look_again(go, self.s.renew_interval, now) {
             self.cadence.wake(now + after);
         }
         if go {
@@ -1604,6 +1604,14 @@ impl ReplicaState {
             let members = self.view.live.len();
             self.cadence.notice(now, members, rng.random());
         }
+    }
+
+    /// The group said a partition's load stepped (a replica's report jumped): tick
+    /// as on any notice, and confirm a first ask to hand over early (the policy's
+    /// `look_again`).
+    pub(crate) fn on_step(&mut self, now: Instant, rng: &mut impl Rng) {
+        self.policy.stepped(now);
+        self.on_notice(now, rng);
     }
 
     /// An elector is waiting for a renewal.

@@ -3,7 +3,8 @@
 //! rule asked for it on two ticks in a row, then not again for two renew intervals,
 //! unless the rebalance is under way and its last hand-over has landed (the next round
 //! goes at the first tick that sees it landed and still asks; the tick after a
-//! hand-over comes a quarter interval early to see it); and
+//! hand-over comes a quarter interval early to see it, as does the tick confirming a
+//! first ask made just after a step in load); and
 //! availability before balance (partitions nobody owns for longer than lease + retry
 //! interval, while nobody settles, go to whoever asks, above the cap). And how long a
 //! claim may leave free partitions to the members they are preferred on: while
@@ -26,6 +27,8 @@ pub(crate) struct Policy {
     /// A rebalance is under way: the last tick that asked handed over, and every tick
     /// since has asked again.
     under_way: bool,
+    /// When the group last said a partition's load stepped (a jump, not drift).
+    stepped_at: Option<Instant>,
 }
 
 impl Policy {
@@ -88,14 +91,31 @@ impl Policy {
         false
     }
 
+    /// The group said a partition's load stepped (a jump of a damped average, not
+    /// drift): for two renew intervals, a first ask to hand over is confirmed early
+    /// (see [`look_again`](Self::look_again)).
+    pub(crate) fn stepped(&mut self, now: Instant) {
+        self.stepped_at = Some(now);
+    }
+
     /// How soon to tick again, sooner than the next regular tick, after
     /// [`hand_over`](Self::hand_over) said `go`: a quarter of the renew interval when a
-    /// hand-over just went (a tick that sees it landed sends the next round at once),
-    /// else `None`. The tick that confirms a first ask is not brought forward: two
-    /// ticks a whole interval apart are the filter against noise (with them a quarter
-    /// apart, noisy stationary loads moved partitions: `redis_loads.rs`).
-    pub(crate) fn look_again(&self, go: bool, renew_interval: Duration) -> Option<Duration> {
-        go.then(|| renew_interval / 4)
+    /// hand-over just went (a tick that sees it landed sends the next round at once), or
+    /// when a first ask came within two renew intervals of a step in load (a step is a
+    /// cause, not noise); else `None`. Without a step, the tick that confirms a first
+    /// ask is not brought forward: two ticks a whole interval apart are the filter
+    /// against noise (with them a quarter apart, noisy stationary loads moved
+    /// partitions: `redis_loads.rs`), and noise does not step.
+    pub(crate) fn look_again(
+        &self,
+        go: bool,
+        renew_interval: Duration,
+        now: Instant,
+    ) -> Option<Duration> {
+        let after_step = self
+            .stepped_at
+            .is_some_and(|t| now.saturating_duration_since(t) <= 2 * renew_interval);
+        (go || (self.shed_streak == 1 && after_step)).then(|| renew_interval / 4)
     }
 
     /// The hand-over just allowed made no move (a move budget granted none): no
@@ -165,26 +185,57 @@ mod tests {
     fn the_tick_that_sees_a_round_land_comes_early_the_confirming_one_does_not() {
         let mut p = Policy::default();
         let t0 = Instant::now();
-        assert_eq!(p.look_again(false, RI), None, "nothing asked");
+        assert_eq!(p.look_again(false, RI, t0), None, "nothing asked");
         let go = p.hand_over(true, 2 * RI, true, t0);
         assert!(!go);
         assert_eq!(
-            p.look_again(go, RI),
+            p.look_again(go, RI, t0),
             None,
             "a first ask is confirmed at the next regular tick: the noise filter"
         );
         let go = p.hand_over(true, 2 * RI, true, t0 + RI);
         assert!(go, "two ticks in a row");
-        assert_eq!(p.look_again(go, RI), Some(RI / 4), "see it land");
+        assert_eq!(p.look_again(go, RI, t0 + RI), Some(RI / 4), "see it land");
         let go = p.hand_over(true, 2 * RI, false, t0 + RI + RI / 4);
         assert!(!go, "not landed yet");
         assert_eq!(
-            p.look_again(go, RI),
+            p.look_again(go, RI, t0 + RI + RI / 4),
             None,
             "not landed: the regular ticks from here on"
         );
         let go = p.hand_over(false, 2 * RI, true, t0 + 2 * RI);
-        assert_eq!(p.look_again(go, RI), None, "done");
+        assert_eq!(p.look_again(go, RI, t0 + 2 * RI), None, "done");
+    }
+
+    #[test]
+    fn after_a_step_in_load_a_first_ask_is_confirmed_early() {
+        let mut p = Policy::default();
+        let t0 = Instant::now();
+        p.stepped(t0);
+        let go = p.hand_over(true, 2 * RI, true, t0);
+        assert!(!go);
+        assert_eq!(
+            p.look_again(go, RI, t0),
+            Some(RI / 4),
+            "a step is a cause: confirm early"
+        );
+        let go = p.hand_over(true, 2 * RI, true, t0 + RI / 4);
+        assert!(go, "two ticks in a row");
+        // The step is old: a new first ask waits for the next regular tick again.
+        let go = p.hand_over(false, 2 * RI, true, t0 + 2 * RI);
+        assert!(!go);
+        let later = t0 + 3 * RI;
+        let go = p.hand_over(true, 2 * RI, true, later);
+        assert!(!go);
+        assert_eq!(
+            p.look_again(go, RI, later),
+            None,
+            "no step since: noise filter"
+        );
+        // A second ask in a row is confirmed at once anyway: no early tick needed.
+        p.stepped(later);
+        let go = p.hand_over(true, 2 * RI, true, later + RI);
+        assert!(go);
     }
 
     #[test]
