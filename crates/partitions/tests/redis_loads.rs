@@ -2,7 +2,8 @@
 //! against a real redis-server started for each test: reported loads become weights
 //! and rebalance the group; a hand-set weight gives way to the reports; noisy but
 //! stationary loads move nothing and write at most one request per replica per renew
-//! interval; loads where they go nowhere are a typed error.
+//! interval; a step in load is published to the group as a step message, drift is not;
+//! loads where they go nowhere are a typed error.
 
 mod support;
 
@@ -355,4 +356,86 @@ async fn a_load_where_loads_go_nowhere_or_a_bad_load_is_a_typed_error() {
     assert_eq!(ok, Ok(()));
     assert!(matches!(bad, Err(LoadError::Invalid(_))));
     h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_in_load_is_published_to_the_group_and_drift_is_not() {
+    use futures::StreamExt;
+    use std::sync::{Arc, Mutex};
+
+    let redis = RedisServer::start();
+    // Every message on every channel of this server: the step messages are the ones
+    // that end in "\tstep".
+    let mut pubsub = redis::Client::open(redis.url())
+        .unwrap()
+        .get_async_pubsub()
+        .await
+        .unwrap();
+    pubsub.psubscribe("*").await.unwrap();
+    let steps: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = steps.clone();
+    let listener = tokio::spawn(async move {
+        let mut messages = pubsub.into_on_message();
+        while let Some(m) = messages.next().await {
+            let payload: String = m.get_payload().unwrap_or_default();
+            if payload.ends_with("\tstep") {
+                seen.lock().unwrap().push(payload);
+            }
+        }
+    });
+    let loads = Loads::default();
+    let damping = LoadDamping::default()
+        .half_life(Duration::from_secs(1))
+        .threshold_percent(10);
+    let mut fleet = fleet(&redis, 4, &["a", "b"], &loads, damping);
+    for p in &fleet.partitions {
+        loads.set(p, 10.0);
+    }
+    let admin = GroupAdmin::new(store(&redis), "g").unwrap();
+    let partitions = fleet.partitions.clone();
+    until(&admin, "weights of 10", |s| {
+        s.weighted
+            && partitions.iter().all(|name| {
+                s.partitions
+                    .iter()
+                    .any(|p| &p.partition == name && (9..=11).contains(&p.weight))
+            })
+    })
+    .await;
+    sleep(LEASE).await;
+    steps.lock().unwrap().clear();
+    // Drift: 5 % up, under the threshold and far under the jump.
+    for p in &fleet.partitions {
+        loads.set(p, 10.5);
+    }
+    sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        *steps.lock().unwrap(),
+        Vec::<String>::new(),
+        "drift published a step"
+    );
+    // A step: one tenant's load ten times what it was.
+    let hot = fleet.partitions[0].clone();
+    loads.set(&hot, 105.0);
+    let start = Instant::now();
+    while steps.lock().unwrap().is_empty() {
+        assert!(start.elapsed() < LIMIT, "no step message after {LIMIT:?}");
+        sleep(Duration::from_millis(20)).await;
+    }
+    let message = steps.lock().unwrap()[0].clone();
+    assert!(
+        message.ends_with(":{g}\tstep"),
+        "the group's notice, then \\tstep: {message:?}"
+    );
+    until(&admin, "the step's weight", |s| {
+        s.partitions
+            .iter()
+            .any(|p| p.partition == hot && p.weight >= 90)
+    })
+    .await;
+    listener.abort();
+    fleet.ledger.assert_no_double_ownership();
+    for (_, h) in std::mem::take(&mut fleet.replicas) {
+        h.shutdown().await;
+    }
 }
