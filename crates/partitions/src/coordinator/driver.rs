@@ -116,7 +116,6 @@ fn roster_bytes(members: &[MemberInfo], gone: &[String], version: &str) -> u64 {
     (each + gone + version.len()) as u64
 }
 
-/// This process, as operators see it in the group: `host pid`.
 /// The message on the group's channel that says a partition's load stepped (a jump
 /// of its damped average): every replica ticks, as on a release notice, and confirms a
 /// first ask to hand over early. A replica of an older version ignores it (it reads it
@@ -130,6 +129,7 @@ fn is_step(notice: &str, message: &str) -> bool {
     message.strip_prefix(notice) == Some("\tstep")
 }
 
+/// This process, as operators see it in the group: `host pid`.
 fn instance() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()

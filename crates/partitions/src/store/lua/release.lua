@@ -6,7 +6,8 @@
 -- term ended, `handoff`, `drain`, `leave` or `released`; state: '' for none, else '='
 -- then its bytes; receiver: '' for none, else the replica id the partition is handed
 -- to; lifetime: the server lifetime the replica's last tick named when it decided the
--- release, '' for a term that leaves no state). KEYS[26..]: the hand-off key of each term that leaves state, in order.
+-- release, '' for a term that leaves no state). KEYS[26..]: the hand-off key of each
+-- term that leaves state, in order.
 --
 -- Gives back each partition whose current term is the session's at that fence (free
 -- from now if still listed, its term's end noted for the ledger of moves, with the size

@@ -82,15 +82,13 @@ pub(crate) async fn redis(
         args.push(t.cause.as_str().as_bytes());
         args.push(state);
         args.push(t.to.as_deref().unwrap_or("").as_bytes());
-        // Only a term that leaves state needs it: the others send nothing (a release
-        // of 250 plain terms would otherwise carry 250 copies of an 81-byte id).
-        args.push(if t.state.is_some() {
-            t.lifetime.as_bytes()
-        } else {
-            b""
-        });
+        // Only a term that leaves state needs its lifetime: the others send nothing (a
+        // release of 250 plain terms would otherwise carry 250 copies of an 81-byte id).
         if t.state.is_some() {
+            args.push(t.lifetime.as_bytes());
             state_keys.push(keys.hand_off(&t.term.0));
+        } else {
+            args.push(b"");
         }
     }
     let mut all: Vec<&str> = keys.all().to_vec();
