@@ -117,9 +117,10 @@ fn roster_bytes(members: &[MemberInfo], gone: &[String], version: &str) -> u64 {
 }
 
 /// The message on the group's channel that says a partition's load stepped (a jump
-/// of its damped average): every replica ticks, as on a release notice, and confirms a
-/// first ask to hand over early. A replica of an older version ignores it (it reads it
-/// as a warm move's message it does not know).
+/// of its damped average): every replica ticks, as on a release notice, holds
+/// hand-overs until the step's weights are in, then lets the step stand in for a first
+/// ask to hand over. A replica of an older version ignores it (it reads it as a warm
+/// move's message it does not know).
 fn step_notice(notice: &str) -> String {
     format!("{notice}\tstep")
 }

@@ -292,9 +292,9 @@ impl ReplicaState {
         Self {
             session: Session::new(&s.replica, rng),
             cadence: Cadence::new(grid, s.renew_interval, now),
+            policy: Policy::new(s.renew_interval),
             s,
             ledger: Ledger::default(),
-            policy: Policy::default(),
             leaving: Leaving::No,
             set: SetSync::new(configured),
             view: View::default(),
@@ -936,10 +936,8 @@ impl ReplicaState {
         // store counts what the ledger holds.
         let landed =
             self.view.unowned == 0 && self.ledger.at_rest() && self.view.server_held == self.held();
-        let go = self
-            .policy
-            .hand_over(wants, 2 * self.s.renew_interval, landed, now);
-        if let Some(after) = self.policy.look_again(go, self.s.renew_interval, now) {
+        let go = self.policy.hand_over(wants, landed, now);
+        if let Some(after) = self.policy.look_again(go, now) {
             self.cadence.wake(now + after);
         }
         if go {
@@ -1607,8 +1605,8 @@ impl ReplicaState {
     }
 
     /// The group said a partition's load stepped (a replica's report jumped): tick
-    /// as on any notice, and confirm a first ask to hand over early (the policy's
-    /// `look_again`).
+    /// as on any notice; hand-overs wait for the step's weights, then the step stands
+    /// in for a first ask (the policy's `hand_over`).
     pub(crate) fn on_step(&mut self, now: Instant, rng: &mut impl Rng) {
         self.policy.stepped(now);
         self.on_notice(now, rng);
