@@ -246,6 +246,7 @@ pub fn generate(name: &str, b: &BTreeMap<String, Bench>) -> Result<String, BoxEr
         "readme" => readme(b),
         "rolling" => rolling(b),
         "weights" => weights_table(b),
+        "load-seeds" => load_seeds_table(b),
         "add" => add(get(b, "add")?),
         "topology-failover" => by_topology(
             b,
@@ -517,6 +518,53 @@ fn rolling(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
 }
 
 /// Weighted balance beside count balance of the same tenants, and capacities.
+/// Balancing by measured load, shifting tenants: the load mode of the default seed's
+/// full run, then the load-mode runs of other seeds.
+fn load_seeds_table(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
+    let mut out = String::from(
+        "| seed | max load / share p50 | p95 | max | samples above 1.3 | recoveries (s) | moves per minute | per hot change |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    let mut sources = Vec::new();
+    for name in [
+        "rebalance-load-shifting",
+        "rebalance-load-shifting-seed7",
+        "rebalance-load-shifting-seed1",
+        "rebalance-load-shifting-seed2",
+        "rebalance-load-shifting-seed3",
+    ] {
+        let bench = get(b, name)?;
+        let r = bench.last();
+        let m = &r["load"]["max_over_share"];
+        let recoveries: Vec<String> = r["load"]["recovery_secs"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|v| {
+                        v.as_f64()
+                            .map_or_else(|| "-".to_owned(), |x| format!("{x:.0}"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "| {} | {} | **{}** | {} | {:.1} % | {} | {} | **{}** |",
+            r["seed"],
+            fig(num(&m["p50"])),
+            fig(num(&m["p95"])),
+            fig(num(&m["max"])),
+            100.0 * num(&r["load"]["share_above_1_3"]),
+            recoveries.join(", "),
+            fig(num(&r["moves_per_min"])),
+            fig(num(&r["moves_per_hot_change"])),
+        );
+        sources.push(bench.source());
+    }
+    let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
+    Ok(out)
+}
+
 fn weights_table(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
     let mut out = String::from(
         "| run | largest load / its share | bound (1 + largest weight / share) | loads at the end (share) | joiner: moved, weight moved |\n\
@@ -806,6 +854,13 @@ fn readme(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
     let add = get(b, "add")?.last();
     let zipf = get(b, "rebalance-zipf")?.last();
     let zipf_count = get(b, "rebalance-zipf-count")?.last();
+    let shifting = get(b, "rebalance-load-shifting")?.last();
+    // The other seeds' runs (load mode only): the worst p95 and moves per hot change.
+    let seeds = ["seed7", "seed1", "seed2", "seed3"]
+        .iter()
+        .map(|s| get(b, &format!("rebalance-load-shifting-{s}")).map(Bench::last))
+        .collect::<Result<Vec<_>, _>>()?;
+    let worst = |f: &dyn Fn(&Value) -> f64| seeds.iter().map(|r| f(r)).fold(0.0, f64::max);
     let cmd = |n: &str| get(b, n).map(|x| x.command.clone());
     Ok(format!(
         "| what | command | result |\n|---|---|---|\n\
@@ -822,7 +877,8 @@ fn readme(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
          | … a deploy adding 8 partitions | `{}` | {} refused; {} of {} partitions owned at the end; spread {} |\n\
          | … each term handing 4 KiB of state to the next owner | `{}` | state delivered in {} of {} planned moves, {} stale; longest unowned {} ms |\n\
          | a partition added at runtime: owned after | `{}` | median {} ms (renew interval {} ms) |\n\
-         | Zipf-sized tenants on 4 replicas: largest load / its share | `{}` | {} balanced by weight, {} by count |\n",
+         | Zipf-sized tenants on 4 replicas: largest load / its share | `{}` | {} balanced by weight, {} by count |\n\
+         | … their 8 hottest changing every minute, balanced by the load callbacks report: largest load / its share at p95; moves | `{}` | {} ({} by count); {} moves per hot tenant changed; with seeds 7, 1, 2, 3 at worst {} and {} |\n",
         cmd("failover")?,
         fig(num(&f["overshoot_ms"]["median"])),
         cmd("handover")?,
@@ -870,6 +926,14 @@ fn readme(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
         cmd("rebalance-zipf")?,
         fig(num(&zipf["load"]["max_over_share"])),
         fig(num(&zipf_count["load"]["max_over_share"])),
+        cmd("rebalance-load-shifting")?,
+        fig(num(&shifting["load"]["max_over_share"]["p95"])),
+        fig(num(
+            &shifting["baselines"]["count_only"]["load"]["max_over_share"]["p95"]
+        )),
+        fig(num(&shifting["moves_per_hot_change"])),
+        fig(worst(&|r| num(&r["load"]["max_over_share"]["p95"]))),
+        fig(worst(&|r| num(&r["moves_per_hot_change"]))),
     ))
 }
 
