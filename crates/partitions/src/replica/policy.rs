@@ -122,6 +122,8 @@ impl Policy {
         self.ask(wants, landed, after_step, now)
     }
 
+    /// One tick's ask outside a hold: two in a row and cooled down, the next round of
+    /// a rebalance under way once the last landed, or (`after_step`) the first one.
     fn ask(&mut self, wants: bool, landed: bool, after_step: bool, now: Instant) -> bool {
         self.shed_streak = if wants { self.shed_streak + 1 } else { 0 };
         if !wants {
@@ -140,8 +142,8 @@ impl Policy {
     }
 
     /// The group said a partition's load stepped (a jump of a damped average, not
-    /// drift): hand-overs wait for the burst's reports, then the first tick that asks
-    /// goes (see [`hand_over`](Self::hand_over)).
+    /// drift): hand-overs wait for the burst's reports, then, for two renew intervals,
+    /// a tick that asks goes at once (see [`hand_over`](Self::hand_over)).
     pub(crate) fn stepped(&mut self, now: Instant) {
         let ri = self.renew_interval;
         self.steps = Some(match self.steps {
