@@ -517,7 +517,14 @@ fn rolling(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
     Ok(out)
 }
 
-/// Weighted balance beside count balance of the same tenants, and capacities.
+/// The load-mode runs of shifting tenants with seeds other than the default (42).
+const OTHER_SEEDS: [&str; 4] = [
+    "rebalance-load-shifting-seed7",
+    "rebalance-load-shifting-seed1",
+    "rebalance-load-shifting-seed2",
+    "rebalance-load-shifting-seed3",
+];
+
 /// Balancing by measured load, shifting tenants: the load mode of the default seed's
 /// full run, then the load-mode runs of other seeds.
 fn load_seeds_table(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
@@ -526,13 +533,7 @@ fn load_seeds_table(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
          |---|---|---|---|---|---|---|---|\n",
     );
     let mut sources = Vec::new();
-    for name in [
-        "rebalance-load-shifting",
-        "rebalance-load-shifting-seed7",
-        "rebalance-load-shifting-seed1",
-        "rebalance-load-shifting-seed2",
-        "rebalance-load-shifting-seed3",
-    ] {
+    for name in std::iter::once("rebalance-load-shifting").chain(OTHER_SEEDS) {
         let bench = get(b, name)?;
         let r = bench.last();
         let m = &r["load"]["max_over_share"];
@@ -565,6 +566,7 @@ fn load_seeds_table(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
     Ok(out)
 }
 
+/// Weighted balance beside count balance of the same tenants, and capacities.
 fn weights_table(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
     let mut out = String::from(
         "| run | largest load / its share | bound (1 + largest weight / share) | loads at the end (share) | joiner: moved, weight moved |\n\
@@ -856,9 +858,9 @@ fn readme(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
     let zipf_count = get(b, "rebalance-zipf-count")?.last();
     let shifting = get(b, "rebalance-load-shifting")?.last();
     // The other seeds' runs (load mode only): the worst p95 and moves per hot change.
-    let seeds = ["seed7", "seed1", "seed2", "seed3"]
+    let seeds = OTHER_SEEDS
         .iter()
-        .map(|s| get(b, &format!("rebalance-load-shifting-{s}")).map(Bench::last))
+        .map(|name| get(b, name).map(Bench::last))
         .collect::<Result<Vec<_>, _>>()?;
     let worst = |f: &dyn Fn(&Value) -> f64| seeds.iter().map(|r| f(r)).fold(0.0, f64::max);
     let cmd = |n: &str| get(b, n).map(|x| x.command.clone());

@@ -84,6 +84,8 @@
 //! Arithmetic is in integers scaled by C_S (`load × C_S` against `W_S × c`), so
 //! replicas reading the same view decide alike, without rounding.
 
+use std::collections::BTreeSet;
+
 /// A live member counted towards N, as a weighted view sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Loaded {
@@ -262,7 +264,6 @@ pub(crate) fn weighted_plan(
     let my_share = scaled_share(capacity);
     let my_load = u128::from(load) * c_sum;
     let slack = w_s * c_sum;
-
     let under = |m: &Loaded| {
         m.load
             .is_some_and(|l| u128::from(l) * c_sum + slack < scaled_share(m.capacity))
@@ -277,9 +278,10 @@ pub(crate) fn weighted_plan(
         let need = ceil_div(my_load - my_share - slack, c_sum);
         if totals.unowned == 0 && !view.iter().any(under) {
             let refined = refine(me, mine, &view, c_sum, w, 0, 0, nothing.clone());
+            let shed: BTreeSet<usize> = refined.shed.iter().copied().collect();
             let weight: u128 = mine
                 .iter()
-                .filter(|(i, _)| refined.shed.contains(i))
+                .filter(|(i, _)| shed.contains(i))
                 .map(|&(_, wt)| u128::from(wt))
                 .sum();
             if weight >= need {

@@ -922,8 +922,8 @@ where
         match &reply {
             Ok(flags) => {
                 if loads.answered(weights, Some(flags)) {
-                    // A step in load: every replica ticks now, not at its next tick, and
-                    // confirms a first ask to hand over early.
+                    // A step in load: every replica ticks now, not at its next tick,
+                    // and holds hand-overs until the step's weights are in.
                     let (store, keys, limit) =
                         (self.store.clone(), self.keys.clone(), self.limit());
                     self.warm.spawn(async move {
