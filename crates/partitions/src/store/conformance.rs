@@ -152,6 +152,7 @@ fn claimed(r: &ClaimReply, ranks: &mut Ranks) -> String {
             returned,
             unowned,
             moves,
+            fell_back,
         } => {
             let p: Vec<_> = partitions
                 .iter()
@@ -169,7 +170,8 @@ fn claimed(r: &ClaimReply, ranks: &mut Ranks) -> String {
                     )
                 })
                 .collect();
-            format!("{p:?} returned={returned:?} unowned={unowned} moves={m:?}")
+            let fell = if *fell_back { " fell_back" } else { "" };
+            format!("{p:?} returned={returned:?} unowned={unowned} moves={m:?}{fell}")
         }
         ClaimReply::Wait(d) => format!("Wait(waits={})", !d.is_zero()),
         other => format!("{other:?}"),
@@ -1259,14 +1261,35 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         "reserve: b asks for 3: its own p3 first, then p2; never c's p1: {}",
         claimed(&r, &mut ranks)
     ));
-    let weighed = ClaimRequest {
+    let t = b
+        .tick(&k, &tick("c", c, false, MemberState::Active))
+        .await
+        .unwrap();
+    seen(&t);
+    out.push(format!(
+        "reserve: c's tick counts what is reserved for it: {}",
+        t.reserved
+    ));
+    let no_bound = ClaimRequest {
         room: Some(4),
         fallback: false,
+        bound: 0,
         ..claim("c", c, 1, 2)
+    };
+    let r = b.claim(&k, &no_bound).await.unwrap();
+    out.push(format!(
+        "reserve: c (a room of 4, no bound) leaves its p1: {}",
+        claimed(&r, &mut ranks)
+    ));
+    let weighed = ClaimRequest {
+        room: Some(0),
+        fallback: false,
+        bound: 1,
+        ..claim("c", c, 2, 2)
     };
     let r = b.claim(&k, &weighed).await.unwrap();
     out.push(format!(
-        "reserve: c (with a room) takes its p1: {}",
+        "reserve: c (no room, a bound of 1) takes its p1: {}",
         claimed(&r, &mut ranks)
     ));
     let again = b
@@ -1306,7 +1329,7 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         "reserve: b prefers p0, reserved for c: {}",
         claimed(&r, &mut ranks)
     ));
-    let r = b.claim(&k, &claim("c", c, 2, 1)).await.unwrap();
+    let r = b.claim(&k, &claim("c", c, 3, 1)).await.unwrap();
     out.push(format!(
         "reserve: c takes p0 in a group with preferences: {}",
         claimed(&r, &mut ranks)
@@ -1473,6 +1496,7 @@ async fn answer_alike() {
         "the ledger: first owners, then a's hand-offs to b",
         r#""p1 Some(\"a\")->b handoff Some(\"f1\")->f4 unowned=true held=true"]"#,
     );
+    expect("nothing fits into 2: d takes the first", "fell_back");
     for want in [
         "budget: of a group that does not exist: 0",
         "budget: 3 moves wanted of a budget of 2: 2",
@@ -1488,7 +1512,15 @@ async fn answer_alike() {
             "reserve: b asks for 3: its own p3 first, then p2; never c's p1",
             r#"["p3:f1:1", "p2:f1:1"] returned=[] unowned=1"#,
         ),
-        ("reserve: c (with a room) takes its p1", r#"["p1:f2:1"]"#),
+        ("reserve: c's tick counts what is reserved for it", "1"),
+        (
+            "reserve: c (a room of 4, no bound) leaves its p1",
+            "[] returned",
+        ),
+        (
+            "reserve: c (no room, a bound of 1) takes its p1",
+            r#"["p1:f2:1"]"#,
+        ),
         (
             "reserve: a's release of p1 again, after c's term started",
             "[false]",

@@ -4,14 +4,16 @@
 -- ARGV: 1 replica, 2 process token, 3 session token, 4 request seq (per process,
 -- growing), 5 ttl ms, 6 count, 7 fence floor, 8 budget (ended sessions' partitions to
 -- free), 9 room (-1: none), 10 fallback (1/0), 11 the incarnation of the group the
--- session belongs to, 12 k, then |k| partitions this replica is preferred on (k < 0:
--- take only those, a swap's first half), then s,
+-- session belongs to, 12 bound (with a room: how much weight it may take of the
+-- partitions reserved for it), 13 k, then |k| partitions this replica is preferred
+-- on (k < 0: take only those, a swap's first half), then s,
 -- then s pairs (replica id, room): members that are to take the free partitions
 -- preferred on them, then regrant: name, fence, name, fence...
 --
 -- Extends the session, then takes up to `count` free partitions, oldest first (with a
--- room: those among the first `count` whose weights fit into it, or with the fallback
--- the first if none does). If the group has preferences (PREFS exists), the free
+-- room: those among the first `count` whose weights fit into it, those reserved for
+-- it into its bound, or with the fallback the first if none does). If the group has
+-- preferences (PREFS exists), the free
 -- partitions named as preferred on this replica come first (oldest first), and the
 -- oldest free partitions preferred on a member named with a room are left to it, as
 -- long as their weights fit into that room (each one left takes its weight out of
@@ -34,7 +36,7 @@
 -- Reply: {'ok', {name, fence, weight, ...}, {name given back, ...}, unowned, {cause,
 -- ms unowned or -1, previous fence or '', bytes of state left (-1: none, -2: left in
 -- another server lifetime), ...: per partition taken (not regranted), in order, what
--- its ledger entry says}},
+-- its ledger entry says}, 1 if the fallback took a partition that fit nowhere else 0},
 -- {'wait', ms} before the group grants anything, {'lost'} without a session,
 -- {'stale'}.
 local replica, process, session = ARGV[1], ARGV[2], ARGV[3]
@@ -63,9 +65,9 @@ if grants_after(m) > now then return {'wait', grants_after(m) - now} end
 redis.call('ZADD', MEMBERS, 'GT', now + ttl, replica)
 local dead = free_ended(tonumber(ARGV[8]))
 local drained = redis.call('HEXISTS', DRAINS, replica) == 1
-local room = tonumber(ARGV[9])
+local room, bound = tonumber(ARGV[9]), tonumber(ARGV[12])
 local firsts, skip = {}, {}
-local at = 12
+local at = 13
 local only = tonumber(ARGV[at]) < 0
 local k = math.abs(tonumber(ARGV[at]))
 for i = at + 1, at + k do firsts[#firsts + 1] = ARGV[i] end
@@ -77,17 +79,12 @@ local names, regrant, returned = {}, #ARGV >= at, {}
 -- order only from the end of its hold, its receiver named in ENDED under '\2' .. name.
 -- Until then the receiver's claims take it before any other, and others skip it.
 local now_s = string.format('%.0f', now)
-local mine, reserved = {}, false
+local mine, reserved, is_mine = {}, false, {}
+-- Whether the fallback took a partition that fits nowhere (the reply says so).
+local fell_back = false
 local function reservations()
-  local held = redis.call('ZRANGE', FREE, '(' .. now_s, '+inf', 'BYSCORE', 'LIMIT', 0, 256)
-  if #held == 0 then return end
-  reserved = true
-  local fields = {}
-  for j, n in ipairs(held) do fields[j] = '\2' .. n end
-  local to = redis.call('HMGET', ENDED, unpack(fields))
-  for j, n in ipairs(held) do
-    if to[j] == replica then mine[#mine + 1] = n end
-  end
+  mine, reserved = reserved_for(replica, now)
+  for _, n in ipairs(mine) do is_mine[n] = true end
 end
 -- The first `k` free partitions this claim may take, in order: those reserved for it,
 -- then the oldest free ones not held back for another.
@@ -104,18 +101,28 @@ local function claimable(k)
   return out
 end
 -- Of `cand` (free partitions, in the order to take them): with no room (-1) all of
--- them; else those whose weights fit into the room together, or, if none does and
--- the fallback is on, the first.
+-- them; else those whose weights fit into the room together (those reserved for this
+-- replica into its bound instead, the others into the room as well), or, if none
+-- does and the fallback is on, the first.
 local function fitting(cand)
   if room < 0 then return cand end
-  local ws, acc, out = weights_of(cand), 0, {}
+  local ws, acc, others, out = weights_of(cand), 0, 0, {}
   for j, n in ipairs(cand) do
-    if acc + ws[j] <= room then
+    if is_mine[n] then
+      if acc + ws[j] <= bound then
+        out[#out + 1] = n
+        acc = acc + ws[j]
+      end
+    elseif others + ws[j] <= room and acc + ws[j] <= math.max(bound, room) then
       out[#out + 1] = n
       acc = acc + ws[j]
+      others = others + ws[j]
     end
   end
-  if #out == 0 and #cand > 0 and ARGV[10] == '1' then out[1] = cand[1] end
+  if #out == 0 and #cand > 0 and ARGV[10] == '1' then
+    out[1] = cand[1]
+    fell_back = true
+  end
   return out
 end
 -- With preferences: the free partitions this claim may take, in the order it takes
@@ -251,6 +258,6 @@ if #names > 0 then
     moved_info = record_moves(replica, moved, moved_fences, now, m.server)
   end
 end
-local reply = {'ok', out, returned, unowned(dead), moved_info}
+local reply = {'ok', out, returned, unowned(dead), moved_info, fell_back and 1 or 0}
 redis.call('HSET', ACKS, process, seq .. '\t' .. cjson.encode(reply))
 return reply

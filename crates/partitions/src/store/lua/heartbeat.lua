@@ -8,7 +8,8 @@
 --
 -- Most ticks are quiet: an extension of a live session that changes nothing but its
 -- expiry, in the incarnation and server lifetime the replica named, with nothing
--- expired, ended or revoked and a roster the replica has already read. A replica whose
+-- expired, ended or revoked, no free partition held back for a named receiver, and a
+-- roster the replica has already read. A replica whose
 -- last tick changed nothing sends this script first: it reads what decides that (one
 -- read of each key it touches, before its one write, so a key of the wrong type fails
 -- a read and nothing is written), and if the tick is quiet it extends the session
@@ -53,6 +54,13 @@ local function quiet()
   end
   local drained = redis.call('HEXISTS', KEYS[8], replica)
   local free = redis.call('ZCARD', KEYS[5])
+  -- A partition held back for a named receiver (release.lua) may be this replica's:
+  -- the whole tick says so.
+  local now_s = string.format('%.0f', now)
+  if free > 0 and
+      #redis.call('ZRANGE', KEYS[5], '(' .. now_s, '+inf', 'BYSCORE', 'LIMIT', 0, 1) > 0 then
+    return nil
+  end
   local wmax = 1
   if m[10] == '1' then
     local top = redis.call('ZREVRANGE', KEYS[9], 0, 0, 'WITHSCORES')

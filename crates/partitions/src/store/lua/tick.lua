@@ -37,7 +37,7 @@
 -- heartbeat.lua, a script of its own that a replica whose last tick changed nothing
 -- sends first; this one checks every key's type before it writes.
 --
--- Reply, 31 slots:
+-- Reply, 32 slots:
 --   1 session ('live', 'lost', 'duplicate' or 'nogroup'), 2 the token this join resumed or '',
 --   3 whether the group exists (1/0), 4 count, 5 list version, 6 list digest,
 --   7 names[] of the live members sent, 8 their entries[] ('state \t capacity \t held
@@ -53,7 +53,8 @@
 --   (ARGV[14]), else 0, 29 the roster version, 30 what of the roster is in this reply
 --   (0: nothing, it is the version named; 1: all of it; 2: the members changed since
 --   the version named), 31 ms left of the session that expires first, other than this
---   replica's (-1 if none).
+--   replica's (-1 if none), 32 free partitions reserved for this replica (handed to it
+--   by name: release.lua; 0 unless its session is live).
 local replica, process, session = ARGV[1], ARGV[2], ARGV[3]
 local join, state, ttl = ARGV[4] == '1', ARGV[5], tonumber(ARGV[6])
 local now = clock()
@@ -152,7 +153,9 @@ local rver, sent, names, entries, gone = roster_for(m, lifetime, ARGV[15])
 local wait = m.grant_after - now
 if wait < 0 then wait = 0 end
 local w, total, wmax, wver = weight_info(m)
+local mine = 0
+if status == 'live' then mine = #reserved_for(replica, now) end
 return {status, resumed, m.exists and 1 or 0, m.count, m.version, m.digest, names, entries,
   gone, unowned(dead), wait, #dead, drained, revoked, expired, w, total, wmax, wver, m.life,
   m.sver, int(m.fmax), m.origin, m.lease, m.rcount, m.inc, lifetime, holds, rver, sent,
-  soonest(now, replica)}
+  soonest(now, replica), mine}

@@ -38,6 +38,10 @@ pub struct ClaimRequest {
     pub room: Option<u64>,
     /// With a room: if none fits, take the first free one anyway.
     pub fallback: bool,
+    /// With a room: the free partitions reserved for this replica (handed to it by
+    /// name) are taken first, as long as their weights fit into this (the replica's
+    /// bound), whether or not they fit into the room.
+    pub bound: u64,
     /// The incarnation of the group the session lives in: a claim of another one is
     /// `Lost`.
     pub incarnation: String,
@@ -74,6 +78,7 @@ impl ClaimRequest {
             regrant: Vec::new(),
             room: None,
             fallback: false,
+            bound: 0,
             incarnation: incarnation.to_owned(),
             prefer: Vec::new(),
             only_preferred: false,
@@ -86,8 +91,8 @@ impl ClaimRequest {
 /// their preferred members (`claim.lua`'s `want + 256`).
 pub(crate) const PREFER_SCAN: usize = 256;
 
-/// How many free partitions reserved for a named receiver a claim looks at to find
-/// those reserved for it (`claim.lua`'s `reservations`).
+/// How many free partitions reserved for a named receiver a claim (or a tick) looks at
+/// to find those reserved for it (`free.lua`'s `RESERVED_SCAN`).
 const RESERVED_SCAN: usize = 256;
 
 /// What a claim got.
@@ -103,6 +108,10 @@ pub enum ClaimReply {
         /// `partitions`: its previous term (why it ended, how long the partition had no
         /// owner, the state it left), as its entry in the ledger of moves says.
         moves: Vec<Predecessor>,
+        /// The claim's fallback took a partition that fit into no room: the member
+        /// furthest below its share is another one now, and others may have to plan
+        /// again for what is still free.
+        fell_back: bool,
     },
     /// The group grants nothing for this long yet.
     Wait(Duration),
@@ -127,6 +136,7 @@ pub(crate) async fn redis(
     let room = req
         .room
         .map_or_else(|| "-1".to_owned(), |r| r.min(1 << 52).to_string());
+    let bound = req.bound.min(1 << 52).to_string();
     let fences: Vec<String> = req
         .regrant
         .iter()
@@ -155,6 +165,7 @@ pub(crate) async fn redis(
         &room,
         if req.fallback { "1" } else { "0" },
         &req.incarnation,
+        &bound,
         &k,
     ];
     args.extend(req.prefer.iter().map(String::as_str));
@@ -198,12 +209,15 @@ pub(crate) async fn redis(
                     });
                 }
             }
+            // A reply kept by an older version has no flag.
+            let fell_back = p.remaining() > 0 && p.next_int()? == 1;
             p.finish()?;
             Ok(ClaimReply::Claimed {
                 partitions,
                 returned,
                 unowned,
                 moves,
+                fell_back,
             })
         }
         "wait" => Ok(ClaimReply::Wait(ms(p.next_int()?))),
@@ -257,6 +271,7 @@ impl Group {
         let drained = self.drains.contains(&req.replica);
         let regrant = !req.regrant.is_empty();
         let mut returned = Vec::new();
+        let mut fell_back = false;
         let names: Vec<String> = if regrant {
             let (mut take, mut back, mut back_fences) = (Vec::new(), Vec::new(), Vec::new());
             for (n, f) in &req.regrant {
@@ -291,7 +306,11 @@ impl Group {
             let first: Vec<String> = candidates.into_iter().take(req.count).collect();
             let chosen = match req.room {
                 None => first,
-                Some(room) => self.fitting(first, room, req.fallback),
+                Some(room) => {
+                    let (chosen, fell) = self.fitting(&req.replica, first, room, req, now);
+                    fell_back = fell;
+                    chosen
+                }
             };
             for n in &chosen {
                 self.remove_free(n);
@@ -303,7 +322,11 @@ impl Group {
             let candidates = self.claimable(&req.replica, req.count, now);
             let chosen = match req.room {
                 None => candidates,
-                Some(room) => self.fitting(candidates, room, req.fallback),
+                Some(room) => {
+                    let (chosen, fell) = self.fitting(&req.replica, candidates, room, req, now);
+                    fell_back = fell;
+                    chosen
+                }
             };
             for n in &chosen {
                 self.remove_free(n);
@@ -361,29 +384,48 @@ impl Group {
                 .collect();
             self.record_moves(&req.replica, &taken, now.ms)
         };
-        self.record(req, partitions, returned, moves)
+        self.record(req, partitions, returned, moves, fell_back)
     }
 
     /// The twin of `claim.lua`'s `fitting`: of `candidates` (in the order to take
-    /// them), those whose weights fit into `room` together, or, if none does and
-    /// `fallback` is on, the first.
-    fn fitting(&self, candidates: Vec<String>, room: u64, fallback: bool) -> Vec<String> {
+    /// them), those whose weights fit into `room` together (those reserved for
+    /// `replica` into the request's bound instead, the others into the room as well),
+    /// or, if none does and the request's fallback is on, the first (and then `true`).
+    fn fitting(
+        &self,
+        replica: &str,
+        candidates: Vec<String>,
+        room: u64,
+        req: &ClaimRequest,
+        now: Now,
+    ) -> (Vec<String>, bool) {
+        let mine: std::collections::BTreeSet<String> =
+            self.reserved_for(replica, now).into_iter().collect();
         let mut chosen = Vec::new();
-        let mut acc = 0;
+        let (mut acc, mut others) = (0, 0);
         for n in &candidates {
             let w = self.weight(n);
-            if acc + w <= room {
+            let fits = if mine.contains(n) {
+                acc + w <= req.bound
+            } else {
+                others + w <= room && acc + w <= req.bound.max(room)
+            };
+            if fits {
                 chosen.push(n.clone());
                 acc += w;
+                if !mine.contains(n) {
+                    others += w;
+                }
             }
         }
         if chosen.is_empty()
-            && fallback
+            && req.fallback
             && let Some(first) = candidates.into_iter().next()
         {
             chosen.push(first);
+            return (chosen, true);
         }
-        chosen
+        (chosen, false)
     }
 
     /// Whether a free partition is reserved until after `now` (`claim.lua`'s
@@ -397,7 +439,7 @@ impl Group {
 
     /// The free partitions reserved for `replica` now (`claim.lua`'s `mine`), in FREE's
     /// order, among the first 256 held back.
-    fn reserved_for(&self, replica: &str, now: Now) -> Vec<String> {
+    pub(crate) fn reserved_for(&self, replica: &str, now: Now) -> Vec<String> {
         self.free
             .range((now.ms + 1, String::new())..)
             .take(RESERVED_SCAN)
@@ -471,12 +513,14 @@ impl Group {
         partitions: Vec<Granted>,
         returned: Vec<String>,
         moves: Vec<Predecessor>,
+        fell_back: bool,
     ) -> ClaimReply {
         let reply = ClaimReply::Claimed {
             partitions,
             returned,
             unowned: self.unowned(),
             moves,
+            fell_back,
         };
         self.acks
             .insert(req.process.clone(), (req.seq, reply.clone()));

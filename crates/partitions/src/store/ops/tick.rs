@@ -30,7 +30,7 @@ pub(crate) static HEARTBEAT: LazyLock<LuaScript> = LazyLock::new(|| {
 });
 
 /// The reply slots of `lua/tick.lua`.
-pub(crate) const SLOTS: usize = 31;
+pub(crate) const SLOTS: usize = 32;
 
 /// One replica's heartbeat.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,6 +164,9 @@ pub struct TickReply {
     /// not the one the request named: the server changed, and may have lost claims the
     /// replica believes in. The tick extends only these terms.
     pub holdings: Option<Vec<(String, Fence, u64)>>,
+    /// Free partitions reserved for this replica: handed to it by name, and held back
+    /// from others' claims for a while (`release.lua`). Its claims take them first.
+    pub reserved: usize,
 }
 
 /// What of the roster a tick's reply carries.
@@ -384,6 +387,7 @@ fn parse_heartbeat(
         expired: 0,
         lifetime: field(14)?,
         holdings: None,
+        reserved: 0,
     }))
 }
 
@@ -483,6 +487,7 @@ fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
         }
     };
     let soonest = u64::try_from(p.next_int()?).ok().map(Duration::from_millis);
+    let reserved = count(p.next_int()?);
     p.finish()?;
     Ok(TickReply {
         session,
@@ -499,6 +504,7 @@ fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
         holdings,
         roster_version,
         soonest,
+        reserved,
     })
 }
 
@@ -626,6 +632,11 @@ impl Group {
             expired,
             lifetime,
             holdings,
+            reserved: if session == SessionReply::Live {
+                self.reserved_for(&req.replica, now).len()
+            } else {
+                0
+            },
         };
         (reply, changed)
     }

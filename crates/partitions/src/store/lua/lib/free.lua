@@ -160,3 +160,25 @@ local function record_moves(replica, names, fences, now, server)
   redis.call('HDEL', ENDED, unpack(fields))
   return info
 end
+
+-- How many free partitions a look for reservations reads (those held back longest
+-- first; ReservedScan in store/ops/claim.rs).
+local RESERVED_SCAN = 256
+
+-- The free partitions reserved for `replica` at `now` (release.lua: a partition handed
+-- to a named receiver is free in FREE's order only from the end of its hold, its
+-- receiver named in ENDED under '\2' .. name), in FREE's order, among the first
+-- RESERVED_SCAN held back; and whether any partition is held back at all.
+local function reserved_for(replica, now)
+  local held = redis.call('ZRANGE', FREE, '(' .. string.format('%.0f', now), '+inf', 'BYSCORE',
+    'LIMIT', 0, RESERVED_SCAN)
+  local mine = {}
+  if #held == 0 then return mine, false end
+  local fields = {}
+  for j, n in ipairs(held) do fields[j] = '\2' .. n end
+  local to = redis.call('HMGET', ENDED, unpack(fields))
+  for j, n in ipairs(held) do
+    if to[j] == replica then mine[#mine + 1] = n end
+  end
+  return mine, true
+end
