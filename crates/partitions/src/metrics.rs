@@ -62,6 +62,13 @@ pub const HAND_OFF_STATE: &str = "leasehold_partition_hand_off_state_total";
 /// (`GroupConfigBuilder::weights_from_loads`). Labels: `group`, `replica`.
 pub const LOAD_WEIGHTS: &str = "leasehold_partition_load_weights_total";
 
+/// Counter: partitions handed to this replica by name (a giver's rule chose it as the
+/// receiver) that it did not claim when it saw them, by why; they go to anyone once the
+/// giver's hold on them ends. Labels: `group`, `replica`, `reason` (`draining`,
+/// `settling`, `full`: by its own view it is at its bound or allowance, or handing
+/// over itself).
+pub const RECEPTIONS_DECLINED: &str = "leasehold_partition_receptions_declined_total";
+
 pub(crate) fn describe() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -115,6 +122,11 @@ pub(crate) fn describe() {
             LOAD_WEIGHTS,
             Unit::Count,
             "partition weights written from the loads the callbacks report"
+        );
+        describe_counter!(
+            RECEPTIONS_DECLINED,
+            Unit::Count,
+            "partitions handed to this replica by name that it did not claim, by reason"
         );
         describe_gauge!(
             GROUP_PARTITIONS,

@@ -1,7 +1,9 @@
 //! A hand-over that evens out a group names its receiver, against a real redis-server:
 //! the old term learns it (`Leadership::successor`), the store keeps the partition for
 //! that member for a moment (others' claims skip it), and the named member is the one
-//! that takes it; ends that are not moves to a known member name nobody.
+//! that takes it; ends that are not moves to a known member name nobody. In a group
+//! balanced by measured load every hand-over names its receiver, which takes it at once
+//! (never the giver, after the hold).
 
 mod support;
 
@@ -9,9 +11,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use leasehold_election::{RedisStore, TermEndReason};
-use leasehold_partitions::{GroupAdmin, MoveCause};
+use leasehold_partitions::{GroupAdmin, LoadDamping, MoveCause};
 use leasehold_testkit::RedisServer;
-use support::{Fleet, Term};
+use support::{Fleet, Loads, Term};
 use tokio::time::{Instant, sleep};
 
 const LEASE: Duration = Duration::from_millis(600);
@@ -133,5 +135,79 @@ async fn with_two_members_with_room_each_partition_goes_to_the_one_it_names() {
         "most hand-overs name a receiver: {named:?} of {}",
         handed.len()
     );
+    fleet.ledger.assert_no_double_ownership();
+}
+
+/// Issue 45: with weights from measured load, a giver handed partitions over into
+/// rooms its receivers' own claims did not have (the refining round's rooms reach a
+/// little past the taker's share; a partition nobody had a claim room for went
+/// unnamed), so a tenant sat unowned for a renew interval or more, and came back to its
+/// giver after the hold. Now every hand-over of the rule names its receiver, the
+/// receiver takes what it was named for up to its bound, and nothing lands back on its
+/// giver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_load_weighted_hand_over_lands_on_its_named_receiver_at_once() {
+    let lease = Duration::from_millis(900);
+    let renew_interval = lease / 3;
+    let redis = RedisServer::start();
+    let loads = Loads::default();
+    *loads.noise.lock().unwrap() = 0.05;
+    let mut fleet = Fleet::new(store(&redis.url()), 24, lease);
+    fleet.loads = Some(loads.clone());
+    // Zipf-like tenants: the heaviest 1000, the lightest a few dozen.
+    for (i, p) in fleet.partitions.iter().enumerate() {
+        loads.set(p, (1000.0 / ((i + 1) as f64).powf(1.1)).max(1.0));
+    }
+    let damping = LoadDamping::default().half_life(Duration::from_secs(2));
+    let start = |fleet: &mut Fleet<RedisStore>, r: &str| {
+        let config = fleet
+            .builder(r)
+            .weights_from_loads(damping)
+            .build()
+            .unwrap();
+        fleet.start_with(config);
+    };
+    for r in ["a", "b", "c"] {
+        start(&mut fleet, r);
+    }
+    fleet.settle(LIMIT).await;
+    // The first weights arrive (a step from 1 for every tenant), then two joins.
+    sleep(Duration::from_secs(6)).await;
+    start(&mut fleet, "d");
+    sleep(Duration::from_secs(6)).await;
+    start(&mut fleet, "e");
+    sleep(Duration::from_secs(6)).await;
+    fleet.settle(LIMIT).await;
+
+    let admin = GroupAdmin::new(store(&redis.url()), "g").unwrap();
+    let moves = admin.moves(None, 10_000).await.unwrap();
+    let terms = fleet.ledger.terms();
+    let handed: Vec<&Term> = terms
+        .iter()
+        .filter(|t| matches!(t.reason, Some(TermEndReason::HandedOff)))
+        .collect();
+    assert!(handed.len() >= 8, "the joins moved tenants: {handed:#?}");
+    for t in &handed {
+        let to = t
+            .successor
+            .as_deref()
+            .unwrap_or_else(|| panic!("{} handed over to nobody by name: {t:#?}", t.partition));
+        assert_ne!(to, t.replica, "{} named its own giver", t.partition);
+        let next = next_of(&terms, t).expect("a next term");
+        assert_eq!(
+            next.replica, to,
+            "{} was named for {to}, taken by {}",
+            t.partition, next.replica
+        );
+    }
+    for m in moves.iter().filter(|m| m.cause == MoveCause::HandOff) {
+        assert_ne!(m.from.as_deref(), Some(m.to.as_str()), "a self-move: {m:?}");
+        let unowned = m.unowned.expect("a hand-off's unowned time");
+        assert!(
+            unowned < renew_interval / 2,
+            "{} unowned for {unowned:?} (renew interval {renew_interval:?}): {m:?}",
+            m.partition
+        );
+    }
     fleet.ledger.assert_no_double_ownership();
 }

@@ -4,7 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_partitions::MemoryGroupStore;
+use leasehold_partitions::{GroupAdmin, MemoryGroupStore};
 use support::Fleet;
 
 const LEASE: Duration = Duration::from_millis(1_000);
@@ -77,5 +77,40 @@ async fn a_dead_replicas_partitions_move_within_a_lease_and_a_renew_interval() {
         killed.elapsed() >= LEASE / 2,
         "cannot be re-owned before the leases expire"
     );
+    fleet.ledger.assert_no_double_ownership();
+}
+
+/// Issue 45: in a weighted group the orphans of a killed replica that fit into nobody's
+/// room waited for the next regular tick (the member furthest below its share takes one
+/// that does not fit, one per plan), a renew interval after the others. They are all
+/// owned again within a lease and a claim round trip, as by count.
+#[tokio::test(start_paused = true)]
+async fn a_dead_replicas_partitions_move_within_a_lease_in_a_weighted_group_too() {
+    let store = MemoryGroupStore::new();
+    let mut fleet = Fleet::new(store.clone(), 24, LEASE);
+    fleet.create_group().await;
+    let admin = GroupAdmin::new(store, "g").unwrap();
+    // Zipf-like tenants: the heaviest 1000, the lightest 30.
+    for (i, p) in fleet.partitions.iter().enumerate() {
+        let w = (1000.0 / ((i + 1) as f64).powf(1.1)) as u64;
+        admin.set_weight(p, w.max(1)).await.unwrap();
+    }
+    fleet.start_all(&["a", "b", "c", "d"]);
+    fleet.settle(Duration::from_secs(20)).await;
+    tokio::time::sleep(LEASE * 5).await;
+    for victim in ["a", "b"] {
+        fleet.settle(Duration::from_secs(20)).await;
+        let orphans = fleet.replicas[victim].view().owned;
+        assert!(!orphans.is_empty(), "{victim} holds something");
+        fleet.replicas.remove(victim).unwrap().abort();
+        let took = fleet.reowned(&orphans, Duration::from_secs(10)).await;
+        let bound = LEASE + Duration::from_millis(100);
+        assert!(
+            took <= bound,
+            "{victim}'s {} partitions re-owned after {took:?}, bound {bound:?}",
+            orphans.len()
+        );
+        tokio::time::sleep(LEASE * 5).await;
+    }
     fleet.ledger.assert_no_double_ownership();
 }

@@ -84,7 +84,7 @@
 //! Arithmetic is in integers scaled by C_S (`load × C_S` against `W_S × c`), so
 //! replicas reading the same view decide alike, without rounding.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A live member counted towards N, as a weighted view sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +120,17 @@ pub(crate) struct WeightedPlan {
     /// Release these of its partitions (indices), so that an under-loaded replica gets
     /// them or this one is back within its bound.
     pub(crate) shed: Vec<usize>,
+    /// The member each of `shed` is handed to: the one whose room the rule sheds it
+    /// into ([`pack`]'s rooms, the under-loaded member the deficit is dealt to, the
+    /// member with the most room). Every partition the rule sheds is named, so every
+    /// hand-over has a taker that the rule itself chose, never whoever claims first.
+    pub(crate) to: BTreeMap<usize, String>,
+    /// Whole weight units this replica may take of the partitions handed to it by name
+    /// (its bound: up to share + w_S; 0 when it sheds, settles or is isolated). A giver
+    /// names it from a view a tick older than the receiver's, and its rooms reach a
+    /// little past the receiver's share ([`pack`]), so the receiver takes what it was
+    /// named for up to its bound, not only up to its share.
+    pub(crate) bound: u64,
     /// This replica's share: W_S × its capacity / C_S, or the weight of its one
     /// partition if it is isolated.
     pub(crate) share: f64,
@@ -256,6 +267,8 @@ pub(crate) fn weighted_plan(
         room: 0,
         fallback: false,
         shed: Vec::new(),
+        to: BTreeMap::new(),
+        bound: 0,
         share,
     };
     if settling || isolated {
@@ -268,6 +281,12 @@ pub(crate) fn weighted_plan(
         m.load
             .is_some_and(|l| u128::from(l) * c_sum + slack < scaled_share(m.capacity))
     };
+    let nothing = WeightedPlan {
+        bound: u64::try_from((my_share + slack).saturating_sub(my_load) / c_sum)
+            .unwrap_or(u64::MAX),
+        ..nothing
+    };
+    let weight_of = |i: usize| mine.iter().find(|(k, _)| *k == i).map_or(1, |&(_, w)| w);
 
     // Over the bound (its share shrank, or it took orphans): release the excess. With
     // nobody under and nothing free, as a refining round from here if that releases
@@ -287,12 +306,18 @@ pub(crate) fn weighted_plan(
             if weight >= need {
                 return WeightedPlan {
                     shed: refined.shed,
+                    to: refined.to,
+                    bound: 0,
                     ..nothing
                 };
             }
         }
+        let shed = choose(mine, need, u64::MAX);
+        let handed: Vec<(usize, u64)> = shed.iter().map(|&i| (i, weight_of(i))).collect();
         return WeightedPlan {
-            shed: choose(mine, need, u64::MAX),
+            to: most_room(me, &handed, &view, c_sum, w),
+            shed,
+            bound: 0,
             ..nothing
         };
     }
@@ -362,12 +387,111 @@ pub(crate) fn weighted_plan(
         }
         // Never below its own share − w_S: at most its excess + w_S.
         let limit = u64::try_from(ceil_div(excess + slack, c_sum) - 1).unwrap_or(u64::MAX);
+        let shed = choose(mine, units, limit);
+        // Where this donor's part starts in the deficit dealt: after the whole units
+        // of the donors before it (each donor computes every donor's part alike).
+        let start: u128 = gives[..k]
+            .iter()
+            .enumerate()
+            .map(|(k, &(_, give, _))| match (whole, k) {
+                (true, _) => give / c_sum,
+                (false, 0) => ceil_div(give, c_sum),
+                (false, _) => 0,
+            })
+            .sum::<u128>()
+            * c_sum;
+        let handed: Vec<(usize, u64)> = shed.iter().map(|&i| (i, weight_of(i))).collect();
+        let takers: Vec<(u128, &str)> = unders
+            .iter()
+            .map(|m| {
+                let deficit = scaled_share(m.capacity) - u128::from(m.load.unwrap_or(0)) * c_sum;
+                (deficit, m.replica.as_str())
+            })
+            .collect();
         return WeightedPlan {
-            shed: choose(mine, units, limit),
+            to: deal(&handed, start, c_sum, takers),
+            shed,
+            bound: 0,
             ..nothing
         };
     }
     nothing
+}
+
+/// The receivers of `handed` (index, weight; a donor's part of the deficit) when the
+/// under-loaded members' deficits `takers` (scaled by `c_sum`, with their ids) are
+/// dealt to the donors in turn, this donor's part starting at `start`: furthest below
+/// first (ties by id), each partition to the member whose part of the deficit its
+/// first unit falls in (the last one past the end). Every donor deals on the same view,
+/// so two donors do not both fill the member with the most room while another under
+/// member waits.
+fn deal(
+    handed: &[(usize, u64)],
+    start: u128,
+    c_sum: u128,
+    mut takers: Vec<(u128, &str)>,
+) -> BTreeMap<usize, String> {
+    takers.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    let mut out = BTreeMap::new();
+    let Some(&(_, last)) = takers.last() else {
+        return out;
+    };
+    let mut at = start;
+    for &(i, wt) in handed {
+        let mut end = 0u128;
+        let to = takers
+            .iter()
+            .find(|&&(deficit, _)| {
+                end += deficit;
+                at < end
+            })
+            .map_or(last, |&(_, r)| r);
+        out.insert(i, to.to_owned());
+        at += u128::from(wt) * c_sum;
+    }
+    out
+}
+
+/// The receivers of `handed` (index, weight), handed over by `me`: each to the member
+/// below its share with the most room left that it fits into (whole units, ties to the
+/// smaller id), or, if it fits none, to the member with the most room; each taking its
+/// weight out of that member's room. `None`-load (settling) and isolated members are
+/// not in `view`'s balancing part and get nothing.
+fn most_room(
+    me: &str,
+    handed: &[(usize, u64)],
+    view: &[Loaded],
+    c_sum: u128,
+    w: u128,
+) -> BTreeMap<usize, String> {
+    let mut rooms: Vec<(i128, &str)> = view
+        .iter()
+        .filter(|m| m.replica != me)
+        .filter_map(|m| {
+            let l = i128::try_from(u128::from(m.load?) * c_sum).ok()?;
+            let s = i128::try_from(w * u128::from(m.capacity.max(1))).ok()?;
+            Some((s - l, m.replica.as_str()))
+        })
+        .collect();
+    let c = i128::try_from(c_sum).unwrap_or(i128::MAX);
+    let mut out = BTreeMap::new();
+    for &(i, wt) in handed {
+        let wt = i128::from(wt) * c;
+        // The most room that fits, else the most room; of equal rooms the smaller id.
+        let best = |fits: bool| {
+            rooms
+                .iter()
+                .enumerate()
+                .filter(|(_, (room, _))| !fits || *room >= wt)
+                .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.1.1.cmp(a.1.1)))
+                .map(|(k, _)| k)
+        };
+        if let Some(k) = best(true).or_else(|| best(false)) {
+            rooms[k].0 -= wt;
+            out.insert(i, rooms[k].1.to_owned());
+        }
+    }
+    out
 }
 
 /// Within this fraction of its share (1 / `BALANCED_WITHIN`: 5 %), a member counts as
@@ -446,24 +570,39 @@ fn refine(
         .map(|&(d, r, _, _, s)| ((-d + s.min(s_i) / (2 * BALANCED_WITHIN)) / c, r))
         .collect();
     rooms.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
-    let shed = pack(mine, d_i / c, s_i / (2 * BALANCED_WITHIN) / c, &mut rooms);
-    if !shed.is_empty() {
-        return WeightedPlan { shed, ..nothing };
+    let packed = pack(mine, d_i / c, s_i / (2 * BALANCED_WITHIN) / c, &mut rooms);
+    if !packed.is_empty() {
+        return WeightedPlan {
+            shed: packed.iter().map(|&(i, _)| i).collect(),
+            to: packed
+                .into_iter()
+                .map(|(i, r)| (i, rooms[r].1.to_owned()))
+                .collect(),
+            bound: 0,
+            ..nothing
+        };
     }
-    // Else the lightest, if it weighs less than the gap.
+    // Else the lightest, to j, if it weighs less than the gap.
     let gap = d_i - d_j;
-    let shed = mine
+    let Some(&(idx, _)) = mine
         .iter()
         .min_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)))
         .filter(|(_, wt)| i128::from(*wt) * c < gap)
-        .map(|(idx, _)| vec![*idx])
-        .unwrap_or_default();
-    WeightedPlan { shed, ..nothing }
+    else {
+        return nothing;
+    };
+    WeightedPlan {
+        shed: vec![idx],
+        to: BTreeMap::from([(idx, j.to_owned())]),
+        bound: 0,
+        ..nothing
+    }
 }
 
 /// Which of `mine` to hand to the members below their share, whose rooms are `rooms`
 /// (whole weight units, largest first, each reaching `enough` or less past its
-/// taker's share): the heaviest first, each into the first room it fits, never more
+/// taker's share), and into which room (its index in `rooms`: that member receives
+/// it): the heaviest first, each into the first room it fits, never more
 /// than `excess` in all (ties by index), and none once what is left of the excess is
 /// `enough` or less (the lighter partitions that would fill the rest are a move each
 /// for less than the noise in measured weights). Each partition so chosen leaves the
@@ -474,7 +613,7 @@ fn pack(
     excess: i128,
     enough: i128,
     rooms: &mut [(i128, &str)],
-) -> Vec<usize> {
+) -> Vec<(usize, usize)> {
     let mut sorted: Vec<(usize, u64)> = mine.to_vec();
     sorted.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut left = excess;
@@ -487,10 +626,10 @@ fn pack(
         if wt > left {
             continue;
         }
-        if let Some(room) = rooms.iter_mut().find(|(r, _)| *r >= wt) {
-            room.0 -= wt;
+        if let Some(r) = rooms.iter().position(|(r, _)| *r >= wt) {
+            rooms[r].0 -= wt;
             left -= wt;
-            chosen.push(idx);
+            chosen.push((idx, r));
         }
     }
     chosen
@@ -1222,10 +1361,15 @@ mod tests {
         };
         let plan = weighted_plan("r00", 570, &mine, false, 1, &members, totals);
         assert_eq!(plan.shed, [1]);
+        assert_eq!(
+            plan.to,
+            BTreeMap::from([(1, "r01".to_owned())]),
+            "into r01's room"
+        );
         let mut rooms = vec![(60, "r01"), (20, "r02")];
         assert_eq!(
             pack(&mine, 70, 0, &mut rooms),
-            [2, 3, 5],
+            [(2, 0), (3, 0), (5, 1)],
             "rooms filled exactly"
         );
     }

@@ -497,6 +497,26 @@ where
                     self.shared.revoke(terms);
                 }
                 Action::Exit => done = true,
+                Action::Notify => {
+                    let (store, keys, limit) =
+                        (self.store.clone(), self.keys.clone(), self.limit());
+                    self.warm.spawn(async move {
+                        let _ = timeout(limit, store.publish(&keys, &keys.notice)).await;
+                    });
+                }
+                Action::Decline { count, reason } => {
+                    counter!(
+                        m::RECEPTIONS_DECLINED,
+                        &self.labels.with("reason", reason.as_str())
+                    )
+                    .increment(count as u64);
+                    debug!(
+                        partitions = count,
+                        reason = reason.as_str(),
+                        "not claiming the partitions handed to this replica by name; \
+                         they go to anyone when the giver's hold ends"
+                    );
+                }
                 chore @ (Action::Reconcile { .. }
                 | Action::Set(_)
                 | Action::End
@@ -670,6 +690,7 @@ where
             regrant,
             room: claim.room,
             fallback: claim.fallback,
+            bound: claim.bound,
             incarnation: self.state.incarnation().to_owned(),
             prefer: claim
                 .prefer

@@ -116,6 +116,9 @@ pub(crate) struct Claim {
     /// A weighted claim's room, and whether to take the first if none fits.
     pub(crate) room: Option<u64>,
     pub(crate) fallback: bool,
+    /// A weighted claim takes the partitions handed to this replica by name up to this
+    /// much weight (its bound), whether or not they fit into the room.
+    pub(crate) bound: u64,
     /// Instead: new terms for these terms the session holds.
     pub(crate) regrant: Vec<(usize, Fence)>,
     /// Free partitions preferred on this replica, to take first.
@@ -167,6 +170,34 @@ pub(crate) enum Action {
     End,
     /// Nothing left to do: the coordinator stops.
     Exit,
+    /// Publish the group's notice: every replica ticks at once and plans again.
+    Notify,
+    /// Partitions handed to this replica by name (`count` of them, held back for it)
+    /// that it does not claim now, and why: once the hold ends they go to anyone.
+    Decline { count: usize, reason: Decline },
+}
+
+/// Why a replica does not take the partitions handed to it by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decline {
+    /// It is draining: it takes nothing.
+    Draining,
+    /// It is settling (it claims nothing until it has seen the group).
+    Settling,
+    /// By its own view of the group it is at its bound (by weight) or its allowance
+    /// (by count), or it is handing partitions over itself.
+    Full,
+}
+
+impl Decline {
+    /// A stable label (the metric's `reason`).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Draining => "draining",
+            Self::Settling => "settling",
+            Self::Full => "full",
+        }
+    }
 }
 
 /// What a tick means for the electors waiting on it.
@@ -213,6 +244,8 @@ struct View {
     server_load: u64,
     /// Partitions without a live owner.
     unowned: usize,
+    /// Free partitions reserved for this replica (handed to it by name).
+    reserved: usize,
 }
 
 /// One replica's view of its group and what it is doing about it.
@@ -227,7 +260,9 @@ pub(crate) struct ReplicaState {
     set: SetSync,
     view: View,
     plan: Option<Plan>,
-    /// The last weighted plan, and the load it lets this replica claim up to.
+    /// The last weighted plan, and the load (as the store counted it) it was made at:
+    /// claims go up to that load + the plan's room (those reserved for this replica up
+    /// to that load + its bound).
     wplan: Option<(WeightedPlan, u64)>,
     /// An operator drained this replica.
     drained: bool,
@@ -254,6 +289,9 @@ pub(crate) struct ReplicaState {
     /// plan's `fallback`): the next claims of the same plan are not (the rule allows
     /// one such claim per plan, as its convergence argument assumes).
     fallback_spent: bool,
+    /// The claims sent one after another since the last one that took nothing (or
+    /// since a tick) took something.
+    streak_took: bool,
     /// The granting server's lifetime as the last tick reply named it: a tick in
     /// another one lists what the session holds there, and only those terms go on.
     lifetime: String,
@@ -312,6 +350,7 @@ impl ReplicaState {
             handoffs: 0,
             budgeting: false,
             fallback_spent: false,
+            streak_took: false,
             lifetime: String::new(),
             roster: (String::new(), Vec::new()),
             ticked: None,
@@ -756,6 +795,7 @@ impl ReplicaState {
     fn observe(&mut self, reply: &TickReply, now: Instant) {
         let v = &mut self.view;
         v.unowned = reply.unowned;
+        v.reserved = reply.reserved;
         v.set.clone_from(&reply.set);
         if let Some(set) = &reply.set {
             self.highest = self.highest.max(set.highest_fence);
@@ -912,8 +952,7 @@ impl ReplicaState {
             let anyone = settling || self.view.loaded.iter().any(|m| m.load.is_none());
             self.policy.observe(self.view.unowned, anyone, now);
             let shed = wplan.shed.clone();
-            let target = self.view.server_load.saturating_add(wplan.room);
-            self.wplan = Some((wplan, target));
+            self.wplan = Some((wplan, self.view.server_load));
             self.fallback_spent = false;
             (!shed.is_empty(), Some(shed))
         } else {
@@ -1130,12 +1169,25 @@ impl ReplicaState {
             }
         };
         let prefs = &self.prefs;
-        receivers(
+        let mut out = receivers(
             &self.s.replica,
             handed,
             |i| prefs.get(&i).map(String::as_str),
             &standings,
-        )
+        );
+        // By weight, the rule names a receiver for every partition it sheds: the
+        // member whose room it sheds it into. That name stands, unless the partition
+        // goes to the member it is preferred on (which has room for it).
+        if let Some((wplan, _)) = &self.wplan {
+            for &(i, _) in handed {
+                let Some(to) = wplan.to.get(&i) else { continue };
+                let preferred = prefs.get(&i).is_some_and(|r| out.get(&i) == Some(r));
+                if !preferred {
+                    out.insert(i, to.clone());
+                }
+            }
+        }
+        out
     }
 
     /// The move budget granted `granted` of what the hand-overs of `indices` asked for
@@ -1203,13 +1255,28 @@ impl ReplicaState {
 
     /// In a weighted group: the room left for claims now (`None` in a count group).
     fn room(&self, now: Instant) -> Option<u64> {
-        let (wplan, target) = self.wplan.as_ref()?;
+        let (wplan, base) = self.wplan.as_ref()?;
         if self.orphaned(now) && wplan.shed.is_empty() {
             return Some(u64::MAX);
         }
         if !wplan.shed.is_empty() {
             return Some(0);
         }
+        let target = base.saturating_add(wplan.room);
+        Some(target.saturating_sub(self.ledger.load().max(self.view.server_load)))
+    }
+
+    /// In a weighted group: how much weight of the partitions handed to this replica by
+    /// name it may take now (up to its bound; `None` in a count group).
+    fn bound(&self, now: Instant) -> Option<u64> {
+        let (wplan, base) = self.wplan.as_ref()?;
+        if !wplan.shed.is_empty() {
+            return Some(0);
+        }
+        if self.orphaned(now) {
+            return Some(u64::MAX);
+        }
+        let target = base.saturating_add(wplan.bound);
         Some(target.saturating_sub(self.ledger.load().max(self.view.server_load)))
     }
 
@@ -1280,6 +1347,7 @@ impl ReplicaState {
             floor,
             room: None,
             fallback: false,
+            bound: 0,
             regrant: Vec::new(),
             prefer: Vec::new(),
             only_preferred: false,
@@ -1290,7 +1358,12 @@ impl ReplicaState {
             claim.regrant = unserved;
         } else {
             if self.settling(now) || self.drained {
-                return Vec::new();
+                let reason = if self.drained {
+                    Decline::Draining
+                } else {
+                    Decline::Settling
+                };
+                return self.declined(reason);
             }
             // The first claims of this process wait for the set's first page, which
             // says which partitions are preferred on whom, for one renew interval at
@@ -1316,16 +1389,23 @@ impl ReplicaState {
                 Some(_) => self.view.unowned.min(CLAIM_BATCH),
                 None => self.budget(now).min(CLAIM_BATCH),
             };
+            // Partitions handed to this replica by name: the giver's rule chose it for
+            // them, so it takes them up to its bound (by weight), whatever its room.
+            let bound = self.bound(now).unwrap_or(0);
+            if self.view.reserved > 0 && bound > 0 {
+                count = count.max(self.view.reserved.min(CLAIM_BATCH));
+            }
             if count == 0 && room.is_none() && self.swap_wanted() {
                 count = 1;
                 claim.only_preferred = true;
             }
             if count == 0 {
-                return Vec::new();
+                return self.declined(Decline::Full);
             }
             claim.count = count;
             claim.room = room;
             claim.fallback = fallback;
+            claim.bound = bound;
             if !self.prefs.is_empty() {
                 let me = self.s.replica.as_str();
                 claim.prefer = self
@@ -1355,6 +1435,18 @@ impl ReplicaState {
         vec![Action::Claim(claim)]
     }
 
+    /// No claim now: partitions handed to this replica by name, if any, are declined
+    /// (the driver logs and counts why).
+    fn declined(&self, reason: Decline) -> Vec<Action> {
+        if self.view.reserved == 0 {
+            return Vec::new();
+        }
+        vec![Action::Decline {
+            count: self.view.reserved,
+            reason,
+        }]
+    }
+
     /// A claim came back (it was sent for session `token`); the granted partitions are
     /// named by index.
     pub(crate) fn on_claimed(
@@ -1374,8 +1466,14 @@ impl ReplicaState {
         };
         let regrant = pending.claim.regrant.clone();
         match reply {
-            Ok(ClaimReply::Claimed { unowned, .. }) => {
+            Ok(ClaimReply::Claimed {
+                unowned, fell_back, ..
+            }) => {
                 self.view.unowned = unowned;
+                // A claim takes what is reserved for it first.
+                if regrant.is_empty() {
+                    self.view.reserved = self.view.reserved.saturating_sub(granted.len());
+                }
                 let mut actions = Vec::new();
                 let sent = self
                     .renewed_at
@@ -1415,9 +1513,27 @@ impl ReplicaState {
                 }
                 // More to take (or regrant), and the last batch was not empty-handed:
                 // go on at once.
-                if won || !regrant.is_empty() {
-                    actions.extend(self.claim(now));
+                let more = if won || !regrant.is_empty() {
+                    self.claim(now)
+                } else {
+                    Vec::new()
+                };
+                // By weight, partitions still free once this replica's claims are done
+                // (or after its fallback took one that fit nowhere) fit nobody's room as
+                // every replica planned it: the loads moved since, and so may who is
+                // furthest below its share. Every replica plans again now, rather than
+                // at its next regular tick (a killed replica's last orphans came back a
+                // renew interval after the others). Each round takes at least one.
+                self.streak_took |= won;
+                if !more.iter().any(|a| matches!(a, Action::Claim(_))) {
+                    let took = std::mem::take(&mut self.streak_took);
+                    if self.wplan.is_some() && unowned > 0 && (fell_back || took) {
+                        actions.push(Action::Notify);
+                    }
+                } else if self.wplan.is_some() && unowned > 0 && fell_back {
+                    actions.push(Action::Notify);
                 }
+                actions.extend(more);
                 actions
             }
             Ok(ClaimReply::Wait(d)) => {

@@ -147,6 +147,7 @@ impl Sim {
             expired: 0,
             lifetime: String::new(),
             holdings: None,
+            reserved: 0,
         }
     }
 
@@ -229,6 +230,7 @@ impl Sim {
             returned: Vec::new(),
             unowned,
             moves: Vec::new(),
+            fell_back: false,
         };
         let token = self.st.token().to_owned();
         self.st
@@ -327,6 +329,7 @@ fn a_settling_replica_claims_nothing_then_claims_its_share_in_batches() {
             floor: Fence(1),
             room: None,
             fallback: false,
+            bound: 0,
             regrant: Vec::new(),
             prefer: Vec::new(),
             only_preferred: false,
@@ -853,6 +856,7 @@ fn a_count_mismatch_seen_twice_with_nothing_in_flight_reconciles_by_term() {
                 floor: Fence(102),
                 room: None,
                 fallback: false,
+                bound: 0,
                 regrant: vec![(3, Fence(77))],
                 prefer: Vec::new(),
                 only_preferred: false,

@@ -14,7 +14,10 @@
 //!    same plan do not). Passes repeat until one claims nothing.
 //! 2. **Hand-overs.** Every member plans on the same view, and those whose plan sheds
 //!    release those partitions; they are free from then on, newer than any freed
-//!    before (those freed together, oldest first by name, as Redis orders them).
+//!    before (those freed together, oldest first by name, as Redis orders them). By
+//!    weight, the rule names each one's receiver, which takes it before the next claims
+//!    (up to its bound, as `claim.lua` takes a reservation); one it declines is free to
+//!    anyone.
 //!
 //! With preferences ([`super::prefer`]), as the replicas apply them: a claim takes the
 //! free partitions preferred on its member first and leaves those preferred on another
@@ -276,6 +279,10 @@ struct Sim {
     exact: bool,
     /// Each partition's preferred member, if it is preferred on one taking part.
     prefs: Vec<Option<usize>>,
+    /// For a free partition handed over by name (weighted groups): its receiver, which
+    /// takes it before anyone claims, up to its bound (as `claim.lua` takes a
+    /// reservation first).
+    reserved: Vec<Option<usize>>,
 }
 
 /// Plans `change` on the group `status` describes.
@@ -469,6 +476,7 @@ impl Sim {
             steps: Vec::new(),
             exact: true,
             prefs,
+            reserved: vec![None; status.partitions.len()],
         };
         // Today's owners; what a leaving, removed or drained replica holds is freed
         // first, and what nobody live holds is free already.
@@ -796,9 +804,40 @@ impl Sim {
         budgets.iter().sum::<usize>() > self.free.len() || sources.len() > 1
     }
 
+    /// Partitions handed over by name go to their receivers first, each up to its
+    /// bound, heaviest reservation first in the order they were freed; a receiver
+    /// handing over itself takes none. Reservations left (declined) are free to anyone.
+    fn deliver(&mut self) -> usize {
+        let mut taken = 0;
+        for k in self.counting() {
+            let mine: Vec<usize> = self
+                .free_order()
+                .filter(|&i| self.reserved[i] == Some(k))
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let plan = self.weight_plan(k);
+            if !plan.shed.is_empty() {
+                continue;
+            }
+            let mut left = plan.bound;
+            for i in mine {
+                let w = self.weights_for_claim(i);
+                if w <= left {
+                    left -= w;
+                    self.take(k, i);
+                    taken += 1;
+                }
+            }
+        }
+        self.reserved.iter_mut().for_each(|r| *r = None);
+        taken
+    }
+
     /// Claims until a pass claims nothing; returns how many were claimed.
     fn claims(&mut self) -> usize {
-        let mut total = 0;
+        let mut total = self.deliver();
         while !self.free.is_empty() {
             if self.claims_race() {
                 self.exact = false;
@@ -819,11 +858,16 @@ impl Sim {
     /// were released.
     fn hand_overs(&mut self) -> usize {
         let mut sheds: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut named: Vec<(usize, String)> = Vec::new();
         let standings = self.standings();
         for k in self.counting() {
             let me = self.members[k].id.as_str();
             let mut shed: Vec<usize> = if self.weighted {
-                self.weight_plan(k).shed
+                let plan = self.weight_plan(k);
+                for (&i, to) in &plan.to {
+                    named.push((i, to.clone()));
+                }
+                plan.shed
             } else {
                 let n = self.count_plan(k).shed;
                 let last: Vec<usize> = self.members[k].held.iter().rev().copied().collect();
@@ -854,6 +898,11 @@ impl Sim {
                     self.release(k, i, MoveCause::HandOff);
                     released += 1;
                 }
+            }
+        }
+        for (i, to) in named {
+            if self.owner[i].is_none() {
+                self.reserved[i] = self.members.iter().position(|m| m.id == to);
             }
         }
         released
