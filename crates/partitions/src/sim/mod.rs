@@ -12,11 +12,15 @@
 //! operator who sets and removes preferences at random times (on live replicas, and on
 //! one that never runs). Another quarter make their hand-overs warm moves
 //! (`prepare_moves`), receivers preparing quickly for some partitions and past the
-//! giver's wait for others. Then every fault heals.
+//! giver's wait for others. The seeds whose replicas take their weights from reported
+//! loads (Zipf-like tenants) also scale a spare replica in and out, as an operator
+//! would: planned joins and leaves, not faults. Then every fault heals.
 //!
 //! The oracle (`sim/oracle.rs`) checks every term the callbacks saw: no partition has two
 //! owners whose local deadlines are both in the future; fences grow; no partition is
-//! left without an owner through a quiet lease (no fault active); a removed partition
+//! left without an owner through a quiet lease (no fault active); a hand-over with no
+//! fault around it lands within one renew interval, never on its giver, and on the
+//! member it names if it names one; a removed partition
 //! is never served after its removal; and once everything healed, every partition is
 //! served exactly once.
 //!
@@ -198,8 +202,21 @@ enum Ev {
     AfterFailover { at: Instant },
     /// The operator sets or removes a preference.
     Prefer,
+    /// The spare replica of a load-reporting seed joins, or leaves gracefully.
+    Scale,
     /// The faults are over.
     End,
+}
+
+/// The replica a load-reporting seed scales in and out, as an operator would: its
+/// joins and leaves are planned, not faults, so every hand-over they bring must land on
+/// its receiver at once (the oracle's hand-over check).
+struct Spare {
+    /// Its own generator, so that the run's other draws stay what they would be
+    /// without it.
+    rng: StdRng,
+    replica: Replica,
+    running: Option<Proc>,
 }
 
 struct World {
@@ -249,15 +266,29 @@ struct World {
     prefs: Option<StdRng>,
     /// Hand-overs are warm moves (and receivers prepare).
     warm: bool,
+    /// A load-reporting seed's spare replica.
+    spare: Option<Spare>,
+    /// Around each planned leave of the spare (a hand-over to it may be under way).
+    leaves: Vec<(Instant, Instant)>,
 }
 
-/// The load a partition's terms report in a simulation that takes loads: 1 to 40,
-/// from its name.
+/// The load a partition's terms report in a simulation that takes loads: Zipf-like
+/// by its place in the set (`p00` 1,000, `p01` about 470, ... `p15` about 50; added
+/// ones hash to 1 to 40), so that some tenants are far heavier than a share and the
+/// refining round hands over into rooms that reach past a taker's share.
 fn load_of(partition: &str) -> f64 {
-    let h = partition.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    (1 + h % 40) as f64
+    match partition
+        .strip_prefix('p')
+        .and_then(|n| n.parse::<u32>().ok())
+    {
+        Some(i) if partition.len() == 3 => (1000.0 / f64::from(i + 1).powf(1.1)).round(),
+        _ => {
+            let h = partition.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            });
+            (1 + h % 40) as f64
+        }
+    }
 }
 
 impl World {
@@ -299,6 +330,20 @@ impl World {
             .then(|| StdRng::seed_from_u64(seed ^ 0x5052_4546_4552_5321));
         // Two more bits: independent of both.
         let warm = (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) & 3 == 2;
+        let spare = loads.then(|| {
+            let mut rng = StdRng::seed_from_u64(seed ^ 0x5350_4152_4553_2121);
+            let link = Link::new("s0", store.clone(), rng.random(), calls.clone());
+            Spare {
+                rng,
+                replica: Replica {
+                    id: "s0".to_owned(),
+                    grace: None,
+                    capacity: 1,
+                    link,
+                },
+                running: None,
+            }
+        });
         let admin_link = Link::new("admin", store.clone(), rng.random(), calls.clone());
         let admin = GroupAdmin::new(admin_link.clone(), "sim").expect("valid names");
         let now = Instant::now();
@@ -334,6 +379,8 @@ impl World {
             loads,
             prefs,
             warm,
+            spare,
+            leaves: Vec::new(),
         }
     }
 
@@ -384,7 +431,11 @@ impl World {
 
     fn spawn(&mut self, id: &str) -> Proc {
         let r = self.replicas[id].clone();
-        let config = self.config(&r);
+        self.spawn_replica(&r)
+    }
+
+    fn spawn_replica(&mut self, r: &Replica) -> Proc {
+        let config = self.config(r);
         self.next_pid += 1;
         let pid = self.next_pid;
         let terms = self.terms.clone();
@@ -397,7 +448,7 @@ impl World {
                 async move {
                     let state = format!("{partition}@{}", lead.fence().get());
                     let load = loads.then(|| load_of(&partition));
-                    let _end = terms.begin(TermRec::new(partition, pid, &lead));
+                    let end = terms.begin(TermRec::new(partition, pid, &lead));
                     match load {
                         None => lead.cancelled().await,
                         // Reported twice a second while the term runs: the weights
@@ -410,6 +461,7 @@ impl World {
                             }
                         },
                     }
+                    end.handed_to(&lead);
                     // Every term hands off its name: the oracle checks who gets it.
                     lead.hand_off(state)?;
                     Ok(())
@@ -468,6 +520,10 @@ impl World {
             let first = t0 + Duration::from_millis(rng.random_range(500..4_000));
             self.at(first, Ev::Prefer);
         }
+        if let Some(spare) = self.spare.as_mut() {
+            let first = t0 + Duration::from_millis(spare.rng.random_range(2_000..6_000));
+            self.at(first, Ev::Scale);
+        }
         self.at(t0 + FAULTS_FOR, Ev::End);
         while let Some(Reverse((t, _, ev))) = self.queue.pop() {
             sleep_until(t).await;
@@ -500,11 +556,17 @@ impl World {
                         self.prefer().await;
                     }
                 }
+                Ev::Scale => {
+                    if Instant::now() < t0 + FAULTS_FOR {
+                        self.scale().await;
+                    }
+                }
                 Ev::End => break,
             }
         }
         self.heal().await;
-        // While healed, only the checks of recent wipes still run.
+        // While healed, only the checks of recent wipes and the spare's planned joins
+        // and leaves still run.
         let end = Instant::now() + HEAL_FOR;
         while let Some(Reverse((t, _, ev))) = self.queue.pop() {
             if t > end {
@@ -519,6 +581,13 @@ impl World {
                     sleep_until(t).await;
                     self.after_failover(at).await;
                 }
+                // Planned joins and leaves go on once the faults' effects are over,
+                // where nothing excuses a hand-over that does not land at once, until
+                // two seconds before the final check.
+                Ev::Scale if t + Duration::from_secs(2) < end => {
+                    sleep_until(t).await;
+                    self.scale().await;
+                }
                 _ => {}
             }
         }
@@ -529,6 +598,7 @@ impl World {
             &self.terms.all(),
             &self.listing,
             &self.spans,
+            &self.leaves,
             LEASE,
             self.start,
             end,
@@ -541,6 +611,9 @@ impl World {
         for (_, p) in std::mem::take(&mut self.dups) {
             p.handle.abort();
         }
+        if let Some(p) = self.spare.take().and_then(|s| s.running) {
+            p.handle.abort();
+        }
         SimReport {
             seed: self.seed,
             simulated: end.duration_since(self.start),
@@ -550,6 +623,40 @@ impl World {
             log: self.log,
             digest,
         }
+    }
+
+    /// The spare replica joins, or leaves gracefully; then waits 1 to 6 s. No fault
+    /// span: planned joins and leaves must hand every partition over at once.
+    async fn scale(&mut self) {
+        let Some(mut spare) = self.spare.take() else {
+            return;
+        };
+        match spare.running.take() {
+            Some(p) => {
+                self.note(format!("scale in: s0 (pid {}) leaves", p.pid));
+                let now = Instant::now();
+                let wait = if self.warm { WARM_WAIT } else { Duration::ZERO };
+                self.leaves
+                    .push((now - LEASE - wait, now + SHUTDOWN_LIMIT + LEASE));
+                if tokio::time::timeout(SHUTDOWN_LIMIT, p.handle.shutdown())
+                    .await
+                    .is_err()
+                {
+                    self.stuck.push(format!(
+                        "shutdown of s0 (pid {}) did not return within {SHUTDOWN_LIMIT:?}",
+                        p.pid
+                    ));
+                }
+            }
+            None => {
+                let p = self.spawn_replica(&spare.replica);
+                self.note(format!("scale out: s0 (pid {}) joins", p.pid));
+                spare.running = Some(p);
+            }
+        }
+        let gap = Duration::from_millis(spare.rng.random_range(1_000..6_000));
+        self.spare = Some(spare);
+        self.at(Instant::now() + gap, Ev::Scale);
     }
 
     /// Ends every fault: links clean, every replica running, drains lifted.

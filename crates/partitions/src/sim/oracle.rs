@@ -26,6 +26,10 @@ pub(crate) struct TermRec {
     /// The state it was offered by the term before (`Leadership::handed_over`), as text:
     /// every simulated term hands off `<partition>@<fence>`.
     pub(crate) handed: Option<String>,
+    /// Whether it ended handed over to even out the group, and the member it was
+    /// handed to by name if its replica named one (`Leadership::successor`).
+    pub(crate) handed_off: bool,
+    pub(crate) successor: Option<String>,
     lead: Option<Leadership>,
 }
 
@@ -43,6 +47,8 @@ impl TermRec {
                 .handed_over()
                 .ok()
                 .map(|b| String::from_utf8_lossy(b).into_owned()),
+            handed_off: false,
+            successor: None,
             lead: Some(lead.clone()),
         }
     }
@@ -77,6 +83,21 @@ impl Drop for EndGuard {
         t.end = Some(now);
         let deadline = t.lead.take().map_or(now, |l| l.deadline());
         t.believed = Some(now.min(deadline).max(t.start));
+    }
+}
+
+impl EndGuard {
+    /// Notes whether the term was handed over, and to whom by name, as its end reason
+    /// says (call once the term was cancelled).
+    pub(crate) fn handed_to(&self, lead: &Leadership) {
+        if matches!(
+            lead.end_reason(),
+            Some(leasehold_election::TermEndReason::HandedOff)
+        ) {
+            let mut all = self.0.lock();
+            all[self.1].handed_off = true;
+            all[self.1].successor = lead.successor().map(str::to_owned);
+        }
     }
 }
 
@@ -259,10 +280,15 @@ fn outside(from: Instant, to: Instant, spans: &[(Instant, Instant)]) -> Vec<(Ins
 }
 
 /// Every violation in a run's terms (at most a few of each kind are described).
+///
+/// `spans` are the faults' effects; `leaves` the planned leaves' (a hand-over whose
+/// receiver leaves before it takes the partition goes to whoever claims first, maybe
+/// its giver): they excuse the hand-over check only.
 pub(crate) fn check(
     terms: &[TermRec],
     listing: &Listing,
     spans: &[(Instant, Instant)],
+    leaves: &[(Instant, Instant)],
     lease: Duration,
     start: Instant,
     end: Instant,
@@ -372,6 +398,51 @@ pub(crate) fn check(
             }
         }
     }
+    // A hand-over lands within the hold (one renew interval) whenever no fault is
+    // active around it, never back on its giver, and on its receiver if it names one.
+    for (p, ts) in &by {
+        for t in ts {
+            let (true, Some(e)) = (t.handed_off, t.end) else {
+                continue;
+            };
+            let to = t.successor.as_deref();
+            let around = (e.checked_sub(lease).unwrap_or(start), e + lease);
+            if outside(around.0, around.1, spans) != [around]
+                || outside(around.0, around.1, leaves) != [around]
+            {
+                continue;
+            }
+            let next = ts
+                .iter()
+                .filter(|n| n.fence > t.fence)
+                .min_by_key(|n| n.fence);
+            let hold = lease / 3;
+            let named = to.map_or(String::new(), |to| format!(" to {to}"));
+            match next {
+                Some(n)
+                    if n.replica != t.replica
+                        && to.is_none_or(|to| n.replica == to)
+                        && n.start <= e + hold => {}
+                Some(n) => out.push(format!(
+                    "{p}: handed by {} (fence {}){named} at {:.1} ms, taken by {} (fence {}) \
+                     at {:.1} ms",
+                    t.replica,
+                    t.fence,
+                    ms(e),
+                    n.replica,
+                    n.fence,
+                    ms(n.start)
+                )),
+                None if listing.state(p) == Listed::Yes => out.push(format!(
+                    "{p}: handed by {} (fence {}){named} at {:.1} ms, never taken",
+                    t.replica,
+                    t.fence,
+                    ms(e)
+                )),
+                None => {}
+            }
+        }
+    }
     // Liveness: never a quiet lease without an owner while listed.
     for p in listing.changes.keys() {
         let ts = by.get(p.as_str()).map_or(&[][..], Vec::as_slice);
@@ -465,6 +536,8 @@ mod tests {
             end: Some(at(to)),
             believed: Some(at(to)),
             handed: None,
+            handed_off: false,
+            successor: None,
             lead: None,
         }
     }
@@ -474,7 +547,7 @@ mod tests {
         let end = t0 + Duration::from_millis(3000);
         // (Whether the healed end state is served needs live terms, with a Leadership:
         // the seeded runs check that.)
-        check(terms, listing, faults, LEASE, t0, end)
+        check(terms, listing, faults, &[], LEASE, t0, end)
             .into_iter()
             .filter(|v| !v.starts_with("after healing"))
             .collect()
@@ -580,6 +653,48 @@ mod tests {
         // The same gap while a fault was active (a kill, a black hole) is allowed.
         assert_eq!(
             verdict(&terms, &listed(t0), &[(at(900), at(1700))]),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_named_hand_over_taken_late_by_another_or_by_its_giver_is_caught() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let named = |to: &str| TermRec {
+            handed_off: true,
+            successor: Some(to.to_owned()),
+            ..term(t0, "p", "a", 0, 1000, 0)
+        };
+        // Taken by the receiver it names at once: fine.
+        let terms = [named("b"), term(t0, "p", "b", 1005, 3000, 1005)];
+        assert_eq!(verdict(&terms, &listed(t0), &[]), Vec::<String>::new());
+        // Taken back by its giver after the hold.
+        let terms = [named("b"), term(t0, "p", "a", 1400, 3000, 1400)];
+        let v = verdict(&terms, &listed(t0), &[]);
+        assert!(
+            v.iter()
+                .any(|v| v.starts_with("p: handed by a (fence 0) to b at 1000.0 ms, taken by a")),
+            "{v:?}"
+        );
+        // Taken by another member.
+        let terms = [named("b"), term(t0, "p", "c", 1005, 3000, 1005)];
+        assert_eq!(verdict(&terms, &listed(t0), &[]).len(), 1);
+        // Unnamed: anyone but its giver, at once.
+        let anyone = TermRec {
+            successor: None,
+            ..named("b")
+        };
+        let terms = [anyone.clone(), term(t0, "p", "c", 1005, 3000, 1005)];
+        assert_eq!(verdict(&terms, &listed(t0), &[]), Vec::<String>::new());
+        let terms = [anyone.clone(), term(t0, "p", "c", 1400, 3000, 1400)];
+        assert_eq!(verdict(&terms, &listed(t0), &[]).len(), 1, "late");
+        let terms = [anyone, term(t0, "p", "a", 1005, 3000, 1005)];
+        assert_eq!(verdict(&terms, &listed(t0), &[]).len(), 1, "its giver");
+        // The same while a fault was active around it is allowed.
+        let terms = [named("b"), term(t0, "p", "a", 1400, 3000, 1400)];
+        assert_eq!(
+            verdict(&terms, &listed(t0), &[(at(500), at(1100))]),
             Vec::<String>::new()
         );
     }
