@@ -171,7 +171,11 @@ impl FencedBatch {
             .store
             .eval(self.script(), &key_refs, &argv)
             .await
-            .map_err(|e| FencedWriteError::from_store(e, &keys[1], &keys[keys.len() - 1]))?;
+            .map_err(|e| {
+                let first = self.keys.first().map_or("", String::as_str);
+                let last = keys.last().map_or("", String::as_str);
+                FencedWriteError::from_store(e, first, last)
+            })?;
         let (accepted, highest) = replies::fenced_write(reply)?;
         if accepted {
             return Ok(());
@@ -183,15 +187,14 @@ impl FencedBatch {
     /// The script's `KEYS`: each key's guard, then the key; checked to be one call that
     /// can be made.
     fn script_keys(&self) -> Result<Vec<String>, FencedWriteError> {
-        if self.ops == 0 {
+        let Some(first) = self.keys.first() else {
             return Err(FencedWriteError::EmptyBatch);
-        }
+        };
         if self.keys.iter().any(String::is_empty) {
             return Err(FencedWriteError::EmptyKey);
         }
         // Named by the caller's keys where those differ; by a key and its guard where
         // only that pair does (a key with a `}` but no hash tag).
-        let first = &self.keys[0];
         let slot = Slot::for_key(first);
         if let Some(other) = self.keys.iter().find(|k| Slot::for_key(k) != slot) {
             return Err(FencedWriteError::CrossSlot {
