@@ -32,6 +32,27 @@ pub enum HandOffError {
     /// The term's lease was already given back: the state can no longer travel with it.
     #[error("the term has already given its lease back: too late to hand state off")]
     TooLate,
+    /// The term's lease is lost, or may be: a renewal was refused, the local deadline
+    /// has passed, or the lease key holds someone else's data. Such a term gives
+    /// nothing back that the next owner could take the state from, so it is not kept.
+    /// A term ended on purpose (a hand-over, a drain, a shutdown) is not lost while its
+    /// deadline has not passed: it hands off as usual.
+    #[error(
+        "the term's lease is lost (or its local deadline has passed): no state can be handed off"
+    )]
+    LeaseLost,
+}
+
+/// Whether a term can still give its lease back, for [`HandOffSlot::leave`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseNow {
+    /// Held: the term runs, or ended on purpose within its deadline.
+    Held,
+    /// The term ended for a reason that may have lost the lease (a refused renewal,
+    /// a passed deadline, a lease key of the wrong type).
+    Lost,
+    /// The local deadline has passed, whatever the term ended for (if it has).
+    PastDeadline,
 }
 
 /// Why a term was offered no hand-off state by the term before it
@@ -125,7 +146,12 @@ impl HandOffSlot {
         }
     }
 
-    pub(crate) fn leave(&self, state: Vec<u8>) -> Result<(), HandOffError> {
+    /// Keeps `state` for the release, if the term can still give its lease back.
+    ///
+    /// A lost lease is named as such even after the seal (the release of a term whose
+    /// renewal was refused is never sent; calling that "too late" would mislead); a
+    /// deadline that passed after the release was sent is [`HandOffError::TooLate`].
+    pub(crate) fn leave(&self, state: Vec<u8>, lease: LeaseNow) -> Result<(), HandOffError> {
         if !self.supported {
             return Err(HandOffError::Unsupported);
         }
@@ -135,13 +161,17 @@ impl HandOffSlot {
                 max: MAX_HAND_OFF_BYTES,
             });
         }
+        if lease == LeaseNow::Lost {
+            return Err(HandOffError::LeaseLost);
+        }
         let mut leaving = self.leaving.lock().unwrap_or_else(PoisonError::into_inner);
         match leaving.as_mut() {
+            None => Err(HandOffError::TooLate),
+            Some(_) if lease == LeaseNow::PastDeadline => Err(HandOffError::LeaseLost),
             Some(slot) => {
                 *slot = Some(state);
                 Ok(())
             }
-            None => Err(HandOffError::TooLate),
         }
     }
 
@@ -163,27 +193,62 @@ mod tests {
     fn state_is_capped_kept_until_sealed_and_refused_after() {
         let slot = HandOffSlot::new(true);
         assert_eq!(
-            slot.leave(vec![0; MAX_HAND_OFF_BYTES + 1]),
+            slot.leave(vec![0; MAX_HAND_OFF_BYTES + 1], LeaseNow::Held),
             Err(HandOffError::TooLarge {
                 len: MAX_HAND_OFF_BYTES + 1,
                 max: MAX_HAND_OFF_BYTES
             })
         );
-        slot.leave(b"first".to_vec()).unwrap();
-        slot.leave(b"offset=42".to_vec()).unwrap();
+        slot.leave(b"first".to_vec(), LeaseNow::Held).unwrap();
+        slot.leave(b"offset=42".to_vec(), LeaseNow::Held).unwrap();
         assert_eq!(
             slot.seal().as_deref(),
             Some(&b"offset=42"[..]),
             "the last wins"
         );
-        assert_eq!(slot.leave(b"late".to_vec()), Err(HandOffError::TooLate));
+        assert_eq!(
+            slot.leave(b"late".to_vec(), LeaseNow::Held),
+            Err(HandOffError::TooLate)
+        );
         assert_eq!(slot.seal(), None);
+    }
+
+    #[test]
+    fn a_lost_lease_keeps_no_state_and_says_so() {
+        let slot = HandOffSlot::new(true);
+        slot.leave(b"while it ran".to_vec(), LeaseNow::Held)
+            .unwrap();
+        for lease in [LeaseNow::Lost, LeaseNow::PastDeadline] {
+            assert_eq!(
+                slot.leave(b"late".to_vec(), lease),
+                Err(HandOffError::LeaseLost),
+                "{lease:?}"
+            );
+        }
+        assert_eq!(
+            slot.seal().as_deref(),
+            Some(&b"while it ran"[..]),
+            "a refused call leaves the earlier state alone"
+        );
+        // After the seal: a lost lease still says lost; a deadline that passed after
+        // the release was sent says too late.
+        assert_eq!(
+            slot.leave(b"x".to_vec(), LeaseNow::Lost),
+            Err(HandOffError::LeaseLost)
+        );
+        assert_eq!(
+            slot.leave(b"x".to_vec(), LeaseNow::PastDeadline),
+            Err(HandOffError::TooLate)
+        );
     }
 
     #[test]
     fn a_store_without_hand_offs_refuses_state_and_offers_none() {
         let slot = HandOffSlot::new(false);
-        assert_eq!(slot.leave(b"x".to_vec()), Err(HandOffError::Unsupported));
+        assert_eq!(
+            slot.leave(b"x".to_vec(), LeaseNow::Held),
+            Err(HandOffError::Unsupported)
+        );
         assert!(matches!(slot.offered(), Err(NoHandOff::Unsupported)));
         slot.offer(Ok(b"ignored".to_vec()));
         assert!(

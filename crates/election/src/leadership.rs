@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::fence::Fence;
-use crate::handoff::{HandOffError, HandOffSlot, NoHandOff};
+use crate::handoff::{HandOffError, HandOffSlot, LeaseNow, NoHandOff};
 use crate::load::{LoadCell, LoadError, LoadSlot};
 use crate::status::TermEndReason;
 
@@ -233,14 +233,30 @@ impl Leadership {
     /// takes it or its time to live passes (`GroupConfigBuilder::hand_off_ttl` in
     /// `leasehold-partitions`). It is handed over only if the lease is given back: a
     /// term that lost its lease (a refused renewal, a passed deadline with the lease
-    /// taken by then) hands nothing over, and its successor is told why.
+    /// taken by then) hands nothing over, and its successor is told why. A call once
+    /// the lease is lost, or may be (the renewal was refused, the local deadline has
+    /// passed: see [`end_reason`](Self::end_reason)), says so
+    /// ([`HandOffError::LeaseLost`]) and keeps nothing. A term ended on purpose (a
+    /// hand-over, a drain, a shutdown) still hands off during its grace.
     ///
     /// # Errors
     /// [`HandOffError::TooLarge`] over [`MAX_HAND_OFF_BYTES`](crate::MAX_HAND_OFF_BYTES),
     /// [`HandOffError::Unsupported`] for a duty's own elector,
-    /// [`HandOffError::TooLate`] once the release has been sent.
+    /// [`HandOffError::LeaseLost`] once the lease is lost or the local deadline has
+    /// passed, [`HandOffError::TooLate`] once the release has been sent.
     pub fn hand_off(&self, state: impl Into<Vec<u8>>) -> Result<(), HandOffError> {
-        self.hand_off.leave(state.into())
+        let lease = if self
+            .reason
+            .get()
+            .is_some_and(TermEndReason::lease_may_be_lost)
+        {
+            LeaseNow::Lost
+        } else if Instant::now() >= self.deadline.get() {
+            LeaseNow::PastDeadline
+        } else {
+            LeaseNow::Held
+        };
+        self.hand_off.leave(state.into(), lease)
     }
 
     /// The state the previous term of this partition left for this one
@@ -354,6 +370,84 @@ mod tests {
             l.end_reason(),
             Some(TermEndReason::DeadlinePassed)
         ));
+    }
+
+    fn partition_term(deadline: Instant) -> Leadership {
+        Leadership::new(
+            Fence(7),
+            "a",
+            "p1",
+            CancellationToken::new(),
+            deadline,
+            true,
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_term_ended_on_purpose_hands_off_during_its_grace() {
+        let l = partition_term(Instant::now() + Duration::from_secs(1));
+        for planned in [
+            TermEndReason::HandedOff,
+            TermEndReason::Drained,
+            TermEndReason::Shutdown,
+        ] {
+            let l = partition_term(Instant::now() + Duration::from_secs(1));
+            l.set_end_reason(&planned);
+            l.token().cancel();
+            assert!(l.is_cancelled());
+            assert_eq!(l.hand_off(b"offset=42".to_vec()), Ok(()), "{planned}");
+            assert_eq!(l.seal_hand_off().as_deref(), Some(&b"offset=42"[..]));
+        }
+        // While the term runs, too.
+        assert_eq!(l.hand_off(b"early".to_vec()), Ok(()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_term_whose_lease_is_gone_says_so_when_it_hands_off() {
+        // The elector saw the lease lost (the duty then runs only until it is aborted).
+        for lost in [
+            TermEndReason::RenewalRefused,
+            TermEndReason::DeadlinePassed,
+            TermEndReason::BackendError(crate::StoreError::WrongType(std::sync::Arc::new(
+                redis::RedisError::from((
+                    redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
+                    "WRONGTYPE",
+                    "Operation against a key holding the wrong kind of value".to_owned(),
+                )),
+            ))),
+        ] {
+            let l = partition_term(Instant::now() + Duration::from_secs(1));
+            l.set_end_reason(&lost);
+            l.token().cancel();
+            assert_eq!(
+                l.hand_off(b"x".to_vec()),
+                Err(HandOffError::LeaseLost),
+                "{lost}"
+            );
+            assert_eq!(l.seal_hand_off(), None, "nothing kept");
+            assert_eq!(
+                l.hand_off(b"x".to_vec()),
+                Err(HandOffError::LeaseLost),
+                "{lost}: still lost after the seal, not too late"
+            );
+        }
+        // The local deadline passed and the elector has not run since (a pause, a
+        // blocked runtime): no reason yet, nothing cancelled.
+        let l = partition_term(Instant::now() + Duration::from_millis(100));
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert!(!l.token().is_cancelled());
+        assert_eq!(l.hand_off(b"x".to_vec()), Err(HandOffError::LeaseLost));
+        // A planned end whose grace ran into the deadline: past it, nothing is kept.
+        let l = partition_term(Instant::now() + Duration::from_millis(100));
+        l.set_end_reason(&TermEndReason::HandedOff);
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert_eq!(l.hand_off(b"x".to_vec()), Err(HandOffError::LeaseLost));
+        // Once the release was sent, a passed deadline is "too late".
+        let l = partition_term(Instant::now() + Duration::from_millis(100));
+        l.set_end_reason(&TermEndReason::HandedOff);
+        assert_eq!(l.seal_hand_off(), None);
+        tokio::time::advance(Duration::from_millis(100)).await;
+        assert_eq!(l.hand_off(b"x".to_vec()), Err(HandOffError::TooLate));
     }
 
     #[tokio::test(start_paused = true)]

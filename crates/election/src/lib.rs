@@ -26,7 +26,7 @@ pub use self::config::{
 };
 pub use self::elector::{DutyError, DutyResult, Elector, ElectorHandle};
 pub use self::error::{BuildError, Stopped, StoreError};
-pub use self::fence::{Fence, FencedWriteError, FencedWriter};
+pub use self::fence::{Fence, FencedBatch, FencedWriteError, FencedWriter};
 pub use self::handoff::{HandOffError, MAX_HAND_OFF_BYTES, NoHandOff};
 pub use self::keys::DutyKeys;
 pub use self::leadership::{Leadership, TermOver};

@@ -93,9 +93,16 @@ impl TermEndReason {
         )
     }
 
-    /// Whether someone else may hold the lease already, so the duty must stop at once.
+    /// Whether someone else may hold the lease already, so the duty must stop at once
+    /// (and can hand nothing over): a refused renewal, a passed deadline, or a lease
+    /// key of the wrong type (someone else's data).
     pub(crate) fn lease_may_be_lost(&self) -> bool {
-        matches!(self, Self::RenewalRefused | Self::DeadlinePassed)
+        matches!(
+            self,
+            Self::RenewalRefused
+                | Self::DeadlinePassed
+                | Self::BackendError(StoreError::WrongType(_))
+        )
     }
 }
 

@@ -75,9 +75,22 @@ async fn minimal_acl_user_elects_hands_over_by_notification_and_writes_fenced() 
             .await
             .is_err()
     );
+    // A raise, and a batch (which checks its keys' types with TYPE before writing).
+    writer
+        .raise("leasehold:{ledger}:cursor", fence)
+        .await
+        .unwrap();
+    writer
+        .batch()
+        .rpush("leasehold:{ledger}", "entry-2")
+        .set("leasehold:{ledger}:cursor", "2")
+        .hset("leasehold:{ledger}:meta", "by", "a")
+        .commit(fence)
+        .await
+        .unwrap();
     assert_eq!(
         redis.redis_cli(&["LLEN", "leasehold:{ledger}"]),
-        "(integer) 1"
+        "(integer) 2"
     );
 
     let leader = current_leader(&store(&url), "leasehold", "job")

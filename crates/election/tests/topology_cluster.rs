@@ -1,6 +1,7 @@
 //! Redis Cluster: scripts route by their hash tag, duties spread over the primaries,
 //! release notifications (a PUBLISH inside a script) reach a subscriber on any node,
-//! and electors recover after the primary of their slot fails over to its replica.
+//! electors recover after the primary of their slot fails over to its replica, and
+//! fenced batches run on the one node of their hash tag's slot.
 
 mod support;
 
@@ -10,7 +11,8 @@ use std::time::Duration;
 use leasehold_election::DutyKeys;
 use leasehold_election::ext::new_token;
 use leasehold_election::{
-    Acquire, Fence, FencedWriter, LeaseStore, RedisStore, StoreError, current_leader,
+    Acquire, Fence, FencedWriteError, FencedWriter, LeaseStore, RedisStore, StoreError,
+    current_leader,
 };
 use leasehold_testkit::RedisCluster;
 use support::{Terms, config, eventually, granted, recheck_now, slow_to_recheck};
@@ -113,6 +115,57 @@ async fn duties_spread_over_primaries_and_hand_over_by_notification() {
     }
     // The self-check reads one primary's settings.
     assert!(store_a.self_check().await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_batches_need_one_hash_tag_and_say_so_when_keys_span_slots() {
+    let cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 0));
+    let writer = FencedWriter::new(cluster_store(&cluster));
+    // One tag: the raise and the batch run on the primary that owns its slot.
+    let node = tokio::task::block_in_place(|| cluster.primary_for_key("{tenant-7}"));
+    writer.raise("cursor:{tenant-7}", Fence(3)).await.unwrap();
+    writer
+        .batch()
+        .rpush("out:{tenant-7}", "r1")
+        .set("cursor:{tenant-7}", "1")
+        .commit(Fence(3))
+        .await
+        .unwrap();
+    let primary = &cluster.nodes()[node];
+    assert_eq!(primary.redis_cli(&["GET", "cursor:{tenant-7}"]), "1");
+    assert_eq!(
+        primary.redis_cli(&["LRANGE", "out:{tenant-7}", "0", "-1"]),
+        "r1"
+    );
+    assert_eq!(primary.redis_cli(&["GET", "out:{tenant-7}:fence"]), "3");
+    assert!(matches!(
+        writer.raise("out:{tenant-7}", Fence(2)).await,
+        Err(FencedWriteError::Stale { .. })
+    ));
+
+    // Keys in two slots: refused before anything is sent.
+    let (a, b) = ("out:tenant-7", "cursor:tenant-7");
+    let (slot_a, slot_b) = tokio::task::block_in_place(|| (cluster.keyslot(a), cluster.keyslot(b)));
+    assert_ne!(slot_a, slot_b);
+    let err = writer
+        .batch()
+        .rpush(a, "r1")
+        .set(b, "1")
+        .commit(Fence(3))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, FencedWriteError::CrossSlot { key, other } if key == a && other == b),
+        "{err:?}"
+    );
+    // A single write whose guard lies in another slot (a `}` but no hash tag) is
+    // refused by the cluster (`CROSSSLOT`), and said so in the same words.
+    let err = writer.set("a}b", "v", Fence(3)).await.unwrap_err();
+    assert!(
+        matches!(&err, FencedWriteError::CrossSlot { key, other }
+            if key == "a}b" && other == "{a}b}:fence"),
+        "{err:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

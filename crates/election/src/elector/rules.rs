@@ -10,7 +10,6 @@ use tokio::time::Instant;
 
 use crate::backoff::Backoff;
 use crate::config::ElectorConfig;
-use crate::error::StoreError;
 use crate::grid::RenewGrid;
 use crate::status::TermEndReason;
 
@@ -128,10 +127,6 @@ pub(super) fn renew_retry(renew_interval: Duration) -> Duration {
 /// a lease key of the wrong type (someone else's data).
 pub(super) fn lease_may_be_lost(reason: &TermEndReason) -> bool {
     reason.lease_may_be_lost()
-        || matches!(
-            reason,
-            TermEndReason::BackendError(StoreError::WrongType(_))
-        )
 }
 
 /// When a cancelled duty is aborted: `grace` after `now`, never past the deadline, and
@@ -171,6 +166,7 @@ pub(super) fn may_still_hold(sent: Instant, lease: Duration, now: Instant) -> bo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::StoreError;
 
     const MS: Duration = Duration::from_millis(1);
 

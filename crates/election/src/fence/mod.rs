@@ -1,12 +1,16 @@
 //! Fencing tokens, and the writer that makes a resource check them.
 //!
 //! - this module: the [`Fence`] of a term;
-//! - `writer`: [`FencedWriter`], writes to Redis keys that only a current term makes.
+//! - `writer`: [`FencedWriter`], writes to Redis keys that only a current term makes,
+//!   and raises of their guards;
+//! - `batch`: [`FencedBatch`], fenced writes to several keys in one script.
 
+mod batch;
 mod writer;
 
 use std::fmt;
 
+pub use self::batch::FencedBatch;
 pub use self::writer::{FencedWriteError, FencedWriter};
 
 /// A fencing token: strictly increasing across every term of a duty.

@@ -88,7 +88,8 @@ pub(super) fn duty(reply: Value) -> Result<DutyKeysRead, StoreError> {
     })
 }
 
-/// `fenced_write.lua`: whether the write was made, and the fence the guard holds.
+/// `fenced_write.lua` and `fenced_batch.lua`: whether the write was made, and the
+/// fence the guard holds (a batch: the highest of its guards).
 pub(crate) fn fenced_write(reply: Value) -> Result<(bool, Fence), StoreError> {
     let mut p = Parse::new("fenced write", reply);
     let accepted = p.next_int()? == 1;
@@ -134,6 +135,9 @@ mod tests {
                 duty(v).map(drop)
             }),
             ("fenced_write", include_str!("lua/fenced_write.lua"), |v| {
+                fenced_write(v).map(drop)
+            }),
+            ("fenced_batch", include_str!("lua/fenced_batch.lua"), |v| {
                 fenced_write(v).map(drop)
             }),
             ("scan", include_str!("lua/scan.lua"), |v| scan(v).map(drop)),

@@ -115,3 +115,11 @@ pub(crate) static FENCED_WRITE: LazyLock<LuaScript> =
 /// Fenced `RPUSH`: never retried (it would append twice).
 pub(crate) static FENCED_PUSH: LazyLock<LuaScript> =
     LazyLock::new(|| LuaScript::run_once(include_str!("lua/fenced_write.lua")));
+
+/// A fenced batch of `SET`, `HSET` and raises: a retry writes the same again.
+pub(crate) static FENCED_BATCH: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::idempotent(include_str!("lua/fenced_batch.lua")));
+
+/// A fenced batch holding an `RPUSH`: never retried (it would append twice).
+pub(crate) static FENCED_BATCH_ONCE: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::run_once(include_str!("lua/fenced_batch.lua")));
