@@ -21,11 +21,17 @@
 //! its p50, p95 and max, and the owner changes in the window (`moves`,
 //! `moves_per_min`) beside the hot-tenant changes (`hot_changes_per_min`: the hot ranks
 //! that changed partition at the shifts inside the window, per minute).
+//!
+//! Every mode also reads the group's ledger of moves over the whole run: the planned
+//! hand-offs' time without an owner ([`PlannedHandOffs`]) and the hand-offs that went
+//! back to their giver (`self_moves`); and counts the owner changes from one minute after
+//! the spawn to the window's end (`moves_after_first_minute`: a fleet whose loads hold
+//! still should move nothing then).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use leasehold_partitions::GroupAdmin;
+use leasehold_partitions::{GroupAdmin, Move, MoveCause};
 use serde::Serialize;
 use tokio::time::Instant;
 
@@ -95,6 +101,85 @@ impl OverTime {
     }
 }
 
+/// p50, p99 and max of a set of values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Tail {
+    /// The nearest-rank median.
+    pub p50: f64,
+    /// The nearest-rank 99th percentile.
+    pub p99: f64,
+    /// The largest value.
+    pub max: f64,
+}
+
+impl Tail {
+    /// Of `values` (rounded to 3 decimals); all 0 when empty.
+    pub fn of(values: &[f64]) -> Self {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let at = |q: f64| percentile(&sorted, q).map_or(0.0, round3);
+        Self {
+            p50: at(0.5),
+            p99: at(0.99),
+            max: at(1.0),
+        }
+    }
+}
+
+/// The planned hand-offs of a run: the ledger's entries of cause `handoff` (the cold
+/// start and the settling included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PlannedHandOffs {
+    /// How many.
+    pub count: usize,
+    /// How long each left its partition without an owner (the entry's `unowned`: from
+    /// the giver's release to the taker's claim, on the server's clock), in ms; all 0
+    /// without hand-offs.
+    pub unowned_ms: Tail,
+}
+
+/// A ledger entry, as the hand-off figures read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry<'a> {
+    cause: MoveCause,
+    from: Option<&'a str>,
+    to: &'a str,
+    unowned: Option<Duration>,
+}
+
+impl<'a> From<&'a Move> for Entry<'a> {
+    fn from(m: &'a Move) -> Self {
+        Self {
+            cause: m.cause,
+            from: m.from.as_deref(),
+            to: &m.to,
+            unowned: m.unowned,
+        }
+    }
+}
+
+/// The planned hand-offs among `entries`, and how many of them went back to their
+/// giver (`from` = `to`: a self-move).
+fn hand_off_figures(entries: &[Entry<'_>]) -> (PlannedHandOffs, usize) {
+    let hand_offs: Vec<&Entry<'_>> = entries
+        .iter()
+        .filter(|e| e.cause == MoveCause::HandOff)
+        .collect();
+    let unowned: Vec<f64> = hand_offs
+        .iter()
+        .filter_map(|e| e.unowned)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .collect();
+    let self_moves = hand_offs.iter().filter(|e| e.from == Some(e.to)).count();
+    (
+        PlannedHandOffs {
+            count: hand_offs.len(),
+            unowned_ms: Tail::of(&unowned),
+        },
+        self_moves,
+    )
+}
+
 /// The loads of one mode over the window.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadOverTime {
@@ -136,6 +221,15 @@ pub struct ModeReport {
     /// With `--series`: every sample of `max_over_share`, in order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub series: Option<Vec<f64>>,
+    /// The planned hand-offs (the ledger's cause `handoff`) of the whole run, and how
+    /// long they left their partitions without an owner.
+    pub hand_offs: PlannedHandOffs,
+    /// Ledger entries of cause `handoff` whose giver took the partition back (`from` =
+    /// `to`), over the whole run.
+    pub self_moves: usize,
+    /// Owner changes (the replicas' lines) from one minute after the spawn to the end of
+    /// the window.
+    pub moves_after_first_minute: u64,
 }
 
 /// The report of `rebalance --load`.
@@ -227,14 +321,20 @@ pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanc
         let (report, t) = run_mode(args, mode, &mut template).await?;
         topology = t;
         eprintln!(
-            "{}: max load / share p50 {} p95 {} max {}; {} moves ({:.2}/min) [{:?}]",
+            "{}: max load / share p50 {} p95 {} max {}; {} moves ({:.2}/min) [{:?}], {} after the first minute; {} hand-offs, unowned p50 {} p99 {} max {} ms, {} self-moves",
             mode.label(),
             report.load.max_over_share.p50,
             report.load.max_over_share.p95,
             report.load.max_over_share.max,
             report.moves,
             report.moves_per_min,
-            report.moves_by_minute
+            report.moves_by_minute,
+            report.moves_after_first_minute,
+            report.hand_offs.count,
+            report.hand_offs.unowned_ms.p50,
+            report.hand_offs.unowned_ms.p99,
+            report.hand_offs.unowned_ms.max,
+            report.self_moves
         );
         match mode {
             Mode::Load => under_test = Some(report),
@@ -406,7 +506,16 @@ async fn measure(
     }
     let moves = OwnerChanges::count(&log, schedule.epoch_us, end_us).changes;
     let settle_moves = OwnerChanges::count(&log, start_us, schedule.epoch_us).changes;
-    let ledger = ledger::check(fleet).await?;
+    let first_minute_us = start_us.saturating_add(60_000_000);
+    let moves_after_first_minute = if first_minute_us < end_us {
+        OwnerChanges::count(&log, first_minute_us, end_us).changes
+    } else {
+        0
+    };
+    let entries = ledger::read(fleet).await?;
+    let ledger = ledger::check_moves(fleet, &entries);
+    let (hand_offs, self_moves) =
+        hand_off_figures(&entries.iter().map(Entry::from).collect::<Vec<_>>());
     Ok(ModeReport {
         load: LoadOverTime {
             max_over_share: OverTime::of(&ratios),
@@ -427,6 +536,9 @@ async fn measure(
         series: args
             .series
             .then(|| ratios.iter().copied().map(round3).collect()),
+        hand_offs,
+        self_moves,
+        moves_after_first_minute,
     })
 }
 
@@ -626,6 +738,40 @@ mod tests {
             recovery(&times, &ratios, &[2 * s, 6 * s]),
             [Some(2.0), None]
         );
+    }
+
+    #[test]
+    fn hand_offs_are_the_ledgers_handoff_entries_and_self_moves_go_back_to_their_giver() {
+        let entry = |cause, from: Option<&'static str>, to: &'static str, ms: Option<u64>| Entry {
+            cause,
+            from,
+            to,
+            unowned: ms.map(Duration::from_millis),
+        };
+        let entries = [
+            entry(MoveCause::New, None, "a", None),
+            entry(MoveCause::HandOff, Some("a"), "b", Some(4)),
+            entry(MoveCause::HandOff, Some("b"), "b", Some(2000)),
+            entry(MoveCause::Expiry, Some("b"), "b", Some(1500)),
+            entry(MoveCause::Leave, Some("b"), "c", Some(1)),
+            entry(MoveCause::HandOff, Some("c"), "a", Some(10)),
+        ];
+        let (h, self_moves) = hand_off_figures(&entries);
+        assert_eq!(h.count, 3);
+        // Only a hand-off back to its giver is a self-move (not an expiry's re-claim).
+        assert_eq!(self_moves, 1);
+        assert_eq!(
+            h.unowned_ms,
+            Tail {
+                p50: 10.0,
+                p99: 2000.0,
+                max: 2000.0
+            }
+        );
+        assert_eq!(hand_off_figures(&[]), (PlannedHandOffs::default(), 0));
+        let values: Vec<f64> = (1..=200).map(f64::from).collect();
+        let t = Tail::of(&values);
+        assert_eq!((t.p50, t.p99, t.max), (100.0, 198.0, 200.0));
     }
 
     #[test]
