@@ -1,7 +1,9 @@
-//! `rebalance --load shifting|stationary`: balancing by measured load against synthetic
-//! tenants whose loads follow a Zipf law ([`tenants`](crate::group::tenants)), shifting
-//! every `--shift-secs` or stationary with noise, in three modes run one after another,
-//! each on its own servers, group and replica processes:
+//! `rebalance --load shifting|stationary|feedback`: balancing by measured load against
+//! synthetic tenants whose loads follow a Zipf law ([`tenants`](crate::group::tenants)),
+//! shifting every `--shift-secs` or stationary with noise (with `feedback`, stationary
+//! arrival rates into queues whose owners report what they achieve:
+//! [`feedback`](crate::group::feedback)), in three modes run one after another, each on
+//! its own servers, group and replica processes:
 //!
 //! - `load` (the mode under test): every callback reports its partition's load
 //!   (`Leadership::report_load`) and the group takes its weights from the reports
@@ -26,9 +28,11 @@
 //! hand-offs' time without an owner ([`PlannedHandOffs`]) and the hand-offs that went
 //! back to their giver (`self_moves`); and counts the owner changes from one minute after
 //! the spawn to the window's end (`moves_after_first_minute`: a fleet whose loads hold
-//! still should move nothing then).
+//! still should move nothing then). With `feedback`, the `load` mode's report gains
+//! [`CatchUps`]: the backlogs its terms started with.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use leasehold_partitions::{GroupAdmin, Move, MoveCause};
@@ -38,6 +42,7 @@ use tokio::time::Instant;
 use crate::RebalanceArgs;
 use crate::clock::{now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
+use crate::group::feedback::{Feedback, Report};
 use crate::group::harness::{Fleet, convergence_limit};
 use crate::group::ledger;
 use crate::group::ownership::OwnerChanges;
@@ -180,6 +185,46 @@ fn hand_off_figures(entries: &[Entry<'_>]) -> (PlannedHandOffs, usize) {
     )
 }
 
+/// `--load feedback`, the `load` mode: the backlogs its terms started with (their
+/// `backlog` lines, the whole run), in ms of the tenant's mean arrivals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CatchUps {
+    /// Terms by where their queue came from: `handed_over` (the previous term's
+    /// hand-off), `committed` (nothing handed over: the last commit), `origin` (a first
+    /// owner: every arrival since the spawn).
+    pub terms: BTreeMap<String, usize>,
+    /// The backlog of the terms after a move (`handed_over` and `committed`): the
+    /// arrivals while nobody served the tenant, and any backlog the giver left.
+    pub backlog_ms: Tail,
+    /// The backlog of the first owners (`origin`): the cold start's.
+    pub first_backlog_ms: Tail,
+}
+
+impl CatchUps {
+    /// From the `backlog` lines of `log`.
+    pub fn of(log: &[Logged]) -> Self {
+        let mut out = Self::default();
+        let (mut moved, mut first) = (Vec::new(), Vec::new());
+        for l in log {
+            if let PartitionEvent::Backlog {
+                backlog_ms, source, ..
+            } = &l.event
+            {
+                *out.terms.entry(source.clone()).or_default() += 1;
+                let ms = *backlog_ms as f64;
+                if source == "origin" {
+                    first.push(ms);
+                } else {
+                    moved.push(ms);
+                }
+            }
+        }
+        out.backlog_ms = Tail::of(&moved);
+        out.first_backlog_ms = Tail::of(&first);
+        out
+    }
+}
+
 /// The loads of one mode over the window.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadOverTime {
@@ -230,6 +275,9 @@ pub struct ModeReport {
     /// Owner changes (the replicas' lines) from one minute after the spawn to the end of
     /// the window.
     pub moves_after_first_minute: u64,
+    /// `--load feedback`, the `load` mode: the backlogs its terms started with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catch_ups: Option<CatchUps>,
 }
 
 /// The report of `rebalance --load`.
@@ -245,7 +293,7 @@ pub struct LoadBalanceReport {
     pub replicas: usize,
     /// The lease.
     pub lease_ms: u64,
-    /// `shifting` or `stationary`.
+    /// `shifting`, `stationary` or `feedback`.
     pub load_mode: &'static str,
     /// Length of each mode's measured window.
     pub seconds: u64,
@@ -271,6 +319,13 @@ pub struct LoadBalanceReport {
     pub report_every_ms: u64,
     /// Whether `load` started from weights set to the loads at the start.
     pub seeded_weights: bool,
+    /// `feedback`: what the callbacks reported, `throughput` or `arrival`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<&'static str>,
+    /// `feedback`: an owner served a tenant at most this many times its mean arrival
+    /// rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_factor: Option<f64>,
     /// How often the placement was sampled.
     pub sample_ms: u64,
     /// Shifts inside the window.
@@ -293,11 +348,16 @@ pub struct LoadBalanceReport {
 ///
 /// # Errors
 /// A fleet that cannot start, a replica that exits, a cold start slower than
-/// `--settle-secs`.
+/// `--settle-secs`; `--report` without `--load feedback`.
 pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanceReport, BoxError> {
+    let feedback = load_mode == LoadMode::Feedback;
+    if args.report.is_some() && !feedback {
+        return Err("--report is for --load feedback".into());
+    }
+    let report = feedback.then(|| args.report.unwrap_or(Report::Throughput));
     let noise_percent = args.noise_percent.unwrap_or(match load_mode {
         LoadMode::Shifting => 0,
-        LoadMode::Stationary => 20,
+        LoadMode::Stationary | LoadMode::Feedback => 20,
     });
     let mut template = Schedule {
         mode: load_mode,
@@ -318,7 +378,7 @@ pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanc
     let mut topology = Topology::Single;
     for mode in dedup(&args.modes) {
         eprintln!("== {} balancing, {} loads", mode.label(), load_mode.label());
-        let (report, t) = run_mode(args, mode, &mut template).await?;
+        let (report, t) = run_mode(args, mode, &mut template, report).await?;
         topology = t;
         eprintln!(
             "{}: max load / share p50 {} p95 {} max {}; {} moves ({:.2}/min) [{:?}], {} after the first minute; {} hand-offs, unowned p50 {} p99 {} max {} ms, {} self-moves",
@@ -363,6 +423,8 @@ pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanc
         threshold_percent: args.threshold_percent,
         report_every_ms: args.report_every_ms,
         seeded_weights: !args.unseeded,
+        report: report.map(Report::label),
+        service_factor: feedback.then_some(args.service_factor),
         sample_ms: args.sample_ms,
         shifts,
         hot_changes,
@@ -387,11 +449,13 @@ fn dedup(modes: &[Mode]) -> Vec<Mode> {
     out
 }
 
-/// One mode on a fleet of its own; `template`'s epoch is set for it.
+/// One mode on a fleet of its own; `template`'s epoch is set for it. With `report`
+/// (`--load feedback`), its `load` mode serves queues and reports `report`.
 async fn run_mode(
     args: &RebalanceArgs,
     mode: Mode,
     template: &mut Schedule,
+    report: Option<Report>,
 ) -> Result<(ModeReport, Topology), BoxError> {
     let mut fleet = Fleet::start(
         &args.target,
@@ -402,8 +466,12 @@ async fn run_mode(
         poll_interval(args.partitions),
         args.replica_nice,
     )?;
-    let result = measure(&mut fleet, args, mode, template).await;
+    // The queues' commits (`--load feedback`), kept until the replicas have stopped.
+    let commits = report.map(|_| tempfile::tempdir()).transpose()?;
+    let serving = report.zip(commits.as_ref().map(tempfile::TempDir::path));
+    let result = measure(&mut fleet, args, mode, template, serving).await;
     let stopped = fleet.shutdown().await;
+    drop(commits);
     let report = result?;
     stopped?;
     Ok((report, fleet.servers.topology))
@@ -414,6 +482,7 @@ async fn measure(
     args: &RebalanceArgs,
     mode: Mode,
     template: &mut Schedule,
+    serving: Option<(Report, &Path)>,
 ) -> Result<ModeReport, BoxError> {
     let names = partition_names(args.partitions);
     // The weights, before the measured replicas start (the epoch is not known yet, but
@@ -434,12 +503,25 @@ async fn measure(
     let start_us = now_us();
     template.epoch_us = start_us + args.settle_secs.saturating_mul(1_000_000);
     let schedule = template.clone();
+    // Only the mode under test reports loads, and so serves queues.
+    let serving = serving.filter(|_| mode == Mode::Load);
     if mode == Mode::Load {
+        let feedback = serving
+            .map(|(report, dir)| {
+                serde_json::to_string(&Feedback {
+                    service_factor: args.service_factor,
+                    report,
+                    origin_us: start_us,
+                    commit_dir: dir.to_path_buf(),
+                })
+            })
+            .transpose()?;
         fleet.spec.load = Some(LoadReports {
             schedule: serde_json::to_string(&schedule)?,
             every_ms: args.report_every_ms,
             half_life_ms: args.half_life_ms,
             threshold_percent: args.threshold_percent,
+            feedback,
         });
     }
     for i in 1..=args.replicas {
@@ -539,6 +621,7 @@ async fn measure(
         hand_offs,
         self_moves,
         moves_after_first_minute,
+        catch_ups: serving.map(|_| CatchUps::of(&log)),
     })
 }
 
@@ -621,7 +704,7 @@ pub fn placements(log: &[Logged], times: &[u64]) -> Vec<BTreeMap<usize, Vec<Stri
 
 /// The instants (wall µs) of `schedule`'s shifts after its epoch and before `end_us`.
 fn shift_times(schedule: &Schedule, end_us: u64) -> Vec<u64> {
-    if schedule.mode == LoadMode::Stationary {
+    if !schedule.mode.shifts() {
         return Vec::new();
     }
     let every = schedule.shift_ms.max(1).saturating_mul(1000);
@@ -772,6 +855,43 @@ mod tests {
         let values: Vec<f64> = (1..=200).map(f64::from).collect();
         let t = Tail::of(&values);
         assert_eq!((t.p50, t.p99, t.max), (100.0, 198.0, 200.0));
+    }
+
+    #[test]
+    fn catch_ups_split_first_owners_from_moves() {
+        let backlog = |p: &str, ms: u64, source: &str| Logged {
+            replica: "a".into(),
+            incarnation: 1,
+            event: PartitionEvent::Backlog {
+                partition: p.into(),
+                fence: 1,
+                backlog_ms: ms,
+                source: source.into(),
+                at_us: 0,
+            },
+        };
+        let log = [
+            backlog("p0000", 3000, "origin"),
+            backlog("p0001", 2900, "origin"),
+            owned("a", "p0000", 10),
+            backlog("p0000", 12, "handed_over"),
+            backlog("p0001", 1800, "handed_over"),
+            backlog("p0001", 500, "committed"),
+        ];
+        let c = CatchUps::of(&log);
+        assert_eq!(
+            c.terms,
+            BTreeMap::from([
+                ("committed".to_owned(), 1),
+                ("handed_over".to_owned(), 2),
+                ("origin".to_owned(), 2)
+            ])
+        );
+        assert_eq!((c.backlog_ms.p50, c.backlog_ms.max), (500.0, 1800.0));
+        assert_eq!(
+            (c.first_backlog_ms.p50, c.first_backlog_ms.max),
+            (2900.0, 3000.0)
+        );
     }
 
     #[test]
