@@ -26,9 +26,10 @@
 //!
 //! Every mode also reads the group's ledger of moves over the whole run: the planned
 //! hand-offs' time without an owner ([`PlannedHandOffs`]) and the hand-offs that went
-//! back to their giver (`self_moves`); and counts the owner changes from one minute after
-//! the spawn to the window's end (`moves_after_first_minute`: a fleet whose loads hold
-//! still should move nothing then). With `feedback`, the `load` mode's report gains
+//! back to their giver (`self_moves`); and counts the ledger's moves (self-moves
+//! included) from one minute after the spawn to the window's end
+//! (`moves_after_first_minute`: a fleet whose loads hold still should move nothing
+//! then). With `feedback`, the `load` mode's report gains
 //! [`CatchUps`]: the backlogs its terms started with.
 
 use std::collections::BTreeMap;
@@ -150,6 +151,8 @@ struct Entry<'a> {
     from: Option<&'a str>,
     to: &'a str,
     unowned: Option<Duration>,
+    /// When the new term started (the server's clock, ms).
+    started_ms: u64,
 }
 
 impl<'a> From<&'a Move> for Entry<'a> {
@@ -159,8 +162,18 @@ impl<'a> From<&'a Move> for Entry<'a> {
             from: m.from.as_deref(),
             to: &m.to,
             unowned: m.unowned,
+            started_ms: m.started_ms,
         }
     }
+}
+
+/// The moves among `entries` (every new term but a first owner's: self-moves count)
+/// that started from `from_ms` to `to_ms` (both included).
+fn moves_between(entries: &[Entry<'_>], from_ms: u64, to_ms: u64) -> usize {
+    entries
+        .iter()
+        .filter(|e| e.cause != MoveCause::New && (from_ms..=to_ms).contains(&e.started_ms))
+        .count()
 }
 
 /// The planned hand-offs among `entries`, and how many of them went back to their
@@ -272,9 +285,10 @@ pub struct ModeReport {
     /// Ledger entries of cause `handoff` whose giver took the partition back (`from` =
     /// `to`), over the whole run.
     pub self_moves: usize,
-    /// Owner changes (the replicas' lines) from one minute after the spawn to the end of
-    /// the window.
-    pub moves_after_first_minute: u64,
+    /// The ledger's moves (every new term but a first owner's, self-moves included)
+    /// that started from one minute after the spawn to the end of the window (the
+    /// server's clock against the bench's: the same machine's).
+    pub moves_after_first_minute: usize,
     /// `--load feedback`, the `load` mode: the backlogs its terms started with.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub catch_ups: Option<CatchUps>,
@@ -588,16 +602,15 @@ async fn measure(
     }
     let moves = OwnerChanges::count(&log, schedule.epoch_us, end_us).changes;
     let settle_moves = OwnerChanges::count(&log, start_us, schedule.epoch_us).changes;
-    let first_minute_us = start_us.saturating_add(60_000_000);
-    let moves_after_first_minute = if first_minute_us < end_us {
-        OwnerChanges::count(&log, first_minute_us, end_us).changes
-    } else {
-        0
-    };
     let entries = ledger::read(fleet).await?;
     let ledger = ledger::check_moves(fleet, &entries);
-    let (hand_offs, self_moves) =
-        hand_off_figures(&entries.iter().map(Entry::from).collect::<Vec<_>>());
+    let entries: Vec<Entry<'_>> = entries.iter().map(Entry::from).collect();
+    let (hand_offs, self_moves) = hand_off_figures(&entries);
+    let moves_after_first_minute = moves_between(
+        &entries,
+        (start_us / 1000).saturating_add(60_000),
+        end_us / 1000,
+    );
     Ok(ModeReport {
         load: LoadOverTime {
             max_over_share: OverTime::of(&ratios),
@@ -830,6 +843,7 @@ mod tests {
             from,
             to,
             unowned: ms.map(Duration::from_millis),
+            started_ms: 0,
         };
         let entries = [
             entry(MoveCause::New, None, "a", None),
@@ -855,6 +869,27 @@ mod tests {
         let values: Vec<f64> = (1..=200).map(f64::from).collect();
         let t = Tail::of(&values);
         assert_eq!((t.p50, t.p99, t.max), (100.0, 198.0, 200.0));
+    }
+
+    #[test]
+    fn moves_after_an_instant_count_self_moves_but_not_first_owners() {
+        let at = |cause, from: Option<&'static str>, to: &'static str, started_ms| Entry {
+            cause,
+            from,
+            to,
+            unowned: None,
+            started_ms,
+        };
+        let entries = [
+            at(MoveCause::New, None, "a", 70_000),
+            at(MoveCause::HandOff, Some("a"), "b", 59_999),
+            at(MoveCause::HandOff, Some("b"), "b", 60_000),
+            at(MoveCause::Expiry, Some("b"), "c", 61_000),
+            at(MoveCause::HandOff, Some("c"), "a", 90_001),
+        ];
+        assert_eq!(moves_between(&entries, 60_000, 90_000), 2);
+        assert_eq!(moves_between(&entries, 0, u64::MAX), 4);
+        assert_eq!(moves_between(&entries, 100_000, 90_000), 0);
     }
 
     #[test]
