@@ -19,9 +19,11 @@
 //! also through `group_status` reads (at most every 100 ms for large groups):
 //!
 //! - `rebalance`: cold start, SIGKILL of one replica, join of a new one; with
-//!   `--load shifting|stationary` instead, balancing by measured load against synthetic
-//!   Zipf tenants whose hot ones change (or stay, with noise), beside static weights and
-//!   count only: the heaviest replica's load over its share over time, moves per minute;
+//!   `--load shifting|stationary|feedback` instead, balancing by measured load against
+//!   synthetic Zipf tenants whose hot ones change (or stay, with noise; or stay and are
+//!   queues whose owners report the throughput they achieve, catch-ups included),
+//!   beside static weights and count only: the heaviest replica's load over its share
+//!   over time, moves per minute, the planned hand-offs' unowned time;
 //! - `load`: cold-start convergence and the steady-state cost of a balanced group
 //!   (requests, Redis CPU, script times and the tick's (`tick_us`), the roster bytes
 //!   the replicas receive (`roster_bytes_per_s`), the replicas' CPU and memory), over
@@ -87,6 +89,7 @@
 //! leasehold-bench soak --lease-ms 250 --seconds 600 --replicas 3 [--dedicated] [--saturate]
 //! leasehold-bench rebalance --partitions 64 --replicas 4 --lease-ms 2000 [--runs R] [--hand-off-bytes N] [--topology T]
 //! leasehold-bench rebalance --load shifting|stationary --partitions 64 --replicas 4 --lease-ms 2000 --seconds 300 [--half-life-ms 10000] [--modes load,static-weights,count-only]
+//! leasehold-bench rebalance --load feedback --partitions 64 --replicas 4 --lease-ms 2000 --seconds 300 --modes load [--report throughput|arrival] [--service-factor 4]
 //! leasehold-bench rebalance --lose-writes --topology sentinel|cluster --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 5
 //! leasehold-bench load --partitions 1000[,10000...] --replicas 4[,200...] [--replicas-per-process K] --lease-ms 1000 --seconds 10 [--runs R] [--topology T]
 //! leasehold-bench rolling --partitions 64 --replicas 4 --lease-ms 2000 [--sticky] [--add-partitions K] [--hand-off-bytes N]
@@ -335,6 +338,10 @@ pub struct RebalanceArgs {
     /// (`--half-life-ms`); then the same loads with static weights and by count only
     /// (`--modes`), each on a fresh group for `--seconds`. The report gives each
     /// mode's `load.max_over_share` {p50, p95, max} over time and `moves_per_min`.
+    /// `feedback`: the stationary loads are arrival rates into per-tenant queues that
+    /// each owner serves at up to `--service-factor` times the rate, backlog first, and
+    /// the callbacks report what they achieve (`--report`), so a move's catch-up shows
+    /// in the reports.
     #[arg(long, value_enum, conflicts_with_all = ["lose_writes", "weights", "capacities", "move_budget", "hand_off_bytes", "runs"])]
     pub load: Option<group::tenants::LoadMode>,
     /// `--load`: length of each mode's measured window, in seconds.
@@ -392,6 +399,15 @@ pub struct RebalanceArgs {
     /// `max_over_share` in order.
     #[arg(long, requires = "load")]
     pub series: bool,
+    /// `--load feedback`: what the callbacks report, `throughput` (entries processed
+    /// per second, catch-ups included: what a naive consumer reports) or `arrival`
+    /// (entries arrived per second). Default: `throughput`.
+    #[arg(long, value_enum, requires = "load")]
+    pub report: Option<group::feedback::Report>,
+    /// `--load feedback`: an owner serves a tenant's queue at most this many times the
+    /// tenant's mean arrival rate (the cap of a catch-up).
+    #[arg(long, default_value_t = 4.0, requires = "load", value_parser = parse_service_factor)]
+    pub service_factor: f64,
     /// The Redis set-up.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -635,6 +651,12 @@ pub struct PartitionChildArgs {
     /// The damping's `threshold_percent` (with `--half-life-ms`).
     #[arg(long, default_value_t = 10)]
     pub threshold_percent: u32,
+    /// With `--load-schedule`: the schedule's loads are arrival rates into queues the
+    /// callbacks serve, reporting what they achieve, handing their queue to the next
+    /// owner and committing it to a file; the JSON of a `Feedback`
+    /// (`group/feedback.rs`).
+    #[arg(long, requires = "load_schedule", conflicts_with = "hand_off_bytes")]
+    pub feedback: Option<String>,
 }
 
 fn parse_count(s: &str) -> Result<usize, String> {
@@ -667,6 +689,13 @@ fn parse_hand_off_bytes(s: &str) -> Result<usize, String> {
             "{s:?} is not a byte count in 0..={}",
             leasehold_election::MAX_HAND_OFF_BYTES
         )),
+    }
+}
+
+fn parse_service_factor(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (1.0..=1000.0).contains(&x) => Ok(x),
+        _ => Err(format!("{s:?} is not a service factor in 1..=1000")),
     }
 }
 

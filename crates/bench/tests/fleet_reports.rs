@@ -270,3 +270,57 @@ async fn a_weighted_rebalance_reports_loads_against_shares() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_feedback_load_run_reports_hand_offs_self_moves_and_catch_ups_in_every_mode() {
+    let _one = SERIAL.lock().await;
+    let out = bench(&[
+        "rebalance",
+        "--partitions",
+        "12",
+        "--replicas",
+        "3",
+        "--lease-ms",
+        "500",
+        "--load",
+        "feedback",
+        "--seconds",
+        "3",
+        "--settle-secs",
+        "5",
+        "--modes",
+        "load,count-only",
+    ])
+    .await;
+    let lines = reports(&out, "rebalance --load feedback");
+    let r = lines.last().expect("a report");
+    eprintln!("{r}");
+    assert_eq!(r["load_mode"], "feedback");
+    assert_eq!(r["report"], "throughput");
+    assert_eq!(r["service_factor"], 4.0);
+    let count_only = &r["baselines"]["count_only"];
+    for mode in [r, count_only] {
+        for q in ["p50", "p99", "max"] {
+            assert!(
+                mode["hand_offs"]["unowned_ms"][q].is_f64(),
+                "hand_offs.unowned_ms.{q} missing: {mode}"
+            );
+        }
+        assert!(mode["hand_offs"]["count"].is_u64(), "{mode}");
+        assert!(mode["self_moves"].is_u64(), "{mode}");
+        // The window ends 8 s after the spawn: nothing after its first minute.
+        assert_eq!(mode["moves_after_first_minute"], 0, "{mode}");
+        assert_eq!(mode["ledger_matches_observed"], true, "{mode}");
+    }
+    // Only the mode under test serves queues: every partition's first owner found
+    // the arrivals since the spawn (the cold start's catch-up).
+    let c = &r["catch_ups"];
+    assert_eq!(c["terms"]["origin"], 12, "{c}");
+    assert!(
+        c["first_backlog_ms"]["max"]
+            .as_f64()
+            .expect("first_backlog_ms")
+            > 0.0
+    );
+    assert!(count_only.get("catch_ups").is_none(), "{count_only}");
+}

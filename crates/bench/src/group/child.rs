@@ -41,6 +41,14 @@
 //! ([`Schedule::load`]) through [`Leadership::report_load`] every `--report-every-ms`
 //! until its term ends.
 //!
+//! With `--feedback` as well (`rebalance --load feedback`), the schedule's loads are
+//! arrival rates into a queue per partition: every callback serves its partition's
+//! queue ([`Queue`]), reports what it achieves (or the arrivals, as the
+//! [`Feedback`]'s `report` says) every `--report-every-ms`, commits the queue to the
+//! fleet's directory, and once its term ends hands the queue off to the next owner
+//! ([`hand_off_queue`]); each term prints a `backlog` line after its `owned` line: the
+//! backlog it started with and where its queue came from.
+//!
 //! With `--ledger-url`, every callback also does real fenced work: every
 //! `--write-every-ms` it appends `partition,replica,fence,seq,sent_at_us` to the
 //! partition's ledger list on that server with [`FencedWriter::rpush`]; a stale
@@ -64,6 +72,9 @@ use crate::group::event::{
     PartitionEvent, ROSTER_EVERY, hand_off_state, ledger_key, no_hand_off_cause, no_hand_off_label,
     partition_names, state_header,
 };
+use crate::group::feedback::{
+    self, Feedback, Queue, commit, committed, hand_off_queue, queue_of_state, starting_queue,
+};
 use crate::group::tenants::{Schedule, partition_index};
 use crate::store::{self, BoxError, StoreSpec};
 
@@ -79,6 +90,8 @@ struct Ledger {
 struct Reports {
     schedule: Schedule,
     every: Duration,
+    /// The loads are arrival rates into queues the callbacks serve (`--feedback`).
+    feedback: Option<Feedback>,
 }
 
 /// Runs the child until SIGTERM: one coordinator per `--replica` id, each with its own
@@ -102,6 +115,11 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
         Some(json) => Some(Arc::new(Reports {
             schedule: serde_json::from_str(json)?,
             every: Duration::from_millis(args.report_every_ms.max(1)),
+            feedback: args
+                .feedback
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()?,
         })),
         None => None,
     };
@@ -378,23 +396,30 @@ async fn own(
         handed_off: None,
         hand_off_error: None,
     };
-    let reporting = report_loads(line.lead.clone(), partition_index(&line.partition), reports);
-    match ledger {
-        Some(ledger) => {
-            tokio::join!(write_ledger(&mut line, &ledger), reporting);
-        }
-        None => {
-            tokio::join!(line.lead.cancelled(), reporting);
-        }
-    }
+    let reporting = report_loads(
+        line.lead.clone(),
+        line.partition.clone(),
+        partition_index(&line.partition),
+        reports,
+        line.tag.clone(),
+    );
+    let queue = match ledger {
+        Some(ledger) => tokio::join!(write_ledger(&mut line, &ledger), reporting).1,
+        None => tokio::join!(line.lead.cancelled(), reporting).1,
+    };
     // The term is over (every path above returns only once it is cancelled): leave
     // the next owner its state, before the callback returns and the release goes.
-    if term.hand_off_bytes > 0 {
-        let state = hand_off_state(
-            &line.partition,
-            line.lead.fence().get(),
-            term.hand_off_bytes,
-        );
+    let state = match queue {
+        Some(q) => Some(hand_off_queue(&line.partition, line.lead.fence().get(), &q)),
+        None => (term.hand_off_bytes > 0).then(|| {
+            hand_off_state(
+                &line.partition,
+                line.lead.fence().get(),
+                term.hand_off_bytes,
+            )
+        }),
+    };
+    if let Some(state) = state {
         let len = u64::try_from(state.len()).ok();
         match line.lead.hand_off(state) {
             Ok(()) => line.handed_off = len,
@@ -447,22 +472,94 @@ impl Drop for TermLine {
 }
 
 /// Reports the load of partition `index` by `reports`' schedule every `reports.every`
-/// until the term ends (returns at once without reports or index).
-async fn report_loads(lead: Leadership, index: Option<usize>, reports: Option<Arc<Reports>>) {
+/// until the term ends (returns at once without reports or index). With a
+/// [`Feedback`], serves the partition's queue instead ([`serve`]) and returns it as the
+/// term leaves it.
+async fn report_loads(
+    lead: Leadership,
+    partition: String,
+    index: Option<usize>,
+    reports: Option<Arc<Reports>>,
+    tag: Option<String>,
+) -> Option<Queue> {
     let (Some(reports), Some(index)) = (reports, index) else {
-        return;
+        return None;
     };
+    if let Some(feedback) = &reports.feedback {
+        return Some(serve(&lead, &partition, index, &reports, feedback, tag.as_deref()).await);
+    }
     let mut tick = interval(reports.every);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             biased;
-            () = lead.cancelled() => return,
+            () = lead.cancelled() => return None,
             _ = tick.tick() => {}
         }
         // A load the schedule gives is finite and positive: never refused.
         let _ = lead.report_load(reports.schedule.load(index, now_us()));
     }
+}
+
+/// Serves partition `index`'s queue for the term ([`feedback`]): starts from the queue
+/// the previous term handed over, else the last one committed, else every arrival
+/// since the fleet's spawn, plus the arrivals while nobody served it (printing the
+/// `backlog` line); then every `reports.every` processes what the owner can, reports
+/// the throughput achieved (or the arrivals) and commits the queue. Once the term is
+/// over, serves up to that instant, commits, and returns the queue to hand off.
+async fn serve(
+    lead: &Leadership,
+    partition: &str,
+    index: usize,
+    reports: &Reports,
+    feedback: &Feedback,
+    tag: Option<&str>,
+) -> Queue {
+    let schedule = &reports.schedule;
+    let factor = feedback.service_factor;
+    let dir = feedback.commit_dir.as_path();
+    let handed = lead.handed_over().ok().and_then(queue_of_state);
+    let last_commit = match handed {
+        Some(_) => None,
+        None => committed(dir, partition),
+    };
+    let (mut queue, source) = starting_queue(handed, last_commit, feedback.origin_us);
+    let start_us = now_us();
+    queue.advance(schedule, index, factor, start_us, false);
+    let base = schedule.base_load(index, start_us);
+    PartitionEvent::Backlog {
+        partition: partition.to_owned(),
+        fence: lead.fence().get(),
+        backlog_ms: (1000.0 * queue.backlog / base).round() as u64,
+        source: source.label().to_owned(),
+        at_us: start_us,
+    }
+    .emit_as(tag);
+    let writer = lead.replica_id().to_owned();
+    // The first report comes one interval in: a rate needs an interval to count over.
+    let mut tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + reports.every, reports.every);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut last_us = start_us;
+    loop {
+        tokio::select! {
+            biased;
+            () = lead.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        let now = now_us();
+        let served = queue.advance(schedule, index, factor, now, true);
+        let secs = now.saturating_sub(last_us) as f64 / 1e6;
+        let load = feedback::reported(feedback.report, served, secs);
+        last_us = now;
+        // Finite and at least 0: never refused.
+        let _ = lead.report_load(load);
+        // A commit that fails leaves the last one: a later owner re-serves more.
+        let _ = commit(dir, partition, &writer, &queue);
+    }
+    queue.advance(schedule, index, factor, now_us(), true);
+    let _ = commit(dir, partition, &writer, &queue);
+    queue
 }
 
 /// Appends a record every `ledger.every` until the term ends or a write is rejected as

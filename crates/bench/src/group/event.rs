@@ -94,6 +94,22 @@ pub enum PartitionEvent {
         /// Whether it ran to its end (false: dropped).
         finished: bool,
     },
+    /// A term of `rebalance --load feedback` started with this backlog in its tenant's
+    /// queue ([`feedback`](crate::group::feedback)): printed after its `owned` line.
+    Backlog {
+        /// The partition.
+        partition: String,
+        /// The term's fence.
+        fence: u64,
+        /// The backlog, in milliseconds of the tenant's mean arrivals (entries over its
+        /// load without noise), rounded.
+        backlog_ms: u64,
+        /// Where the queue came from: `handed_over`, `committed` or `origin`
+        /// ([`Source`](crate::group::feedback::Source)).
+        source: String,
+        /// When the term started serving (wall µs).
+        at_us: u64,
+    },
     /// A fenced ledger write was rejected as stale: a later term has written. The
     /// callback writes no more in this term.
     Rejected {

@@ -153,7 +153,10 @@ fn observed(fleet: &Fleet) -> Vec<Change> {
 }
 
 /// Reads the whole ledger of the fleet's group.
-async fn read(fleet: &Fleet) -> Result<Vec<Move>, BoxError> {
+///
+/// # Errors
+/// If the ledger cannot be read.
+pub async fn read(fleet: &Fleet) -> Result<Vec<Move>, BoxError> {
     let store = store::build_store(&fleet.servers.spec, fleet.lease())?;
     let admin = GroupAdmin::new(store, &fleet.spec.group)?.with_key_prefix(PREFIX)?;
     let mut all: Vec<Move> = Vec::new();
@@ -174,9 +177,14 @@ async fn read(fleet: &Fleet) -> Result<Vec<Move>, BoxError> {
 /// # Errors
 /// If the ledger cannot be read.
 pub async fn check(fleet: &Fleet) -> Result<LedgerCheck, BoxError> {
-    let moves = read(fleet).await?;
+    Ok(check_moves(fleet, &read(fleet).await?))
+}
+
+/// Compares `moves`, the group's ledger as [`read`] returned it, with what the fleet's
+/// lines showed (see [`check`]).
+pub fn check_moves(fleet: &Fleet, moves: &[Move]) -> LedgerCheck {
     let mut causes = BTreeMap::new();
-    for m in &moves {
+    for m in moves {
         *causes.entry(m.cause.as_str().to_owned()).or_default() += 1;
     }
     let mut recorded: Vec<Change> = moves
@@ -217,7 +225,7 @@ pub async fn check(fleet: &Fleet) -> Result<LedgerCheck, BoxError> {
         .take(SHOWN)
         .map(show)
         .collect();
-    Ok(LedgerCheck {
+    LedgerCheck {
         entries: moves.len(),
         matches_observed: recorded == seen,
         observed: seen.len(),
@@ -228,7 +236,7 @@ pub async fn check(fleet: &Fleet) -> Result<LedgerCheck, BoxError> {
         state_matches: state_mismatches == 0,
         state_mismatches,
         state_mismatched,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
-//! `rebalance --load shifting|stationary`: balancing by measured load against synthetic
-//! tenants whose loads follow a Zipf law ([`tenants`](crate::group::tenants)), shifting
-//! every `--shift-secs` or stationary with noise, in three modes run one after another,
-//! each on its own servers, group and replica processes:
+//! `rebalance --load shifting|stationary|feedback`: balancing by measured load against
+//! synthetic tenants whose loads follow a Zipf law ([`tenants`](crate::group::tenants)),
+//! shifting every `--shift-secs` or stationary with noise (with `feedback`, stationary
+//! arrival rates into queues whose owners report what they achieve:
+//! [`feedback`](crate::group::feedback)), in three modes run one after another, each on
+//! its own servers, group and replica processes:
 //!
 //! - `load` (the mode under test): every callback reports its partition's load
 //!   (`Leadership::report_load`) and the group takes its weights from the reports
@@ -21,17 +23,27 @@
 //! its p50, p95 and max, and the owner changes in the window (`moves`,
 //! `moves_per_min`) beside the hot-tenant changes (`hot_changes_per_min`: the hot ranks
 //! that changed partition at the shifts inside the window, per minute).
+//!
+//! Every mode also reads the group's ledger of moves over the whole run: the planned
+//! hand-offs' time without an owner ([`PlannedHandOffs`]) and the hand-offs that went
+//! back to their giver (`self_moves`); and counts the ledger's moves (self-moves
+//! included) from one minute after the spawn to the window's end
+//! (`moves_after_first_minute`: a fleet whose loads hold still should move nothing
+//! then). With `feedback`, the `load` mode's report gains
+//! [`CatchUps`]: the backlogs its terms started with.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
-use leasehold_partitions::GroupAdmin;
+use leasehold_partitions::{GroupAdmin, Move, MoveCause};
 use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::RebalanceArgs;
 use crate::clock::{now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
+use crate::group::feedback::{Feedback, Report};
 use crate::group::harness::{Fleet, convergence_limit};
 use crate::group::ledger;
 use crate::group::ownership::OwnerChanges;
@@ -95,6 +107,137 @@ impl OverTime {
     }
 }
 
+/// p50, p99 and max of a set of values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Tail {
+    /// The nearest-rank median.
+    pub p50: f64,
+    /// The nearest-rank 99th percentile.
+    pub p99: f64,
+    /// The largest value.
+    pub max: f64,
+}
+
+impl Tail {
+    /// Of `values` (rounded to 3 decimals); all 0 when empty.
+    pub fn of(values: &[f64]) -> Self {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let at = |q: f64| percentile(&sorted, q).map_or(0.0, round3);
+        Self {
+            p50: at(0.5),
+            p99: at(0.99),
+            max: at(1.0),
+        }
+    }
+}
+
+/// The planned hand-offs of a run: the ledger's entries of cause `handoff` (the cold
+/// start and the settling included).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PlannedHandOffs {
+    /// How many.
+    pub count: usize,
+    /// How long each left its partition without an owner (the entry's `unowned`: from
+    /// the giver's release to the taker's claim, on the server's clock), in ms; all 0
+    /// without hand-offs.
+    pub unowned_ms: Tail,
+}
+
+/// A ledger entry, as the hand-off figures read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry<'a> {
+    cause: MoveCause,
+    from: Option<&'a str>,
+    to: &'a str,
+    unowned: Option<Duration>,
+    /// When the new term started (the server's clock, ms).
+    started_ms: u64,
+}
+
+impl<'a> From<&'a Move> for Entry<'a> {
+    fn from(m: &'a Move) -> Self {
+        Self {
+            cause: m.cause,
+            from: m.from.as_deref(),
+            to: &m.to,
+            unowned: m.unowned,
+            started_ms: m.started_ms,
+        }
+    }
+}
+
+/// The moves among `entries` (every new term but a first owner's: self-moves count)
+/// that started from `from_ms` to `to_ms` (both included).
+fn moves_between(entries: &[Entry<'_>], from_ms: u64, to_ms: u64) -> usize {
+    entries
+        .iter()
+        .filter(|e| e.cause != MoveCause::New && (from_ms..=to_ms).contains(&e.started_ms))
+        .count()
+}
+
+/// The planned hand-offs among `entries`, and how many of them went back to their
+/// giver (`from` = `to`: a self-move).
+fn hand_off_figures(entries: &[Entry<'_>]) -> (PlannedHandOffs, usize) {
+    let hand_offs: Vec<&Entry<'_>> = entries
+        .iter()
+        .filter(|e| e.cause == MoveCause::HandOff)
+        .collect();
+    let unowned: Vec<f64> = hand_offs
+        .iter()
+        .filter_map(|e| e.unowned)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .collect();
+    let self_moves = hand_offs.iter().filter(|e| e.from == Some(e.to)).count();
+    (
+        PlannedHandOffs {
+            count: hand_offs.len(),
+            unowned_ms: Tail::of(&unowned),
+        },
+        self_moves,
+    )
+}
+
+/// `--load feedback`, the `load` mode: the backlogs its terms started with (their
+/// `backlog` lines, the whole run), in ms of the tenant's mean arrivals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CatchUps {
+    /// Terms by where their queue came from: `handed_over` (the previous term's
+    /// hand-off), `committed` (nothing handed over: the last commit), `origin` (a first
+    /// owner: every arrival since the spawn).
+    pub terms: BTreeMap<String, usize>,
+    /// The backlog of the terms after a move (`handed_over` and `committed`): the
+    /// arrivals while nobody served the tenant, and any backlog the giver left.
+    pub backlog_ms: Tail,
+    /// The backlog of the first owners (`origin`): the cold start's.
+    pub first_backlog_ms: Tail,
+}
+
+impl CatchUps {
+    /// From the `backlog` lines of `log`.
+    pub fn of(log: &[Logged]) -> Self {
+        let mut out = Self::default();
+        let (mut moved, mut first) = (Vec::new(), Vec::new());
+        for l in log {
+            if let PartitionEvent::Backlog {
+                backlog_ms, source, ..
+            } = &l.event
+            {
+                *out.terms.entry(source.clone()).or_default() += 1;
+                let ms = *backlog_ms as f64;
+                if source == "origin" {
+                    first.push(ms);
+                } else {
+                    moved.push(ms);
+                }
+            }
+        }
+        out.backlog_ms = Tail::of(&moved);
+        out.first_backlog_ms = Tail::of(&first);
+        out
+    }
+}
+
 /// The loads of one mode over the window.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadOverTime {
@@ -136,6 +279,19 @@ pub struct ModeReport {
     /// With `--series`: every sample of `max_over_share`, in order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub series: Option<Vec<f64>>,
+    /// The planned hand-offs (the ledger's cause `handoff`) of the whole run, and how
+    /// long they left their partitions without an owner.
+    pub hand_offs: PlannedHandOffs,
+    /// Ledger entries of cause `handoff` whose giver took the partition back (`from` =
+    /// `to`), over the whole run.
+    pub self_moves: usize,
+    /// The ledger's moves (every new term but a first owner's, self-moves included)
+    /// that started from one minute after the spawn to the end of the window (the
+    /// server's clock against the bench's: the same machine's).
+    pub moves_after_first_minute: usize,
+    /// `--load feedback`, the `load` mode: the backlogs its terms started with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catch_ups: Option<CatchUps>,
 }
 
 /// The report of `rebalance --load`.
@@ -151,7 +307,7 @@ pub struct LoadBalanceReport {
     pub replicas: usize,
     /// The lease.
     pub lease_ms: u64,
-    /// `shifting` or `stationary`.
+    /// `shifting`, `stationary` or `feedback`.
     pub load_mode: &'static str,
     /// Length of each mode's measured window.
     pub seconds: u64,
@@ -177,6 +333,13 @@ pub struct LoadBalanceReport {
     pub report_every_ms: u64,
     /// Whether `load` started from weights set to the loads at the start.
     pub seeded_weights: bool,
+    /// `feedback`: what the callbacks reported, `throughput` or `arrival`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report: Option<&'static str>,
+    /// `feedback`: an owner served a tenant at most this many times its mean arrival
+    /// rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_factor: Option<f64>,
     /// How often the placement was sampled.
     pub sample_ms: u64,
     /// Shifts inside the window.
@@ -199,11 +362,16 @@ pub struct LoadBalanceReport {
 ///
 /// # Errors
 /// A fleet that cannot start, a replica that exits, a cold start slower than
-/// `--settle-secs`.
+/// `--settle-secs`; `--report` without `--load feedback`.
 pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanceReport, BoxError> {
+    let feedback = load_mode == LoadMode::Feedback;
+    if args.report.is_some() && !feedback {
+        return Err("--report is for --load feedback".into());
+    }
+    let report = feedback.then(|| args.report.unwrap_or(Report::Throughput));
     let noise_percent = args.noise_percent.unwrap_or(match load_mode {
         LoadMode::Shifting => 0,
-        LoadMode::Stationary => 20,
+        LoadMode::Stationary | LoadMode::Feedback => 20,
     });
     let mut template = Schedule {
         mode: load_mode,
@@ -224,17 +392,23 @@ pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanc
     let mut topology = Topology::Single;
     for mode in dedup(&args.modes) {
         eprintln!("== {} balancing, {} loads", mode.label(), load_mode.label());
-        let (report, t) = run_mode(args, mode, &mut template).await?;
+        let (report, t) = run_mode(args, mode, &mut template, report).await?;
         topology = t;
         eprintln!(
-            "{}: max load / share p50 {} p95 {} max {}; {} moves ({:.2}/min) [{:?}]",
+            "{}: max load / share p50 {} p95 {} max {}; {} moves ({:.2}/min) [{:?}], {} after the first minute; {} hand-offs, unowned p50 {} p99 {} max {} ms, {} self-moves",
             mode.label(),
             report.load.max_over_share.p50,
             report.load.max_over_share.p95,
             report.load.max_over_share.max,
             report.moves,
             report.moves_per_min,
-            report.moves_by_minute
+            report.moves_by_minute,
+            report.moves_after_first_minute,
+            report.hand_offs.count,
+            report.hand_offs.unowned_ms.p50,
+            report.hand_offs.unowned_ms.p99,
+            report.hand_offs.unowned_ms.max,
+            report.self_moves
         );
         match mode {
             Mode::Load => under_test = Some(report),
@@ -263,6 +437,8 @@ pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanc
         threshold_percent: args.threshold_percent,
         report_every_ms: args.report_every_ms,
         seeded_weights: !args.unseeded,
+        report: report.map(Report::label),
+        service_factor: feedback.then_some(args.service_factor),
         sample_ms: args.sample_ms,
         shifts,
         hot_changes,
@@ -287,11 +463,13 @@ fn dedup(modes: &[Mode]) -> Vec<Mode> {
     out
 }
 
-/// One mode on a fleet of its own; `template`'s epoch is set for it.
+/// One mode on a fleet of its own; `template`'s epoch is set for it. With `report`
+/// (`--load feedback`), its `load` mode serves queues and reports `report`.
 async fn run_mode(
     args: &RebalanceArgs,
     mode: Mode,
     template: &mut Schedule,
+    report: Option<Report>,
 ) -> Result<(ModeReport, Topology), BoxError> {
     let mut fleet = Fleet::start(
         &args.target,
@@ -302,8 +480,12 @@ async fn run_mode(
         poll_interval(args.partitions),
         args.replica_nice,
     )?;
-    let result = measure(&mut fleet, args, mode, template).await;
+    // The queues' commits (`--load feedback`), kept until the replicas have stopped.
+    let commits = report.map(|_| tempfile::tempdir()).transpose()?;
+    let serving = report.zip(commits.as_ref().map(tempfile::TempDir::path));
+    let result = measure(&mut fleet, args, mode, template, serving).await;
     let stopped = fleet.shutdown().await;
+    drop(commits);
     let report = result?;
     stopped?;
     Ok((report, fleet.servers.topology))
@@ -314,6 +496,7 @@ async fn measure(
     args: &RebalanceArgs,
     mode: Mode,
     template: &mut Schedule,
+    serving: Option<(Report, &Path)>,
 ) -> Result<ModeReport, BoxError> {
     let names = partition_names(args.partitions);
     // The weights, before the measured replicas start (the epoch is not known yet, but
@@ -334,12 +517,25 @@ async fn measure(
     let start_us = now_us();
     template.epoch_us = start_us + args.settle_secs.saturating_mul(1_000_000);
     let schedule = template.clone();
+    // Only the mode under test reports loads, and so serves queues.
+    let serving = serving.filter(|_| mode == Mode::Load);
     if mode == Mode::Load {
+        let feedback = serving
+            .map(|(report, dir)| {
+                serde_json::to_string(&Feedback {
+                    service_factor: args.service_factor,
+                    report,
+                    origin_us: start_us,
+                    commit_dir: dir.to_path_buf(),
+                })
+            })
+            .transpose()?;
         fleet.spec.load = Some(LoadReports {
             schedule: serde_json::to_string(&schedule)?,
             every_ms: args.report_every_ms,
             half_life_ms: args.half_life_ms,
             threshold_percent: args.threshold_percent,
+            feedback,
         });
     }
     for i in 1..=args.replicas {
@@ -406,7 +602,15 @@ async fn measure(
     }
     let moves = OwnerChanges::count(&log, schedule.epoch_us, end_us).changes;
     let settle_moves = OwnerChanges::count(&log, start_us, schedule.epoch_us).changes;
-    let ledger = ledger::check(fleet).await?;
+    let entries = ledger::read(fleet).await?;
+    let ledger = ledger::check_moves(fleet, &entries);
+    let entries: Vec<Entry<'_>> = entries.iter().map(Entry::from).collect();
+    let (hand_offs, self_moves) = hand_off_figures(&entries);
+    let moves_after_first_minute = moves_between(
+        &entries,
+        (start_us / 1000).saturating_add(60_000),
+        end_us / 1000,
+    );
     Ok(ModeReport {
         load: LoadOverTime {
             max_over_share: OverTime::of(&ratios),
@@ -427,6 +631,10 @@ async fn measure(
         series: args
             .series
             .then(|| ratios.iter().copied().map(round3).collect()),
+        hand_offs,
+        self_moves,
+        moves_after_first_minute,
+        catch_ups: serving.map(|_| CatchUps::of(&log)),
     })
 }
 
@@ -509,7 +717,7 @@ pub fn placements(log: &[Logged], times: &[u64]) -> Vec<BTreeMap<usize, Vec<Stri
 
 /// The instants (wall µs) of `schedule`'s shifts after its epoch and before `end_us`.
 fn shift_times(schedule: &Schedule, end_us: u64) -> Vec<u64> {
-    if schedule.mode == LoadMode::Stationary {
+    if !schedule.mode.shifts() {
         return Vec::new();
     }
     let every = schedule.shift_ms.max(1).saturating_mul(1000);
@@ -625,6 +833,99 @@ mod tests {
         assert_eq!(
             recovery(&times, &ratios, &[2 * s, 6 * s]),
             [Some(2.0), None]
+        );
+    }
+
+    #[test]
+    fn hand_offs_are_the_ledgers_handoff_entries_and_self_moves_go_back_to_their_giver() {
+        let entry = |cause, from: Option<&'static str>, to: &'static str, ms: Option<u64>| Entry {
+            cause,
+            from,
+            to,
+            unowned: ms.map(Duration::from_millis),
+            started_ms: 0,
+        };
+        let entries = [
+            entry(MoveCause::New, None, "a", None),
+            entry(MoveCause::HandOff, Some("a"), "b", Some(4)),
+            entry(MoveCause::HandOff, Some("b"), "b", Some(2000)),
+            entry(MoveCause::Expiry, Some("b"), "b", Some(1500)),
+            entry(MoveCause::Leave, Some("b"), "c", Some(1)),
+            entry(MoveCause::HandOff, Some("c"), "a", Some(10)),
+        ];
+        let (h, self_moves) = hand_off_figures(&entries);
+        assert_eq!(h.count, 3);
+        // Only a hand-off back to its giver is a self-move (not an expiry's re-claim).
+        assert_eq!(self_moves, 1);
+        assert_eq!(
+            h.unowned_ms,
+            Tail {
+                p50: 10.0,
+                p99: 2000.0,
+                max: 2000.0
+            }
+        );
+        assert_eq!(hand_off_figures(&[]), (PlannedHandOffs::default(), 0));
+        let values: Vec<f64> = (1..=200).map(f64::from).collect();
+        let t = Tail::of(&values);
+        assert_eq!((t.p50, t.p99, t.max), (100.0, 198.0, 200.0));
+    }
+
+    #[test]
+    fn moves_after_an_instant_count_self_moves_but_not_first_owners() {
+        let at = |cause, from: Option<&'static str>, to: &'static str, started_ms| Entry {
+            cause,
+            from,
+            to,
+            unowned: None,
+            started_ms,
+        };
+        let entries = [
+            at(MoveCause::New, None, "a", 70_000),
+            at(MoveCause::HandOff, Some("a"), "b", 59_999),
+            at(MoveCause::HandOff, Some("b"), "b", 60_000),
+            at(MoveCause::Expiry, Some("b"), "c", 61_000),
+            at(MoveCause::HandOff, Some("c"), "a", 90_001),
+        ];
+        assert_eq!(moves_between(&entries, 60_000, 90_000), 2);
+        assert_eq!(moves_between(&entries, 0, u64::MAX), 4);
+        assert_eq!(moves_between(&entries, 100_000, 90_000), 0);
+    }
+
+    #[test]
+    fn catch_ups_split_first_owners_from_moves() {
+        let backlog = |p: &str, ms: u64, source: &str| Logged {
+            replica: "a".into(),
+            incarnation: 1,
+            event: PartitionEvent::Backlog {
+                partition: p.into(),
+                fence: 1,
+                backlog_ms: ms,
+                source: source.into(),
+                at_us: 0,
+            },
+        };
+        let log = [
+            backlog("p0000", 3000, "origin"),
+            backlog("p0001", 2900, "origin"),
+            owned("a", "p0000", 10),
+            backlog("p0000", 12, "handed_over"),
+            backlog("p0001", 1800, "handed_over"),
+            backlog("p0001", 500, "committed"),
+        ];
+        let c = CatchUps::of(&log);
+        assert_eq!(
+            c.terms,
+            BTreeMap::from([
+                ("committed".to_owned(), 1),
+                ("handed_over".to_owned(), 2),
+                ("origin".to_owned(), 2)
+            ])
+        );
+        assert_eq!((c.backlog_ms.p50, c.backlog_ms.max), (500.0, 1800.0));
+        assert_eq!(
+            (c.first_backlog_ms.p50, c.first_backlog_ms.max),
+            (2900.0, 3000.0)
         );
     }
 

@@ -7,8 +7,10 @@
 //!
 //! - [`rebalance`]: cold start, SIGKILL of one replica, a join (weighted too:
 //!   [`weights`]);
-//! - [`measured`] (`rebalance --load shifting|stationary`): balancing by measured load
-//!   against synthetic tenants ([`tenants`]), beside static weights and count only;
+//! - [`measured`] (`rebalance --load shifting|stationary|feedback`): balancing by
+//!   measured load against synthetic tenants ([`tenants`]; with `feedback`, queues
+//!   whose owners report what they achieve, [`feedback`]), beside static weights and
+//!   count only;
 //! - [`lossy`] (`rebalance --lose-writes`): a primary failover that loses a
 //!   joiner's grants, checked for partitions owned twice by local deadlines;
 //! - [`load`]: cold-start convergence and the steady cost of a balanced group;
@@ -22,6 +24,7 @@
 pub mod add;
 pub mod child;
 pub mod event;
+pub mod feedback;
 pub mod handoffs;
 pub mod harness;
 pub mod ledger;

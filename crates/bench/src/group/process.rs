@@ -192,6 +192,10 @@ pub struct LoadReports {
     pub half_life_ms: u64,
     /// The damping's threshold, in %.
     pub threshold_percent: u32,
+    /// `rebalance --load feedback`: how the queues are served and what is reported, as
+    /// the JSON of a [`Feedback`](crate::group::feedback::Feedback) (`None`: the
+    /// schedule's loads are reported as they are).
+    pub feedback: Option<String>,
 }
 
 /// A `leasehold-bench partition-child` process. Dropping it kills the process.
@@ -292,6 +296,9 @@ impl ReplicaProcess {
                 .args(["--report-every-ms", &load.every_ms.to_string()])
                 .args(["--half-life-ms", &load.half_life_ms.to_string()])
                 .args(["--threshold-percent", &load.threshold_percent.to_string()]);
+            if let Some(feedback) = &load.feedback {
+                cmd.args(["--feedback", feedback]);
+            }
         }
         if let Some(url) = ledger_url {
             cmd.args(["--ledger-url", url])

@@ -10,6 +10,9 @@
 //! left, so the rest of the tail keeps its loads. With a `noise_percent`, each
 //! partition's load is scaled by its own factor in `1 ± noise` drawn anew every second
 //! after the epoch (a hash of the seed, the partition and the second).
+//! [`LoadMode::Feedback`] keeps the ranks as stationary does: the loads are then the
+//! tenants' arrival rates, and what the replicas report follows from how their owners
+//! serve them ([`feedback`](crate::group::feedback)).
 //!
 //! [`max_over_share`] is what the bench measures of a placement: the most any replica
 //! carries over its equal share of the total.
@@ -29,6 +32,11 @@ pub enum LoadMode {
     Shifting,
     /// The ranks never change; only the noise moves the loads.
     Stationary,
+    /// The loads are arrival rates, stationary as with `Stationary`; each owner serves
+    /// a queue and reports what it achieves (or the arrivals, `--report arrival`), so a
+    /// catch-up after a move shows in the reports
+    /// ([`feedback`](crate::group::feedback)).
+    Feedback,
 }
 
 impl LoadMode {
@@ -37,7 +45,13 @@ impl LoadMode {
         match self {
             Self::Shifting => "shifting",
             Self::Stationary => "stationary",
+            Self::Feedback => "feedback",
         }
+    }
+
+    /// Whether the hot ranks change tenant every shift.
+    pub fn shifts(self) -> bool {
+        self == Self::Shifting
     }
 }
 
@@ -45,7 +59,7 @@ impl LoadMode {
 /// JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Schedule {
-    /// Shifting or stationary.
+    /// Shifting, stationary or feedback.
     pub mode: LoadMode,
     /// The partition count (the tenants are the partitions, by index).
     pub partitions: usize,
@@ -68,14 +82,12 @@ pub struct Schedule {
 
 impl Schedule {
     /// The shift in force at wall µs `at_us`: 0 before the first shift (and always with
-    /// [`LoadMode::Stationary`]).
+    /// [`LoadMode::Stationary`] and [`LoadMode::Feedback`]).
     pub fn shift_at(&self, at_us: u64) -> u64 {
-        match self.mode {
-            LoadMode::Stationary => 0,
-            LoadMode::Shifting => {
-                at_us.saturating_sub(self.epoch_us) / self.shift_ms.max(1).saturating_mul(1000)
-            }
+        if !self.mode.shifts() {
+            return 0;
         }
+        at_us.saturating_sub(self.epoch_us) / self.shift_ms.max(1).saturating_mul(1000)
     }
 
     /// The rank (1-based) of every partition at shift `k`.
@@ -146,10 +158,25 @@ impl Schedule {
         1.0 + f64::from(self.noise_percent) / 100.0 * (2.0 * u - 1.0)
     }
 
+    /// The load of `partition` (by index) at wall µs `at_us`, without noise: its
+    /// rank's Zipf load.
+    pub fn base_load(&self, partition: usize, at_us: u64) -> f64 {
+        self.zipf(self.ranks(self.shift_at(at_us))[partition])
+    }
+
     /// The load of `partition` (by index) at wall µs `at_us`.
     pub fn load(&self, partition: usize, at_us: u64) -> f64 {
-        let rank = self.ranks(self.shift_at(at_us))[partition];
-        self.zipf(rank) * self.noise(partition, at_us)
+        self.base_load(partition, at_us) * self.noise(partition, at_us)
+    }
+
+    /// The first instant after `at_us` (wall µs) at which the loads may change: the
+    /// next whole second counted from the epoch (noise is drawn per second, and shifts
+    /// come at whole seconds after the epoch, `shift_ms` being whole seconds in the
+    /// bench). Between two such instants every load is constant.
+    pub fn next_change(&self, at_us: u64) -> u64 {
+        let offset = i128::from(at_us) - i128::from(self.epoch_us);
+        let next = i128::from(self.epoch_us) + (offset.div_euclid(1_000_000) + 1) * 1_000_000;
+        u64::try_from(next).unwrap_or(u64::MAX)
     }
 
     /// Every partition's load at wall µs `at_us`, by index.
