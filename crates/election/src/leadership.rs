@@ -278,8 +278,11 @@ impl Leadership {
         self.hand_off.offer(offered);
     }
 
-    /// Reports this partition's load now: requests per second, lag, CPU, any number
-    /// that grows with what the partition costs its owner. Call it as often as you like
+    /// Reports this partition's load now: what the tenant brings (entries appended or
+    /// requests received per second, bytes stored, CPU seconds), any number that grows
+    /// with what the partition costs its owner; not what this owner got through
+    /// (entries processed per second, lag), which jumps while a new owner catches up
+    /// with a backlog. Call it as often as you like
     /// (each call replaces the last); the group samples the last value once per renew
     /// interval, damps it (an average with a half-life) and makes it the partition's
     /// weight when it moved by more than a threshold, so the group balances by measured

@@ -44,6 +44,9 @@ pub enum GroupConfigError {
     /// The load damping's threshold (or jump) is above 1,000 %.
     #[error("the load damping's thresholds must be between 0 and 1000 %, got {0} %")]
     LoadThresholdOutOfRange(u32),
+    /// The load damping's warm-up is longer than a day.
+    #[error("the load damping's warm-up must be at most 1 day, got {0:?}")]
+    WarmUpOutOfRange(Duration),
     /// The wait for a warm move's receiver is zero or longer than the lease.
     #[error("the wait for a receiver to prepare must be between 1 ms and the lease, got {0:?}")]
     PrepareWaitOutOfRange(Duration),
@@ -134,6 +137,15 @@ pub struct GroupConfig {
 /// of it for 50 %), both jump to the latest report (noise of ±20 % never does; a tenant
 /// whose load doubles or halves is reweighed within a few intervals).
 ///
+/// **Report the load the tenant brings, not what its owner gets through.** A new owner
+/// catching up with the backlog its tenant built while it had no owner processes far
+/// more than the tenant's load for a while: reported as throughput, that looks like a
+/// step, and moves the tenant (or others) for nothing. Report the arrival rate (entries
+/// produced per second, requests received), or the size of the work (bytes stored, CPU
+/// seconds the tenant's requests cost), not entries processed or lag. And a new term's
+/// reports count only after [`warm_up`](Self::warm_up) (default: one lease): a catch-up
+/// burst in its first moments is ignored either way.
+///
 /// ```
 /// # use std::time::Duration;
 /// # use leasehold_partitions::LoadDamping;
@@ -155,6 +167,11 @@ pub struct LoadDamping {
     /// average must be for the averages to jump to the latest report (0: never).
     /// Default: 50.
     pub jump_percent: u32,
+    /// How long a new term's reports are ignored: its weight stays what the partition
+    /// had (its previous owner's measure) meanwhile, then the reports count as usual.
+    /// A new owner catching up with a backlog reports a burst that is not the tenant's
+    /// load (see above). `None`: one lease of the group. Default: `None`.
+    pub warm_up: Option<Duration>,
 }
 
 impl Default for LoadDamping {
@@ -163,6 +180,7 @@ impl Default for LoadDamping {
             half_life: Duration::from_secs(60),
             threshold_percent: 10,
             jump_percent: 50,
+            warm_up: None,
         }
     }
 }
@@ -186,6 +204,14 @@ impl LoadDamping {
     #[must_use]
     pub fn jump_percent(mut self, percent: u32) -> Self {
         self.jump_percent = percent;
+        self
+    }
+
+    /// Sets [`warm_up`](Self::warm_up) (0 ..= 1 day; zero: a new term's first report
+    /// counts).
+    #[must_use]
+    pub fn warm_up(mut self, warm_up: Duration) -> Self {
+        self.warm_up = Some(warm_up);
         self
     }
 }
@@ -496,6 +522,11 @@ impl GroupConfigBuilder {
                 return Err(GroupConfigError::LoadThresholdOutOfRange(
                     d.threshold_percent,
                 ));
+            }
+            if let Some(w) = d.warm_up
+                && w > leasehold_election::MAX_LEASE
+            {
+                return Err(GroupConfigError::WarmUpOutOfRange(w));
             }
             if d.jump_percent > 1_000 {
                 return Err(GroupConfigError::LoadThresholdOutOfRange(d.jump_percent));

@@ -439,3 +439,89 @@ async fn a_step_in_load_is_published_to_the_group_and_drift_is_not() {
         h.shutdown().await;
     }
 }
+
+/// Issue 45: an owner that reports its throughput catches up with its tenant's backlog
+/// after a move, a burst that looked like a step in load: the weight jumped, and the
+/// group moved tenants for nothing (7 of 24 in the first 10 s of a stable fleet). A
+/// new term's reports count only after its warm-up (default: one lease), so the burst
+/// changes no weight and moves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_tenants_catch_up_burst_changes_no_weight_and_moves_nothing_else() {
+    let redis = RedisServer::start();
+    let loads = Loads::default();
+    // Each new term reports four times its tenant's load for its first 500 ms.
+    *loads.catch_up.lock().unwrap() = Some((4.0, Duration::from_millis(500)));
+    let mut fleet = Fleet::new(store(&redis), 12, LEASE);
+    let base: BTreeMap<String, u64> = fleet
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.clone(), (1000.0 / ((i + 1) as f64).powf(1.1)) as u64))
+        .collect();
+    for (p, w) in &base {
+        loads.set(p, *w as f64);
+    }
+    // The group starts with the weights the reports will confirm.
+    fleet.create_group().await;
+    let admin = GroupAdmin::new(store(&redis), "g").unwrap();
+    for (p, w) in &base {
+        admin.set_weight(p, *w).await.unwrap();
+    }
+    fleet.loads = Some(loads.clone());
+    let damping = LoadDamping::default().half_life(Duration::from_secs(2));
+    for r in ["a", "b", "c"] {
+        let config = fleet
+            .builder(r)
+            .weights_from_loads(damping)
+            .build()
+            .unwrap();
+        fleet.start_with(config);
+    }
+    fleet.settle(LIMIT).await;
+    sleep(LEASE * 5).await;
+    // A join: the others hand the joiner its share; every partition it takes starts a
+    // term that bursts.
+    let joined = Instant::now();
+    let config = fleet
+        .builder("d")
+        .weights_from_loads(damping)
+        .build()
+        .unwrap();
+    fleet.start_with(config);
+    let before = admin.moves(None, 10_000).await.unwrap().len();
+    let mut last_move = Duration::ZERO;
+    let mut seen = before;
+    while joined.elapsed() < Duration::from_secs(6) {
+        let status = admin.status().await.unwrap().unwrap();
+        for p in &status.partitions {
+            let w = base[&p.partition];
+            assert!(
+                p.weight * 4 <= w * 5 && p.weight * 5 >= w * 4,
+                "{} weighs {} at {:?} after the join, its load is {w}",
+                p.partition,
+                p.weight,
+                joined.elapsed()
+            );
+        }
+        let moves = admin.moves(None, 10_000).await.unwrap();
+        if moves.len() > seen {
+            seen = moves.len();
+            last_move = joined.elapsed();
+        }
+        sleep(Duration::from_millis(100)).await;
+    }
+    let moves = admin.moves(None, 10_000).await.unwrap();
+    let after: Vec<_> = moves[before..].iter().collect();
+    assert!(
+        after.iter().any(|m| m.to == "d"),
+        "the joiner got its share: {after:?}"
+    );
+    assert!(
+        last_move < Duration::from_secs(2),
+        "moves went on {last_move:?} after the join: {after:#?}"
+    );
+    fleet.ledger.assert_no_double_ownership();
+    for (_, h) in std::mem::take(&mut fleet.replicas) {
+        h.shutdown().await;
+    }
+}

@@ -333,7 +333,7 @@ where
         let keys = Arc::new(GroupKeys::new(&config.key_prefix, &config.group));
         let loads = config
             .load_damping
-            .map(|d| LoadReports::new(d, config.renew_interval));
+            .map(|d| LoadReports::new(d, config.renew_interval, config.lease));
         let mut names = Names::default();
         for p in &config.partitions {
             names.intern(p);

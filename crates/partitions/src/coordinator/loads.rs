@@ -31,9 +31,9 @@ pub(super) struct LoadReports {
 }
 
 impl LoadReports {
-    pub(super) fn new(damping: LoadDamping, every: Duration) -> Self {
+    pub(super) fn new(damping: LoadDamping, every: Duration, lease: Duration) -> Self {
         Self {
-            loads: Loads::new(damping),
+            loads: Loads::new(damping, lease),
             cells: HashMap::new(),
             every,
             sent: None,

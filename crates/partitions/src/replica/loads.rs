@@ -22,6 +22,8 @@ struct Damped {
     stored: u64,
     /// When `value` was last brought up to date.
     at: Instant,
+    /// Reports before this are ignored (the term's warm-up).
+    counts_from: Instant,
 }
 
 /// A term: partition index and fence.
@@ -35,14 +37,18 @@ pub(crate) type Sample = (TermKey, Option<f64>, u64);
 #[derive(Debug)]
 pub(crate) struct Loads {
     damping: LoadDamping,
+    /// A new term's warm-up: the damping's, or one lease.
+    warm_up: std::time::Duration,
     terms: HashMap<TermKey, Damped>,
     /// The last [`due`](Self::due) jumped some average to its latest report.
     stepped: bool,
 }
 
 impl Loads {
-    pub(crate) fn new(damping: LoadDamping) -> Self {
+    /// The damping rule, with a new term's warm-up `lease` unless it says otherwise.
+    pub(crate) fn new(damping: LoadDamping, lease: std::time::Duration) -> Self {
         Self {
+            warm_up: damping.warm_up.unwrap_or(lease),
             damping,
             terms: HashMap::new(),
             stepped: false,
@@ -50,7 +56,9 @@ impl Loads {
     }
 
     /// Term `key` started with `weight` (the partition's weight when it was granted):
-    /// its average starts there, so a partition that moves keeps its measured weight.
+    /// its average starts there, so a partition that moves keeps its measured weight,
+    /// and its reports count from one warm-up later (a new owner catching up with a
+    /// backlog reports more than the tenant's load, if it reports throughput).
     pub(crate) fn start(&mut self, key: TermKey, weight: u64, now: Instant) {
         self.terms.insert(
             key,
@@ -59,6 +67,7 @@ impl Loads {
                 fast: weight as f64,
                 stored: weight,
                 at: now,
+                counts_from: now + self.warm_up,
             },
         );
     }
@@ -95,6 +104,12 @@ impl Loads {
                 d.at = now;
             }
             let Some(x) = latest else { continue };
+            if now < d.counts_from {
+                // Warming up: the report is ignored, and the average starts over from
+                // the weight when the reports begin to count.
+                d.at = now;
+                continue;
+            }
             let dt = now.saturating_duration_since(d.at).as_secs_f64();
             d.at = now;
             let alpha = 1.0 - 0.5f64.powf(dt / half_life);
@@ -156,10 +171,12 @@ mod tests {
     const K: TermKey = (3, Fence(7));
 
     fn loads(half_life_s: u64, percent: u32) -> Loads {
+        // No warm-up: the rule's arithmetic from the first report.
         Loads::new(
             LoadDamping::default()
                 .half_life(Duration::from_secs(half_life_s))
                 .threshold_percent(percent),
+            Duration::ZERO,
         )
     }
 
@@ -172,6 +189,7 @@ mod tests {
                 .half_life(Duration::from_secs(10))
                 .threshold_percent(0)
                 .jump_percent(0),
+            Duration::ZERO,
         );
         l.start(K, 100, t0);
         let due = l.due([(K, Some(300.0), 100)], t0 + Duration::from_secs(10));
@@ -315,6 +333,7 @@ mod tests {
             LoadDamping::default()
                 .half_life(Duration::from_secs(10))
                 .jump_percent(0),
+            Duration::ZERO,
         );
         l.start(K, 100, t0);
         let due = l.due([(K, Some(1_000.0), 100)], at(667));
@@ -327,5 +346,43 @@ mod tests {
         assert_eq!(weight_of(2.5), 3);
         assert_eq!(weight_of(1e12), MAX_WEIGHT);
         assert_eq!(weight_of(f64::NAN), 1);
+    }
+
+    /// Issue 45: a new owner that reports throughput catches up with the backlog its
+    /// tenant built while unowned, a burst that looked like a step and moved tenants for
+    /// nothing. A new term's reports count only after its warm-up (default: one lease).
+    #[test]
+    fn a_new_terms_catch_up_burst_is_no_step_and_a_later_step_is() {
+        let t0 = Instant::now();
+        let lease = Duration::from_secs(2);
+        let mut l = Loads::new(
+            LoadDamping::default().half_life(Duration::from_secs(10)),
+            lease,
+        );
+        l.start(K, 100, t0);
+        // Four times the load while it catches up, every half second for a lease.
+        for ms in [500, 1_000, 1_500] {
+            let due = l.due([(K, Some(400.0), 100)], t0 + Duration::from_millis(ms));
+            assert_eq!(due, [], "at {ms} ms");
+            assert!(!l.stepped(), "a catch-up is no step (at {ms} ms)");
+        }
+        // Caught up: the tenant's own load, for a while: nothing to write.
+        for ms in (2_000..6_000).step_by(500) {
+            let due = l.due([(K, Some(100.0), 100)], t0 + Duration::from_millis(ms));
+            assert_eq!(due, [], "at {ms} ms");
+            assert!(!l.stepped());
+        }
+        // A real step once the term is under way is one.
+        let due = l.due([(K, Some(400.0), 100)], t0 + Duration::from_millis(6_500));
+        assert_eq!(due, [(K, 400)]);
+        assert!(l.stepped());
+        // The damping's own warm-up wins over the lease.
+        let damping = LoadDamping::default()
+            .half_life(Duration::from_secs(10))
+            .warm_up(Duration::ZERO);
+        let mut l = Loads::new(damping, lease);
+        l.start(K, 100, t0);
+        l.due([(K, Some(400.0), 100)], t0 + Duration::from_millis(1_000));
+        assert!(l.stepped(), "no warm-up: the first report counts");
     }
 }

@@ -34,12 +34,25 @@ pub struct Term {
 pub struct Loads {
     pub of: Arc<Mutex<BTreeMap<String, f64>>>,
     pub noise: Arc<Mutex<f64>>,
+    /// A new term reports this many times the load for this long (a consumer that
+    /// reports its throughput, catching up with the backlog of the time its tenant had
+    /// no owner).
+    pub catch_up: Arc<Mutex<Option<(f64, Duration)>>>,
     draws: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Loads {
     pub fn set(&self, partition: &str, load: f64) {
         self.of.lock().unwrap().insert(partition.to_owned(), load);
+    }
+
+    /// The load `partition`'s term started at `since` reports now.
+    pub fn of_term(&self, partition: &str, since: Instant) -> f64 {
+        let base = self.now(partition);
+        match *self.catch_up.lock().unwrap() {
+            Some((factor, within)) if since.elapsed() < within => base * factor,
+            _ => base,
+        }
     }
 
     /// The load `partition` reports now.
@@ -221,7 +234,8 @@ impl<B: GroupStore> Fleet<B> {
                     match &loads {
                         None => lead.cancelled().await,
                         Some(loads) => loop {
-                            lead.report_load(loads.now(&partition))?;
+                            let since = ledger.0.lock().unwrap()[index].start;
+                            lead.report_load(loads.of_term(&partition, since))?;
                             tokio::select! {
                                 () = lead.cancelled() => break,
                                 () = tokio::time::sleep(Duration::from_millis(20)) => {}
