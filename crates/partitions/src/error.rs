@@ -22,7 +22,11 @@ pub enum PartitionsError {
     /// Another live process heartbeats with this replica id. This replica claims
     /// nothing until that one stops heartbeating (a restarted replica waits at most one
     /// lease for its predecessor's heartbeat to expire).
-    #[error("replica id {0:?} is already live in this group from another process")]
+    #[error(
+        "replica id {0:?} is already live in this group from another process; this clears \
+         once that process's session expires (within one lease of its last heartbeat), or \
+         use another replica id"
+    )]
     DuplicateReplica(String),
     /// A Redis call failed; retried on the next tick.
     #[error(transparent)]
@@ -80,5 +84,18 @@ impl PartitionsError {
     /// that is retried.
     pub fn keeps_out(&self) -> bool {
         matches!(self, Self::DuplicateReplica(_) | Self::Config(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 45: the message says when a duplicate id clears.
+    #[test]
+    fn a_duplicate_replica_says_when_it_clears() {
+        let e = PartitionsError::DuplicateReplica("r1".to_owned()).to_string();
+        assert!(e.contains("\"r1\""), "{e}");
+        assert!(e.contains("within one lease"), "{e}");
     }
 }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use leasehold_partitions::{PlannedChange, PlannedLoad, PlannedMove, WhatIf};
 use serde::Serialize;
 
-use super::{header, plural, table};
+use super::{header, plural, plural_of, table};
 
 /// `leasehold plan --json`.
 #[derive(Debug, Serialize)]
@@ -209,7 +209,7 @@ pub fn plan_text(prefix: &str, group: &str, change: &WhatIf, plan: &PlannedChang
         out,
         "balanced {how}: {} in {}\n",
         plural(plan.moved(), "move"),
-        plural(plan.rounds, "round of hand-overs"),
+        rounds(plan.rounds),
     );
     if !plan.moves.is_empty() {
         let mut rows = vec![header(&[
@@ -280,4 +280,22 @@ pub fn plan_text(prefix: &str, group: &str, change: &WhatIf, plan: &PlannedChang
         );
     }
     out
+}
+
+/// `1 round of hand-overs`, `3 rounds of hand-overs`.
+fn rounds(n: usize) -> String {
+    plural_of(n, "round of hand-overs", "rounds of hand-overs")
+}
+
+#[cfg(test)]
+mod rounds_tests {
+    use super::rounds;
+
+    /// Issue 45: "3 round of hand-overss".
+    #[test]
+    fn rounds_of_hand_overs_read_as_english() {
+        assert_eq!(rounds(0), "0 rounds of hand-overs");
+        assert_eq!(rounds(1), "1 round of hand-overs");
+        assert_eq!(rounds(3), "3 rounds of hand-overs");
+    }
 }
