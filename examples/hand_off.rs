@@ -3,14 +3,14 @@
 //! Two replicas of one group run in this process against one Redis. Each owned stream
 //! is "consumed" (its offset grows every 20 ms); when ownership ends for a planned
 //! move, the callback leaves its offset for the next owner with
-//! [`Leadership::hand_off`], and the next owner resumes from it
-//! ([`Leadership::handed_over`]) instead of starting cold. The run: `replica-a` serves
+//! [`Ownership::hand_off`], and the next owner resumes from it
+//! ([`Ownership::handed_over`]) instead of starting cold. The run: `replica-a` serves
 //! all 8 streams, `replica-b` joins and takes half (handed over by `a`), `a` shuts down
 //! and `b` takes the rest (handed over again), then `b` shuts down. Every resume prints
 //! where it resumed and from whom; a stream with no hand-off says why.
 //!
 //! The join's hand-overs are warm moves (`GroupConfigBuilder::prepare_moves`): `a` names
-//! `b` as the receiver ([`Leadership::successor`]) and asks it to prepare first
+//! `b` as the receiver ([`Ownership::successor`]) and asks it to prepare first
 //! (`Coordinator::on_prepare`: here it just says so), and lets go of each stream only
 //! once `b` is ready.
 //!
@@ -22,14 +22,15 @@
 
 use std::time::Duration;
 
-use leasehold_election::{DutyResult, Leadership, NoHandOff, RedisStore};
-use leasehold_partitions::{Coordinator, GroupConfig};
+use leasehold_partitions::{
+    Coordinator, DutyResult, GroupConfig, NoHandOff, Ownership, RedisStore,
+};
 
 /// How often a stream's consumer takes the next record.
 const RECORD_EVERY: Duration = Duration::from_millis(20);
 
 /// One stream's consumer: resumes from the offset handed over, or from 0.
-async fn consume(stream: String, lead: Leadership) -> DutyResult {
+async fn consume(stream: String, lead: Ownership) -> DutyResult {
     let mut offset: u64 = match lead.handed_over() {
         Ok(bytes) => {
             let offset = std::str::from_utf8(bytes)?.parse()?;

@@ -23,8 +23,9 @@ use std::collections::BTreeSet;
 use std::future::Future;
 use std::time::Duration;
 
-use leasehold_election::{DutyResult, Leadership, RedisStore};
-use leasehold_partitions::{Coordinator, GroupConfig, GroupView, PartitionsError};
+use leasehold_partitions::{
+    Coordinator, DutyResult, GroupConfig, GroupView, Ownership, PartitionsError, RedisStore,
+};
 
 /// How often a tenant's callback processes a batch.
 const BATCH_EVERY: Duration = Duration::from_secs(1);
@@ -58,7 +59,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .lease(Duration::from_secs(3))
         .build()?;
 
-    let coordinator = Coordinator::new(store, config, |tenant: String, lead: Leadership| {
+    let coordinator = Coordinator::new(store, config, |tenant: String, lead: Ownership| {
         serve(tenant, lead)
     })
     .spawn();
@@ -125,7 +126,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// One tenant's workload while this replica owns it: a batch every [`BATCH_EVERY`],
 /// stamped with the fence (a real service would pass it to every write, see
 /// `FencedWriter`), until ownership ends.
-async fn serve(tenant: String, lead: Leadership) -> DutyResult {
+async fn serve(tenant: String, lead: Ownership) -> DutyResult {
     println!("  + {tenant}: serving (fence {})", lead.fence());
     let mut tick = tokio::time::interval(BATCH_EVERY);
     let mut batches = 0_u64;

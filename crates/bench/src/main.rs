@@ -684,10 +684,10 @@ fn parse_added(s: &str) -> Result<usize, String> {
 
 fn parse_hand_off_bytes(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
-        Ok(n) if n <= leasehold_election::MAX_HAND_OFF_BYTES => Ok(n),
+        Ok(n) if n <= leasehold_partitions::MAX_HAND_OFF_BYTES => Ok(n),
         _ => Err(format!(
             "{s:?} is not a byte count in 0..={}",
-            leasehold_election::MAX_HAND_OFF_BYTES
+            leasehold_partitions::MAX_HAND_OFF_BYTES
         )),
     }
 }

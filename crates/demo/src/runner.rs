@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use leasehold_election::DEFAULT_KEY_PREFIX;
-use leasehold_election::{BuildError, Leadership, RedisStore};
+use leasehold_election::{BuildError, RedisStore};
 use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupConfig, GroupStore, group_status};
 use tokio::time::{Instant, sleep};
 
@@ -219,7 +219,7 @@ impl<B: GroupStore> Demo<B> {
         let handle = Coordinator::new(
             (self.make)()?,
             config,
-            |_partition: String, lead: Leadership| async move {
+            |_partition: String, lead: leasehold_partitions::Ownership| async move {
                 // A real service would serve the partition here.
                 lead.cancelled().await;
                 Ok(())

@@ -13,6 +13,7 @@ pub use crate::store::redis::{DutyKeysRead, FENCE_LUA, LIFETIME_LUA, LuaScript, 
 pub use crate::token::{new_token, replica_of_token, token_with};
 pub use crate::validate::{validate_lease, validate_name};
 
+use crate::Elector;
 use crate::error::StoreError;
 use crate::keys::DutyKeys;
 use crate::store::RedisStore;
@@ -46,4 +47,29 @@ pub async fn scan_step(
     count: usize,
 ) -> Result<(String, Vec<String>), StoreError> {
     store.scan_step(cursor, pattern, count).await
+}
+
+/// A term's [`Leadership`](crate::Leadership) with fence 7, replica `a`, duty `duty` and
+/// local deadline `deadline`, not run by any elector: for Leasehold's own unit tests of
+/// what wraps it.
+pub fn term_for_tests(duty: &str, deadline: tokio::time::Instant) -> crate::Leadership {
+    crate::Leadership::new(
+        crate::Fence(7),
+        "a",
+        duty,
+        tokio_util::sync::CancellationToken::new(),
+        deadline,
+    )
+}
+
+/// `elector` leads the term of `grant` at once instead of campaigning (a lease someone
+/// took on its behalf: the partition coordinator's claims), and stops once that term has
+/// ended (after the release).
+pub fn granted<S, F, Fut>(elector: Elector<S, F>, grant: Grant) -> Elector<S, F>
+where
+    S: crate::LeaseStore,
+    F: Fn(crate::Leadership) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = crate::DutyResult> + Send + 'static,
+{
+    elector.granted(grant)
 }

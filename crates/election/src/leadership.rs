@@ -8,8 +8,6 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::fence::Fence;
-use crate::handoff::{HandOffError, HandOffSlot, LeaseNow, NoHandOff};
-use crate::load::{LoadCell, LoadError, LoadSlot};
 use crate::status::TermEndReason;
 
 /// Given to a duty when its replica becomes leader; valid for one term.
@@ -34,12 +32,6 @@ pub struct Leadership {
     deadline: Arc<Deadline>,
     /// Why the term ended, set before `cancel` fires.
     reason: Arc<OnceLock<TermEndReason>>,
-    /// The replica a planned move hands the duty to, set before `reason`.
-    successor: Arc<OnceLock<Arc<str>>>,
-    /// State handed over from the previous term, and left for the next.
-    hand_off: Arc<HandOffSlot>,
-    /// Where this term's load reports go (nowhere unless a coordinator attached a cell).
-    load: Arc<LoadSlot>,
 }
 
 /// The term is over: returned by [`Leadership::check`]. Stop the duty's work; any write
@@ -103,7 +95,6 @@ impl Leadership {
         duty: &str,
         cancel: CancellationToken,
         deadline: Instant,
-        hand_offs: bool,
     ) -> Self {
         Self {
             fence,
@@ -112,9 +103,6 @@ impl Leadership {
             cancel,
             deadline: Arc::new(Deadline::new(deadline)),
             reason: Arc::new(OnceLock::new()),
-            successor: Arc::new(OnceLock::new()),
-            hand_off: Arc::new(HandOffSlot::new(hand_offs)),
-            load: Arc::default(),
         }
     }
 
@@ -128,7 +116,7 @@ impl Leadership {
         &self.replica_id
     }
 
-    /// The duty (or partition) name.
+    /// The duty's name.
     pub fn duty(&self) -> &str {
         &self.duty
     }
@@ -166,9 +154,8 @@ impl Leadership {
     }
 
     /// Why the term ended; `None` while it runs. Known before
-    /// [`cancelled`](Self::cancelled) completes, so a duty can tell a planned move
-    /// ([`TermEndReason::HandedOff`], [`TermEndReason::Drained`],
-    /// [`TermEndReason::Removed`], [`TermEndReason::Shutdown`]) from a lost lease
+    /// [`cancelled`](Self::cancelled) completes, so a duty can tell a planned end
+    /// ([`TermEndReason::Shutdown`], [`TermEndReason::SteppedDown`]) from a lost lease
     /// ([`TermEndReason::RenewalRefused`], [`TermEndReason::DeadlinePassed`]). A term
     /// whose local deadline passed before the elector ran says `DeadlinePassed`.
     pub fn end_reason(&self) -> Option<TermEndReason> {
@@ -181,26 +168,6 @@ impl Leadership {
     /// Records why the term ended (the first reason wins), before the elector cancels it.
     pub(crate) fn set_end_reason(&self, reason: &TermEndReason) {
         let _ = self.reason.set(reason.clone());
-    }
-
-    /// The replica this term hands its duty to, for a planned move to a known replica
-    /// (in a partition group, a hand-over that evens out the group names the member
-    /// with room that is to claim the partition next); `None` while the term runs, and
-    /// for every other end. Known as soon as [`end_reason`](Self::end_reason) is, so a
-    /// duty can tailor what it [`hand_off`](Self::hand_off)s (or warm its successor
-    /// through its own channels).
-    ///
-    /// It names who the move is *for*: the next term may still go to another replica
-    /// (the receiver died, or did not claim in time), and
-    /// [`handed_over`](Self::handed_over) on the next owner is what says whether state
-    /// arrived.
-    pub fn successor(&self) -> Option<&str> {
-        self.successor.get().map(|s| &**s)
-    }
-
-    /// Records the replica a planned move hands the duty to, before the end reason.
-    pub(crate) fn set_successor(&self, successor: Arc<str>) {
-        let _ = self.successor.set(successor);
     }
 
     /// A token that fires when the elector ends the term (to pass into other tasks).
@@ -222,94 +189,6 @@ impl Leadership {
         self.deadline().saturating_duration_since(Instant::now())
     }
 
-    /// Leaves `state` for the next owner of this partition: it travels with this term's
-    /// release and is offered to the next term (its
-    /// [`handed_over`](Self::handed_over)) only if that term immediately follows this
-    /// one. Call it once the term is ending, typically after
-    /// [`cancelled`](Self::cancelled) completes and before the duty returns (within
-    /// its grace); a later call replaces the state. Partition terms only.
-    ///
-    /// The state is kept in Redis, tied to this term's fence, until the next owner
-    /// takes it or its time to live passes (`GroupConfigBuilder::hand_off_ttl` in
-    /// `leasehold-partitions`). It is handed over only if the lease is given back: a
-    /// term that lost its lease (a refused renewal, a passed deadline with the lease
-    /// taken by then) hands nothing over, and its successor is told why. A call once
-    /// the lease is lost, or may be (the renewal was refused, the local deadline has
-    /// passed: see [`end_reason`](Self::end_reason)), says so
-    /// ([`HandOffError::LeaseLost`]) and keeps nothing. A term ended on purpose (a
-    /// hand-over, a drain, a shutdown) still hands off during its grace.
-    ///
-    /// # Errors
-    /// [`HandOffError::TooLarge`] over [`MAX_HAND_OFF_BYTES`](crate::MAX_HAND_OFF_BYTES),
-    /// [`HandOffError::Unsupported`] for a duty's own elector,
-    /// [`HandOffError::LeaseLost`] once the lease is lost or the local deadline has
-    /// passed, [`HandOffError::TooLate`] once the release has been sent.
-    pub fn hand_off(&self, state: impl Into<Vec<u8>>) -> Result<(), HandOffError> {
-        let lease = if self
-            .reason
-            .get()
-            .is_some_and(TermEndReason::lease_may_be_lost)
-        {
-            LeaseNow::Lost
-        } else if Instant::now() >= self.deadline.get() {
-            LeaseNow::PastDeadline
-        } else {
-            LeaseNow::Held
-        };
-        self.hand_off.leave(state.into(), lease)
-    }
-
-    /// The state the previous term of this partition left for this one
-    /// ([`hand_off`](Self::hand_off)), known before the duty starts; or why there is
-    /// none: a first owner, a crash in between, state that was not the immediately
-    /// preceding term's, a read that failed ([`NoHandOff`]). A duty that gets `Err`
-    /// starts cold.
-    ///
-    /// # Errors
-    /// [`NoHandOff`], saying why nothing was handed over.
-    pub fn handed_over(&self) -> Result<&[u8], NoHandOff> {
-        self.hand_off.offered()
-    }
-
-    /// Sets what [`handed_over`](Self::handed_over) returns, once, before the duty
-    /// starts. For Leasehold's own crates (the partition coordinator).
-    #[doc(hidden)]
-    pub fn offer_hand_off(&self, offered: Result<Vec<u8>, NoHandOff>) {
-        self.hand_off.offer(offered);
-    }
-
-    /// Reports this partition's load now: what the tenant brings (entries appended or
-    /// requests received per second, bytes stored, CPU seconds), any number that grows
-    /// with what the partition costs its owner; not what this owner got through
-    /// (entries processed per second, lag), which jumps while a new owner catches up
-    /// with a backlog. Call it as often as you like
-    /// (each call replaces the last); the group samples the last value once per renew
-    /// interval, damps it (an average with a half-life) and makes it the partition's
-    /// weight when it moved by more than a threshold, so the group balances by measured
-    /// load. A weight is a whole number of at least 1: report in units where 1 is the
-    /// smallest load worth telling apart. Partition terms of a group built with
-    /// `GroupConfigBuilder::weights_from_loads` (`leasehold-partitions`) only.
-    ///
-    /// # Errors
-    /// [`LoadError::Invalid`] for a negative, infinite or NaN load (nothing is
-    /// recorded), [`LoadError::Unsupported`] where loads go nowhere.
-    pub fn report_load(&self, load: f64) -> Result<(), LoadError> {
-        self.load.report(load)
-    }
-
-    /// Sends this term's load reports to `cell`, once, before the duty starts. For
-    /// Leasehold's own crates (the partition coordinator).
-    #[doc(hidden)]
-    pub fn attach_load(&self, cell: Arc<LoadCell>) {
-        self.load.attach(cell);
-    }
-
-    /// Takes the state this term leaves (for its release), and refuses any later
-    /// [`hand_off`](Self::hand_off).
-    pub(crate) fn seal_hand_off(&self) -> Option<Vec<u8>> {
-        self.hand_off.seal()
-    }
-
     /// Moves the deadline to `at` after a successful renewal; `false` (and no change)
     /// if the deadline had already passed: the term is over.
     pub(crate) fn extend_deadline(&self, at: Instant) -> bool {
@@ -322,14 +201,7 @@ mod tests {
     use super::*;
 
     fn lead(deadline: Instant) -> Leadership {
-        Leadership::new(
-            Fence(7),
-            "a",
-            "job",
-            CancellationToken::new(),
-            deadline,
-            false,
-        )
+        Leadership::new(Fence(7), "a", "job", CancellationToken::new(), deadline)
     }
 
     #[tokio::test(start_paused = true)]
@@ -364,93 +236,15 @@ mod tests {
     async fn the_end_reason_is_known_once_the_term_is_over() {
         let l = lead(Instant::now() + Duration::from_millis(100));
         assert!(l.end_reason().is_none());
-        l.set_end_reason(&TermEndReason::HandedOff);
+        l.set_end_reason(&TermEndReason::SteppedDown);
         l.set_end_reason(&TermEndReason::Shutdown);
-        assert!(matches!(l.end_reason(), Some(TermEndReason::HandedOff)));
+        assert!(matches!(l.end_reason(), Some(TermEndReason::SteppedDown)));
         let l = lead(Instant::now() + Duration::from_millis(100));
         tokio::time::advance(Duration::from_millis(100)).await;
         assert!(matches!(
             l.end_reason(),
             Some(TermEndReason::DeadlinePassed)
         ));
-    }
-
-    fn partition_term(deadline: Instant) -> Leadership {
-        Leadership::new(
-            Fence(7),
-            "a",
-            "p1",
-            CancellationToken::new(),
-            deadline,
-            true,
-        )
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_term_ended_on_purpose_hands_off_during_its_grace() {
-        let l = partition_term(Instant::now() + Duration::from_secs(1));
-        for planned in [
-            TermEndReason::HandedOff,
-            TermEndReason::Drained,
-            TermEndReason::Shutdown,
-        ] {
-            let l = partition_term(Instant::now() + Duration::from_secs(1));
-            l.set_end_reason(&planned);
-            l.token().cancel();
-            assert!(l.is_cancelled());
-            assert_eq!(l.hand_off(b"offset=42".to_vec()), Ok(()), "{planned}");
-            assert_eq!(l.seal_hand_off().as_deref(), Some(&b"offset=42"[..]));
-        }
-        // While the term runs, too.
-        assert_eq!(l.hand_off(b"early".to_vec()), Ok(()));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_term_whose_lease_is_gone_says_so_when_it_hands_off() {
-        // The elector saw the lease lost (the duty then runs only until it is aborted).
-        for lost in [
-            TermEndReason::RenewalRefused,
-            TermEndReason::DeadlinePassed,
-            TermEndReason::BackendError(crate::StoreError::WrongType(std::sync::Arc::new(
-                redis::RedisError::from((
-                    redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError),
-                    "WRONGTYPE",
-                    "Operation against a key holding the wrong kind of value".to_owned(),
-                )),
-            ))),
-        ] {
-            let l = partition_term(Instant::now() + Duration::from_secs(1));
-            l.set_end_reason(&lost);
-            l.token().cancel();
-            assert_eq!(
-                l.hand_off(b"x".to_vec()),
-                Err(HandOffError::LeaseLost),
-                "{lost}"
-            );
-            assert_eq!(l.seal_hand_off(), None, "nothing kept");
-            assert_eq!(
-                l.hand_off(b"x".to_vec()),
-                Err(HandOffError::LeaseLost),
-                "{lost}: still lost after the seal, not too late"
-            );
-        }
-        // The local deadline passed and the elector has not run since (a pause, a
-        // blocked runtime): no reason yet, nothing cancelled.
-        let l = partition_term(Instant::now() + Duration::from_millis(100));
-        tokio::time::advance(Duration::from_millis(100)).await;
-        assert!(!l.token().is_cancelled());
-        assert_eq!(l.hand_off(b"x".to_vec()), Err(HandOffError::LeaseLost));
-        // A planned end whose grace ran into the deadline: past it, nothing is kept.
-        let l = partition_term(Instant::now() + Duration::from_millis(100));
-        l.set_end_reason(&TermEndReason::HandedOff);
-        tokio::time::advance(Duration::from_millis(100)).await;
-        assert_eq!(l.hand_off(b"x".to_vec()), Err(HandOffError::LeaseLost));
-        // Once the release was sent, a passed deadline is "too late".
-        let l = partition_term(Instant::now() + Duration::from_millis(100));
-        l.set_end_reason(&TermEndReason::HandedOff);
-        assert_eq!(l.seal_hand_off(), None);
-        tokio::time::advance(Duration::from_millis(100)).await;
-        assert_eq!(l.hand_off(b"x".to_vec()), Err(HandOffError::TooLate));
     }
 
     #[tokio::test(start_paused = true)]

@@ -10,10 +10,8 @@ mod error;
 pub mod ext;
 mod fence;
 mod grid;
-mod handoff;
 mod keys;
 mod leadership;
-mod load;
 pub mod metrics;
 mod status;
 mod store;
@@ -27,14 +25,16 @@ pub use self::config::{
 pub use self::elector::{DutyError, DutyResult, Elector, ElectorHandle};
 pub use self::error::{BuildError, Stopped, StoreError};
 pub use self::fence::{Fence, FencedBatch, FencedWriteError, FencedWriter};
-pub use self::handoff::{HandOffError, MAX_HAND_OFF_BYTES, NoHandOff};
 pub use self::keys::DutyKeys;
 pub use self::leadership::{Leadership, TermOver};
-pub use self::load::{LoadCell, LoadError};
 pub use self::status::{Role, Status, TermEnd, TermEndReason};
 pub use self::store::{
     Acquire, BackendWarning, LeaderInfo, LeaseStore, MemoryStore, RedisStore, RedisStoreBuilder,
 };
+
+/// The `redis` crate this one is built on: its types appear in [`RedisStore`]'s API
+/// ([`RedisStore::query`] takes a `redis::Cmd`), so use this one to name them.
+pub use redis;
 
 /// A result whose error is a [`StoreError`] unless another is named.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -52,12 +52,6 @@ pub enum TermEndReason {
     /// [`ElectorHandle::step_down`](crate::ElectorHandle::step_down) asked for it:
     /// released so another replica leads.
     SteppedDown,
-    /// The partition was removed from its group.
-    Removed,
-    /// The partition was handed over to another replica to even out the group.
-    HandedOff,
-    /// The partition was handed over because its replica is being drained.
-    Drained,
 }
 
 impl TermEndReason {
@@ -72,31 +66,29 @@ impl TermEndReason {
             Self::DutyFailed(_) => "duty_failed",
             Self::DutyPanicked(_) => "duty_panicked",
             Self::SteppedDown => "stepped_down",
-            Self::Removed => "removed",
-            Self::HandedOff => "handed_off",
-            Self::Drained => "drained",
         }
     }
 
-    /// Whether the term ended as someone asked (a shutdown, a hand-over, a drain, a
-    /// removal, a step-down, the duty returning): logged as information, where any
-    /// other end is a warning.
+    /// Whether the term ended as someone asked (a shutdown, a step-down, the duty
+    /// returning): logged as information, where any other end is a warning.
     pub fn is_planned(&self) -> bool {
         matches!(
             self,
-            Self::Shutdown
-                | Self::DutyReturned
-                | Self::SteppedDown
-                | Self::Removed
-                | Self::HandedOff
-                | Self::Drained
+            Self::Shutdown | Self::DutyReturned | Self::SteppedDown
         )
     }
 
-    /// Whether someone else may hold the lease already, so the duty must stop at once
-    /// (and can hand nothing over): a refused renewal, a passed deadline, or a lease
-    /// key of the wrong type (someone else's data).
-    pub(crate) fn lease_may_be_lost(&self) -> bool {
+    /// Whether someone else may hold the lease already, so the duty must stop at once:
+    /// a refused renewal, a passed deadline, or a lease key of the wrong type (someone
+    /// else's data).
+    ///
+    /// ```
+    /// use leasehold_election::TermEndReason;
+    ///
+    /// assert!(TermEndReason::RenewalRefused.lease_may_be_lost());
+    /// assert!(!TermEndReason::Shutdown.lease_may_be_lost());
+    /// ```
+    pub fn lease_may_be_lost(&self) -> bool {
         matches!(
             self,
             Self::RenewalRefused

@@ -101,11 +101,11 @@ async fn a_leader_that_steps_down_hands_over_and_sits_out_a_retry_interval() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_stop_with_a_reason_ends_the_term_with_it_gracefully() {
+async fn a_stop_without_waiting_ends_the_term_gracefully() {
     let store = MemoryStore::new();
     let a = spawn(store.clone(), "a");
     a.wait_until_leader().await.unwrap();
-    a.stop_because(TermEndReason::Removed);
+    a.stop();
     let mut rx = a.subscribe();
     let s = rx
         .wait_for(|s| s.role == Role::Stopped)
@@ -113,9 +113,9 @@ async fn a_stop_with_a_reason_ends_the_term_with_it_gracefully() {
         .unwrap()
         .clone();
     let end = s.last_term.expect("the term ended");
-    assert!(matches!(end.reason, TermEndReason::Removed));
+    assert!(matches!(end.reason, TermEndReason::Shutdown));
     assert!(end.released, "a graceful stop releases");
-    assert_eq!(end.reason.label(), "removed");
+    assert_eq!(end.reason.label(), "shutdown");
 }
 
 #[tokio::test(start_paused = true)]
@@ -306,15 +306,18 @@ async fn a_granted_elector_leads_at_once_from_the_grants_send_time_and_never_cam
         inner: inner.clone(),
         hang: Arc::new(AtomicBool::new(true)),
     };
-    let h = Elector::new(store, config("a"), |lead: Leadership| async move {
+    let elector = Elector::new(store, config("a"), |lead: Leadership| async move {
         lead.cancelled().await;
         Ok(())
-    })
-    .granted(Grant {
-        fence,
-        sent,
-        token: "a:granted".into(),
-    })
+    });
+    let h = leasehold_election::ext::granted(
+        elector,
+        Grant {
+            fence,
+            sent,
+            token: "a:granted".into(),
+        },
+    )
     .spawn();
     assert_eq!(h.wait_until_leader().await.unwrap(), fence, "no campaign");
     let mut rx = h.subscribe();

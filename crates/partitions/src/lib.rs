@@ -47,6 +47,7 @@ mod coordinator;
 mod error;
 pub mod keys;
 pub mod metrics;
+mod ownership;
 mod replica;
 mod store;
 mod view;
@@ -54,6 +55,13 @@ mod view;
 #[cfg(any(test, feature = "sim"))]
 #[doc(hidden)]
 pub mod sim;
+
+// What a partitions user touches of the election crate, so that this crate is the one
+// dependency they add: the store, a term's lease, the callback's result, fenced writes.
+pub use leasehold_election::{
+    BuildError, DutyError, DutyResult, Fence, FencedBatch, FencedWriteError, FencedWriter,
+    Leadership, RedisStore, RedisStoreBuilder, StoreError, TermEndReason, TermOver, redis,
+};
 
 pub use self::admin::{GroupAdmin, MAX_WEIGHT};
 pub use self::balance::whatif::{PlannedChange, PlannedLoad, PlannedMove, PlannedRole, WhatIf};
@@ -63,6 +71,7 @@ pub use self::config::{
 };
 pub use self::coordinator::{Coordinator, CoordinatorHandle, Prepare, group_status};
 pub use self::error::{PartitionsError, Result};
+pub use self::ownership::{HandOffError, LoadError, MAX_HAND_OFF_BYTES, NoHandOff, Ownership};
 pub use self::store::memory::{MemoryGroupStore, MemorySnapshot};
 pub use self::store::ops::moves::{LEDGER_LEN, Move, MoveCause, UnknownCause};
 #[doc(hidden)]

@@ -1,4 +1,4 @@
-//! A partition's callback learns why its term ended (`Leadership::end_reason`), against a
+//! A partition's callback learns why its term ended (`Ownership::end_reason`), against a
 //! real redis-server: a planned move (handed off to a joiner, removed from the set,
 //! drained, a graceful shutdown) says so, and a lost session says the lease was lost.
 
@@ -7,8 +7,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use leasehold_election::{RedisStore, TermEndReason};
-use leasehold_partitions::GroupAdmin;
+use leasehold_partitions::{GroupAdmin, MoveCause, RedisStore};
 use leasehold_testkit::{FaultProxy, RedisServer};
 use support::{Fleet, Term};
 use tokio::time::{Instant, sleep};
@@ -46,7 +45,7 @@ async fn ended(
         if done.len() >= n {
             return done
                 .iter()
-                .map(|t| t.reason.as_ref().map(TermEndReason::label))
+                .map(|t| t.reason.map(MoveCause::as_str))
                 .collect();
         }
         assert!(
@@ -72,27 +71,21 @@ async fn a_callback_learns_whether_its_term_was_moved_or_lost() {
     let b = fleet.config("b");
     fleet.start_on(store(&proxy.url()), b);
     fleet.converge(LIMIT).await;
-    assert_eq!(
-        ended(&fleet, mark, "a", 4).await,
-        [Some("handed_off")].into()
-    );
+    assert_eq!(ended(&fleet, mark, "a", 4).await, [Some("handoff")].into());
 
     // A removal.
     let mark = Instant::now();
     let gone = fleet.replicas["a"].view().owned.first().unwrap().clone();
     assert_eq!(admin.remove([gone.as_str()]).await.unwrap(), 1);
     fleet.partitions.retain(|p| *p != gone);
-    assert_eq!(ended(&fleet, mark, "a", 1).await, [Some("removed")].into());
+    assert_eq!(ended(&fleet, mark, "a", 1).await, [Some("removal")].into());
     fleet.converge(LIMIT).await;
 
     // A drain.
     let mark = Instant::now();
     let held = fleet.replicas["b"].view().owned.len();
     admin.drain("b").await.unwrap();
-    assert_eq!(
-        ended(&fleet, mark, "b", held).await,
-        [Some("drained")].into()
-    );
+    assert_eq!(ended(&fleet, mark, "b", held).await, [Some("drain")].into());
     admin.undrain("b").await.unwrap();
     fleet.converge(LIMIT).await;
 
@@ -102,11 +95,7 @@ async fn a_callback_learns_whether_its_term_was_moved_or_lost() {
     assert!(held > 0);
     proxy.blackhole();
     let lost = ended(&fleet, mark, "b", held).await;
-    assert!(
-        lost.iter()
-            .all(|r| matches!(r, Some("deadline_passed" | "renewal_refused"))),
-        "{lost:?}"
-    );
+    assert!(lost.iter().all(|r| matches!(r, Some("expiry"))), "{lost:?}");
     proxy.pass();
     fleet.converge(LIMIT).await;
 
@@ -114,9 +103,6 @@ async fn a_callback_learns_whether_its_term_was_moved_or_lost() {
     let mark = Instant::now();
     let held = fleet.replicas["a"].view().owned.len();
     fleet.replicas.remove("a").unwrap().shutdown().await;
-    assert_eq!(
-        ended(&fleet, mark, "a", held).await,
-        [Some("shutdown")].into()
-    );
+    assert_eq!(ended(&fleet, mark, "a", held).await, [Some("leave")].into());
     fleet.ledger.assert_no_double_ownership();
 }

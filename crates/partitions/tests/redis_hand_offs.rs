@@ -1,6 +1,6 @@
 //! Hand-off state against a real redis-server started for each test: a term that ends
-//! for a planned move leaves state (`Leadership::hand_off`), and the next owner is
-//! offered it (`Leadership::handed_over`) only if it comes from the term immediately
+//! for a planned move leaves state (`Ownership::hand_off`), and the next owner is
+//! offered it (`Ownership::handed_over`) only if it comes from the term immediately
 //! before its own; otherwise it is told why (a first owner, a crash, nothing left,
 //! state whose time to live passed).
 
@@ -9,8 +9,8 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use leasehold_election::{NoHandOff, RedisStore};
 use leasehold_partitions::{GroupAdmin, MoveCause};
+use leasehold_partitions::{NoHandOff, RedisStore};
 use leasehold_testkit::RedisServer;
 use support::{Fleet, Term, state_of};
 use tokio::time::sleep;
@@ -136,7 +136,7 @@ async fn no_state_after_a_crash_or_when_none_was_left_and_the_next_owner_says_wh
     assert_eq!(from_a.len(), 3);
     for t in &from_a {
         assert!(
-            matches!(&t.handed_over, Err(NoHandOff::NothingLeft { cause }) if cause == "handoff"),
+            matches!(&t.handed_over, Err(NoHandOff::NothingLeft { cause }) if *cause == MoveCause::HandOff),
             "{t:?}"
         );
     }

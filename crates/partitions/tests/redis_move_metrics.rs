@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use leasehold_election::RedisStore;
+use leasehold_partitions::RedisStore;
 use leasehold_partitions::{GroupAdmin, metrics as m};
 use leasehold_testkit::RedisServer;
 use metrics::Key;

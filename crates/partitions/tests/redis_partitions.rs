@@ -4,7 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_election::RedisStore;
+use leasehold_partitions::RedisStore;
 use leasehold_partitions::{Coordinator, GroupConfig, PartitionsError, group_status};
 use leasehold_testkit::RedisServer;
 use support::Fleet;
@@ -234,7 +234,7 @@ async fn a_duplicate_replica_id_is_refused_and_an_unversioned_other_list_follows
     let mut fleet = Fleet::new(store(&redis), 8, LEASE);
     fleet.start("a");
     fleet.converge(LIMIT).await;
-    let noop = |_: String, l: leasehold_election::Leadership| async move {
+    let noop = |_: String, l: leasehold_partitions::Ownership| async move {
         l.cancelled().await;
         Ok(())
     };

@@ -1,5 +1,5 @@
 //! A hand-over that evens out a group names its receiver, against a real redis-server:
-//! the old term learns it (`Leadership::successor`), the store keeps the partition for
+//! the old term learns it (`Ownership::successor`), the store keeps the partition for
 //! that member for a moment (others' claims skip it), and the named member is the one
 //! that takes it; ends that are not moves to a known member name nobody. In a group
 //! balanced by measured load every hand-over names its receiver, which takes it at once
@@ -10,7 +10,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use leasehold_election::{RedisStore, TermEndReason};
+use leasehold_partitions::RedisStore;
 use leasehold_partitions::{GroupAdmin, LoadDamping, MoveCause};
 use leasehold_testkit::RedisServer;
 use support::{Fleet, Loads, Term};
@@ -36,7 +36,7 @@ async fn ended(fleet: &Fleet<RedisStore>, from: Instant, reason: &str, n: usize)
             .terms()
             .into_iter()
             .filter(|t| t.end.is_some_and(|e| e >= from))
-            .filter(|t| t.reason.as_ref().map(TermEndReason::label) == Some(reason))
+            .filter(|t| t.reason.map(MoveCause::as_str) == Some(reason))
             .collect();
         if done.len() >= n {
             return done;
@@ -72,7 +72,7 @@ async fn a_hand_over_names_the_member_with_room_and_that_member_takes_it() {
     let mark = Instant::now();
     fleet.start("c");
     fleet.converge(LIMIT).await;
-    let handed = ended(&fleet, mark, "handed_off", 4).await;
+    let handed = ended(&fleet, mark, "handoff", 4).await;
     let terms = fleet.ledger.terms();
     for t in &handed {
         assert_eq!(t.successor.as_deref(), Some("c"), "{t:#?}");
@@ -100,7 +100,7 @@ async fn a_hand_over_names_the_member_with_room_and_that_member_takes_it() {
     let mark = Instant::now();
     let held = fleet.replicas["a"].view().owned.len();
     fleet.replicas.remove("a").unwrap().shutdown().await;
-    let gone = ended(&fleet, mark, "shutdown", held).await;
+    let gone = ended(&fleet, mark, "leave", held).await;
     assert!(gone.iter().all(|t| t.successor.is_none()), "{gone:#?}");
     fleet.converge(LIMIT).await;
     fleet.ledger.assert_no_double_ownership();
@@ -117,7 +117,7 @@ async fn with_two_members_with_room_each_partition_goes_to_the_one_it_names() {
     let mark = Instant::now();
     fleet.start_all(&["b", "c"]);
     fleet.converge(LIMIT).await;
-    let handed = ended(&fleet, mark, "handed_off", 8).await;
+    let handed = ended(&fleet, mark, "handoff", 8).await;
     let terms = fleet.ledger.terms();
     let mut named: BTreeMap<String, usize> = BTreeMap::new();
     for t in &handed {
@@ -184,7 +184,7 @@ async fn every_load_weighted_hand_over_lands_on_its_named_receiver_at_once() {
     let terms = fleet.ledger.terms();
     let handed: Vec<&Term> = terms
         .iter()
-        .filter(|t| matches!(t.reason, Some(TermEndReason::HandedOff)))
+        .filter(|t| t.reason == Some(MoveCause::HandOff))
         .collect();
     assert!(handed.len() >= 8, "the joins moved tenants: {handed:#?}");
     for t in &handed {

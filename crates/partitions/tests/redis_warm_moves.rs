@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use leasehold_election::{RedisStore, TermEndReason};
+use leasehold_partitions::{MoveCause, RedisStore};
 use leasehold_testkit::RedisServer;
 use support::{Fleet, Term};
 use tokio::time::{Instant, sleep};
@@ -39,7 +39,7 @@ async fn handed_off(fleet: &Fleet<RedisStore>, from: Instant, n: usize) -> Vec<T
             .terms()
             .into_iter()
             .filter(|t| t.end.is_some_and(|e| e >= from))
-            .filter(|t| matches!(t.reason, Some(TermEndReason::HandedOff)))
+            .filter(|t| t.reason == Some(MoveCause::HandOff))
             .collect();
         if done.len() >= n {
             return done;

@@ -7,8 +7,8 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use leasehold_election::{Leadership, RedisStore};
 use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupConfig, group_status};
+use leasehold_partitions::{Ownership, RedisStore};
 use leasehold_testkit::{MINIMAL_ACL_COMMANDS, MINIMAL_ACL_PATTERNS, RedisCluster, acl_user_args};
 use support::Fleet;
 use tokio::time::Instant;
@@ -39,7 +39,7 @@ fn spawn_group(
             let handle = Coordinator::new(
                 store.clone(),
                 config,
-                |_p: String, lead: Leadership| async move {
+                |_p: String, lead: Ownership| async move {
                     lead.cancelled().await;
                     Ok(())
                 },

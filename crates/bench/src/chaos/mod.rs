@@ -87,9 +87,9 @@ pub struct ChaosHandOffs {
     pub state_missing: u64,
     /// `state_missing` by the new term's `no_hand_off` reason.
     pub missing_why: BTreeMap<String, u64>,
-    /// Terms whose state `Leadership::hand_off` accepted.
+    /// Terms whose state `Ownership::hand_off` accepted.
     pub left: u64,
-    /// Terms whose `Leadership::hand_off` failed.
+    /// Terms whose `Ownership::hand_off` failed.
     pub errors: u64,
     /// Good deliveries of another length than was left.
     pub wrong_size: u64,

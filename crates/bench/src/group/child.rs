@@ -22,23 +22,23 @@
 //!
 //! With `--hand-off-bytes N` (N > 0), every callback, once its term ends (after
 //! `lead.cancelled()`, before it returns), hands off N bytes for the next owner
-//! ([`Leadership::hand_off`]): a header naming the term, `"{partition}@{fence}:"`,
+//! ([`Ownership::hand_off`]): a header naming the term, `"{partition}@{fence}:"`,
 //! padded to N ([`hand_off_state`]). The `released` line says how many bytes were
 //! left (`handed_off`) or why `hand_off` refused them (`hand_off_error`). Whatever
 //! the setting, every `owned` line says what the previous term handed over (its
-//! header and length) or why nothing was ([`Leadership::handed_over`]).
+//! header and length) or why nothing was ([`Ownership::handed_over`]).
 //!
 //! With `--prepare` (or `--prepare-ms N`), the coordinators make their hand-overs warm
 //! moves (`GroupConfigBuilder::prepare_moves`: the wait N ms, default the renew
 //! interval, lease / 3): each prepares for a partition it is named to receive
 //! (`Coordinator::on_prepare`) by sleeping `--prepare-work-ms`, and prints a `prepared`
 //! line when it finished or was dropped. Every `released` line names the term's
-//! successor (`Leadership::successor`) if it had one.
+//! successor (`Ownership::successor`) if it had one.
 //!
 //! With `--load-schedule` (`rebalance --load`), the coordinators take their weights from
 //! measured load (`GroupConfigBuilder::weights_from_loads`, `--half-life-ms`,
 //! `--threshold-percent`), and every callback reports its partition's synthetic load
-//! ([`Schedule::load`]) through [`Leadership::report_load`] every `--report-every-ms`
+//! ([`Schedule::load`]) through [`Ownership::report_load`] every `--report-every-ms`
 //! until its term ends.
 //!
 //! With `--feedback` as well (`rebalance --load feedback`), the schedule's loads are
@@ -57,10 +57,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_election::{DutyResult, ElectorConfig, FencedWriteError, FencedWriter, Leadership};
+use leasehold_election::{DutyResult, ElectorConfig, FencedWriteError, FencedWriter};
 use leasehold_partitions::{
     Coordinator, CoordinatorHandle, GroupConfig, GroupStore, LoadDamping, Prepare,
 };
+use leasehold_partitions::{MoveCause, Ownership};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinSet;
 use tokio::time::{MissedTickBehavior, interval};
@@ -154,7 +155,7 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
             hand_off_bytes: args.hand_off_bytes,
         };
         let mut coordinator =
-            Coordinator::new(store, config, move |partition: String, lead: Leadership| {
+            Coordinator::new(store, config, move |partition: String, lead: Ownership| {
                 own(partition, lead, ledger.clone(), reports.clone(), term)
             });
         if let Some(work) = work {
@@ -358,7 +359,7 @@ struct Term {
 /// callback reports it too).
 async fn own(
     partition: String,
-    lead: Leadership,
+    lead: Ownership,
     ledger: Option<Arc<Ledger>>,
     reports: Option<Arc<Reports>>,
     term: Term,
@@ -436,7 +437,7 @@ struct TermLine {
     partition: String,
     /// The replica id its lines name (in a process of several coordinators).
     tag: Option<String>,
-    lead: Leadership,
+    lead: Ownership,
     /// Lease − safety margin: how far the deadline lies after a claim or renewal was
     /// sent.
     validity: Duration,
@@ -446,7 +447,7 @@ struct TermLine {
     write_errors: u64,
     /// Bytes of state the term left for the next owner.
     handed_off: Option<u64>,
-    /// Why `Leadership::hand_off` refused the state.
+    /// Why `Ownership::hand_off` refused the state.
     hand_off_error: Option<String>,
 }
 
@@ -459,7 +460,7 @@ impl Drop for TermLine {
             at_us: now_us(),
             writes: self.writes,
             write_errors: self.write_errors,
-            reason: self.lead.end_reason().map(|r| r.label().to_owned()),
+            reason: end_label(&self.lead),
             sent_at_us: Some(wall_us(
                 deadline.checked_sub(self.validity).unwrap_or(deadline),
             )),
@@ -476,7 +477,7 @@ impl Drop for TermLine {
 /// [`Feedback`], serves the partition's queue instead ([`serve`]) and returns it as the
 /// term leaves it.
 async fn report_loads(
-    lead: Leadership,
+    lead: Ownership,
     partition: String,
     index: Option<usize>,
     reports: Option<Arc<Reports>>,
@@ -508,7 +509,7 @@ async fn report_loads(
 /// the throughput achieved (or the arrivals) and commits the queue. Once the term is
 /// over, serves up to that instant, commits, and returns the queue to hand off.
 async fn serve(
-    lead: &Leadership,
+    lead: &Ownership,
     partition: &str,
     index: usize,
     reports: &Reports,
@@ -607,4 +608,18 @@ async fn write_ledger(line: &mut TermLine, ledger: &Ledger) {
             Err(_) => line.write_errors += 1,
         }
     }
+}
+
+/// A term's end as a `released` line's `reason` says it: why this replica ended it
+/// (`handed_off`, `drained`, `removed`, `shutdown`, as the releases metric labels
+/// them), else the elector's reason (`renewal_refused`, `duty_failed`, ...).
+fn end_label(lead: &Ownership) -> Option<String> {
+    let planned = match lead.end_reason()? {
+        MoveCause::HandOff => "handed_off",
+        MoveCause::Drain => "drained",
+        MoveCause::Removal => "removed",
+        MoveCause::Leave => "shutdown",
+        _ => return lead.leadership().end_reason().map(|r| r.label().to_owned()),
+    };
+    Some(planned.to_owned())
 }

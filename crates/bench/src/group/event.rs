@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use leasehold_election::NoHandOff;
+use leasehold_partitions::NoHandOff;
 use serde::{Deserialize, Serialize};
 
 /// One event of a partition replica, printed as one JSON line.
@@ -215,7 +215,8 @@ pub fn partition_names(count: usize) -> Vec<String> {
 }
 
 /// The end reasons (a `released` line's `reason`) of a term given up on purpose, its
-/// release confirmed: those `TermEndReason::is_planned` says are.
+/// release confirmed: those `TermEndReason::is_planned` says are, and the moves a
+/// coordinator makes (`Ownership::end_reason`).
 pub const PLANNED_ENDS: [&str; 6] = [
     "shutdown",
     "duty_returned",
@@ -267,7 +268,6 @@ pub fn parse_header(header: &str) -> Option<(&str, u64)> {
 /// variant's name in snake case (`other` for one this version does not know).
 pub fn no_hand_off_label(why: &NoHandOff) -> &'static str {
     match why {
-        NoHandOff::Unsupported => "unsupported",
         NoHandOff::FirstOwner => "first_owner",
         NoHandOff::Regranted => "regranted",
         NoHandOff::Crashed => "crashed",
@@ -285,10 +285,9 @@ pub fn no_hand_off_label(why: &NoHandOff) -> &'static str {
 /// does not know.
 pub fn no_hand_off_cause(why: &NoHandOff) -> Option<String> {
     match why {
-        NoHandOff::NothingLeft { cause } => Some(cause.clone()),
+        NoHandOff::NothingLeft { cause } => Some(cause.as_str().to_owned()),
         NoHandOff::Unavailable(e) => Some(e.to_string()),
-        NoHandOff::Unsupported
-        | NoHandOff::FirstOwner
+        NoHandOff::FirstOwner
         | NoHandOff::Regranted
         | NoHandOff::Crashed
         | NoHandOff::Gone
@@ -471,15 +470,16 @@ mod tests {
             R::DutyFailed("x".into()),
             R::DutyPanicked("x".into()),
             R::SteppedDown,
-            R::Removed,
-            R::HandedOff,
-            R::Drained,
         ];
         for r in &every {
             assert_eq!(planned_end(r.label()), r.is_planned(), "{}", r.label());
         }
+        // And the coordinator's moves, as the child labels them.
+        for moved in ["removed", "handed_off", "drained"] {
+            assert!(planned_end(moved), "{moved}");
+        }
         let planned = every.iter().filter(|r| r.is_planned()).count();
-        assert_eq!(planned, PLANNED_ENDS.len());
+        assert_eq!(planned + 3, PLANNED_ENDS.len());
     }
 
     #[test]
@@ -490,7 +490,7 @@ mod tests {
             (NoHandOff::Crashed, "crashed", None),
             (
                 NoHandOff::NothingLeft {
-                    cause: "drain".into(),
+                    cause: leasehold_partitions::MoveCause::Drain,
                 },
                 "nothing_left",
                 Some("drain"),
@@ -498,7 +498,6 @@ mod tests {
             (NoHandOff::Gone, "gone", None),
             (NoHandOff::ServerChanged, "server_changed", None),
             (NoHandOff::Stale, "stale", None),
-            (NoHandOff::Unsupported, "unsupported", None),
         ];
         for (why, label, cause) in cases {
             assert_eq!(no_hand_off_label(&why), label);

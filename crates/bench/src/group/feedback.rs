@@ -18,8 +18,8 @@
 //! The backlog travels with the tenant, as a consumer's cursor would:
 //!
 //! - when a term ends, its owner serves up to that instant and hands the queue off
-//!   (`Leadership::hand_off`: [`hand_off_state`], the term's header then the backlog
-//!   and its instant); the next owner, offered it (`Leadership::handed_over`), adds
+//!   (`Ownership::hand_off`: [`hand_off_state`], the term's header then the backlog
+//!   and its instant); the next owner, offered it (`Ownership::handed_over`), adds
 //!   the arrivals of the gap in between: the tenant's unowned time, whatever it was;
 //! - every report interval (and at the end of the term), the owner also commits the
 //!   queue to a file of the fleet's ([`commit`], `commit_dir/<partition>`, as a
@@ -82,7 +82,7 @@ pub struct Feedback {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
-    /// The previous term handed it over (`Leadership::handed_over`).
+    /// The previous term handed it over (`Ownership::handed_over`).
     HandedOver,
     /// Nothing was handed over: the last commit.
     Committed,

@@ -51,10 +51,10 @@ pub struct HandOffs {
     pub unowned_ms: Percentiles,
     /// Terms offered any state at all (planned moves or not).
     pub offered: u64,
-    /// Terms whose state `Leadership::hand_off` accepted (their `released` line's
+    /// Terms whose state `Ownership::hand_off` accepted (their `released` line's
     /// `handed_off`).
     pub left: u64,
-    /// Terms whose `Leadership::hand_off` failed (their `released` line's
+    /// Terms whose `Ownership::hand_off` failed (their `released` line's
     /// `hand_off_error`).
     pub errors: u64,
     /// Good deliveries whose length differs from what the previous term left.
@@ -100,7 +100,7 @@ pub struct Release<'a> {
     pub reason: Option<&'a str>,
     /// The bytes of state it left.
     pub left: Option<u64>,
-    /// The replica it was handed to, if it named one (`Leadership::successor`).
+    /// The replica it was handed to, if it named one (`Ownership::successor`).
     pub successor: Option<&'a str>,
 }
 

@@ -127,7 +127,7 @@ pub fn store(redis: &RedisServer) -> RedisStore {
         .unwrap()
 }
 
-async fn hold(_partition: String, lead: Leadership) -> DutyResult {
+async fn hold(_partition: String, lead: leasehold_partitions::Ownership) -> DutyResult {
     lead.cancelled().await;
     // A little state for the next owner: `moves` shows its size.
     lead.hand_off(HANDED.to_vec())?;

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Stopped;
 use crate::fence::Fence;
-use crate::status::{Role, Status, TermEndReason};
+use crate::status::{Role, Status};
 
 /// What the waits return once the elector has stopped.
 const STOPPED: Stopped = Stopped("elector");
@@ -27,10 +27,6 @@ pub struct ElectorHandle {
 /// Requests from the handle that end a term without a plain shutdown.
 #[derive(Debug, Default)]
 pub(super) struct Control {
-    /// Why the shutdown that follows ends the term (default: `Shutdown`).
-    pub(super) stop_reason: Mutex<Option<TermEndReason>>,
-    /// The replica that shutdown hands the duty to, if named.
-    pub(super) successor: Mutex<Option<Arc<str>>>,
     /// Bumped by every `step_down()`; a term started before the bump ends.
     pub(super) step_downs: watch::Sender<u64>,
 }
@@ -79,33 +75,17 @@ impl ElectorHandle {
         self.shutdown.clone()
     }
 
-    /// Stops like a shutdown, but the term ends with `reason` (in the status, logs and
-    /// metrics). For Leasehold's own crates: a partition removed, handed off, drained.
-    #[doc(hidden)]
-    pub fn stop_because(&self, reason: TermEndReason) {
-        *self
-            .control
-            .stop_reason
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(reason);
+    /// Asks the elector to stop gracefully, without waiting: the duty is cancelled
+    /// (with its grace), the lease released, followers woken (the term ends with
+    /// [`TermEndReason::Shutdown`](crate::TermEndReason::Shutdown));
+    /// [`shutdown`](Self::shutdown) waits for it. The same as cancelling
+    /// [`shutdown_token`](Self::shutdown_token).
+    pub fn stop(&self) {
         self.shutdown.cancel();
     }
 
-    /// Like [`stop_because`](Self::stop_because), naming the replica the duty is handed
-    /// to: the term's [`Leadership::successor`](crate::Leadership::successor). For
-    /// Leasehold's own crates: a partition handed to a named receiver.
-    #[doc(hidden)]
-    pub fn stop_handing_to(&self, reason: TermEndReason, successor: Arc<str>) {
-        *self
-            .control
-            .successor
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(successor);
-        self.stop_because(reason);
-    }
-
     /// Steps down voluntarily so that another replica leads: the current term ends
-    /// ([`TermEndReason::SteppedDown`]: the duty is cancelled with its grace, then the
+    /// ([`TermEndReason::SteppedDown`](crate::TermEndReason::SteppedDown): the duty is cancelled with its grace, then the
     /// lease is released and followers are woken), and this elector waits one retry
     /// interval before it campaigns again (a follower woken by the release leads within
     /// milliseconds; alone, this replica leads again after that wait). Returns once

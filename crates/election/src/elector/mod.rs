@@ -31,7 +31,7 @@ use crate::grid::RenewGrid;
 use crate::keys::DutyKeys;
 use crate::leadership::Leadership;
 use crate::metrics as m;
-use crate::status::{Role, Status, TermEndReason};
+use crate::status::{Role, Status};
 use crate::store::LeaseStore;
 
 /// Logs one term's or one call's detail at `level` for a duty of its own, and at debug
@@ -124,9 +124,8 @@ where
     }
 
     /// Leads the term of `grant` at once instead of campaigning, and stops once that
-    /// term has ended (after the release). For Leasehold's own crates.
-    #[doc(hidden)]
-    pub fn granted(mut self, grant: Grant) -> Self {
+    /// term has ended (after the release): [`crate::ext::granted`].
+    pub(crate) fn granted(mut self, grant: Grant) -> Self {
         self.grant = Some(grant);
         self
     }
@@ -320,25 +319,6 @@ where
         self.status.send_modify(|s| s.role = Role::Stopped);
         gauge!(m::IS_LEADER, &self.labels.pair()).set(0.0);
         detail!(self, info, "elector stopped");
-    }
-
-    /// Why a shutdown ends the term: `Shutdown`, or what `stop_because` said.
-    fn stop_reason(&self) -> TermEndReason {
-        self.control
-            .stop_reason
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-            .unwrap_or(TermEndReason::Shutdown)
-    }
-
-    /// The replica a `stop_handing_to` named, taken once.
-    fn take_successor(&self) -> Option<Arc<str>> {
-        self.control
-            .successor
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
     }
 
     /// Returns true if shutdown was requested while sleeping.

@@ -320,7 +320,7 @@ mod tests {
 
     #[test]
     fn planned_ends_are_the_ones_someone_asked_for() {
-        assert!(TermEndReason::HandedOff.is_planned());
+        assert!(TermEndReason::SteppedDown.is_planned());
         assert!(TermEndReason::DutyReturned.is_planned());
         assert!(!TermEndReason::DeadlinePassed.is_planned());
         assert!(!TermEndReason::DutyPanicked("x".into()).is_planned());

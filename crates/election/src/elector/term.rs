@@ -38,14 +38,8 @@ where
         let cfg = &self.config;
         let mut deadline = rules::deadline(sent, validity, cfg.safety_margin);
         let cancel = CancellationToken::new();
-        let leadership = Leadership::new(
-            fence,
-            &cfg.replica_id,
-            &cfg.duty,
-            cancel.clone(),
-            deadline,
-            self.store.keeps_hand_offs(),
-        );
+        let leadership =
+            Leadership::new(fence, &cfg.replica_id, &cfg.duty, cancel.clone(), deadline);
         let span = info_span!("duty", fence = fence.0);
         let work = (self.duty)(leadership.clone()).instrument(span);
         let mut duty = AbortOnDropHandle::new(match &self.duty_runtime {
@@ -82,7 +76,7 @@ where
                     self.woke(deadline, "deadline");
                     break TermEndReason::DeadlinePassed;
                 }
-                () = self.shutdown.cancelled() => break self.stop_reason(),
+                () = self.shutdown.cancelled() => break TermEndReason::Shutdown,
                 Ok(()) = step_downs.changed() => break TermEndReason::SteppedDown,
                 joined = &mut duty => {
                     duty_done = true;
@@ -98,7 +92,7 @@ where
                     let limit = rules::renew_limit(cfg.call_timeout, deadline, sent);
                     let renewed = tokio::select! {
                         biased;
-                        () = self.shutdown.cancelled() => break self.stop_reason(),
+                        () = self.shutdown.cancelled() => break TermEndReason::Shutdown,
                         r = timeout(limit, self.store.renew(&self.keys, token, cfg.lease)) => {
                             r.unwrap_or(Err(StoreError::Timeout(limit)))
                         }
@@ -133,11 +127,6 @@ where
                 }
             }
         };
-        if reason.is_planned()
-            && let Some(to) = self.take_successor()
-        {
-            leadership.set_successor(to);
-        }
         leadership.set_end_reason(&reason);
         self.step_down(
             &leadership,
@@ -190,23 +179,11 @@ where
                 warn!(fence = fence.0, "duty outran its grace and was aborted");
             }
         }
-        // The duty has provably ended (joined): only now give the lease back, with the
-        // state the duty left for the next term, if any.
-        let state = leadership.seal_hand_off();
+        // The duty has provably ended (joined): only now give the lease back.
         let released = if !rules::releases(&reason) {
             false
         } else {
-            let release = async {
-                match state {
-                    Some(state) => {
-                        self.store
-                            .release_handing_off(&self.keys, token, state)
-                            .await
-                    }
-                    None => self.store.release(&self.keys, token).await,
-                }
-            };
-            match timeout(cfg.call_timeout, release).await {
+            match timeout(cfg.call_timeout, self.store.release(&self.keys, token)).await {
                 Ok(Ok(released)) => released,
                 Ok(Err(e)) => {
                     self.record_error(e, "release");

@@ -170,34 +170,6 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
         token: &str,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
-    /// Whether [`release_handing_off`](Self::release_handing_off) keeps the state it is
-    /// given for the next term: a term's [`Leadership::hand_off`](crate::Leadership::hand_off)
-    /// refuses state (`HandOffError::Unsupported`) unless its store says so. The
-    /// default, `false`, is right for a duty's own lease (a partition group's terms
-    /// carry state).
-    fn keeps_hand_offs(&self) -> bool {
-        false
-    }
-
-    /// As [`release`](Self::release), and leaves `state` for the next term of the same
-    /// lease, tied to this one; called only if [`keeps_hand_offs`](Self::keeps_hand_offs)
-    /// (the default ignores the state).
-    ///
-    /// # Errors
-    /// The store's [`StoreError`].
-    ///
-    /// # Cancel safety
-    /// If the future is dropped, the lease may or may not have been released.
-    fn release_handing_off(
-        &self,
-        keys: &DutyKeys,
-        token: &str,
-        state: Vec<u8>,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        drop(state);
-        self.release(keys, token)
-    }
-
     /// Resolves an acquire with `token` whose outcome is unknown (it failed with a
     /// retryable error, or its future was dropped, after it may have reached the store):
     /// once this returns `Ok`, `token` holds no lease. The default is

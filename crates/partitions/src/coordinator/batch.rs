@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use tracing::Span;
 
 use crate::keys::GroupKeys;
+use crate::ownership::TermShared;
 use crate::store::GroupStore;
 
 /// The error renewals and releases get once the coordinator has stopped.
@@ -43,7 +44,7 @@ pub(crate) struct PendingRelease {
     pub(crate) partition: Arc<str>,
     pub(crate) fence: Fence,
     pub(crate) token: String,
-    /// The state the term leaves for its successor (`Leadership::hand_off`).
+    /// The state the term leaves for its successor (`Ownership::hand_off`).
     pub(crate) state: Option<Vec<u8>>,
     pub(crate) reply: oneshot::Sender<Result<bool, StoreError>>,
     /// The elector's span, so the batch's work is traced to it.
@@ -225,6 +226,8 @@ pub(crate) struct BatchedStore<B> {
     pub(crate) index: usize,
     /// The term's fence: its release names it.
     pub(crate) fence: Fence,
+    /// What the term's callback shares: its release takes the state it leaves.
+    pub(crate) term: Arc<TermShared>,
 }
 
 impl<B: GroupStore> LeaseStore for BatchedStore<B> {
@@ -249,25 +252,12 @@ impl<B: GroupStore> LeaseStore for BatchedStore<B> {
         self.shared.renew((self.index, self.fence), token).await
     }
 
+    /// Releases the term with the state its callback left for the next one (the
+    /// elector releases only once the callback has ended, so the state is final).
     async fn release(&self, _keys: &DutyKeys, token: &str) -> Result<bool, StoreError> {
+        let state = self.term.seal();
         self.shared
-            .queue_release(self.partition.clone(), self.fence, token, None)
-            .await
-            .unwrap_or_else(|_| Err(stopped()))
-    }
-
-    fn keeps_hand_offs(&self) -> bool {
-        true
-    }
-
-    async fn release_handing_off(
-        &self,
-        _keys: &DutyKeys,
-        token: &str,
-        state: Vec<u8>,
-    ) -> Result<bool, StoreError> {
-        self.shared
-            .queue_release(self.partition.clone(), self.fence, token, Some(state))
+            .queue_release(self.partition.clone(), self.fence, token, state)
             .await
             .unwrap_or_else(|_| Err(stopped()))
     }

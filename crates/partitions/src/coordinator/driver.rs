@@ -14,9 +14,7 @@ use std::time::Duration;
 
 use leasehold_election::ext::ANY_RELEASE;
 use leasehold_election::ext::{Grant, RenewGrid};
-use leasehold_election::{
-    DutyResult, Elector, ElectorConfig, Fence, Leadership, StoreError, TermEndReason,
-};
+use leasehold_election::{DutyResult, Elector, ElectorConfig, Fence, Leadership, StoreError};
 use metrics::{counter, gauge, histogram};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -36,10 +34,10 @@ use crate::config::GroupConfig;
 use crate::error::{PartitionsError, STOPPED};
 use crate::keys::GroupKeys;
 use crate::metrics as m;
+use crate::ownership::{Ownership, TermShared};
 use crate::replica::list::Configured;
 use crate::replica::{
     Action, Claim, ClaimFailure, Leaving, Renewal, ReplicaState, SetAnswer, SetOp, Settings,
-    StopReason,
 };
 use crate::store::protocol::{
     Change, ClaimReply, ClaimRequest, Conflict, GivenBack, Granted, MemberInfo, MoveCause,
@@ -282,7 +280,7 @@ pub(crate) struct Driver<B, F> {
 impl<B, F, Fut> Driver<B, F>
 where
     B: GroupStore,
-    F: Fn(String, Leadership) -> Fut + Send + Sync + 'static,
+    F: Fn(String, Ownership) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
     /// A driver for this replica, its first tick due at once.
@@ -530,17 +528,12 @@ where
         done
     }
 
-    fn stop(&mut self, indices: Vec<usize>, reason: StopReason, to: &BTreeMap<usize, String>) {
-        let (why, counted, cause) = match reason {
-            StopReason::Rebalance => (TermEndReason::HandedOff, true, MoveCause::HandOff),
-            StopReason::Drained => (TermEndReason::Drained, false, MoveCause::Drain),
-            StopReason::Removed => (TermEndReason::Removed, false, MoveCause::Removal),
-            StopReason::Leave => (TermEndReason::Shutdown, false, MoveCause::Leave),
-        };
+    fn stop(&mut self, indices: Vec<usize>, cause: MoveCause, to: &BTreeMap<usize, String>) {
+        let counted = cause == MoveCause::HandOff;
         let warm = self
             .config
             .prepare_moves
-            .filter(|_| reason == StopReason::Rebalance);
+            .filter(|_| cause == MoveCause::HandOff);
         for i in indices {
             let receiver = to.get(&i);
             if let (Some(within), Some(r), Some(fence)) = (warm, receiver, self.slots.fence(i)) {
@@ -565,12 +558,11 @@ where
                     .entry((i, fence))
                     .or_insert_with(|| (cause, receiver.cloned()));
             }
-            debug!(partition = %self.names.get(i), reason = why.label(), to = receiver.map(String::as_str), "handing a partition over");
+            debug!(partition = %self.names.get(i), reason = cause.as_str(), to = receiver.map(String::as_str), "handing a partition over");
             if counted {
                 counter!(m::HANDOFFS, &self.labels.pair()).increment(1);
             }
-            self.slots
-                .stop_because(i, why.clone(), receiver.map(String::as_str));
+            self.slots.stop(i, cause, receiver.map(String::as_str));
         }
         let handoffs = self.state.handoffs();
         self.view.send_if_modified(|v| {
@@ -595,8 +587,7 @@ where
             }
             None => None,
         };
-        self.slots
-            .stop_because(i, TermEndReason::HandedOff, to.as_deref());
+        self.slots.stop(i, MoveCause::HandOff, to.as_deref());
     }
 
     /// A message on the group's channel that is not a release notice or a step's: a
@@ -1030,6 +1021,12 @@ where
         let name = self.names.get(i);
         let mut config = self.template.clone();
         config.duty = name.to_string();
+        let weight = self.state.ledger().held(i).map_or(1, |h| h.weight);
+        let load = self
+            .loads
+            .as_mut()
+            .map(|l| l.start((i, fence), weight, Instant::now()));
+        let term = TermShared::new(load);
         let store = BatchedStore {
             store: self.store.clone(),
             keys: self.keys.clone(),
@@ -1037,6 +1034,7 @@ where
             partition: name.clone(),
             index: i,
             fence,
+            term: term.clone(),
         };
         let callback = self.callback.clone();
         let partition = name.clone();
@@ -1046,36 +1044,36 @@ where
             token: self.state.token().to_owned(),
         };
         let inherit = handoff::inherit(self.previous.remove(&(i, fence)).as_ref());
-        let weight = self.state.ledger().held(i).map_or(1, |h| h.weight);
-        let load = self
-            .loads
-            .as_mut()
-            .map(|l| l.start((i, fence), weight, Instant::now()));
         let (group_store, keys, limit) = (self.store.clone(), self.keys.clone(), self.limit());
         let labels = self.labels.pair();
+        let shared = term.clone();
         let elector = Elector::new(store, config, move |lead: Leadership| {
             let (callback, partition, inherit) =
                 (callback.clone(), partition.clone(), inherit.clone());
-            if let Some(cell) = &load {
-                lead.attach_load(cell.clone());
-            }
-            let (store, keys, labels) = (group_store.clone(), keys.clone(), labels.clone());
+            let lease = Ownership::new(lead, shared.clone());
+            let (store, keys, labels, shared) = (
+                group_store.clone(),
+                keys.clone(),
+                labels.clone(),
+                shared.clone(),
+            );
             async move {
                 // Boxed: the take is rare, and its state would otherwise be part of
                 // every partition's duty future.
                 Box::pin(handoff::offer(
-                    &lead, inherit, &store, &keys, &partition, limit, labels,
+                    &lease, &shared, inherit, &store, &keys, &partition, limit, labels,
                 ))
                 .await;
-                callback(partition.to_string(), lead).await
+                callback(partition.to_string(), lease).await
             }
-        })
-        .granted(grant);
+        });
+        let elector = leasehold_election::ext::granted(elector, grant);
         let (handle, run) = elector.pair();
         self.slots.start(
             i,
             fence,
             handle,
+            term,
             run,
             info_span!("partition", partition = %name),
         );
@@ -1086,8 +1084,8 @@ where
         if let Some(panic) = &ended.panic {
             error!(partition = %name, error = %panic, "a partition elector task failed");
         }
-        self.ends.ended(&name, ended.reason.as_ref());
-        let reason = ended.reason.as_ref().map_or("stopped", |r| r.label());
+        self.ends.ended(&name, ended.cause, ended.reason.as_ref());
+        let reason = super::logs::end_label(ended.cause, ended.reason.as_ref());
         counter!(m::RELEASES, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "reason" => reason).increment(1);
         self.shared.forget((ended.index, ended.fence));
         self.causes.remove(&(ended.index, ended.fence));

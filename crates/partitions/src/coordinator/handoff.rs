@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use leasehold_election::{Fence, Leadership, NoHandOff, StoreError};
+use leasehold_election::{Fence, StoreError};
+
+use crate::ownership::{NoHandOff, Ownership, TermShared};
 use metrics::counter;
 use tokio::time::timeout;
 use tracing::debug;
@@ -40,9 +42,7 @@ impl Why {
             Self::Regranted => NoHandOff::Regranted,
             Self::Crashed => NoHandOff::Crashed,
             Self::ServerChanged => NoHandOff::ServerChanged,
-            Self::NothingLeft(cause) => NoHandOff::NothingLeft {
-                cause: cause.as_str().to_owned(),
-            },
+            Self::NothingLeft(cause) => NoHandOff::NothingLeft { cause },
         }
     }
 }
@@ -84,7 +84,6 @@ pub(crate) fn outcome(offered: &Result<Vec<u8>, NoHandOff>) -> &'static str {
         Err(NoHandOff::Gone) => "gone",
         Err(NoHandOff::Stale) => "stale",
         Err(NoHandOff::Unavailable(_)) => "unavailable",
-        Err(_) => "other",
     }
 }
 
@@ -109,11 +108,13 @@ async fn take<B: GroupStore>(
     offered(taken)
 }
 
-/// Offers `lead` what `inherit` says, taking the state from the store first if there is
-/// some (within `limit`, never past the term's deadline): before the callback runs.
+/// Offers `lease` what `inherit` says, taking the state from the store first if there
+/// is some (within `limit`, never past the term's deadline): before the callback runs.
 /// Counted in [`m::HAND_OFF_STATE`] under `labels` (group, replica).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn offer<B: GroupStore>(
-    lead: &Leadership,
+    lead: &Ownership,
+    term: &TermShared,
     inherit: Inherit,
     store: &B,
     keys: &GroupKeys,
@@ -136,7 +137,7 @@ pub(crate) async fn offer<B: GroupStore>(
         &[a, b, ("outcome", outcome(&offer).to_owned())]
     )
     .increment(1);
-    lead.offer_hand_off(offer);
+    term.offer(offer);
 }
 
 #[cfg(test)]
@@ -250,7 +251,9 @@ mod tests {
         ));
         assert!(matches!(
             Why::NothingLeft(MoveCause::Drain).no_hand_off(),
-            NoHandOff::NothingLeft { cause } if cause == "drain"
+            NoHandOff::NothingLeft {
+                cause: MoveCause::Drain
+            }
         ));
     }
 }

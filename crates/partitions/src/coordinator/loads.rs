@@ -1,18 +1,18 @@
 //! The driver's side of load reports (`GroupConfigBuilder::weights_from_loads`): a
-//! cell per running term that its [`Leadership::report_load`] writes into, sampled
+//! cell per running term that its [`Ownership::report_load`] writes into, sampled
 //! once per renew interval through the damping rule ([`Loads`]), whose weights go to
 //! the store in one request.
 //!
-//! [`Leadership::report_load`]: leasehold_election::Leadership::report_load
+//! [`Ownership::report_load`]: crate::Ownership::report_load
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leasehold_election::LoadCell;
 use tokio::time::Instant;
 
 use crate::config::LoadDamping;
+use crate::ownership::LoadCell;
 use crate::replica::ledger::Ledger;
 use crate::replica::loads::{Loads, TermKey};
 

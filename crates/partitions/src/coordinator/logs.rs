@@ -10,6 +10,8 @@ use leasehold_election::{StoreError, TermEndReason};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use crate::store::ops::moves::MoveCause;
+
 /// How many partition names a summary line shows.
 const SAMPLE: usize = 3;
 
@@ -26,12 +28,30 @@ pub(crate) struct EndsLog {
     error: Option<String>,
 }
 
+/// The label of a partition term's end (the `reason` of the releases metric and of the
+/// log lines): why this replica ended it, else the elector's reason.
+pub(crate) fn end_label(cause: Option<MoveCause>, reason: Option<&TermEndReason>) -> &'static str {
+    match (cause, reason) {
+        (Some(MoveCause::HandOff), _) => "handed_off",
+        (Some(MoveCause::Drain), _) => "drained",
+        (Some(MoveCause::Removal), _) => "removed",
+        (Some(_), _) => "shutdown",
+        (None, Some(r)) => r.label(),
+        (None, None) => "stopped",
+    }
+}
+
 impl EndsLog {
-    /// A partition's term ended for `reason` (`None`: its task panicked, or it never
-    /// led).
-    pub(crate) fn ended(&mut self, partition: &Arc<str>, reason: Option<&TermEndReason>) {
-        let label = reason.map_or("stopped", TermEndReason::label);
-        if reason.is_some_and(TermEndReason::is_planned) {
+    /// A partition's term ended: as this replica asked (`cause`), or for the elector's
+    /// `reason` (`None` for both: its task panicked, or it never led).
+    pub(crate) fn ended(
+        &mut self,
+        partition: &Arc<str>,
+        cause: Option<MoveCause>,
+        reason: Option<&TermEndReason>,
+    ) {
+        let label = end_label(cause, reason);
+        if cause.is_some() || reason.is_some_and(TermEndReason::is_planned) {
             *self.planned.entry(label).or_default() += 1;
             return;
         }
@@ -143,9 +163,13 @@ mod tests {
         let mut log = EndsLog::default();
         let names: Vec<Arc<str>> = (0..5).map(|i| Arc::from(format!("p{i}"))).collect();
         for n in &names[..4] {
-            log.ended(n, Some(&TermEndReason::DeadlinePassed));
+            log.ended(n, None, Some(&TermEndReason::DeadlinePassed));
         }
-        log.ended(&names[4], Some(&TermEndReason::HandedOff));
+        log.ended(
+            &names[4],
+            Some(MoveCause::HandOff),
+            Some(&TermEndReason::Shutdown),
+        );
         assert_eq!(log.unplanned.get("deadline_passed"), Some(&4));
         assert_eq!(log.planned.get("handed_off"), Some(&1));
         assert_eq!(log.sample.len(), SAMPLE);

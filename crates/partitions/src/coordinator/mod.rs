@@ -19,7 +19,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use leasehold_election::{DutyResult, Leadership};
+use leasehold_election::DutyResult;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -31,6 +31,7 @@ use crate::config::GroupConfig;
 use crate::error::{PartitionsError, STOPPED};
 use crate::keys::GroupKeys;
 use crate::metrics as m;
+use crate::ownership::Ownership;
 use crate::store::{GroupStatus, GroupStore, read_status};
 use crate::view::GroupView;
 
@@ -38,8 +39,9 @@ use crate::view::GroupView;
 /// [`Coordinator::spawn`].
 ///
 /// The callback runs while this replica owns a partition, with the partition name and
-/// the same [`Leadership`] an elector gives a duty; it is cancelled (with a grace
-/// bounded by the lease) when ownership ends.
+/// the term's [`Ownership`] (the duty's `Leadership`: fence, deadline, cancellation;
+/// plus hand-off state, load reports and why the term ended); it is cancelled (with a
+/// grace bounded by the lease) when ownership ends.
 pub struct Coordinator<B, F> {
     store: B,
     config: GroupConfig,
@@ -60,7 +62,7 @@ impl<B, F> std::fmt::Debug for Coordinator<B, F> {
 impl<B, F, Fut> Coordinator<B, F>
 where
     B: GroupStore,
-    F: Fn(String, Leadership) -> Fut + Send + Sync + 'static,
+    F: Fn(String, Ownership) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
     /// A coordinator for this replica.

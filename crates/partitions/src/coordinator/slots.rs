@@ -5,9 +5,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 
+use std::sync::Arc;
+
 use leasehold_election::{ElectorHandle, Fence, TermEndReason};
 use tokio::task::{Id, JoinError, JoinSet};
 use tracing::Instrument;
+
+use crate::ownership::TermShared;
+use crate::store::ops::moves::MoveCause;
 
 /// An elector that has ended.
 #[derive(Debug)]
@@ -17,6 +22,8 @@ pub(crate) struct Ended {
     pub(crate) fence: Fence,
     /// Why its term ended (`None` if it panicked or never led).
     pub(crate) reason: Option<TermEndReason>,
+    /// Why the coordinator ended it, if it did.
+    pub(crate) cause: Option<MoveCause>,
     /// The panic, if its task panicked.
     pub(crate) panic: Option<JoinError>,
 }
@@ -26,7 +33,7 @@ pub(crate) struct Slots {
     tasks: JoinSet<usize>,
     // Ordered maps: a stop of all of them goes in partition order, so a seeded
     // simulation replays exactly.
-    running: BTreeMap<usize, (Fence, ElectorHandle)>,
+    running: BTreeMap<usize, (Fence, ElectorHandle, Arc<TermShared>)>,
     by_task: HashMap<Id, usize>,
 }
 
@@ -38,6 +45,7 @@ impl Slots {
         index: usize,
         fence: Fence,
         handle: ElectorHandle,
+        term: Arc<TermShared>,
         run: impl Future<Output = ()> + Send + 'static,
         span: tracing::Span,
     ) {
@@ -53,29 +61,29 @@ impl Slots {
             .instrument(span),
         );
         self.by_task.insert(task.id(), index);
-        self.running.insert(index, (fence, handle));
+        self.running.insert(index, (fence, handle, term));
     }
 
     /// The fence of the term whose elector runs for `index`, if one does.
     pub(crate) fn fence(&self, index: usize) -> Option<Fence> {
-        self.running.get(&index).map(|(f, _)| *f)
+        self.running.get(&index).map(|(f, ..)| *f)
     }
 
-    /// Asks the elector of `index` to step down gracefully, the term ending with
-    /// `reason` (and handing the partition to `to`, if named).
-    pub(crate) fn stop_because(&self, index: usize, reason: TermEndReason, to: Option<&str>) {
-        if let Some((_, h)) = self.running.get(&index) {
-            match to {
-                Some(to) => h.stop_handing_to(reason, to.into()),
-                None => h.stop_because(reason),
-            }
+    /// Asks the elector of `index` to step down gracefully, the term ending for `cause`
+    /// (and handing the partition to `to`, if named): the callback knows both before it
+    /// is cancelled.
+    pub(crate) fn stop(&self, index: usize, cause: MoveCause, to: Option<&str>) {
+        if let Some((_, h, term)) = self.running.get(&index) {
+            term.ending(cause, to);
+            h.stop();
         }
     }
 
-    /// Asks every elector to step down gracefully.
+    /// Asks every elector to step down gracefully (the replica leaves).
     pub(crate) fn stop_all(&self) {
-        for (_, h) in self.running.values() {
-            h.shutdown_token().cancel();
+        for (_, h, term) in self.running.values() {
+            term.ending(MoveCause::Leave, None);
+            h.stop();
         }
     }
 
@@ -93,14 +101,16 @@ impl Slots {
             let Some(index) = self.by_task.remove(&id) else {
                 continue;
             };
-            let Some((fence, handle)) = self.running.remove(&index) else {
+            let Some((fence, handle, term)) = self.running.remove(&index) else {
                 continue;
             };
             let reason = handle.status().last_term.map(|t| t.reason);
+            let cause = term.ended_for();
             return Ended {
                 index,
                 fence,
                 reason,
+                cause,
                 panic,
             };
         }

@@ -6,21 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::store::ops::moves::MoveCause;
 use leasehold_election::Fence;
 use tokio::time::Instant;
-
-/// Why this replica hands a partition over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StopReason {
-    /// To even out the group.
-    Rebalance,
-    /// The replica is drained.
-    Drained,
-    /// The partition was removed from the set.
-    Removed,
-    /// The replica leaves the group.
-    Leave,
-}
 
 /// What is being done with a term the session holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +18,7 @@ pub(crate) enum Phase {
     /// Its elector runs.
     Serving,
     /// Its elector was told to hand over (and releases the term when done).
-    Stopping(StopReason),
+    Stopping(MoveCause),
     /// Held in the store with no elector (a resumed session, a claim whose reply was
     /// lost): to be granted again, or given back.
     Unserved,
@@ -160,7 +148,7 @@ impl Ledger {
     }
 
     /// Tells the elector of `i` to hand over; false if none serves it.
-    pub(crate) fn stop(&mut self, i: usize, reason: StopReason) -> bool {
+    pub(crate) fn stop(&mut self, i: usize, reason: MoveCause) -> bool {
         self.edit(i, |s| match &mut s.held {
             Some(h) if h.phase == Phase::Serving => {
                 h.phase = Phase::Stopping(reason);
@@ -412,7 +400,7 @@ mod tests {
         let mut l = Ledger::default();
         let t = Instant::now();
         l.grant(1, Fence(10), 1, t);
-        assert!(l.stop(1, StopReason::Rebalance));
+        assert!(l.stop(1, MoveCause::HandOff));
         // Released, and claimed again before the old elector was joined.
         assert_eq!(l.grant(1, Fence(20), 1, t), None);
         assert_eq!(l.electors(), 1, "only the old one runs");

@@ -61,7 +61,6 @@ use tokio::time::Instant;
 
 use self::cadence::{Cadence, QUICK};
 pub(crate) use self::leave::Leaving;
-pub(crate) use self::ledger::StopReason;
 use self::ledger::{Effect, Ledger, Phase};
 use self::list::{Configured, SetSync};
 pub(crate) use self::list::{SetAnswer, SetOp};
@@ -74,6 +73,7 @@ use crate::balance::prefer::{
 use crate::balance::receive::receivers;
 use crate::balance::weighted::{Loaded, Totals, WeightedPlan, weighted_plan};
 use crate::store::CLAIM_BATCH;
+use crate::store::ops::moves::MoveCause;
 use crate::store::protocol::{
     ClaimReply, Conflict, MemberInfo, MemberState, SessionReply, SetInfo, TickReply, TickRequest,
 };
@@ -147,7 +147,7 @@ pub(crate) enum Action {
     /// `to` to that replica (reserved for it for a while: [`crate::balance::receive`]).
     Stop {
         indices: Vec<usize>,
-        reason: StopReason,
+        reason: MoveCause,
         to: BTreeMap<usize, String>,
     },
     /// Stop every elector (leaving; with `keep`, without releasing).
@@ -765,7 +765,7 @@ impl ReplicaState {
         for &i in revoked {
             match self.ledger.held(i).map(|h| h.phase) {
                 Some(Phase::Serving) => {
-                    self.ledger.stop(i, StopReason::Removed);
+                    self.ledger.stop(i, MoveCause::Removal);
                     stop.push(i);
                 }
                 // Not started yet: it is given back by the next regrant.
@@ -778,7 +778,7 @@ impl ReplicaState {
         }
         vec![Action::Stop {
             indices: stop,
-            reason: StopReason::Removed,
+            reason: MoveCause::Removal,
             to: BTreeMap::new(),
         }]
     }
@@ -905,7 +905,7 @@ impl ReplicaState {
             self.wplan = None;
             let all = self.ledger.serving();
             for &i in &all {
-                self.ledger.stop(i, StopReason::Drained);
+                self.ledger.stop(i, MoveCause::Drain);
             }
             for (i, _) in self.ledger.in_phase(Phase::Starting) {
                 self.ledger.unstart(i);
@@ -913,7 +913,7 @@ impl ReplicaState {
             if !all.is_empty() {
                 actions.push(Action::Stop {
                     indices: all,
-                    reason: StopReason::Drained,
+                    reason: MoveCause::Drain,
                     to: BTreeMap::new(),
                 });
             }
@@ -1115,7 +1115,7 @@ impl ReplicaState {
                 break;
             }
             let weight = self.weight_of(i);
-            if self.ledger.stop(i, StopReason::Rebalance) {
+            if self.ledger.stop(i, MoveCause::HandOff) {
                 chosen.push((i, weight));
             }
         }
@@ -1123,7 +1123,7 @@ impl ReplicaState {
         let to = self.receivers(&chosen);
         (!chosen.is_empty()).then_some(Action::Stop {
             indices: chosen.into_iter().map(|(i, _)| i).collect(),
-            reason: StopReason::Rebalance,
+            reason: MoveCause::HandOff,
             to,
         })
     }
@@ -1701,7 +1701,7 @@ impl ReplicaState {
     /// (plain) or kept with it (sticky).
     fn stop_everything(&mut self, keep: bool, now: Instant) -> Vec<Action> {
         for i in self.ledger.serving() {
-            self.ledger.stop(i, StopReason::Leave);
+            self.ledger.stop(i, MoveCause::Leave);
         }
         self.ledger.drop_unstarted();
         let mut actions = vec![Action::StopAll { keep }];

@@ -611,7 +611,7 @@ fn hand_overs_need_two_ticks_in_a_row_and_then_wait_out_a_cooldown() {
     let [
         Action::Stop {
             indices: chosen,
-            reason: StopReason::Rebalance,
+            reason: MoveCause::HandOff,
             to,
         },
     ] = second.as_slice()
@@ -678,7 +678,7 @@ fn with_a_move_budget_a_hand_over_asks_for_it_first_and_makes_only_what_it_grant
     let [
         Action::Stop {
             indices: chosen,
-            reason: StopReason::Rebalance,
+            reason: MoveCause::HandOff,
             ..
         },
     ] = stops.as_slice()
@@ -1182,7 +1182,7 @@ fn a_removed_partition_is_handed_back_and_a_drained_replica_hands_everything_ove
         actions,
         vec![Action::Stop {
             indices: vec![1],
-            reason: StopReason::Removed,
+            reason: MoveCause::Removal,
             to: BTreeMap::new(),
         }]
     );
@@ -1197,7 +1197,7 @@ fn a_removed_partition_is_handed_back_and_a_drained_replica_hands_everything_ove
     else {
         panic!("{actions:?}");
     };
-    assert_eq!(*reason, StopReason::Drained);
+    assert_eq!(*reason, MoveCause::Drain);
     assert_eq!(indices.len(), 2, "the two it still serves");
     assert_eq!(sim.next_request().state, MemberState::Draining);
     // Undrained: back to the rule.

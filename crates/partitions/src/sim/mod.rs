@@ -36,7 +36,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold_election::Leadership;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{RngExt, SeedableRng};
@@ -47,7 +46,7 @@ use self::oracle::{Listing, TermRec, Terms};
 use crate::store::protocol::Protocol;
 use crate::{
     Coordinator, CoordinatorHandle, GroupAdmin, GroupConfig, LoadDamping, MemoryGroupStore,
-    MemorySnapshot,
+    MemorySnapshot, Ownership,
 };
 
 /// Every partition's lease in a simulation.
@@ -443,7 +442,7 @@ impl World {
         let handle = Coordinator::new(
             r.link.for_process(pid),
             config,
-            move |partition: String, lead: Leadership| {
+            move |partition: String, lead: Ownership| {
                 let terms = terms.clone();
                 async move {
                     let state = format!("{partition}@{}", lead.fence().get());

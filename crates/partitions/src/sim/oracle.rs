@@ -6,7 +6,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold_election::Leadership;
+use crate::{MoveCause, Ownership};
 use tokio::time::Instant;
 
 /// One term as its callback saw it.
@@ -30,11 +30,11 @@ pub(crate) struct TermRec {
     /// handed to by name if its replica named one (`Leadership::successor`).
     pub(crate) handed_off: bool,
     pub(crate) successor: Option<String>,
-    lead: Option<Leadership>,
+    lead: Option<Ownership>,
 }
 
 impl TermRec {
-    pub(crate) fn new(partition: String, pid: u64, lead: &Leadership) -> Self {
+    pub(crate) fn new(partition: String, pid: u64, lead: &Ownership) -> Self {
         Self {
             partition,
             replica: lead.replica_id().to_owned(),
@@ -89,11 +89,8 @@ impl Drop for EndGuard {
 impl EndGuard {
     /// Notes whether the term was handed over, and to whom by name, as its end reason
     /// says (call once the term was cancelled).
-    pub(crate) fn handed_to(&self, lead: &Leadership) {
-        if matches!(
-            lead.end_reason(),
-            Some(leasehold_election::TermEndReason::HandedOff)
-        ) {
+    pub(crate) fn handed_to(&self, lead: &Ownership) {
+        if lead.end_reason() == Some(MoveCause::HandOff) {
             let mut all = self.0.lock();
             all[self.1].handed_off = true;
             all[self.1].successor = lead.successor().map(str::to_owned);

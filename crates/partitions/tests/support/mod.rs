@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leasehold_election::{Leadership, NoHandOff, TermEndReason};
 use leasehold_partitions::{
     Coordinator, CoordinatorHandle, GroupAdmin, GroupConfig, GroupConfigBuilder, GroupStore,
+    MoveCause, NoHandOff, Ownership,
 };
 use tokio::time::Instant;
 
@@ -19,16 +19,16 @@ pub struct Term {
     pub fence: u64,
     pub start: Instant,
     pub end: Option<Instant>,
-    /// Why it ended, as its callback was told (`Leadership::end_reason`).
-    pub reason: Option<TermEndReason>,
-    /// The replica it was handed to, as its callback was told (`Leadership::successor`).
+    /// Why it ended, as its callback was told (`Ownership::end_reason`).
+    pub reason: Option<MoveCause>,
+    /// The replica it was handed to, as its callback was told (`Ownership::successor`).
     pub successor: Option<String>,
     /// What the term was offered of the state the one before handed off
-    /// (`Leadership::handed_over`).
+    /// (`Ownership::handed_over`).
     pub handed_over: Result<Vec<u8>, NoHandOff>,
 }
 
-/// The loads a fleet's callbacks report (`Leadership::report_load`): each partition's
+/// The loads a fleet's callbacks report (`Ownership::report_load`): each partition's
 /// (0 if not set), times `1 ± noise` drawn anew at every report.
 #[derive(Debug, Clone, Default)]
 pub struct Loads {
@@ -213,7 +213,7 @@ impl<B: GroupStore> Fleet<B> {
             .prepare
             .map(|took| (took, self.prepared.clone(), replica.clone()));
         let coordinator =
-            Coordinator::new(store, config, move |partition: String, lead: Leadership| {
+            Coordinator::new(store, config, move |partition: String, lead: Ownership| {
                 let (ledger, loads) = (ledger.clone(), loads.clone());
                 async move {
                     let index = {
@@ -287,7 +287,7 @@ impl<B: GroupStore> Fleet<B> {
         let creator = Coordinator::new(
             self.store.clone(),
             config,
-            |_p, lead: Leadership| async move {
+            |_p, lead: Ownership| async move {
                 lead.cancelled().await;
                 Ok(())
             },
