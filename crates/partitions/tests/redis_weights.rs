@@ -108,7 +108,7 @@ fn assert_nothing_moved_since(fleet: &Fleet<RedisStore>, before: usize) {
                 .iter()
                 .filter(|e| e.partition == t.partition)
                 .max_by_key(|e| e.start)
-                .map(|e| (e.replica.clone(), e.reason.clone()));
+                .map(|e| (e.replica.clone(), e.reason));
             (&t.partition, &t.replica, t.fence, ended)
         })
         .collect();
