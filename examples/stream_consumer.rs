@@ -400,7 +400,9 @@ async fn read_after(
     stream: &str,
     cursor: &str,
 ) -> Result<Vec<String>, redis::RedisError> {
-    let reply: Option<Vec<(String, Vec<(String, redis::Value)>)>> = redis::cmd("XREAD")
+    // `[[stream, [[id, [field, value, ...]], ...]]]`, or nil when nothing came.
+    type Entries = Vec<(String, redis::Value)>;
+    let reply: Option<Vec<(String, Entries)>> = redis::cmd("XREAD")
         .arg("COUNT")
         .arg(READ_COUNT)
         .arg("BLOCK")
