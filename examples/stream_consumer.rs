@@ -28,7 +28,7 @@
 //! (`REPLICA_ID`, default `replica-<pid>`), `--port` (`HTTP_PORT`, default 8080; every
 //! interface), `--lease-ms` (default 3000). The workspace's `tests/stream_consumer.rs`
 //! runs both against a real redis-server and checks that every tenant's output is its
-//! stream's ids, in order, once each.
+//! stream's ids, in order, once each. `docs/recipes.md` walks through it.
 
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -53,8 +53,8 @@ use tokio::time::Instant;
 const GROUP: &str = "stream-consumers";
 /// Entries read per `XREAD`.
 const READ_COUNT: usize = 100;
-/// How long an `XREAD` waits for new entries: short, so that a term that ends is
-/// noticed between two reads as well.
+/// How long an `XREAD` waits for new entries: short, since the loop also samples the
+/// arrival rate between reads (the connection's response timeout is this plus 2 s).
 const READ_BLOCK: Duration = Duration::from_millis(200);
 /// How often an owner measures its tenant's arrival rate and reports it.
 const REPORT_EVERY: Duration = Duration::from_secs(1);
