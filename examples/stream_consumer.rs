@@ -46,6 +46,7 @@ use leasehold_election::{
 };
 use leasehold_partitions::{Coordinator, GroupConfig, GroupView, LoadDamping, PartitionsError};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_util::MetricKindMask;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -171,7 +172,12 @@ async fn consume(
     // built on the `metrics` facade 0.24, the version Leasehold records into (the
     // workspace's `metrics = "0.24"`): an exporter on another facade version installs its
     // recorder into that version, and then no `leasehold_*` metric shows, with no error.
-    let prometheus = PrometheusBuilder::new().install_recorder()?;
+    // Series not updated for ten minutes are dropped: the `metrics` facade cannot
+    // withdraw the series of a tenant that moved away, so without a cap they grow with
+    // every tenant this replica ever owned (docs/partitions.md, "How many series").
+    let prometheus = PrometheusBuilder::new()
+        .idle_timeout(MetricKindMask::ALL, Some(Duration::from_secs(600)))
+        .install_recorder()?;
     describe_metrics();
     // Bound before joining: a port in use fails the start, not a running member.
     let listener =
