@@ -17,6 +17,9 @@ mod prometheus;
 #[allow(dead_code)]
 #[path = "../examples/scheduler.rs"]
 mod scheduler;
+#[allow(dead_code)]
+#[path = "../examples/stream_consumer.rs"]
+mod stream_consumer;
 mod support;
 #[allow(dead_code)]
 #[path = "../examples/tenants.rs"]
@@ -46,6 +49,7 @@ fn main() {
             "tenants" => tenants::main,
             "prometheus" => prometheus::main,
             "hand_off" => hand_off::main,
+            "stream_consumer" => stream_consumer::main,
             other => panic!("no example {other:?}"),
         });
     }
@@ -80,6 +84,18 @@ fn main() {
         (
             "prometheus_says_it_waits_for_redis_when_redis_is_down",
             || reports_redis_down("prometheus"),
+        ),
+        (
+            "stream_consumer_leaves_the_group_and_exits_on_the_first_sigint",
+            || stream_consumer_stops_on("INT"),
+        ),
+        (
+            "stream_consumer_leaves_the_group_and_exits_on_the_first_sigterm",
+            || stream_consumer_stops_on("TERM"),
+        ),
+        (
+            "stream_consumer_says_it_waits_for_redis_when_redis_is_down",
+            || reports_redis_down("stream_consumer"),
         ),
         (
             "hand_off_resumes_every_moved_stream_from_the_offset_handed_over",
@@ -142,6 +158,14 @@ fn start(example: &str, redis_url: &str) -> ExampleProcess {
             ExampleProcess::start(
                 "prometheus",
                 &["--replica", "replica-a", "--port", &port],
+                &[("REDIS_URL", redis_url)],
+            )
+        }
+        "stream_consumer" => {
+            let port = free_port().to_string();
+            ExampleProcess::start(
+                "stream_consumer",
+                &["consume", "--replica", "replica-a", "--port", &port],
                 &[("REDIS_URL", redis_url)],
             )
         }
@@ -222,7 +246,7 @@ fn tenants_stops_on(signal: &str, when: When) {
         process.wait_for_line(": serving (fence", RUNNING);
     } else {
         process.wait_for_line("replica-a: owns 32 of 32 tenants", RUNNING);
-        let status = group_status(&redis);
+        let status = group_status(&redis, "tenants");
         assert_eq!(status.replicas.len(), 1, "one live replica: {status:?}");
         assert!(
             status.partitions.iter().all(|p| p.owner.is_some()),
@@ -230,7 +254,7 @@ fn tenants_stops_on(signal: &str, when: When) {
         );
     }
     stop_with(&mut process, signal);
-    let status = group_status(&redis);
+    let status = group_status(&redis, "tenants");
     assert!(
         status.replicas.is_empty(),
         "no live replica left: {status:?}"
@@ -241,15 +265,39 @@ fn tenants_stops_on(signal: &str, when: When) {
     );
 }
 
-/// The `tenants` group as the library reads it.
-fn group_status(redis: &RedisServer) -> leasehold_partitions::GroupStatus {
+/// `stream_consumer` leaves its group on one signal: every tenant it consumed is
+/// released (its cursor handed off), and nothing is left live.
+fn stream_consumer_stops_on(signal: &str) {
+    let redis = RedisServer::start();
+    let mut process = start("stream_consumer", &redis.url());
+    process.wait_for_line("replica-a: tenant-", RUNNING);
+    stop_with(&mut process, signal);
+    let lines = process.lines();
+    assert!(
+        lines.iter().any(|l| l.contains(": handed off at ")),
+        "no cursor handed off:\n{}",
+        lines.join("\n")
+    );
+    let status = group_status(&redis, "stream-consumers");
+    assert!(
+        status.replicas.is_empty(),
+        "no live replica left: {status:?}"
+    );
+    assert!(
+        status.partitions.iter().all(|p| p.owner.is_none()),
+        "every tenant released: {status:?}"
+    );
+}
+
+/// A group as the library reads it.
+fn group_status(redis: &RedisServer, group: &str) -> leasehold_partitions::GroupStatus {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
     runtime.block_on(async {
         let store = RedisStore::connect(&redis.url()).expect("a store");
-        leasehold_partitions::group_status(&store, "leasehold", "tenants")
+        leasehold_partitions::group_status(&store, "leasehold", group)
             .await
             .expect("read the group")
             .expect("the group exists")

@@ -21,6 +21,8 @@ pub mod docs {
     pub struct Operations;
     #[doc = include_str!("../../docs/partitions.md")]
     pub struct Partitions;
+    #[doc = include_str!("../../docs/recipes.md")]
+    pub struct Recipes;
     #[doc = include_str!("../../docs/topologies.md")]
     pub struct Topologies;
 }
