@@ -9,7 +9,7 @@
 //! cursor never disagree and a deposed owner's write is refused. A new term raises the
 //! two keys' fences *before* it reads where to resume (`docs/fencing.md`, "Resuming
 //! exactly once"); on a planned move the old owner hands its cursor to the next
-//! (`Leadership::hand_off`). Each replica serves `/healthz`, `/owned` (the tenants it
+//! (`Ownership::hand_off`). Each replica serves `/healthz`, `/owned` (the tenants it
 //! owns, as JSON) and `/metrics` (Prometheus) on one port. The first Ctrl-C (SIGINT) or
 //! SIGTERM leaves gracefully, handing every cursor over; while Redis cannot be reached
 //! it says "waiting for Redis (...)" once for each new error.
@@ -41,10 +41,11 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use clap::{Args, Parser, Subcommand};
-use leasehold_election::{
-    DutyError, DutyResult, FencedWriteError, FencedWriter, HandOffError, Leadership, RedisStore,
+use leasehold_partitions::redis;
+use leasehold_partitions::{
+    Coordinator, DutyError, DutyResult, FencedWriteError, FencedWriter, GroupConfig, GroupView,
+    HandOffError, LoadDamping, Ownership, PartitionsError, RedisStore,
 };
-use leasehold_partitions::{Coordinator, GroupConfig, GroupView, LoadDamping, PartitionsError};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use metrics_util::MetricKindMask;
 use tokio::sync::watch;
@@ -266,7 +267,7 @@ async fn consume(
 }
 
 /// One tenant, for one term of this replica's ownership.
-async fn serve_tenant(shared: Arc<Shared>, tenant: String, lead: Leadership) -> DutyResult {
+async fn serve_tenant(shared: Arc<Shared>, tenant: String, lead: Ownership) -> DutyResult {
     let me = lead.replica_id().to_owned();
     let keys = Keys::of(&tenant);
     let fence = lead.fence();
@@ -378,7 +379,7 @@ async fn serve_tenant(shared: Arc<Shared>, tenant: String, lead: Leadership) -> 
 
 /// `Stale`: a newer term owns the tenant and has written or raised its keys; stop
 /// quietly. Any other error ends the term as failed.
-fn deposed(me: &str, tenant: &str, lead: &Leadership, e: FencedWriteError) -> DutyResult {
+fn deposed(me: &str, tenant: &str, lead: &Ownership, e: FencedWriteError) -> DutyResult {
     match e {
         FencedWriteError::Stale { highest, .. } => {
             metrics::counter!("stream_consumer_deposed_total").increment(1);
@@ -449,7 +450,7 @@ impl Arrivals {
         conn: &mut redis::aio::MultiplexedConnection,
         stream: &str,
         tenant: &str,
-        lead: &Leadership,
+        lead: &Ownership,
     ) -> DutyResult {
         let now = Instant::now();
         if self

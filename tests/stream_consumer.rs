@@ -20,8 +20,8 @@ use std::net::TcpStream;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use leasehold_election::{Fence, FencedWriteError, FencedWriter, RedisStore};
 use leasehold_partitions::GroupStatus;
+use leasehold_partitions::{Fence, FencedWriteError, FencedWriter, RedisStore};
 use leasehold_testkit::RedisServer;
 
 use self::support::{CHILD_ENV, ExampleProcess, free_port};
