@@ -24,6 +24,8 @@ pub mod docs {
     pub struct Operations;
     #[doc = include_str!("../../docs/partitions.md")]
     pub struct Partitions;
+    #[doc = include_str!("../../docs/partitions-reference.md")]
+    pub struct PartitionsReference;
     #[doc = include_str!("../../docs/topologies.md")]
     pub struct Topologies;
 }
