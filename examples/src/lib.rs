@@ -7,6 +7,9 @@
 /// The code blocks of `docs/*.md`, as doctests (only built by `cargo test`).
 #[cfg(doctest)]
 pub mod docs {
+    // `leasehold-partitions`' README (its crates.io page; its crate docs are its own).
+    #[doc = include_str!("../../crates/partitions/README.md")]
+    pub struct PartitionsReadme;
     #[doc = include_str!("../../docs/benchmarks.md")]
     pub struct Benchmarks;
     #[doc = include_str!("../../docs/election.md")]
@@ -21,6 +24,8 @@ pub mod docs {
     pub struct Operations;
     #[doc = include_str!("../../docs/partitions.md")]
     pub struct Partitions;
+    #[doc = include_str!("../../docs/partitions-reference.md")]
+    pub struct PartitionsReference;
     #[doc = include_str!("../../docs/recipes.md")]
     pub struct Recipes;
     #[doc = include_str!("../../docs/topologies.md")]

@@ -16,10 +16,11 @@ use serde_json::Value;
 use crate::store::BoxError;
 
 /// The files that carry generated tables.
-pub const DOCS: [&str; 5] = [
+pub const DOCS: [&str; 6] = [
     "README.md",
     "docs/benchmarks.md",
     "docs/partitions.md",
+    "docs/partitions-reference.md",
     "docs/guarantees.md",
     "docs/election.md",
 ];
