@@ -309,7 +309,7 @@ pub struct RebalanceArgs {
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..), conflicts_with = "lose_writes")]
     pub move_budget: Option<u32>,
     /// Every partition callback hands off N bytes of state when its term ends
-    /// (`Leadership::hand_off`: a header naming the term, padded to N; 0: none, at
+    /// (`Ownership::hand_off`: a header naming the term, padded to N; 0: none, at
     /// most 1 MiB). The report's `hand_offs` counts the planned moves whose new term
     /// got exactly the previous term's state, and the ledger check its `state_bytes`.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_hand_off_bytes, conflicts_with = "lose_writes")]
@@ -334,7 +334,7 @@ pub struct RebalanceArgs {
     /// whose loads follow a Zipf law (`--load-zipf-s`, the largest 1000), `shifting`
     /// (the `--hot` top ranks go to other tenants every `--shift-secs`) or
     /// `stationary` (never reassigned, `--noise-percent` noise every second), reported
-    /// by the callbacks (`Leadership::report_load`) and damped into weights
+    /// by the callbacks (`Ownership::report_load`) and damped into weights
     /// (`--half-life-ms`); then the same loads with static weights and by count only
     /// (`--modes`), each on a fresh group for `--seconds`. The report gives each
     /// mode's `load.max_over_share` {p50, p95, max} over time and `moves_per_min`.
@@ -497,7 +497,7 @@ pub struct RollingArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub limit_secs: Option<u64>,
     /// Every partition callback hands off N bytes of state when its term ends
-    /// (`Leadership::hand_off`: a header naming the term, padded to N; 0: none, at
+    /// (`Ownership::hand_off`: a header naming the term, padded to N; 0: none, at
     /// most 1 MiB). The report's `hand_offs` counts the planned moves whose new term
     /// got exactly the previous term's state, and the ledger check its `state_bytes`.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_hand_off_bytes)]
@@ -558,7 +558,7 @@ pub struct ChaosArgs {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub write_every_ms: u64,
     /// Every partition callback hands off N bytes of state when its term ends
-    /// (`Leadership::hand_off`: a header naming the term, padded to N; 0: none, at
+    /// (`Ownership::hand_off`: a header naming the term, padded to N; 0: none, at
     /// most 1 MiB). Whatever the terms are offered is checked over the whole run: state
     /// that is not the previous term's is a violation (`hand_offs.stale`).
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = parse_hand_off_bytes)]
@@ -638,7 +638,7 @@ pub struct PartitionChildArgs {
     pub prepare_work_ms: u64,
     /// The synthetic loads of `rebalance --load`, as the JSON of a `Schedule`
     /// (`group/tenants.rs`): every callback reports its partition's load
-    /// (`Leadership::report_load`) every `--report-every-ms`.
+    /// (`Ownership::report_load`) every `--report-every-ms`.
     #[arg(long, requires = "half_life_ms")]
     pub load_schedule: Option<String>,
     /// How often a callback reports its load, in milliseconds.

@@ -32,7 +32,7 @@ fn request_id() -> String {
 /// Every replica sees a change at its next tick (at most one renew interval, usually
 /// at once: a change publishes a notice): a new partition is claimed by the fair-share
 /// rule, a removed one is handed back by its owner (its callback is cancelled with
-/// [`TermEndReason::Removed`](leasehold_election::TermEndReason::Removed), then it is
+/// [`MoveCause::Removal`](crate::MoveCause::Removal), then it is
 /// released), a drained replica hands everything over.
 ///
 /// The admin changes a group its replicas created; it never creates one (so a change

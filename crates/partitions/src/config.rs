@@ -111,7 +111,7 @@ pub struct GroupConfig {
     /// even out the group per renew interval, group-wide (see
     /// [`GroupConfigBuilder::max_weight_moved_per_interval`]). Default: none.
     pub max_weight_moved_per_interval: Option<u32>,
-    /// How long the state a term hands off (`Leadership::hand_off`) waits in Redis for
+    /// How long the state a term hands off (`Ownership::hand_off`) waits in Redis for
     /// the partition's next owner. Default: 60 s.
     pub hand_off_ttl: Duration,
     /// Whether this replica turns the loads its partitions report into their weights,
@@ -124,7 +124,7 @@ pub struct GroupConfig {
 }
 
 /// How a group turns the loads its partitions' owners report
-/// ([`Leadership::report_load`](leasehold_election::Leadership::report_load)) into
+/// ([`Ownership::report_load`](crate::Ownership::report_load)) into
 /// their weights ([`GroupConfigBuilder::weights_from_loads`]).
 ///
 /// Once per renew interval, each replica folds the last load reported for each of its
@@ -416,7 +416,7 @@ impl GroupConfigBuilder {
     }
 
     /// How long the state a term hands off
-    /// ([`Leadership::hand_off`](leasehold_election::Leadership::hand_off)) waits in
+    /// ([`Ownership::hand_off`](crate::Ownership::hand_off)) waits in
     /// Redis for the partition's next owner (1 ms ..= 1 day): the next owner takes it
     /// when its term starts, and state nobody took is gone after this. Default: 60 s.
     pub fn hand_off_ttl(mut self, ttl: Duration) -> Self {
@@ -425,7 +425,7 @@ impl GroupConfigBuilder {
     }
 
     /// Balances by measured load: the loads the callbacks report
-    /// ([`Leadership::report_load`](leasehold_election::Leadership::report_load)),
+    /// ([`Ownership::report_load`](crate::Ownership::report_load)),
     /// damped by `damping`, become their partitions' weights, so the group spreads its
     /// partitions by what they cost, as it does by hand-set weights
     /// ([`GroupAdmin::set_weight`](crate::GroupAdmin::set_weight)) and with the same
@@ -453,13 +453,13 @@ impl GroupConfigBuilder {
 
     /// Warm moves (make before break): before this replica ends a term it hands over to
     /// even out the group, and the hand-over names its receiver (the member with room
-    /// that is to take it: [`Leadership::successor`](leasehold_election::Leadership::successor)),
+    /// that is to take it: [`Ownership::successor`](crate::Ownership::successor)),
     /// it asks that receiver to prepare (its
     /// [`Coordinator::on_prepare`](crate::Coordinator::on_prepare) callback: warm a
     /// cache, open a connection) and keeps serving the partition until the receiver
     /// says it is ready, for at most `within` (1 ms ..= the lease). Then the move is
     /// the plain one: the term ends (its callback's grace, its
-    /// [`hand_off`](leasehold_election::Leadership::hand_off) state), the lease is
+    /// [`hand_off`](crate::Ownership::hand_off) state), the lease is
     /// released, and the receiver claims it. There are never two owners: preparing
     /// gives the receiver no ownership. A receiver that does not answer within the wait
     /// (slow, dead, a lost message) costs the move that wait, and the move goes on

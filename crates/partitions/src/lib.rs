@@ -17,8 +17,7 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use leasehold_election::{Leadership, RedisStore};
-//! use leasehold_partitions::{Coordinator, GroupConfig};
+//! use leasehold_partitions::{Coordinator, GroupConfig, Ownership, RedisStore};
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = RedisStore::connect("redis://127.0.0.1:6379/")?;
@@ -26,7 +25,7 @@
 //! let config = GroupConfig::builder("tenants", tenants, "replica-a")
 //!     .lease(Duration::from_secs(10))
 //!     .build()?;
-//! let coordinator = Coordinator::new(store, config, |tenant: String, lead: Leadership| async move {
+//! let coordinator = Coordinator::new(store, config, |tenant: String, lead: Ownership| async move {
 //!     println!("now serving {tenant} (fence {})", lead.fence());
 //!     lead.cancelled().await; // ownership ended: stop
 //!     Ok(())

@@ -53,7 +53,7 @@ pub const ROSTER_BYTES: &str = "leasehold_group_roster_bytes_total";
 pub const UNOWNED_SECONDS: &str = "leasehold_partition_unowned_seconds";
 
 /// Counter: new terms by what they were offered of the state the previous term handed
-/// off (`Leadership::handed_over`). Labels: `group`, `replica`, `outcome`
+/// off (`Ownership::handed_over`). Labels: `group`, `replica`, `outcome`
 /// (`delivered`, or why not: `first_owner`, `regranted`, `crashed`, `nothing_left`,
 /// `server_changed`, `gone`, `stale`, `unavailable`).
 pub const HAND_OFF_STATE: &str = "leasehold_partition_hand_off_state_total";

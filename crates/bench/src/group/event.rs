@@ -23,7 +23,7 @@ pub enum PartitionEvent {
         fence: u64,
         /// When the callback started (wall µs).
         at_us: u64,
-        /// What the previous term handed over (`Leadership::handed_over` was `Ok`): the
+        /// What the previous term handed over (`Ownership::handed_over` was `Ok`): the
         /// header of the state, `partition@fence` of the term that left it (see
         /// [`hand_off_state`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -31,8 +31,8 @@ pub enum PartitionEvent {
         /// The length of the state handed over, in bytes.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         handed_over_bytes: Option<u64>,
-        /// Why nothing was handed over (`Leadership::handed_over` was `Err`): the
-        /// [`leasehold_election::NoHandOff`] variant in snake case (see
+        /// Why nothing was handed over (`Ownership::handed_over` was `Err`): the
+        /// [`leasehold_partitions::NoHandOff`] variant in snake case (see
         /// [`no_hand_off_label`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         no_hand_off: Option<String>,
@@ -64,14 +64,14 @@ pub enum PartitionEvent {
         /// replica's local deadline was this + lease − safety margin.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sent_at_us: Option<u64>,
-        /// Bytes of state the term left for the next owner (`Leadership::hand_off`
+        /// Bytes of state the term left for the next owner (`Ownership::hand_off`
         /// accepted them; `--hand-off-bytes`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         handed_off: Option<u64>,
-        /// Why `Leadership::hand_off` refused the state, as text.
+        /// Why `Ownership::hand_off` refused the state, as text.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         hand_off_error: Option<String>,
-        /// The replica the term was handed to (`Leadership::successor`): a hand-over
+        /// The replica the term was handed to (`Ownership::successor`): a hand-over
         /// that evens out the group names the member with room that is to take the
         /// partition next; absent for every other end (and for a warm move whose
         /// receiver did not prepare in time: it goes on unnamed).

@@ -6,7 +6,7 @@
 //! its own servers, group and replica processes:
 //!
 //! - `load` (the mode under test): every callback reports its partition's load
-//!   (`Leadership::report_load`) and the group takes its weights from the reports
+//!   (`Ownership::report_load`) and the group takes its weights from the reports
 //!   (`GroupConfigBuilder::weights_from_loads`, `--half-life-ms`,
 //!   `--threshold-percent`);
 //! - `static_weights`: the weights are set once to the loads at the start

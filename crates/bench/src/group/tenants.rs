@@ -1,6 +1,6 @@
 //! Synthetic tenant loads for `rebalance --load`: what every partition costs at every
 //! instant, derived from a [`Schedule`] alone, so that the bench and its replica
-//! processes (which report the loads through `Leadership::report_load`) agree without
+//! processes (which report the loads through `Ownership::report_load`) agree without
 //! talking to each other.
 //!
 //! The loads follow a Zipf law: the partition of rank k carries `scale / k^s`. The

@@ -5,7 +5,7 @@
 //! A *hand-off* is an owner change whose previous term ended `handed_off` (its
 //! `released` line's `reason`) and was held by another replica id, the terms taken by
 //! fence as in [`handoffs`](crate::group::handoffs) ([`terms`]). It is *named* when
-//! that `released` line names a `successor` (`Leadership::successor`), *taken by the
+//! that `released` line names a `successor` (`Ownership::successor`), *taken by the
 //! named* replica when the next term the bench saw is that replica's.
 //!
 //! A preparation (a `prepared` line of the receiver: `Coordinator::on_prepare` ran) is

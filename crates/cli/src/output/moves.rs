@@ -44,7 +44,7 @@ pub struct MoveJson {
     pub unowned_ms: Option<u64>,
     /// How long the old term lasted (ms); null if unknown.
     pub held_ms: Option<u64>,
-    /// The bytes of state the old term handed the new one (`Leadership::hand_off`);
+    /// The bytes of state the old term handed the new one (`Ownership::hand_off`);
     /// null if it left none.
     pub state_bytes: Option<u64>,
 }

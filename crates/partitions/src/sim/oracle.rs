@@ -23,11 +23,11 @@ pub(crate) struct TermRec {
     /// Until when it believed it owned the partition: the earlier of its end and its
     /// local deadline then.
     pub(crate) believed: Option<Instant>,
-    /// The state it was offered by the term before (`Leadership::handed_over`), as text:
+    /// The state it was offered by the term before (`Ownership::handed_over`), as text:
     /// every simulated term hands off `<partition>@<fence>`.
     pub(crate) handed: Option<String>,
     /// Whether it ended handed over to even out the group, and the member it was
-    /// handed to by name if its replica named one (`Leadership::successor`).
+    /// handed to by name if its replica named one (`Ownership::successor`).
     pub(crate) handed_off: bool,
     pub(crate) successor: Option<String>,
     lead: Option<Ownership>,

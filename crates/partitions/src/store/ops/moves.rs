@@ -26,7 +26,7 @@ pub const LEDGER_LEN: usize = 20_000;
 #[non_exhaustive]
 pub enum MoveCause {
     /// Handed over to even out the group
-    /// ([`TermEndReason::HandedOff`](leasehold_election::TermEndReason::HandedOff)).
+    /// ([`Ownership::end_reason`](crate::Ownership::end_reason)).
     HandOff,
     /// Handed over because its replica was drained.
     Drain,
@@ -123,12 +123,12 @@ pub struct Move {
     /// How long the partition had no owner: from `ended_ms` to `started_ms`.
     pub unowned: Option<Duration>,
     /// The bytes of state the previous term left for this one
-    /// (`Leadership::hand_off`); `None` if it left none.
+    /// (`Ownership::hand_off`); `None` if it left none.
     pub state_bytes: Option<u64>,
 }
 
 /// What a claim says of the term before each partition it took (its ledger entry): the
-/// new owner's [`Leadership::handed_over`](leasehold_election::Leadership::handed_over)
+/// new owner's [`Ownership::handed_over`](crate::Ownership::handed_over)
 /// follows from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Predecessor {

@@ -21,7 +21,7 @@ pub struct GivenBack {
     pub term: Term,
     pub cause: MoveCause,
     /// The bytes the term leaves for the next term of its partition
-    /// (`Leadership::hand_off`), if any.
+    /// (`Ownership::hand_off`), if any.
     pub state: Option<Vec<u8>>,
     /// The replica the partition is handed to, if the move names one: it is reserved
     /// for that replica for the release's hold.
