@@ -142,7 +142,7 @@ async fn sigkilled_leader_is_replaced_once_its_lease_expires() {
 
     let killed = Instant::now();
     leader.child.start_kill().expect("SIGKILL the child");
-    let limit = LEASE + config.retry_interval + SLACK;
+    let limit = LEASE + config.retry_interval() + SLACK;
     let fence = timeout(limit, follower.wait_until_leader())
         .await
         .expect("the follower leads within lease + retry interval (+ slack) of the kill")

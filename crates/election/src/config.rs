@@ -107,6 +107,18 @@ pub enum ConfigError {
         /// Which duration.
         what: &'static str,
     },
+    /// A duration that may be long is longer than [`MAX_LEASE`] (a day): a grace, a
+    /// backoff or a follower jitter that long is a mistake, and a deadline that far
+    /// away does not fit the clock.
+    #[error("{what} must be at most {max:?}, got {got:?}")]
+    TooLong {
+        /// Which duration.
+        what: &'static str,
+        /// The configured value.
+        got: Duration,
+        /// The limit ([`MAX_LEASE`]).
+        max: Duration,
+    },
     /// The initial backoff is longer than the maximum backoff.
     #[error("initial backoff ({initial:?}) must not exceed the maximum backoff ({max:?})")]
     BackoffInverted {
@@ -117,7 +129,9 @@ pub enum ConfigError {
     },
 }
 
-/// Validated settings of one elector. Build it with [`ElectorConfig::builder`].
+/// Validated settings of one elector. Build it with [`ElectorConfig::builder`]; read
+/// it back with the getters (a built configuration cannot be changed, so it stays
+/// valid).
 ///
 /// The timing rules, with `sent` the instant the last successful acquire or renew was
 /// *sent*:
@@ -129,51 +143,116 @@ pub enum ConfigError {
 #[non_exhaustive]
 pub struct ElectorConfig {
     /// The duty this elector campaigns for.
-    pub duty: String,
+    pub(crate) duty: String,
     /// This replica's id; it appears in the lease value so operators see who leads.
-    pub replica_id: String,
+    pub(crate) replica_id: String,
     /// Lease time-to-live in Redis. Default: 10 s.
-    pub lease: Duration,
+    pub(crate) lease: Duration,
     /// How often a leader renews. Default: lease / 3.
-    pub renew_interval: Duration,
+    pub(crate) renew_interval: Duration,
     /// Longest a follower sleeps between attempts. Default: lease / 3.
-    pub retry_interval: Duration,
+    pub(crate) retry_interval: Duration,
     /// Clock-drift allowance subtracted from the leader's local deadline.
     /// Default: lease / 100 + 2 ms (at most half the renew interval).
-    pub safety_margin: Duration,
+    pub(crate) safety_margin: Duration,
     /// How long a stepping-down duty may run after its cancellation fires, before it is
     /// aborted. Never extends past the validity deadline. Default: 5 s.
-    pub grace: Duration,
+    pub(crate) grace: Duration,
     /// Timeout of each Redis call (a leader's calls are further capped by the time left
     /// on its lease). Default: the renew interval, at most 2 s, and short enough that
     /// `renew_interval + call_timeout < lease - safety_margin` (which the builder
     /// checks).
-    pub call_timeout: Duration,
+    pub(crate) call_timeout: Duration,
     /// First backoff after a Redis error or a failed duty. Default: 50 ms.
-    pub backoff_initial: Duration,
+    pub(crate) backoff_initial: Duration,
     /// Cap of the exponential backoff. Default: 2 s.
-    pub backoff_max: Duration,
+    pub(crate) backoff_max: Duration,
     /// Upper bound of the random delay a follower adds to the holder's expiry, so that
     /// followers do not all hit Redis in the same millisecond. Default: 2 ms, at most
     /// the retry interval / 4.
-    pub follower_jitter: Duration,
+    pub(crate) follower_jitter: Duration,
     /// Prefix of every Redis key and channel. Default: `leasehold`.
-    pub key_prefix: String,
+    pub(crate) key_prefix: String,
     /// Group whose Redis Cluster hash tag the keys use instead of the duty's own
     /// (`<prefix>:{<group>}:<duty>:lease`), so a whole group can be renewed in one
     /// script. Default: none.
-    pub group: Option<String>,
+    pub(crate) group: Option<String>,
     /// Epoch of a renew grid: renewals happen at `epoch + k × renew_interval` (never
     /// later than one renew interval after the last). Default: none.
-    pub renew_grid: Option<tokio::time::Instant>,
+    pub(crate) renew_grid: Option<tokio::time::Instant>,
     /// Replicas that must acknowledge a grant or renewal before it counts (`WAIT k
     /// timeout` after it, timeout half the call timeout): a failover to any of them
     /// then keeps the lease, and a primary cut off from its replicas cannot keep a
     /// leader. Default: none (see docs/topologies.md).
-    pub min_replicas_acked: Option<usize>,
+    pub(crate) min_replicas_acked: Option<usize>,
+}
+
+macro_rules! getter {
+    ($(#[$doc:meta])* $name:ident: $ty:ty) => {
+        $(#[$doc])*
+        pub fn $name(&self) -> $ty {
+            self.$name
+        }
+    };
 }
 
 impl ElectorConfig {
+    /// The duty this elector campaigns for.
+    pub fn duty(&self) -> &str {
+        &self.duty
+    }
+
+    /// This replica's id; it appears in the lease value so operators see who leads.
+    pub fn replica_id(&self) -> &str {
+        &self.replica_id
+    }
+
+    /// Prefix of every Redis key and channel.
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    getter!(
+        /// Lease time-to-live in Redis.
+        lease: Duration
+    );
+    getter!(
+        /// How often a leader renews.
+        renew_interval: Duration
+    );
+    getter!(
+        /// Longest a follower sleeps between attempts.
+        retry_interval: Duration
+    );
+    getter!(
+        /// Clock-drift allowance subtracted from the leader's local deadline.
+        safety_margin: Duration
+    );
+    getter!(
+        /// How long a stepping-down duty may run after its cancellation fires.
+        grace: Duration
+    );
+    getter!(
+        /// Timeout of each Redis call.
+        call_timeout: Duration
+    );
+    getter!(
+        /// First backoff after a Redis error or a failed duty.
+        backoff_initial: Duration
+    );
+    getter!(
+        /// Cap of the exponential backoff.
+        backoff_max: Duration
+    );
+    getter!(
+        /// Upper bound of the random delay a follower adds to the holder's expiry.
+        follower_jitter: Duration
+    );
+    getter!(
+        /// Replicas that must acknowledge a grant or renewal before it counts.
+        min_replicas_acked: Option<usize>
+    );
+
     /// Starts a builder for `duty` on replica `replica_id`.
     pub fn builder(duty: impl Into<String>, replica_id: impl Into<String>) -> ElectorConfigBuilder {
         ElectorConfigBuilder {
@@ -272,14 +351,10 @@ impl ElectorConfigBuilder {
         self
     }
 
-    /// Puts the keys under `group`'s hash tag (see [`ElectorConfig::group`]).
-    pub fn group(mut self, group: impl Into<String>) -> Self {
-        self.group = Some(group.into());
-        self
-    }
-
-    /// Aligns renewals to a grid starting at `epoch` (see [`ElectorConfig::renew_grid`]).
-    pub fn renew_grid(mut self, epoch: tokio::time::Instant) -> Self {
+    /// Puts the keys under `group`'s hash tag and aligns renewals to a grid starting at
+    /// `epoch`: [`crate::ext::group_member`].
+    pub(crate) fn group_member(mut self, group: String, epoch: tokio::time::Instant) -> Self {
+        self.group = Some(group);
         self.renew_grid = Some(epoch);
         self
     }
@@ -293,7 +368,7 @@ impl ElectorConfigBuilder {
     ///     .min_replicas_acked(1)
     ///     .build()
     ///     .unwrap();
-    /// assert_eq!(config.min_replicas_acked, Some(1));
+    /// assert_eq!(config.min_replicas_acked(), Some(1));
     /// ```
     pub fn min_replicas_acked(mut self, replicas: usize) -> Self {
         self.min_replicas_acked = (replicas > 0).then_some(replicas);
@@ -342,7 +417,9 @@ impl ElectorConfigBuilder {
                 .min(slack.saturating_sub(Duration::from_millis(1)))
                 .max(Duration::from_millis(1))
         });
-        if !call_timeout.is_zero() && renew_interval + call_timeout >= lease - safety_margin {
+        if !call_timeout.is_zero()
+            && renew_interval.saturating_add(call_timeout) >= lease - safety_margin
+        {
             return Err(ConfigError::RenewalOutlastsDeadline {
                 renew: renew_interval,
                 call_timeout,
@@ -357,6 +434,19 @@ impl ElectorConfigBuilder {
         ] {
             if d.is_zero() {
                 return Err(ConfigError::ZeroDuration { what });
+            }
+        }
+        for (what, got) in [
+            ("grace", self.grace),
+            ("maximum backoff", self.backoff_max),
+            ("follower jitter", self.follower_jitter.unwrap_or_default()),
+        ] {
+            if got > MAX_LEASE {
+                return Err(ConfigError::TooLong {
+                    what,
+                    got,
+                    max: MAX_LEASE,
+                });
             }
         }
         if self.backoff_initial > self.backoff_max {

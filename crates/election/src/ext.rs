@@ -73,3 +73,21 @@ where
 {
     elector.granted(grant)
 }
+
+/// `builder` for an elector of a partition group: its keys under the group's hash tag
+/// (`<prefix>:{<group>}:<partition>:lease`), its renewals on the group's renew grid
+/// starting at `epoch` (never later than one renew interval after the last).
+pub fn group_member(
+    builder: crate::ElectorConfigBuilder,
+    group: impl Into<String>,
+    epoch: tokio::time::Instant,
+) -> crate::ElectorConfigBuilder {
+    builder.group_member(group.into(), epoch)
+}
+
+/// `config` for another duty (a group's template, for one of its partitions).
+pub fn with_duty(config: &crate::ElectorConfig, duty: &str) -> crate::ElectorConfig {
+    let mut config = config.clone();
+    config.duty = duty.to_owned();
+    config
+}

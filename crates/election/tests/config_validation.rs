@@ -19,17 +19,17 @@ fn defaults_are_derived_from_the_lease() {
         .lease(ms(900))
         .build()
         .unwrap();
-    assert_eq!(c.renew_interval, ms(300));
-    assert_eq!(c.retry_interval, ms(300));
-    assert_eq!(c.safety_margin, ms(11));
-    assert_eq!(c.call_timeout, ms(300));
-    assert_eq!(c.key_prefix, "leasehold");
+    assert_eq!(c.renew_interval(), ms(300));
+    assert_eq!(c.retry_interval(), ms(300));
+    assert_eq!(c.safety_margin(), ms(11));
+    assert_eq!(c.call_timeout(), ms(300));
+    assert_eq!(c.key_prefix(), "leasehold");
     // The smallest lease still gets a margin below its renew interval.
     let c = ElectorConfig::builder("job", "a")
         .lease(MIN_LEASE)
         .build()
         .unwrap();
-    assert!(c.safety_margin < c.renew_interval);
+    assert!(c.safety_margin() < c.renew_interval());
 }
 
 #[test]
@@ -121,15 +121,15 @@ fn a_renewal_must_end_before_the_leaders_own_deadline() {
         .call_timeout(ms(687))
         .build()
         .unwrap();
-    assert_eq!(fits.call_timeout, ms(687));
+    assert_eq!(fits.call_timeout(), ms(687));
     // Without an explicit call timeout, the default shrinks to fit a long renew interval.
     let c = ElectorConfig::builder("job", "a")
         .lease(ms(1000))
         .renew_interval(ms(600))
         .build()
         .unwrap();
-    assert!(c.call_timeout < c.renew_interval, "{c:?}");
-    assert!(c.renew_interval + c.call_timeout < c.lease - c.safety_margin);
+    assert!(c.call_timeout() < c.renew_interval(), "{c:?}");
+    assert!(c.renew_interval() + c.call_timeout() < c.lease() - c.safety_margin());
 }
 
 #[test]
@@ -142,7 +142,7 @@ fn the_defaults_always_satisfy_the_renewal_rule() {
             .build()
             .unwrap_or_else(|e| panic!("lease {lease_ms} ms: {e}"));
         assert!(
-            c.renew_interval + c.call_timeout < c.lease - c.safety_margin,
+            c.renew_interval() + c.call_timeout() < c.lease() - c.safety_margin(),
             "{c:?}"
         );
     }
@@ -205,5 +205,73 @@ fn errors_read_well() {
     assert_eq!(
         e.to_string(),
         "lease must be between 10ms and 86400s, got 5ms"
+    );
+}
+
+/// Issue 46: no public call panics, whatever a setter is given: every setter at its
+/// limits builds or is a typed error, and what builds runs an elector (on the in-memory
+/// store) that leads and shuts down.
+#[tokio::test(start_paused = true)]
+async fn every_setter_at_its_limits_builds_or_is_a_typed_error() {
+    use leasehold_election::{Elector, Leadership, MemoryStore};
+    let durations = [
+        Duration::ZERO,
+        Duration::from_nanos(1),
+        ms(1),
+        Duration::from_secs(10),
+        MAX_LEASE,
+        MAX_LEASE + Duration::from_nanos(1),
+        Duration::MAX,
+    ];
+    let base = || ElectorConfig::builder("job", "a").lease(Duration::from_secs(1));
+    let mut builders = Vec::new();
+    for d in durations {
+        builders.push((format!("lease {d:?}"), base().lease(d)));
+        builders.push((format!("renew {d:?}"), base().renew_interval(d)));
+        builders.push((format!("retry {d:?}"), base().retry_interval(d)));
+        builders.push((format!("margin {d:?}"), base().safety_margin(d)));
+        builders.push((format!("grace {d:?}"), base().grace(d)));
+        builders.push((format!("call timeout {d:?}"), base().call_timeout(d)));
+        builders.push((format!("backoff {d:?}"), base().backoff_initial(d)));
+        builders.push((format!("backoff max {d:?}"), base().backoff_max(d)));
+        builders.push((format!("jitter {d:?}"), base().follower_jitter(d)));
+    }
+    for n in [0, 1, usize::MAX] {
+        builders.push((format!("acked {n}"), base().min_replicas_acked(n)));
+    }
+    let long = "x".repeat(leasehold_election::MAX_NAME_LEN + 1);
+    for name in ["", "a\nb", "{x}", long.as_str()] {
+        builders.push((format!("prefix {name:?}"), base().key_prefix(name)));
+        builders.push((format!("duty {name:?}"), ElectorConfig::builder(name, "a")));
+        builders.push((
+            format!("replica {name:?}"),
+            ElectorConfig::builder("job", name),
+        ));
+    }
+    let (mut built, mut refused) = (0, 0);
+    for (what, b) in builders {
+        let Ok(config) = b.build() else {
+            refused += 1;
+            continue;
+        };
+        built += 1;
+        let lease = config.lease();
+        let handle = Elector::new(MemoryStore::new(), config, |lead: Leadership| async move {
+            lead.cancelled().await;
+            Ok(())
+        })
+        .spawn();
+        tokio::time::timeout(lease * 3, handle.wait_until_leader())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: never led"))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        tokio::time::sleep(lease * 2).await;
+        tokio::time::timeout(Duration::from_secs(60), handle.shutdown())
+            .await
+            .unwrap_or_else(|_| panic!("{what}: the shutdown hung"));
+    }
+    assert!(
+        built > 15 && refused > 15,
+        "{built} built, {refused} refused"
     );
 }

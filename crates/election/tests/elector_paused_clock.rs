@@ -90,7 +90,7 @@ async fn a_leader_that_steps_down_hands_over_and_sits_out_a_retry_interval() {
     assert!(!a.step_down().await.unwrap(), "not leading: nothing to do");
     // Alone again, a leads after sitting out one retry interval.
     b.shutdown().await;
-    let retry = config("a").retry_interval;
+    let retry = config("a").retry_interval();
     let back = Instant::now();
     a.wait_until_leader().await.unwrap();
     assert!(
@@ -270,7 +270,7 @@ async fn hung_renewal_steps_down_at_the_local_deadline_before_the_lease_expires(
     );
     let cfg = config("a");
     assert!(
-        left >= cfg.safety_margin - Duration::from_millis(1),
+        left >= cfg.safety_margin() - Duration::from_millis(1),
         "left {left:?}"
     );
     let s = rx
@@ -324,7 +324,7 @@ async fn a_granted_elector_leads_at_once_from_the_grants_send_time_and_never_cam
     rx.wait_for(|s| !s.is_leader()).await.unwrap();
     // Renewals hang: the deadline is the grant's send time + lease - margin, not the
     // elector's start + lease.
-    let margin = config("a").safety_margin;
+    let margin = config("a").safety_margin();
     assert_eq!(Instant::now(), sent + LEASE - margin);
     rx.wait_for(|s| s.role == Role::Stopped).await.unwrap();
     sleep(LEASE).await;
@@ -461,7 +461,7 @@ async fn an_unanswered_acquire_is_released_at_its_timeout_and_never_extended() {
     let b = spawn(inner.clone(), "b");
     b.wait_until_leader().await.unwrap();
     let after = sent.elapsed();
-    let call_timeout = config("a").call_timeout;
+    let call_timeout = config("a").call_timeout();
     // b leads once a gives up on its call and releases, long before the lease (300 ms)
     // could have expired, and a never leads.
     assert!(
@@ -500,7 +500,7 @@ async fn shutdown_during_an_unanswered_acquire_leaves_no_lease_behind() {
     let start = Instant::now();
     a.shutdown().await;
     assert!(
-        start.elapsed() < config("a").call_timeout,
+        start.elapsed() < config("a").call_timeout(),
         "shutdown does not wait for the call in flight"
     );
     assert_eq!(
@@ -641,7 +641,7 @@ async fn a_confirmed_lease_is_led_from_its_send_time_and_renewed_at_once() {
     );
     // The confirmation said 200 ms were left; counted from the call's send time, the
     // deadline was at most 200 ms - margin after it. The elector renewed at once.
-    let margin = config("a").safety_margin;
+    let margin = config("a").safety_margin();
     assert_eq!(lead.deadline(), started + LEASE - margin, "renewed at once");
     sleep(LEASE).await;
     assert!(h.status().is_leader() && !lead.is_cancelled());

@@ -31,10 +31,6 @@ pub enum GroupConfigError {
     /// out cannot balance; leave the budget unset for no limit).
     #[error("the move budget must be at least 1 move per interval")]
     ZeroMoveBudget,
-    /// Both a move budget and a weight budget were set: a group's budget counts one or
-    /// the other.
-    #[error("set a move budget or a weight budget, not both")]
-    TwoMoveBudgets,
     /// The hand-off state's time to live is zero or longer than a day.
     #[error("hand-off time to live must be between 1 ms and 1 day, got {0:?}")]
     HandOffTtlOutOfRange(Duration),
@@ -55,72 +51,102 @@ pub enum GroupConfigError {
 /// The largest capacity a replica may have ([`GroupConfigBuilder::capacity`]).
 pub const MAX_CAPACITY: u32 = 1_000;
 
-/// Validated settings of one replica's membership in a partition group.
+/// Validated settings of one replica's membership in a partition group. Build it with
+/// [`GroupConfig::builder`] (every value is checked once, there); read it back with the
+/// getters. A built configuration cannot be changed, so it stays valid.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub struct GroupConfig {
     /// The group name; all its keys share this Redis Cluster hash tag.
-    pub group: String,
+    pub(crate) group: String,
     /// This replica's partition list. The group's set in Redis is authoritative once the
     /// group exists: this list creates the group (if it does not exist, or Redis lost
     /// it), and replaces the group's set only if it is versioned
     /// ([`GroupConfig::list_version`]) and newer than the version the group has. The
     /// set can also change at runtime through [`crate::GroupAdmin`].
-    pub partitions: Vec<String>,
+    pub(crate) partitions: Vec<String>,
     /// The version of `partitions`. 0 (the default): the list only seeds a new group.
     /// Above 0: a replica whose version is newer than the group's replaces the group's
     /// set with its list (its additions first, then its removals) when it joins, so a
     /// rolling deploy of a changed list just bumps the version. Default: 0.
-    pub list_version: u64,
+    pub(crate) list_version: u64,
     /// Keep this replica's session, and every partition it holds, for this long across
     /// a graceful restart (Kafka's static membership): `shutdown()` stops the callbacks
     /// without releasing, and the same replica id started again within the grace takes
     /// its partitions back, each in a new term (a new fence). `None` (the default): a
     /// shutdown hands everything over at once.
-    pub rejoin_grace: Option<Duration>,
+    pub(crate) rejoin_grace: Option<Duration>,
     /// This replica's capacity relative to the others' (1 ..= [`MAX_CAPACITY`]): in a
     /// group whose partitions have weights or whose replicas' capacities differ, each
     /// replica's share of the total weight is in proportion to its capacity. Default: 1.
-    pub capacity: u32,
+    pub(crate) capacity: u32,
     /// This replica's id.
-    pub replica_id: String,
+    pub(crate) replica_id: String,
     /// Lease of each partition, and the heartbeat's time-to-live. Default: 10 s.
-    pub lease: Duration,
+    pub(crate) lease: Duration,
     /// Renew and heartbeat interval. Default: lease / 3.
-    pub renew_interval: Duration,
+    pub(crate) renew_interval: Duration,
     /// Longest a campaigning elector waits between attempts. Default: lease / 3.
-    pub retry_interval: Duration,
+    pub(crate) retry_interval: Duration,
     /// How long a starting replica heartbeats before it claims anything, so replicas
     /// started together see each other first. Default: the lease.
-    pub settle: Duration,
+    pub(crate) settle: Duration,
     /// Grace a partition callback gets after its cancellation. Default: 5 s (never past
     /// the lease's validity).
-    pub grace: Duration,
+    pub(crate) grace: Duration,
     /// Key prefix. Default: `leasehold`.
-    pub key_prefix: String,
+    pub(crate) key_prefix: String,
     /// Replicas that must acknowledge a heartbeat or a claim before it counts (`WAIT k
     /// timeout` after it, timeout a quarter of the renew interval at most): a failover
     /// to any of them then loses no session or claim. Default: none (see
     /// docs/topologies.md).
-    pub min_replicas_acked: Option<usize>,
-    /// At most this many partitions handed over to even out the group per renew
-    /// interval, group-wide (see [`GroupConfigBuilder::max_moves_per_interval`]).
-    /// Default: none (no limit).
-    pub max_moves_per_interval: Option<u32>,
-    /// The weighted form of the move budget: at most this much weight handed over to
-    /// even out the group per renew interval, group-wide (see
-    /// [`GroupConfigBuilder::max_weight_moved_per_interval`]). Default: none.
-    pub max_weight_moved_per_interval: Option<u32>,
+    pub(crate) min_replicas_acked: Option<usize>,
+    /// How much the group hands over to even out its load per renew interval (see
+    /// [`GroupConfigBuilder::move_budget`]). Default: none (no limit).
+    pub(crate) move_budget: Option<MoveBudget>,
     /// How long the state a term hands off (`Ownership::hand_off`) waits in Redis for
     /// the partition's next owner. Default: 60 s.
-    pub hand_off_ttl: Duration,
+    pub(crate) hand_off_ttl: Duration,
     /// Whether this replica turns the loads its partitions report into their weights,
     /// and how (see [`GroupConfigBuilder::weights_from_loads`]). Default: none.
-    pub load_damping: Option<LoadDamping>,
+    pub(crate) load_damping: Option<LoadDamping>,
     /// Warm moves: how long a replica waits for the receiver of a hand-over to prepare
     /// before it ends its term (see [`GroupConfigBuilder::prepare_moves`]). Default:
     /// none (a hand-over ends the term at once).
-    pub prepare_moves: Option<Duration>,
+    pub(crate) prepare_moves: Option<Duration>,
+}
+
+/// A group's move budget ([`GroupConfigBuilder::move_budget`]): how much a group hands
+/// over to even out its load per renew interval, group-wide. Availability comes first:
+/// partitions without an owner are claimed at once, whatever the budget.
+///
+/// ```
+/// use leasehold_partitions::{GroupConfig, MoveBudget};
+///
+/// let config = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
+///     .move_budget(MoveBudget::Moves(100))
+///     .build()?;
+/// assert_eq!(config.move_budget(), Some(MoveBudget::Moves(100)));
+/// # Ok::<(), leasehold_partitions::GroupConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MoveBudget {
+    /// At most this many partitions handed over per renew interval (≥ 1).
+    Moves(u32),
+    /// At most this much partition weight handed over per renew interval (≥ 1), for a
+    /// weighted group whose partitions differ in size: a heavy tenant costs its weight,
+    /// and a partition heavier than the whole budget moves alone in a window of its
+    /// own.
+    Weight(u32),
+}
+
+impl MoveBudget {
+    /// The budget per renew interval, whatever it counts.
+    pub(crate) fn per_interval(self) -> u32 {
+        match self {
+            Self::Moves(n) | Self::Weight(n) => n,
+        }
+    }
 }
 
 /// How a group turns the loads its partitions' owners report
@@ -152,26 +178,26 @@ pub struct GroupConfig {
 /// let damping = LoadDamping::default()
 ///     .half_life(Duration::from_secs(20))
 ///     .threshold_percent(15);
-/// assert_eq!(damping.half_life, Duration::from_secs(20));
+/// # let _ = damping;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LoadDamping {
     /// How long until a step in a partition's load is half-way into its weight.
     /// Default: 60 s.
-    pub half_life: Duration,
+    pub(crate) half_life: Duration,
     /// How far (in % of the stored weight) the average must move before it is written.
     /// Default: 10.
-    pub threshold_percent: u32,
+    pub(crate) threshold_percent: u32,
     /// How far above the stored weight (in %), or below it by the same ratio, the fast
     /// average must be for the averages to jump to the latest report (0: never).
     /// Default: 50.
-    pub jump_percent: u32,
+    pub(crate) jump_percent: u32,
     /// How long a new term's reports are ignored: its weight stays what the partition
     /// had (its previous owner's measure) meanwhile, then the reports count as usual.
     /// A new owner catching up with a backlog reports a burst that is not the tenant's
     /// load (see above). `None`: one lease of the group. Default: `None`.
-    pub warm_up: Option<Duration>,
+    pub(crate) warm_up: Option<Duration>,
 }
 
 impl Default for LoadDamping {
@@ -220,7 +246,96 @@ impl LoadDamping {
 pub const DEFAULT_HAND_OFF_TTL: Duration = Duration::from_secs(60);
 
 impl GroupConfig {
-    /// Starts a builder.
+    /// The group's name; all its keys share this Redis Cluster hash tag.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// This replica's partition list: it seeds a group that does not exist yet, and
+    /// replaces the group's set only if it is versioned
+    /// ([`list_version`](Self::list_version)) and newer than the group's.
+    pub fn partitions(&self) -> &[String] {
+        &self.partitions
+    }
+
+    /// This replica's id.
+    pub fn replica_id(&self) -> &str {
+        &self.replica_id
+    }
+
+    /// Prefix of every Redis key and channel.
+    pub fn key_prefix(&self) -> &str {
+        &self.key_prefix
+    }
+
+    /// Lease of each partition, and the heartbeat's time-to-live.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    /// Renew and heartbeat interval.
+    pub fn renew_interval(&self) -> Duration {
+        self.renew_interval
+    }
+
+    /// Longest a campaigning elector waits between attempts.
+    pub fn retry_interval(&self) -> Duration {
+        self.retry_interval
+    }
+
+    /// How long a starting replica heartbeats before it claims anything.
+    pub fn settle(&self) -> Duration {
+        self.settle
+    }
+
+    /// Grace a partition callback gets after its cancellation.
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+
+    /// The version of [`partitions`](Self::partitions) (0: the list only seeds).
+    pub fn list_version(&self) -> u64 {
+        self.list_version
+    }
+
+    /// How long this replica's session outlives a graceful restart, if it is sticky.
+    pub fn rejoin_grace(&self) -> Option<Duration> {
+        self.rejoin_grace
+    }
+
+    /// This replica's capacity relative to the others'.
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// Replicas that must acknowledge a heartbeat or a claim before it counts.
+    pub fn min_replicas_acked(&self) -> Option<usize> {
+        self.min_replicas_acked
+    }
+
+    /// The group's move budget, if any.
+    pub fn move_budget(&self) -> Option<MoveBudget> {
+        self.move_budget
+    }
+
+    /// How long hand-off state waits in Redis for the partition's next owner.
+    pub fn hand_off_ttl(&self) -> Duration {
+        self.hand_off_ttl
+    }
+
+    /// How reported loads become weights, if they do.
+    pub fn load_damping(&self) -> Option<LoadDamping> {
+        self.load_damping
+    }
+
+    /// How long a giver waits for a warm move's receiver to prepare, if moves are warm.
+    pub fn prepare_moves(&self) -> Option<Duration> {
+        self.prepare_moves
+    }
+
+    /// Starts a builder: every setting but the group, the list and the replica id has a
+    /// default. The builder's methods come in groups, most-set first: the lease and key
+    /// prefix; timing; deploys; balance; moves; replication.
     pub fn builder(
         group: impl Into<String>,
         partitions: impl IntoIterator<Item = impl Into<String>>,
@@ -240,8 +355,7 @@ impl GroupConfig {
             rejoin_grace: None,
             capacity: 1,
             min_replicas_acked: None,
-            max_moves_per_interval: None,
-            max_weight_moved_per_interval: None,
+            move_budget: None,
             hand_off_ttl: DEFAULT_HAND_OFF_TTL,
             load_damping: None,
             prepare_moves: None,
@@ -254,15 +368,13 @@ impl GroupConfig {
         partition: &str,
         grid: tokio::time::Instant,
     ) -> Result<ElectorConfig, ConfigError> {
-        ElectorConfig::builder(partition, self.replica_id.as_str())
+        let builder = ElectorConfig::builder(partition, self.replica_id.as_str())
             .lease(self.lease)
             .renew_interval(self.renew_interval)
             .retry_interval(self.retry_interval)
             .grace(self.grace)
-            .key_prefix(self.key_prefix.as_str())
-            .group(self.group.as_str())
-            .renew_grid(grid)
-            .build()
+            .key_prefix(self.key_prefix.as_str());
+        leasehold_election::ext::group_member(builder, self.group.as_str(), grid).build()
     }
 
     /// A digest of the partition list, to detect replicas configured differently.
@@ -294,51 +406,72 @@ pub struct GroupConfigBuilder {
     rejoin_grace: Option<Duration>,
     capacity: u32,
     min_replicas_acked: Option<usize>,
-    max_moves_per_interval: Option<u32>,
-    max_weight_moved_per_interval: Option<u32>,
+    move_budget: Option<MoveBudget>,
     hand_off_ttl: Duration,
     load_damping: Option<LoadDamping>,
     prepare_moves: Option<Duration>,
 }
 
+/// The essentials: the lease and where the keys live.
 impl GroupConfigBuilder {
     /// Lease (10 ms ..= 1 day).
+    ///
+    /// **Most groups set this.** Longer leases survive longer pauses; a dead replica's
+    /// partitions move a lease after it stopped. Default: 10 s.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease;
         self
     }
 
+    /// Key prefix.
+    ///
+    /// *Set it when you need it.* Default: `leasehold`.
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+}
+
+/// Timing: derived from the lease unless set.
+impl GroupConfigBuilder {
     /// Renew and heartbeat interval.
+    ///
+    /// *Rarely needed: the default follows from the lease.* Default: lease / 3.
     pub fn renew_interval(mut self, d: Duration) -> Self {
         self.renew_interval = Some(d);
         self
     }
 
     /// Retry interval of campaigning electors.
+    ///
+    /// *Rarely needed: the default follows from the lease.* Default: lease / 3.
     pub fn retry_interval(mut self, d: Duration) -> Self {
         self.retry_interval = Some(d);
         self
     }
 
     /// Settle time before the first claim.
+    ///
+    /// *Rarely needed: the default follows from the lease.* Default: the lease.
     pub fn settle(mut self, d: Duration) -> Self {
         self.settle = Some(d);
         self
     }
 
     /// Grace of a cancelled partition callback.
+    ///
+    /// *Set it when you need it.* Default: 5 s (never past the lease's validity).
     pub fn grace(mut self, d: Duration) -> Self {
         self.grace = d;
         self
     }
+}
 
-    /// Key prefix.
-    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.key_prefix = prefix.into();
-        self
-    }
-
+/// Deploys: versioned lists and sticky restarts.
+impl GroupConfigBuilder {
     /// The version of the partition list (see [`GroupConfig::list_version`]).
+    ///
+    /// *Set it when you need it.*
     pub fn list_version(mut self, version: u64) -> Self {
         self.list_version = version;
         self
@@ -346,81 +479,21 @@ impl GroupConfigBuilder {
 
     /// Keeps this replica's partitions across a graceful restart for `grace` (see
     /// [`GroupConfig::rejoin_grace`]); 1 ms ..= 1 day.
+    ///
+    /// *Set it when you need it.*
     pub fn rejoin_grace(mut self, grace: Duration) -> Self {
         self.rejoin_grace = Some(grace);
         self
     }
+}
 
+/// Balance: capacities, weights from loads, a move budget.
+impl GroupConfigBuilder {
     /// This replica's capacity (see [`GroupConfig::capacity`]); 1 ..= [`MAX_CAPACITY`].
+    ///
+    /// *Set it when you need it.*
     pub fn capacity(mut self, capacity: u32) -> Self {
         self.capacity = capacity;
-        self
-    }
-
-    /// Counts a heartbeat or claim only once `replicas` replicas acknowledge it (see
-    /// [`GroupConfig::min_replicas_acked`]); 0 turns it off.
-    ///
-    /// ```
-    /// # use leasehold_partitions::GroupConfig;
-    /// let config = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
-    ///     .min_replicas_acked(1)
-    ///     .build()
-    ///     .unwrap();
-    /// assert_eq!(config.min_replicas_acked, Some(1));
-    /// ```
-    pub fn min_replicas_acked(mut self, replicas: usize) -> Self {
-        self.min_replicas_acked = (replicas > 0).then_some(replicas);
-        self
-    }
-
-    /// Spreads a large rebalance over time: at most `moves` partitions handed over to
-    /// even out the group per renew interval, counted for the whole group in Redis
-    /// (each replica takes its hand-offs out of the window's budget before it makes
-    /// them: one more script per hand-over, none in a steady group). Availability
-    /// comes first: partitions without an owner (a crash, a leave, a drain) are
-    /// claimed as soon as ever, whatever the budget; it limits only the moves a
-    /// replica makes to even out the load. Give every replica of a group the same
-    /// budget (each counts against the one it was given). Default: no limit.
-    ///
-    /// ```
-    /// # use leasehold_partitions::GroupConfig;
-    /// let config = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
-    ///     .max_moves_per_interval(100)
-    ///     .build()
-    ///     .unwrap();
-    /// assert_eq!(config.max_moves_per_interval, Some(100));
-    /// ```
-    pub fn max_moves_per_interval(mut self, moves: u32) -> Self {
-        self.max_moves_per_interval = Some(moves);
-        self
-    }
-
-    /// The weighted form of [`max_moves_per_interval`](Self::max_moves_per_interval):
-    /// at most `weight` of partition weight handed over to even out the group per renew
-    /// interval, group-wide, for a weighted group whose partitions differ in size (a
-    /// heavy tenant costs its weight; a partition heavier than the whole budget moves
-    /// alone in a window of its own). The same rules otherwise: availability first,
-    /// every replica given the same budget. Set one budget or the other.
-    ///
-    /// ```
-    /// # use leasehold_partitions::GroupConfig;
-    /// let config = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
-    ///     .max_weight_moved_per_interval(500)
-    ///     .build()
-    ///     .unwrap();
-    /// assert_eq!(config.max_weight_moved_per_interval, Some(500));
-    /// ```
-    pub fn max_weight_moved_per_interval(mut self, weight: u32) -> Self {
-        self.max_weight_moved_per_interval = Some(weight);
-        self
-    }
-
-    /// How long the state a term hands off
-    /// ([`Ownership::hand_off`](crate::Ownership::hand_off)) waits in
-    /// Redis for the partition's next owner (1 ms ..= 1 day): the next owner takes it
-    /// when its term starts, and state nobody took is gone after this. Default: 60 s.
-    pub fn hand_off_ttl(mut self, ttl: Duration) -> Self {
-        self.hand_off_ttl = ttl;
         self
     }
 
@@ -430,6 +503,8 @@ impl GroupConfigBuilder {
     /// partitions by what they cost, as it does by hand-set weights
     /// ([`GroupAdmin::set_weight`](crate::GroupAdmin::set_weight)) and with the same
     /// hysteresis and move budget. The first weight written makes the group weighted.
+    ///
+    /// *Set it when you need it.*
     ///
     /// Reports win over hand-set weights: a hand-set weight restarts the partition's
     /// average from that value, and its owner's reports then move it at the half-life.
@@ -444,10 +519,51 @@ impl GroupConfigBuilder {
     ///     .weights_from_loads(LoadDamping::default())
     ///     .build()
     ///     .unwrap();
-    /// assert!(config.load_damping.is_some());
+    /// assert!(config.load_damping().is_some());
     /// ```
     pub fn weights_from_loads(mut self, damping: LoadDamping) -> Self {
         self.load_damping = Some(damping);
+        self
+    }
+
+    /// Spreads a large rebalance over time (a join at P = 10,000, a replica back after
+    /// maintenance): at most the budget handed over to even out the group per renew
+    /// interval, counted for the whole group in Redis (each replica takes its hand-offs
+    /// out of the window's budget before it makes them: one more script per hand-over,
+    /// none in a steady group). [`MoveBudget::Moves`] counts partitions,
+    /// [`MoveBudget::Weight`] their weights (for a weighted group whose partitions
+    /// differ in size). Availability comes first: partitions without an owner (a crash,
+    /// a leave, a drain) are claimed as soon as ever, whatever the budget; it limits
+    /// only the moves a replica makes to even out the load. Give every replica of a
+    /// group the same budget (each counts against the one it was given). Default: no
+    /// limit.
+    ///
+    /// *Set it when you need it* (large groups, expensive moves).
+    ///
+    /// ```
+    /// # use leasehold_partitions::{GroupConfig, MoveBudget};
+    /// let config = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
+    ///     .move_budget(MoveBudget::Weight(500))
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.move_budget(), Some(MoveBudget::Weight(500)));
+    /// ```
+    pub fn move_budget(mut self, budget: MoveBudget) -> Self {
+        self.move_budget = Some(budget);
+        self
+    }
+}
+
+/// Moves: hand-off state and warm moves.
+impl GroupConfigBuilder {
+    /// How long the state a term hands off
+    /// ([`Ownership::hand_off`](crate::Ownership::hand_off)) waits in
+    /// Redis for the partition's next owner (1 ms ..= 1 day): the next owner takes it
+    /// when its term starts, and state nobody took is gone after this. Default: 60 s.
+    ///
+    /// *Rarely needed: 60 s suits most.*
+    pub fn hand_off_ttl(mut self, ttl: Duration) -> Self {
+        self.hand_off_ttl = ttl;
         self
     }
 
@@ -465,6 +581,8 @@ impl GroupConfigBuilder {
     /// (slow, dead, a lost message) costs the move that wait, and the move goes on
     /// unnamed, to whoever claims first. Drains, leaves and removals are not delayed.
     ///
+    /// *Set it when you need it.*
+    ///
     /// ```
     /// # use std::time::Duration;
     /// # use leasehold_partitions::GroupConfig;
@@ -472,13 +590,36 @@ impl GroupConfigBuilder {
     ///     .prepare_moves(Duration::from_secs(2))
     ///     .build()
     ///     .unwrap();
-    /// assert_eq!(config.prepare_moves, Some(Duration::from_secs(2)));
+    /// assert_eq!(config.prepare_moves(), Some(Duration::from_secs(2)));
     /// ```
     pub fn prepare_moves(mut self, within: Duration) -> Self {
         self.prepare_moves = Some(within);
         self
     }
+}
 
+/// Replication: how many Redis replicas a heartbeat or claim waits for.
+impl GroupConfigBuilder {
+    /// Counts a heartbeat or claim only once `replicas` replicas acknowledge it (see
+    /// [`GroupConfig::min_replicas_acked`]); 0 turns it off.
+    ///
+    /// *Set it when you need it.* See docs/topologies.md.
+    ///
+    /// ```
+    /// # use leasehold_partitions::GroupConfig;
+    /// let config = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
+    ///     .min_replicas_acked(1)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(config.min_replicas_acked(), Some(1));
+    /// ```
+    pub fn min_replicas_acked(mut self, replicas: usize) -> Self {
+        self.min_replicas_acked = (replicas > 0).then_some(replicas);
+        self
+    }
+}
+
+impl GroupConfigBuilder {
     /// Validates and fills in defaults.
     ///
     /// # Errors
@@ -505,11 +646,17 @@ impl GroupConfigBuilder {
         if !(1..=MAX_CAPACITY).contains(&self.capacity) {
             return Err(GroupConfigError::CapacityOutOfRange(self.capacity));
         }
-        if self.max_moves_per_interval == Some(0) || self.max_weight_moved_per_interval == Some(0) {
+        if self.move_budget.is_some_and(|b| b.per_interval() == 0) {
             return Err(GroupConfigError::ZeroMoveBudget);
         }
-        if self.max_moves_per_interval.is_some() && self.max_weight_moved_per_interval.is_some() {
-            return Err(GroupConfigError::TwoMoveBudgets);
+        if let Some(settle) = self.settle
+            && settle > leasehold_election::MAX_LEASE
+        {
+            return Err(GroupConfigError::Invalid(ConfigError::TooLong {
+                what: "settle",
+                got: settle,
+                max: leasehold_election::MAX_LEASE,
+            }));
         }
         if self.hand_off_ttl.is_zero() || self.hand_off_ttl > leasehold_election::MAX_LEASE {
             return Err(GroupConfigError::HandOffTtlOutOfRange(self.hand_off_ttl));
@@ -552,8 +699,7 @@ impl GroupConfigBuilder {
             grace: self.grace,
             key_prefix: self.key_prefix,
             min_replicas_acked: self.min_replicas_acked,
-            max_moves_per_interval: self.max_moves_per_interval,
-            max_weight_moved_per_interval: self.max_weight_moved_per_interval,
+            move_budget: self.move_budget,
             hand_off_ttl: self.hand_off_ttl,
             load_damping: self.load_damping,
         };
@@ -570,17 +716,12 @@ mod tests {
     #[test]
     fn a_group_has_one_move_budget_or_none_and_never_zero() {
         let b = || GroupConfig::builder("g", ["x"], "a");
-        assert_eq!(
-            b().max_weight_moved_per_interval(0).build().unwrap_err(),
-            GroupConfigError::ZeroMoveBudget
-        );
-        assert_eq!(
-            b().max_moves_per_interval(3)
-                .max_weight_moved_per_interval(9)
-                .build()
-                .unwrap_err(),
-            GroupConfigError::TwoMoveBudgets
-        );
+        for zero in [MoveBudget::Moves(0), MoveBudget::Weight(0)] {
+            assert_eq!(
+                b().move_budget(zero).build().unwrap_err(),
+                GroupConfigError::ZeroMoveBudget
+            );
+        }
         assert_eq!(
             b().hand_off_ttl(Duration::ZERO).build().unwrap_err(),
             GroupConfigError::HandOffTtlOutOfRange(Duration::ZERO)
@@ -592,12 +733,123 @@ mod tests {
                 "a wait of {wait:?} with a lease of 10 s"
             );
         }
-        let c = b().max_weight_moved_per_interval(9).build().unwrap();
-        assert_eq!(
-            (c.max_moves_per_interval, c.max_weight_moved_per_interval),
-            (None, Some(9))
+        // One budget: the last one set.
+        let c = b()
+            .move_budget(MoveBudget::Moves(3))
+            .move_budget(MoveBudget::Weight(9))
+            .build()
+            .unwrap();
+        assert_eq!(c.move_budget(), Some(MoveBudget::Weight(9)));
+        assert_eq!(c.hand_off_ttl(), DEFAULT_HAND_OFF_TTL);
+    }
+
+    /// Issue 46: no public call panics, whatever a setter is given: every setter at its
+    /// limits builds or is a typed error, and what builds spawns a coordinator (on the
+    /// in-memory store) that runs and shuts down.
+    #[tokio::test(start_paused = true)]
+    async fn every_setter_at_its_limits_builds_or_is_a_typed_error() {
+        use crate::{Coordinator, MemoryGroupStore};
+        let durations = [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::from_millis(1),
+            Duration::from_secs(10),
+            leasehold_election::MAX_LEASE,
+            leasehold_election::MAX_LEASE + Duration::from_nanos(1),
+            Duration::MAX,
+        ];
+        let base = || GroupConfig::builder("g", ["x", "y"], "a").lease(Duration::from_secs(1));
+        let mut builders: Vec<(String, GroupConfigBuilder)> = Vec::new();
+        for d in durations {
+            builders.push((format!("lease {d:?}"), base().lease(d)));
+            builders.push((format!("renew {d:?}"), base().renew_interval(d)));
+            builders.push((format!("retry {d:?}"), base().retry_interval(d)));
+            builders.push((format!("settle {d:?}"), base().settle(d)));
+            builders.push((format!("grace {d:?}"), base().grace(d)));
+            builders.push((format!("rejoin {d:?}"), base().rejoin_grace(d)));
+            builders.push((format!("ttl {d:?}"), base().hand_off_ttl(d)));
+            builders.push((format!("prepare {d:?}"), base().prepare_moves(d)));
+            let damping = LoadDamping::default();
+            builders.push((
+                format!("half-life {d:?}"),
+                base().weights_from_loads(damping.half_life(d)),
+            ));
+            builders.push((
+                format!("warm-up {d:?}"),
+                base().weights_from_loads(damping.warm_up(d)),
+            ));
+        }
+        for n in [0, 1, 1_000, 1_001, u32::MAX] {
+            builders.push((format!("capacity {n}"), base().capacity(n)));
+            builders.push((
+                format!("moves {n}"),
+                base().move_budget(MoveBudget::Moves(n)),
+            ));
+            builders.push((
+                format!("weight {n}"),
+                base().move_budget(MoveBudget::Weight(n)),
+            ));
+            let damping = LoadDamping::default();
+            builders.push((
+                format!("threshold {n}"),
+                base().weights_from_loads(damping.threshold_percent(n)),
+            ));
+            builders.push((
+                format!("jump {n}"),
+                base().weights_from_loads(damping.jump_percent(n)),
+            ));
+        }
+        for n in [0, 1, usize::MAX] {
+            builders.push((format!("acked {n}"), base().min_replicas_acked(n)));
+        }
+        for v in [0, 1, u64::MAX] {
+            builders.push((format!("list version {v}"), base().list_version(v)));
+        }
+        let long = "x".repeat(leasehold_election::MAX_NAME_LEN + 1);
+        for name in ["", "a\nb", "{g}", long.as_str()] {
+            builders.push((format!("prefix {name:?}"), base().key_prefix(name)));
+            builders.push((
+                format!("group {name:?}"),
+                GroupConfig::builder(name, ["x"], "a"),
+            ));
+            builders.push((
+                format!("replica {name:?}"),
+                GroupConfig::builder("g", ["x"], name),
+            ));
+            builders.push((
+                format!("partition {name:?}"),
+                GroupConfig::builder("g", [name], "a"),
+            ));
+        }
+        builders.push((
+            "no partitions".to_owned(),
+            GroupConfig::builder("g", Vec::<String>::new(), "a"),
+        ));
+        builders.push((
+            "a partition twice".to_owned(),
+            GroupConfig::builder("g", ["x", "x"], "a"),
+        ));
+        let (mut built, mut refused) = (0, 0);
+        for (what, b) in builders {
+            let Ok(config) = b.build() else {
+                refused += 1;
+                continue;
+            };
+            built += 1;
+            let handle = Coordinator::new(MemoryGroupStore::new(), config, |_, lease| async move {
+                lease.cancelled().await;
+                Ok(())
+            })
+            .spawn();
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            tokio::time::timeout(Duration::from_secs(60), handle.shutdown())
+                .await
+                .unwrap_or_else(|_| panic!("{what}: the shutdown hung"));
+        }
+        assert!(
+            built > 20 && refused > 20,
+            "{built} built, {refused} refused"
         );
-        assert_eq!(c.hand_off_ttl, DEFAULT_HAND_OFF_TTL);
     }
 
     #[test]
@@ -613,7 +865,7 @@ mod tests {
             GroupConfigError::LoadThresholdOutOfRange(1_001)
         );
         let c = b(d.threshold_percent(0)).build().unwrap();
-        assert_eq!(c.load_damping.map(|d| d.threshold_percent), Some(0));
+        assert_eq!(c.load_damping().map(|d| d.threshold_percent), Some(0));
     }
 
     #[test]

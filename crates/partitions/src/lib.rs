@@ -66,7 +66,7 @@ pub use self::admin::{GroupAdmin, MAX_WEIGHT};
 pub use self::balance::whatif::{PlannedChange, PlannedLoad, PlannedMove, PlannedRole, WhatIf};
 pub use self::config::{
     DEFAULT_HAND_OFF_TTL, GroupConfig, GroupConfigBuilder, GroupConfigError, LoadDamping,
-    MAX_CAPACITY,
+    MAX_CAPACITY, MoveBudget,
 };
 pub use self::coordinator::{Coordinator, CoordinatorHandle, Prepare, group_status};
 pub use self::error::{PartitionsError, Result};

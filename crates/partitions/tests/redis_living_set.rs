@@ -214,9 +214,11 @@ async fn a_rolling_deploy_of_a_newer_list_refuses_nobody_and_leaves_no_old_parti
     new.extend((0..4).map(|i| format!("added-{i}")));
     let deploy = Instant::now();
     for r in ["a", "b", "c", "d"] {
-        let config = fleet.builder(r).list_version(2).build().unwrap();
-        let mut config = config;
-        config.partitions = new.clone();
+        let config = GroupConfig::builder(fleet.group.as_str(), new.clone(), r)
+            .lease(fleet.lease)
+            .list_version(2)
+            .build()
+            .unwrap();
         fleet.replicas.remove(r).unwrap().shutdown().await;
         fleet.start_with(config);
         sleep(Duration::from_millis(300)).await;
@@ -406,9 +408,11 @@ async fn overlapping_deploys_of_two_list_versions_end_with_the_newer_list() {
     let mut v3: Vec<String> = base.iter().filter(|p| *p != "p00001").cloned().collect();
     v3.extend(["v3-a".to_owned(), "v3-b".to_owned()]);
     let config = |r: &str, version: u64, list: &[String]| {
-        let mut c = fleet.builder(r).list_version(version).build().unwrap();
-        c.partitions = list.to_vec();
-        c
+        GroupConfig::builder(fleet.group.as_str(), list.to_vec(), r)
+            .lease(fleet.lease)
+            .list_version(version)
+            .build()
+            .unwrap()
     };
     let (b, c) = (config("b", 2, &v2), config("c", 3, &v3));
     // Started together, so their applications interleave.

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use leasehold_election::RedisStore;
-use leasehold_partitions::{GroupAdmin, Move, MoveCause};
+use leasehold_partitions::{GroupAdmin, Move, MoveBudget, MoveCause};
 use leasehold_testkit::RedisServer;
 use support::Fleet;
 
@@ -32,7 +32,7 @@ async fn ledger(admin: &GroupAdmin<RedisStore>) -> Vec<Move> {
 fn start_with_budget(fleet: &mut Fleet<RedisStore>, replica: &str, budget: u32) {
     let config = fleet
         .builder(replica)
-        .max_moves_per_interval(budget)
+        .move_budget(MoveBudget::Moves(budget))
         .build()
         .unwrap();
     fleet.start_with(config);
@@ -122,7 +122,7 @@ async fn a_budget_by_weight_spreads_a_join_by_the_weight_moved() {
     let start = |fleet: &mut Fleet<RedisStore>, r: &str| {
         let config = fleet
             .builder(r)
-            .max_weight_moved_per_interval(2)
+            .move_budget(MoveBudget::Weight(2))
             .build()
             .unwrap();
         fleet.start_with(config);

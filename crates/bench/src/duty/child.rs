@@ -41,7 +41,7 @@ pub async fn run(args: &ChildArgs) -> Result<(), BoxError> {
     let store = store::build_store(&args.conn.spec()?, lease)?;
     let config = store::acked_config(&args.duty, &args.replica, lease, args.min_replicas_acked)?;
     // The renewal was sent at `deadline - (lease - margin)`.
-    let validity = config.lease - config.safety_margin;
+    let validity = config.lease() - config.safety_margin();
     let snapshotter = args.soak.then(install_recorder).transpose()?;
     if args.saturate {
         saturate();

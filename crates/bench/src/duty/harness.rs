@@ -59,7 +59,7 @@ impl Harness {
     pub fn start(args: &ScenarioArgs) -> Result<Self, BoxError> {
         let lease = Duration::from_millis(args.lease_ms);
         let servers = Servers::start(&args.target)?;
-        let renew_interval = store::config("probe", "probe", lease)?.renew_interval;
+        let renew_interval = store::config("probe", "probe", lease)?.renew_interval();
         Ok(Self {
             exe: std::env::current_exe()?,
             store: store::build_store(&servers.spec, lease)?,

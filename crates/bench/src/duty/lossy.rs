@@ -170,7 +170,7 @@ pub async fn run(args: &ScenarioArgs) -> Result<LossyReport, BoxError> {
 
 async fn one(args: &ScenarioArgs, tag: &str, run: usize) -> Result<LossyRun, BoxError> {
     let lease = Duration::from_millis(args.lease_ms);
-    let renew_interval = store::config("probe", "probe", lease)?.renew_interval;
+    let renew_interval = store::config("probe", "probe", lease)?.renew_interval();
     let mut servers = block_in_place(|| Servers::start_with(&args.target, true))?;
     // Every node had started by now: their uptime is at least the time since.
     let up_since = Instant::now();

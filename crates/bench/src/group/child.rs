@@ -133,12 +133,12 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
     let mut term = signal(SignalKind::terminate())?;
     // The safety margin of the partitions' electors (the library default for this
     // lease and renew interval): a deadline lies lease − margin after its send.
-    let (lease, renew) = (configs[0].1.lease, configs[0].1.renew_interval);
+    let (lease, renew) = (configs[0].1.lease(), configs[0].1.renew_interval());
     let margin = ElectorConfig::builder("probe", first.as_str())
         .lease(lease)
         .renew_interval(renew)
         .build()?
-        .safety_margin;
+        .safety_margin();
     let validity = lease.saturating_sub(margin);
     // How long each preparation for a warm move takes (with `--prepare`).
     let work = prepare_moves(args).map(|_| Duration::from_millis(args.prepare_work_ms));
@@ -146,7 +146,7 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
     let mut handles = Vec::new();
     let mut watchers = JoinSet::new();
     for (store, config) in configs {
-        let tag = tagged.then(|| config.replica_id.clone());
+        let tag = tagged.then(|| config.replica_id().to_owned());
         let ledger = ledger.clone();
         let reports = reports.clone();
         let term = Term {
@@ -219,7 +219,7 @@ fn config(args: &PartitionChildArgs, replica: &str) -> Result<GroupConfig, BoxEr
         builder = builder.rejoin_grace(Duration::from_millis(ms));
     }
     if let Some(k) = args.move_budget {
-        builder = builder.max_moves_per_interval(k);
+        builder = builder.move_budget(leasehold_partitions::MoveBudget::Moves(k));
     }
     if let Some(within) = prepare_moves(args) {
         builder = builder.prepare_moves(within);

@@ -239,7 +239,7 @@ async fn one(args: &RebalanceArgs) -> Result<LossyRebalanceRun, BoxError> {
 
 async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<LossyRebalanceRun, BoxError> {
     let lease = fleet.lease();
-    let renew_interval = store::config("probe", "probe", lease)?.renew_interval;
+    let renew_interval = store::config("probe", "probe", lease)?.renew_interval();
     let limit = convergence_limit(args.partitions, lease);
     let n = args.replicas;
 

@@ -30,7 +30,7 @@ use super::loads::LoadReports;
 use super::logs::{EndsLog, TickLog};
 use super::slots::{Ended, Slots};
 use super::warm::{Gate, Prepare, PrepareFn, Warm};
-use crate::config::GroupConfig;
+use crate::config::{GroupConfig, MoveBudget};
 use crate::error::{PartitionsError, STOPPED};
 use crate::keys::GroupKeys;
 use crate::metrics as m;
@@ -318,10 +318,8 @@ where
                 rejoin_grace: config.rejoin_grace,
                 instance: instance(),
                 capacity: config.capacity,
-                move_budget: config
-                    .max_moves_per_interval
-                    .or(config.max_weight_moved_per_interval),
-                budget_by_weight: config.max_weight_moved_per_interval.is_some(),
+                move_budget: config.move_budget.map(MoveBudget::per_interval),
+                budget_by_weight: matches!(config.move_budget, Some(MoveBudget::Weight(_))),
             },
             configured,
             RenewGrid::new(epoch, config.renew_interval),
@@ -1019,8 +1017,7 @@ where
     /// Starts the elector of term `fence` of partition `i`.
     fn start(&mut self, i: usize, fence: Fence, sent: Instant) {
         let name = self.names.get(i);
-        let mut config = self.template.clone();
-        config.duty = name.to_string();
+        let config = leasehold_election::ext::with_duty(&self.template, &name);
         let weight = self.state.ledger().held(i).map_or(1, |h| h.weight);
         let load = self
             .loads

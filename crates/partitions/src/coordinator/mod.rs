@@ -138,11 +138,6 @@ where
 
     /// Spawns the coordinator on the current tokio runtime.
     ///
-    /// A configuration whose public fields were changed after
-    /// [`GroupConfigBuilder::build`](crate::GroupConfigBuilder::build) to values it
-    /// rejects stops the coordinator at once, with the error in its view (and from
-    /// [`CoordinatorHandle::ready`]).
-    ///
     /// # Panics
     /// Outside a tokio runtime.
     pub fn spawn(self) -> CoordinatorHandle<B> {
@@ -156,7 +151,10 @@ where
             info_span!("partitions", group = %self.config.group, replica = %self.config.replica_id);
         let epoch = Instant::now();
         let roster_bytes = Arc::new(AtomicU64::new(0));
-        let task = match self.config.elector(&self.config.partitions[0], epoch) {
+        // The electors' template (its duty is each partition's name in turn): the
+        // configuration was checked when it was built, and cannot change since.
+        let first = self.config.partitions.first().unwrap_or(&self.config.group);
+        let task = match self.config.elector(first, epoch) {
             Ok(template) => {
                 let driver = Driver::new(Parts {
                     store: self.store.clone(),

@@ -205,7 +205,7 @@ impl<B: GroupStore> Fleet<B> {
 
     /// Starts a replica on a store of its own (behind a fault proxy, say).
     pub fn start_on(&mut self, store: B, config: GroupConfig) {
-        let replica = config.replica_id.clone();
+        let replica = config.replica_id().to_owned();
         let ledger = self.ledger.clone();
         let hand_off = self.hand_off;
         let loads = self.loads.clone();
