@@ -297,7 +297,9 @@ fn group_status(redis: &RedisServer, group: &str) -> leasehold_partitions::Group
         .expect("a runtime");
     runtime.block_on(async {
         let store = RedisStore::connect(&redis.url()).expect("a store");
-        leasehold_partitions::group_status(&store, "leasehold", group)
+        leasehold_partitions::GroupAdmin::new(store.clone(), group)
+            .unwrap()
+            .status()
             .await
             .expect("read the group")
             .expect("the group exists")

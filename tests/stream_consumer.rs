@@ -74,7 +74,9 @@ impl Probe {
 
     fn status(&self) -> GroupStatus {
         self.runtime.block_on(async {
-            leasehold_partitions::group_status(&self.store, "leasehold", GROUP)
+            leasehold_partitions::GroupAdmin::new(self.store.clone(), GROUP)
+                .unwrap()
+                .status()
                 .await
                 .expect("read the group")
                 .expect("the group exists")

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use leasehold_election::RedisStore;
-use leasehold_partitions::{GroupStatus, group_status};
+use leasehold_partitions::{GroupAdmin, GroupStatus};
 use leasehold_testkit::RedisServer;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -90,7 +90,9 @@ fn now_us() -> u64 {
 }
 
 async fn status(store: &RedisStore, group: &str) -> Option<GroupStatus> {
-    group_status(store, "leasehold", group)
+    GroupAdmin::new(store.clone(), group)
+        .unwrap()
+        .status()
         .await
         .expect("read the group")
 }

@@ -341,7 +341,7 @@ impl Error {
 fn refused_connection(e: &StoreError) -> bool {
     match e {
         StoreError::Unavailable(cause) => cause.is_connection_refusal(),
-        StoreError::Connection(d) => d.contains("refused"),
+        StoreError::Connection(d) => d.to_string().contains("refused"),
         _ => false,
     }
 }
@@ -587,7 +587,9 @@ mod tests {
             ),
             "{f:?}"
         );
-        let refused = Error::Store(StoreError::Connection("Connection refused".into()));
+        let refused = Error::Store(StoreError::Connection(std::sync::Arc::new(
+            std::io::Error::other("Connection refused"),
+        )));
         assert!(!refused.failure(&tls).message.contains("TLS"));
     }
 

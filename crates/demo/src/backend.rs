@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use leasehold_election::DEFAULT_KEY_PREFIX;
 use leasehold_election::RedisStore;
-use leasehold_partitions::{MemoryGroupStore, group_status};
+use leasehold_partitions::{GroupAdmin, MemoryGroupStore};
 
 use leasehold_testkit::RedisServer;
 
@@ -58,10 +58,12 @@ pub(crate) async fn choose(memory: bool, redis_url: Option<String>) -> Result<Ch
         let store = RedisStore::builder(url.as_str())
             .call_timeout(CONNECT_TIMEOUT)
             .build()?;
-        tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            group_status(&store, DEFAULT_KEY_PREFIX, "leasehold-demo-ping"),
-        )
+        tokio::time::timeout(CONNECT_TIMEOUT, async {
+            GroupAdmin::new(store.clone(), "leasehold-demo-ping")?
+                .with_key_prefix(DEFAULT_KEY_PREFIX)?
+                .status()
+                .await
+        })
         .await
         .map_err(|_| format!("no answer from {url} within {CONNECT_TIMEOUT:?}"))?
         .map_err(|e| format!("cannot reach {url}: {e}"))?;

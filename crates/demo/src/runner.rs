@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use leasehold_election::DEFAULT_KEY_PREFIX;
 use leasehold_election::{BuildError, RedisStore};
-use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupConfig, GroupStore, group_status};
+use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupAdmin, GroupConfig, GroupStore};
 use tokio::time::{Instant, sleep};
 
 use crate::BoxError;
@@ -169,7 +169,8 @@ impl<B: GroupStore> Demo<B> {
             format!("stop {leaver} (graceful shutdown)"),
             Some(leaver.clone()),
         );
-        let leaving = tokio::spawn(self.take_out(&leaver).shutdown());
+        let handle = self.take_out(&leaver);
+        let leaving = tokio::spawn(async move { handle.shutdown().await });
         self.settle().await?;
         leaving.await?;
 
@@ -314,7 +315,10 @@ impl<B: GroupStore> Demo<B> {
 
     /// Reads the group from the store and extends the timeline.
     async fn poll(&mut self) -> Result<(), BoxError> {
-        let status = group_status(&self.observer, DEFAULT_KEY_PREFIX, &self.group).await?;
+        let status = GroupAdmin::new(self.observer.clone(), &self.group)?
+            .with_key_prefix(DEFAULT_KEY_PREFIX)?
+            .status()
+            .await?;
         if let Some(status) = status {
             let fences: Vec<u64> = status.partitions.iter().map(|p| p.fence.get()).collect();
             self.sample = Sample {

@@ -9,8 +9,22 @@ use thiserror::Error;
 /// a partition coordinator (its handle's waits, and the renewals it batched for its
 /// electors). Whatever needed it can never succeed. The text names the component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-#[error("the {0} has stopped")]
-pub struct Stopped(pub &'static str);
+#[error("the {what} has stopped")]
+pub struct Stopped {
+    what: &'static str,
+}
+
+impl Stopped {
+    /// Leasehold's own components say which one stopped (see [`crate::ext::stopped`]).
+    pub(crate) const fn new(what: &'static str) -> Self {
+        Self { what }
+    }
+
+    /// Which component stopped (`elector`, `partition coordinator`, ...).
+    pub fn what(&self) -> &'static str {
+        self.what
+    }
+}
 
 /// A lease-store operation failed.
 ///
@@ -33,10 +47,10 @@ pub enum StoreError {
     /// from a demoted primary, `NOREPLICAS`, `CLUSTERDOWN`). Retryable.
     #[error("redis unavailable: {0}")]
     Unavailable(#[source] Arc<redis::RedisError>),
-    /// A connection failure described in words, by code that has no client error to
-    /// keep (the connection pool, or a store wrapping another one). Retryable.
+    /// A connection failure that is not the Redis client's (the connection pool's, or
+    /// a store wrapping another one's), kept as the source. Retryable.
     #[error("redis connection failed: {0}")]
-    Connection(String),
+    Connection(#[source] Arc<dyn std::error::Error + Send + Sync>),
     /// A Leasehold key holds a value of another type (someone else wrote it).
     #[error("a leasehold key holds the wrong type of value: {0}")]
     WrongType(#[source] Arc<redis::RedisError>),
@@ -154,7 +168,7 @@ impl From<deadpool::managed::PoolError<redis::RedisError>> for StoreError {
         match e {
             deadpool::managed::PoolError::Backend(e) => e.into(),
             deadpool::managed::PoolError::Timeout(_) => Self::Timeout(Duration::ZERO),
-            other => Self::Connection(other.to_string()),
+            other => Self::Connection(Arc::new(other)),
         }
     }
 }
@@ -190,7 +204,7 @@ pub enum BuildError {
     },
     /// The connection pool refused its settings.
     #[error("the connection pool refused its settings: {0}")]
-    Pool(String),
+    Pool(#[source] Arc<deadpool::managed::BuildError>),
 }
 
 #[cfg(test)]
@@ -206,7 +220,8 @@ mod tests {
             StoreError::Timeout(Duration::from_millis(80)).timed_out_after(Duration::from_secs(1));
         assert!(matches!(measured, StoreError::Timeout(d) if d == Duration::from_millis(80)));
         assert!(matches!(
-            StoreError::Connection("x".into()).timed_out_after(Duration::from_secs(1)),
+            StoreError::Connection(Arc::new(std::io::Error::other("x")))
+                .timed_out_after(Duration::from_secs(1)),
             StoreError::Connection(_)
         ));
     }
@@ -234,7 +249,7 @@ mod tests {
 
     #[test]
     fn a_stopped_component_is_not_retryable() {
-        let e = StoreError::from(Stopped("partition coordinator"));
+        let e = StoreError::from(Stopped::new("partition coordinator"));
         assert!(!e.is_retryable());
         assert_eq!(e.kind(), "stopped");
         assert_eq!(e.to_string(), "the partition coordinator has stopped");

@@ -3,7 +3,9 @@
 //! a duty's keys and of the key space, name and lease checks, tokens, grants and the
 //! renew grid.
 //!
-//! For Leasehold's own crates; no semver promise. This is their only public path.
+//! For Leasehold's own crates (the partition coordinator, the CLI, the bench): public
+//! and documented so that they can use it, with **no semver promise**: anything here may
+//! change in any release. An application has no need of it.
 
 pub use crate::elector::Grant;
 pub use crate::grid::RenewGrid;
@@ -90,4 +92,46 @@ pub fn with_duty(config: &crate::ElectorConfig, duty: &str) -> crate::ElectorCon
     let mut config = config.clone();
     config.duty = duty.to_owned();
     config
+}
+
+/// The error of a Leasehold component that has stopped, naming it (`"partition
+/// coordinator"`).
+pub const fn stopped(what: &'static str) -> crate::Stopped {
+    crate::Stopped::new(what)
+}
+
+/// [`RedisStore::eval`] with arguments that are bytes, not text (state a partition term
+/// hands off).
+///
+/// # Errors
+/// The [`StoreError`] of the call.
+///
+/// # Cancel safety
+/// If the future is dropped, the script may or may not have run.
+pub async fn eval_bytes(
+    store: &RedisStore,
+    script: &LuaScript,
+    keys: &[&str],
+    args: &[&[u8]],
+) -> Result<redis::Value, StoreError> {
+    store.eval_bytes(script, keys, args).await
+}
+
+/// [`RedisStore::eval`] of a script that grants or extends a lease (a partition group's
+/// heartbeat or claim), then, if replication waits are on
+/// ([`crate::LeaseStore::with_replica_acks`], `wait_for_replicas`), `WAIT` on the same
+/// connection: fewer acknowledgements than wanted are [`StoreError::Replication`].
+///
+/// # Errors
+/// The [`StoreError`] of the call.
+///
+/// # Cancel safety
+/// If the future is dropped, the script may or may not have run.
+pub async fn eval_acked(
+    store: &RedisStore,
+    script: &LuaScript,
+    keys: &[&str],
+    args: &[&str],
+) -> Result<redis::Value, StoreError> {
+    store.eval_acked(script, keys, args).await
 }

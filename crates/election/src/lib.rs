@@ -6,7 +6,6 @@ mod backoff;
 mod config;
 mod elector;
 mod error;
-#[doc(hidden)]
 pub mod ext;
 mod fence;
 mod grid;

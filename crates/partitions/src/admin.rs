@@ -87,6 +87,11 @@ fn never_stale() -> PartitionsError {
 }
 
 impl<B: GroupStore> GroupAdmin<B> {
+    /// An admin of the group `keys` name (a coordinator's own).
+    pub(crate) fn from_parts(store: B, keys: GroupKeys) -> Self {
+        Self { store, keys }
+    }
+
     /// The admin of `group`, under the default key prefix (`leasehold`, as the
     /// replicas' [`GroupConfigBuilder::key_prefix`](crate::GroupConfigBuilder::key_prefix)
     /// unless they set one: then [`GroupAdmin::with_key_prefix`]).
@@ -449,7 +454,11 @@ impl<B: GroupStore> GroupAdmin<B> {
         }
     }
 
-    /// The whole group (see [`crate::group_status`]); `None` if it does not exist.
+    /// The whole group: every partition's owner, fence and time left, every live replica
+    /// with its state, count and load; `None` if no replica ever created it. A group of
+    /// more than a thousand partitions is read in pages, each a short script, so it never
+    /// blocks Redis for long (and is not one atomic snapshot). The one way to read a
+    /// group's status, for a member and an operator alike.
     ///
     /// # Errors
     /// The store's error.

@@ -5,7 +5,7 @@ use leasehold_election::{ConfigError, Stopped, StoreError};
 use crate::config::GroupConfigError;
 
 /// What a stopped coordinator's calls and waits return.
-pub(crate) const STOPPED: Stopped = Stopped("partition coordinator");
+pub(crate) const STOPPED: Stopped = leasehold_election::ext::stopped("partition coordinator");
 
 /// A result whose error is a [`PartitionsError`] unless another is named.
 pub type Result<T, E = PartitionsError> = std::result::Result<T, E>;

@@ -44,15 +44,14 @@ mod balance;
 mod config;
 mod coordinator;
 mod error;
-pub mod keys;
+mod keys;
 pub mod metrics;
 mod ownership;
 mod replica;
 mod store;
 mod view;
 
-#[cfg(any(test, feature = "sim"))]
-#[doc(hidden)]
+#[cfg(any(test, feature = "testing"))]
 pub mod sim;
 
 // What a partitions user touches of the election crate, so that this crate is the one
@@ -68,12 +67,12 @@ pub use self::config::{
     DEFAULT_HAND_OFF_TTL, GroupConfig, GroupConfigBuilder, GroupConfigError, LoadDamping,
     MAX_CAPACITY, MoveBudget,
 };
-pub use self::coordinator::{Coordinator, CoordinatorHandle, Prepare, group_status};
+pub use self::coordinator::{Coordinator, CoordinatorHandle, Prepare};
 pub use self::error::{PartitionsError, Result};
 pub use self::ownership::{HandOffError, LoadError, MAX_HAND_OFF_BYTES, NoHandOff, Ownership};
 pub use self::store::memory::{MemoryGroupStore, MemorySnapshot};
 pub use self::store::ops::moves::{LEDGER_LEN, Move, MoveCause, UnknownCause};
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub use self::store::redis::script_hashes;
 pub use self::store::{GroupStatus, GroupStore, PartitionOwner, ReplicaState, ReplicaStatus};
 pub use self::view::{GroupView, ListDifference};

@@ -7,6 +7,7 @@ use crate::error::PartitionsError;
 /// This replica's view of its group, published when it changes (never on a tick that
 /// changed nothing).
 #[derive(Debug, Clone, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct GroupView {
     /// Partitions this replica holds: from the claim that won each one until its
@@ -26,9 +27,11 @@ pub struct GroupView {
     /// The group grants nothing before this instant, as of the last tick: a group just
     /// created (or whose Redis restarted without its data) waits out one lease, because
     /// leases granted before may still be held. `None` when it grants now.
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub grants_from: Option<tokio::time::Instant>,
     /// The last error (a Redis failure, or a conflict that stops this replica from
     /// claiming: a duplicate replica id).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "error_text"))]
     pub error: Option<PartitionsError>,
     /// Partitions released so that an under-loaded replica could take them.
     pub handoffs: u64,
@@ -61,16 +64,17 @@ pub struct GroupView {
     /// replicas hold.
     pub share: Option<f64>,
     /// The life and set version of this replica's copy of the group's set (kept to
-    /// restore the group if Redis loses it), once it has read one. For Leasehold's own
-    /// simulations.
-    #[doc(hidden)]
-    pub set_copy: Option<(String, u64)>,
+    /// restore the group if Redis loses it), once it has read one (the simulation
+    /// checks it).
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub(crate) set_copy: Option<(String, u64)>,
 }
 
 /// How a replica's configured partition list differs from its group's set (the
 /// group's is followed: the configured list only seeds a new group, or is applied
 /// when its version is newer).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ListDifference {
     /// Partitions in this replica's list and not in the group's set.
@@ -118,5 +122,17 @@ impl std::fmt::Display for ListDifference {
             &self.only_here_sample,
             "in this replica's list",
         )
+    }
+}
+
+/// A view's error as its text.
+#[cfg(feature = "serde")]
+fn error_text<S: serde::Serializer>(
+    error: &Option<PartitionsError>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match error {
+        Some(e) => s.serialize_some(&e.to_string()),
+        None => s.serialize_none(),
     }
 }

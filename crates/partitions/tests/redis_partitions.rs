@@ -5,7 +5,7 @@ mod support;
 use std::time::Duration;
 
 use leasehold_partitions::RedisStore;
-use leasehold_partitions::{Coordinator, GroupConfig, PartitionsError, group_status};
+use leasehold_partitions::{Coordinator, GroupConfig, PartitionsError};
 use leasehold_testkit::RedisServer;
 use support::Fleet;
 use tokio::time::{Instant, sleep};
@@ -32,7 +32,9 @@ async fn sixty_four_partitions_on_four_replicas_sixteen_each() {
         fleet.counts()
     );
     // The store agrees with the replicas' views.
-    let status = group_status(&fleet.store, "leasehold", "g")
+    let status = leasehold_partitions::GroupAdmin::new(fleet.store.clone(), "g")
+        .unwrap()
+        .status()
         .await
         .unwrap()
         .unwrap();
@@ -122,7 +124,9 @@ async fn a_redis_restart_that_loses_everything_never_yields_two_owners_and_conve
     redis.restart();
     sleep(LEASE).await;
     fleet.converge(LIMIT).await;
-    let status = group_status(&fleet.store, "leasehold", "g")
+    let status = leasehold_partitions::GroupAdmin::new(fleet.store.clone(), "g")
+        .unwrap()
+        .status()
         .await
         .unwrap()
         .unwrap();
@@ -273,7 +277,9 @@ async fn a_duplicate_replica_id_is_refused_and_an_unversioned_other_list_follows
         b.view().owned
     );
     assert_eq!(b.view().partitions, 8);
-    let status = group_status(&fleet.store, "leasehold", "g")
+    let status = leasehold_partitions::GroupAdmin::new(fleet.store.clone(), "g")
+        .unwrap()
+        .status()
         .await
         .unwrap()
         .unwrap();

@@ -48,7 +48,9 @@ async fn until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) -> D
 /// The store, with its connection open (so that a fault set afterwards hits calls, not
 /// the connection's set-up).
 async fn warm(store: RedisStore) -> RedisStore {
-    leasehold_partitions::group_status(&store, "leasehold", "g")
+    leasehold_partitions::GroupAdmin::new(store.clone(), "g")
+        .unwrap()
+        .status()
         .await
         .unwrap();
     store

@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use leasehold_election::RedisStore;
-use leasehold_partitions::{GroupAdmin, group_status};
+use leasehold_partitions::GroupAdmin;
 use leasehold_testkit::{RedisServer, minimal_acl_user_args};
 use support::Fleet;
 
@@ -34,7 +34,9 @@ async fn minimal_acl_user_balances_a_group() {
         fleet.counts()
     );
     // The operator view (its own scripts) works with the same rights.
-    let status = group_status(&fleet.store, "leasehold", "g")
+    let status = leasehold_partitions::GroupAdmin::new(fleet.store.clone(), "g")
+        .unwrap()
+        .status()
         .await
         .unwrap()
         .unwrap();

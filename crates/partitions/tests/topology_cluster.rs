@@ -7,7 +7,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupConfig, group_status};
+use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupConfig};
 use leasehold_partitions::{Ownership, RedisStore};
 use leasehold_testkit::{MINIMAL_ACL_COMMANDS, MINIMAL_ACL_PATTERNS, RedisCluster, acl_user_args};
 use support::Fleet;
@@ -89,7 +89,9 @@ async fn groups_spread_over_primaries_and_recover_from_a_failover() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Every key of a group lives on its primary.
-    let status = group_status(&store, "leasehold", "g")
+    let status = leasehold_partitions::GroupAdmin::new(store.clone(), "g")
+        .unwrap()
+        .status()
         .await
         .unwrap()
         .unwrap();
@@ -137,7 +139,9 @@ async fn groups_spread_over_primaries_and_recover_from_a_failover() {
         assert!(start.elapsed() < FAILOVER, "second group not balanced");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let after = group_status(&store, "leasehold", "g")
+    let after = leasehold_partitions::GroupAdmin::new(store.clone(), "g")
+        .unwrap()
+        .status()
         .await
         .unwrap()
         .unwrap();

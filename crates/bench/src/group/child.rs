@@ -189,8 +189,7 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
     // Every coordinator leaves at once.
     let mut leaving = JoinSet::new();
     for handle in handles {
-        let handle = Arc::into_inner(handle).ok_or("a coordinator handle is still shared")?;
-        leaving.spawn(handle.shutdown());
+        leaving.spawn(async move { handle.shutdown().await });
     }
     while leaving.join_next().await.is_some() {}
     let stopped_us = now_us();

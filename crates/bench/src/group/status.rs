@@ -1,11 +1,11 @@
-//! Watching a partition group from the outside: `group_status` polls on the bench's
+//! Watching a partition group from the outside: `GroupAdmin::status` polls on the bench's
 //! clock, and what a status says (owned by the live replicas, balanced).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use leasehold_election::RedisStore;
-use leasehold_partitions::{GroupStatus, group_status};
+use leasehold_partitions::{GroupAdmin, GroupStatus};
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
 use crate::clock::now_us;
@@ -43,7 +43,10 @@ impl GroupWatch {
     /// # Errors
     /// The store's error.
     pub async fn status(&self) -> Result<Option<GroupStatus>, BoxError> {
-        Ok(group_status(&self.store, PREFIX, &self.group).await?)
+        Ok(GroupAdmin::new(self.store.clone(), &self.group)?
+            .with_key_prefix(PREFIX)?
+            .status()
+            .await?)
     }
 
     /// Polls until `done` holds; returns that status and when its reply arrived (wall

@@ -8,9 +8,7 @@ use std::time::Duration;
 use leasehold_election::{
     DutyResult, Elector, ElectorConfig, ElectorHandle, Fence, Leadership, RedisStore,
 };
-use leasehold_partitions::{
-    Coordinator, CoordinatorHandle, GroupConfig, GroupStatus, group_status,
-};
+use leasehold_partitions::{Coordinator, CoordinatorHandle, GroupAdmin, GroupConfig, GroupStatus};
 use leasehold_testkit::RedisServer;
 use tokio::process::Command;
 use tokio::time::{Instant, sleep, timeout};
@@ -160,7 +158,7 @@ pub fn replica(
 pub async fn create_group(store: &RedisStore, prefix: &str, group: &str, partitions: usize) {
     let creator = replica(store, prefix, group, partitions, "group-creator");
     let deadline = Instant::now() + SETTLE_LIMIT;
-    while !matches!(group_status(store, prefix, group).await, Ok(Some(_))) {
+    while !matches!(status_of(store, prefix, group).await, Ok(Some(_))) {
         assert!(Instant::now() < deadline, "group {group} was not created");
         sleep(Duration::from_millis(5)).await;
     }
@@ -181,7 +179,7 @@ pub async fn wait_for_counts(
         .map(|(r, n)| ((*r).to_owned(), Some(*n)))
         .collect();
     loop {
-        let status = group_status(store, prefix, group).await;
+        let status = status_of(store, prefix, group).await;
         if let Ok(Some(s)) = &status {
             let mut published = s.replicas.clone();
             published.sort();
@@ -214,7 +212,7 @@ pub async fn wait_until(
 ) -> GroupStatus {
     let deadline = Instant::now() + SETTLE_LIMIT;
     loop {
-        let status = group_status(store, prefix, group).await;
+        let status = status_of(store, prefix, group).await;
         if let Ok(Some(s)) = &status
             && done(s)
         {
@@ -226,4 +224,16 @@ pub async fn wait_until(
         );
         sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The group's status, as an operator reads it.
+async fn status_of(
+    store: &RedisStore,
+    prefix: &str,
+    group: &str,
+) -> Result<Option<GroupStatus>, leasehold_partitions::PartitionsError> {
+    GroupAdmin::new(store.clone(), group)?
+        .with_key_prefix(prefix)?
+        .status()
+        .await
 }

@@ -11,7 +11,7 @@ use crate::fence::Fence;
 use crate::status::{Role, Status};
 
 /// What the waits return once the elector has stopped.
-const STOPPED: Stopped = Stopped("elector");
+const STOPPED: Stopped = Stopped::new("elector");
 
 /// Controls a running elector. Dropping it stops the elector gracefully in the
 /// background (the duty is cancelled and the lease released); call

@@ -82,8 +82,7 @@ pub struct Elector<S, F> {
 /// coordinator's batch claim): the elector leads that one term at once, without
 /// campaigning, and stops when the term ends.
 ///
-/// For Leasehold's own crates; no semver promise.
-#[doc(hidden)]
+/// For Leasehold's own crates ([`crate::ext::granted`]); no semver promise.
 #[derive(Debug, Clone)]
 pub struct Grant {
     /// The term's fence.

@@ -20,6 +20,7 @@ pub use self::writer::{FencedWriteError, FencedWriter};
 /// `docs/fencing.md`). A deposed leader that wakes from a pause then cannot overwrite
 /// its successor's work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize), serde(transparent))]
 pub struct Fence(pub u64);
 
 impl Fence {

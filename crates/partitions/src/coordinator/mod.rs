@@ -16,7 +16,9 @@ pub use self::warm::Prepare;
 use self::warm::PrepareFn;
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
+#[cfg(any(test, feature = "testing"))]
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use leasehold_election::DutyResult;
@@ -32,7 +34,7 @@ use crate::error::{PartitionsError, STOPPED};
 use crate::keys::GroupKeys;
 use crate::metrics as m;
 use crate::ownership::Ownership;
-use crate::store::{GroupStatus, GroupStore, read_status};
+use crate::store::GroupStore;
 use crate::view::GroupView;
 
 /// Spreads a group's partitions over every replica of the group; start it with
@@ -123,8 +125,8 @@ where
     }
 
     /// Draws this coordinator's random numbers (session tokens, hand-off picks) from
-    /// `seed`, so that a simulation replays exactly. For Leasehold's own simulations.
-    #[doc(hidden)]
+    /// `seed`, so that a simulation replays exactly. With the `testing` feature.
+    #[cfg(any(test, feature = "testing"))]
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
         self
@@ -177,37 +179,73 @@ where
             }
         };
         CoordinatorHandle {
-            view: view_rx,
-            shutdown: self.shutdown,
-            task: Mutex::new(Some(task)),
-            store: self.store,
-            keys,
-            roster_bytes,
+            inner: Arc::new(HandleInner {
+                view: view_rx,
+                shutdown: self.shutdown,
+                task: Mutex::new(Some(task)),
+                store: self.store,
+                keys,
+                roster_bytes,
+            }),
         }
     }
 }
 
-/// Controls a running coordinator. Dropping it stops the coordinator gracefully in the
-/// background; call [`CoordinatorHandle::shutdown`] to wait for that.
+/// Controls a running coordinator. Cheap to clone (its clones share the coordinator),
+/// so it can live in an application's shared state (an `Arc`, axum's `State`).
+/// Dropping the last clone stops the coordinator gracefully in the background; call
+/// [`CoordinatorHandle::shutdown`] to wait for that.
 #[derive(Debug)]
 pub struct CoordinatorHandle<B> {
+    inner: Arc<HandleInner<B>>,
+}
+
+impl<B> Clone for CoordinatorHandle<B> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct HandleInner<B> {
     view: watch::Receiver<GroupView>,
     shutdown: CancellationToken,
     task: Mutex<Option<JoinHandle<()>>>,
     store: B,
     keys: Arc<GroupKeys>,
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
     roster_bytes: Arc<AtomicU64>,
+}
+
+impl<B> Drop for HandleInner<B> {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
 }
 
 impl<B: GroupStore> CoordinatorHandle<B> {
     /// A receiver of view changes.
     pub fn subscribe(&self) -> watch::Receiver<GroupView> {
-        self.view.clone()
+        self.inner.view.clone()
     }
 
     /// The view now.
     pub fn view(&self) -> GroupView {
-        self.view.borrow().clone()
+        self.inner.view.borrow().clone()
+    }
+
+    /// Whether the coordinator still runs (it stops after a shutdown, or if its task
+    /// ended): for a liveness probe.
+    pub fn is_running(&self) -> bool {
+        self.inner.view.has_changed().is_ok()
+    }
+
+    /// The group's admin on this coordinator's store: its status
+    /// ([`GroupAdmin::status`](crate::GroupAdmin::status)), moves, partitions, drains.
+    pub fn admin(&self) -> crate::GroupAdmin<B> {
+        crate::GroupAdmin::from_parts(self.inner.store.clone(), (*self.inner.keys).clone())
     }
 
     /// Bytes of roster this coordinator's group ticks have received since it started:
@@ -215,9 +253,11 @@ impl<B: GroupStore> CoordinatorHandle<B> {
     /// carries the roster only when it changed; approximately, per member, its replica
     /// id's and state's lengths plus 8 bytes for each of its four integer fields, plus
     /// the roster version's length). A cheap read of a shared counter, for tools that
-    /// install no metrics recorder (the bench's replica processes).
+    /// install no metrics recorder (the bench's replica processes). With the `testing`
+    /// feature.
+    #[cfg(any(test, feature = "testing"))]
     pub fn roster_bytes_received(&self) -> u64 {
-        self.roster_bytes.load(Ordering::Relaxed)
+        self.inner.roster_bytes.load(Ordering::Relaxed)
     }
 
     /// Waits until this replica has been admitted to its group.
@@ -230,7 +270,7 @@ impl<B: GroupStore> CoordinatorHandle<B> {
     /// # Cancel safety
     /// Cancel safe.
     pub async fn ready(&self) -> Result<(), PartitionsError> {
-        let mut rx = self.view.clone();
+        let mut rx = self.inner.view.clone();
         let v = rx
             .wait_for(|v| v.joined || v.error.as_ref().is_some_and(PartitionsError::keeps_out))
             .await
@@ -241,28 +281,19 @@ impl<B: GroupStore> CoordinatorHandle<B> {
         }
     }
 
-    /// Reads the whole group from the store (every partition's owner, fence and time
-    /// left; live replicas and their counts).
-    ///
-    /// # Errors
-    /// The store's error.
-    ///
-    /// # Cancel safety
-    /// Cancel safe: it only reads.
-    pub async fn group_status(&self) -> Result<Option<GroupStatus>, PartitionsError> {
-        Ok(read_status(&self.store, &self.keys).await?)
-    }
-
     /// The token that stops this coordinator gracefully.
     pub fn shutdown_token(&self) -> CancellationToken {
-        self.shutdown.clone()
+        self.inner.shutdown.clone()
     }
 
     /// Stops at once without releasing anything, as a crash would: the callbacks are
-    /// aborted, the leases and the heartbeat expire on their own. For simulations and
-    /// tests; use [`CoordinatorHandle::shutdown`] in production.
-    pub fn abort(self) {
+    /// aborted, the leases and the heartbeat expire on their own. With the `testing`
+    /// feature, for simulations and tests; use [`CoordinatorHandle::shutdown`] in
+    /// production.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn abort(&self) {
         if let Some(task) = self
+            .inner
             .task
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -273,43 +304,29 @@ impl<B: GroupStore> CoordinatorHandle<B> {
     }
 
     /// Leaves gracefully: removes this replica from the heartbeat set, cancels every
-    /// callback (with its grace), releases every lease, and returns once done.
+    /// callback (with its grace), releases every lease, and returns once done (from
+    /// every clone of the handle that calls it).
     ///
     /// # Cancel safety
     /// The coordinator keeps stopping in the background if this future is dropped.
-    pub async fn shutdown(self) {
-        self.shutdown.cancel();
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
         let task = self
+            .inner
             .task
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(task) = task {
-            let _ = task.await;
+        match task {
+            Some(task) => {
+                let _ = task.await;
+            }
+            // Another clone is awaiting the task: the view's sender is dropped once the
+            // coordinator has stopped.
+            None => {
+                let mut rx = self.inner.view.clone();
+                while rx.changed().await.is_ok() {}
+            }
         }
     }
-}
-
-impl<B> Drop for CoordinatorHandle<B> {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-/// Reads a group from a store, without being a member (for operators and tools):
-/// `None` if no replica ever created it. A group of more than a thousand partitions is
-/// read in pages, each a short script, so it never blocks Redis for long (and is not
-/// one atomic snapshot).
-///
-/// # Errors
-/// The store's error.
-///
-/// # Cancel safety
-/// Cancel safe: it only reads.
-pub async fn group_status<B: GroupStore>(
-    store: &B,
-    prefix: &str,
-    group: &str,
-) -> Result<Option<GroupStatus>, PartitionsError> {
-    Ok(read_status(store, &GroupKeys::new(prefix, group)).await?)
 }

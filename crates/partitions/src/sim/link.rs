@@ -208,9 +208,9 @@ impl Link {
                 sleep(rtt / 2).await;
                 reply
             }
-            Fate::Fail => Err(StoreError::Connection(
-                "simulated: connection refused before sending".into(),
-            )),
+            Fate::Fail => Err(StoreError::Connection(std::sync::Arc::new(
+                std::io::Error::other("simulated: connection refused before sending"),
+            ))),
             Fate::Lose => {
                 sleep(rtt / 2).await;
                 drop(op(store).await);

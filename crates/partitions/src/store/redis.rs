@@ -10,6 +10,7 @@
 //! steady tick reads or writes per-partition state.
 
 use leasehold_election::DutyKeys;
+#[cfg(any(test, feature = "testing"))]
 use leasehold_election::ext::LuaScript;
 use leasehold_election::{BackendWarning, LeaseStore, RedisStore, StoreError};
 use tokio::sync::broadcast;
@@ -217,6 +218,7 @@ impl Protocol for RedisStore {
 }
 
 /// Every group script by name.
+#[cfg(any(test, feature = "testing"))]
 fn scripts() -> [(&'static str, &'static LuaScript); 22] {
     [
         ("tick", &ops::tick::SCRIPT),
@@ -277,8 +279,8 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
 /// benchmark can tell the scripts apart in `SLOWLOG` (`tick`, `heartbeat`, `claim`, `release`,
 /// `handoff`, `leave`, `add`, `remove`, `version`, `held`, `set_page`, `restore`, `budget`, `report` are the
 /// coordination traffic; `drain`, `weight`, `owner`, `moves`, `list`, `status_head`,
-/// `status_page` are an operator's).
-#[doc(hidden)]
+/// `status_page` are an operator's). With the `testing` feature.
+#[cfg(any(test, feature = "testing"))]
 pub fn script_hashes() -> Vec<(&'static str, String)> {
     scripts()
         .into_iter()

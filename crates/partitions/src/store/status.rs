@@ -12,6 +12,7 @@ use crate::keys::GroupKeys;
 
 /// The whole group as stored, for operators.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct GroupStatus {
     /// Every partition with its owner, in the order they were added. On a large group
@@ -39,6 +40,11 @@ pub struct GroupStatus {
 
 /// What a live replica of a group is doing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(rename_all = "snake_case")
+)]
 #[non_exhaustive]
 pub enum ReplicaState {
     /// Just joined: heartbeating, claiming nothing yet.
@@ -56,6 +62,7 @@ pub enum ReplicaState {
 
 /// One live replica, for operators.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct ReplicaStatus {
     /// The replica id.
@@ -149,6 +156,7 @@ impl GroupStatus {
 
 /// One partition's owner.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct PartitionOwner {
     /// The partition.

@@ -241,7 +241,7 @@ impl RedisStore {
             .config(pool_config)
             .runtime(Runtime::Tokio1)
             .build()
-            .map_err(|e| BuildError::Pool(e.to_string()))?;
+            .map_err(|e| BuildError::Pool(Arc::new(e)))?;
         let notifiers = Arc::new(Notifiers::default());
         let stop = CancellationToken::new();
         let (tx, rx) = mpsc::unbounded_channel();
@@ -431,12 +431,11 @@ impl RedisStore {
     }
 
     /// [`eval`](Self::eval) with arguments that are bytes, not text (state a partition
-    /// term hands off). For Leasehold's own crates.
+    /// term hands off): [`crate::ext::eval_bytes`].
     ///
     /// # Errors
     /// The [`StoreError`] of the call.
-    #[doc(hidden)]
-    pub async fn eval_bytes(
+    pub(crate) async fn eval_bytes(
         &self,
         script: &LuaScript,
         keys: &[&str],
@@ -450,9 +449,8 @@ impl RedisStore {
     /// group's heartbeat or claim), then, if replication waits are on
     /// ([`LeaseStore::with_replica_acks`], `wait_for_replicas`), `WAIT` on the same
     /// connection: fewer acknowledgements than wanted are
-    /// [`StoreError::Replication`]. For Leasehold's own crates.
-    #[doc(hidden)]
-    pub async fn eval_acked(
+    /// [`StoreError::Replication`]: [`crate::ext::eval_acked`].
+    pub(crate) async fn eval_acked(
         &self,
         script: &LuaScript,
         keys: &[&str],

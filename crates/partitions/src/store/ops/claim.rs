@@ -180,7 +180,7 @@ pub(crate) async fn redis(
     }
     let mut p = Parse::new(
         "claim",
-        store.eval_acked(&SCRIPT, &keys.all(), &args).await?,
+        leasehold_election::ext::eval_acked(store, &SCRIPT, &keys.all(), &args).await?,
     );
     match p.next_string()?.as_str() {
         "ok" => {

@@ -97,6 +97,7 @@ impl FromStr for MoveCause {
 /// ([`crate::GroupAdmin::moves`]). Times are the Redis server's clock, in ms since the
 /// Unix epoch.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Move {
     /// The entry's id in the ledger (a Redis stream id): pass it back to read on from
@@ -316,5 +317,13 @@ mod tests {
             "crash".parse::<MoveCause>(),
             Err(UnknownCause("crash".into()))
         );
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for MoveCause {
+    /// As its label ([`MoveCause::as_str`]).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }

@@ -93,7 +93,7 @@ pub(crate) async fn redis(
     }
     let mut all: Vec<&str> = keys.all().to_vec();
     all.extend(state_keys.iter().map(String::as_str));
-    let reply = store.eval_bytes(&SCRIPT, &all, &args).await?;
+    let reply = leasehold_election::ext::eval_bytes(store, &SCRIPT, &all, &args).await?;
     let items = match reply {
         // An empty table comes back as an empty array (or nil from older servers).
         Value::Nil => return Ok(Vec::new()),

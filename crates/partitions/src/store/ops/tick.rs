@@ -312,7 +312,10 @@ async fn heartbeat(
         &req.lifetime,
         &req.roster,
     ];
-    parse_heartbeat(req, store.eval_acked(&HEARTBEAT, &hk, &args).await?)
+    parse_heartbeat(
+        req,
+        leasehold_election::ext::eval_acked(store, &HEARTBEAT, &hk, &args).await?,
+    )
 }
 
 /// A heartbeat's reply (`lua/heartbeat.lua`) as the whole tick's: what a quiet tick
@@ -417,7 +420,7 @@ async fn run(
         &req.lifetime,
         &req.roster,
     ];
-    parse(store.eval_acked(script, &keys.all(), &args).await?)
+    parse(leasehold_election::ext::eval_acked(store, script, &keys.all(), &args).await?)
 }
 
 fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
