@@ -127,12 +127,7 @@ fn hand_off_resumes_every_moved_stream() {
     assert_eq!(count("starts cold"), 0, "{}", lines.join("\n"));
     // The join's four moves were warm: b prepared each one, and a named b.
     assert_eq!(count("replica-b: preparing "), 4, "{}", lines.join("\n"));
-    assert_eq!(
-        count("(handed_off, to replica-b)"),
-        4,
-        "{}",
-        lines.join("\n")
-    );
+    assert_eq!(count("(handoff, to replica-b)"), 4, "{}", lines.join("\n"));
     // Each resume is at the offset its hand-off named.
     for line in lines.iter().filter(|l| l.contains("resumed at offset")) {
         let stream = line.split_whitespace().nth(1).unwrap();

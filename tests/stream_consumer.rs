@@ -512,7 +512,7 @@ fn every_entry_is_output_exactly_once() {
     let prefix = format!("{leaver}: ");
     let handed: Vec<(String, String)> = left_lines
         .iter()
-        .filter(|l| l.contains("(shutdown)"))
+        .filter(|l| l.contains("(leave)"))
         .filter_map(|l| {
             let (tenant, rest) = l.strip_prefix(&prefix)?.split_once(": handed off at ")?;
             Some((
