@@ -65,7 +65,7 @@ pub fn term_for_tests(duty: &str, deadline: tokio::time::Instant) -> crate::Lead
 }
 
 /// `elector` leads the term of `grant` at once instead of campaigning (a lease someone
-/// took on its behalf: the partition coordinator's claims), and stops once that term has
+/// took on its behalf: a coordinator's batch claim), and stops once that term has
 /// ended (after the release).
 pub fn granted<S, F, Fut>(elector: Elector<S, F>, grant: Grant) -> Elector<S, F>
 where
@@ -76,8 +76,9 @@ where
     elector.granted(grant)
 }
 
-/// `builder` for an elector of a partition group: its keys under the group's hash tag
-/// (`<prefix>:{<group>}:<partition>:lease`), its renewals on the group's renew grid
+/// `builder` for an elector of a group of electors that renew together: its keys under
+/// the group's hash tag (`<prefix>:{<group>}:<duty>:lease`), its renewals on the group's
+/// renew grid
 /// starting at `epoch` (never later than one renew interval after the last).
 pub fn group_member(
     builder: crate::ElectorConfigBuilder,
@@ -87,21 +88,20 @@ pub fn group_member(
     builder.group_member(group.into(), epoch)
 }
 
-/// `config` for another duty (a group's template, for one of its partitions).
+/// `config` for another duty (a group's template, for one of its duties).
 pub fn with_duty(config: &crate::ElectorConfig, duty: &str) -> crate::ElectorConfig {
     let mut config = config.clone();
     config.duty = duty.to_owned();
     config
 }
 
-/// The error of a Leasehold component that has stopped, naming it (`"partition
-/// coordinator"`).
+/// The error of a Leasehold component that has stopped, naming it (`"coordinator"`).
 pub const fn stopped(what: &'static str) -> crate::Stopped {
     crate::Stopped::new(what)
 }
 
-/// [`RedisStore::eval`] with arguments that are bytes, not text (state a partition term
-/// hands off).
+/// [`RedisStore::eval`] with arguments that are bytes, not text (state a term leaves
+/// for the next).
 ///
 /// # Errors
 /// The [`StoreError`] of the call.
@@ -117,8 +117,8 @@ pub async fn eval_bytes(
     store.eval_bytes(script, keys, args).await
 }
 
-/// [`RedisStore::eval`] of a script that grants or extends a lease (a partition group's
-/// heartbeat or claim), then, if replication waits are on
+/// [`RedisStore::eval`] of a script that grants or extends a lease (a group's heartbeat
+/// or batch claim), then, if replication waits are on
 /// ([`crate::LeaseStore::with_replica_acks`], `wait_for_replicas`), `WAIT` on the same
 /// connection: fewer acknowledgements than wanted are [`StoreError::Replication`].
 ///
