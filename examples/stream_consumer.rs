@@ -9,8 +9,10 @@
 //! cursor never disagree and a deposed owner's write is refused. A new term raises the
 //! two keys' fences *before* it reads where to resume (`docs/fencing.md`, "Resuming
 //! exactly once"); on a planned move the old owner hands its cursor to the next
-//! (`Ownership::hand_off`). Each replica serves `/healthz`, `/owned` (the tenants it
-//! owns, as JSON) and `/metrics` (Prometheus) on one port. The first Ctrl-C (SIGINT) or
+//! (`Ownership::hand_off`). Each replica serves `/livez` (also `/healthz`), `/readyz`
+//! (200 once it holds its share of the tenants: `CoordinatorHandle::readiness`), `/owned`
+//! (the tenants it owns, as JSON) and `/metrics` (Prometheus) on one port;
+//! `examples/kubernetes/` deploys it with those probes. The first Ctrl-C (SIGINT) or
 //! SIGTERM leaves gracefully, handing every cursor over; while Redis cannot be reached
 //! it says "waiting for Redis (...)" once for each new error.
 //!
@@ -43,8 +45,8 @@ use axum::{Json, Router};
 use clap::{Args, Parser, Subcommand};
 use leasehold_partitions::redis;
 use leasehold_partitions::{
-    Coordinator, DutyError, DutyResult, FencedWriteError, FencedWriter, GroupConfig, GroupView,
-    HandOffError, LoadDamping, Ownership, PartitionsError, RedisStore,
+    Coordinator, CoordinatorHandle, DutyError, DutyResult, FencedWriteError, FencedWriter,
+    GroupConfig, HandOffError, LoadDamping, Ownership, PartitionsError, RedisStore,
 };
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use metrics_util::MetricKindMask;
@@ -92,7 +94,7 @@ struct ConsumeArgs {
     /// This replica's id.
     #[arg(long, env = "REPLICA_ID")]
     replica: Option<String>,
-    /// Port of `/healthz`, `/owned` and `/metrics` (0: any free port).
+    /// Port of `/livez`, `/readyz`, `/owned` and `/metrics` (0: any free port).
     #[arg(long, env = "HTTP_PORT", default_value_t = 8080)]
     port: u16,
     /// Lease length in milliseconds.
@@ -203,11 +205,13 @@ async fn consume(
     .spawn();
 
     let app = Router::new()
-        .route("/healthz", get(healthz))
+        .route("/livez", get(livez))
+        .route("/healthz", get(livez))
+        .route("/readyz", get(readyz))
         .route("/owned", get(owned))
         .route("/metrics", get(render_metrics))
         .with_state(Http {
-            view: coordinator.subscribe(),
+            coordinator: coordinator.clone(),
             metrics: prometheus.clone(),
         });
     let (stop_http, http_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -477,24 +481,36 @@ impl Arrivals {
     }
 }
 
-/// The HTTP server's state: the coordinator's view and the metrics recorder.
+/// The HTTP server's state: the coordinator and the metrics recorder.
 #[derive(Clone)]
 struct Http {
-    view: watch::Receiver<GroupView>,
+    coordinator: CoordinatorHandle<RedisStore>,
     metrics: PrometheusHandle,
 }
 
-/// 200 while the coordinator runs; 503 once it has stopped.
-async fn healthz(State(http): State<Http>) -> impl IntoResponse {
-    match http.view.has_changed() {
-        Ok(_) => (StatusCode::OK, "ok\n"),
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "stopped\n"),
+/// Liveness: 200 while the coordinator runs; 503 once it has stopped (restart me).
+/// Redis being unreachable is not a reason to restart: the replica waits for it.
+async fn livez(State(http): State<Http>) -> impl IntoResponse {
+    if http.coordinator.is_running() {
+        (StatusCode::OK, "ok\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "stopped\n")
+    }
+}
+
+/// Readiness in the group's sense: 200 once this replica holds its share of the
+/// tenants; 503 with the reason while it joins, settles, takes its share, is drained
+/// or leaves (an orchestrator replaces the next replica only once this one is ready).
+async fn readyz(State(http): State<Http>) -> impl IntoResponse {
+    match http.coordinator.readiness() {
+        Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")),
     }
 }
 
 /// The tenants this replica owns, as a JSON list.
 async fn owned(State(http): State<Http>) -> Json<Vec<String>> {
-    Json(http.view.borrow().owned.iter().cloned().collect())
+    Json(http.coordinator.view().owned.iter().cloned().collect())
 }
 
 /// Every metric, Leasehold's and this example's, in Prometheus's text format.

@@ -360,12 +360,27 @@ fn every_entry_is_output_exactly_once() {
     probe.wait_progress("the start");
     phases.mark("start");
 
-    // The HTTP side, once: healthy, its owned tenants (as the group says, once the two
+    // The HTTP side, once: alive, ready, its owned tenants (as the group says, once the two
     // reads agree: weights from the reported loads may still move a tenant), and the
     // library's metrics through the example's exporter (on the same `metrics` facade).
     let port = fleet["a"].port;
-    let (code, body) = http_get(port, "/healthz");
-    assert_eq!((code, body.trim()), (200, "ok"));
+    for path in ["/livez", "/healthz"] {
+        let (code, body) = http_get(port, path);
+        assert_eq!((code, body.trim()), (200, "ok"), "{path}");
+    }
+    // Ready once it holds its share (the group balanced), as the readiness probe of
+    // examples/kubernetes/ asks.
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let (code, body) = http_get(port, "/readyz");
+        if code == 200 {
+            assert_eq!(body.trim(), "ready");
+            break;
+        }
+        assert_eq!(code, 503, "{body}");
+        assert!(Instant::now() < deadline, "/readyz still says {body}");
+        sleep(Duration::from_millis(200));
+    }
     let deadline = Instant::now() + LIMIT;
     loop {
         let (code, body) = http_get(port, "/owned");

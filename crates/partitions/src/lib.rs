@@ -75,4 +75,4 @@ pub use self::store::ops::moves::{LEDGER_LEN, Move, MoveCause, UnknownCause};
 #[cfg(feature = "testing")]
 pub use self::store::redis::script_hashes;
 pub use self::store::{GroupStatus, GroupStore, PartitionOwner, ReplicaState, ReplicaStatus};
-pub use self::view::{GroupView, ListDifference};
+pub use self::view::{GroupView, ListDifference, NotReady};

@@ -63,11 +63,110 @@ pub struct GroupView {
     /// capacities. Its load stays within share ± the largest weight the non-isolated
     /// replicas hold.
     pub share: Option<f64>,
+    /// The largest weight of a partition in the group's set (1 in an unweighted group):
+    /// a replica's load stays within its share ± this.
+    pub max_weight: u64,
     /// The life and set version of this replica's copy of the group's set (kept to
     /// restore the group if Redis loses it), once it has read one (the simulation
     /// checks it).
     #[cfg_attr(feature = "serde", serde(skip))]
     pub(crate) set_copy: Option<(String, u64)>,
+}
+
+impl GroupView {
+    /// Whether this replica is ready in its group's sense: admitted, settled, granting,
+    /// not drained, and holding at least its floor share (by count, floor(P/N); by
+    /// weight, its share less the largest weight), or as much as the group lets it take
+    /// (a group with fewer partitions than replicas has a floor of 0). What a readiness
+    /// probe reports ([`CoordinatorHandle::readiness`](crate::CoordinatorHandle::readiness)
+    /// also says so once this replica is leaving).
+    ///
+    /// # Errors
+    /// [`NotReady`], saying why not.
+    pub fn readiness(&self) -> Result<(), NotReady> {
+        if let Some(e) = self.error.as_ref().filter(|e| e.keeps_out()) {
+            return Err(NotReady::Refused(e.clone()));
+        }
+        if !self.joined {
+            return Err(NotReady::Joining);
+        }
+        if self.drained {
+            return Err(NotReady::Drained);
+        }
+        if self.settling {
+            return Err(NotReady::Settling);
+        }
+        if self.grants_from.is_some() {
+            return Err(NotReady::GrantHold);
+        }
+        let owned = self.owned.len();
+        match self.share {
+            Some(share) if self.weighted => {
+                let floor = share - self.max_weight as f64;
+                if (self.load as f64) < floor {
+                    return Err(NotReady::BelowShare {
+                        load: self.load,
+                        floor,
+                    });
+                }
+            }
+            _ => {
+                if owned < self.floor {
+                    return Err(NotReady::BelowFloor {
+                        owned,
+                        floor: self.floor,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why a replica is not ready in its group's sense ([`GroupView::readiness`]): a
+/// readiness probe answers 503 with this text. All but [`Refused`](Self::Refused) and
+/// [`Stopped`](Self::Stopped) pass on their own.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotReady {
+    /// The coordinator has stopped.
+    #[error("the coordinator has stopped")]
+    Stopped,
+    /// This replica is leaving its group (a shutdown began).
+    #[error("leaving the group")]
+    Leaving,
+    /// Its first heartbeat has not succeeded yet (Redis unreachable, or just started).
+    #[error("not admitted to the group yet")]
+    Joining,
+    /// Kept out of the group (a duplicate replica id, an invalid configuration).
+    #[error("kept out of the group: {0}")]
+    Refused(PartitionsError),
+    /// Drained by an operator: it claims nothing.
+    #[error("drained")]
+    Drained,
+    /// Settling: it claims once it has seen the group.
+    #[error("settling")]
+    Settling,
+    /// The group grants nothing yet: just created (one renew interval on a server older
+    /// than a lease, else a lease), or after Redis lost its data.
+    #[error("the group grants nothing yet (just created, or after Redis lost its data)")]
+    GrantHold,
+    /// By count: fewer partitions than floor(P/N).
+    #[error("holds {owned} partitions, below its floor of {floor}")]
+    BelowFloor {
+        /// Partitions it holds.
+        owned: usize,
+        /// floor(P/N).
+        floor: usize,
+    },
+    /// By weight: a load below its share less the largest weight.
+    #[error("carries a load of {load}, below {floor:.1} (its share less the largest weight)")]
+    BelowShare {
+        /// Its load.
+        load: u64,
+        /// Its share less the largest weight.
+        floor: f64,
+    },
 }
 
 /// How a replica's configured partition list differs from its group's set (the

@@ -1279,6 +1279,7 @@ where
         let weighted = self.state.weighted();
         let load = self.state.load();
         let share = self.state.share();
+        let max_weight = self.state.max_weight();
         let capacity = self.config.capacity;
         self.view.send_if_modified(|v| {
             let changed = v.live_replicas != live
@@ -1287,6 +1288,7 @@ where
                 || v.weighted != weighted
                 || v.load != load
                 || v.share != share
+                || v.max_weight != max_weight
                 || v.capacity != capacity
                 || v.settling != settling
                 || v.grants_from != grants_from
@@ -1312,6 +1314,7 @@ where
                 v.weighted = weighted;
                 v.load = load;
                 v.share = share;
+                v.max_weight = max_weight;
                 v.capacity = capacity;
             }
             changed

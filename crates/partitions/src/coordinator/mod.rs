@@ -237,9 +237,37 @@ impl<B: GroupStore> CoordinatorHandle<B> {
     }
 
     /// Whether the coordinator still runs (it stops after a shutdown, or if its task
-    /// ended): for a liveness probe.
+    /// ended): for a liveness probe (`/livez`).
     pub fn is_running(&self) -> bool {
         self.inner.view.has_changed().is_ok()
+    }
+
+    /// Whether this replica is ready in its group's sense, for a readiness probe
+    /// (`/readyz`): admitted, settled, not drained, not leaving, and holding at least
+    /// its floor share ([`GroupView::readiness`]). An orchestrator that replaces the
+    /// next pod of a rolling deploy only once this one is ready moves each partition
+    /// about once per deploy, and never crowds them onto the last old pod.
+    ///
+    /// ```no_run
+    /// # use leasehold_partitions::{CoordinatorHandle, MemoryGroupStore};
+    /// # fn probe(handle: &CoordinatorHandle<MemoryGroupStore>) -> (u16, String) {
+    /// match handle.readiness() {
+    ///     Ok(()) => (200, "ready".to_owned()),
+    ///     Err(why) => (503, why.to_string()),
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`NotReady`](crate::NotReady), saying why not.
+    pub fn readiness(&self) -> Result<(), crate::NotReady> {
+        if !self.is_running() {
+            return Err(crate::NotReady::Stopped);
+        }
+        if self.inner.shutdown.is_cancelled() {
+            return Err(crate::NotReady::Leaving);
+        }
+        self.inner.view.borrow().readiness()
     }
 
     /// The group's admin on this coordinator's store: its status

@@ -545,6 +545,15 @@ impl ReplicaState {
         self.wplan.as_ref().map(|(p, _)| p.share)
     }
 
+    /// The set's largest weight, as of the last tick (1 in an unweighted group).
+    pub(crate) fn max_weight(&self) -> u64 {
+        self.view
+            .set
+            .as_ref()
+            .filter(|s| s.weighted)
+            .map_or(1, |s| s.max_weight)
+    }
+
     fn member_state(&self, now: Instant) -> MemberState {
         match self.leaving {
             Leaving::Parking | Leaving::ParkSent | Leaving::Parked => MemberState::Away,

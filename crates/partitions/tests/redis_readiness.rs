@@ -1,0 +1,96 @@
+//! Readiness in the group's sense (`CoordinatorHandle::readiness`), against a real
+//! redis-server: a replica is ready once it holds its floor share, not before; a
+//! drained or leaving replica says so at once; a stopped one says it has stopped.
+
+mod support;
+
+use std::time::Duration;
+
+use leasehold_partitions::{GroupAdmin, NotReady, RedisStore};
+use leasehold_testkit::RedisServer;
+use support::Fleet;
+use tokio::time::{Instant, sleep};
+
+const LEASE: Duration = Duration::from_millis(600);
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn store(redis: &RedisServer) -> RedisStore {
+    RedisStore::builder(redis.url())
+        .call_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_is_ready_once_it_holds_its_floor_and_not_while_drained_or_leaving() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 12, LEASE);
+    fleet.start_all(&["a", "b"]);
+    // Not ready while the new group holds its grants back, or before a replica's share.
+    let a = fleet.replicas["a"].clone();
+    assert!(a.readiness().is_err(), "ready before anything was granted");
+    fleet.converge(LIMIT).await;
+    for (id, h) in &fleet.replicas {
+        assert!(h.readiness().is_ok(), "{id}: {:?}", h.readiness());
+    }
+
+    // A joiner is ready only once it holds its floor (12 / 3 = 4).
+    fleet.start("c");
+    let c = fleet.replicas["c"].clone();
+    let start = Instant::now();
+    loop {
+        let owned = c.view().owned.len();
+        match c.readiness() {
+            Ok(()) => {
+                assert!(owned >= 4, "ready with {owned} partitions");
+                break;
+            }
+            Err(why) => {
+                assert!(
+                    !matches!(why, NotReady::Refused(_) | NotReady::Stopped),
+                    "{why}"
+                );
+            }
+        }
+        assert!(
+            start.elapsed() < LIMIT,
+            "c never ready: {:?}",
+            c.readiness()
+        );
+        sleep(Duration::from_millis(5)).await;
+    }
+
+    // Drained: not ready as soon as its view says so.
+    let admin = GroupAdmin::new(store(&redis), "g").unwrap();
+    admin.drain("b").await.unwrap();
+    let b = fleet.replicas["b"].clone();
+    let start = Instant::now();
+    while !matches!(b.readiness(), Err(NotReady::Drained)) {
+        assert!(start.elapsed() < LIMIT, "b: {:?}", b.readiness());
+        sleep(Duration::from_millis(5)).await;
+    }
+    admin.undrain("b").await.unwrap();
+    fleet.converge(LIMIT).await;
+
+    // Leaving: not ready the moment the shutdown begins; stopped once it is done.
+    let leaving = fleet.replicas.remove("a").unwrap();
+    let handle = leaving.clone();
+    let shutdown = tokio::spawn(async move { handle.shutdown().await });
+    let start = Instant::now();
+    while leaving.readiness().is_ok() {
+        assert!(start.elapsed() < LIMIT, "still ready while leaving");
+        sleep(Duration::from_millis(1)).await;
+    }
+    assert!(
+        matches!(
+            leaving.readiness(),
+            Err(NotReady::Leaving | NotReady::Stopped)
+        ),
+        "{:?}",
+        leaving.readiness()
+    );
+    shutdown.await.unwrap();
+    assert!(matches!(leaving.readiness(), Err(NotReady::Stopped)));
+    assert!(!leaving.is_running());
+    fleet.ledger.assert_no_double_ownership();
+}
