@@ -450,7 +450,12 @@ impl GroupConfigBuilder {
         self
     }
 
-    /// Settle time before the first claim.
+    /// Settle time before the first claim, when nobody serves the group yet: the
+    /// replicas started together see each other before anyone claims, and take equal
+    /// shares without hand-offs. A replica joining a group that is already served does
+    /// not settle; in a new group it settles at most until the group grants (one renew
+    /// interval after the group was created on a server that has run for more than a
+    /// lease; a lease on one that started more recently).
     ///
     /// *Rarely needed: the default follows from the lease.* Default: the lease.
     pub fn settle(mut self, d: Duration) -> Self {

@@ -11,12 +11,31 @@ const LEASE: Duration = Duration::from_millis(1_000);
 
 #[tokio::test(start_paused = true)]
 async fn cold_start_balances_without_handoffs() {
+    // Replicas started together on a server older than a lease: the group grants after
+    // one renew interval, when all of them have joined.
     let mut fleet = Fleet::new(MemoryGroupStore::new(), 64, LEASE);
+    fleet.start_all(&["a", "b", "c", "d"]);
+    let took = fleet.converge(Duration::from_secs(10)).await;
+    assert!(took < LEASE, "took {took:?}");
+    assert_balanced_without_handoffs(&fleet);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_staggered_cold_start_on_a_young_server_balances_without_handoffs() {
+    // A server that just lost its data holds a new group's grants for a lease, so
+    // replicas started up to a lease apart all join before anything is claimed.
+    let store = MemoryGroupStore::new();
+    store.wipe();
+    let mut fleet = Fleet::new(store, 64, LEASE);
     for r in ["a", "b", "c", "d"] {
         fleet.start(r);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     fleet.converge(Duration::from_secs(10)).await;
+    assert_balanced_without_handoffs(&fleet);
+}
+
+fn assert_balanced_without_handoffs(fleet: &Fleet<MemoryGroupStore>) {
     assert!(
         fleet.counts().values().all(|c| *c == 16),
         "{:?}",

@@ -307,6 +307,7 @@ where
             // Computed once: it reads the whole list.
             digest: config.digest(),
             lease: config.lease,
+            gather: config.renew_interval,
         };
         let state = ReplicaState::new(
             Settings {
@@ -1345,6 +1346,7 @@ async fn set_op<B: GroupStore>(store: &B, keys: &GroupKeys, op: &SetOp) -> SetAn
             names,
             grant_delay,
             lease,
+            gather,
         } => store
             .add(
                 keys,
@@ -1352,6 +1354,7 @@ async fn set_op<B: GroupStore>(store: &B, keys: &GroupKeys, op: &SetOp) -> SetAn
                     life: life.clone(),
                     grant_delay: *grant_delay,
                     lease: *lease,
+                    gather: *gather,
                 },
                 names,
             )

@@ -52,6 +52,8 @@ pub(crate) enum SetOp {
         names: Vec<String>,
         grant_delay: Duration,
         lease: Duration,
+        /// The grant delay on a server older than a lease (`Change::Seed`).
+        gather: Duration,
     },
     /// A step of a restore.
     Restore(RestoreStep),
@@ -165,6 +167,10 @@ pub(crate) struct Configured {
     pub(crate) digest: String,
     /// This replica's lease (no grant for this long after the group is created).
     pub(crate) lease: Duration,
+    /// This replica's renew interval: on a server that has granted on its own history
+    /// for more than a lease, a new group grants after this long instead (the replicas
+    /// started together join meanwhile).
+    pub(crate) gather: Duration,
 }
 
 #[derive(Debug)]
@@ -341,6 +347,7 @@ impl SetSync {
                 names: chunk(*next),
                 grant_delay: c.lease,
                 lease: c.lease,
+                gather: c.gather,
             },
             Job::Restore { of, copy, next } => SetOp::Restore(match next {
                 None => RestoreStep::Begin {

@@ -20,9 +20,10 @@
 //!   seeding, restoring, and applying a newer versioned list.
 //!
 //! Rules kept here, each unit-tested in [`tests`]:
-//! - **Settling.** After joining, claim nothing for `settle` (one renew interval after
-//!   a lost session; nothing after resuming, or when joining a group an active member
-//!   already serves).
+//! - **Settling.** After joining, claim nothing for `settle` (at most until the group
+//!   grants, in a group that grants nothing yet; one renew interval after a lost
+//!   session; nothing after resuming, or when joining a group an active member already
+//!   serves).
 //! - **Claims.** Up to the plan's allowance, in batches, one batch in flight at a time
 //!   (sent again with the same sequence number if its reply is lost: the store answers
 //!   it once); nothing before the group's grant wait has passed.
@@ -680,11 +681,15 @@ impl ReplicaState {
                 // claims. A replica joining a group that is already being served (a
                 // restart in a rolling deploy, a scale-up) has nobody to wait for: it
                 // takes its share at once, so that nothing freed for it sits unowned
-                // while it settles.
+                // while it settles. In a group that grants nothing yet (just created:
+                // one renew interval on a server older than a lease, else a lease) the
+                // replicas started together gather until it grants, and claim then.
                 let settle = if served {
                     Duration::ZERO
                 } else if self.session.joined() {
                     self.s.renew_interval
+                } else if !reply.grant_wait.is_zero() {
+                    self.s.settle.min(reply.grant_wait)
                 } else {
                     self.s.settle
                 };

@@ -37,6 +37,7 @@ fn configured(version: u64) -> Configured {
         version,
         digest: "d".into(),
         lease: LEASE,
+        gather: LEASE / 3,
     }
 }
 

@@ -188,6 +188,7 @@ async fn budget<B: Protocol>(b: &B) -> Vec<String> {
         life: "life-b".into(),
         grant_delay: Duration::from_millis(60),
         lease: TTL,
+        gather: Duration::from_millis(60),
     };
     b.add(&k, &seed, &names(&["p0"])).await.unwrap();
     let first = b.take_budget(&k, 3, 2, day).await.unwrap();
@@ -219,6 +220,7 @@ async fn loads<B: Protocol>(b: &B) -> Vec<String> {
         life: "life-l".into(),
         grant_delay: Duration::from_millis(1),
         lease: TTL,
+        gather: Duration::from_millis(1),
     };
     b.add(&k, &seed, &names(&["p0", "p1", "p2", "p3"]))
         .await
@@ -320,6 +322,7 @@ async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
         life: "life-p".into(),
         grant_delay: Duration::from_millis(1),
         lease: TTL,
+        gather: Duration::from_millis(1),
     };
     b.add(&k, &seed, &names(&["p0", "p1", "p2", "p3", "p4", "p5"]))
         .await
@@ -491,6 +494,7 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         life: "life-1".into(),
         grant_delay: Duration::from_millis(60),
         lease: TTL,
+        gather: Duration::from_millis(60),
     };
 
     let r = b
@@ -520,6 +524,7 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         life: "life-2".into(),
         grant_delay: Duration::from_millis(60),
         lease: TTL,
+        gather: Duration::from_millis(60),
     };
     let r = b.add(&k, &other, &names(&["q"])).await.unwrap();
     log("another replica's seed", format!("{r:?}"));
@@ -1043,6 +1048,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
                 life: "seed".into(),
                 grant_delay: Duration::from_millis(60),
                 lease: TTL,
+                gather: Duration::from_millis(60),
             },
             &names(&["s0"]),
         )
@@ -1221,6 +1227,7 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         life: "life-r".into(),
         grant_delay: Duration::from_millis(1),
         lease: TTL,
+        gather: Duration::from_millis(1),
     };
     b.add(&k, &seed, &names(&["p0", "p1", "p2", "p3", "p4"]))
         .await
@@ -1353,6 +1360,7 @@ async fn lifetimes<B: Protocol>(b: &B) -> Vec<String> {
         life: "life-l".into(),
         grant_delay: Duration::from_millis(1),
         lease: TTL,
+        gather: Duration::from_millis(1),
     };
     b.add(&k, &seed, &names(&["p0", "p1"])).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;

@@ -5,7 +5,6 @@
 //! of Redis's costs, so it proves logic, never scale.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -45,8 +44,21 @@ struct Inner {
     groups: Mutex<BTreeMap<String, Group>>,
     notices: broadcast::Sender<String>,
     /// The server lifetime (`lifetime.lua`): 1 at first, one more at every
-    /// [`MemoryGroupStore::fail_over_to`].
-    lifetime: AtomicU64,
+    /// [`MemoryGroupStore::wipe`] and [`MemoryGroupStore::fail_over_to`]; and when it
+    /// began, as `lifetime.lua` tells it.
+    lifetime: Mutex<(u64, Began)>,
+}
+
+/// When the server lifetime began, as far as the scripts can tell (`lifetime.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Began {
+    /// The store's first lifetime: no server came before it, so none can have granted a
+    /// lease it forgot (as if it had begun before any lease).
+    First,
+    /// A restart without data (a wipe), at this many ms.
+    At(u64),
+    /// A promotion (a failover): when is not known.
+    Unknown,
 }
 
 /// Every group as it stood at one moment: what a replica would have received of the
@@ -68,6 +80,21 @@ pub(crate) struct Now {
     pub(crate) us: u64,
     /// The server lifetime (`INFO`'s run id and replication id, as a number).
     pub(crate) lifetime: u64,
+    /// When it began.
+    pub(crate) began: Began,
+}
+
+impl Now {
+    /// Whether the server has granted on its own history for at least `lease_ms` (the
+    /// twin of `began + lease <= now` in `add.lua`): it cannot have forgotten a lease
+    /// of that length.
+    pub(crate) fn server_older_than(self, lease_ms: u64) -> bool {
+        match self.began {
+            Began::First => true,
+            Began::At(ms) => ms.saturating_add(lease_ms) <= self.ms,
+            Began::Unknown => false,
+        }
+    }
 }
 
 /// META.
@@ -564,14 +591,19 @@ impl MemoryGroupStore {
                 epoch: Instant::now(),
                 groups: Mutex::new(BTreeMap::new()),
                 notices: broadcast::channel(4096).0,
-                lifetime: AtomicU64::new(1),
+                lifetime: Mutex::new((1, Began::First)),
             }),
         }
     }
 
-    /// Forgets every group, as a Redis restart without persistence does.
+    /// Forgets every group, as a Redis restart without persistence does: a new server
+    /// lifetime begins now (a new group waits out a lease before it grants).
     pub fn wipe(&self) {
-        self.lock().clear();
+        let now = self.now().ms;
+        let mut groups = self.lock();
+        groups.clear();
+        let mut life = self.life();
+        *life = (life.0 + 1, Began::At(now));
     }
 
     /// Every group as it stands now: what a replica has received of the store's
@@ -585,7 +617,15 @@ impl MemoryGroupStore {
     pub fn fail_over_to(&self, snapshot: MemorySnapshot) {
         let mut groups = self.lock();
         *groups = snapshot.0;
-        self.inner.lifetime.fetch_add(1, Ordering::AcqRel);
+        let mut life = self.life();
+        *life = (life.0 + 1, Began::Unknown);
+    }
+
+    fn life(&self) -> MutexGuard<'_, (u64, Began)> {
+        self.inner
+            .lifetime
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Group>> {
@@ -596,11 +636,13 @@ impl MemoryGroupStore {
     }
 
     fn now(&self) -> Now {
+        let (lifetime, began) = *self.life();
         let d = Instant::now().duration_since(self.inner.epoch);
         Now {
             ms: u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
             us: u64::try_from(d.as_micros()).unwrap_or(u64::MAX),
-            lifetime: self.inner.lifetime.load(Ordering::Acquire),
+            lifetime,
+            began,
         }
     }
 

@@ -262,6 +262,7 @@ async fn run<B: Protocol>(b: &B, seed: u64) -> (usize, usize) {
         life: format!("life-{seed}"),
         grant_delay: Duration::from_millis(1),
         lease: TTL,
+        gather: Duration::from_millis(1),
     };
     b.add(&k, &create, &names).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;

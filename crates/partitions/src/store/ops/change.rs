@@ -29,12 +29,15 @@ pub enum Change {
     /// applied meanwhile wins.
     Versioned(u64),
     /// Creates a group that does not exist from a replica's configured list (no grant
-    /// for `grant_delay`), and goes on only while the group is the one it created
-    /// (`life`: the new group's id).
+    /// for `grant_delay`, or only for `gather` on a server that has granted on its own
+    /// history for more than `lease`: it cannot have forgotten a lease of the group),
+    /// and goes on only while the group is the one it created (`life`: the new group's
+    /// id).
     Seed {
         life: String,
         grant_delay: Duration,
         lease: Duration,
+        gather: Duration,
     },
 }
 
@@ -101,17 +104,19 @@ pub(crate) async fn add(
     mode: &Change,
     names: &[String],
 ) -> Result<AddReply, StoreError> {
-    let (life, delay, lease) = match mode {
+    let (life, delay, lease, gather) = match mode {
         Change::Seed {
             life,
             grant_delay,
             lease,
+            gather,
         } => (
             life.clone(),
             super::millis(*grant_delay),
             super::millis(*lease),
+            super::millis(*gather),
         ),
-        _ => (String::new(), String::new(), String::new()),
+        _ => (String::new(), String::new(), String::new(), String::new()),
     };
     let m = mode.mode();
     let mut args = vec![
@@ -121,6 +126,7 @@ pub(crate) async fn add(
         &lease,
         &keys.channel,
         &keys.notice,
+        &gather,
     ];
     args.extend(names.iter().map(String::as_str));
     let all = mode.keys(keys);
@@ -190,15 +196,21 @@ impl Group {
                     life,
                     grant_delay,
                     lease,
+                    gather,
                 },
                 None,
             ) => {
+                let delay = if now.server_older_than(millis(*lease)) {
+                    grant_delay.min(gather)
+                } else {
+                    grant_delay
+                };
                 self.meta = Some(Meta {
                     count: 0,
                     next: 0,
                     version: 0,
                     digest: String::new(),
-                    grant_after: now.ms + millis(*grant_delay),
+                    grant_after: now.ms + millis(*delay),
                     life: life.clone(),
                     sver: 0,
                     lease: millis(*lease),

@@ -351,6 +351,7 @@ mod tests {
                 life: "life-sum".to_owned(),
                 grant_delay: Duration::from_millis(1),
                 lease: Duration::from_secs(5),
+                gather: Duration::from_millis(1),
             };
             for chunk in names.chunks(250) {
                 b.add(k, &seed, chunk).await.unwrap();

@@ -708,6 +708,7 @@ mod tests {
             life: format!("life-{group}"),
             grant_delay: Duration::from_millis(1),
             lease,
+            gather: Duration::from_millis(1),
         };
         store.add(&k, &seed, &names).await.unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -915,6 +916,7 @@ mod tests {
             life: "life-window".to_owned(),
             grant_delay: Duration::from_millis(1),
             lease,
+            gather: Duration::from_millis(1),
         };
         store.add(&k, &seed, &names).await.unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -972,6 +974,7 @@ mod tests {
             life: "life-changes".to_owned(),
             grant_delay: Duration::from_millis(1),
             lease: TTL,
+            gather: Duration::from_millis(1),
         };
         store.add(&k, &seed, &["p0".to_owned()]).await.unwrap();
         let mut inc = String::new();
