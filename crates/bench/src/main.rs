@@ -486,9 +486,17 @@ pub struct RollingArgs {
     /// list versions).
     #[arg(long, default_value_t = 0, value_parser = parse_added)]
     pub add_partitions: usize,
-    /// Pause after each restart before the next SIGTERM, in milliseconds.
+    /// Pause after each restart before the next SIGTERM, in milliseconds (not with
+    /// `--paced`, which waits for readiness instead).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
     pub gap_ms: u64,
+    /// Deploy as an orchestrator paced by readiness would (Kubernetes' `maxSurge: 1`,
+    /// `maxUnavailable: 0` with the `/readyz` of `examples/kubernetes/`): for each old
+    /// replica, start its replacement (a new replica id), wait until the replacement is
+    /// ready in the group's sense (`CoordinatorHandle::readiness`), then SIGTERM the old
+    /// one and wait for its exit.
+    #[arg(long, conflicts_with_all = ["sticky", "add_partitions"])]
+    pub paced: bool,
     /// Settle time of a starting replica, in milliseconds. Default: one lease.
     #[arg(long)]
     pub settle_ms: Option<u64>,

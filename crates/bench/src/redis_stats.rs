@@ -299,6 +299,44 @@ pub fn parse_slowlog(reply: &Value) -> Result<Vec<SlowEntry>, String> {
         .collect()
 }
 
+/// Waits until every node `urls` name has granted on its own history for at least
+/// `lease`, as `lifetime.lua` tells it (whole seconds of `uptime_in_seconds`, less one):
+/// a new group on such a server grants after one renew interval instead of a lease.
+/// Returns the youngest node's uptime then, in ms (whole seconds).
+///
+/// # Errors
+/// A node that cannot be read, or one that does not reach that age in a lease and 10 s.
+pub async fn await_server_age(urls: &[String], lease: Duration) -> Result<u64, BoxError> {
+    let deadline = tokio::time::Instant::now() + lease + Duration::from_secs(10);
+    let mut conns = Vec::new();
+    for url in urls {
+        conns.push(connect(url).await?);
+    }
+    loop {
+        let mut youngest = u64::MAX;
+        for conn in &mut conns {
+            let info: String = redis::cmd("INFO").arg("server").query_async(conn).await?;
+            let up = info
+                .lines()
+                .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or("INFO server has no uptime_in_seconds")?;
+            youngest = youngest.min(up);
+        }
+        if youngest.saturating_sub(1).saturating_mul(1000)
+            >= u64::try_from(lease.as_millis()).unwrap_or(u64::MAX)
+        {
+            return Ok(youngest * 1000);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(
+                format!("the server is {youngest} s old, not older than the lease yet").into(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -283,7 +283,7 @@ impl Drop for PrepareLine {
     }
 }
 
-/// Prints one coordinator's `joined`, `group_set`, `handoffs` and `refused` lines
+/// Prints one coordinator's `joined`, `ready`, `group_set`, `handoffs` and `refused` lines
 /// (tagged with `tag` if given) as its view changes, until `stop`.
 async fn watch<B: GroupStore>(
     handle: Arc<CoordinatorHandle<B>>,
@@ -293,6 +293,7 @@ async fn watch<B: GroupStore>(
     let tag = tag.as_deref();
     let mut view = handle.subscribe();
     let (mut joined, mut handoffs) = (false, 0);
+    let mut is_ready: Option<bool> = None;
     // The group's set as last reported: (P, list differs); P 0 until the first tick.
     let mut set = (0, false);
     let (mut watching, mut waiting_ready) = (true, true);
@@ -322,6 +323,18 @@ async fn watch<B: GroupStore>(
                 }
                 .emit_as(tag);
             }
+        }
+        // After the view's borrow is released (the handle borrows it again), and as of
+        // a version no older than the one just seen.
+        let now = handle.readiness();
+        if is_ready != Some(now.is_ok()) {
+            is_ready = Some(now.is_ok());
+            PartitionEvent::Ready {
+                ready: now.is_ok(),
+                reason: now.err().map(|e| e.to_string()),
+                at_us: now_us(),
+            }
+            .emit_as(tag);
         }
         tokio::select! {
             () = stop.cancelled() => break,

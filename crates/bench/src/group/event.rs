@@ -15,6 +15,17 @@ pub enum PartitionEvent {
         /// When the replica saw it (wall µs).
         at_us: u64,
     },
+    /// The replica's readiness in the group's sense (`CoordinatorHandle::readiness`)
+    /// changed: printed at the first view and at every change.
+    Ready {
+        /// Ready now.
+        ready: bool,
+        /// Why not (`NotReady`'s text), when not ready.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// When the replica saw it (wall µs).
+        at_us: u64,
+    },
     /// A partition callback started: this replica owns the partition.
     Owned {
         /// The partition.

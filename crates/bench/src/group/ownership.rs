@@ -450,6 +450,8 @@ pub struct OwnerChanges {
     pub changes: u64,
     /// The same changes by (from, to).
     pub moves: BTreeMap<(String, String), u64>,
+    /// The same changes by partition.
+    pub per_partition: BTreeMap<String, u64>,
 }
 
 impl OwnerChanges {
@@ -474,6 +476,7 @@ impl OwnerChanges {
                     *out.moves
                         .entry((prev.to_owned(), l.replica.clone()))
                         .or_default() += 1;
+                    *out.per_partition.entry(partition.clone()).or_default() += 1;
                 }
                 _ => {}
             }

@@ -59,6 +59,10 @@ pub fn poll_interval(partitions: usize) -> Duration {
 /// The cold start.
 #[derive(Debug, Clone, Serialize)]
 pub struct ColdStart {
+    /// The server's uptime when the replicas were spawned (whole seconds, in ms): the
+    /// bench waits until its own fresh server has run for more than a lease (a new group
+    /// then grants after one renew interval: `docs/guarantees.md`).
+    pub server_age_ms: u64,
     /// First spawn → every partition owned.
     pub all_owned_ms: f64,
     /// First spawn → balanced.
@@ -324,7 +328,10 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     };
     fleet.log.set_balance(balance.clone());
 
-    // Cold start.
+    // Cold start, on a server that has run for more than a lease (a restarted server
+    // holds a new group's grants for a lease: tests/redis_cold_start.rs).
+    let server_age_ms =
+        crate::redis_stats::await_server_age(&fleet.servers.stats_urls, lease).await?;
     let start_us = now_us();
     for i in 1..=n {
         let mut spec = fleet.spec.clone();
@@ -342,6 +349,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         cold.describe()
     );
     let cold_start = ColdStart {
+        server_age_ms,
         all_owned_ms: round3(all_owned_ms),
         balanced_ms: round3(balanced_ms),
         confirmed_ms: round3(confirmed_ms),

@@ -5,7 +5,10 @@
 //!    by their lines, one lease more, and balanced again.
 //! 2. Rolling phase: for each replica in turn, SIGTERM, wait for its graceful exit,
 //!    start it again with the same replica id, then wait `--gap-ms` (1 s) before the
-//!    next one. With `--sticky` every process runs with a rejoin grace, so a restart
+//!    next one. With `--paced`, as an orchestrator that waits for readiness would
+//!    (`maxSurge: 1`, `maxUnavailable: 0`): start the replacement under a new id
+//!    (`replica-5` for `replica-1` of 4), wait for its `ready` line, then SIGTERM the
+//!    old one and wait for its exit. With `--sticky` every process runs with a rejoin grace, so a restart
 //!    should move nothing. With `--add-partitions K` the restarted ("new version")
 //!    processes have a list of P + K partitions at list version 2, the old ones P at
 //!    version 1: the first new one applies the grown list, the old ones follow the
@@ -56,11 +59,17 @@ pub fn default_rejoin_grace_ms(lease_ms: u64) -> u64 {
 pub struct Restart {
     /// The replica restarted.
     pub replica: String,
+    /// With `--paced`: the replica that replaced it (started first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<String>,
+    /// With `--paced`: the replacement's start → its `ready` line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready_ms: Option<f64>,
     /// Rolling phase's start → its SIGTERM.
     pub sigterm_ms: f64,
     /// SIGTERM → the old process exited (its graceful leave).
     pub exit_ms: f64,
-    /// Exit → the new process started.
+    /// Exit → the new process started (with `--paced`, 0: it started before).
     pub respawn_ms: f64,
     /// Its start → the new process's `joined` line (`None`: never).
     pub joined_ms: Option<f64>,
@@ -76,6 +85,17 @@ pub struct RollingReport {
     pub scenario: &'static str,
     /// Every process ran with a rejoin grace.
     pub sticky: bool,
+    /// Paced by readiness (`--paced`): each replacement started and ready before its
+    /// old replica's SIGTERM.
+    pub paced: bool,
+    /// Owner changes during the rolling phase per partition of the old list (`moved`
+    /// / P): 1 is each partition moving once in the deploy.
+    pub moves_per_partition: f64,
+    /// Partitions that changed owner more than once during the rolling phase.
+    pub moved_more_than_once: usize,
+    /// The deploy itself: the rolling phase's start → the last old replica's exit, in
+    /// ms.
+    pub deploy_ms: f64,
     /// P: the old list.
     pub partitions_before: usize,
     /// The group's partition count at the end, by `group_status`.
@@ -217,7 +237,46 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
     let mut restarts = Vec::new();
     let mut terms_us = Vec::new();
     let mut set_from = Some(fleet.log.len());
+    let mut fresh = args.replicas;
     for (i, id) in ids.iter().enumerate() {
+        if args.paced {
+            // The replacement first, under a new id; the old one leaves once it is ready.
+            fresh += 1;
+            let next = format!("replica-{fresh}");
+            let from = fleet.log.len();
+            let at_us = fleet.spawn_with(&new, &next, 1)?;
+            starts.push(Start {
+                replica: next.clone(),
+                incarnation: 1,
+                at_us,
+            });
+            let ready_us = until_ready(fleet, &next, from, convergence_limit(after, lease))
+                .await
+                .map_err(|e| format!("replacing {id}: {e}"))?;
+            let term_us = now_us();
+            fleet
+                .stop(id, harness::EXIT)
+                .await
+                .map_err(|e| format!("stopping {id}: {e}"))?;
+            let exit_us = now_us();
+            eprintln!(
+                "rolling: {next} ready {:.1} ms after its start; {id} left in {:.1} ms; {}",
+                span_ms(at_us, ready_us),
+                span_ms(term_us, exit_us),
+                fleet.log.progress().describe()
+            );
+            terms_us.push(term_us);
+            restarts.push(Step {
+                old: id.clone(),
+                new: next,
+                incarnation: 1,
+                term_us,
+                exit_us,
+                at_us,
+                ready_us: Some(ready_us),
+            });
+            continue;
+        }
         let term_us = now_us();
         fleet
             .stop(id, harness::EXIT)
@@ -236,7 +295,15 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
             fleet.log.progress().describe()
         );
         terms_us.push(term_us);
-        restarts.push((id.clone(), term_us, exit_us, at_us));
+        restarts.push(Step {
+            old: id.clone(),
+            new: id.clone(),
+            incarnation: 2,
+            term_us,
+            exit_us,
+            at_us,
+            ready_us: None,
+        });
         if i + 1 < ids.len() {
             sleep(gap).await;
             fleet
@@ -245,10 +312,11 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
         }
         follow_set(fleet, after, &mut set_from);
     }
+    let deployed_us = restarts.last().map_or(rolling_us, |r| r.exit_us);
 
     // Balanced again, or the limit.
     fleet.log.expect_partitions(after);
-    let last_start_us = restarts.last().map_or(rolling_us, |r| r.3);
+    let last_start_us = restarts.last().map_or(rolling_us, |r| r.at_us);
     let limit = args
         .limit_secs
         .map_or_else(|| convergence_limit(after, lease), Duration::from_secs);
@@ -285,21 +353,25 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
     let restarts: Vec<Restart> = restarts
         .iter()
         .enumerate()
-        .map(|(i, (id, term_us, exit_us, at_us))| {
+        .map(|(i, step)| {
             let until = terms_us.get(i + 1).map_or(end_us, |next| next - 1);
             let joined_us = log.iter().find_map(|l| match l.event {
-                PartitionEvent::Joined { at_us: j } if l.replica == *id && l.incarnation == 2 => {
+                PartitionEvent::Joined { at_us: j }
+                    if l.replica == step.new && l.incarnation == step.incarnation =>
+                {
                     Some(j)
                 }
                 _ => None,
             });
             Restart {
-                replica: id.clone(),
-                sigterm_ms: round3(span_ms(rolling_us, *term_us)),
-                exit_ms: round3(span_ms(*term_us, *exit_us)),
-                respawn_ms: round3(span_ms(*exit_us, *at_us)),
-                joined_ms: joined_us.map(|j| round3(span_ms(*at_us, j))),
-                moved: OwnerChanges::count(&log, *term_us, until).changes,
+                replica: step.old.clone(),
+                replacement: (step.new != step.old).then(|| step.new.clone()),
+                ready_ms: step.ready_us.map(|r| round3(span_ms(step.at_us, r))),
+                sigterm_ms: round3(span_ms(rolling_us, step.term_us)),
+                exit_ms: round3(span_ms(step.term_us, step.exit_us)),
+                respawn_ms: round3(span_ms(step.exit_us, step.at_us.max(step.exit_us))),
+                joined_ms: joined_us.map(|j| round3(span_ms(step.at_us, j))),
+                moved: OwnerChanges::count(&log, step.term_us, until).changes,
             }
         })
         .collect();
@@ -347,6 +419,10 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
     Ok(RollingReport {
         scenario: "rolling",
         sticky: args.sticky,
+        paced: args.paced,
+        moves_per_partition: round3(moved.changes as f64 / before.max(1) as f64),
+        moved_more_than_once: moved.per_partition.values().filter(|n| **n > 1).count(),
+        deploy_ms: round3(span_ms(rolling_us, deployed_us)),
         partitions_before: before,
         partitions_after: status.partitions.len(),
         moved: moved.changes,
@@ -380,6 +456,53 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
         hand_off_bytes: args.hand_off_bytes,
         hand_offs,
     })
+}
+
+/// One step of the rolling phase: `old` left, `new` (process `incarnation`) started.
+struct Step {
+    old: String,
+    new: String,
+    incarnation: u32,
+    /// The old one's SIGTERM and exit.
+    term_us: u64,
+    exit_us: u64,
+    /// The new one's start, and (paced) its `ready` line.
+    at_us: u64,
+    ready_us: Option<u64>,
+}
+
+/// Waits for `replica`'s `ready` line (from line `from` on); returns its time.
+///
+/// # Errors
+/// If a replica exits, or `limit` passes first.
+async fn until_ready(
+    fleet: &mut Fleet,
+    replica: &str,
+    from: usize,
+    limit: Duration,
+) -> Result<u64, BoxError> {
+    let start = Instant::now();
+    loop {
+        let ready = fleet.log.since(from).iter().find_map(|l| match &l.event {
+            PartitionEvent::Ready {
+                ready: true, at_us, ..
+            } if l.replica == replica => Some(*at_us),
+            _ => None,
+        });
+        if let Some(at_us) = ready {
+            return Ok(at_us);
+        }
+        fleet.check_running()?;
+        if start.elapsed() > limit {
+            return Err(format!(
+                "{replica} not ready within {:.1} s: {}",
+                limit.as_secs_f64(),
+                fleet.log.progress().describe()
+            )
+            .into());
+        }
+        sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// Once a replica's `group_set` line (from line `*from` on) shows the grown set of
