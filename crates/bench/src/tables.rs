@@ -479,15 +479,19 @@ fn thousands(n: u64) -> String {
     out
 }
 
-/// The three rolling runs side by side.
+/// The rolling runs side by side.
 fn rolling(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
     let mut out = String::from(
-        "| restart of every replica, 1 s apart | partitions | moved | longest unowned | unowned, summed | refused | all owned | spread |\n\
-         |---|---|---|---|---|---|---|---|\n",
+        "| restart of every replica | partitions | moved | moves per partition | longest unowned | unowned, summed | refused | all owned | spread |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
     );
     let mut sources = Vec::new();
     for (name, label) in [
-        ("rolling", "default (graceful hand-off)"),
+        ("rolling", "default: stop, start again, 1 s apart (graceful hand-off)"),
+        (
+            "rolling-paced",
+            "`--paced`: a new replica first, the old one stopped once it is ready",
+        ),
         ("rolling-sticky", "`--sticky` (rejoin grace 20 s)"),
         (
             "rolling-add",
@@ -498,10 +502,11 @@ fn rolling(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
         let r = bench.last();
         let _ = writeln!(
             out,
-            "| {label} | {} → {} | **{}** | **{} ms** | {} ms | {} | {} | {} |",
+            "| {label} | {} → {} | **{}** | {} | **{} ms** | {} ms | {} | {} | {} |",
             r["partitions_before"],
             r["partitions_after"],
             r["moved"],
+            fig(num(&r["moved"]) / num(&r["partitions_before"]).max(1.0)),
             fig(num(&r["max_unowned_ms"])),
             fig(num(&r["sum_unowned_ms"])),
             r["refused"],
@@ -634,12 +639,21 @@ fn rebalance(r: &Bench) -> Result<String, BoxError> {
     let lease = num(&v["lease_ms"]);
     Ok(format!(
         "| event | result |\n|---|---|\n\
-         | cold start of {p} partitions on {n} replicas (settle = one lease, then claims) | all owned and balanced after {cold_all}, **{handoffs} hand-offs** |\n\
+         | cold start of {p} partitions on {n} replicas ({hold}) | all owned and balanced after {cold_all}, **{handoffs} hand-offs** |\n\
          | SIGKILL of one replica | all owned again **{kill_all}** after the kill; its session expired {expiry} after it (overshoot {over} ms); bound lease + renew interval = {bound} |\n\
          | a replica joins | balanced after {join_ms} (it joins a served group without settling; a hand-off waits for two ticks in a row that agree, so a joiner waits one renew interval unless the second tick was due anyway), **{moved} partitions moved**: exactly its share |\n\
          \nFrom {src}; final spread {spread}{runs}.\n",
         p = v["partitions"],
         n = v["replicas"],
+        // A report with the server's age ran its cold start on a server older than a
+        // lease (the group grants after one renew interval); older reports held a lease.
+        hold = match cold["server_age_ms"].as_f64() {
+            Some(age) => format!(
+                "on a server up {}: the group grants after one renew interval",
+                secs(age)
+            ),
+            None => "settle = one lease, then claims".to_owned(),
+        },
         cold_all = secs(num(&cold["all_owned_ms"])),
         handoffs = cold["handoffs"],
         kill_all = secs_over(v, "kill_all_owned_ms", &kill["all_owned_ms"]),

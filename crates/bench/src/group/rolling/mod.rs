@@ -259,6 +259,9 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
                 .await
                 .map_err(|e| format!("stopping {id}: {e}"))?;
             let exit_us = now_us();
+            // Gone for good (its id is not started again): it no longer counts as a
+            // live replica, so balance is judged among the others.
+            fleet.log.retire(id);
             eprintln!(
                 "rolling: {next} ready {:.1} ms after its start; {id} left in {:.1} ms; {}",
                 span_ms(at_us, ready_us),
