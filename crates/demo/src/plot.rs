@@ -160,7 +160,7 @@ fn event_label(e: &Event, cold: bool) -> String {
     match &e.outcome {
         Outcome::Converged { after, moved, .. } if cold => {
             format!(
-                "{}: cold start, all {moved} owned after {} (a new group grants nothing for one lease)",
+                "{}: cold start, all {moved} owned after {} (a new group grants after one renew interval)",
                 e.label,
                 secs(*after)
             )

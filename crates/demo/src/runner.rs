@@ -353,8 +353,9 @@ impl<B: GroupStore> Demo<B> {
             .max()
         {
             return Some(format!(
-                "a new group grants nothing for one lease ({}) after it is created, in case a \
-                 restarted Redis lost leases that are still held; {} left",
+                "a new group grants nothing for its first renew interval, while the replicas \
+                 started together join (a lease, {}, on a Redis that started less than a \
+                 lease ago: it may have lost leases that are still held); {} left",
                 view::secs(self.settings.lease),
                 view::secs(at.saturating_duration_since(now))
             ));

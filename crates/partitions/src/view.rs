@@ -25,8 +25,10 @@ pub struct GroupView {
     /// Whether the first group tick has succeeded.
     pub joined: bool,
     /// The group grants nothing before this instant, as of the last tick: a group just
-    /// created (or whose Redis restarted without its data) waits out one lease, because
-    /// leases granted before may still be held. `None` when it grants now.
+    /// created waits one renew interval (its replicas started together join meanwhile),
+    /// or one lease on a Redis that started or was promoted less than a lease ago (or
+    /// restarted without its data), because leases granted before may still be held.
+    /// `None` when it grants now.
     #[cfg_attr(feature = "serde", serde(skip))]
     pub grants_from: Option<tokio::time::Instant>,
     /// The last error (a Redis failure, or a conflict that stops this replica from
