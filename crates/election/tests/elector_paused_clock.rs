@@ -647,3 +647,65 @@ async fn a_confirmed_lease_is_led_from_its_send_time_and_renewed_at_once() {
     assert!(h.status().is_leader() && !lead.is_cancelled());
     h.shutdown().await;
 }
+
+/// A leader whose duty ignores cancellation, with a long lease and grace.
+async fn stubborn_leader(store: MemoryStore) -> ElectorHandle {
+    let cfg = ElectorConfig::builder("job", "a")
+        .lease(Duration::from_secs(30))
+        .grace(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let h = Elector::new(store, cfg, |_lead: Leadership| async move {
+        std::future::pending::<()>().await;
+        Ok(())
+    })
+    .spawn();
+    h.wait_until_leader().await.unwrap();
+    h
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_by_aborts_the_duty_at_its_deadline_and_releases() {
+    let store = MemoryStore::new();
+    let h = stubborn_leader(store.clone()).await;
+    let mut rx = h.subscribe();
+    let start = Instant::now();
+    h.stop_by(start + Duration::from_millis(50));
+    let s = rx
+        .wait_for(|s| s.role == Role::Stopped)
+        .await
+        .unwrap()
+        .clone();
+    let end = s.last_term.unwrap();
+    assert!(end.grace_overrun, "the duty ran to the deadline");
+    assert!(end.released, "then the lease was released");
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(50), "{took:?}");
+    assert!(
+        took < Duration::from_millis(60),
+        "not the 10 s grace: {took:?}"
+    );
+    // Released: another replica leads at once, not after the 30 s lease.
+    let b = spawn(store, "b");
+    timeout(Duration::from_millis(100), b.wait_until_leader())
+        .await
+        .expect("b leads without waiting for the lease")
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_by_hurries_a_duty_already_in_its_grace() {
+    let h = stubborn_leader(MemoryStore::new()).await;
+    let mut rx = h.subscribe();
+    let start = Instant::now();
+    h.stop();
+    sleep(Duration::from_millis(10)).await;
+    assert_ne!(h.status().role, Role::Stopped, "still in its 10 s grace");
+    h.stop_by(start + Duration::from_millis(40));
+    // A later deadline does not extend the earlier one.
+    h.stop_by(start + Duration::from_secs(5));
+    rx.wait_for(|s| s.role == Role::Stopped).await.unwrap();
+    let took = start.elapsed();
+    assert!(took >= Duration::from_millis(40), "{took:?}");
+    assert!(took < Duration::from_millis(50), "{took:?}");
+}

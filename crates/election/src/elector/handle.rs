@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::Stopped;
@@ -29,6 +30,9 @@ pub struct ElectorHandle {
 pub(super) struct Control {
     /// Bumped by every `step_down()`; a term started before the bump ends.
     pub(super) step_downs: watch::Sender<u64>,
+    /// The latest instant a duty being stopped may run to (set by `stop_by`): its
+    /// grace ends then if it would end later.
+    pub(super) stop_by: watch::Sender<Option<Instant>>,
 }
 
 /// How a spawned elector runs.
@@ -81,6 +85,33 @@ impl ElectorHandle {
     /// [`shutdown`](Self::shutdown) waits for it. The same as cancelling
     /// [`shutdown_token`](Self::shutdown_token).
     pub fn stop(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Asks the elector to stop gracefully as [`stop`](Self::stop) does, its duty
+    /// aborted at `deadline` if the grace would let it run longer (then the lease is
+    /// released): for a shutdown that must end by a deadline, such as a pod's
+    /// `terminationGracePeriodSeconds`. A duty already stopping is hurried too; an
+    /// earlier deadline given before stands.
+    ///
+    /// ```no_run
+    /// # async fn f(handle: leasehold_election::ElectorHandle) {
+    /// use std::time::Duration;
+    /// use tokio::time::Instant;
+    ///
+    /// // SIGTERM: the duty gets its grace, but no more than 2 s.
+    /// handle.stop_by(Instant::now() + Duration::from_secs(2));
+    /// handle.shutdown().await;
+    /// # }
+    /// ```
+    pub fn stop_by(&self, deadline: Instant) {
+        self.control.stop_by.send_if_modified(|by| match by {
+            Some(at) if *at <= deadline => false,
+            _ => {
+                *by = Some(deadline);
+                true
+            }
+        });
         self.shutdown.cancel();
     }
 

@@ -144,6 +144,12 @@ pub(super) fn grace_end(
     }
 }
 
+/// When a cancelled duty is aborted once a shutdown deadline (`stop_by`) applies: the
+/// earlier of its grace's end and that deadline.
+pub(super) fn hurried(grace_end: Instant, stop_by: Option<Instant>) -> Instant {
+    stop_by.map_or(grace_end, |by| grace_end.min(by))
+}
+
 /// Whether the lease is released after a term that ended for `reason`: always, except
 /// after a refused renewal (the token holds nothing any more).
 pub(super) fn releases(reason: &TermEndReason) -> bool {
@@ -304,6 +310,15 @@ mod tests {
         assert_eq!(grace_end(now, 5000 * MS, deadline, true), now);
         assert_eq!(grace_end(now, 5000 * MS, deadline, false), deadline);
         assert_eq!(grace_end(now, 100 * MS, deadline, false), now + 100 * MS);
+    }
+
+    #[test]
+    fn a_shutdown_deadline_cuts_the_grace_short_and_never_extends_it() {
+        let now = Instant::now();
+        let end = now + 5000 * MS;
+        assert_eq!(hurried(end, None), end);
+        assert_eq!(hurried(end, Some(now + 100 * MS)), now + 100 * MS);
+        assert_eq!(hurried(end, Some(now + 9000 * MS)), end);
     }
 
     #[test]

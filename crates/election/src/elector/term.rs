@@ -165,13 +165,21 @@ where
         if !duty_done {
             let now = Instant::now();
             let grace_end = rules::grace_end(now, cfg.grace, deadline, lease_lost);
-            tokio::select! {
-                biased;
-                _ = &mut duty => {}
-                () = sleep_until(grace_end) => {
-                    grace_overrun = grace_end > now;
-                    duty.abort();
-                    let _ = (&mut duty).await;
+            let mut stop_by = self.control.stop_by.subscribe();
+            loop {
+                // A deadline set by `stop_by` (now or while the duty winds down) cuts
+                // the grace short.
+                let end = rules::hurried(grace_end, *stop_by.borrow_and_update());
+                tokio::select! {
+                    biased;
+                    _ = &mut duty => break,
+                    Ok(()) = stop_by.changed() => {}
+                    () = sleep_until(end) => {
+                        grace_overrun = end > now;
+                        duty.abort();
+                        let _ = (&mut duty).await;
+                        break;
+                    }
                 }
             }
             if grace_overrun {
