@@ -206,6 +206,9 @@ pub(crate) struct Parts<B, F> {
     pub(crate) callback: Arc<F>,
     pub(crate) view: watch::Sender<GroupView>,
     pub(crate) shutdown: CancellationToken,
+    /// The instant a shutdown must be over by, if one was given
+    /// ([`CoordinatorHandle::shutdown_within`](super::CoordinatorHandle::shutdown_within)).
+    pub(crate) leave_by: watch::Receiver<Option<Instant>>,
     /// The renew grid's epoch.
     pub(crate) epoch: Instant,
     /// Draw random numbers from this seed (a simulation), or from the system.
@@ -229,6 +232,8 @@ pub(crate) struct Driver<B, F> {
     view: watch::Sender<GroupView>,
     labels: Labels,
     shutdown: CancellationToken,
+    /// The instant a shutdown must be over by, if one was given.
+    leave_by: watch::Receiver<Option<Instant>>,
     notices: broadcast::Receiver<String>,
     rng: StdRng,
     tick: Lane<Ticked>,
@@ -292,6 +297,7 @@ where
             callback,
             view,
             shutdown,
+            leave_by,
             epoch,
             seed,
             roster_bytes,
@@ -349,6 +355,7 @@ where
             slots: Slots::default(),
             view,
             shutdown,
+            leave_by,
             rng,
             tick: None,
             claim: None,
@@ -391,6 +398,11 @@ where
                     let actions = self.state.on_shutdown(Instant::now());
                     self.perform(actions)
                 }
+                Ok(()) = self.leave_by.changed(), if self.stopped_all => {
+                    let at = self.abort_at();
+                    self.slots.stop_all_by(at);
+                    false
+                }
                 (token, reply) = next_of(&mut self.claim) => self.on_claim(&token, reply),
                 (batch, reply) = next_of(&mut self.release) => self.on_release(batch, reply),
                 chore = next_of(&mut self.chore) => self.on_chore(chore),
@@ -430,6 +442,15 @@ where
         gauge!(m::OWNED, &self.labels.pair()).set(0.0);
         self.ends.flush();
         info!("left the group");
+    }
+
+    /// When the callbacks of a shutdown with a deadline are aborted, if they have not
+    /// returned: early enough before the deadline for their releases and the session's
+    /// end (a fifth of the time left, at most half a renew interval).
+    fn abort_at(&mut self) -> Option<Instant> {
+        let by = (*self.leave_by.borrow_and_update())?;
+        let left = by.saturating_duration_since(Instant::now());
+        Some(by - (left / 5).min(self.config.renew_interval / 2))
     }
 
     fn limit(&self) -> Duration {
@@ -477,6 +498,8 @@ where
                 Action::StopAll { .. } => {
                     self.stopped_all = true;
                     self.slots.stop_all();
+                    let at = self.abort_at();
+                    self.slots.stop_all_by(at);
                 }
                 Action::Revoke(terms) => {
                     for &(i, _) in &terms {

@@ -20,6 +20,7 @@ use std::sync::atomic::AtomicU64;
 #[cfg(any(test, feature = "testing"))]
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use leasehold_election::DutyResult;
 use tokio::sync::watch;
@@ -153,6 +154,7 @@ where
             info_span!("partitions", group = %self.config.group, replica = %self.config.replica_id);
         let epoch = Instant::now();
         let roster_bytes = Arc::new(AtomicU64::new(0));
+        let (leave_by, leave_by_rx) = watch::channel(None);
         // The electors' template (its duty is each partition's name in turn): the
         // configuration was checked when it was built, and cannot change since.
         let first = self.config.partitions.first().unwrap_or(&self.config.group);
@@ -165,6 +167,7 @@ where
                     callback: self.callback,
                     view: view_tx,
                     shutdown: self.shutdown.clone(),
+                    leave_by: leave_by_rx,
                     epoch,
                     seed: self.seed,
                     roster_bytes: roster_bytes.clone(),
@@ -182,6 +185,7 @@ where
             inner: Arc::new(HandleInner {
                 view: view_rx,
                 shutdown: self.shutdown,
+                leave_by,
                 task: Mutex::new(Some(task)),
                 store: self.store,
                 keys,
@@ -212,6 +216,8 @@ impl<B> Clone for CoordinatorHandle<B> {
 struct HandleInner<B> {
     view: watch::Receiver<GroupView>,
     shutdown: CancellationToken,
+    /// The instant a shutdown must be over by, if one was given.
+    leave_by: watch::Sender<Option<Instant>>,
     task: Mutex<Option<JoinHandle<()>>>,
     store: B,
     keys: Arc<GroupKeys>,
@@ -356,5 +362,47 @@ impl<B: GroupStore> CoordinatorHandle<B> {
                 while rx.changed().await.is_ok() {}
             }
         }
+    }
+
+    /// Leaves gracefully as [`shutdown`](Self::shutdown) does, but over by `within`:
+    /// the group is told at once (nothing new is taken), every callback is cancelled and
+    /// may hand its state off during its grace, and those still running shortly
+    /// before the deadline (a fifth of `within`, at most half a renew interval, is kept
+    /// for the releases) are aborted and their partitions released as a plain leave.
+    /// Returns `true` if the coordinator had stopped by the deadline; `false` if it had
+    /// not (Redis out of reach: it keeps stopping in the background, and whatever it
+    /// still holds expires on its own within a lease).
+    ///
+    /// Give it a little less than the orchestrator's grace period (Kubernetes'
+    /// `terminationGracePeriodSeconds`, minus any `preStop` hook), so the process exits
+    /// before it is killed:
+    ///
+    /// ```no_run
+    /// # async fn f(handle: leasehold_partitions::CoordinatorHandle<leasehold_partitions::MemoryGroupStore>) {
+    /// use std::time::Duration;
+    ///
+    /// // terminationGracePeriodSeconds: 30
+    /// tokio::signal::ctrl_c().await.ok(); // or SIGTERM
+    /// if !handle.shutdown_within(Duration::from_secs(25)).await {
+    ///     eprintln!("left the group late: what was not released expires within a lease");
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Cancel safety
+    /// The coordinator keeps stopping (by the same deadline) if this future is dropped.
+    pub async fn shutdown_within(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        // An earlier deadline given before stands.
+        self.inner.leave_by.send_if_modified(|by| match by {
+            Some(at) if *at <= deadline => false,
+            _ => {
+                *by = Some(deadline);
+                true
+            }
+        });
+        tokio::time::timeout_at(deadline, self.shutdown())
+            .await
+            .is_ok()
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use leasehold_election::{ElectorHandle, Fence, TermEndReason};
 use tokio::task::{Id, JoinError, JoinSet};
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::ownership::TermShared;
@@ -84,6 +85,16 @@ impl Slots {
         for (_, h, term) in self.running.values() {
             term.ending(MoveCause::Leave, None);
             h.stop();
+        }
+    }
+
+    /// Aborts the callbacks of every elector still running at `at` at the latest
+    /// (a shutdown with a deadline), if given; they were asked to stop.
+    pub(crate) fn stop_all_by(&self, at: Option<Instant>) {
+        if let Some(at) = at {
+            for (_, h, _) in self.running.values() {
+                h.stop_by(at);
+            }
         }
     }
 
