@@ -510,6 +510,11 @@ pub struct RollingArgs {
     /// got exactly the previous term's state, and the ledger check its `state_bytes`.
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = parse_hand_off_bytes)]
     pub hand_off_bytes: usize,
+    /// Every replica leaves with `CoordinatorHandle::shutdown_within` this many
+    /// milliseconds on SIGTERM (as under a pod's `terminationGracePeriodSeconds`), not
+    /// `shutdown()`; the report's `leave_ms` says how long the longest leave took.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub leave_within_ms: Option<u64>,
     /// Run every replica at this niceness (`nice -n`, 0..=19); see `load`.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=19))]
     pub replica_nice: u8,
@@ -632,6 +637,10 @@ pub struct PartitionChildArgs {
     /// Bytes of state every callback hands off when its term ends (0: none).
     #[arg(long, default_value_t = 0, value_parser = parse_hand_off_bytes)]
     pub hand_off_bytes: usize,
+    /// On SIGTERM, leave with `CoordinatorHandle::shutdown_within` this many
+    /// milliseconds (default: `shutdown()`).
+    #[arg(long)]
+    pub leave_within_ms: Option<u64>,
     /// Warm moves (`GroupConfigBuilder::prepare_moves`), waiting one renew interval
     /// (lease / 3) for the receiver; each receiver prepares by sleeping
     /// `--prepare-work-ms` and prints a `prepared` line.

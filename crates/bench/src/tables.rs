@@ -487,7 +487,10 @@ fn rolling(b: &BTreeMap<String, Bench>) -> Result<String, BoxError> {
     );
     let mut sources = Vec::new();
     for (name, label) in [
-        ("rolling", "default: stop, start again, 1 s apart (graceful hand-off)"),
+        (
+            "rolling",
+            "default: stop, start again, 1 s apart (graceful hand-off)",
+        ),
         (
             "rolling-paced",
             "`--paced`: a new replica first, the old one stopped once it is ready",

@@ -208,6 +208,7 @@ pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
         capacity: 1,
         move_budget: None,
         hand_off_bytes: args.hand_off_bytes,
+        leave_within_ms: None,
         prepare: None,
         load: None,
     };

@@ -189,7 +189,12 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
     // Every coordinator leaves at once.
     let mut leaving = JoinSet::new();
     for handle in handles {
-        leaving.spawn(async move { handle.shutdown().await });
+        match args.leave_within_ms {
+            Some(ms) => leaving.spawn(async move {
+                let _ = handle.shutdown_within(Duration::from_millis(ms)).await;
+            }),
+            None => leaving.spawn(async move { handle.shutdown().await }),
+        };
     }
     while leaving.join_next().await.is_some() {}
     let stopped_us = now_us();

@@ -102,6 +102,7 @@ impl Fleet {
                 capacity: 1,
                 move_budget: None,
                 hand_off_bytes: 0,
+                leave_within_ms: None,
                 prepare: None,
                 load: None,
             },

@@ -164,6 +164,9 @@ pub struct ReplicaSpec {
     /// Bytes of state every callback hands off when its term ends
     /// (`--hand-off-bytes`; 0: none).
     pub hand_off_bytes: usize,
+    /// Leave with `shutdown_within` this long on SIGTERM (`--leave-within-ms`;
+    /// `None`: `shutdown()`).
+    pub leave_within_ms: Option<u64>,
     /// Warm moves (`rebalance --prepare`; `None`: plain moves).
     pub prepare: Option<WarmMoves>,
     /// Report synthetic loads and take the weights from them (`rebalance --load`;
@@ -283,6 +286,9 @@ impl ReplicaProcess {
         }
         if spec.hand_off_bytes > 0 {
             cmd.args(["--hand-off-bytes", &spec.hand_off_bytes.to_string()]);
+        }
+        if let Some(ms) = spec.leave_within_ms {
+            cmd.args(["--leave-within-ms", &ms.to_string()]);
         }
         if let Some(warm) = spec.prepare {
             match warm.within_ms {

@@ -160,6 +160,12 @@ pub struct RollingReport {
     pub hand_off_bytes: usize,
     /// The state handed over across planned moves, from the cold start on.
     pub hand_offs: HandOffs,
+    /// `--leave-within-ms`: every replica left with `shutdown_within` this long.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leave_within_ms: Option<u64>,
+    /// The longest leave: a replica's SIGTERM → its process's exit, in ms (the longest
+    /// of the restarts' `exit_ms`).
+    pub leave_ms: f64,
 }
 
 /// Runs the scenario.
@@ -185,6 +191,7 @@ pub async fn run(args: &RollingArgs) -> Result<RollingReport, BoxError> {
             .unwrap_or_else(|| default_rejoin_grace_ms(args.lease_ms))
     });
     fleet.spec.hand_off_bytes = args.hand_off_bytes;
+    fleet.spec.leave_within_ms = args.leave_within_ms;
     let result = phases(&mut fleet, args).await;
     let stopped = fleet.shutdown().await;
     let report = result?;
@@ -378,6 +385,7 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
             }
         })
         .collect();
+    let leave_ms = restarts.iter().map(|r| r.exit_ms).fold(0.0, f64::max);
     eprintln!(
         "rolling: {} owner changes [{}]; {} unowned spells of the old list, longest {:.1} ms, {:.1} ms in all; {} refused",
         moved.changes,
@@ -458,6 +466,8 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
         ledger,
         hand_off_bytes: args.hand_off_bytes,
         hand_offs,
+        leave_within_ms: args.leave_within_ms,
+        leave_ms,
     })
 }
 
