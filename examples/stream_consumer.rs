@@ -100,6 +100,11 @@ struct ConsumeArgs {
     /// Lease length in milliseconds.
     #[arg(long, default_value_t = 3000)]
     lease_ms: u64,
+    /// On SIGTERM, leave within this many seconds
+    /// (`CoordinatorHandle::shutdown_within`): a little less than the pod's
+    /// `terminationGracePeriodSeconds`, so the process exits before it is killed.
+    #[arg(long, env = "LEAVE_WITHIN_SECS", default_value_t = 25)]
+    leave_within_secs: u64,
 }
 
 #[derive(Debug, Args)]
@@ -261,8 +266,15 @@ async fn consume(
         }
     }
     // Every callback sees its term end (`Shutdown`), hands its cursor off and returns;
-    // every lease is released; the others take the tenants at once.
-    coordinator.shutdown().await;
+    // every lease is released; the others take the tenants at once. A callback still
+    // running near the deadline is aborted and its tenant released without a cursor
+    // (its successor resumes from the committed offset).
+    if !coordinator
+        .shutdown_within(Duration::from_secs(args.leave_within_secs))
+        .await
+    {
+        println!("{replica}: the leave outran its deadline; what is left expires within a lease");
+    }
     let _ = stop_http.send(());
     http.await??;
     upkeep.abort();

@@ -101,6 +101,17 @@ fn the_probes_ask_for_what_the_stream_consumer_serves() {
         grace * 1000 >= 3 * lease_ms,
         "grace {grace} s, lease {lease_ms} ms"
     );
+    // The consumer's own deadline (`shutdown_within`) ends before the pod's grace
+    // period, so it exits before it is killed.
+    let within: i64 = value_of("LEAVE_WITHIN_SECS").expect("LEAVE_WITHIN_SECS")["value"]
+        .as_str()
+        .expect("a string")
+        .parse()
+        .expect("whole seconds");
+    assert!(
+        0 < within && within < grace,
+        "leave within {within} s, grace period {grace} s"
+    );
 
     // Rolling deploys paced by readiness: no old pod goes before its replacement is
     // ready.
