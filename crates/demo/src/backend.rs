@@ -42,11 +42,18 @@ pub(crate) struct Chosen {
 
 /// `--memory` wins, then `redis_url` (checked with one round trip), then a private
 /// redis-server if one is installed, then the in-memory store. Prints one line per slow
-/// step and one line saying which store runs.
+/// step and one line saying which store runs. A private server is given `lease` (and a
+/// second, its uptime's unit) to age before the fleet starts, as a Redis that has been
+/// running for a while has: on a server younger than a lease a new group holds its
+/// grants back for a lease (docs/guarantees.md), and the demo shows the usual start.
 ///
 /// # Errors
 /// If `redis_url` is malformed or unreachable (a given URL is never silently replaced).
-pub(crate) async fn choose(memory: bool, redis_url: Option<String>) -> Result<Chosen, BoxError> {
+pub(crate) async fn choose(
+    memory: bool,
+    redis_url: Option<String>,
+    lease: Duration,
+) -> Result<Chosen, BoxError> {
     if memory {
         println!(
             "using the embedded in-memory store (--memory): replicas are tasks in this process"
@@ -80,6 +87,12 @@ pub(crate) async fn choose(memory: bool, redis_url: Option<String>) -> Result<Ch
     match tokio::task::spawn_blocking(RedisServer::try_start).await? {
         Ok(server) => {
             let addr = server.addr();
+            let age = lease + Duration::from_secs(1);
+            println!(
+                "letting the new server run for {:.1} s: a new group on a server younger than a lease holds its grants back for a lease (a Redis that has been up for a while needs no wait)",
+                age.as_secs_f64()
+            );
+            tokio::time::sleep(age).await;
             println!(
                 "using a private redis-server on {addr}: replicas are tasks in this process, each with its own connection pool"
             );

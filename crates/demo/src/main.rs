@@ -96,7 +96,12 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         let demo = async {
-            let chosen = backend::choose(args.memory, args.redis_url).await?;
+            let chosen = backend::choose(
+                args.memory,
+                args.redis_url,
+                Duration::from_millis(args.lease_ms),
+            )
+            .await?;
             runner::run(settings, chosen).await
         };
         tokio::select! {
