@@ -1,0 +1,226 @@
+//! The calls that run one at a time beside the tick, claim and release lanes:
+//! reconciling, changing or reading the set, ending the session, the move budget.
+
+use std::future::Future;
+
+use leasehold_election::{DutyResult, Fence, StoreError};
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::Driver;
+use crate::keys::GroupKeys;
+use crate::ownership::Ownership;
+use crate::replica::{Action, Leaving, SetAnswer, SetOp};
+use crate::store::protocol::{Change, Granted, VersionStep};
+use crate::store::{GroupStore, STATUS_PAGE};
+
+/// The calls that run one at a time beside the tick, claim and release lanes.
+pub(super) enum Chore {
+    Reconciled {
+        token: String,
+        reply: Result<Vec<Granted>, StoreError>,
+    },
+    Set(SetAnswer),
+    Ended,
+    /// The move budget granted this many of the hand-overs of `indices` (0: it failed).
+    Budget {
+        indices: Vec<usize>,
+        granted: usize,
+    },
+}
+
+/// What a set step does, for logs.
+pub(super) fn op_name(op: &SetOp) -> &'static str {
+    match op {
+        SetOp::Seed { .. } => "seed from this replica's list",
+        SetOp::Restore(_) => "restore the set this replica saw",
+        _ => "change the set",
+    }
+}
+
+/// Performs one step of changing or reading the set.
+pub(super) async fn set_op<B: GroupStore>(
+    store: &B,
+    keys: &GroupKeys,
+    op: &SetOp,
+) -> Result<SetAnswer, StoreError> {
+    match op {
+        SetOp::Read { offset } => store
+            .set_page(keys, *offset, STATUS_PAGE)
+            .await
+            .map(SetAnswer::Page),
+        SetOp::Seed {
+            life,
+            names,
+            grant_delay,
+            lease,
+            gather,
+        } => store
+            .add(
+                keys,
+                &Change::Seed {
+                    life: life.clone(),
+                    grant_delay: *grant_delay,
+                    lease: *lease,
+                    gather: *gather,
+                },
+                names,
+            )
+            .await
+            .map(SetAnswer::Added),
+        SetOp::Restore(step) => store.restore(keys, step).await.map(SetAnswer::Ok),
+        SetOp::Add { version, names } => store
+            .add(keys, &Change::Versioned(*version), names)
+            .await
+            .map(SetAnswer::Added),
+        SetOp::List { offset } => store
+            .list_page(keys, *offset, STATUS_PAGE)
+            .await
+            .map(SetAnswer::Listed),
+        SetOp::Remove { version, names } => store
+            .remove(keys, &Change::Versioned(*version), names)
+            .await
+            .map(SetAnswer::Removed),
+        SetOp::Begin { version } => store
+            .set_version(keys, *version, VersionStep::Begin)
+            .await
+            .map(SetAnswer::Ok),
+        SetOp::Done { version, digest } => store
+            .set_version(keys, *version, VersionStep::Done(digest))
+            .await
+            .map(SetAnswer::Ok),
+    }
+}
+
+impl<B, F, Fut> Driver<B, F>
+where
+    B: GroupStore,
+    F: Fn(String, Ownership) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = DutyResult> + Send + 'static,
+{
+    pub(super) fn next_chore(&mut self) {
+        if self.lanes.chore.is_some() {
+            return;
+        }
+        let Some(action) = self.lanes.chores.pop_front() else {
+            return;
+        };
+        let calls = &self.calls;
+        self.lanes.chore = Some(match action {
+            Action::Reconcile { resume } => {
+                if resume {
+                    info!(
+                        "resumed this replica's session after a restart: its partitions get new terms"
+                    );
+                }
+                let token = self.state.token().to_owned();
+                let call = {
+                    let token = token.clone();
+                    calls.call(|store, keys| async move { store.held(&keys, &token).await })
+                };
+                Box::pin(async move {
+                    Chore::Reconciled {
+                        token,
+                        reply: call.await,
+                    }
+                })
+            }
+            Action::Set(op) => {
+                if let SetOp::Seed { .. } | SetOp::Restore(_) = &op {
+                    info!(op = ?op_name(&op), "creating the group, which does not exist");
+                }
+                let call =
+                    calls.call(|store, keys| async move { set_op(&store, &keys, &op).await });
+                Box::pin(async move {
+                    let answer = call.await.unwrap_or_else(|e| {
+                        debug!(error = %e, "a step on the partition set failed");
+                        SetAnswer::Failed
+                    });
+                    Chore::Set(answer)
+                })
+            }
+            Action::End => {
+                let replica = self.config.replica_id.clone();
+                let process = self.state.process().to_owned();
+                let token = self.state.token().to_owned();
+                let call = calls.call(|store, keys| async move {
+                    store.leave(&keys, &replica, &process, &token).await
+                });
+                Box::pin(async move {
+                    if let Err(e) = call.await {
+                        warn!(error = %e, "could not end the session; it expires within one lease");
+                    }
+                    Chore::Ended
+                })
+            }
+            Action::Budget {
+                indices,
+                want,
+                budget,
+            } => {
+                let window = self.config.renew_interval;
+                let call = calls.call(|store, keys| async move {
+                    store.take_budget(&keys, want, budget, window).await
+                });
+                Box::pin(async move {
+                    let granted = call.await.unwrap_or_else(|e| {
+                        debug!(error = %e, "taking moves from the move budget failed; asking again at a later tick");
+                        0
+                    });
+                    Chore::Budget { indices, granted }
+                })
+            }
+            _ => return,
+        });
+    }
+
+    /// Returns true when the coordinator is done.
+    pub(super) fn on_chore(&mut self, chore: Chore) -> bool {
+        let now = Instant::now();
+        let actions = match chore {
+            Chore::Reconciled { token, reply } => match reply {
+                Ok(held) => {
+                    let held: Vec<(usize, Fence, u64)> = held
+                        .iter()
+                        .map(|(name, fence, weight)| (self.names.intern(name), *fence, *weight))
+                        .collect();
+                    self.state.on_reconciled(Some(held), &token, now)
+                }
+                Err(e) => {
+                    debug!(error = %e, "reconciling failed");
+                    self.state.on_reconciled(None, &token, now)
+                }
+            },
+            Chore::Set(answer) => {
+                if matches!(answer, SetAnswer::Failed) {
+                    debug!("a change to the partition set failed; taken up again at a later tick");
+                }
+                let mut actions = self.state.on_set(answer, now);
+                if let Some(prefs) = self.state.new_preferences() {
+                    let prefs = prefs
+                        .iter()
+                        .map(|(p, r)| (self.names.intern(p), r.clone()))
+                        .collect();
+                    actions.extend(self.state.set_preferences(prefs, now));
+                }
+                let copy = self.state.set_copy();
+                self.view.send_if_modified(|v| {
+                    let changed = v.set_copy != copy;
+                    v.set_copy = copy;
+                    changed
+                });
+                actions
+            }
+            Chore::Ended => {
+                if self.state.leaving() == Leaving::Ending {
+                    return true;
+                }
+                Vec::new()
+            }
+            Chore::Budget { indices, granted } => self.state.on_budget(indices, granted),
+        };
+        let done = self.perform(actions);
+        self.next_chore();
+        done
+    }
+}

@@ -1,0 +1,673 @@
+//! The coordinator's driver: performs what [`ReplicaState`] decides and feeds it what
+//! happened. It decides nothing itself, and never waits on I/O in its loop: every store
+//! call runs in a lane of its own (tick, claim, release, chores), so a slow claim or a
+//! burst of elector events never delays the tick that carries the renewals, and the
+//! renewal answer is handed to the electors before anything else is done with a tick's
+//! reply.
+//!
+//! Laid out by concern: the loop, `perform` and the replies that feed the state machine
+//! here; [`calls`], the one path of its store calls and their lanes; [`chores`], the
+//! calls that run one at a time; [`releases`], hand-overs and release batches;
+//! [`moves`], warm moves on the group's channel; [`loads`], load reports; [`publish`],
+//! the view and gauges; [`terms`], starting a term's elector; [`names`], partition
+//! names by index.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use leasehold_election::ext::ANY_RELEASE;
+use leasehold_election::ext::RenewGrid;
+use leasehold_election::{DutyResult, ElectorConfig, Fence, StoreError};
+use metrics::{counter, gauge, histogram};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinSet;
+use tokio::time::{Instant, sleep_until};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+use super::batch::{Outcome, Shared};
+use super::loads::LoadReports;
+use super::logs::{EndsLog, TickLog};
+use super::slots::{Ended, Slots};
+use super::warm::{Gate, PrepareFn};
+use crate::config::{GroupConfig, MoveBudget};
+use crate::error::{PartitionsError, STOPPED};
+use crate::keys::GroupKeys;
+use crate::metrics as m;
+use crate::ownership::Ownership;
+use crate::replica::list::Configured;
+use crate::replica::{Action, Claim, ClaimFailure, Renewal, ReplicaState, Settings};
+use crate::store::GroupStore;
+use crate::store::protocol::{
+    ClaimReply, ClaimRequest, Conflict, MoveCause, Predecessor, TickReply,
+};
+use crate::view::{GroupView, ListDifference};
+
+mod calls;
+mod chores;
+mod loads;
+mod moves;
+mod names;
+mod publish;
+mod releases;
+mod terms;
+
+use self::calls::{Calls, Lanes, next_of};
+use self::loads::is_step;
+use self::names::{Names, instance};
+pub(crate) use self::publish::Labels;
+use self::publish::roster_bytes;
+use self::releases::BATCH_WINDOW;
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What a driver runs on.
+pub(crate) struct Parts<B, F> {
+    pub(crate) store: B,
+    pub(crate) config: GroupConfig,
+    /// Every partition elector's configuration but its duty name.
+    pub(crate) template: ElectorConfig,
+    pub(crate) callback: Arc<F>,
+    pub(crate) view: watch::Sender<GroupView>,
+    pub(crate) shutdown: CancellationToken,
+    /// The instant a shutdown must be over by, if one was given
+    /// ([`CoordinatorHandle::shutdown_within`](super::CoordinatorHandle::shutdown_within)).
+    pub(crate) leave_by: watch::Receiver<Option<Instant>>,
+    /// The renew grid's epoch.
+    pub(crate) epoch: Instant,
+    /// Draw random numbers from this seed (a simulation), or from the system.
+    pub(crate) seed: Option<u64>,
+    /// Bytes of roster received (see [`m::ROSTER_BYTES`]), shared with the handle.
+    pub(crate) roster_bytes: Arc<AtomicU64>,
+    /// What this replica runs when asked to prepare for a warm move.
+    pub(crate) prepare: Option<PrepareFn>,
+}
+
+pub(crate) struct Driver<B, F> {
+    /// The store, the group's keys and the limit of every call.
+    calls: Calls<B>,
+    config: Arc<GroupConfig>,
+    names: Names,
+    /// The decisions.
+    state: ReplicaState,
+    /// What the electors and the driver share: renewals, releases, revocations.
+    shared: Arc<Shared>,
+    slots: Slots,
+    view: watch::Sender<GroupView>,
+    labels: Labels,
+    leave: Leave,
+    notices: broadcast::Receiver<String>,
+    rng: StdRng,
+    /// The store calls in flight, one per lane, and the chores waiting for theirs.
+    lanes: Lanes,
+    /// The load reports of this replica's terms, if it takes them.
+    loads: Option<LoadReports>,
+    /// The last store error, for the view (cleared by a successful tick).
+    error: Option<StoreError>,
+    logs: Logs,
+    /// Bytes of roster received (see [`m::ROSTER_BYTES`]), shared with the handle.
+    roster_bytes: Arc<AtomicU64>,
+    terms: Terms<F>,
+    background: Background,
+}
+
+/// How this replica's terms start, and what the driver knows of each running one
+/// beside its elector (the slots) until it ends.
+struct Terms<F> {
+    /// Every partition elector's configuration but its duty name.
+    template: ElectorConfig,
+    callback: Arc<F>,
+    /// Why this replica asked a running term to end (by partition index and fence),
+    /// for the ledger of moves its release writes. A term ended by its callback (or a
+    /// step-down) is `Released`.
+    causes: HashMap<(usize, Fence), (MoveCause, Option<String>)>,
+    /// What the claim that granted a term said of the partition's previous term, until
+    /// the term's elector starts (it decides what the term is offered of the state the
+    /// previous one handed off). A term not here was regranted to its session.
+    previous: HashMap<(usize, Fence), Predecessor>,
+    /// Warm moves: terms kept running while their receivers prepare.
+    gate: Gate,
+}
+
+impl<F> Terms<F> {
+    /// Forgets what was known of a term whose elector has ended.
+    fn forget(&mut self, term: (usize, Fence)) {
+        self.causes.remove(&term);
+        self.previous.remove(&term);
+    }
+}
+
+/// A graceful leave: asked for, by when, and how far it has gone.
+struct Leave {
+    shutdown: CancellationToken,
+    /// The instant a shutdown must be over by, if one was given
+    /// ([`CoordinatorHandle::shutdown_within`](super::CoordinatorHandle::shutdown_within)).
+    by: watch::Receiver<Option<Instant>>,
+    /// Every elector was asked to stop (the coordinator is shutting down): what they
+    /// give back is given back as a leave.
+    stopped_all: bool,
+}
+
+/// What the driver has logged once, so it is not logged on every tick.
+#[derive(Default)]
+struct Logs {
+    /// Ends of partition terms, logged once per tick in one line.
+    ends: EndsLog,
+    /// The group's heartbeat failing and recovering, logged once each.
+    ticks: TickLog,
+    /// The list difference last logged.
+    warned_list: Option<ListDifference>,
+    /// Whether a same-version digest mismatch was logged (before the set is read).
+    warned_digest: bool,
+    /// Whether a sticky shutdown's dropped hand-off state was logged.
+    warned_sticky_state: bool,
+}
+
+/// Work in the background: warm-move messages and notices of steps in load being sent,
+/// and preparations running.
+struct Background {
+    /// What this replica runs when asked to prepare for a warm move.
+    prepare: Option<PrepareFn>,
+    tasks: JoinSet<()>,
+}
+
+impl<B, F, Fut> Driver<B, F>
+where
+    B: GroupStore,
+    F: Fn(String, Ownership) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = DutyResult> + Send + 'static,
+{
+    /// A driver for this replica, its first tick due at once.
+    pub(crate) fn new(parts: Parts<B, F>) -> Self {
+        let Parts {
+            store,
+            config,
+            template,
+            callback,
+            view,
+            shutdown,
+            leave_by,
+            epoch,
+            seed,
+            roster_bytes,
+            prepare,
+        } = parts;
+        let mut rng = match seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_rng(&mut rand::rng()),
+        };
+        let configured = Configured {
+            names: config.partitions.clone().into(),
+            version: config.list_version,
+            // Computed once: it reads the whole list.
+            digest: config.digest(),
+            lease: config.lease,
+            gather: config.renew_interval,
+        };
+        let state = ReplicaState::new(
+            Settings {
+                replica: config.replica_id.clone(),
+                lease: config.lease,
+                renew_interval: config.renew_interval,
+                retry_interval: config.retry_interval,
+                settle: config.settle,
+                rejoin_grace: config.rejoin_grace,
+                instance: instance(),
+                capacity: config.capacity,
+                move_budget: config.move_budget.map(MoveBudget::per_interval),
+                budget_by_weight: matches!(config.move_budget, Some(MoveBudget::Weight(_))),
+            },
+            configured,
+            RenewGrid::new(epoch, config.renew_interval),
+            epoch,
+            &mut rng,
+        );
+        let keys = Arc::new(GroupKeys::new(&config.key_prefix, &config.group));
+        let loads = config
+            .load_damping
+            .map(|d| LoadReports::new(d, config.renew_interval, config.lease));
+        let mut names = Names::default();
+        for p in &config.partitions {
+            names.intern(p);
+        }
+        Self {
+            notices: store.notices(&keys),
+            calls: Calls {
+                store,
+                keys,
+                limit: config.renew_interval,
+            },
+            labels: Labels::new(&config),
+            config: Arc::new(config),
+            names,
+            state,
+            shared: Arc::new(Shared::default()),
+            slots: Slots::default(),
+            view,
+            leave: Leave {
+                shutdown,
+                by: leave_by,
+                stopped_all: false,
+            },
+            rng,
+            lanes: Lanes::default(),
+            loads,
+            error: None,
+            logs: Logs::default(),
+            roster_bytes,
+            terms: Terms {
+                template,
+                callback,
+                causes: HashMap::new(),
+                previous: HashMap::new(),
+                gate: Gate::default(),
+            },
+            background: Background {
+                prepare,
+                tasks: JoinSet::new(),
+            },
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        let mut shutting = false;
+        let mut notices_open = true;
+        loop {
+            let timer = [
+                self.state.wake_at(),
+                self.lanes.release_due,
+                self.terms.gate.next_due(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let done = tokio::select! {
+                biased;
+                (sent, reply) = next_of(&mut self.lanes.tick) => self.on_tick(sent, reply),
+                () = self.leave.shutdown.cancelled(), if !shutting => {
+                    shutting = true;
+                    info!("leaving the group");
+                    let actions = self.state.on_shutdown(Instant::now());
+                    self.perform(actions)
+                }
+                Ok(()) = self.leave.by.changed(), if self.leave.stopped_all => {
+                    let at = self.abort_at();
+                    self.slots.stop_all_by(at);
+                    false
+                }
+                (token, reply) = next_of(&mut self.lanes.claim) => self.on_claim(&token, reply),
+                (batch, reply) = next_of(&mut self.lanes.release) => self.on_release(batch, reply),
+                chore = next_of(&mut self.lanes.chore) => self.on_chore(chore),
+                (weights, reply) = next_of(&mut self.lanes.report) => self.on_report(&weights, reply),
+                ended = self.slots.next() => self.on_ended(ended),
+                () = self.shared.wanted.notified() => {
+                    self.state.on_renew_wanted(Instant::now());
+                    false
+                }
+                () = self.shared.released.notified() => {
+                    self.lanes.release_due.get_or_insert(Instant::now() + BATCH_WINDOW);
+                    false
+                }
+                Some(_) = self.background.tasks.join_next(), if !self.background.tasks.is_empty() => false,
+                notice = self.notices.recv(), if notices_open => {
+                    match notice {
+                        Ok(n) if is_step(&self.calls.keys.notice, &n) => {
+                            self.state.on_step(Instant::now(), &mut self.rng);
+                        }
+                        Ok(n) if n != self.calls.keys.notice && n != ANY_RELEASE => self.on_message(&n),
+                        Err(broadcast::error::RecvError::Closed) => notices_open = false,
+                        _ => self.state.on_notice(Instant::now(), &mut self.rng),
+                    }
+                    false
+                }
+                () = sleep_until_opt(timer) => self.on_timer(),
+            };
+            if done {
+                break;
+            }
+        }
+        self.shared.close();
+        self.view.send_modify(|v| {
+            v.owned.clear();
+            v.error = Some(PartitionsError::Stopped(STOPPED));
+        });
+        gauge!(m::OWNED, &self.labels.pair()).set(0.0);
+        self.logs.ends.flush();
+        info!("left the group");
+    }
+
+    /// When the callbacks of a shutdown with a deadline are aborted, if they have not
+    /// returned: early enough before the deadline for their releases and the session's
+    /// end (a fifth of the time left, at most half a renew interval).
+    fn abort_at(&mut self) -> Option<Instant> {
+        let by = (*self.leave.by.borrow_and_update())?;
+        let left = by.saturating_duration_since(Instant::now());
+        Some(by - (left / 5).min(self.config.renew_interval / 2))
+    }
+
+    fn on_timer(&mut self) -> bool {
+        let now = Instant::now();
+        for (i, fence) in self.terms.gate.due(now) {
+            counter!(m::WARM_MOVES, &self.labels.with("outcome", "timed_out")).increment(1);
+            debug!(partition = %self.names.get(i), "the receiver did not prepare in time; handing the partition to anyone");
+            self.let_go(i, fence, false);
+        }
+        if self.lanes.release_due.is_some_and(|at| at <= now) {
+            self.lanes.release_due = None;
+            self.flush_releases();
+        }
+        let actions = self.state.poll(now);
+        self.perform(actions)
+    }
+
+    /// Performs `actions`; returns true when the coordinator is done.
+    fn perform(&mut self, actions: Vec<Action>) -> bool {
+        let mut done = false;
+        for action in actions {
+            match action {
+                Action::Tick(req) => {
+                    let sent = Instant::now();
+                    let call = self
+                        .calls
+                        .call(|store, keys| async move { store.tick(&keys, &req).await });
+                    self.lanes.tick = Some(Box::pin(async move { (sent, call.await) }));
+                }
+                Action::Claim(claim) => self.send_claim(claim),
+                Action::Start { index, fence, sent } => self.start(index, fence, sent),
+                Action::Stop {
+                    indices,
+                    reason,
+                    to,
+                } => self.stop(indices, reason, &to),
+                Action::StopAll { .. } => {
+                    self.leave.stopped_all = true;
+                    self.slots.stop_all();
+                    let at = self.abort_at();
+                    self.slots.stop_all_by(at);
+                }
+                Action::Revoke(terms) => {
+                    for &(i, _) in &terms {
+                        debug!(partition = %self.names.get(i), "the store no longer lists this partition under this session; stepping down");
+                    }
+                    if !terms.is_empty() {
+                        warn!(
+                            partitions = terms.len(),
+                            "the store no longer lists {} of this session's partitions under it \
+                             (they expired while Redis was out of reach, or Redis lost them); \
+                             stepping down from them",
+                            terms.len()
+                        );
+                    }
+                    self.shared.revoke(terms);
+                }
+                Action::Exit => done = true,
+                Action::Notify => {
+                    let call = self.calls.call(|store, keys| async move {
+                        store.publish(&keys, &keys.notice).await
+                    });
+                    self.background.tasks.spawn(async move {
+                        let _ = call.await;
+                    });
+                }
+                Action::Decline { count, reason } => {
+                    counter!(
+                        m::RECEPTIONS_DECLINED,
+                        &self.labels.with("reason", reason.as_str())
+                    )
+                    .increment(count as u64);
+                    debug!(
+                        partitions = count,
+                        reason = reason.as_str(),
+                        "not claiming the partitions handed to this replica by name; \
+                         they go to anyone when the giver's hold ends"
+                    );
+                }
+                chore @ (Action::Reconcile { .. }
+                | Action::Set(_)
+                | Action::End
+                | Action::Budget { .. }) => {
+                    self.lanes.chores.push_back(chore);
+                    self.next_chore();
+                }
+            }
+        }
+        self.publish_owned();
+        done
+    }
+
+    fn send_claim(&mut self, claim: Claim) {
+        let regrant = claim
+            .regrant
+            .iter()
+            .map(|&(i, f)| (self.names.get(i).to_string(), f))
+            .collect();
+        let req = ClaimRequest {
+            replica: self.config.replica_id.clone(),
+            process: self.state.process().to_owned(),
+            session: self.state.token().to_owned(),
+            seq: claim.seq,
+            ttl: self.config.lease,
+            count: claim.count,
+            floor: claim.floor,
+            regrant,
+            room: claim.room,
+            fallback: claim.fallback,
+            bound: claim.bound,
+            incarnation: self.state.incarnation().to_owned(),
+            prefer: claim
+                .prefer
+                .iter()
+                .map(|&i| self.names.get(i).to_string())
+                .collect(),
+            only_preferred: claim.only_preferred,
+            leave_to: claim.leave_to.clone(),
+        };
+        let session = req.session.clone();
+        let call = self
+            .calls
+            .call(|store, keys| async move { store.claim(&keys, &req).await });
+        self.lanes.claim = Some(Box::pin(async move { (session, call.await) }));
+    }
+
+    fn on_tick(&mut self, sent: Instant, reply: Result<TickReply, StoreError>) -> bool {
+        let now = Instant::now();
+        self.logs.ends.flush();
+        self.logs.ticks.answered(reply.as_ref().map(|_| ()), now);
+        if let Err(e) = &reply {
+            debug!(error = %e, "group tick failed");
+            counter!(m::TICK_ERRORS, &self.labels.pair()).increment(1);
+            self.error = Some(e.clone());
+        } else {
+            self.error = None;
+        }
+        if let Ok(r) = &reply
+            && r.roster.is_sent()
+        {
+            let bytes = roster_bytes(r.roster.members(), r.roster.gone(), &r.roster_version);
+            self.roster_bytes.fetch_add(bytes, Ordering::Relaxed);
+            counter!(m::ROSTER_BYTES, &self.labels.pair()).increment(bytes);
+        }
+        if let Ok(r) = &reply
+            && r.expired > 0
+        {
+            info!(
+                partitions = r.expired,
+                "a replica's session expired holding partitions: they are free for others"
+            );
+            counter!(m::EXPIRED, "group" => self.labels.group.clone()).increment(r.expired as u64);
+        }
+        let revoked: Vec<usize> = match &reply {
+            Ok(r) => r
+                .revoked
+                .iter()
+                .map(|(p, _)| self.names.intern(p))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let holdings: Option<Vec<(usize, Fence, u64)>> = match &reply {
+            Ok(r) => r.holdings.as_ref().map(|held| {
+                held.iter()
+                    .map(|(p, f, w)| (self.names.intern(p), *f, *w))
+                    .collect()
+            }),
+            Err(_) => None,
+        };
+        let session = self.state.token().to_owned();
+        let (renewal, actions) = self.state.on_tick(
+            reply,
+            &revoked,
+            holdings.as_deref(),
+            sent,
+            now,
+            &mut self.rng,
+        );
+        let refused = matches!(renewal, Renewal::Refused);
+        // Terms the store no longer lists are refused before this tick's renewal
+        // reaches any elector: it must not extend them.
+        for action in &actions {
+            if let Action::Revoke(terms) = action {
+                self.shared.revoke(terms.iter().copied());
+            }
+        }
+        // The electors first: nothing else in this reply is urgent.
+        self.shared.answer(Outcome {
+            sent,
+            result: match renewal {
+                Renewal::Renewed { token } => Ok(Some(token.into())),
+                Renewal::Refused => Ok(None),
+                Renewal::Failed(e) => Err(e),
+            },
+        });
+        if self.state.token() != session && refused {
+            warn!(
+                "this replica's group session has ended (it was not renewed in time, or \
+                 Redis lost its data); its partitions are gone, starting a new session"
+            );
+            counter!(m::SESSIONS_LOST, &self.labels.pair()).increment(1);
+        }
+        if let Some(c) = self.state.conflict() {
+            let e = self.conflict_error(c);
+            warn!(error = %e, "not claiming partitions");
+        }
+        let difference = self.state.list_difference().cloned();
+        if difference != self.logs.warned_list {
+            match &difference {
+                Some(d) => warn!(
+                    group = %self.labels.group,
+                    configured_version = d.configured_version,
+                    group_version = d.group_version,
+                    "this replica's partition list differs from the group's set: {d}; \
+                     serving the group's set (a configured list only seeds a new group, \
+                     or replaces the set when its list_version is newer; the set also \
+                     changes with `leasehold partitions add|remove`)"
+                ),
+                None => info!(
+                    group = %self.labels.group,
+                    "this replica's partition list matches the group's set again"
+                ),
+            }
+            self.logs.warned_list = difference;
+        } else if difference.is_none() && self.state.list_differs() && !self.logs.warned_digest {
+            self.logs.warned_digest = true;
+            warn!(
+                version = self.config.list_version,
+                "the group's partition list at this version differs from this replica's; following the group's"
+            );
+        }
+        gauge!(m::GROUP_PARTITIONS, "group" => self.labels.group.clone())
+            .set(self.state.partitions() as f64);
+        gauge!(m::LIVE_REPLICAS, "group" => self.labels.group.clone())
+            .set(self.state.live().len() as f64);
+        self.publish(now);
+        let done = self.perform(actions);
+        self.send_loads(now);
+        done
+    }
+
+    fn conflict_error(&self, c: Conflict) -> PartitionsError {
+        match c {
+            Conflict::DuplicateReplica => {
+                PartitionsError::DuplicateReplica(self.config.replica_id.clone())
+            }
+        }
+    }
+
+    fn on_claim(&mut self, token: &str, reply: Result<ClaimReply, StoreError>) -> bool {
+        let now = Instant::now();
+        let (granted, returned): (Vec<(usize, Fence, u64)>, Vec<usize>) = match &reply {
+            Ok(ClaimReply::Claimed {
+                partitions,
+                returned,
+                ..
+            }) => (
+                partitions
+                    .iter()
+                    .map(|(name, fence, weight)| (self.names.intern(name), *fence, *weight))
+                    .collect(),
+                returned.iter().map(|n| self.names.intern(n)).collect(),
+            ),
+            _ => (Vec::new(), Vec::new()),
+        };
+        let reply = reply.map_err(|e| {
+            debug!(error = %e, "a claim failed; sending it again");
+            ClaimFailure::Failed
+        });
+        if !granted.is_empty() {
+            counter!(m::ACQUISITIONS, &self.labels.pair()).increment(granted.len() as u64);
+        }
+        if let Ok(ClaimReply::Claimed { moves, .. }) = &reply {
+            for p in moves {
+                if let Some(d) = p.unowned {
+                    histogram!(m::UNOWNED_SECONDS, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "cause" => p.cause.as_str())
+                        .record(d.as_secs_f64());
+                }
+            }
+            // A claim of free partitions names the previous term of each, in order (a
+            // regrant names none).
+            for (&(i, fence, _), p) in granted.iter().zip(moves) {
+                self.terms.previous.insert((i, fence), *p);
+            }
+        }
+        let actions = self
+            .state
+            .on_claimed(reply, &granted, &returned, token, now);
+        self.perform(actions)
+    }
+
+    /// Forgets everything the driver kept of a term whose elector has ended: its
+    /// revocation and renewal state, its cause and predecessor, its load cell. The one
+    /// place a term is forgotten.
+    fn forget(&mut self, term: (usize, Fence)) {
+        self.shared.forget(term);
+        self.terms.forget(term);
+        if let Some(l) = self.loads.as_mut() {
+            l.end(term);
+        }
+    }
+
+    fn on_ended(&mut self, ended: Ended) -> bool {
+        let name = self.names.get(ended.index);
+        if let Some(panic) = &ended.panic {
+            error!(partition = %name, error = %panic, "a partition elector task failed");
+        }
+        self.logs
+            .ends
+            .ended(&name, ended.cause, ended.reason.as_ref());
+        let reason = super::logs::end_label(ended.cause, ended.reason.as_ref());
+        counter!(m::RELEASES, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "reason" => reason).increment(1);
+        self.forget((ended.index, ended.fence));
+        let actions = self
+            .state
+            .on_stopped(ended.index, ended.fence, Instant::now());
+        self.perform(actions)
+    }
+}

@@ -1,0 +1,100 @@
+//! Warm moves on the group's channel: a giver asks its receiver to prepare, the
+//! receiver prepares and answers, the giver lets the term go.
+
+use std::future::Future;
+
+use leasehold_election::DutyResult;
+use metrics::counter;
+use tokio::time::timeout;
+use tracing::{Instrument, debug};
+
+use super::Driver;
+use crate::coordinator::warm::{Prepare, Warm};
+use crate::metrics as m;
+use crate::ownership::Ownership;
+use crate::store::GroupStore;
+
+impl<B, F, Fut> Driver<B, F>
+where
+    B: GroupStore,
+    F: Fn(String, Ownership) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = DutyResult> + Send + 'static,
+{
+    /// A message on the group's channel that is not a release notice or a step's: a
+    /// warm move's.
+    pub(super) fn on_message(&mut self, message: &str) {
+        let Some(warm) = Warm::decode(&self.calls.keys.notice, message) else {
+            return;
+        };
+        let me = self.config.replica_id.as_str();
+        match warm {
+            Warm::Ready {
+                partition,
+                from,
+                to,
+                fence,
+            } if from == me => {
+                let Some(i) = self.names.find(&partition) else {
+                    return;
+                };
+                if self.terms.gate.ready(i, fence, &to) {
+                    counter!(m::WARM_MOVES, &self.labels.with("outcome", "prepared")).increment(1);
+                    debug!(%partition, %to, "the receiver is ready");
+                    self.let_go(i, fence, true);
+                }
+            }
+            Warm::Prepare {
+                partition,
+                from,
+                to,
+                fence,
+                within,
+            } if to == me && !self.leave.stopped_all => {
+                let ready = Warm::Ready {
+                    partition: partition.clone(),
+                    from: from.clone(),
+                    to,
+                    fence,
+                };
+                let run = self.background.prepare.clone();
+                let calls = self.calls.clone();
+                let job = Prepare {
+                    partition,
+                    from,
+                    within,
+                };
+                self.background.tasks.spawn(
+                    async move {
+                        // Nothing to prepare: ready at once.
+                        if let Some(run) = run
+                            && timeout(within, run(job)).await.is_err()
+                        {
+                            debug!("preparing took longer than the owner waits; not answering");
+                            return;
+                        }
+                        if let Some(m) = ready.encode(&calls.keys.notice) {
+                            let _ = calls
+                                .call(|store, keys| async move { store.publish(&keys, &m).await })
+                                .await;
+                        }
+                    }
+                    .in_current_span(),
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends a warm-move message, in the background.
+    pub(super) fn send(&mut self, warm: &Warm) {
+        let Some(message) = warm.encode(&self.calls.keys.notice) else {
+            return;
+        };
+        let call = self
+            .calls
+            .call(|store, keys| async move { store.publish(&keys, &message).await });
+        self.background.tasks.spawn(async move {
+            let _ = call.await;
+        });
+    }
+}

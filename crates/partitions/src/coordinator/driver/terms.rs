@@ -1,0 +1,87 @@
+//! Starting a partition's term: its elector, its store, the state it is offered.
+
+use std::future::Future;
+
+use leasehold_election::ext::Grant;
+use leasehold_election::{DutyResult, Elector, Fence, Leadership};
+use tokio::time::Instant;
+use tracing::info_span;
+
+use super::Driver;
+use crate::coordinator::batch::BatchedStore;
+use crate::coordinator::handoff;
+use crate::ownership::{Ownership, TermShared};
+use crate::store::GroupStore;
+
+impl<B, F, Fut> Driver<B, F>
+where
+    B: GroupStore,
+    F: Fn(String, Ownership) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = DutyResult> + Send + 'static,
+{
+    /// Starts the elector of term `fence` of partition `i`.
+    pub(super) fn start(&mut self, i: usize, fence: Fence, sent: Instant) {
+        let name = self.names.get(i);
+        let config = leasehold_election::ext::with_duty(&self.terms.template, &name);
+        let weight = self.state.ledger().held(i).map_or(1, |h| h.weight);
+        let load = self
+            .loads
+            .as_mut()
+            .map(|l| l.start((i, fence), weight, Instant::now()));
+        let term = TermShared::new(load);
+        let store = BatchedStore {
+            store: self.calls.store.clone(),
+            keys: self.calls.keys.clone(),
+            shared: self.shared.clone(),
+            partition: name.clone(),
+            index: i,
+            fence,
+            term: term.clone(),
+        };
+        let callback = self.terms.callback.clone();
+        let partition = name.clone();
+        let grant = Grant {
+            fence,
+            sent,
+            token: self.state.token().to_owned(),
+        };
+        let inherit = handoff::inherit(self.terms.previous.remove(&(i, fence)).as_ref());
+        let (group_store, keys, limit) = (
+            self.calls.store.clone(),
+            self.calls.keys.clone(),
+            self.calls.limit,
+        );
+        let labels = self.labels.pair();
+        let shared = term.clone();
+        let elector = Elector::new(store, config, move |lead: Leadership| {
+            let (callback, partition, inherit) =
+                (callback.clone(), partition.clone(), inherit.clone());
+            let lease = Ownership::new(lead, shared.clone());
+            let (store, keys, labels, shared) = (
+                group_store.clone(),
+                keys.clone(),
+                labels.clone(),
+                shared.clone(),
+            );
+            async move {
+                // Boxed: the take is rare, and its state would otherwise be part of
+                // every partition's duty future.
+                Box::pin(handoff::offer(
+                    &lease, &shared, inherit, &store, &keys, &partition, limit, labels,
+                ))
+                .await;
+                callback(partition.to_string(), lease).await
+            }
+        });
+        let elector = leasehold_election::ext::granted(elector, grant);
+        let (handle, run) = elector.pair();
+        self.slots.start(
+            i,
+            fence,
+            handle,
+            term,
+            run,
+            info_span!("partition", partition = %name),
+        );
+    }
+}
