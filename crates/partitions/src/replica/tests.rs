@@ -11,7 +11,11 @@ use tokio::time::Instant;
 
 use super::list::{Configured, SetAnswer, SetOp};
 use super::*;
-use crate::store::protocol::{AddReply, MemberInfo, Origin, RestoreStep, RosterUpdate};
+use crate::store::CLAIM_BATCH;
+use crate::store::protocol::{
+    AddReply, ClaimReply, Conflict, MemberInfo, Origin, RestoreStep, RosterUpdate, SessionReply,
+    TickReply,
+};
 
 const LEASE: Duration = Duration::from_millis(900);
 const RI: Duration = Duration::from_millis(300);
