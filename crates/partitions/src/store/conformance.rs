@@ -2,6 +2,10 @@
 //! store: both must answer alike, so simulations on the in-memory store run the
 //! protocol Redis runs. Clocks differ by nature: times are compared coarsely, and fences
 //! by their order (each fence seen is replaced by its rank among all fences seen).
+//!
+//! One test per section (a group's life, a restore, the move budget, load reports,
+//! preferences, reservations, server lifetimes), each with its own [`Cx`]; one more
+//! checks that the sections answer what they claim.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,53 +25,47 @@ const TTL: Duration = Duration::from_secs(5);
 /// How long a partition handed to a named receiver is reserved for it.
 const HOLD: Duration = Duration::from_millis(500);
 
-/// The group's incarnation as the last tick reply `shape` saw it: the script's replicas
-/// tick and claim in it (a step that means another says so).
-static INC: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
-/// The server lifetime the last tick reply named (ticks name it, as replicas do).
-static LIFETIME: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
-
-/// The roster as the ticks of the script last read it, and its version: ticks name it
-/// and [`shape`] fills in the kept one when a reply does not carry it, as replicas do.
-/// Redis counts the roster's changes and the in-memory store hashes the roster, so a
-/// change a script forgets to count shows as a stale roster here.
-static ROSTER: std::sync::Mutex<(String, Vec<MemberInfo>)> =
-    std::sync::Mutex::new((String::new(), Vec::new()));
-
-fn inc() -> String {
-    INC.lock().unwrap().clone()
+/// What the script's replicas name in their ticks and claims, as replicas do: the
+/// group's incarnation and the server lifetime the last tick reply named, and the roster
+/// as the ticks last read it with its version ([`shape`] fills in the kept one when a
+/// reply does not carry it). Redis counts the roster's changes and the in-memory store
+/// hashes the roster, so a change a script forgets to count shows as a stale roster
+/// here. Each section starts with its own.
+#[derive(Debug, Default)]
+struct Cx {
+    inc: String,
+    lifetime: String,
+    roster: (String, Vec<MemberInfo>),
 }
 
 /// A tick that says it is quiet: on Redis every one (but a join) is sent as a
 /// heartbeat first, so every answer here is also the heartbeat's where it found the
 /// tick quiet, and the whole tick's where it did not.
-fn tick(replica: &str, token: &str, join: bool, state: MemberState) -> TickRequest {
+fn tick(cx: &Cx, replica: &str, token: &str, join: bool, state: MemberState) -> TickRequest {
     TickRequest {
         quiet: true,
-        incarnation: inc(),
-        lifetime: LIFETIME.lock().unwrap().clone(),
-        roster: ROSTER.lock().unwrap().0.clone(),
+        incarnation: cx.inc.clone(),
+        lifetime: cx.lifetime.clone(),
+        roster: cx.roster.0.clone(),
         ..TickRequest::of(replica, token, join, state, TTL)
     }
 }
 
 /// Forgets what the last group's ticks named, then joins each (replica, token) to the
 /// group `k`, as replicas starting afresh do.
-async fn join_afresh<B: Protocol>(b: &B, k: &GroupKeys, members: &[(&str, &str)]) {
-    INC.lock().unwrap().clear();
-    LIFETIME.lock().unwrap().clear();
-    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
+async fn join_afresh<B: Protocol>(cx: &mut Cx, b: &B, k: &GroupKeys, members: &[(&str, &str)]) {
+    *cx = Cx::default();
     for &(r, t) in members {
         let join = TickRequest {
             quiet: false,
-            ..tick(r, t, true, MemberState::Active)
+            ..tick(cx, r, t, true, MemberState::Active)
         };
-        seen(&b.tick(k, &join).await.unwrap());
+        seen(cx, &b.tick(k, &join).await.unwrap());
     }
 }
 
-fn claim(replica: &str, token: &str, seq: u64, count: usize) -> ClaimRequest {
-    ClaimRequest::of(replica, token, seq, count, TTL, &inc())
+fn claim(cx: &Cx, replica: &str, token: &str, seq: u64, count: usize) -> ClaimRequest {
+    ClaimRequest::of(replica, token, seq, count, TTL, &cx.inc)
 }
 
 fn names(list: &[&str]) -> Vec<String> {
@@ -94,16 +92,16 @@ impl Ranks {
 /// replica, unowned, grant wait (whether any), ending, drained, revoked (sorted),
 /// expired, loads, weights.
 /// Ticks and claims from now on name the incarnation `r` reports.
-fn seen(r: &TickReply) {
-    r.lifetime.clone_into(&mut LIFETIME.lock().unwrap());
+fn seen(cx: &mut Cx, r: &TickReply) {
+    r.lifetime.clone_into(&mut cx.lifetime);
     if let Some(set) = &r.set {
-        set.incarnation.clone_into(&mut INC.lock().unwrap());
+        set.incarnation.clone_into(&mut cx.inc);
     }
 }
 
-fn shape(r: &TickReply, ranks: &mut Ranks) -> String {
-    seen(r);
-    let mut kept = ROSTER.lock().unwrap();
+fn shape(cx: &mut Cx, r: &TickReply, ranks: &mut Ranks) -> String {
+    seen(cx, r);
+    let kept = &mut cx.roster;
     r.roster.apply(&mut kept.1);
     kept.0.clone_from(&r.roster_version);
     let mut members: Vec<_> = kept
@@ -204,6 +202,7 @@ async fn budget<B: Protocol>(b: &B) -> Vec<String> {
 /// first makes the group weighted), a stale term's and another session's are skipped,
 /// a retry changes nothing, and the loads and totals follow.
 async fn loads<B: Protocol>(b: &B) -> Vec<String> {
+    let cx = &mut Cx::default();
     let k = GroupKeys::new("leasehold", "loaded");
     let mut out = Vec::new();
     let mut ranks = Ranks::default();
@@ -226,18 +225,16 @@ async fn loads<B: Protocol>(b: &B) -> Vec<String> {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    INC.lock().unwrap().clear();
-    LIFETIME.lock().unwrap().clear();
-    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
+    *cx = Cx::default();
     for (r, t) in [("a", a), ("c", c)] {
         let join = TickRequest {
             quiet: false,
-            ..tick(r, t, true, MemberState::Active)
+            ..tick(cx, r, t, true, MemberState::Active)
         };
-        seen(&b.tick(&k, &join).await.unwrap());
+        seen(cx, &b.tick(&k, &join).await.unwrap());
     }
-    let mine = fences_of(&b.claim(&k, &claim("a", a, 1, 2)).await.unwrap());
-    let theirs = fences_of(&b.claim(&k, &claim("c", c, 1, 2)).await.unwrap());
+    let mine = fences_of(&b.claim(&k, &claim(cx, "a", a, 1, 2)).await.unwrap());
+    let theirs = fences_of(&b.claim(&k, &claim(cx, "c", c, 1, 2)).await.unwrap());
     let head = |h: Option<StatusHead>| {
         let h = h.expect("the group exists");
         format!(
@@ -313,6 +310,7 @@ async fn loads<B: Protocol>(b: &B) -> Vec<String> {
 /// the set and the status, dropped with their partition; and claims that take their
 /// own preferred partitions first and leave others' to them (by count, and by weight).
 async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
+    let cx = &mut Cx::default();
     let k = GroupKeys::new("leasehold", "preferred");
     let mut out = Vec::new();
     let mut ranks = Ranks::default();
@@ -361,10 +359,10 @@ async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
         "a:00000000000000000000000000000003",
         "b:00000000000000000000000000000003",
     );
-    join_afresh(b, &k, &[("a", a), ("b", bt)]).await;
+    join_afresh(cx, b, &k, &[("a", a), ("b", bt)]).await;
     let leave = ClaimRequest {
         leave_to: vec![("b".into(), 1)],
-        ..claim("a", a, 1, 3)
+        ..claim(cx, "a", a, 1, 3)
     };
     let r = b.claim(&k, &leave).await.unwrap();
     out.push(format!(
@@ -373,7 +371,7 @@ async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
     ));
     let first = ClaimRequest {
         prefer: names(&["p5", "zz", "p0", "p3"]),
-        ..claim("b", bt, 1, 1)
+        ..claim(cx, "b", bt, 1, 1)
     };
     let r = b.claim(&k, &first).await.unwrap();
     out.push(format!(
@@ -390,7 +388,7 @@ async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
         room: Some(5),
         fallback: false,
         leave_to: vec![("b".into(), room)],
-        ..claim("a", a, seq, 3)
+        ..claim(cx, "a", a, seq, 3)
     };
     let r = b.claim(&k, &weighed(2, 3)).await.unwrap();
     out.push(format!(
@@ -406,7 +404,7 @@ async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
     let only = |seq: u64, prefer: &[&str]| ClaimRequest {
         prefer: names(prefer),
         only_preferred: true,
-        ..claim("b", bt, seq, 1)
+        ..claim(cx, "b", bt, seq, 1)
     };
     let r = b.claim(&k, &only(2, &["p5"])).await.unwrap();
     out.push(format!(
@@ -431,7 +429,7 @@ async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
 }
 
 /// Terms given back as hand-offs, each leaving state for its successor.
-fn handed(terms: &[Term]) -> Vec<GivenBack> {
+fn handed(cx: &Cx, terms: &[Term]) -> Vec<GivenBack> {
     terms
         .iter()
         .map(|t| GivenBack {
@@ -439,7 +437,7 @@ fn handed(terms: &[Term]) -> Vec<GivenBack> {
             cause: MoveCause::HandOff,
             state: Some(format!("state of {}", t.0).into_bytes()),
             to: None,
-            lifetime: LIFETIME.lock().unwrap().clone(),
+            lifetime: cx.lifetime.clone(),
         })
         .collect()
 }
@@ -479,12 +477,25 @@ fn fences_of(r: &ClaimReply) -> Vec<(String, Fence)> {
 /// Runs the script of operations and returns every answer, clocks and fences normalized.
 #[allow(clippy::too_many_lines)]
 async fn script<B: Protocol>(b: &B) -> Vec<String> {
-    INC.lock().unwrap().clear();
-    LIFETIME.lock().unwrap().clear();
-    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
+    // In three parts, each a future of its own: no poll frame holds the whole story.
+    let cx = &mut Cx::default();
+    let ranks = &mut Ranks::default();
     let k = GroupKeys::new("leasehold", "conformance");
+    let (mut out, a_first) = Box::pin(script_set_and_claims(b, &k, cx, ranks)).await;
+    out.extend(Box::pin(script_drains_and_status(b, &k, cx, ranks, a_first)).await);
+    out.extend(Box::pin(script_expiry_weights_and_restarts(b, &k, cx, ranks)).await);
+    out
+}
+
+/// The script, first part: the group is created, its list versioned, partitions
+/// claimed, released with state and handed off; the ledger. Returns a's first term.
+async fn script_set_and_claims<B: Protocol>(
+    b: &B,
+    k: &GroupKeys,
+    cx: &mut Cx,
+    ranks: &mut Ranks,
+) -> (Vec<String>, Term) {
     let mut out = Vec::new();
-    let mut ranks = Ranks::default();
     let mut log = |what: &str, v: String| out.push(format!("{what}: {v}"));
     let (a, b1) = (
         "a:00000000000000000000000000000001",
@@ -498,25 +509,25 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     };
 
     let r = b
-        .tick(&k, &tick("a", a, true, MemberState::Settling))
+        .tick(k, &tick(cx, "a", a, true, MemberState::Settling))
         .await
         .unwrap();
-    log("a joins a group that does not exist", shape(&r, &mut ranks));
-    let r = b.add(&k, &strict("op-1"), &names(&["x"])).await.unwrap();
+    log("a joins a group that does not exist", shape(cx, &r, ranks));
+    let r = b.add(k, &strict("op-1"), &names(&["x"])).await.unwrap();
     log("an operator's add never creates it", format!("{r:?}"));
-    let r = b.add(&k, &seed, &names(&["p0", "p1", "p2"])).await.unwrap();
+    let r = b.add(k, &seed, &names(&["p0", "p1", "p2"])).await.unwrap();
     log("a seeds it with 3", format!("{r:?}"));
     let r = b
-        .tick(&k, &tick("a", a, true, MemberState::Settling))
+        .tick(k, &tick(cx, "a", a, true, MemberState::Settling))
         .await
         .unwrap();
-    log("then a joins it", shape(&r, &mut ranks));
-    let r = b.claim(&k, &claim("a", a, 1, 2)).await.unwrap();
-    log("a claim before the grant wait", claimed(&r, &mut ranks));
-    let r = b.add(&k, &strict("op-2"), &names(&["x"])).await.unwrap();
+    log("then a joins it", shape(cx, &r, ranks));
+    let r = b.claim(k, &claim(cx, "a", a, 1, 2)).await.unwrap();
+    log("a claim before the grant wait", claimed(&r, ranks));
+    let r = b.add(k, &strict("op-2"), &names(&["x"])).await.unwrap();
     log("an operator's add waits out the window", format!("{r:?}"));
     let r = b
-        .add(&k, &seed, &names(&["p2", "p3", "p4", "p4"]))
+        .add(k, &seed, &names(&["p2", "p3", "p4", "p4"]))
         .await
         .unwrap();
     log("the seed goes on with overlapping names", format!("{r:?}"));
@@ -526,111 +537,114 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         lease: TTL,
         gather: Duration::from_millis(60),
     };
-    let r = b.add(&k, &other, &names(&["q"])).await.unwrap();
+    let r = b.add(k, &other, &names(&["q"])).await.unwrap();
     log("another replica's seed", format!("{r:?}"));
     tokio::time::sleep(Duration::from_millis(80)).await;
     let r = b
-        .add(&k, &strict("op-3"), &names(&["p9", "p4"]))
+        .add(k, &strict("op-3"), &names(&["p9", "p4"]))
         .await
         .unwrap();
     log("strict add of a present one", format!("{r:?}"));
     let r = b
-        .add(&k, &strict("op-3"), &names(&["p9", "p4"]))
+        .add(k, &strict("op-3"), &names(&["p9", "p4"]))
         .await
         .unwrap();
     log("the same request again", format!("{r:?}"));
-    let r = b.set_version(&k, 2, VersionStep::Begin).await.unwrap();
+    let r = b.set_version(k, 2, VersionStep::Begin).await.unwrap();
     log("version 2 begins", format!("{r}"));
-    let r = b.set_version(&k, 2, VersionStep::Begin).await.unwrap();
+    let r = b.set_version(k, 2, VersionStep::Begin).await.unwrap();
     log("and may be continued", format!("{r}"));
     let r = b
-        .add(&k, &Change::Versioned(1), &names(&["p9"]))
+        .add(k, &Change::Versioned(1), &names(&["p9"]))
         .await
         .unwrap();
     log("a version 1 addition is stale", format!("{r:?}"));
     let r = b
-        .remove(&k, &Change::Versioned(1), &names(&["p0"]))
+        .remove(k, &Change::Versioned(1), &names(&["p0"]))
         .await
         .unwrap();
     log("and so is a removal", format!("{r:?}"));
     let r = b
-        .add(&k, &Change::Versioned(2), &names(&["p4"]))
+        .add(k, &Change::Versioned(2), &names(&["p4"]))
         .await
         .unwrap();
     log("a version 2 addition is not", format!("{r:?}"));
-    let r = b.set_version(&k, 2, VersionStep::Done("v2")).await.unwrap();
+    let r = b.set_version(k, 2, VersionStep::Done("v2")).await.unwrap();
     log("version 2 applied", format!("{r}"));
-    let r = b.set_version(&k, 2, VersionStep::Begin).await.unwrap();
+    let r = b.set_version(k, 2, VersionStep::Begin).await.unwrap();
     log("once applied it is not begun again", format!("{r}"));
-    let r = b.set_version(&k, 1, VersionStep::Done("v1")).await.unwrap();
+    let r = b.set_version(k, 1, VersionStep::Done("v1")).await.unwrap();
     log("an older version is not recorded", format!("{r}"));
     let r = b
-        .tick(&k, &tick("a", a, false, MemberState::Active))
+        .tick(k, &tick(cx, "a", a, false, MemberState::Active))
         .await
         .unwrap();
-    log("a renews", shape(&r, &mut ranks));
+    log("a renews", shape(cx, &r, ranks));
     let r = b
-        .tick(&k, &tick("a", a, false, MemberState::Active))
+        .tick(k, &tick(cx, "a", a, false, MemberState::Active))
         .await
         .unwrap();
-    log("a tick sent twice", shape(&r, &mut ranks));
+    log("a tick sent twice", shape(cx, &r, ranks));
     let r = b
-        .tick(&k, &tick("a", "a:other", true, MemberState::Settling))
+        .tick(k, &tick(cx, "a", "a:other", true, MemberState::Settling))
         .await
         .unwrap();
-    log("a second process for a", shape(&r, &mut ranks));
-    let r = b.claim(&k, &claim("a", a, 2, 2)).await.unwrap();
-    log("a claims 2", claimed(&r, &mut ranks));
+    log("a second process for a", shape(cx, &r, ranks));
+    let r = b.claim(k, &claim(cx, "a", a, 2, 2)).await.unwrap();
+    log("a claims 2", claimed(&r, ranks));
     let a_terms = fences_of(&r);
-    let r = b.claim(&k, &claim("a", a, 2, 2)).await.unwrap();
+    let r = b.claim(k, &claim(cx, "a", a, 2, 2)).await.unwrap();
     log(
         "the same claim again gets the same answer",
-        claimed(&r, &mut ranks),
+        claimed(&r, ranks),
     );
-    let r = b.claim(&k, &claim("a", a, 1, 2)).await.unwrap();
-    log("an older one is stale", claimed(&r, &mut ranks));
+    let r = b.claim(k, &claim(cx, "a", a, 1, 2)).await.unwrap();
+    log("an older one is stale", claimed(&r, ranks));
     let r = b
         .claim(
-            &k,
+            k,
             &ClaimRequest {
                 process: "a:other".into(),
-                ..claim("a", a, 3, 2)
+                ..claim(cx, "a", a, 3, 2)
             },
         )
         .await
         .unwrap();
     log(
         "a process that does not hold the session",
-        claimed(&r, &mut ranks),
+        claimed(&r, ranks),
     );
     let r = b
-        .tick(&k, &tick("b", b1, true, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, true, MemberState::Active))
         .await
         .unwrap();
-    log("b joins", shape(&r, &mut ranks));
-    let r = b.claim(&k, &claim("b", b1, 1, 10)).await.unwrap();
-    log("b claims the rest", claimed(&r, &mut ranks));
+    log("b joins", shape(cx, &r, ranks));
+    let r = b.claim(k, &claim(cx, "b", b1, 1, 10)).await.unwrap();
+    log("b claims the rest", claimed(&r, ranks));
     let b_terms = fences_of(&r);
     let p3 = b_terms.iter().find(|(n, _)| n == "p3").unwrap().clone();
     let mut both = a_terms.clone();
     both.push(p3.clone());
     both.push(a_terms[0].clone());
-    let r = b.release(&k, a, &handed(&both), TTL, HOLD).await.unwrap();
+    let r = b
+        .release(k, a, &handed(cx, &both), TTL, HOLD)
+        .await
+        .unwrap();
     log(
         "a releases its own (twice in one batch) and b's p3",
         format!("{r:?}"),
     );
     let r = b
-        .release(&k, a, &handed(&a_terms), TTL, HOLD)
+        .release(k, a, &handed(cx, &a_terms), TTL, HOLD)
         .await
         .unwrap();
     log("a releases them again", format!("{r:?}"));
-    let r = b.held(&k, a).await.unwrap();
+    let r = b.held(k, a).await.unwrap();
     log("a holds", format!("{}", r.len()));
-    let r = b.claim(&k, &claim("a", a, 3, 1)).await.unwrap();
-    log("a claims one back", claimed(&r, &mut ranks));
-    let r = b.claim(&k, &claim("b", b1, 2, 10)).await.unwrap();
-    log("b claims again", claimed(&r, &mut ranks));
+    let r = b.claim(k, &claim(cx, "a", a, 3, 1)).await.unwrap();
+    log("a claims one back", claimed(&r, ranks));
+    let r = b.claim(k, &claim(cx, "b", b1, 2, 10)).await.unwrap();
+    log("b claims again", claimed(&r, ranks));
     let previous: Vec<Term> = match &r {
         ClaimReply::Claimed {
             partitions, moves, ..
@@ -655,9 +669,9 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
             .collect();
         format!("{t:?}")
     };
-    let r = b.take_hand_offs(&k, &previous).await.unwrap();
+    let r = b.take_hand_offs(k, &previous).await.unwrap();
     log("b takes the state a's term left", shown(r));
-    let r = b.take_hand_offs(&k, &asked).await.unwrap();
+    let r = b.take_hand_offs(k, &asked).await.unwrap();
     log(
         "b takes it again (a retry), then as an earlier term's, then a partition with none",
         shown(r),
@@ -666,97 +680,105 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         .iter()
         .map(|(n, f)| (n.clone(), Fence(f.0 + 1)))
         .collect();
-    let r = b.take_hand_offs(&k, &later).await.unwrap();
+    let r = b.take_hand_offs(k, &later).await.unwrap();
     log("named as a later term's, it is stale", shown(r));
-    let r = b.take_hand_offs(&k, &previous).await.unwrap();
+    let r = b.take_hand_offs(k, &previous).await.unwrap();
     log("and deleted", shown(r));
-    let r = b.moves(&k, None, 100).await.unwrap();
+    let r = b.moves(k, None, 100).await.unwrap();
     log(
         "the ledger: first owners, then a's hand-offs to b",
-        ledger(&r, &mut ranks),
+        ledger(&r, ranks),
     );
     let after = r.get(r.len().saturating_sub(2)).map(|m| m.id.clone());
-    let r = b.moves(&k, after.as_deref(), 100).await.unwrap();
-    log(
-        "the ledger after its last but one entry",
-        ledger(&r, &mut ranks),
+    let r = b.moves(k, after.as_deref(), 100).await.unwrap();
+    log("the ledger after its last but one entry", ledger(&r, ranks));
+    (out, a_terms[0].clone())
+}
+
+/// The script, second part: a late release, drains, the status, regrants, pages.
+async fn script_drains_and_status<B: Protocol>(
+    b: &B,
+    k: &GroupKeys,
+    cx: &mut Cx,
+    ranks: &mut Ranks,
+    a_first: Term,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut log = |what: &str, v: String| out.push(format!("{what}: {v}"));
+    let (a, b1) = (
+        "a:00000000000000000000000000000001",
+        "b:00000000000000000000000000000001",
     );
-    let b_terms = b.held(&k, b1).await.unwrap();
+    let b_terms = b.held(k, b1).await.unwrap();
     // A late release of a's old term of p0 (b holds p0 now) touches nothing.
     let r = b
-        .release(&k, b1, &handed(&[a_terms[0].clone()]), TTL, HOLD)
+        .release(k, b1, &handed(cx, &[a_first]), TTL, HOLD)
         .await
         .unwrap();
     log("a release of another term", format!("{r:?}"));
-    let owner = b.owner(&k, "p0").await.unwrap().expect("p0 is a partition");
+    let owner = b.owner(k, "p0").await.unwrap().expect("p0 is a partition");
     log("p0's owner", format!("{:?}", owner.owner));
     log(
         "an unknown partition's owner",
-        format!("{:?}", b.owner(&k, "nope").await.unwrap()),
+        format!("{:?}", b.owner(k, "nope").await.unwrap()),
     );
     let r = b
-        .remove(&k, &strict("op-4"), &names(&["p2", "zz"]))
+        .remove(k, &strict("op-4"), &names(&["p2", "zz"]))
         .await
         .unwrap();
     log("strict remove of an unknown one", format!("{r:?}"));
     let r = b
-        .remove(&k, &strict("op-5"), &names(&["p0", "p1", "p2", "p3", "p4"]))
+        .remove(k, &strict("op-5"), &names(&["p0", "p1", "p2", "p3", "p4"]))
         .await
         .unwrap();
     log("strict remove of every one", format!("{r:?}"));
-    let r = b
-        .remove(&k, &strict("op-6"), &names(&["p2"]))
-        .await
-        .unwrap();
+    let r = b.remove(k, &strict("op-6"), &names(&["p2"])).await.unwrap();
     log("b's p2 removed", format!("{r:?}"));
-    let r = b
-        .remove(&k, &strict("op-6"), &names(&["p2"]))
-        .await
-        .unwrap();
+    let r = b.remove(k, &strict("op-6"), &names(&["p2"])).await.unwrap();
     log("the same removal again", format!("{r:?}"));
     let r = b
-        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, false, MemberState::Active))
         .await
         .unwrap();
-    log("b is told to give p2 up", shape(&r, &mut ranks));
+    log("b is told to give p2 up", shape(cx, &r, ranks));
     let p2 = b_terms.iter().find(|(n, _, _)| n == "p2").unwrap();
     let r = b
         .claim(
-            &k,
+            k,
             &ClaimRequest {
                 regrant: vec![(p2.0.clone(), p2.1)],
-                ..claim("b", b1, 3, 0)
+                ..claim(cx, "b", b1, 3, 0)
             },
         )
         .await
         .unwrap();
     log(
         "a regrant of the removed p2 gives it back",
-        claimed(&r, &mut ranks),
+        claimed(&r, ranks),
     );
-    let r = b.drain(&k, None, "a", true, false).await.unwrap();
+    let r = b.drain(k, None, "a", true, false).await.unwrap();
     log("a drained", format!("{r:?}"));
-    let r = b.drain(&k, None, "b", true, false).await.unwrap();
+    let r = b.drain(k, None, "b", true, false).await.unwrap();
     log("the last one taking part", format!("{r:?}"));
-    let r = b.drain(&k, None, "ghost", true, false).await.unwrap();
+    let r = b.drain(k, None, "ghost", true, false).await.unwrap();
     log("a replica that is not live", format!("{r:?}"));
     let r = b
-        .tick(&k, &tick("a", a, false, MemberState::Draining))
+        .tick(k, &tick(cx, "a", a, false, MemberState::Draining))
         .await
         .unwrap();
-    log("a sees it", shape(&r, &mut ranks));
+    log("a sees it", shape(cx, &r, ranks));
     let r = b
         .tick(
-            &k,
+            k,
             &TickRequest {
                 ttl: Duration::from_secs(30),
-                ..tick("a", a, false, MemberState::Away)
+                ..tick(cx, "a", a, false, MemberState::Away)
             },
         )
         .await
         .unwrap();
-    log("a parks for 30 s", shape(&r, &mut ranks));
-    let head = b.status_head(&k).await.unwrap().unwrap();
+    log("a parks for 30 s", shape(cx, &r, ranks));
+    let head = b.status_head(k).await.unwrap().unwrap();
     let left = head
         .members
         .iter()
@@ -764,35 +786,35 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         .map(|m| m.left.as_secs().div_ceil(10) * 10);
     log("its session's time left, to 10 s", format!("{left:?}"));
     let r = b
-        .tick(&k, &tick("a", a, false, MemberState::Active))
+        .tick(k, &tick(cx, "a", a, false, MemberState::Active))
         .await
         .unwrap();
     log(
         "a tick of the parked process delivered late",
-        shape(&r, &mut ranks),
+        shape(cx, &r, ranks),
     );
     let back = "a:new-process";
     let r = b
-        .tick(&k, &tick("a", back, true, MemberState::Settling))
+        .tick(k, &tick(cx, "a", back, true, MemberState::Settling))
         .await
         .unwrap();
-    log("a comes back and resumes", shape(&r, &mut ranks));
+    log("a comes back and resumes", shape(cx, &r, ranks));
     let r = b
-        .tick(&k, &tick("a", back, true, MemberState::Settling))
+        .tick(k, &tick(cx, "a", back, true, MemberState::Settling))
         .await
         .unwrap();
     log(
         "its resume again (the reply was lost)",
-        shape(&r, &mut ranks),
+        shape(cx, &r, ranks),
     );
-    let head = b.status_head(&k).await.unwrap().unwrap();
+    let head = b.status_head(k).await.unwrap().unwrap();
     let left = head
         .members
         .iter()
         .find(|m| m.replica == "a")
         .map(|m| m.left.as_millis().div_ceil(1000));
     log("the resumed session's time left, in s", format!("{left:?}"));
-    let held = b.held(&k, a).await.unwrap();
+    let held = b.held(k, a).await.unwrap();
     let regrant = ClaimRequest {
         process: back.into(),
         // p4 is b's: only what the session holds gets a new term.
@@ -801,27 +823,24 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
             .map(|(n, f, _)| (n.clone(), *f))
             .chain([("p4".to_owned(), Fence(1))])
             .collect(),
-        ..claim("a", a, 1, 0)
+        ..claim(cx, "a", a, 1, 0)
     };
-    let r = b.claim(&k, &regrant).await.unwrap();
-    log(
-        "a, drained, regrants what it holds",
-        claimed(&r, &mut ranks),
-    );
-    let r = b.drain(&k, None, "a", false, false).await.unwrap();
+    let r = b.claim(k, &regrant).await.unwrap();
+    log("a, drained, regrants what it holds", claimed(&r, ranks));
+    let r = b.drain(k, None, "a", false, false).await.unwrap();
     log("a undrained", format!("{r:?}"));
     let r = b
-        .tick(&k, &tick("a", a, false, MemberState::Active))
+        .tick(k, &tick(cx, "a", a, false, MemberState::Active))
         .await
         .unwrap();
     log("the old process's tick", format!("{:?}", r.session));
-    b.leave(&k, "a", "a:someone", a).await.unwrap();
+    b.leave(k, "a", "a:someone", a).await.unwrap();
     let r = b
         .tick(
-            &k,
+            k,
             &TickRequest {
                 process: back.into(),
-                ..tick("a", a, false, MemberState::Active)
+                ..tick(cx, "a", a, false, MemberState::Active)
             },
         )
         .await
@@ -830,15 +849,15 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         "a leave by a process that does not hold it",
         format!("{:?}", r.session),
     );
-    b.leave(&k, "a", back, a).await.unwrap();
+    b.leave(k, "a", back, a).await.unwrap();
     let r = b
-        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, false, MemberState::Active))
         .await
         .unwrap();
-    log("after a left", shape(&r, &mut ranks));
-    let r = b.claim(&k, &claim("b", b1, 4, 10)).await.unwrap();
-    log("b takes a's", claimed(&r, &mut ranks));
-    let head = b.status_head(&k).await.unwrap().expect("the group exists");
+    log("after a left", shape(cx, &r, ranks));
+    let r = b.claim(k, &claim(cx, "b", b1, 4, 10)).await.unwrap();
+    log("b takes a's", claimed(&r, ranks));
+    let head = b.status_head(k).await.unwrap().expect("the group exists");
     log(
         "status head",
         format!(
@@ -852,7 +871,7 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
             head.drained,
         ),
     );
-    let page = b.status_page(&k, 1, 3).await.unwrap();
+    let page = b.status_page(k, 1, 3).await.unwrap();
     log(
         "status page 1..4",
         format!(
@@ -864,9 +883,9 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     );
     log(
         "list",
-        format!("{:?}", b.list_page(&k, 0, 100).await.unwrap()),
+        format!("{:?}", b.list_page(k, 0, 100).await.unwrap()),
     );
-    let page = b.set_page(&k, 0, 100).await.unwrap().unwrap();
+    let page = b.set_page(k, 0, 100).await.unwrap().unwrap();
     log(
         "set page",
         format!(
@@ -875,94 +894,105 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
         ),
     );
 
+    out
+}
+
+/// The script, third part: an expiry freed over ticks, weights, a restart after a
+/// crash.
+async fn script_expiry_weights_and_restarts<B: Protocol>(
+    b: &B,
+    k: &GroupKeys,
+    cx: &mut Cx,
+    ranks: &mut Ranks,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut log = |what: &str, v: String| out.push(format!("{what}: {v}"));
+    let b1 = "b:00000000000000000000000000000001";
     // A session that expires holding more than one reap budget: freed over ticks.
     let short = Duration::from_millis(40);
     let c = "c:00000000000000000000000000000001";
     let many: Vec<String> = (0..300).map(|i| format!("m{i:03}")).collect();
-    let r = b.add(&k, &strict("op-7"), &many).await.unwrap();
+    let r = b.add(k, &strict("op-7"), &many).await.unwrap();
     log("300 more", format!("{r:?}"));
     b.tick(
-        &k,
+        k,
         &TickRequest {
             ttl: short,
-            ..tick("c", c, true, MemberState::Active)
+            ..tick(cx, "c", c, true, MemberState::Active)
         },
     )
     .await
     .unwrap();
     let r = b
         .claim(
-            &k,
+            k,
             &ClaimRequest {
                 ttl: short,
-                ..claim("c", c, 1, 300)
+                ..claim(cx, "c", c, 1, 300)
             },
         )
         .await
         .unwrap();
     log("c claims them all", format!("{}", fences_of(&r).len()));
     tokio::time::sleep(short * 2).await;
-    let r = b.claim(&k, &claim("c", c, 2, 1)).await.unwrap();
+    let r = b.claim(k, &claim(cx, "c", c, 2, 1)).await.unwrap();
     log("c's expired session claims nothing", format!("{r:?}"));
     let r = b
-        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, false, MemberState::Active))
         .await
         .unwrap();
-    log("b finds c expired", shape(&r, &mut ranks));
+    log("b finds c expired", shape(cx, &r, ranks));
     let r = b
-        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, false, MemberState::Active))
         .await
         .unwrap();
-    log("and frees the rest", shape(&r, &mut ranks));
+    log("and frees the rest", shape(cx, &r, ranks));
 
     // Weights.
-    let r = b.set_weight(&k, Some("op-8"), "zz", 2).await.unwrap();
+    let r = b.set_weight(k, Some("op-8"), "zz", 2).await.unwrap();
     log("the weight of an unknown partition", format!("{r:?}"));
-    let r = b.set_weight(&k, Some("op-9"), "p1", 5).await.unwrap();
+    let r = b.set_weight(k, Some("op-9"), "p1", 5).await.unwrap();
     log("b's p1 weighs 5", format!("{r:?}"));
-    let r = b.set_weight(&k, Some("op-9"), "p1", 5).await.unwrap();
+    let r = b.set_weight(k, Some("op-9"), "p1", 5).await.unwrap();
     log("the same weight request again", format!("{r:?}"));
     let r = b
-        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, false, MemberState::Active))
         .await
         .unwrap();
-    log("b's load counts it", shape(&r, &mut ranks));
+    log("b's load counts it", shape(cx, &r, ranks));
     let d = "d:00000000000000000000000000000001";
     let r = b
         .tick(
-            &k,
+            k,
             &TickRequest {
                 capacity: 2,
-                ..tick("d", d, true, MemberState::Active)
+                ..tick(cx, "d", d, true, MemberState::Active)
             },
         )
         .await
         .unwrap();
-    log("d joins with capacity 2", shape(&r, &mut ranks));
+    log("d joins with capacity 2", shape(cx, &r, ranks));
     let with_room = |seq: u64, room: u64| ClaimRequest {
         room: Some(room),
         fallback: true,
-        ..claim("d", d, seq, 10)
+        ..claim(cx, "d", d, seq, 10)
     };
-    let r = b.set_weight(&k, Some("op-10"), "m000", 3).await.unwrap();
+    let r = b.set_weight(k, Some("op-10"), "m000", 3).await.unwrap();
     log("free m000 weighs 3", format!("{r:?}"));
     let first_only = ClaimRequest {
         count: 1,
         ..with_room(1, 2)
     };
-    let r = b.claim(&k, &first_only).await.unwrap();
-    log(
-        "nothing fits into 2: d takes the first",
-        claimed(&r, &mut ranks),
-    );
-    let r = b.claim(&k, &with_room(2, 2)).await.unwrap();
-    log("two more fit into 2", claimed(&r, &mut ranks));
+    let r = b.claim(k, &first_only).await.unwrap();
+    log("nothing fits into 2: d takes the first", claimed(&r, ranks));
+    let r = b.claim(k, &with_room(2, 2)).await.unwrap();
+    log("two more fit into 2", claimed(&r, ranks));
     let r = b
-        .tick(&k, &tick("d", d, false, MemberState::Active))
+        .tick(k, &tick(cx, "d", d, false, MemberState::Active))
         .await
         .unwrap();
-    log("loads after the moves", shape(&r, &mut ranks));
-    let head = b.status_head(&k).await.unwrap().expect("the group exists");
+    log("loads after the moves", shape(cx, &r, ranks));
+    let head = b.status_head(k).await.unwrap().expect("the group exists");
     log(
         "weighted status",
         format!(
@@ -981,24 +1011,24 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     let e1 = "e:00000000000000000000000000000001";
     let e2 = "e:00000000000000000000000000000002";
     let e_ttl = Duration::from_millis(100);
-    let sticky = |t: &str, join: bool| TickRequest {
+    let sticky = |cx: &Cx, t: &str, join: bool| TickRequest {
         ttl: e_ttl,
         sticky: true,
-        ..tick("e", t, join, MemberState::Active)
+        ..tick(cx, "e", t, join, MemberState::Active)
     };
-    b.tick(&k, &sticky(e1, true)).await.unwrap();
+    b.tick(k, &sticky(cx, e1, true)).await.unwrap();
     let r = b
         .claim(
-            &k,
+            k,
             &ClaimRequest {
                 ttl: e_ttl,
-                ..claim("e", e1, 1, 2)
+                ..claim(cx, "e", e1, 1, 2)
             },
         )
         .await
         .unwrap();
     log("e claims 2", format!("{}", fences_of(&r).len()));
-    let r = b.tick(&k, &sticky(e2, true)).await.unwrap();
+    let r = b.tick(k, &sticky(cx, e2, true)).await.unwrap();
     log(
         "e restarted after a crash knocks",
         format!("{:?}", r.session),
@@ -1006,20 +1036,21 @@ async fn script<B: Protocol>(b: &B) -> Vec<String> {
     // Its old session expires (a ttl after the claim), the knock is good for two.
     tokio::time::sleep(e_ttl * 3 / 2).await;
     let r = b
-        .tick(&k, &tick("b", b1, false, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, false, MemberState::Active))
         .await
         .unwrap();
-    log("e's old session expires into away", shape(&r, &mut ranks));
-    let r = b.tick(&k, &sticky(e2, true)).await.unwrap();
-    log("the knocker resumes it", shape(&r, &mut ranks));
+    log("e's old session expires into away", shape(cx, &r, ranks));
+    let r = b.tick(k, &sticky(cx, e2, true)).await.unwrap();
+    log("the knocker resumes it", shape(cx, &r, ranks));
 
     out
 }
 
 /// The restore steps of `copy` (to run against a store that lost the group).
 async fn restore<B: Protocol>(b: &B) -> Vec<String> {
-    INC.lock().unwrap().clear();
-    *ROSTER.lock().unwrap() = (String::new(), Vec::new());
+    let cx = &mut Cx::default();
+    cx.inc.clear();
+    cx.roster = (String::new(), Vec::new());
     let k = GroupKeys::new("leasehold", "restored");
     let mut out = Vec::new();
     let mut log = |what: &str, v: String| out.push(format!("{what}: {v}"));
@@ -1071,10 +1102,10 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         .unwrap();
     log("the same copy again", format!("{r}"));
     let t = b
-        .tick(&k, &tick("r1", "r1:01", true, MemberState::Settling))
+        .tick(&k, &tick(cx, "r1", "r1:01", true, MemberState::Settling))
         .await
         .unwrap();
-    seen(&t);
+    seen(cx, &t);
     log(
         "what a tick sees midway",
         format!(
@@ -1120,7 +1151,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         ),
     );
     let t = b
-        .tick(&k, &tick("r1", "r1:01", false, MemberState::Settling))
+        .tick(&k, &tick(cx, "r1", "r1:01", false, MemberState::Settling))
         .await
         .unwrap();
     log(
@@ -1141,7 +1172,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         "an operator's change waits out the window",
         format!("{r:?}"),
     );
-    let c = b.claim(&k, &claim("r1", "r1:01", 1, 3)).await.unwrap();
+    let c = b.claim(&k, &claim(cx, "r1", "r1:01", 1, 3)).await.unwrap();
     log("and so do claims", format!("{c:?}"));
     let d = b.drain(&k, Some("op-d"), "r1", true, true).await.unwrap();
     log("and drains", format!("{d:?}"));
@@ -1159,7 +1190,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
     let d = b.drain(&k, Some("op-v"), "r2", false, false).await.unwrap();
     log("another undrain of it", format!("{d:?}"));
     let t = b
-        .tick(&k, &tick("r1", "r1:01", false, MemberState::Settling))
+        .tick(&k, &tick(cx, "r1", "r1:01", false, MemberState::Settling))
         .await
         .unwrap();
     log(
@@ -1173,7 +1204,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
             &k,
             &TickRequest {
                 lifetime: "elsewhere".into(),
-                ..tick("r1", "r1:01", false, MemberState::Active)
+                ..tick(cx, "r1", "r1:01", false, MemberState::Active)
             },
         )
         .await
@@ -1191,7 +1222,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
             &k,
             &TickRequest {
                 incarnation: elsewhere.clone(),
-                ..tick("r1", "r1:01", false, MemberState::Active)
+                ..tick(cx, "r1", "r1:01", false, MemberState::Active)
             },
         )
         .await
@@ -1202,14 +1233,14 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
             &k,
             &ClaimRequest {
                 incarnation: elsewhere,
-                ..claim("r1", "r1:01", 2, 3)
+                ..claim(cx, "r1", "r1:01", 2, 3)
             },
         )
         .await
         .unwrap();
     log("a claim of another incarnation", format!("{c:?}"));
     let t = b
-        .tick(&k, &tick("r1", "r1:01", false, MemberState::Active))
+        .tick(&k, &tick(cx, "r1", "r1:01", false, MemberState::Active))
         .await
         .unwrap();
     log("the session itself lives on", format!("{:?}", t.session));
@@ -1220,6 +1251,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
 /// the partition, its own take it first), free to anyone after; a repeated release
 /// reserves nothing once the next term has started.
 async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
+    let cx = &mut Cx::default();
     let k = GroupKeys::new("leasehold", "reserved");
     let mut out = Vec::new();
     let mut ranks = Ranks::default();
@@ -1238,8 +1270,8 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         "b:00000000000000000000000000000004",
         "c:00000000000000000000000000000004",
     );
-    join_afresh(b, &k, &[("a", a), ("b", bt), ("c", c)]).await;
-    let r = b.claim(&k, &claim("a", a, 1, 5)).await.unwrap();
+    join_afresh(cx, b, &k, &[("a", a), ("b", bt), ("c", c)]).await;
+    let r = b.claim(&k, &claim(cx, "a", a, 1, 5)).await.unwrap();
     let terms = fences_of(&r);
     out.push(format!("reserve: a takes all: {}", claimed(&r, &mut ranks)));
     let give = |i: usize, to: Option<&str>| GivenBack {
@@ -1263,16 +1295,16 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
     out.push(format!(
         "reserve: a hands p1 to c, p2 to anyone, p3 to b: {gone:?}"
     ));
-    let r = b.claim(&k, &claim("b", bt, 1, 3)).await.unwrap();
+    let r = b.claim(&k, &claim(cx, "b", bt, 1, 3)).await.unwrap();
     out.push(format!(
         "reserve: b asks for 3: its own p3 first, then p2; never c's p1: {}",
         claimed(&r, &mut ranks)
     ));
     let t = b
-        .tick(&k, &tick("c", c, false, MemberState::Active))
+        .tick(&k, &tick(cx, "c", c, false, MemberState::Active))
         .await
         .unwrap();
-    seen(&t);
+    seen(cx, &t);
     out.push(format!(
         "reserve: c's tick counts what is reserved for it: {}",
         t.reserved
@@ -1281,7 +1313,7 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         room: Some(4),
         fallback: false,
         bound: 0,
-        ..claim("c", c, 1, 2)
+        ..claim(cx, "c", c, 1, 2)
     };
     let r = b.claim(&k, &no_bound).await.unwrap();
     out.push(format!(
@@ -1292,7 +1324,7 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         room: Some(0),
         fallback: false,
         bound: 1,
-        ..claim("c", c, 2, 2)
+        ..claim(cx, "c", c, 2, 2)
     };
     let r = b.claim(&k, &weighed).await.unwrap();
     out.push(format!(
@@ -1311,13 +1343,13 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         .release(&k, a, &[give(4, Some("c"))], TTL, Duration::from_millis(30))
         .await
         .unwrap();
-    let r = b.claim(&k, &claim("b", bt, 2, 1)).await.unwrap();
+    let r = b.claim(&k, &claim(cx, "b", bt, 2, 1)).await.unwrap();
     out.push(format!(
         "reserve: p4 to c ({short:?}), b during the hold: {}",
         claimed(&r, &mut ranks)
     ));
     tokio::time::sleep(Duration::from_millis(80)).await;
-    let r = b.claim(&k, &claim("b", bt, 3, 1)).await.unwrap();
+    let r = b.claim(&k, &claim(cx, "b", bt, 3, 1)).await.unwrap();
     out.push(format!(
         "reserve: b after the hold: {}",
         claimed(&r, &mut ranks)
@@ -1329,14 +1361,14 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         .unwrap();
     let pref = ClaimRequest {
         prefer: names(&["p0"]),
-        ..claim("b", bt, 4, 1)
+        ..claim(cx, "b", bt, 4, 1)
     };
     let r = b.claim(&k, &pref).await.unwrap();
     out.push(format!(
         "reserve: b prefers p0, reserved for c: {}",
         claimed(&r, &mut ranks)
     ));
-    let r = b.claim(&k, &claim("c", c, 3, 1)).await.unwrap();
+    let r = b.claim(&k, &claim(cx, "c", c, 3, 1)).await.unwrap();
     out.push(format!(
         "reserve: c takes p0 in a group with preferences: {}",
         claimed(&r, &mut ranks)
@@ -1353,6 +1385,7 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
 /// names another than the server's (a retry that reached a server promoted since the
 /// replica decided) leaves state the next owner is never offered.
 async fn lifetimes<B: Protocol>(b: &B) -> Vec<String> {
+    let cx = &mut Cx::default();
     let k = GroupKeys::new("leasehold", "lifetimes");
     let mut out = Vec::new();
     let mut ranks = Ranks::default();
@@ -1368,14 +1401,14 @@ async fn lifetimes<B: Protocol>(b: &B) -> Vec<String> {
         "a:00000000000000000000000000000005",
         "b:00000000000000000000000000000005",
     );
-    join_afresh(b, &k, &[("a", a), ("b", bt)]).await;
-    let r = b.claim(&k, &claim("a", a, 1, 2)).await.unwrap();
+    join_afresh(cx, b, &k, &[("a", a), ("b", bt)]).await;
+    let r = b.claim(&k, &claim(cx, "a", a, 1, 2)).await.unwrap();
     let terms = fences_of(&r);
     out.push(format!(
         "lifetimes: a takes both: {}",
         claimed(&r, &mut ranks)
     ));
-    let now = LIFETIME.lock().unwrap().clone();
+    let now = cx.lifetime.clone();
     assert!(!now.is_empty(), "the ticks named the server's lifetime");
     let give = |i: usize, lifetime: &str| GivenBack {
         term: terms[i].clone(),
@@ -1391,7 +1424,7 @@ async fn lifetimes<B: Protocol>(b: &B) -> Vec<String> {
     out.push(format!(
         "lifetimes: a releases both with state, p1's naming another lifetime: {gone:?}"
     ));
-    let r = b.claim(&k, &claim("b", bt, 1, 2)).await.unwrap();
+    let r = b.claim(&k, &claim(cx, "b", bt, 1, 2)).await.unwrap();
     out.push(format!(
         "lifetimes: b takes both: {}",
         claimed(&r, &mut ranks)
@@ -1440,30 +1473,53 @@ fn without_waits(line: &str) -> String {
     out
 }
 
-#[test]
-fn redis_and_the_in_memory_store_answer_the_same_script_alike() {
-    // The script's future is large, and a debug build makes it on the stack before it
-    // boxes it: run it on a thread with room for that (a test thread has 2 MiB).
-    let run = std::thread::Builder::new()
-        .stack_size(32 << 20)
-        .spawn(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap()
-                .block_on(answer_alike());
-        })
-        .unwrap();
-    if let Err(panic) = run.join() {
-        std::panic::resume_unwind(panic);
-    }
+/// Each section on a redis-server of its own and on the in-memory store: both must
+/// answer every step alike (a test per section, named after it; a difference names
+/// its step).
+macro_rules! alike {
+    ($($test:ident: $section:ident,)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            let redis = RedisServer::start();
+            let store = RedisStore::builder(redis.url()).build().unwrap();
+            let on_redis = Box::pin($section(&store)).await;
+            let in_memory = Box::pin($section(&MemoryGroupStore::new())).await;
+            assert_alike(&on_redis, &in_memory);
+        }
+    )*};
 }
 
-async fn answer_alike() {
+alike! {
+    a_groups_life_answers_alike: script,
+    a_restore_answers_alike: restore,
+    the_move_budget_answers_alike: budget,
+    load_reports_answer_alike: loads,
+    preferences_answer_alike: prefs,
+    reservations_for_named_receivers_answer_alike: reserved,
+    server_lifetimes_answer_alike: lifetimes,
+}
+
+/// The lines of one section from both stores, compared step by step (times coarsely).
+fn assert_alike(on_redis: &[String], in_memory: &[String]) {
+    assert!(!on_redis.is_empty(), "the section said nothing");
+    let on_redis: Vec<String> = on_redis.iter().map(|l| without_waits(l)).collect();
+    let in_memory: Vec<String> = in_memory.iter().map(|l| without_waits(l)).collect();
+    for (r, m) in on_redis.iter().zip(&in_memory) {
+        assert_eq!(r, m, "Redis and the in-memory store differ");
+    }
+    assert_eq!(
+        on_redis.len(),
+        in_memory.len(),
+        "{on_redis:#?}\n{in_memory:#?}"
+    );
+}
+
+/// The sections check what they claim to (on Redis; the tests above show the
+/// in-memory store answers alike), and every step the checks name is still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_section_answers_what_it_claims() {
     let redis = RedisServer::start();
     let store = RedisStore::builder(redis.url()).build().unwrap();
-    // The script's future is large: on the heap, not on the test thread's stack.
     let mut on_redis = Box::pin(script(&store)).await;
     on_redis.extend(Box::pin(restore(&store)).await);
     on_redis.extend(Box::pin(budget(&store)).await);
@@ -1471,21 +1527,7 @@ async fn answer_alike() {
     on_redis.extend(Box::pin(prefs(&store)).await);
     on_redis.extend(Box::pin(reserved(&store)).await);
     on_redis.extend(Box::pin(lifetimes(&store)).await);
-    let memory = MemoryGroupStore::new();
-    let mut in_memory = Box::pin(script(&memory)).await;
-    in_memory.extend(Box::pin(restore(&memory)).await);
-    in_memory.extend(Box::pin(budget(&memory)).await);
-    in_memory.extend(Box::pin(loads(&memory)).await);
-    in_memory.extend(Box::pin(prefs(&memory)).await);
-    in_memory.extend(Box::pin(reserved(&memory)).await);
-    in_memory.extend(Box::pin(lifetimes(&memory)).await);
     let on_redis: Vec<String> = on_redis.iter().map(|l| without_waits(l)).collect();
-    let in_memory: Vec<String> = in_memory.iter().map(|l| without_waits(l)).collect();
-    for (r, m) in on_redis.iter().zip(&in_memory) {
-        assert_eq!(r, m, "Redis and the in-memory store differ");
-    }
-    assert_eq!(on_redis.len(), in_memory.len());
-    // And the script checks what it claims to, on both.
     let expect = |step: &str, part: &str| {
         let line = on_redis
             .iter()
