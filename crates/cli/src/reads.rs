@@ -18,13 +18,8 @@ const SCAN_COUNT: usize = 1000;
 
 /// The type of each key (`TYPE`): `string`, `hash`, `list`, ..., `none`. Read-only; run
 /// only after a read failed with `WRONGTYPE`, to name the key (Redis does not).
-static KEY_TYPES: LazyLock<LuaScript> = LazyLock::new(|| {
-    LuaScript::idempotent(
-        "local out = {}\n\
-         for i, key in ipairs(KEYS) do out[i] = redis.call('TYPE', key).ok end\n\
-         return out\n",
-    )
-});
+static KEY_TYPES: LazyLock<LuaScript> =
+    LazyLock::new(|| LuaScript::idempotent(include_str!("lua/key_types.lua")));
 
 /// The holder of a duty's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
