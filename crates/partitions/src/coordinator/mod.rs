@@ -1,5 +1,5 @@
 //! The coordinator: the replica's pure decision state machine
-//! ([`ReplicaState`](crate::replica::ReplicaState)), the driver that performs its
+//! ([`ReplicaMachine`](crate::replica::ReplicaMachine)), the driver that performs its
 //! actions ([`driver`]), one granted elector per owned partition inside a `JoinSet`
 //! ([`slots`]), the batch between them and the electors ([`batch`]), and one log line
 //! per group event ([`logs`]).

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::cadence::QUICK;
 use super::leave::Leaving;
 use super::ledger::{Effect, Phase};
-use super::{Action, ClaimFailure, Decline, ReplicaState};
+use super::{Action, ClaimFailure, Decline, ReplicaMachine};
 use crate::balance::prefer::leave_to;
 use crate::store::CLAIM_BATCH;
 use crate::store::protocol::ClaimReply;
@@ -76,7 +76,7 @@ pub(super) struct Pending {
     pub(super) resend_at: Option<Instant>,
 }
 
-impl ReplicaState {
+impl ReplicaMachine {
     pub(super) fn claim(&mut self, now: Instant) -> Vec<Action> {
         // No claim while reconciling either: the answer must not miss a partition that a
         // claim sent after it grants.

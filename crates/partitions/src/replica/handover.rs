@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::leave::Leaving;
 use super::ledger::Phase;
-use super::{Action, ReplicaState};
+use super::{Action, ReplicaMachine};
 use crate::balance::prefer::{count_standings, weighted_standings};
 use crate::balance::receive::receivers;
 use crate::balance::weighted::Totals;
@@ -22,7 +22,7 @@ pub(super) struct HandOvers {
     pub(super) budgeting: bool,
 }
 
-impl ReplicaState {
+impl ReplicaMachine {
     /// Hands over up to `limit` of `candidates` (the first ones still served) to even
     /// out the group.
     pub(super) fn hand_over(&mut self, candidates: Vec<usize>, limit: usize) -> Option<Action> {

@@ -410,7 +410,7 @@ impl SetSync {
             (Job::Read { mut copy, offset }, SetAnswer::Page(Some(page))) => {
                 if offset == 0 {
                     // The first page carries every preference: take them now, not once
-                    // the copy is complete (claims wait for them: see ReplicaState).
+                    // the copy is complete (claims wait for them: see ReplicaMachine).
                     self.preferences.clone_from(&page.preferences);
                     self.first_pages += 1;
                 }

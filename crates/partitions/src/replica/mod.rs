@@ -89,7 +89,7 @@ use crate::balance::plan::{Plan, plan};
 use crate::balance::prefer::shed_first;
 use crate::balance::weighted::{Totals, WeightedPlan, weighted_plan};
 use crate::store::ops::moves::MoveCause;
-use crate::store::protocol::{MemberInfo, MemberState, SetInfo, TickRequest};
+use crate::store::protocol::{MemberInfo, ReplicaState, SetInfo, TickRequest};
 
 /// The settings the rules need.
 #[derive(Debug, Clone)]
@@ -137,7 +137,7 @@ pub(crate) enum Action {
     StopAll { keep: bool },
     /// Take up to `want` out of the group's move budget (`budget` per renew interval:
     /// moves, or weight moved), then hand over what it grants of `indices`
-    /// ([`ReplicaState::on_budget`]).
+    /// ([`ReplicaMachine::on_budget`]).
     Budget {
         indices: Vec<usize>,
         want: usize,
@@ -205,16 +205,16 @@ pub(crate) enum ClaimFailure {
 #[derive(Debug, Default)]
 struct LastTick {
     /// The state the tick in flight was sent with.
-    sent_as: Option<MemberState>,
+    sent_as: Option<ReplicaState>,
     /// The state of the last tick, if its reply changed nothing (a live session
     /// extended, with no roster, nothing expired, ended, revoked or listed): a tick
     /// sent with the same state is likely quiet, and says so ([`TickRequest::quiet`]).
-    quiet_as: Option<MemberState>,
+    quiet_as: Option<ReplicaState>,
 }
 
 /// One replica's view of its group and what it is doing about it.
 #[derive(Debug)]
-pub(crate) struct ReplicaState {
+pub(crate) struct ReplicaMachine {
     s: Settings,
     session: Session,
     cadence: Cadence,
@@ -252,7 +252,7 @@ pub(crate) struct ReplicaState {
     prefs: Prefs,
 }
 
-impl ReplicaState {
+impl ReplicaMachine {
     /// A replica that joins at its first tick, at `now`, with its configured list.
     pub(crate) fn new(
         s: Settings,
@@ -287,7 +287,7 @@ impl ReplicaState {
 
     // ---- Inputs. ----
 
-    /// The clock reached [`ReplicaState::wake_at`].
+    /// The clock reached [`ReplicaMachine::wake_at`].
     pub(crate) fn poll(&mut self, now: Instant) -> Vec<Action> {
         let mut actions = Vec::new();
         if let Some(p) = &mut self.claims.pending

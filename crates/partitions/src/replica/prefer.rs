@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use tokio::time::Instant;
 
 use super::ledger::Phase;
-use super::{Action, ReplicaState};
+use super::{Action, ReplicaMachine};
 use crate::balance::prefer::{
     Standings, count_standings, hand_back, swap_claim, weighted_standings,
 };
-use crate::store::protocol::MemberState;
+use crate::store::protocol::ReplicaState;
 
 /// Preferences: partition (by index) → the replica id it is preferred on, as the last
 /// first page of the set carried them.
@@ -28,7 +28,7 @@ pub(super) struct Prefs {
     pub(super) standings: Standings,
 }
 
-impl ReplicaState {
+impl ReplicaMachine {
     /// The preferences of the last copy of the set, if a newer copy was read since
     /// this was last asked (partition names, for the driver to index:
     /// [`set_preferences`](Self::set_preferences)).
@@ -78,7 +78,7 @@ impl ReplicaState {
             .roster
             .1
             .iter()
-            .filter(|m| matches!(m.state, MemberState::Active | MemberState::Settling))
+            .filter(|m| matches!(m.state, ReplicaState::Active | ReplicaState::Settling))
             .map(|m| m.replica.as_str())
             .collect();
         // Each of them with how many partitions are preferred on it.
@@ -113,7 +113,7 @@ impl ReplicaState {
             .roster
             .1
             .iter()
-            .any(|m| m.state == MemberState::Settling);
+            .any(|m| m.state == ReplicaState::Settling);
         if wants || self.view.unowned > 0 || anyone_settling {
             return (wants, named);
         }

@@ -69,14 +69,15 @@ fn page<S: Into<String>>(
     }
 }
 
-struct Sim {
-    st: ReplicaState,
+/// A replica machine driven by a test: its clock, its replies, its actions.
+struct Driven {
+    st: ReplicaMachine,
     now: Instant,
     rng: StdRng,
     p: usize,
 }
 
-fn member(r: &str, state: MemberState, held: usize) -> MemberInfo {
+fn member(r: &str, state: ReplicaState, held: usize) -> MemberInfo {
     MemberInfo {
         replica: r.into(),
         state,
@@ -96,7 +97,7 @@ fn set(p: usize) -> SetInfo {
     }
 }
 
-impl Sim {
+impl Driven {
     fn new(p: usize) -> Self {
         Self::with(p, settings(), configured(0))
     }
@@ -104,7 +105,7 @@ impl Sim {
     fn with(p: usize, s: Settings, c: Configured) -> Self {
         let now = Instant::now();
         let mut rng = StdRng::seed_from_u64(1);
-        let st = ReplicaState::new(s, c, RenewGrid::new(now, RI), now, &mut rng);
+        let st = ReplicaMachine::new(s, c, RenewGrid::new(now, RI), now, &mut rng);
         let mut sim = Self { st, now, rng, p };
         sim.copy_the_set();
         sim
@@ -197,20 +198,20 @@ impl Sim {
 
     /// Joins and settles with `others` active, then returns the first decisions.
     fn settled(&mut self, others: &[(&str, usize)], unowned: usize) -> Vec<Action> {
-        let mut members = vec![member("a", MemberState::Settling, 0)];
+        let mut members = vec![member("a", ReplicaState::Settling, 0)];
         members.extend(
             others
                 .iter()
-                .map(|(r, h)| member(r, MemberState::Active, *h)),
+                .map(|(r, h)| member(r, ReplicaState::Active, *h)),
         );
         let r = self.reply(SessionReply::Live, members, unowned);
         self.tick(r);
         self.advance(LEASE);
-        let mut members = vec![member("a", MemberState::Active, 0)];
+        let mut members = vec![member("a", ReplicaState::Active, 0)];
         members.extend(
             others
                 .iter()
-                .map(|(r, h)| member(r, MemberState::Active, *h)),
+                .map(|(r, h)| member(r, ReplicaState::Active, *h)),
         );
         let r = self.reply(SessionReply::Live, members, unowned);
         self.tick(r).1
@@ -266,13 +267,13 @@ fn starts(actions: &[Action]) -> Vec<usize> {
 #[test]
 fn a_replica_joining_a_served_group_claims_its_share_without_settling() {
     // A restart in a rolling deploy: the others hold what the leaver freed and more.
-    let mut sim = Sim::new(8);
+    let mut sim = Driven::new(8);
     let r = sim.reply(
         SessionReply::Live,
         vec![
-            member("a", MemberState::Settling, 0),
-            member("b", MemberState::Active, 3),
-            member("c", MemberState::Active, 3),
+            member("a", ReplicaState::Settling, 0),
+            member("b", ReplicaState::Active, 3),
+            member("c", ReplicaState::Active, 3),
         ],
         2,
     );
@@ -285,12 +286,12 @@ fn a_replica_joining_a_served_group_claims_its_share_without_settling() {
     );
 
     // Replicas started together (nobody serving yet) still settle.
-    let mut sim = Sim::new(8);
+    let mut sim = Driven::new(8);
     let r = sim.reply(
         SessionReply::Live,
         vec![
-            member("a", MemberState::Settling, 0),
-            member("b", MemberState::Settling, 0),
+            member("a", ReplicaState::Settling, 0),
+            member("b", ReplicaState::Settling, 0),
         ],
         8,
     );
@@ -303,12 +304,12 @@ fn a_replica_joining_a_served_group_claims_its_share_without_settling() {
 fn a_settling_replica_claims_nothing_then_claims_its_share_in_batches() {
     // Two replicas, each with a floor of one batch and 100 more.
     let p = 2 * (CLAIM_BATCH + 100);
-    let mut sim = Sim::new(p);
+    let mut sim = Driven::new(p);
     let r = sim.reply(
         SessionReply::Live,
         vec![
-            member("a", MemberState::Settling, 0),
-            member("b", MemberState::Active, 0),
+            member("a", ReplicaState::Settling, 0),
+            member("b", ReplicaState::Active, 0),
         ],
         p,
     );
@@ -320,8 +321,8 @@ fn a_settling_replica_claims_nothing_then_claims_its_share_in_batches() {
     let r = sim.reply(
         SessionReply::Live,
         vec![
-            member("a", MemberState::Active, 0),
-            member("b", MemberState::Active, 0),
+            member("a", ReplicaState::Active, 0),
+            member("b", ReplicaState::Active, 0),
         ],
         p,
     );
@@ -363,7 +364,7 @@ fn a_settling_replica_claims_nothing_then_claims_its_share_in_batches() {
 
 #[test]
 fn a_claim_whose_reply_is_lost_is_sent_again_as_the_same_request() {
-    let mut sim = Sim::new(4);
+    let mut sim = Driven::new(4);
     let actions = sim.settled(&[], 4);
     let [first] = claims(&actions)[..] else {
         panic!("{actions:?}");
@@ -388,17 +389,17 @@ fn a_claim_whose_reply_is_lost_is_sent_again_as_the_same_request() {
 
 #[test]
 fn nothing_is_claimed_before_the_groups_grant_wait() {
-    let mut sim = Sim::new(10);
+    let mut sim = Driven::new(10);
     let r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Settling, 0)],
+        vec![member("a", ReplicaState::Settling, 0)],
         10,
     );
     sim.tick(r);
     sim.advance(LEASE);
     let mut r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Active, 0)],
+        vec![member("a", ReplicaState::Active, 0)],
         10,
     );
     r.grant_wait = Duration::from_millis(200);
@@ -412,10 +413,10 @@ fn nothing_is_claimed_before_the_groups_grant_wait() {
 
 #[test]
 fn a_group_that_does_not_exist_is_seeded_and_a_newer_list_is_applied_once() {
-    let mut sim = Sim::with(4, settings(), configured(3));
+    let mut sim = Driven::with(4, settings(), configured(3));
     let mut r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Settling, 0)],
+        vec![member("a", ReplicaState::Settling, 0)],
         0,
     );
     r.set = None;
@@ -429,7 +430,7 @@ fn a_group_that_does_not_exist_is_seeded_and_a_newer_list_is_applied_once() {
     // While it is seeded, the next tick does not ask again.
     let r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Settling, 0)],
+        vec![member("a", ReplicaState::Settling, 0)],
         4,
     );
     let (_, actions) = sim.tick(r);
@@ -449,7 +450,7 @@ fn a_group_that_does_not_exist_is_seeded_and_a_newer_list_is_applied_once() {
     // Same version, another list: the group's wins (and this replica says so).
     let mut r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Settling, 0)],
+        vec![member("a", ReplicaState::Settling, 0)],
         4,
     );
     r.set = Some(SetInfo {
@@ -478,7 +479,7 @@ fn a_seed_chunk_that_failed_is_sent_again_and_the_seed_goes_on() {
         names: (0..600).map(|i| format!("p{i}")).collect::<Vec<_>>().into(),
         ..configured(0)
     };
-    let mut sim = Sim::with(4, settings(), many());
+    let mut sim = Driven::with(4, settings(), many());
     sim.st.set = SetSync::new(many());
     let mut lost = sim.reply(SessionReply::Live, Vec::new(), 0);
     lost.set = None;
@@ -513,12 +514,12 @@ fn a_seed_chunk_that_failed_is_sent_again_and_the_seed_goes_on() {
 
 #[test]
 fn a_group_redis_lost_is_restored_from_the_copy_and_a_seed_is_overtaken() {
-    let mut sim = Sim::new(4);
+    let mut sim = Driven::new(4);
     sim.settled(&[], 4);
     // Redis lost the group: this replica has a copy of it.
     let mut r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Active, 0)],
+        vec![member("a", ReplicaState::Active, 0)],
         0,
     );
     r.set = None;
@@ -534,7 +535,7 @@ fn a_group_redis_lost_is_restored_from_the_copy_and_a_seed_is_overtaken() {
     // wins.
     let mut r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Active, 0)],
+        vec![member("a", ReplicaState::Active, 0)],
         0,
     );
     r.set = Some(SetInfo {
@@ -555,7 +556,7 @@ fn a_group_redis_lost_is_restored_from_the_copy_and_a_seed_is_overtaken() {
 
 #[test]
 fn a_lost_session_refuses_its_electors_and_starts_a_new_one_that_settles_briefly() {
-    let mut sim = Sim::new(4);
+    let mut sim = Driven::new(4);
     sim.settled(&[], 4);
     sim.claimed(0, 4, 0);
     let old = sim.st.token().to_owned();
@@ -576,7 +577,7 @@ fn a_lost_session_refuses_its_electors_and_starts_a_new_one_that_settles_briefly
     assert!(req.join);
     let r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Settling, 0)],
+        vec![member("a", ReplicaState::Settling, 0)],
         4,
     );
     sim.st
@@ -593,15 +594,15 @@ fn a_lost_session_refuses_its_electors_and_starts_a_new_one_that_settles_briefly
 
 #[test]
 fn hand_overs_need_two_ticks_in_a_row_and_then_wait_out_a_cooldown() {
-    let mut sim = Sim::new(12);
+    let mut sim = Driven::new(12);
     sim.settled(&[("b", 6)], 6);
     sim.claimed(0, 6, 0);
     // c joined and finished settling: 6 / 6 / 0, floor 4.
     let view = || {
         vec![
-            member("a", MemberState::Active, 6),
-            member("b", MemberState::Active, 6),
-            member("c", MemberState::Active, 0),
+            member("a", ReplicaState::Active, 6),
+            member("b", ReplicaState::Active, 6),
+            member("c", ReplicaState::Active, 0),
         ]
     };
     let r = sim.reply(SessionReply::Live, view(), 0);
@@ -641,7 +642,7 @@ fn hand_overs_need_two_ticks_in_a_row_and_then_wait_out_a_cooldown() {
 
 #[test]
 fn with_a_move_budget_a_hand_over_asks_for_it_first_and_makes_only_what_it_grants() {
-    let mut sim = Sim::with(
+    let mut sim = Driven::with(
         12,
         Settings {
             move_budget: Some(1),
@@ -653,9 +654,9 @@ fn with_a_move_budget_a_hand_over_asks_for_it_first_and_makes_only_what_it_grant
     sim.claimed(0, 6, 0);
     let view = || {
         vec![
-            member("a", MemberState::Active, 6),
-            member("b", MemberState::Active, 6),
-            member("c", MemberState::Active, 0),
+            member("a", ReplicaState::Active, 6),
+            member("b", ReplicaState::Active, 6),
+            member("c", ReplicaState::Active, 0),
         ]
     };
     let r = sim.reply(SessionReply::Live, view(), 0);
@@ -706,7 +707,7 @@ fn with_a_move_budget_a_hand_over_asks_for_it_first_and_makes_only_what_it_grant
 
 #[test]
 fn a_budget_by_weight_asks_for_the_weights_and_hands_over_what_fits() {
-    let mut sim = Sim::with(
+    let mut sim = Driven::with(
         12,
         Settings {
             move_budget: Some(4),
@@ -723,9 +724,9 @@ fn a_budget_by_weight_asks_for_the_weights_and_hands_over_what_fits() {
     sim.answer(&granted, &[], 0);
     let view = || {
         vec![
-            member("a", MemberState::Active, 6),
-            member("b", MemberState::Active, 6),
-            member("c", MemberState::Active, 0),
+            member("a", ReplicaState::Active, 6),
+            member("b", ReplicaState::Active, 6),
+            member("c", ReplicaState::Active, 0),
         ]
     };
     let r = sim.reply(SessionReply::Live, view(), 0);
@@ -770,13 +771,13 @@ fn a_budget_by_weight_asks_for_the_weights_and_hands_over_what_fits() {
 #[test]
 fn unowned_partitions_are_claimed_above_the_cap_after_lease_plus_retry() {
     // b is live and active but never claims its share.
-    let mut sim = Sim::new(10);
+    let mut sim = Driven::new(10);
     sim.settled(&[("b", 0)], 10);
     let since = sim.now;
     sim.claimed(0, 5, 5);
     let view = vec![
-        member("a", MemberState::Active, 5),
-        member("b", MemberState::Active, 0),
+        member("a", ReplicaState::Active, 5),
+        member("b", ReplicaState::Active, 0),
     ];
     loop {
         let r = sim.reply(SessionReply::Live, view.clone(), 5);
@@ -796,15 +797,15 @@ fn unowned_partitions_are_claimed_above_the_cap_after_lease_plus_retry() {
 
 #[test]
 fn orphan_clocks_stop_while_anyone_settles() {
-    let mut sim = Sim::new(10);
+    let mut sim = Driven::new(10);
     sim.settled(&[("b", 0)], 10);
     sim.claimed(0, 5, 5);
     for _ in 0..20 {
         let r = sim.reply(
             SessionReply::Live,
             vec![
-                member("a", MemberState::Active, 5),
-                member("b", MemberState::Settling, 0),
+                member("a", ReplicaState::Active, 5),
+                member("b", ReplicaState::Settling, 0),
             ],
             5,
         );
@@ -815,10 +816,10 @@ fn orphan_clocks_stop_while_anyone_settles() {
 
 #[test]
 fn a_replica_refused_by_the_group_claims_nothing_and_asks_again_each_tick() {
-    let mut sim = Sim::new(4);
+    let mut sim = Driven::new(4);
     let r = sim.reply(
         SessionReply::Refused(Conflict::DuplicateReplica),
-        vec![member("a", MemberState::Active, 4)],
+        vec![member("a", ReplicaState::Active, 4)],
         0,
     );
     let (renewal, actions) = sim.tick(r);
@@ -830,14 +831,14 @@ fn a_replica_refused_by_the_group_claims_nothing_and_asks_again_each_tick() {
 
 #[test]
 fn a_count_mismatch_seen_twice_with_nothing_in_flight_reconciles_by_term() {
-    let mut sim = Sim::new(4);
+    let mut sim = Driven::new(4);
     sim.settled(&[], 4);
     sim.claimed(0, 2, 0);
     // The store says 3: a claim whose reply was lost took one more.
     for expect in [false, true] {
         let r = sim.reply(
             SessionReply::Live,
-            vec![member("a", MemberState::Active, 3)],
+            vec![member("a", ReplicaState::Active, 3)],
             0,
         );
         let (_, actions) = sim.tick(r);
@@ -874,15 +875,15 @@ fn a_count_mismatch_seen_twice_with_nothing_in_flight_reconciles_by_term() {
 
 #[test]
 fn a_tick_in_another_server_lifetime_keeps_only_the_terms_the_store_lists() {
-    let mut sim = Sim::new(4);
+    let mut sim = Driven::new(4);
     sim.settled(&[], 4);
     sim.claimed(0, 3, 1);
-    let live = |sim: &Sim, lifetime: &str, holdings| TickReply {
+    let live = |sim: &Driven, lifetime: &str, holdings| TickReply {
         lifetime: lifetime.to_owned(),
         holdings,
         ..sim.reply(
             SessionReply::Live,
-            vec![member("a", MemberState::Active, 3)],
+            vec![member("a", ReplicaState::Active, 3)],
             1,
         )
     };
@@ -914,15 +915,15 @@ fn a_tick_in_another_server_lifetime_keeps_only_the_terms_the_store_lists() {
 #[test]
 fn no_reconcile_while_a_claim_is_in_flight_whose_answer_it_could_overtake() {
     // Finding 5: a weight change seen with a claim in flight.
-    let mut sim = Sim::new(8);
+    let mut sim = Driven::new(8);
     sim.settled(&[("b", 0)], 8);
     let actions = sim.claimed(0, 2, 6);
     assert_eq!(claims(&actions).len(), 1, "the next claim is in flight");
     let mut r = sim.reply(
         SessionReply::Live,
         vec![
-            member("a", MemberState::Active, 2),
-            member("b", MemberState::Active, 0),
+            member("a", ReplicaState::Active, 2),
+            member("b", ReplicaState::Active, 0),
         ],
         6,
     );
@@ -949,15 +950,15 @@ fn no_reconcile_while_a_claim_is_in_flight_whose_answer_it_could_overtake() {
 
 #[test]
 fn a_leave_announces_then_stops_everything_then_ends_the_session() {
-    let mut sim = Sim::new(4);
+    let mut sim = Driven::new(4);
     sim.settled(&[], 4);
     sim.claimed(0, 4, 0);
     assert!(sim.st.on_shutdown(sim.now).is_empty());
     let req = sim.next_request();
-    assert_eq!(req.state, MemberState::Leaving);
+    assert_eq!(req.state, ReplicaState::Leaving);
     let r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Leaving, 4)],
+        vec![member("a", ReplicaState::Leaving, 4)],
         0,
     );
     let (_, actions) = sim
@@ -982,7 +983,7 @@ fn a_leave_announces_then_stops_everything_then_ends_the_session() {
 fn a_leave_whose_session_is_lost_meanwhile_still_ends() {
     // Found by the simulation (seed 9351): the last elector had ended when the reply
     // saying the session was lost came back.
-    let mut sim = Sim::new(4);
+    let mut sim = Driven::new(4);
     sim.settled(&[], 4);
     sim.claimed(0, 1, 3);
     sim.st.on_shutdown(sim.now);
@@ -1001,14 +1002,14 @@ fn a_leave_whose_session_is_lost_meanwhile_still_ends() {
 
 #[test]
 fn a_claim_that_comes_back_after_the_leave_began_is_left_to_the_end_of_the_session() {
-    let mut sim = Sim::new(4);
+    let mut sim = Driven::new(4);
     let actions = sim.settled(&[], 4);
     assert_eq!(claims(&actions).len(), 1);
     sim.st.on_shutdown(sim.now);
     sim.next_request();
     let r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Leaving, 0)],
+        vec![member("a", ReplicaState::Leaving, 0)],
         4,
     );
     let (_, actions) = sim
@@ -1020,8 +1021,8 @@ fn a_claim_that_comes_back_after_the_leave_began_is_left_to_the_end_of_the_sessi
     assert_eq!(sim.claimed(0, 4, 0), vec![Action::End]);
 }
 
-fn sticky() -> Sim {
-    Sim::with(
+fn sticky() -> Driven {
+    Driven::with(
         4,
         Settings {
             rejoin_grace: Some(Duration::from_secs(5)),
@@ -1043,10 +1044,10 @@ fn a_sticky_leave_keeps_every_partition_and_parks_the_session_for_the_grace() {
     assert!(sim.st.keeps_leases(), "the electors' releases are refused");
     // Ticks go on (state active) while the electors finish their grace.
     let req = sim.next_request();
-    assert_eq!((req.state, req.ttl), (MemberState::Active, LEASE));
+    assert_eq!((req.state, req.ttl), (ReplicaState::Active, LEASE));
     let r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Active, 4)],
+        vec![member("a", ReplicaState::Active, 4)],
         0,
     );
     sim.st
@@ -1062,12 +1063,12 @@ fn a_sticky_leave_keeps_every_partition_and_parks_the_session_for_the_grace() {
     let req = sim.next_request();
     assert_eq!(
         (req.state, req.ttl),
-        (MemberState::Away, Duration::from_secs(5)),
+        (ReplicaState::Away, Duration::from_secs(5)),
         "parked for the grace"
     );
     let r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Away, 4)],
+        vec![member("a", ReplicaState::Away, 4)],
         0,
     );
     let (_, actions) = sim
@@ -1086,19 +1087,19 @@ fn a_sticky_leave_waits_for_its_own_parking_tick() {
     sim.claimed(0, 1, 0);
     sim.st.on_shutdown(sim.now);
     let before = sim.next_request();
-    assert_eq!(before.state, MemberState::Active);
+    assert_eq!(before.state, ReplicaState::Active);
     // The last elector ends with that tick in flight.
     assert!(sim.st.on_stopped(0, Fence(100), sim.now).is_empty());
     let r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Active, 1)],
+        vec![member("a", ReplicaState::Active, 1)],
         0,
     );
     let (_, actions) = sim
         .st
         .on_tick(Ok(r), &[], None, sim.now, sim.now, &mut sim.rng);
     assert!(!actions.contains(&Action::Exit), "{actions:?}");
-    assert_eq!(sim.next_request().state, MemberState::Away);
+    assert_eq!(sim.next_request().state, ReplicaState::Away);
 }
 
 #[test]
@@ -1120,11 +1121,11 @@ fn a_sticky_leave_whose_session_was_lost_exits_without_parking() {
 
 #[test]
 fn a_resumed_session_takes_its_token_and_regrants_what_it_holds_by_term() {
-    let mut sim = Sim::new(300);
+    let mut sim = Driven::new(300);
     let old = "a:parked".to_owned();
     let mut r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Away, 150)],
+        vec![member("a", ReplicaState::Away, 150)],
         0,
     );
     r.resumed = Some(old.clone());
@@ -1158,7 +1159,7 @@ fn a_resumed_session_takes_its_token_and_regrants_what_it_holds_by_term() {
     // A reconcile never runs while regrants are in flight.
     let r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Active, 149)],
+        vec![member("a", ReplicaState::Active, 149)],
         0,
     );
     let (_, actions) = sim.tick(r);
@@ -1172,13 +1173,13 @@ fn a_resumed_session_takes_its_token_and_regrants_what_it_holds_by_term() {
 
 #[test]
 fn a_removed_partition_is_handed_back_and_a_drained_replica_hands_everything_over() {
-    let mut sim = Sim::new(6);
+    let mut sim = Driven::new(6);
     sim.settled(&[("b", 3)], 3);
     sim.claimed(0, 3, 0);
     let view = || {
         vec![
-            member("a", MemberState::Active, 3),
-            member("b", MemberState::Active, 3),
+            member("a", ReplicaState::Active, 3),
+            member("b", ReplicaState::Active, 3),
         ]
     };
     let r = sim.reply(SessionReply::Live, view(), 0);
@@ -1204,22 +1205,22 @@ fn a_removed_partition_is_handed_back_and_a_drained_replica_hands_everything_ove
     };
     assert_eq!(*reason, MoveCause::Drain);
     assert_eq!(indices.len(), 2, "the two it still serves");
-    assert_eq!(sim.next_request().state, MemberState::Draining);
+    assert_eq!(sim.next_request().state, ReplicaState::Draining);
     // Undrained: back to the rule.
     let r = sim.reply(SessionReply::Live, view(), 0);
     sim.st
         .on_tick(Ok(r), &[], None, sim.now, sim.now, &mut sim.rng);
     assert!(!sim.st.drained());
-    assert_eq!(sim.next_request().state, MemberState::Active);
+    assert_eq!(sim.next_request().state, ReplicaState::Active);
 }
 
 #[test]
 fn a_drained_replica_that_resumes_regrants_nothing_it_would_keep() {
     // Finding 8: the store gives a drained replica's regrants back.
-    let mut sim = Sim::new(4);
+    let mut sim = Driven::new(4);
     let mut r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Away, 2)],
+        vec![member("a", ReplicaState::Away, 2)],
         0,
     );
     r.resumed = Some("a:parked".into());
@@ -1239,13 +1240,13 @@ fn a_drained_replica_that_resumes_regrants_nothing_it_would_keep() {
 
 #[test]
 fn a_dying_member_is_looked_at_right_after_its_session_expires() {
-    let mut sim = Sim::new(4);
+    let mut sim = Driven::new(4);
     sim.settled(&[("b", 2)], 2);
-    let mut m = member("b", MemberState::Active, 2);
+    let mut m = member("b", ReplicaState::Active, 2);
     m.left = Duration::from_millis(40);
     let r = sim.reply(
         SessionReply::Live,
-        vec![member("a", MemberState::Active, 0), m],
+        vec![member("a", ReplicaState::Active, 0), m],
         2,
     );
     sim.tick(r);
@@ -1439,7 +1440,7 @@ fn a_plan_lets_one_claim_take_a_partition_that_does_not_fit_not_every_claim() {
     // Found by the what-if planner's live test: a replica whose weighted plan allows
     // one partition that does not fit into its room kept taking the first free one,
     // claim after claim, until nothing was free (then handed the excess on).
-    let mut sim = Sim::new(3);
+    let mut sim = Driven::new(3);
     let weighted = |mut r: TickReply| {
         r.set = Some(SetInfo {
             weighted: true,
@@ -1452,8 +1453,8 @@ fn a_plan_lets_one_claim_take_a_partition_that_does_not_fit_not_every_claim() {
     let r = sim.reply(
         SessionReply::Live,
         vec![
-            member("a", MemberState::Settling, 0),
-            member("b", MemberState::Active, 0),
+            member("a", ReplicaState::Settling, 0),
+            member("b", ReplicaState::Active, 0),
         ],
         3,
     );
@@ -1462,8 +1463,8 @@ fn a_plan_lets_one_claim_take_a_partition_that_does_not_fit_not_every_claim() {
     let r = sim.reply(
         SessionReply::Live,
         vec![
-            member("a", MemberState::Active, 0),
-            member("b", MemberState::Active, 0),
+            member("a", ReplicaState::Active, 0),
+            member("b", ReplicaState::Active, 0),
         ],
         3,
     );

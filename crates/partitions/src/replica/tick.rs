@@ -13,13 +13,13 @@ use super::cadence::QUICK;
 use super::leave::Leaving;
 use super::ledger::Phase;
 use super::session::Admitted;
-use super::{Action, Renewal, ReplicaState};
+use super::{Action, Renewal, ReplicaMachine};
 use crate::balance::plan::Member;
 use crate::balance::weighted::Loaded;
 use crate::store::ops::moves::MoveCause;
-use crate::store::protocol::{MemberState, SessionReply, TickReply};
+use crate::store::protocol::{ReplicaState, SessionReply, TickReply};
 
-impl ReplicaState {
+impl ReplicaMachine {
     /// A tick sent at `sent` came back; `revoked` are the partitions (by index) it says
     /// this session must give up, and `holdings` everything the session holds if the
     /// granting server changed since the last tick (by index, fence and weight): every
@@ -69,7 +69,7 @@ impl ReplicaState {
         let renewal = match reply.session {
             SessionReply::Live => {
                 let served = self.roster.1.iter().any(|m| {
-                    m.replica != self.s.replica && m.state == MemberState::Active && m.held > 0
+                    m.replica != self.s.replica && m.state == ReplicaState::Active && m.held > 0
                 });
                 // Settling lets replicas started together see each other before anyone
                 // claims. A replica joining a group that is already being served (a
@@ -217,7 +217,7 @@ impl ReplicaState {
             .filter(|m| m.state.counts())
             .map(|m| Member {
                 replica: m.replica.clone(),
-                owned: (m.state != MemberState::Settling).then_some(m.held),
+                owned: (m.state != ReplicaState::Settling).then_some(m.held),
             })
             .collect();
         v.loaded = members
@@ -225,7 +225,7 @@ impl ReplicaState {
             .filter(|m| m.state.counts())
             .map(|m| Loaded {
                 replica: m.replica.clone(),
-                load: (m.state != MemberState::Settling).then_some(m.load),
+                load: (m.state != ReplicaState::Settling).then_some(m.load),
                 held: m.held,
                 capacity: m.capacity,
             })

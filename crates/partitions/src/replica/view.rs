@@ -4,12 +4,12 @@
 use leasehold_election::Fence;
 use tokio::time::Instant;
 
-use super::ReplicaState;
+use super::ReplicaMachine;
 use super::leave::Leaving;
 use super::ledger::Ledger;
 use crate::balance::plan::{Member, Plan};
 use crate::balance::weighted::Loaded;
-use crate::store::protocol::{Conflict, MemberState, SetInfo};
+use crate::store::protocol::{Conflict, ReplicaState, SetInfo};
 
 /// The group as the last tick saw it.
 #[derive(Debug, Default)]
@@ -31,7 +31,7 @@ pub(super) struct View {
     pub(super) reserved: usize,
 }
 
-impl ReplicaState {
+impl ReplicaMachine {
     // ---- What the driver and the view read. ----
 
     /// This process's token (it holds the session).
@@ -54,7 +54,7 @@ impl ReplicaState {
         self.session.incarnation()
     }
 
-    /// When [`ReplicaState::poll`] has something to do next (`None`: only when some
+    /// When [`ReplicaMachine::poll`] has something to do next (`None`: only when some
     /// reply or event arrives).
     pub(crate) fn wake_at(&self) -> Option<Instant> {
         let tick = self.may_tick().then(|| self.cadence.due_at());
@@ -199,19 +199,19 @@ impl ReplicaState {
             .map_or(1, |s| s.max_weight)
     }
 
-    pub(super) fn member_state(&self, now: Instant) -> MemberState {
+    pub(super) fn member_state(&self, now: Instant) -> ReplicaState {
         match self.leaving {
-            Leaving::Parking | Leaving::ParkSent | Leaving::Parked => MemberState::Away,
+            Leaving::Parking | Leaving::ParkSent | Leaving::Parked => ReplicaState::Away,
             Leaving::No | Leaving::Pausing => {
                 if self.drained {
-                    MemberState::Draining
+                    ReplicaState::Draining
                 } else if self.settling(now) {
-                    MemberState::Settling
+                    ReplicaState::Settling
                 } else {
-                    MemberState::Active
+                    ReplicaState::Active
                 }
             }
-            _ => MemberState::Leaving,
+            _ => ReplicaState::Leaving,
         }
     }
 

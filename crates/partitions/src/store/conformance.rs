@@ -15,8 +15,8 @@ use leasehold_testkit::RedisServer;
 
 use super::ops::restore::Restored;
 use super::protocol::{
-    Change, ClaimReply, ClaimRequest, GivenBack, MemberInfo, MemberState, Move, MoveCause,
-    Protocol, RestoreStep, StatusHead, Taken, Term, TickReply, TickRequest, VersionStep,
+    Change, ClaimReply, ClaimRequest, GivenBack, MemberInfo, Move, MoveCause, Protocol,
+    ReplicaState, RestoreStep, StatusHead, Taken, Term, TickReply, TickRequest, VersionStep,
 };
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
@@ -41,7 +41,7 @@ struct Cx {
 /// A tick that says it is quiet: on Redis every one (but a join) is sent as a
 /// heartbeat first, so every answer here is also the heartbeat's where it found the
 /// tick quiet, and the whole tick's where it did not.
-fn tick(cx: &Cx, replica: &str, token: &str, join: bool, state: MemberState) -> TickRequest {
+fn tick(cx: &Cx, replica: &str, token: &str, join: bool, state: ReplicaState) -> TickRequest {
     TickRequest {
         quiet: true,
         incarnation: cx.inc.clone(),
@@ -58,7 +58,7 @@ async fn join_afresh<B: Protocol>(cx: &mut Cx, b: &B, k: &GroupKeys, members: &[
     for &(r, t) in members {
         let join = TickRequest {
             quiet: false,
-            ..tick(cx, r, t, true, MemberState::Active)
+            ..tick(cx, r, t, true, ReplicaState::Active)
         };
         seen(cx, &b.tick(k, &join).await.unwrap());
     }
@@ -229,7 +229,7 @@ async fn loads<B: Protocol>(b: &B) -> Vec<String> {
     for (r, t) in [("a", a), ("c", c)] {
         let join = TickRequest {
             quiet: false,
-            ..tick(cx, r, t, true, MemberState::Active)
+            ..tick(cx, r, t, true, ReplicaState::Active)
         };
         seen(cx, &b.tick(&k, &join).await.unwrap());
     }
@@ -509,7 +509,7 @@ async fn script_set_and_claims<B: Protocol>(
     };
 
     let r = b
-        .tick(k, &tick(cx, "a", a, true, MemberState::Settling))
+        .tick(k, &tick(cx, "a", a, true, ReplicaState::Settling))
         .await
         .unwrap();
     log("a joins a group that does not exist", shape(cx, &r, ranks));
@@ -518,7 +518,7 @@ async fn script_set_and_claims<B: Protocol>(
     let r = b.add(k, &seed, &names(&["p0", "p1", "p2"])).await.unwrap();
     log("a seeds it with 3", format!("{r:?}"));
     let r = b
-        .tick(k, &tick(cx, "a", a, true, MemberState::Settling))
+        .tick(k, &tick(cx, "a", a, true, ReplicaState::Settling))
         .await
         .unwrap();
     log("then a joins it", shape(cx, &r, ranks));
@@ -576,17 +576,17 @@ async fn script_set_and_claims<B: Protocol>(
     let r = b.set_version(k, 1, VersionStep::Done("v1")).await.unwrap();
     log("an older version is not recorded", format!("{r}"));
     let r = b
-        .tick(k, &tick(cx, "a", a, false, MemberState::Active))
+        .tick(k, &tick(cx, "a", a, false, ReplicaState::Active))
         .await
         .unwrap();
     log("a renews", shape(cx, &r, ranks));
     let r = b
-        .tick(k, &tick(cx, "a", a, false, MemberState::Active))
+        .tick(k, &tick(cx, "a", a, false, ReplicaState::Active))
         .await
         .unwrap();
     log("a tick sent twice", shape(cx, &r, ranks));
     let r = b
-        .tick(k, &tick(cx, "a", "a:other", true, MemberState::Settling))
+        .tick(k, &tick(cx, "a", "a:other", true, ReplicaState::Settling))
         .await
         .unwrap();
     log("a second process for a", shape(cx, &r, ranks));
@@ -615,7 +615,7 @@ async fn script_set_and_claims<B: Protocol>(
         claimed(&r, ranks),
     );
     let r = b
-        .tick(k, &tick(cx, "b", b1, true, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, true, ReplicaState::Active))
         .await
         .unwrap();
     log("b joins", shape(cx, &r, ranks));
@@ -737,7 +737,7 @@ async fn script_drains_and_status<B: Protocol>(
     let r = b.remove(k, &strict("op-6"), &names(&["p2"])).await.unwrap();
     log("the same removal again", format!("{r:?}"));
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("b is told to give p2 up", shape(cx, &r, ranks));
@@ -763,7 +763,7 @@ async fn script_drains_and_status<B: Protocol>(
     let r = b.drain(k, None, "ghost", true, false).await.unwrap();
     log("a replica that is not live", format!("{r:?}"));
     let r = b
-        .tick(k, &tick(cx, "a", a, false, MemberState::Draining))
+        .tick(k, &tick(cx, "a", a, false, ReplicaState::Draining))
         .await
         .unwrap();
     log("a sees it", shape(cx, &r, ranks));
@@ -772,7 +772,7 @@ async fn script_drains_and_status<B: Protocol>(
             k,
             &TickRequest {
                 ttl: Duration::from_secs(30),
-                ..tick(cx, "a", a, false, MemberState::Away)
+                ..tick(cx, "a", a, false, ReplicaState::Away)
             },
         )
         .await
@@ -786,7 +786,7 @@ async fn script_drains_and_status<B: Protocol>(
         .map(|m| m.left.as_secs().div_ceil(10) * 10);
     log("its session's time left, to 10 s", format!("{left:?}"));
     let r = b
-        .tick(k, &tick(cx, "a", a, false, MemberState::Active))
+        .tick(k, &tick(cx, "a", a, false, ReplicaState::Active))
         .await
         .unwrap();
     log(
@@ -795,12 +795,12 @@ async fn script_drains_and_status<B: Protocol>(
     );
     let back = "a:new-process";
     let r = b
-        .tick(k, &tick(cx, "a", back, true, MemberState::Settling))
+        .tick(k, &tick(cx, "a", back, true, ReplicaState::Settling))
         .await
         .unwrap();
     log("a comes back and resumes", shape(cx, &r, ranks));
     let r = b
-        .tick(k, &tick(cx, "a", back, true, MemberState::Settling))
+        .tick(k, &tick(cx, "a", back, true, ReplicaState::Settling))
         .await
         .unwrap();
     log(
@@ -830,7 +830,7 @@ async fn script_drains_and_status<B: Protocol>(
     let r = b.drain(k, None, "a", false, false).await.unwrap();
     log("a undrained", format!("{r:?}"));
     let r = b
-        .tick(k, &tick(cx, "a", a, false, MemberState::Active))
+        .tick(k, &tick(cx, "a", a, false, ReplicaState::Active))
         .await
         .unwrap();
     log("the old process's tick", format!("{:?}", r.session));
@@ -840,7 +840,7 @@ async fn script_drains_and_status<B: Protocol>(
             k,
             &TickRequest {
                 process: back.into(),
-                ..tick(cx, "a", a, false, MemberState::Active)
+                ..tick(cx, "a", a, false, ReplicaState::Active)
             },
         )
         .await
@@ -851,7 +851,7 @@ async fn script_drains_and_status<B: Protocol>(
     );
     b.leave(k, "a", back, a).await.unwrap();
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("after a left", shape(cx, &r, ranks));
@@ -918,7 +918,7 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
         k,
         &TickRequest {
             ttl: short,
-            ..tick(cx, "c", c, true, MemberState::Active)
+            ..tick(cx, "c", c, true, ReplicaState::Active)
         },
     )
     .await
@@ -938,12 +938,12 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
     let r = b.claim(k, &claim(cx, "c", c, 2, 1)).await.unwrap();
     log("c's expired session claims nothing", format!("{r:?}"));
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("b finds c expired", shape(cx, &r, ranks));
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("and frees the rest", shape(cx, &r, ranks));
@@ -956,7 +956,7 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
     let r = b.set_weight(k, Some("op-9"), "p1", 5).await.unwrap();
     log("the same weight request again", format!("{r:?}"));
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("b's load counts it", shape(cx, &r, ranks));
@@ -966,7 +966,7 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
             k,
             &TickRequest {
                 capacity: 2,
-                ..tick(cx, "d", d, true, MemberState::Active)
+                ..tick(cx, "d", d, true, ReplicaState::Active)
             },
         )
         .await
@@ -988,7 +988,7 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
     let r = b.claim(k, &with_room(2, 2)).await.unwrap();
     log("two more fit into 2", claimed(&r, ranks));
     let r = b
-        .tick(k, &tick(cx, "d", d, false, MemberState::Active))
+        .tick(k, &tick(cx, "d", d, false, ReplicaState::Active))
         .await
         .unwrap();
     log("loads after the moves", shape(cx, &r, ranks));
@@ -1014,7 +1014,7 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
     let sticky = |cx: &Cx, t: &str, join: bool| TickRequest {
         ttl: e_ttl,
         sticky: true,
-        ..tick(cx, "e", t, join, MemberState::Active)
+        ..tick(cx, "e", t, join, ReplicaState::Active)
     };
     b.tick(k, &sticky(cx, e1, true)).await.unwrap();
     let r = b
@@ -1036,7 +1036,7 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
     // Its old session expires (a ttl after the claim), the knock is good for two.
     tokio::time::sleep(e_ttl * 3 / 2).await;
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, MemberState::Active))
+        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("e's old session expires into away", shape(cx, &r, ranks));
@@ -1102,7 +1102,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         .unwrap();
     log("the same copy again", format!("{r}"));
     let t = b
-        .tick(&k, &tick(cx, "r1", "r1:01", true, MemberState::Settling))
+        .tick(&k, &tick(cx, "r1", "r1:01", true, ReplicaState::Settling))
         .await
         .unwrap();
     seen(cx, &t);
@@ -1151,7 +1151,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         ),
     );
     let t = b
-        .tick(&k, &tick(cx, "r1", "r1:01", false, MemberState::Settling))
+        .tick(&k, &tick(cx, "r1", "r1:01", false, ReplicaState::Settling))
         .await
         .unwrap();
     log(
@@ -1190,7 +1190,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
     let d = b.drain(&k, Some("op-v"), "r2", false, false).await.unwrap();
     log("another undrain of it", format!("{d:?}"));
     let t = b
-        .tick(&k, &tick(cx, "r1", "r1:01", false, MemberState::Settling))
+        .tick(&k, &tick(cx, "r1", "r1:01", false, ReplicaState::Settling))
         .await
         .unwrap();
     log(
@@ -1204,7 +1204,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
             &k,
             &TickRequest {
                 lifetime: "elsewhere".into(),
-                ..tick(cx, "r1", "r1:01", false, MemberState::Active)
+                ..tick(cx, "r1", "r1:01", false, ReplicaState::Active)
             },
         )
         .await
@@ -1222,7 +1222,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
             &k,
             &TickRequest {
                 incarnation: elsewhere.clone(),
-                ..tick(cx, "r1", "r1:01", false, MemberState::Active)
+                ..tick(cx, "r1", "r1:01", false, ReplicaState::Active)
             },
         )
         .await
@@ -1240,7 +1240,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         .unwrap();
     log("a claim of another incarnation", format!("{c:?}"));
     let t = b
-        .tick(&k, &tick(cx, "r1", "r1:01", false, MemberState::Active))
+        .tick(&k, &tick(cx, "r1", "r1:01", false, ReplicaState::Active))
         .await
         .unwrap();
     log("the session itself lives on", format!("{:?}", t.session));
@@ -1301,7 +1301,7 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         claimed(&r, &mut ranks)
     ));
     let t = b
-        .tick(&k, &tick(cx, "c", c, false, MemberState::Active))
+        .tick(&k, &tick(cx, "c", c, false, ReplicaState::Active))
         .await
         .unwrap();
     seen(cx, &t);

@@ -16,9 +16,9 @@ use tokio::time::Instant;
 use super::ops;
 use super::ops::moves::{Move, MoveCause};
 use super::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, MemberInfo,
-    MemberState, Origin, PreferReply, Protocol, RemoveReply, RestoreStep, RosterUpdate, SetInfo,
-    SetPage, StatusHead, Taken, Term, TickReply, TickRequest, VersionStep, WeightReply,
+    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, MemberInfo, Origin,
+    PreferReply, Protocol, RemoveReply, ReplicaState, RestoreStep, RosterUpdate, SetInfo, SetPage,
+    StatusHead, Taken, Term, TickReply, TickRequest, VersionStep, WeightReply,
 };
 use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
@@ -177,7 +177,7 @@ impl Meta {
 pub(crate) struct Group {
     pub(crate) members: BTreeMap<String, u64>,
     pub(crate) sessions: BTreeMap<String, String>,
-    pub(crate) states: BTreeMap<String, MemberState>,
+    pub(crate) states: BTreeMap<String, ReplicaState>,
     pub(crate) meta: Option<Meta>,
     /// PARTITIONS: name → position, and position → name.
     pub(crate) positions: BTreeMap<String, u64>,
@@ -309,7 +309,7 @@ impl Group {
             match (&token, heir) {
                 (Some(_), Some((_, until, ttl))) if until > now.ms => {
                     self.members.insert(r.clone(), now.ms + ttl);
-                    self.states.insert(r, MemberState::Away);
+                    self.states.insert(r, ReplicaState::Away);
                 }
                 _ => {
                     if let Some(t) = &token {
@@ -471,7 +471,11 @@ impl Group {
                     *exp,
                     MemberInfo {
                         replica: r.clone(),
-                        state: self.states.get(r).copied().unwrap_or(MemberState::Settling),
+                        state: self
+                            .states
+                            .get(r)
+                            .copied()
+                            .unwrap_or(ReplicaState::Settling),
                         left: Duration::from_millis(exp - now.ms),
                         held,
                         load,

@@ -25,48 +25,8 @@ pub use super::ops::weight::WeightReply;
 use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
 
-/// What a member is doing, as the others see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum MemberState {
-    /// Heartbeating, claiming nothing yet; counts towards N.
-    Settling,
-    /// Taking part.
-    Active,
-    /// Handing everything back before it goes; no longer counts towards N.
-    Leaving,
-    /// Drained by an operator: handing everything over, claiming nothing; not counted
-    /// towards N.
-    Draining,
-    /// Gone for a restart, its session (and partitions) kept for its return.
-    Away,
-}
-
-impl MemberState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Settling => "settling",
-            Self::Active => "active",
-            Self::Leaving => "leaving",
-            Self::Draining => "draining",
-            Self::Away => "away",
-        }
-    }
-
-    pub fn parse(s: &str) -> Self {
-        match s {
-            "active" => Self::Active,
-            "leaving" => Self::Leaving,
-            "draining" => Self::Draining,
-            "away" => Self::Away,
-            _ => Self::Settling,
-        }
-    }
-
-    /// Whether the member counts towards N (it will hold its share).
-    pub fn counts(self) -> bool {
-        matches!(self, Self::Settling | Self::Active | Self::Away)
-    }
-}
+/// What a member is doing, as the others see it: the public [`ReplicaState`].
+pub use super::status::ReplicaState;
 
 /// How the group (this lifetime of it) came to exist.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,7 +118,7 @@ impl SetInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberInfo {
     pub replica: String,
-    pub state: MemberState,
+    pub state: ReplicaState,
     /// Time left on its session (as a status read found it; a tick's roster carries
     /// none, and says zero).
     pub left: Duration,

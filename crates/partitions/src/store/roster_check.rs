@@ -19,7 +19,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use super::protocol::{
-    Change, ClaimRequest, GivenBack, MemberInfo, MemberState, MoveCause, Protocol, RosterUpdate,
+    Change, ClaimRequest, GivenBack, MemberInfo, MoveCause, Protocol, ReplicaState, RosterUpdate,
     TickReply, TickRequest,
 };
 use crate::MemoryGroupStore;
@@ -32,13 +32,13 @@ const REPLICAS: usize = 4;
 #[derive(Default)]
 struct Replica {
     token: Option<String>,
-    state: Option<MemberState>,
+    state: Option<ReplicaState>,
     seq: u64,
     joins: u64,
 }
 
 /// What a roster says, without the time left (it changes with every tick).
-fn said(members: &[MemberInfo]) -> Vec<(String, MemberState, usize, u64, u32)> {
+fn said(members: &[MemberInfo]) -> Vec<(String, ReplicaState, usize, u64, u32)> {
     let mut out: Vec<_> = members
         .iter()
         .map(|m| (m.replica.clone(), m.state, m.held, m.load, m.capacity))
@@ -67,7 +67,7 @@ impl<B: Protocol> Run<'_, B> {
         format!("r{i}")
     }
 
-    fn request(&self, i: usize, join: bool, state: MemberState, roster: &str) -> TickRequest {
+    fn request(&self, i: usize, join: bool, state: ReplicaState, roster: &str) -> TickRequest {
         let r = &self.replicas[i];
         let token = r.token.clone().unwrap_or_default();
         TickRequest {
@@ -139,9 +139,9 @@ impl<B: Protocol> Run<'_, B> {
                 r.joins += 1;
                 r.token = Some(format!("{name}:{:032x}", r.joins));
                 let state = if self.rng.random_bool(0.5) {
-                    MemberState::Settling
+                    ReplicaState::Settling
                 } else {
-                    MemberState::Active
+                    ReplicaState::Active
                 };
                 let req = self.request(i, true, state, "");
                 self.tick(&req).await;
@@ -150,11 +150,11 @@ impl<B: Protocol> Run<'_, B> {
             }
             0 => {
                 let states = [
-                    MemberState::Settling,
-                    MemberState::Active,
-                    MemberState::Active,
-                    MemberState::Draining,
-                    MemberState::Leaving,
+                    ReplicaState::Settling,
+                    ReplicaState::Active,
+                    ReplicaState::Active,
+                    ReplicaState::Draining,
+                    ReplicaState::Leaving,
                 ];
                 let state = states[self.rng.random_range(0..states.len())];
                 let req = self.request(i, false, state, "");
@@ -205,7 +205,7 @@ impl<B: Protocol> Run<'_, B> {
                 // A crash: its session ends at a short expiry, found by the next tick.
                 let req = TickRequest {
                     ttl: Duration::from_millis(20),
-                    ..self.request(i, false, MemberState::Away, "")
+                    ..self.request(i, false, ReplicaState::Away, "")
                 };
                 self.tick(&req).await;
                 tokio::time::sleep(Duration::from_millis(40)).await;

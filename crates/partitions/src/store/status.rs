@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use leasehold_election::{Fence, StoreError};
 
-use super::protocol::MemberState;
 use super::{GroupStore, STATUS_PAGE};
 use crate::balance::weighted::{Loaded, shares};
 use crate::keys::GroupKeys;
@@ -38,8 +37,9 @@ pub struct GroupStatus {
     pub preferences: Vec<(String, String)>,
 }
 
-/// What a live replica of a group is doing.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What a live replica of a group is doing (as the other members see it too: the
+/// protocol's member state).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(
     feature = "serde",
     derive(serde::Serialize),
@@ -58,6 +58,35 @@ pub enum ReplicaState {
     Draining,
     /// Restarting: its partitions are kept for its return (`rejoin_grace`).
     Away,
+}
+
+impl ReplicaState {
+    /// Its name in the store (and in `leasehold status`).
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Settling => "settling",
+            Self::Active => "active",
+            Self::Leaving => "leaving",
+            Self::Draining => "draining",
+            Self::Away => "away",
+        }
+    }
+
+    /// From its name in the store (an unknown one reads as `Settling`).
+    pub(crate) fn parse(s: &str) -> Self {
+        match s {
+            "active" => Self::Active,
+            "leaving" => Self::Leaving,
+            "draining" => Self::Draining,
+            "away" => Self::Away,
+            _ => Self::Settling,
+        }
+    }
+
+    /// Whether the member counts towards N (it will hold its share).
+    pub(crate) fn counts(self) -> bool {
+        matches!(self, Self::Settling | Self::Active | Self::Away)
+    }
 }
 
 /// One live replica, for operators.
@@ -201,13 +230,7 @@ pub(crate) async fn read_status<B: GroupStore>(
         )
         .map(|(m, instance)| ReplicaStatus {
             replica: m.replica.clone(),
-            state: match m.state {
-                MemberState::Settling => ReplicaState::Settling,
-                MemberState::Active => ReplicaState::Active,
-                MemberState::Leaving => ReplicaState::Leaving,
-                MemberState::Draining => ReplicaState::Draining,
-                MemberState::Away => ReplicaState::Away,
-            },
+            state: m.state,
             held: m.held,
             session_left: m.left,
             instance: instance.clone(),
@@ -225,7 +248,7 @@ pub(crate) async fn read_status<B: GroupStore>(
         .members
         .into_iter()
         .map(|m| {
-            let held = (m.state != MemberState::Settling).then_some(m.held);
+            let held = (m.state != ReplicaState::Settling).then_some(m.held);
             (m.replica, held)
         })
         .collect();

@@ -257,7 +257,7 @@ struct Mem {
 type Step = (Option<usize>, usize, Option<MoveCause>, usize);
 
 /// The group while the plan runs.
-struct Sim {
+struct Rehearsal {
     names: Vec<String>,
     weights: Vec<u64>,
     /// Weights were set: loads are weights (else counts; all weights are 1 then).
@@ -300,7 +300,7 @@ pub(crate) fn simulate(
     change: &WhatIf,
 ) -> Result<PlannedChange, PartitionsError> {
     validate(status, change)?;
-    let mut sim = Sim::new(status, change);
+    let mut sim = Rehearsal::new(status, change);
     let (rounds, settled) = sim.run();
     Ok(sim.outcome(rounds, settled))
 }
@@ -377,7 +377,7 @@ fn takes_part(state: ReplicaState, drained: bool) -> bool {
         )
 }
 
-impl Sim {
+impl Rehearsal {
     fn new(status: &GroupStatus, change: &WhatIf) -> Self {
         let names: Vec<String> = status
             .partitions

@@ -45,7 +45,7 @@ fn group(p: usize, holdings: &[(&str, usize)]) -> GroupStatus {
 /// The group as the plan leaves it: owners, loads, weights; the members that take
 /// part, active.
 fn after(status: &GroupStatus, change: &WhatIf) -> GroupStatus {
-    let mut sim = Sim::new(status, change);
+    let mut sim = Rehearsal::new(status, change);
     let (_, settled) = sim.run();
     assert!(settled);
     let partitions: Vec<PartitionOwner> = (0..sim.names.len())

@@ -1,4 +1,4 @@
-//! The coordinator's driver: performs what [`ReplicaState`] decides and feeds it what
+//! The coordinator's driver: performs what [`ReplicaMachine`] decides and feeds it what
 //! happened. It decides nothing itself, and never waits on I/O in its loop: every store
 //! call runs in a lane of its own (tick, claim, release, chores), so a slow claim or a
 //! burst of elector events never delays the tick that carries the renewals, and the
@@ -40,7 +40,7 @@ use crate::keys::GroupKeys;
 use crate::metrics as m;
 use crate::ownership::Ownership;
 use crate::replica::list::Configured;
-use crate::replica::{Action, Claim, ClaimFailure, Renewal, ReplicaState, Settings};
+use crate::replica::{Action, Claim, ClaimFailure, Renewal, ReplicaMachine, Settings};
 use crate::store::GroupStore;
 use crate::store::protocol::{
     ClaimReply, ClaimRequest, Conflict, MoveCause, Predecessor, TickReply,
@@ -98,7 +98,7 @@ pub(crate) struct Driver<B, F> {
     config: Arc<GroupConfig>,
     names: Names,
     /// The decisions.
-    state: ReplicaState,
+    state: ReplicaMachine,
     /// What the electors and the driver share: renewals, releases, revocations.
     shared: Arc<Shared>,
     slots: Slots,
@@ -213,7 +213,7 @@ where
             lease: config.lease,
             gather: config.renew_interval,
         };
-        let state = ReplicaState::new(
+        let state = ReplicaMachine::new(
             Settings {
                 replica: config.replica_id.clone(),
                 lease: config.lease,

@@ -164,7 +164,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::store::protocol::MemberState;
+    use crate::store::protocol::ReplicaState;
 
     #[test]
     fn a_roster_counts_the_bytes_of_its_strings() {
@@ -177,8 +177,8 @@ mod tests {
             capacity: 1,
         };
         let members = [
-            member("replica-1", MemberState::Active),
-            member("r2", MemberState::Settling),
+            member("replica-1", ReplicaState::Active),
+            member("r2", ReplicaState::Settling),
         ];
         // `replica-1` and `active\t1\t12\t120`, `r2` and `settling\t1\t12\t120`,
         // a member gone, the version.

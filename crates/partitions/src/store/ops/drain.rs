@@ -10,7 +10,7 @@ use redis::Value;
 use super::{OpReply, group_script, keys_with_op, ms};
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
-use crate::store::protocol::MemberState;
+use crate::store::protocol::ReplicaState;
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("drain.lua");
 
@@ -106,7 +106,7 @@ impl Group {
                 .filter(|(r, _)| {
                     !matches!(
                         self.states.get(*r),
-                        Some(MemberState::Leaving | MemberState::Draining)
+                        Some(ReplicaState::Leaving | ReplicaState::Draining)
                     ) && !self.drains.contains(*r)
                 })
                 .count();

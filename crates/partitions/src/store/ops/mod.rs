@@ -17,7 +17,7 @@ use leasehold_election::ext::Parse;
 use leasehold_election::{Fence, StoreError};
 
 use super::protocol::MemberInfo;
-use super::protocol::MemberState;
+use super::protocol::ReplicaState;
 
 pub(crate) mod budget;
 pub(crate) mod change;
@@ -146,7 +146,7 @@ pub(crate) fn roster(p: &mut Parse) -> Result<Vec<MemberInfo>, StoreError> {
             let held = count(helds.get(i).copied().unwrap_or(0));
             MemberInfo {
                 replica,
-                state: MemberState::parse(states.get(i).map_or("", String::as_str)),
+                state: ReplicaState::parse(states.get(i).map_or("", String::as_str)),
                 left: ms(lefts.get(i).copied().unwrap_or(0)),
                 held,
                 load: held as u64,

@@ -10,7 +10,7 @@ use super::{SERVER_LUA, count, group_script, ms, pairs, strings, triples};
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Now};
-use crate::store::protocol::{MemberInfo, MemberState, Origin, SetInfo};
+use crate::store::protocol::{MemberInfo, Origin, ReplicaState, SetInfo};
 
 /// The tick script: the libraries, then `lua/tick.lua`.
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("tick.lua");
@@ -44,7 +44,7 @@ pub struct TickRequest {
     /// Start (or resume) a session (true), or extend it (false). A session that has
     /// ended is never extended again: the replica starts a new one with a new token.
     pub join: bool,
-    pub state: MemberState,
+    pub state: ReplicaState,
     /// Session time-to-live: the lease (the rejoin grace for the parking tick before a
     /// sticky restart).
     pub ttl: Duration,
@@ -81,7 +81,7 @@ impl TickRequest {
         replica: &str,
         token: &str,
         join: bool,
-        state: MemberState,
+        state: ReplicaState,
         ttl: Duration,
     ) -> Self {
         TickRequest {
@@ -249,7 +249,7 @@ fn members(names: Vec<String>, entries: &[String]) -> Result<Vec<MemberInfo>, St
         .map(|(replica, e)| {
             let bad = || StoreError::Protocol(format!("group tick: roster entry {e:?}"));
             let mut f = e.split('\t');
-            let state = MemberState::parse(f.next().ok_or_else(bad)?);
+            let state = ReplicaState::parse(f.next().ok_or_else(bad)?);
             let mut number = || f.next().and_then(|n| n.parse::<u64>().ok()).ok_or_else(bad);
             let capacity = u32::try_from(number()?.max(1)).unwrap_or(u32::MAX);
             let held = usize::try_from(number()?).unwrap_or(usize::MAX);
@@ -273,7 +273,7 @@ pub(crate) async fn redis(
 ) -> Result<TickReply, StoreError> {
     if req.quiet
         && !req.join
-        && req.state != MemberState::Away
+        && req.state != ReplicaState::Away
         && !req.roster.is_empty()
         && let Some(reply) = heartbeat(store, keys, req).await?
     {
@@ -531,18 +531,18 @@ impl Group {
             .cloned()
             .or_else(|| cur.clone());
         let mine = holder.as_deref() == Some(req.process.as_str());
-        let parked = self.states.get(&req.replica) == Some(&MemberState::Away);
+        let parked = self.states.get(&req.replica) == Some(&ReplicaState::Away);
         let inc = self.meta.as_ref().map_or("", |m| m.inc.as_str());
         let foreign = !req.join && req.incarnation != inc;
         match &cur {
             _ if req.join && self.meta.is_none() => session = SessionReply::NoGroup,
             _ if foreign => session = SessionReply::Lost,
-            Some(c) if *c == req.session && mine && parked && req.state != MemberState::Away => {
+            Some(c) if *c == req.session && mine && parked && req.state != ReplicaState::Away => {
                 session = SessionReply::Lost;
             }
             Some(c) if *c == req.session && mine => {
                 let exp = self.members.entry(req.replica.clone()).or_insert(0);
-                *exp = if req.state == MemberState::Away {
+                *exp = if req.state == ReplicaState::Away {
                     now.ms + ttl
                 } else {
                     (*exp).max(now.ms + ttl)
@@ -554,8 +554,8 @@ impl Group {
                 resumed = Some(c.clone());
                 let exp = self.members.entry(req.replica.clone()).or_insert(0);
                 *exp = (*exp).max(now.ms + ttl);
-                if state == MemberState::Settling {
-                    state = MemberState::Active;
+                if state == ReplicaState::Settling {
+                    state = ReplicaState::Active;
                 }
             }
             Some(c) if parked => {
@@ -567,8 +567,8 @@ impl Group {
                     .insert(req.replica.clone(), req.process.clone());
                 self.heirs.remove(&req.replica);
                 self.members.insert(req.replica.clone(), now.ms + ttl);
-                if state == MemberState::Settling {
-                    state = MemberState::Active;
+                if state == ReplicaState::Settling {
+                    state = ReplicaState::Active;
                 }
             }
             Some(_) => {
@@ -684,7 +684,7 @@ mod tests {
     }
 
     /// Replica `i`'s tick, naming the server lifetime and roster version it has seen.
-    fn request(i: usize, join: bool, state: MemberState, inc: &str, seen: &Seen) -> TickRequest {
+    fn request(i: usize, join: bool, state: ReplicaState, inc: &str, seen: &Seen) -> TickRequest {
         TickRequest {
             incarnation: inc.to_owned(),
             lifetime: seen.0.clone(),
@@ -726,7 +726,7 @@ mod tests {
         let mut kept: Vec<Seen> = Vec::new();
         let mut inc = String::new();
         for i in 0..3 {
-            let join = request(i, true, MemberState::Active, "", &Seen::default());
+            let join = request(i, true, ReplicaState::Active, "", &Seen::default());
             let r = run(&store, &k, &join, &SCRIPT).await.unwrap();
             inc = r.set.as_ref().unwrap().incarnation.clone();
             kept.push(seen(&r));
@@ -744,9 +744,9 @@ mod tests {
             }
             for (i, kept) in kept.iter_mut().enumerate() {
                 let state = if i == 1 && case != "plain" {
-                    MemberState::Draining
+                    ReplicaState::Draining
                 } else {
-                    MemberState::Active
+                    ReplicaState::Active
                 };
                 let stale = TickRequest {
                     quiet: true,
@@ -785,7 +785,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_heartbeat_leaves_a_revoked_partition_to_the_whole_tick() {
         let (_redis, store, k, names) = seeded("revoked", 4, TTL).await;
-        let join = request(0, true, MemberState::Active, "", &Seen::default());
+        let join = request(0, true, ReplicaState::Active, "", &Seen::default());
         let r = run(&store, &k, &join, &SCRIPT).await.unwrap();
         let inc = r.set.as_ref().unwrap().incarnation.clone();
         let claim = ClaimRequest::of("r0", &token(0), 1, 4, TTL, &inc);
@@ -798,7 +798,7 @@ mod tests {
             &run(
                 &store,
                 &k,
-                &request(0, false, MemberState::Active, &inc, &Seen::default()),
+                &request(0, false, ReplicaState::Active, &inc, &Seen::default()),
                 &SCRIPT,
             )
             .await
@@ -807,7 +807,7 @@ mod tests {
         for _ in 0..2 {
             let req = TickRequest {
                 quiet: true,
-                ..request(0, false, MemberState::Active, &inc, &kept)
+                ..request(0, false, ReplicaState::Active, &inc, &kept)
             };
             assert!(
                 heartbeat(&store, &k, &req).await.unwrap().is_none(),
@@ -846,7 +846,7 @@ mod tests {
         let tick = |inc: &str, kept: &Seen| {
             let req = TickRequest {
                 quiet: true,
-                ..request(0, inc.is_empty(), MemberState::Active, inc, kept)
+                ..request(0, inc.is_empty(), ReplicaState::Active, inc, kept)
             };
             let (store, k) = (store.clone(), k.clone());
             async move { super::redis(&store, &k, &req).await.unwrap() }
@@ -921,7 +921,7 @@ mod tests {
         store.add(&k, &seed, &names).await.unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
         let tick = |i: usize, inc: &str, kept: &Seen| {
-            let req = request(i, inc.is_empty(), MemberState::Active, inc, kept);
+            let req = request(i, inc.is_empty(), ReplicaState::Active, inc, kept);
             let store = store.clone();
             let k = k.clone();
             async move { store.tick(&k, &req).await.unwrap() }
@@ -980,24 +980,24 @@ mod tests {
         let mut inc = String::new();
         let mut kept: Vec<Seen> = Vec::new();
         for i in 0..2 {
-            let join = request(i, true, MemberState::Active, "", &Seen::default());
+            let join = request(i, true, ReplicaState::Active, "", &Seen::default());
             let r = store.tick(&k, &join).await.unwrap();
             inc = r.set.as_ref().unwrap().incarnation.clone();
             kept.push(seen(&r));
         }
         let tick = |i: usize, state, kept: &Seen| request(i, false, state, &inc, kept);
         let r0 = store
-            .tick(&k, &tick(0, MemberState::Active, &kept[0]))
+            .tick(&k, &tick(0, ReplicaState::Active, &kept[0]))
             .await
             .unwrap();
         kept[0] = seen(&r0);
         // 150 replicas join and leave; r1 reads the roster before the last one leaves.
         for i in 10..160 {
-            let join = request(i, true, MemberState::Active, "", &Seen::default());
+            let join = request(i, true, ReplicaState::Active, "", &Seen::default());
             store.tick(&k, &join).await.unwrap();
             if i == 159 {
                 let r1 = store
-                    .tick(&k, &tick(1, MemberState::Active, &kept[1]))
+                    .tick(&k, &tick(1, ReplicaState::Active, &kept[1]))
                     .await
                     .unwrap();
                 kept[1] = seen(&r1);
@@ -1009,7 +1009,7 @@ mod tests {
         let entries: usize = card.trim_start_matches("(integer) ").parse().unwrap();
         assert!(entries <= 2 + 64 + 1, "CHANGES keeps {entries} entries");
         let r1 = store
-            .tick(&k, &tick(1, MemberState::Active, &kept[1]))
+            .tick(&k, &tick(1, ReplicaState::Active, &kept[1]))
             .await
             .unwrap();
         assert_eq!(
@@ -1021,7 +1021,7 @@ mod tests {
             "r1 missed one leave"
         );
         let r0 = store
-            .tick(&k, &tick(0, MemberState::Draining, &kept[0]))
+            .tick(&k, &tick(0, ReplicaState::Draining, &kept[0]))
             .await
             .unwrap();
         let RosterUpdate::Full(all) = &r0.roster else {
@@ -1031,13 +1031,13 @@ mod tests {
         said.sort_unstable();
         assert_eq!(
             said,
-            [("r0", MemberState::Draining), ("r1", MemberState::Active)],
+            [("r0", ReplicaState::Draining), ("r1", ReplicaState::Active)],
             "the whole roster, r0's new state included"
         );
         // r1 reads r0's new state as a change.
         kept[1] = seen(&r1);
         let r1 = store
-            .tick(&k, &tick(1, MemberState::Active, &kept[1]))
+            .tick(&k, &tick(1, ReplicaState::Active, &kept[1]))
             .await
             .unwrap();
         let changed: Vec<_> = r1
@@ -1057,7 +1057,7 @@ mod tests {
         let ok = members(vec!["a".into()], &["active\t2\t5\t7".into()]).unwrap();
         assert_eq!(
             (ok[0].state, ok[0].capacity, ok[0].held, ok[0].load),
-            (MemberState::Active, 2, 5, 7)
+            (ReplicaState::Active, 2, 5, 7)
         );
         for entry in ["active\t2\t5", "active\tx\t5\t7", "", "active\t2\t-1\t7"] {
             let e = members(vec!["a".into()], &[entry.into()]).unwrap_err();
