@@ -1,0 +1,529 @@
+//! A group's state in the in-memory store, and the parts of the scripts' libraries
+//! its operations share (the server clock, the group's meta, reaping, giving back,
+//! the roster, replayed operator changes).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use leasehold_election::ext::replica_of_token;
+
+use crate::store::ops;
+use crate::store::ops::moves::{Move, MoveCause};
+use crate::store::protocol::{ClaimReply, MemberInfo, Origin, ReplicaState, RosterUpdate, SetInfo};
+
+use super::Began;
+
+/// The server clock as the scripts read it: milliseconds (every score) and
+/// microseconds (fences), since the store was created.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Now {
+    pub(crate) ms: u64,
+    pub(crate) us: u64,
+    /// The server lifetime (`INFO`'s run id and replication id, as a number).
+    pub(crate) lifetime: u64,
+    /// When it began.
+    pub(crate) began: Began,
+}
+
+impl Now {
+    /// Whether the server has granted on its own history for at least `lease_ms` (the
+    /// twin of `began + lease <= now` in `add.lua`): it cannot have forgotten a lease
+    /// of that length.
+    pub(crate) fn server_older_than(self, lease_ms: u64) -> bool {
+        match self.began {
+            Began::First => true,
+            Began::At(ms) => ms.saturating_add(lease_ms) <= self.ms,
+            Began::Unknown => false,
+        }
+    }
+}
+
+/// META.
+#[derive(Debug, Clone)]
+pub(crate) struct Meta {
+    pub(crate) count: usize,
+    pub(crate) next: u64,
+    pub(crate) version: u64,
+    pub(crate) digest: String,
+    pub(crate) grant_after: u64,
+    pub(crate) life: String,
+    pub(crate) sver: u64,
+    pub(crate) lease: u64,
+    pub(crate) fmax: u64,
+    pub(crate) origin: Origin,
+    pub(crate) weighted: bool,
+    pub(crate) total: u64,
+    pub(crate) wver: u64,
+    /// How many partitions a restore is to bring back.
+    pub(crate) rcount: usize,
+    /// This incarnation of the group (`inc` in `meta.lua`).
+    pub(crate) inc: String,
+    /// The server lifetime that last wrote the group (`server`).
+    pub(crate) server: u64,
+    /// The checksum of the set's names (`ssum`: `count_names` in `meta.lua`).
+    pub(crate) ssum: Option<u64>,
+    /// Nothing is granted before this after the lifetime changed (`server_after`).
+    pub(crate) server_after: u64,
+    /// When a script last read the lifetime and found it `server` (`checked`).
+    pub(crate) checked: Option<u64>,
+    /// The move budget's current window, and the moves taken in it (`bwin`, `bused`).
+    pub(crate) bwin: Option<u64>,
+    pub(crate) bused: usize,
+}
+
+/// The twin of `server.lua`'s `check_window`.
+pub(crate) fn check_window(lease: u64) -> u64 {
+    lease / 4
+}
+
+impl Meta {
+    /// The twin of `server.lua`'s `lifetime_fresh`.
+    fn lifetime_fresh(&self, now: Now) -> bool {
+        self.checked
+            .is_some_and(|c| c <= now.ms && now.ms < c + check_window(self.lease))
+    }
+
+    /// The twin of `meta.lua`'s `follow_server`: a group last written in another server
+    /// lifetime holds its claims back for one lease (a promoted server cannot tell when
+    /// it began, and ticks may have taken the old lifetime as read until now, so the
+    /// lease counts from now). A tick (`tick`) takes the lifetime as read within a
+    /// window of the last check. Returns the lifetime.
+    pub(crate) fn follow_server(&mut self, now: Now, tick: bool) -> u64 {
+        let fresh = self.lifetime_fresh(now);
+        if tick && fresh {
+            return self.server;
+        }
+        if self.server == now.lifetime {
+            if !fresh {
+                self.checked = Some(now.ms);
+            }
+            return now.lifetime;
+        }
+        // A failover (the only change of lifetime the twin has): ticks took the old
+        // lifetime as read at the latest until now.
+        self.server_after = self.server_after.max(now.ms + self.lease);
+        self.server = now.lifetime;
+        self.checked = Some(now.ms);
+        now.lifetime
+    }
+
+    /// The twin of `meta.lua`'s `grants_after`.
+    pub(crate) fn grants_after(&self) -> u64 {
+        self.grant_after.max(self.server_after)
+    }
+}
+
+/// One group, field for field the keys of [`GroupKeys`] (scores in server ms).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Group {
+    pub(crate) members: BTreeMap<String, u64>,
+    pub(crate) sessions: BTreeMap<String, String>,
+    pub(crate) states: BTreeMap<String, ReplicaState>,
+    pub(crate) meta: Option<Meta>,
+    /// PARTITIONS: name → position, and position → name.
+    pub(crate) positions: BTreeMap<String, u64>,
+    pub(crate) order: BTreeMap<u64, String>,
+    /// FREE: (since, name), and name → since.
+    pub(crate) free: BTreeSet<(u64, String)>,
+    pub(crate) free_since: BTreeMap<String, u64>,
+    pub(crate) owners: BTreeMap<String, String>,
+    pub(crate) fences: BTreeMap<String, u64>,
+    /// HELD: token → names.
+    pub(crate) held: BTreeMap<String, BTreeSet<String>>,
+    /// DEAD: (ended, token).
+    pub(crate) dead: BTreeSet<(u64, String)>,
+    pub(crate) revoked: BTreeMap<String, String>,
+    pub(crate) drains: BTreeSet<String>,
+    pub(crate) since: BTreeMap<String, u64>,
+    pub(crate) info: BTreeMap<String, String>,
+    /// Partition → weight, for weights other than 1.
+    pub(crate) weights: BTreeMap<String, u64>,
+    /// Session token → its partitions' weights summed (kept once weighted).
+    pub(crate) loads: BTreeMap<String, u64>,
+    pub(crate) capacity: BTreeMap<String, u32>,
+    pub(crate) holders: BTreeMap<String, String>,
+    /// HEIRS: replica → (process, until, ttl ms).
+    pub(crate) heirs: BTreeMap<String, (String, u64, u64)>,
+    /// ACKS: process → (seq, reply).
+    pub(crate) acks: BTreeMap<String, (u64, ClaimReply)>,
+    /// The admin scripts' `op` keys: request id → (expiry, reply).
+    pub(crate) ops: BTreeMap<String, (u64, ops::OpReply)>,
+    /// ROSTER and CHANGES: the last rosters a tick named (version, members by replica
+    /// id), to send a replica only what changed since the one it read.
+    pub(crate) rosters: VecDeque<(String, Vec<MemberInfo>)>,
+    /// ENDED: free partition → how its last term ended; and ended session token →
+    /// why it ended (`leave`; none: it expired).
+    pub(crate) ended: BTreeMap<String, ops::moves::LastTerm>,
+    /// ENDED's reservations: a free partition handed to a named receiver → that
+    /// receiver (its FREE score is the end of the hold).
+    pub(crate) reserved: BTreeMap<String, String>,
+    pub(crate) ended_sessions: BTreeMap<String, MoveCause>,
+    /// MOVES: the ledger, oldest first, and the last entry id's parts (ms, seq).
+    pub(crate) moves: VecDeque<Move>,
+    pub(crate) move_ms: u64,
+    pub(crate) move_seq: u64,
+    /// The hand-off keys: partition → (fence of the term that left it, state, expiry).
+    pub(crate) hand_offs: BTreeMap<String, (u64, Vec<u8>, u64)>,
+    /// PREFS: partition → the replica id an operator prefers it on.
+    pub(crate) prefs: BTreeMap<String, String>,
+}
+
+/// How many of the last rosters the twin keeps to send changes from.
+pub(crate) const ROSTERS_KEPT: usize = 64;
+
+/// `names` without repeats, in order.
+pub(crate) fn distinct(names: &[String]) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    names
+        .iter()
+        .filter(|n| seen.insert(n.as_str()))
+        .cloned()
+        .collect()
+}
+
+impl Group {
+    pub(crate) fn weight(&self, name: &str) -> u64 {
+        self.weights.get(name).copied().unwrap_or(1)
+    }
+
+    pub(crate) fn weighted(&self) -> bool {
+        self.meta.as_ref().is_some_and(|m| m.weighted)
+    }
+
+    /// Whether the group grants nothing yet (`restoring` in `meta.lua`).
+    pub(crate) fn restoring(&self, now: Now) -> Option<Duration> {
+        self.meta
+            .as_ref()
+            .filter(|m| m.grant_after > now.ms)
+            .map(|m| Duration::from_millis(m.grant_after - now.ms))
+    }
+
+    pub(crate) fn bump_set(&mut self) {
+        if let Some(m) = self.meta.as_mut() {
+            m.sver += 1;
+            m.rcount = 0;
+        }
+    }
+
+    /// The expiry of session `token` if it is its replica's current session and
+    /// unexpired (`live` in `session.lua`).
+    pub(crate) fn live(&self, token: &str, now: Now) -> Option<u64> {
+        let replica = replica_of_token(token);
+        if self.sessions.get(replica).map(String::as_str) != Some(token) {
+            return None;
+        }
+        self.members
+            .get(replica)
+            .copied()
+            .filter(|exp| *exp > now.ms)
+    }
+
+    /// `teardown` in `session.lua`.
+    pub(crate) fn teardown(&mut self, replica: &str, token: Option<&str>, ended: u64) {
+        let holder = self.holders.remove(replica);
+        self.members.remove(replica);
+        self.sessions.remove(replica);
+        self.states.remove(replica);
+        self.info.remove(replica);
+        self.capacity.remove(replica);
+        if let Some(h) = holder {
+            self.acks.remove(&h);
+        }
+        if let Some(t) = token {
+            self.dead.retain(|(_, d)| d != t);
+            self.dead.insert((ended, t.to_owned()));
+        }
+    }
+
+    /// `reap` in `session.lua`.
+    pub(crate) fn reap(&mut self, now: Now) -> usize {
+        let gone: Vec<(String, u64)> = self
+            .members
+            .iter()
+            .filter(|(_, exp)| **exp <= now.ms)
+            .map(|(r, exp)| (r.clone(), *exp))
+            .collect();
+        let mut lost = 0;
+        for (r, exp) in gone {
+            let token = self.sessions.get(&r).cloned();
+            let heir = self.heirs.remove(&r);
+            match (&token, heir) {
+                (Some(_), Some((_, until, ttl))) if until > now.ms => {
+                    self.members.insert(r.clone(), now.ms + ttl);
+                    self.states.insert(r, ReplicaState::Away);
+                }
+                _ => {
+                    if let Some(t) = &token {
+                        lost += self.held.get(t).map_or(0, BTreeSet::len);
+                    }
+                    self.teardown(&r, token.as_deref(), exp);
+                }
+            }
+        }
+        lost
+    }
+
+    /// `give_back` in `free.lua`: one flag per name, and how many were given back now.
+    pub(crate) fn give_back(
+        &mut self,
+        token: &str,
+        names: &[String],
+        fences: Option<&[u64]>,
+        at: u64,
+        ended_as: &dyn Fn(usize) -> (MoveCause, Option<(u64, u64)>),
+    ) -> (Vec<bool>, usize) {
+        let mut out = Vec::with_capacity(names.len());
+        let mut seen = BTreeSet::new();
+        let mut gone = 0;
+        for (j, n) in names.iter().enumerate() {
+            let f = fences.map(|f| f[j]);
+            let current = self.fences.get(n).copied();
+            let ours = f.is_none_or(|f| current == Some(f));
+            let owner = self.owners.get(n).map(String::as_str);
+            if owner == Some(token) && ours && !seen.contains(n) {
+                seen.insert(n.clone());
+                out.push(true);
+                gone += 1;
+                let w = self.weight(n);
+                if let Some(l) = self.loads.get_mut(token) {
+                    *l = l.saturating_sub(w);
+                }
+                self.owners.remove(n);
+                if let Some(set) = self.held.get_mut(token) {
+                    set.remove(n);
+                }
+                self.revoked.remove(n);
+                let since = self.since.remove(n).unwrap_or(at);
+                if self.positions.contains_key(n) {
+                    self.add_free(n, at);
+                    let (cause, state) = ended_as(j);
+                    let last = ops::moves::LastTerm {
+                        replica: replica_of_token(token).to_owned(),
+                        fence: current.unwrap_or(0),
+                        cause,
+                        ended: at,
+                        since,
+                        state,
+                    };
+                    self.ended.insert(n.clone(), last);
+                } else {
+                    self.weights.remove(n);
+                }
+            } else if (seen.contains(n) || owner.is_none()) && f.is_some() && current == f {
+                out.push(true);
+            } else {
+                out.push(false);
+            }
+        }
+        if self.held.get(token).is_some_and(BTreeSet::is_empty) {
+            self.held.remove(token);
+        }
+        (out, gone)
+    }
+
+    /// `free_ended` in `free.lua`: returns how many ended sessions still hold some.
+    pub(crate) fn free_ended(&mut self, budget: usize) -> usize {
+        let mut moved = 0;
+        let mut left_over = 0;
+        let dead: Vec<(u64, String)> = self.dead.iter().cloned().collect();
+        for (ended, token) in dead {
+            let left = budget.saturating_sub(moved);
+            if left == 0 {
+                left_over += 1;
+                continue;
+            }
+            let names: Vec<String> = self
+                .held
+                .get(&token)
+                .map(|set| set.iter().take(left).cloned().collect())
+                .unwrap_or_default();
+            let why = self
+                .ended_sessions
+                .get(&token)
+                .copied()
+                .unwrap_or(MoveCause::Expiry);
+            if names.len() < left {
+                self.dead.remove(&(ended, token.clone()));
+                self.loads.remove(&token);
+                self.ended_sessions.remove(&token);
+            } else {
+                left_over += 1;
+            }
+            if !names.is_empty() {
+                self.give_back(&token, &names, None, ended, &|_| (why, None));
+                // An entry whose partition another session owns now is stale: dropped.
+                if let Some(set) = self.held.get_mut(&token) {
+                    for n in &names {
+                        set.remove(n);
+                    }
+                    if set.is_empty() {
+                        self.held.remove(&token);
+                    }
+                }
+                moved += names.len();
+            }
+        }
+        left_over
+    }
+
+    pub(crate) fn add_free(&mut self, name: &str, since: u64) {
+        if let Some(old) = self.free_since.insert(name.to_owned(), since) {
+            self.free.remove(&(old, name.to_owned()));
+        }
+        self.free.insert((since, name.to_owned()));
+    }
+
+    pub(crate) fn remove_free(&mut self, name: &str) -> bool {
+        match self.free_since.remove(name) {
+            Some(since) => self.free.remove(&(since, name.to_owned())),
+            None => false,
+        }
+    }
+
+    /// `unowned` in `free.lua`.
+    pub(crate) fn unowned(&self) -> usize {
+        let ending: usize = self
+            .dead
+            .iter()
+            .map(|(_, t)| self.held.get(t).map_or(0, BTreeSet::len))
+            .sum();
+        self.free.len() + ending
+    }
+
+    /// `roster` in `session.lua`, ordered as Redis orders the members: by expiry, then
+    /// by name.
+    pub(crate) fn roster(&self, now: Now) -> Vec<MemberInfo> {
+        let weighted = self.weighted();
+        let mut members: Vec<(u64, MemberInfo)> = self
+            .members
+            .iter()
+            .filter(|(_, exp)| **exp > now.ms)
+            .map(|(r, exp)| {
+                let token = self.sessions.get(r);
+                let held = token
+                    .and_then(|t| self.held.get(t))
+                    .map_or(0, BTreeSet::len);
+                let load = if weighted {
+                    token.and_then(|t| self.loads.get(t)).copied().unwrap_or(0)
+                } else {
+                    held as u64
+                };
+                (
+                    *exp,
+                    MemberInfo {
+                        replica: r.clone(),
+                        state: self
+                            .states
+                            .get(r)
+                            .copied()
+                            .unwrap_or(ReplicaState::Settling),
+                        left: Duration::from_millis(exp - now.ms),
+                        held,
+                        load,
+                        capacity: self.capacity.get(r).copied().unwrap_or(1),
+                    },
+                )
+            })
+            .collect();
+        members.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.replica.cmp(&b.1.replica)));
+        members.into_iter().map(|(_, m)| m).collect()
+    }
+
+    /// `roster_for` in `session.lua`: the roster's version and what of it a tick
+    /// sends to a replica that last read version `seen`. Redis counts the roster's
+    /// changes and notes the members each changed; the twin hashes the roster itself
+    /// (without the time left), so it sends the roster exactly when it changed, and
+    /// keeps the last [`ROSTERS_KEPT`] rosters it named to send only what changed since
+    /// one of them (the whole roster after an older one).
+    pub(crate) fn roster_for(
+        &mut self,
+        now: Now,
+        lifetime: &str,
+        seen: &str,
+    ) -> (String, RosterUpdate) {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut members = self.roster(now);
+        for m in &mut members {
+            m.left = Duration::ZERO;
+        }
+        members.sort_by(|a, b| a.replica.cmp(&b.replica));
+        let mut h = DefaultHasher::new();
+        for m in &members {
+            (&m.replica, m.state, m.held, m.load, m.capacity).hash(&mut h);
+        }
+        let inc = self.meta.as_ref().map_or("", |m| m.inc.as_str());
+        let version = format!("{inc}/{lifetime}/{:x}", h.finish());
+        if version == seen {
+            return (version, RosterUpdate::Same);
+        }
+        // Both sorted by replica id: each lookup a binary search.
+        let find = |in_: &[MemberInfo], r: &str| {
+            in_.binary_search_by(|m| m.replica.as_str().cmp(r))
+                .ok()
+                .map(|i| in_[i].clone())
+        };
+        let update = match self.rosters.iter().find(|(v, _)| v == seen) {
+            Some((_, old)) => RosterUpdate::Changes {
+                changed: members
+                    .iter()
+                    .filter(|m| find(old, &m.replica).as_ref() != Some(*m))
+                    .cloned()
+                    .collect(),
+                gone: old
+                    .iter()
+                    .filter(|o| find(&members, &o.replica).is_none())
+                    .map(|o| o.replica.clone())
+                    .collect(),
+            },
+            None => RosterUpdate::Full(members.clone()),
+        };
+        if !self.rosters.iter().any(|(v, _)| *v == version) {
+            self.rosters.push_back((version.clone(), members));
+            if self.rosters.len() > ROSTERS_KEPT {
+                self.rosters.pop_front();
+            }
+        }
+        (version, update)
+    }
+
+    /// The set as a tick reports it (`meta` and `weight_info` in `meta.lua`).
+    pub(crate) fn set_info(&self) -> Option<SetInfo> {
+        self.meta.as_ref().map(|m| SetInfo {
+            count: m.count,
+            version: m.version,
+            digest: m.digest.clone(),
+            weighted: m.weighted,
+            total_weight: if m.weighted { m.total } else { m.count as u64 },
+            max_weight: if m.weighted {
+                self.weights.values().copied().max().unwrap_or(1).max(1)
+            } else {
+                1
+            },
+            weights_version: m.wver,
+            life: m.life.clone(),
+            set_version: m.sver,
+            highest_fence: leasehold_election::Fence(m.fmax),
+            origin: m.origin,
+            lease: Duration::from_millis(m.lease),
+            restore_count: m.rcount,
+            incarnation: m.inc.clone(),
+        })
+    }
+
+    /// An operator's change answered before (`replayed` in `meta.lua`).
+    pub(crate) fn replayed(&self, op: Option<&str>, now: Now) -> Option<ops::OpReply> {
+        let op = op?;
+        self.ops
+            .get(op)
+            .filter(|(until, _)| *until > now.ms)
+            .map(|(_, r)| r.clone())
+    }
+
+    /// Keeps an operator's reply a minute (`answer` in `meta.lua`).
+    pub(crate) fn answer(&mut self, op: Option<&str>, reply: ops::OpReply, now: Now) {
+        if let Some(op) = op {
+            self.ops.retain(|_, (until, _)| *until > now.ms);
+            self.ops.insert(op.to_owned(), (now.ms + 60_000, reply));
+        }
+    }
+}
