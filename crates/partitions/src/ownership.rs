@@ -4,7 +4,7 @@
 //! member a planned move hands it to, and why it ended.
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use leasehold_election::{Leadership, StoreError, TermEndReason};
@@ -146,6 +146,9 @@ pub(crate) struct TermShared {
     successor: OnceLock<Arc<str>>,
     /// Why the coordinator ended the term, set before it stops the elector.
     reason: OnceLock<MoveCause>,
+    /// The store no longer lists the term under this replica's session: its elector's
+    /// next renewal is refused, whatever the tick says of the session.
+    revoked: AtomicBool,
 }
 
 impl TermShared {
@@ -156,7 +159,18 @@ impl TermShared {
             load,
             successor: OnceLock::new(),
             reason: OnceLock::new(),
+            revoked: AtomicBool::new(false),
         })
+    }
+
+    /// Refuses every later renewal of the term (the store no longer lists it).
+    pub(crate) fn revoke(&self) {
+        self.revoked.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the term's renewals are refused.
+    pub(crate) fn is_revoked(&self) -> bool {
+        self.revoked.load(Ordering::SeqCst)
     }
 
     /// Sets what [`Ownership::handed_over`] says, once, before the callback runs.

@@ -9,7 +9,6 @@
 //! and sent together, one script per batch. Acquisitions never happen here: the
 //! coordinator claims partitions in batches and grants each elector its term.
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -62,8 +61,6 @@ pub(crate) struct Shared {
     releases: Mutex<Vec<PendingRelease>>,
     /// A release was queued.
     pub(crate) released: Notify,
-    /// Terms (partition index, fence) whose electors must be refused their next renewal.
-    revoked: Mutex<BTreeSet<(usize, Fence)>>,
     closed: AtomicBool,
 }
 
@@ -75,7 +72,6 @@ impl Default for Shared {
             wanted: Notify::new(),
             releases: Mutex::new(Vec::new()),
             released: Notify::new(),
-            revoked: Mutex::new(BTreeSet::new()),
             closed: AtomicBool::new(false),
         }
     }
@@ -121,29 +117,6 @@ impl Shared {
             .is_empty()
     }
 
-    /// Refuses every later renewal of these terms' electors.
-    pub(crate) fn revoke(&self, terms: impl IntoIterator<Item = (usize, Fence)>) {
-        self.revoked
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend(terms);
-    }
-
-    /// The elector of this term has ended: its revocation is no longer needed.
-    pub(crate) fn forget(&self, term: (usize, Fence)) {
-        self.revoked
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&term);
-    }
-
-    fn is_revoked(&self, term: (usize, Fence)) -> bool {
-        self.revoked
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(&term)
-    }
-
     /// The coordinator has stopped: fail every waiting and later call.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
@@ -158,7 +131,9 @@ impl Shared {
         self.closed.load(Ordering::SeqCst)
     }
 
-    async fn renew(&self, term: (usize, Fence), token: &str) -> Result<bool, StoreError> {
+    /// Waits for the first tick sent after this call and answers the renewal of a term
+    /// held with `token` (refused if the term is revoked).
+    async fn renew(&self, term: &TermShared, token: &str) -> Result<bool, StoreError> {
         let asked = Instant::now();
         self.wanted.notify_one();
         let outcome = loop {
@@ -179,7 +154,7 @@ impl Shared {
             answered.await;
         };
         match &outcome.result {
-            Ok(Some(session)) => Ok(**session == *token && !self.is_revoked(term)),
+            Ok(Some(session)) => Ok(**session == *token && !term.is_revoked()),
             Ok(None) => Ok(false),
             Err(e) => Err(e.clone()),
         }
@@ -223,7 +198,6 @@ pub(crate) struct BatchedStore<B> {
     pub(crate) keys: Arc<GroupKeys>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) partition: Arc<str>,
-    pub(crate) index: usize,
     /// The term's fence: its release names it.
     pub(crate) fence: Fence,
     /// What the term's callback shares: its release takes the state it leaves.
@@ -249,7 +223,7 @@ impl<B: GroupStore> LeaseStore for BatchedStore<B> {
         token: &str,
         _lease: Duration,
     ) -> Result<bool, StoreError> {
-        self.shared.renew((self.index, self.fence), token).await
+        self.shared.renew(&self.term, token).await
     }
 
     /// Releases the term with the state its callback left for the next one (the
@@ -306,7 +280,8 @@ mod tests {
         // An answer from before the renewal asked does not count.
         shared.answer(outcome(before, Some("a:1")));
         let s = shared.clone();
-        let renewal = tokio::spawn(async move { s.renew((0, Fence(1)), "a:1").await });
+        let term = TermShared::new(None);
+        let renewal = tokio::spawn(async move { s.renew(&term, "a:1").await });
         tokio::task::yield_now().await;
         assert!(!renewal.is_finished());
         shared.answer(outcome(Instant::now(), Some("a:1")));
@@ -316,19 +291,23 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn another_session_a_revoked_partition_and_a_stop_refuse_renewals() {
         let shared = Arc::new(Shared::default());
-        for (token, revoke, expect) in [("a:old", false, false), ("a:1", true, false)] {
-            if revoke {
-                shared.revoke([(0, Fence(1))]);
-            }
-            let s = shared.clone();
-            let renewal = tokio::spawn(async move { s.renew((0, Fence(1)), token).await });
+        let (revoked, other) = (TermShared::new(None), TermShared::new(None));
+        revoked.revoke();
+        for (token, term, expect) in [
+            ("a:old", &other, false),
+            ("a:1", &revoked, false),
+            ("a:1", &other, true),
+        ] {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let (s, term) = (shared.clone(), term.clone());
+            let renewal = tokio::spawn(async move { s.renew(&term, token).await });
             tokio::task::yield_now().await;
             shared.answer(outcome(Instant::now(), Some("a:1")));
             assert_eq!(renewal.await.unwrap().unwrap(), expect, "{token}");
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
         let s = shared.clone();
-        let renewal = tokio::spawn(async move { s.renew((1, Fence(1)), "a:1").await });
+        let renewal = tokio::spawn(async move { s.renew(&other, "a:1").await });
         let release = shared.queue_release("p1".into(), Fence(1), "a:1", None);
         tokio::task::yield_now().await;
         shared.close();

@@ -1,6 +1,13 @@
 //! The partition electors of one coordinator, supervised in a `JoinSet`: at most one
 //! per partition (the ledger starts a new term's elector only once the last one has
 //! ended), a panic named after its partition, every one aborted on drop.
+//!
+//! Each running elector's [`Term`] is the driver's one record of that term: its
+//! fence, its elector's handle, what it shares with its callback and its store (the
+//! state it hands off, its load cell, its revocation, why the coordinator ended it)
+//! and why this replica asked it to end, for the ledger of moves. It is recorded when
+//! the elector starts and forgotten, all of it, when the elector ends
+//! ([`Slots::next`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -29,12 +36,25 @@ pub(crate) struct Ended {
     pub(crate) panic: Option<JoinError>,
 }
 
+/// What the driver knows of a running term, from its elector's start to its end.
+#[derive(Debug)]
+struct Term {
+    fence: Fence,
+    handle: ElectorHandle,
+    /// What the term shares with its callback and its store.
+    shared: Arc<TermShared>,
+    /// Why this replica asked the term to end, and whom it named to take it on: what
+    /// its release writes in the ledger of moves. `None`: it ended by itself
+    /// (`Released`, or `Leave` once every term was asked to stop).
+    cause: Option<(MoveCause, Option<String>)>,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Slots {
     tasks: JoinSet<usize>,
     // Ordered maps: a stop of all of them goes in partition order, so a seeded
     // simulation replays exactly.
-    running: BTreeMap<usize, (Fence, ElectorHandle, Arc<TermShared>)>,
+    running: BTreeMap<usize, Term>,
     by_task: HashMap<Id, usize>,
 }
 
@@ -62,29 +82,83 @@ impl Slots {
             .instrument(span),
         );
         self.by_task.insert(task.id(), index);
-        self.running.insert(index, (fence, handle, term));
+        self.running.insert(
+            index,
+            Term {
+                fence,
+                handle,
+                shared: term,
+                cause: None,
+            },
+        );
     }
 
     /// The fence of the term whose elector runs for `index`, if one does.
     pub(crate) fn fence(&self, index: usize) -> Option<Fence> {
-        self.running.get(&index).map(|(f, ..)| *f)
+        self.running.get(&index).map(|t| t.fence)
+    }
+
+    /// The running term `fence` of `index`, if its elector still runs.
+    fn term(&mut self, index: usize, fence: Fence) -> Option<&mut Term> {
+        self.running.get_mut(&index).filter(|t| t.fence == fence)
+    }
+
+    /// Records why this replica ends term `fence` of `index` and whom it names (the
+    /// first cause recorded stays), if the term still runs.
+    pub(crate) fn end_for(
+        &mut self,
+        index: usize,
+        fence: Fence,
+        cause: MoveCause,
+        to: Option<&str>,
+    ) {
+        if let Some(t) = self.term(index, fence) {
+            t.cause
+                .get_or_insert_with(|| (cause, to.map(str::to_owned)));
+        }
+    }
+
+    /// Names nobody to take term `fence` of `index` on (a warm move whose receiver did
+    /// not get ready in time: its release reserves nothing).
+    pub(crate) fn unname(&mut self, index: usize, fence: Fence) {
+        if let Some((_, to)) = self.term(index, fence).and_then(|t| t.cause.as_mut()) {
+            *to = None;
+        }
+    }
+
+    /// Why this replica ended term `fence` of `index` and whom it named, if it did and
+    /// the term still runs.
+    pub(crate) fn cause(&self, index: usize, fence: Fence) -> Option<(MoveCause, Option<String>)> {
+        self.running
+            .get(&index)
+            .filter(|t| t.fence == fence)
+            .and_then(|t| t.cause.clone())
+    }
+
+    /// Refuses every later renewal of these terms (those whose electors still run).
+    pub(crate) fn revoke(&mut self, terms: &[(usize, Fence)]) {
+        for &(index, fence) in terms {
+            if let Some(t) = self.term(index, fence) {
+                t.shared.revoke();
+            }
+        }
     }
 
     /// Asks the elector of `index` to step down gracefully, the term ending for `cause`
     /// (and handing the partition to `to`, if named): the callback knows both before it
     /// is cancelled.
     pub(crate) fn stop(&self, index: usize, cause: MoveCause, to: Option<&str>) {
-        if let Some((_, h, term)) = self.running.get(&index) {
-            term.ending(cause, to);
-            h.stop();
+        if let Some(t) = self.running.get(&index) {
+            t.shared.ending(cause, to);
+            t.handle.stop();
         }
     }
 
     /// Asks every elector to step down gracefully (the replica leaves).
     pub(crate) fn stop_all(&self) {
-        for (_, h, term) in self.running.values() {
-            term.ending(MoveCause::Leave, None);
-            h.stop();
+        for t in self.running.values() {
+            t.shared.ending(MoveCause::Leave, None);
+            t.handle.stop();
         }
     }
 
@@ -92,8 +166,8 @@ impl Slots {
     /// (a shutdown with a deadline), if given; they were asked to stop.
     pub(crate) fn stop_all_by(&self, at: Option<Instant>) {
         if let Some(at) = at {
-            for (_, h, _) in self.running.values() {
-                h.stop_by(at);
+            for t in self.running.values() {
+                t.handle.stop_by(at);
             }
         }
     }
@@ -112,14 +186,14 @@ impl Slots {
             let Some(index) = self.by_task.remove(&id) else {
                 continue;
             };
-            let Some((fence, handle, term)) = self.running.remove(&index) else {
+            let Some(term) = self.running.remove(&index) else {
                 continue;
             };
-            let reason = handle.status().last_term.map(|t| t.reason);
-            let cause = term.ended_for();
+            let reason = term.handle.status().last_term.map(|t| t.reason);
+            let cause = term.shared.ended_for();
             return Ended {
                 index,
-                fence,
+                fence: term.fence,
                 reason,
                 cause,
                 panic,

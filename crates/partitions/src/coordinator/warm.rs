@@ -151,6 +151,13 @@ impl Gate {
         ours
     }
 
+    /// Term `fence` of `index` has ended: nothing waits for its receiver any more.
+    pub(crate) fn forget(&mut self, (index, fence): (usize, Fence)) {
+        if self.held.get(&index).is_some_and(|h| h.fence == fence) {
+            self.held.remove(&index);
+        }
+    }
+
     /// The terms whose wait is over at `now` (index, fence), let go.
     pub(crate) fn due(&mut self, now: Instant) -> Vec<(usize, Fence)> {
         let due: Vec<(usize, Fence)> = self
@@ -224,5 +231,11 @@ mod tests {
         assert_eq!(gate.due(t0 + ms(50)), [(2, Fence(20))]);
         assert!(!gate.ready(2, Fence(20), "c"), "too late: it went on");
         assert_eq!(gate.next_due(), None);
+        gate.hold(3, Fence(30), "b".into(), t0 + ms(100));
+        gate.forget((3, Fence(29)));
+        assert_eq!(gate.next_due(), Some(t0 + ms(100)), "another term's end");
+        gate.forget((3, Fence(30)));
+        assert_eq!(gate.next_due(), None, "its term ended: nothing waits");
+        assert!(!gate.ready(3, Fence(30), "b"), "an answer after the end");
     }
 }

@@ -42,9 +42,7 @@ use crate::ownership::Ownership;
 use crate::replica::list::Configured;
 use crate::replica::{Action, Claim, ClaimFailure, Renewal, ReplicaMachine, Settings};
 use crate::store::GroupStore;
-use crate::store::protocol::{
-    ClaimReply, ClaimRequest, Conflict, MoveCause, Predecessor, TickReply,
-};
+use crate::store::protocol::{ClaimReply, ClaimRequest, Conflict, Predecessor, TickReply};
 use crate::view::{GroupView, ListDifference};
 
 mod calls;
@@ -120,29 +118,26 @@ pub(crate) struct Driver<B, F> {
     background: Background,
 }
 
-/// How this replica's terms start, and what the driver knows of each running one
-/// beside its elector (the slots) until it ends.
+/// How this replica's terms start, and what the driver knows of a term before its
+/// elector runs or beside its record in the slots ([`Slots`]) while it does.
 struct Terms<F> {
     /// Every partition elector's configuration but its duty name.
     template: ElectorConfig,
     callback: Arc<F>,
-    /// Why this replica asked a running term to end (by partition index and fence),
-    /// for the ledger of moves its release writes. A term ended by its callback (or a
-    /// step-down) is `Released`.
-    causes: HashMap<(usize, Fence), (MoveCause, Option<String>)>,
     /// What the claim that granted a term said of the partition's previous term, until
     /// the term's elector starts (it decides what the term is offered of the state the
     /// previous one handed off). A term not here was regranted to its session.
     previous: HashMap<(usize, Fence), Predecessor>,
-    /// Warm moves: terms kept running while their receivers prepare.
+    /// Warm moves: terms kept running while their receivers prepare, by when each
+    /// wait is over (an index of deadlines for the loop's timer).
     gate: Gate,
 }
 
 impl<F> Terms<F> {
     /// Forgets what was known of a term whose elector has ended.
     fn forget(&mut self, term: (usize, Fence)) {
-        self.causes.remove(&term);
         self.previous.remove(&term);
+        self.gate.forget(term);
     }
 }
 
@@ -267,7 +262,6 @@ where
             terms: Terms {
                 template,
                 callback,
-                causes: HashMap::new(),
                 previous: HashMap::new(),
                 gate: Gate::default(),
             },
@@ -394,21 +388,7 @@ where
                     let at = self.abort_at();
                     self.slots.stop_all_by(at);
                 }
-                Action::Revoke(terms) => {
-                    for &(i, _) in &terms {
-                        debug!(partition = %self.names.get(i), "the store no longer lists this partition under this session; stepping down");
-                    }
-                    if !terms.is_empty() {
-                        warn!(
-                            partitions = terms.len(),
-                            "the store no longer lists {} of this session's partitions under it \
-                             (they expired while Redis was out of reach, or Redis lost them); \
-                             stepping down from them",
-                            terms.len()
-                        );
-                    }
-                    self.shared.revoke(terms);
-                }
+                Action::Revoke(terms) => self.revoke(&terms),
                 Action::Exit => done = true,
                 Action::Notify => {
                     let call = self.calls.call(|store, keys| async move {
@@ -533,9 +513,12 @@ where
         let refused = matches!(renewal, Renewal::Refused);
         // Terms the store no longer lists are refused before this tick's renewal
         // reaches any elector: it must not extend them.
-        for action in &actions {
+        let (revocations, actions): (Vec<Action>, Vec<Action>) = actions
+            .into_iter()
+            .partition(|a| matches!(a, Action::Revoke(_)));
+        for action in revocations {
             if let Action::Revoke(terms) = action {
-                self.shared.revoke(terms.iter().copied());
+                self.revoke(&terms);
             }
         }
         // The electors first: nothing else in this reply is urgent.
@@ -643,11 +626,28 @@ where
         self.perform(actions)
     }
 
-    /// Forgets everything the driver kept of a term whose elector has ended: its
-    /// revocation and renewal state, its cause and predecessor, its load cell. The one
-    /// place a term is forgotten.
+    /// Refuses every later renewal of these terms: the store no longer lists them
+    /// under this session. The one place a term is revoked.
+    fn revoke(&mut self, terms: &[(usize, Fence)]) {
+        for &(i, _) in terms {
+            debug!(partition = %self.names.get(i), "the store no longer lists this partition under this session; stepping down");
+        }
+        if !terms.is_empty() {
+            warn!(
+                partitions = terms.len(),
+                "the store no longer lists {} of this session's partitions under it \
+                 (they expired while Redis was out of reach, or Redis lost them); \
+                 stepping down from them",
+                terms.len()
+            );
+        }
+        self.slots.revoke(terms);
+    }
+
+    /// Forgets everything the driver kept of a term whose elector has ended, beside
+    /// its record in the slots (gone with its elector): its predecessor, a warm move's
+    /// wait, its load cell. The one place a term is forgotten.
     fn forget(&mut self, term: (usize, Fence)) {
-        self.shared.forget(term);
         self.terms.forget(term);
         if let Some(l) = self.loads.as_mut() {
             l.end(term);

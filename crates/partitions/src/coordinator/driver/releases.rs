@@ -43,9 +43,7 @@ where
             if let (Some(within), Some(r), Some(fence)) = (warm, receiver, self.slots.fence(i)) {
                 // A warm move: the receiver prepares first; the term ends when it is
                 // ready, or when the wait is over.
-                self.terms
-                    .causes
-                    .insert((i, fence), (cause, Some(r.clone())));
+                self.slots.end_for(i, fence, cause, Some(r));
                 counter!(m::HANDOFFS, &self.labels.pair()).increment(1);
                 let partition = self.names.get(i).to_string();
                 debug!(%partition, to = %r, "asking the receiver to prepare");
@@ -62,10 +60,8 @@ where
                 continue;
             }
             if let Some(fence) = self.slots.fence(i) {
-                self.terms
-                    .causes
-                    .entry((i, fence))
-                    .or_insert_with(|| (cause, receiver.cloned()));
+                self.slots
+                    .end_for(i, fence, cause, receiver.map(String::as_str));
             }
             debug!(partition = %self.names.get(i), reason = cause.as_str(), to = receiver.map(String::as_str), "handing a partition over");
             if counted {
@@ -87,15 +83,11 @@ where
         if self.slots.fence(i) != Some(fence) {
             return;
         }
-        let to = match self.terms.causes.get_mut(&(i, fence)) {
-            Some((_, to)) if ready => to.clone(),
+        if !ready {
             // A plain move: its release reserves nothing.
-            Some((_, to)) => {
-                *to = None;
-                None
-            }
-            None => None,
-        };
+            self.slots.unname(i, fence);
+        }
+        let to = self.slots.cause(i, fence).and_then(|(_, to)| to);
         self.slots.stop(i, MoveCause::HandOff, to.as_deref());
     }
 
@@ -135,7 +127,7 @@ where
             .iter_mut()
             .map(|p| {
                 let i = self.names.intern(&p.partition);
-                let (cause, to) = self.terms.causes.get(&(i, p.fence)).cloned().unwrap_or((
+                let (cause, to) = self.slots.cause(i, p.fence).unwrap_or((
                     if self.leave.stopped_all {
                         MoveCause::Leave
                     } else {

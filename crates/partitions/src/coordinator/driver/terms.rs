@@ -34,7 +34,6 @@ where
             keys: self.calls.keys.clone(),
             shared: self.shared.clone(),
             partition: name.clone(),
-            index: i,
             fence,
             term: term.clone(),
         };
