@@ -12,6 +12,7 @@ use super::leave::Leaving;
 use super::ledger::{Effect, Phase};
 use super::{Action, ClaimFailure, Decline, ReplicaMachine};
 use crate::balance::prefer::leave_to;
+use crate::balance::step::{self, Standing};
 use crate::store::CLAIM_BATCH;
 use crate::store::protocol::ClaimReply;
 
@@ -444,30 +445,27 @@ impl ReplicaMachine {
             .orphaned(self.s.lease + self.s.retry_interval, now)
     }
 
+    /// Where this replica stands for the decision step ([`step`]): what it and the
+    /// store both count (the larger), and whether orphans go to whoever asks.
+    pub(super) fn standing(&self, now: Instant) -> Standing {
+        Standing {
+            held: self.held().max(self.view.server_held),
+            load: self.ledger.load().max(self.view.server_load),
+            unowned: self.view.unowned,
+            orphaned: self.orphaned(now),
+        }
+    }
+
     /// In a weighted group: the room left for claims now (`None` in a count group).
     pub(super) fn room(&self, now: Instant) -> Option<u64> {
         let (wplan, base) = self.wplan.as_ref()?;
-        if self.orphaned(now) && wplan.shed.is_empty() {
-            return Some(u64::MAX);
-        }
-        if !wplan.shed.is_empty() {
-            return Some(0);
-        }
-        let target = base.saturating_add(wplan.room);
-        Some(target.saturating_sub(self.ledger.load().max(self.view.server_load)))
+        Some(step::weighted_room(wplan, *base, self.standing(now)))
     }
 
     /// In a weighted group: how much weight of the partitions handed to this replica by
     /// name it may take now (up to its bound; `None` in a count group).
     pub(super) fn bound(&self, now: Instant) -> Option<u64> {
         let (wplan, base) = self.wplan.as_ref()?;
-        if !wplan.shed.is_empty() {
-            return Some(0);
-        }
-        if self.orphaned(now) {
-            return Some(u64::MAX);
-        }
-        let target = base.saturating_add(wplan.bound);
-        Some(target.saturating_sub(self.ledger.load().max(self.view.server_load)))
+        Some(step::weighted_bound(wplan, *base, self.standing(now)))
     }
 }

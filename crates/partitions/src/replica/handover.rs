@@ -10,6 +10,7 @@ use super::ledger::Phase;
 use super::{Action, ReplicaMachine};
 use crate::balance::prefer::{count_standings, weighted_standings};
 use crate::balance::receive::receivers;
+use crate::balance::step;
 use crate::balance::weighted::Totals;
 use crate::store::ops::moves::MoveCause;
 
@@ -165,14 +166,7 @@ impl ReplicaMachine {
 
     /// How many partitions to claim now beyond what this replica holds.
     pub(super) fn budget(&self, now: Instant) -> usize {
-        let Some(plan) = self.plan else { return 0 };
-        let held = self.held().max(self.view.server_held);
-        let mut budget = plan.allowance.saturating_sub(held);
-        // Availability before balance: partitions nobody has claimed for longer than
-        // lease + retry interval while nobody settles go to whoever asks, above the cap.
-        if self.orphaned(now) && plan.shed == 0 {
-            budget = budget.max(self.view.unowned);
-        }
-        budget.min(self.view.unowned)
+        self.plan
+            .map_or(0, |plan| step::count_budget(&plan, self.standing(now)))
     }
 }

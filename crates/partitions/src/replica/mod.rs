@@ -86,7 +86,7 @@ use self::prefer::Prefs;
 use self::session::Session;
 use self::view::View;
 use crate::balance::plan::{Plan, plan};
-use crate::balance::prefer::shed_first;
+use crate::balance::step;
 use crate::balance::weighted::{Totals, WeightedPlan, weighted_plan};
 use crate::store::ops::moves::MoveCause;
 use crate::store::protocol::{MemberInfo, ReplicaState, SetInfo, TickRequest};
@@ -422,17 +422,18 @@ impl ReplicaMachine {
                     // The rule says how many; preferences say which: a random order,
                     // those preferred on a member with room first, this replica's own
                     // last.
-                    let n = self.plan.map_or(0, |p| p.shed);
                     let mut serving = self.ledger.serving();
                     rand::seq::SliceRandom::shuffle(serving.as_mut_slice(), rng);
                     let prefs = &self.prefs.by_partition;
-                    let ordered = shed_first(
-                        &self.s.replica,
-                        &serving,
-                        |i| prefs.get(&i).map(String::as_str),
-                        &self.prefs.standings,
-                    );
-                    ordered.into_iter().take(n).collect()
+                    self.plan.map_or_else(Vec::new, |plan| {
+                        step::count_shed(
+                            &plan,
+                            &self.s.replica,
+                            &serving,
+                            |i| prefs.get(&i).map(String::as_str),
+                            &self.prefs.standings,
+                        )
+                    })
                 }
                 None => {
                     let n = self.plan.map_or(0, |p| p.shed);

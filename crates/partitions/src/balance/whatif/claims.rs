@@ -1,9 +1,11 @@
-//! The planner's claims, as a replica makes them: its plan's allowance, oldest free
-//! partition first (preferred ones first), batches by weight, and which claims race.
+//! The planner's claims, as a replica makes them: sized by the replica's own decision
+//! step ([`step`]), oldest free partition first (preferred ones first), batches by
+//! weight, and which claims race.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::balance::prefer::{leave_to, swap_claim};
+use crate::balance::step::{self, Standing};
 use crate::store::CLAIM_BATCH;
 
 use super::Rehearsal;
@@ -74,15 +76,21 @@ impl Rehearsal {
         }
     }
 
-    /// How many free partitions member `k` may claim now (by count).
-    pub(super) fn budget(&self, k: usize) -> usize {
-        let p = self.count_plan(k);
-        if p.shed > 0 {
-            return 0;
+    /// Where member `k` stands for the decision step: nothing is ever orphaned here
+    /// (the rounds give orphans out at the end).
+    pub(super) fn standing(&self, k: usize) -> Standing {
+        Standing {
+            held: self.members[k].held.len(),
+            load: self.load(k),
+            unowned: self.free.len(),
+            orphaned: false,
         }
-        p.allowance
-            .saturating_sub(self.members[k].held.len())
-            .min(self.free.len())
+    }
+
+    /// How many free partitions member `k` may claim now (by count), as the replica's
+    /// decision step sizes it.
+    pub(super) fn budget(&self, k: usize) -> usize {
+        step::count_budget(&self.count_plan(k), self.standing(k))
     }
 
     /// Whether member `k`, at its allowance by count, claims one free partition
@@ -120,12 +128,14 @@ impl Rehearsal {
         if !plan.shed.is_empty() {
             return 0;
         }
-        let target = self.load(k).saturating_add(plan.room);
+        // The load the plan was made on: each claim's room is what is left of its
+        // target, as the replica's decision step sizes it.
+        let base = self.load(k);
         let mut took = 0;
         // A plan lets one claim take a partition past the room, not every claim.
         let mut fallback = plan.fallback;
         loop {
-            let room = target.saturating_sub(self.load(k));
+            let room = step::weighted_room(&plan, base, self.standing(k));
             if room == 0 && !fallback {
                 return took;
             }
@@ -187,7 +197,7 @@ impl Rehearsal {
             if !plan.shed.is_empty() {
                 continue;
             }
-            let mut left = plan.bound;
+            let mut left = step::weighted_bound(&plan, self.load(k), self.standing(k));
             for i in mine {
                 let w = self.weights_for_claim(i);
                 if w <= left {

@@ -2,9 +2,9 @@
 //! drained, weights set) would make, and the loads it would leave, without changing
 //! anything.
 //!
-//! It runs the same pure rules the replicas run ([`super::plan`] by count,
-//! [`super::weighted`] by weight and capacity) over a snapshot of the group, in rounds,
-//! until nothing is handed over and nothing is free:
+//! Each member of its snapshot takes the replicas' own decision step ([`super::step`],
+//! on the rules of [`super::plan`] by count and [`super::weighted`] by weight and
+//! capacity), in rounds, until nothing is handed over and nothing is free:
 //!
 //! 1. **Claims.** Member after member (by id), each plans on the group as it is then and
 //!    claims what its plan allows, oldest free partition first, as a replica does: by
@@ -52,7 +52,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use leasehold_election::ext::validate_name;
 
 use super::plan::{Member, Plan, plan};
-use super::prefer::{Standings, count_standings, hand_back, shed_first, weighted_standings};
+use super::prefer::{Standings, count_standings, hand_back, weighted_standings};
+use super::step;
 use super::weighted::{Loaded, Totals, WeightedPlan, shares, weighted_plan};
 use crate::admin::MAX_WEIGHT;
 use crate::config::{GroupConfigError, MAX_CAPACITY};
@@ -487,12 +488,14 @@ impl Rehearsal {
                 }
                 plan.shed
             } else {
-                let n = self.count_plan(k).shed;
                 let last: Vec<usize> = self.members[k].held.iter().rev().copied().collect();
-                shed_first(me, &last, |i| self.preferred(i), &standings)
-                    .into_iter()
-                    .take(n)
-                    .collect()
+                step::count_shed(
+                    &self.count_plan(k),
+                    me,
+                    &last,
+                    |i| self.preferred(i),
+                    &standings,
+                )
             };
             if shed.is_empty() && self.free.is_empty() && !standings.members.is_empty() {
                 // Nothing to hand over by the rule: a partition preferred elsewhere
