@@ -313,6 +313,15 @@ impl Ledger {
             .collect()
     }
 
+    /// The partitions whose electors serve, with their weights: what a plan by weight
+    /// counts as this replica's.
+    pub(crate) fn serving_weights(&self) -> Vec<(usize, u64)> {
+        self.terms()
+            .filter(|(_, h)| h.phase == Phase::Serving)
+            .map(|(i, h)| (i, h.weight))
+            .collect()
+    }
+
     /// Terms in `phase`.
     pub(crate) fn in_phase(&self, phase: Phase) -> Vec<(usize, Fence)> {
         self.terms()

@@ -366,12 +366,7 @@ impl ReplicaMachine {
                 .set
                 .clone()
                 .unwrap_or_else(|| SetInfo::plain(0, 0, ""));
-            let mine: Vec<(usize, u64)> = self
-                .ledger
-                .terms()
-                .filter(|(_, h)| h.phase == Phase::Serving)
-                .map(|(i, h)| (i, h.weight))
-                .collect();
+            let mine = self.ledger.serving_weights();
             let wplan = weighted_plan(
                 &self.s.replica,
                 self.view.server_load,

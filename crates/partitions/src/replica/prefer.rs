@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tokio::time::Instant;
 
-use super::ledger::Phase;
 use super::{Action, ReplicaMachine};
 use crate::balance::prefer::{
     Standings, count_standings, hand_back, swap_claim, weighted_standings,
@@ -117,12 +116,7 @@ impl ReplicaMachine {
         if wants || self.view.unowned > 0 || anyone_settling {
             return (wants, named);
         }
-        let mine: Vec<(usize, u64)> = self
-            .ledger
-            .terms()
-            .filter(|(_, h)| h.phase == Phase::Serving)
-            .map(|(i, h)| (i, h.weight))
-            .collect();
+        let mine = self.ledger.serving_weights();
         let prefs = &self.prefs.by_partition;
         match hand_back(
             me,

@@ -354,22 +354,25 @@ impl Rehearsal {
             .collect()
     }
 
-    fn count_plan(&self, k: usize) -> Plan {
-        let view: Vec<Member> = self
-            .counting()
+    /// Every member taking part with its count, as a replica's view lists them.
+    fn count_view(&self) -> Vec<Member> {
+        self.counting()
             .into_iter()
             .map(|j| Member {
                 replica: self.members[j].id.clone(),
                 owned: Some(self.members[j].held.len()),
             })
-            .collect();
+            .collect()
+    }
+
+    fn count_plan(&self, k: usize) -> Plan {
         let m = &self.members[k];
         plan(
             self.names.len(),
             &m.id,
             m.held.len(),
             false,
-            &view,
+            &self.count_view(),
             self.free.len(),
         )
     }
@@ -461,15 +464,7 @@ impl Rehearsal {
                 &ids.keys().copied().collect(),
             )
         } else {
-            let view: Vec<Member> = self
-                .counting()
-                .into_iter()
-                .map(|j| Member {
-                    replica: self.members[j].id.clone(),
-                    owned: Some(self.members[j].held.len()),
-                })
-                .collect();
-            count_standings(self.names.len(), &view, self.free.len(), &ids)
+            count_standings(self.names.len(), &self.count_view(), self.free.len(), &ids)
         }
     }
 

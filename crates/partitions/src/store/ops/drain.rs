@@ -7,7 +7,7 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
-use super::{OpReply, group_script, keys_with_op, ms};
+use super::{OpReply, eval_with_op, group_script, ms};
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::ReplicaState;
@@ -44,9 +44,7 @@ pub(crate) async fn redis(
         &keys.channel,
         &keys.notice,
     ];
-    let all = keys_with_op(keys, op);
-    let all: Vec<&str> = all.iter().map(String::as_str).collect();
-    parse(store.eval(&SCRIPT, &all, &args).await?)
+    parse(eval_with_op(store, &SCRIPT, keys, op, &args).await?)
 }
 
 /// The reply of `lua/drain.lua`.

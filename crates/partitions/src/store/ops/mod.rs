@@ -196,6 +196,20 @@ pub(crate) fn keys_with_op(keys: &crate::keys::GroupKeys, op: Option<&str>) -> V
     all
 }
 
+/// Runs an operator's script with `args` on the group's keys and the reply key of its
+/// request `op`, if there is one.
+pub(crate) async fn eval_with_op(
+    store: &leasehold_election::RedisStore,
+    script: &leasehold_election::ext::LuaScript,
+    keys: &crate::keys::GroupKeys,
+    op: Option<&str>,
+    args: &[&str],
+) -> Result<redis::Value, StoreError> {
+    let all = keys_with_op(keys, op);
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    store.eval(script, &all, args).await
+}
+
 #[cfg(test)]
 mod tests {
     use leasehold_testkit::{documented_reply_shapes as documented_shapes, reply_of};
