@@ -32,12 +32,12 @@ use self::check::{LedgerCheck, StaleDelivery, Uptime, check_ledger, stale_delive
 use self::cluster::Cluster;
 use self::progress::Sampler;
 use self::schedule::{Fault, FaultKind, schedule};
-use crate::ChaosArgs;
 use crate::clock::now_us;
 use crate::group::event::{PartitionEvent, ledger_key, partition_names};
 use crate::group::handoffs::{HandOffs, Staleness, Term, Terms, terms};
 use crate::group::process::{EventLog, ReplicaSpec};
 use crate::group::status::{GroupWatch, balanced, counts, describe, spread_of};
+use crate::scenarios::chaos::Args as ChaosArgs;
 use crate::stats::round3;
 use crate::store::{self, BoxError, StoreSpec};
 
@@ -192,14 +192,14 @@ struct Timeline {
 /// If a server or process cannot be started, or Redis cannot be read. Violations are
 /// reported, not errors.
 pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
-    let lease = Duration::from_millis(args.lease_ms);
+    let lease = Duration::from_millis(args.lease.lease_ms);
     let log = EventLog::new(args.partitions);
     let group = format!("chaos-{}", args.seed);
     let spec = ReplicaSpec {
         exe: std::env::current_exe()?,
         group: group.clone(),
         partitions: args.partitions,
-        lease_ms: args.lease_ms,
+        lease_ms: args.lease.lease_ms,
         settle_ms: None,
         write_every_ms: args.write_every_ms,
         nice: 0,
@@ -255,7 +255,7 @@ async fn drive(
     plan: &[Fault],
     args: &ChaosArgs,
 ) -> Result<Timeline, BoxError> {
-    let lease = Duration::from_millis(args.lease_ms);
+    let lease = Duration::from_millis(args.lease.lease_ms);
     let limit = Duration::from_secs(10) + lease * 30;
     for i in 1..=args.replicas {
         cluster.add(&format!("replica-{i}")).await?;
@@ -411,7 +411,7 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
 
     let mut details: Vec<String> = t.liveness.clone();
     details.extend(checks.iter().flat_map(|c| c.violations.iter().cloned()));
-    let lease_us = args.lease_ms * 1000;
+    let lease_us = args.lease.lease_ms * 1000;
     details.extend(stale.iter().map(|d| stale_sentence(d, &terms, t, lease_us)));
     for d in &details {
         eprintln!("VIOLATION {d}");
@@ -474,7 +474,7 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
         seconds: args.seconds,
         replicas: args.replicas,
         partitions: args.partitions,
-        lease_ms: args.lease_ms,
+        lease_ms: args.lease.lease_ms,
         faults,
         writes_accepted: checks.iter().map(|c| c.writes).sum(),
         stale_rejected,

@@ -11,10 +11,10 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::{Instant, sleep};
 
-use crate::SoakArgs;
 use crate::clock::now_us;
 use crate::duty::event::Event;
 use crate::duty::process::{ChildMode, LeaderProcess};
+use crate::scenarios::soak::Args as SoakArgs;
 use crate::stats::{Percentiles, round3};
 use crate::store::{BoxError, Servers, Topology};
 
@@ -65,7 +65,7 @@ pub struct SoakReport {
 /// If the servers or a child cannot start, nobody leads within a few leases, or a
 /// child does not exit cleanly.
 pub async fn run(args: &SoakArgs) -> Result<SoakReport, BoxError> {
-    let lease = Duration::from_millis(args.lease_ms);
+    let lease = Duration::from_millis(args.lease.lease_ms);
     let servers = Servers::start(&args.target)?;
     let spec = servers.spec.to_arg()?;
     let exe = std::env::current_exe()?;
@@ -165,7 +165,7 @@ fn summarise(
     Ok(SoakReport {
         scenario: "soak",
         topology,
-        lease_ms: args.lease_ms,
+        lease_ms: args.lease.lease_ms,
         seconds: args.seconds,
         replicas: args.replicas,
         dedicated: args.dedicated,

@@ -13,33 +13,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use clap::Args;
 use leasehold_election::{Elector, Leadership, RedisStore, Role};
 use serde::Serialize;
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep, timeout};
 
+use crate::scenarios::stall::Args as StallArgs;
 use crate::stats::round3;
-use crate::store::{self, BoxError, Servers, TargetArgs, Topology};
+use crate::store::{self, BoxError, Servers, Topology};
 
 /// Worker threads of the application's runtime.
 const WORKERS: usize = 2;
 /// Longest wait for a leader or a follower on a busy machine.
 const WAIT: Duration = Duration::from_secs(15);
-
-/// Options of the `stall` scenario.
-#[derive(Debug, Args)]
-pub struct StallArgs {
-    /// Lease of every elector, in milliseconds.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
-    pub lease_ms: u64,
-    /// How long the duty blocks, in leases.
-    #[arg(long, default_value_t = 2.5)]
-    pub block_leases: f64,
-    /// The Redis set-up.
-    #[command(flatten)]
-    pub target: TargetArgs,
-}
 
 /// One elector kind with one way of blocking.
 #[derive(Debug, Clone, Serialize)]
@@ -91,7 +77,7 @@ pub struct StallReport {
 /// # Errors
 /// If the servers cannot start or a case does not get going in time.
 pub async fn run(args: &StallArgs) -> Result<StallReport, BoxError> {
-    let lease = Duration::from_millis(args.lease_ms);
+    let lease = Duration::from_millis(args.lease.lease_ms);
     let block = lease.mul_f64(args.block_leases.max(0.0));
     let servers = Arc::new(Servers::start(&args.target)?);
     let tag = format!("{}", std::process::id());
@@ -131,7 +117,7 @@ pub async fn run(args: &StallArgs) -> Result<StallReport, BoxError> {
     Ok(StallReport {
         scenario: "stall",
         topology: servers.topology,
-        lease_ms: args.lease_ms,
+        lease_ms: args.lease.lease_ms,
         block_ms: u64::try_from(block.as_millis()).unwrap_or(u64::MAX),
         workers: WORKERS,
         cases,

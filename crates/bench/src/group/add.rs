@@ -19,13 +19,13 @@ use leasehold_partitions::GroupAdmin;
 use serde::Serialize;
 use tokio::time::{Instant, sleep};
 
-use crate::AddArgs;
 use crate::clock::{now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
 use crate::group::harness::{Fleet, convergence_limit};
 use crate::group::ownership::Progress;
 use crate::group::rebalance::poll_interval;
 use crate::group::status::PREFIX;
+use crate::scenarios::add::Args as AddArgs;
 use crate::stats::Percentiles;
 use crate::store::{self, BoxError, Topology};
 
@@ -68,7 +68,7 @@ pub async fn run(args: &AddArgs) -> Result<AddReport, BoxError> {
         &args.target,
         "add",
         args.partitions,
-        args.lease_ms,
+        args.lease.lease_ms,
         None,
         poll_interval(args.partitions + args.adds),
         args.replica_nice,
@@ -129,7 +129,7 @@ async fn phases(fleet: &mut Fleet, args: &AddArgs) -> Result<AddReport, BoxError
         topology: args.target.topology,
         partitions: args.partitions,
         replicas: args.replicas,
-        lease_ms: args.lease_ms,
+        lease_ms: args.lease.lease_ms,
         renew_interval_ms: renew.as_secs_f64() * 1e3,
         adds: args.adds,
         owned_ms: Percentiles::of(&owned_ms),

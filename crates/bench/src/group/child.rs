@@ -35,13 +35,13 @@
 //! line when it finished or was dropped. Every `released` line names the term's
 //! successor (`Ownership::successor`) if it had one.
 //!
-//! With `--load-schedule` (`rebalance --load`), the coordinators take their weights from
+//! With `--load-schedule` (`rebalance-load`), the coordinators take their weights from
 //! measured load (`GroupConfigBuilder::weights_from_loads`, `--half-life-ms`,
 //! `--threshold-percent`), and every callback reports its partition's synthetic load
 //! ([`Schedule::load`]) through [`Ownership::report_load`] every `--report-every-ms`
 //! until its term ends.
 //!
-//! With `--feedback` as well (`rebalance --load feedback`), the schedule's loads are
+//! With `--feedback` as well (`rebalance-load --load feedback`), the schedule's loads are
 //! arrival rates into a queue per partition: every callback serves its partition's
 //! queue ([`Queue`]), reports what it achieves (or the arrivals, as the
 //! [`Feedback`]'s `report` says) every `--report-every-ms`, commits the queue to the
@@ -67,7 +67,7 @@ use tokio::task::JoinSet;
 use tokio::time::{MissedTickBehavior, interval};
 use tokio_util::sync::CancellationToken;
 
-use crate::PartitionChildArgs;
+use crate::args::PartitionChildArgs;
 use crate::clock::{now_us, wall_us};
 use crate::group::event::{
     PartitionEvent, ROSTER_EVERY, hand_off_state, ledger_key, no_hand_off_cause, no_hand_off_label,

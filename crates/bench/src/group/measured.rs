@@ -1,4 +1,4 @@
-//! `rebalance --load shifting|stationary|feedback`: balancing by measured load against
+//! `rebalance-load --load shifting|stationary|feedback`: balancing by measured load against
 //! synthetic tenants whose loads follow a Zipf law ([`tenants`](crate::group::tenants)),
 //! shifting every `--shift-secs` or stationary with noise (with `feedback`, stationary
 //! arrival rates into queues whose owners report what they achieve:
@@ -40,7 +40,6 @@ use leasehold_partitions::{GroupAdmin, Move, MoveCause};
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::RebalanceArgs;
 use crate::clock::{now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
 use crate::group::feedback::{Feedback, Report};
@@ -51,6 +50,7 @@ use crate::group::process::{LoadReports, Logged};
 use crate::group::rebalance::poll_interval;
 use crate::group::status::PREFIX;
 use crate::group::tenants::{LoadMode, Schedule, max_over_share, partition_index};
+use crate::scenarios::rebalance_load::Args as RebalanceArgs;
 use crate::stats::{percentile, round3};
 use crate::store::{BoxError, Topology};
 
@@ -294,7 +294,7 @@ pub struct ModeReport {
     pub catch_ups: Option<CatchUps>,
 }
 
-/// The report of `rebalance --load`.
+/// The report of `rebalance-load`.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadBalanceReport {
     /// Always `rebalance-load`.
@@ -375,7 +375,7 @@ pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanc
     });
     let mut template = Schedule {
         mode: load_mode,
-        partitions: args.partitions,
+        partitions: args.group.partitions,
         seed: args.seed,
         zipf_s: args.load_zipf_s,
         scale: SCALE,
@@ -421,9 +421,9 @@ pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanc
     Ok(LoadBalanceReport {
         scenario: "rebalance-load",
         topology,
-        partitions: args.partitions,
-        replicas: args.replicas,
-        lease_ms: args.lease_ms,
+        partitions: args.group.partitions,
+        replicas: args.group.replicas,
+        lease_ms: args.group.lease.lease_ms,
         load_mode: load_mode.label(),
         seconds: args.seconds,
         settle_secs: args.settle_secs,
@@ -472,13 +472,13 @@ async fn run_mode(
     report: Option<Report>,
 ) -> Result<(ModeReport, Topology), BoxError> {
     let mut fleet = Fleet::start(
-        &args.target,
+        &args.group.target,
         &format!("rebalance-load-{}", mode.label().replace('_', "-")),
-        args.partitions,
-        args.lease_ms,
-        args.settle_ms,
-        poll_interval(args.partitions),
-        args.replica_nice,
+        args.group.partitions,
+        args.group.lease.lease_ms,
+        args.group.settle_ms,
+        poll_interval(args.group.partitions),
+        args.group.replica_nice,
     )?;
     // The queues' commits (`--load feedback`), kept until the replicas have stopped.
     let commits = report.map(|_| tempfile::tempdir()).transpose()?;
@@ -498,7 +498,7 @@ async fn measure(
     template: &mut Schedule,
     serving: Option<(Report, &Path)>,
 ) -> Result<ModeReport, BoxError> {
-    let names = partition_names(args.partitions);
+    let names = partition_names(args.group.partitions);
     // The weights, before the measured replicas start (the epoch is not known yet, but
     // the loads before it are those of shift 0 whatever it is).
     let initial = Schedule {
@@ -538,10 +538,10 @@ async fn measure(
             feedback,
         });
     }
-    for i in 1..=args.replicas {
+    for i in 1..=args.group.replicas {
         fleet.spawn(&format!("replica-{i}"))?;
     }
-    let limit = convergence_limit(args.partitions, fleet.lease());
+    let limit = convergence_limit(args.group.partitions, fleet.lease());
     let p = fleet
         .wait_events("cold start: all owned", Instant::now(), limit, |p| {
             p.milestones.all_owned_us.is_some()
@@ -595,7 +595,7 @@ async fn measure(
     let mut ratios = Vec::with_capacity(times.len());
     let mut samples_with_unowned = 0;
     for (t, owners) in times.iter().zip(&placements) {
-        if owners.len() < args.partitions {
+        if owners.len() < args.group.partitions {
             samples_with_unowned += 1;
         }
         ratios.push(max_over_share(&schedule.loads(*t), owners, &live));

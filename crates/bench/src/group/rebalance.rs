@@ -33,6 +33,7 @@ use leasehold_partitions::GroupAdmin;
 use serde::Serialize;
 use tokio::time::Instant;
 
+use crate::args::WeightsArg;
 use crate::clock::{micros, now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
 use crate::group::handoffs::HandOffs;
@@ -43,9 +44,9 @@ use crate::group::process::{Logged, WarmMoves};
 use crate::group::status::{PREFIX, balanced_by, counts, describe, spread_of};
 use crate::group::warm::{Receivers, Warm};
 use crate::group::weights::{self, LoadReport};
+use crate::scenarios::rebalance::Args as RebalanceArgs;
 use crate::stats::{Summary, round3};
 use crate::store::{BoxError, Topology};
-use crate::{RebalanceArgs, WeightsArg};
 
 /// How often the bench reads the group from Redis for `partitions` partitions: 10 µs
 /// per partition, at least 5 ms, at most 100 ms (a read scans every partition's key).
@@ -231,13 +232,13 @@ pub async fn run_all(args: &RebalanceArgs) -> Result<(), BoxError> {
 /// A fleet that cannot start, or a phase that does not converge in time.
 pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
     let mut fleet = Fleet::start(
-        &args.target,
+        &args.group.target,
         "rebalance",
-        args.partitions,
-        args.lease_ms,
-        args.settle_ms,
-        poll_interval(args.partitions),
-        args.replica_nice,
+        args.group.partitions,
+        args.group.lease.lease_ms,
+        args.group.settle_ms,
+        poll_interval(args.group.partitions),
+        args.group.replica_nice,
     )?;
     fleet.spec.move_budget = args.move_budget;
     fleet.spec.hand_off_bytes = args.hand_off_bytes;
@@ -254,7 +255,7 @@ async fn setup_loads(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<Option<L
     if args.weights.is_none() && args.capacities.is_none() {
         return Ok(None);
     }
-    let names = partition_names(args.partitions);
+    let names = partition_names(args.group.partitions);
     let weights = match args.weights {
         Some(WeightsArg::Zipf) => weights::zipf(&names, args.zipf_s, args.weight_seed),
         None => HashMap::new(),
@@ -305,8 +306,8 @@ async fn setup_loads(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<Option<L
 
 async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
     let lease = fleet.lease();
-    let limit = convergence_limit(args.partitions, lease);
-    let n = args.replicas;
+    let limit = convergence_limit(args.group.partitions, lease);
+    let n = args.group.replicas;
     if let Some(caps) = &args.capacities
         && caps.len() != n
     {
@@ -463,7 +464,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         // The child's default wait: the renew interval, lease / 3.
         let within_ms = w
             .within_ms
-            .map_or(args.lease_ms as f64 / 3.0, |ms| ms as f64);
+            .map_or(args.group.lease.lease_ms as f64 / 3.0, |ms| ms as f64);
         Warm::of(&fleet.log.snapshot(), round3(within_ms), w.work_ms)
     });
     if let Some(w) = &warm {
@@ -484,10 +485,10 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     Ok(RebalanceReport {
         scenario: "rebalance",
         topology: fleet.servers.topology,
-        partitions: args.partitions,
+        partitions: args.group.partitions,
         replicas: n,
-        lease_ms: args.lease_ms,
-        poll_ms: round3(poll_interval(args.partitions).as_secs_f64() * 1000.0),
+        lease_ms: args.group.lease.lease_ms,
+        poll_ms: round3(poll_interval(args.group.partitions).as_secs_f64() * 1000.0),
         cold_start,
         kill: Kill {
             replica: victim,

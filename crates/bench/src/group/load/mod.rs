@@ -41,11 +41,12 @@ use crate::group::event::PartitionEvent;
 use crate::group::harness::{Fleet, convergence_limit};
 use crate::group::ownership::Progress;
 use crate::group::status::{balanced, counts, describe};
+use crate::print_last;
 use crate::proc_stats::{self, ProcSample};
 use crate::redis_stats::{self, REQUESTS, SLOWLOG_MAX_LEN, ServerSample, Stat};
+use crate::scenarios::load::Args as LoadArgs;
 use crate::stats::{Percentiles, max_of, round3};
 use crate::store::BoxError;
-use crate::{LoadArgs, print_last};
 
 pub use self::report::{LoadReport, RunReport, SummaryReport};
 
@@ -143,7 +144,7 @@ async fn one_run(args: &LoadArgs, case: Case) -> Result<RunReport, BoxError> {
         &args.target,
         "load",
         partitions,
-        args.lease_ms,
+        args.lease.lease_ms,
         None,
         Duration::from_millis(50),
         args.replica_nice,
@@ -368,7 +369,7 @@ impl Steady {
                 replicas,
                 replicas_per_process: args.replicas_per_process,
                 processes: w.clients.len(),
-                lease_ms: args.lease_ms,
+                lease_ms: args.lease.lease_ms,
                 seconds: args.seconds,
                 replica_nice: args.replica_nice,
                 all_owned_ms: round3(self.all_owned_ms),

@@ -34,7 +34,6 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep};
 
-use crate::RollingArgs;
 use crate::clock::{micros, now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
 use crate::group::handoffs::HandOffs;
@@ -43,6 +42,7 @@ use crate::group::ledger::{self, LedgerCheck};
 use crate::group::ownership::{OwnerChanges, Progress};
 use crate::group::rebalance::poll_interval;
 use crate::group::status::{counts, describe};
+use crate::scenarios::rolling::Args as RollingArgs;
 use crate::stats::round3;
 use crate::store::{BoxError, Topology};
 
@@ -180,7 +180,7 @@ pub async fn run(args: &RollingArgs) -> Result<RollingReport, BoxError> {
         &args.target,
         "rolling",
         before,
-        args.lease_ms,
+        args.lease.lease_ms,
         args.settle_ms,
         poll_interval(before + args.add_partitions),
         args.replica_nice,
@@ -188,7 +188,7 @@ pub async fn run(args: &RollingArgs) -> Result<RollingReport, BoxError> {
     fleet.spec.list_version = u64::from(args.add_partitions > 0);
     fleet.spec.rejoin_grace_ms = args.sticky.then(|| {
         args.rejoin_grace_ms
-            .unwrap_or_else(|| default_rejoin_grace_ms(args.lease_ms))
+            .unwrap_or_else(|| default_rejoin_grace_ms(args.lease.lease_ms))
     });
     fleet.spec.hand_off_bytes = args.hand_off_bytes;
     fleet.spec.leave_within_ms = args.leave_within_ms;
@@ -444,7 +444,7 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
         spread: progress.spread(),
         topology: fleet.servers.topology,
         replicas: args.replicas,
-        lease_ms: args.lease_ms,
+        lease_ms: args.lease.lease_ms,
         gap_ms: args.gap_ms,
         rejoin_grace_ms: old.rejoin_grace_ms,
         added: args.add_partitions,

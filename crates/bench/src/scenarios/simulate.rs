@@ -6,15 +6,17 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use clap::Args;
+use clap::Args as ClapArgs;
 use leasehold_partitions::sim::{self, SimOptions, SimReport};
 use serde::Serialize;
 
+use crate::print_last;
 use crate::store::BoxError;
+use crate::tables::{Bench, Benches, Table, get, num, thousands};
 
 /// Options of `simulate`.
-#[derive(Debug, Args)]
-pub struct SimulateArgs {
+#[derive(Debug, ClapArgs)]
+pub struct Args {
     /// How many seeds to run (from `--from`).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub seeds: u64,
@@ -61,8 +63,30 @@ pub struct Report {
     wall_s: f64,
 }
 
+/// Runs the seeds (every seed on a runtime of its own, on threads of this process)
+/// and prints the report.
+///
+/// # Errors
+/// Threads that cannot start, or violations.
+pub fn run(args: Args) -> Result<(), BoxError> {
+    let (report, passed) = simulate(&args)?;
+    print_last(&report)?;
+    if passed {
+        Ok(())
+    } else {
+        Err(format!("{} violations", report.violations).into())
+    }
+}
+
+/// The docs' tables of `simulate` reports.
+pub const TABLES: &[Table] = &[("simulate", table)];
+
+fn table(_: &str, b: &Benches) -> Result<String, BoxError> {
+    simulate_table(get(b, "simulate")?)
+}
+
 /// Runs the seeds; the report, and whether every seed passed.
-pub fn run(args: &SimulateArgs) -> Result<(Report, bool), BoxError> {
+fn simulate(args: &Args) -> Result<(Report, bool), BoxError> {
     let (from, count) = match args.seed {
         Some(s) => (s, 1),
         None => (args.from, args.seeds),
@@ -125,4 +149,23 @@ pub fn run(args: &SimulateArgs) -> Result<(Report, bool), BoxError> {
         wall_s: started.elapsed().as_secs_f64(),
     };
     Ok((report, violations == 0))
+}
+
+/// The partition group simulation's totals.
+fn simulate_table(sim: &Bench) -> Result<String, BoxError> {
+    let r = sim.last();
+    let int = |k: &str| thousands(r[k].as_u64().unwrap_or(0));
+    Ok(format!(
+        "| seeds | simulated time | events | terms | **violations** | wall time (2 threads) |\n\
+         |---|---|---|---|---|---|\n\
+         | {} | {:.1} h | {} | {} | **{}** | {:.0} s |\n\n\
+         From {}.\n",
+        int("seeds"),
+        num(&r["simulated_s"]) / 3600.0,
+        int("events"),
+        int("terms"),
+        r["violations"],
+        num(&r["wall_s"]),
+        sim.source()
+    ))
 }
