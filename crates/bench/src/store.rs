@@ -86,7 +86,7 @@ const CLUSTER_PRIMARIES: usize = 3;
 const SENTINEL_REPLICAS: usize = 1;
 
 /// A Redis set-up.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Topology {
     /// One redis-server, plain `redis://`.

@@ -15,9 +15,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::args::TablesArgs;
+use crate::stats::Summary;
 use crate::store::BoxError;
 
 /// The files that carry generated tables.
@@ -43,6 +45,8 @@ pub type Table = (&'static str, fn(&str, &Benches) -> Result<String, BoxError>);
 /// One committed benchmark run.
 #[derive(Debug, Clone)]
 pub struct Bench {
+    /// Its name: the file's, `docs/bench/<name>.json`.
+    pub name: String,
     /// The command, as run (`leasehold-bench ...`).
     pub command: String,
     /// When (UTC date).
@@ -55,6 +59,22 @@ impl Bench {
     /// The summary: the last report.
     pub fn last(&self) -> &Value {
         self.reports.last().unwrap_or(&Value::Null)
+    }
+
+    /// The summary as the scenario's typed report `T`.
+    ///
+    /// # Errors
+    /// A summary that is not a `T` (a field renamed or gone since the report was
+    /// committed), naming the file.
+    pub fn last_as<T: DeserializeOwned>(&self) -> Result<T, BoxError> {
+        T::deserialize(self.last()).map_err(|e| {
+            format!(
+                "docs/bench/{}.json: its last report is not a {}: {e}",
+                self.name,
+                std::any::type_name::<T>()
+            )
+            .into()
+        })
     }
 
     /// The line saying where the figures come from.
@@ -83,6 +103,7 @@ pub fn load(dir: &Path) -> Result<Benches, BoxError> {
                 .ok_or_else(|| format!("{}: no {k:?}", path.display()))
         };
         let bench = Bench {
+            name: field("name")?,
             command: field("command")?,
             date: field("date")?,
             reports: v["reports"].as_array().cloned().unwrap_or_default(),
@@ -132,12 +153,11 @@ pub fn get<'a>(benches: &'a Benches, name: &str) -> Result<&'a Bench, BoxError> 
         .ok_or_else(|| format!("no docs/bench/{name}.json").into())
 }
 
-/// `| | min | median | max |` rows of `Summary` objects (`min`, `median`, `max`).
-pub fn summary_rows(report: &Value, rows: &[(&str, &str, bool)]) -> String {
+/// `| | min | median | max |` rows of summaries, each with its label, bold or not.
+pub fn summary_rows(rows: &[(&Summary, &str, bool)]) -> String {
     let mut out = String::from("| | min | median | max |\n|---|---|---|---|\n");
-    for (key, label, bold) in rows {
-        let s = &report[*key];
-        let cells = [num(&s["min"]), num(&s["median"]), num(&s["max"])].map(fig);
+    for (s, label, bold) in rows {
+        let cells = [s.min, s.median, s.max].map(fig);
         if *bold {
             let _ = writeln!(
                 out,
@@ -174,29 +194,24 @@ pub fn generate(name: &str, b: &Benches) -> Result<String, BoxError> {
 /// The tables made of several scenarios' reports.
 const OWN: &[Table] = &[("readme", readme)];
 
-/// `p50 / p99 / max` of a `Summary` or `Percentiles` object.
-pub fn p50_p99_max(s: &Value) -> String {
-    format!(
-        "{} / {} / {}",
-        fig(num(&s["p50"])),
-        fig(num(&s["p99"])),
-        fig(num(&s["max"]))
-    )
+/// `p50 / p99 / max` of a summary or percentiles.
+pub fn p50_p99_max(p50: f64, p99: f64, max: f64) -> String {
+    format!("{} / {} / {}", fig(p50), fig(p99), fig(max))
 }
 
 /// A table of one row per report in `rows` (a first cell, then the report's name):
-/// `| first | cells of its summary |`, then where they all come from.
-pub fn one_row_each(
+/// `| first | cells of its summary |` (read as a `T`), then where they all come from.
+pub fn one_row_each<T: DeserializeOwned>(
     b: &Benches,
     header: &str,
     rows: &[(String, String)],
-    cells: fn(&Value) -> String,
+    cells: fn(&T) -> String,
 ) -> Result<String, BoxError> {
     let mut out = format!("{header}\n");
     let mut sources = Vec::new();
     for (first, name) in rows {
         let bench = get(b, name)?;
-        let _ = writeln!(out, "| {first} | {} |", cells(bench.last()));
+        let _ = writeln!(out, "| {first} | {} |", cells(&bench.last_as()?));
         sources.push(bench.source());
     }
     let _ = write!(out, "\nFrom {}.\n", sources.join("; "));
@@ -204,8 +219,8 @@ pub fn one_row_each(
 }
 
 /// Which elector a report ran: `spawn` or `spawn_dedicated`.
-pub fn elector(r: &Value) -> &'static str {
-    if r["dedicated"].as_bool() == Some(true) {
+pub fn elector(dedicated: bool) -> &'static str {
+    if dedicated {
         "`spawn_dedicated`"
     } else {
         "`spawn`"
@@ -233,23 +248,18 @@ const TOPOLOGIES: [(&str, &str); 4] = [
     ("cluster", "-cluster"),
 ];
 
-/// `min / median / max` of a `Summary` object.
-pub fn spread3(s: &Value) -> String {
-    format!(
-        "{} / {} / {}",
-        fig(num(&s["min"])),
-        fig(num(&s["median"])),
-        fig(num(&s["max"]))
-    )
+/// `min / median / max` of a summary.
+pub fn spread3(s: &Summary) -> String {
+    format!("{} / {} / {}", fig(s.min), fig(s.median), fig(s.max))
 }
 
 /// A row per topology of the reports `base` (single), `base-tls`, `base-sentinel` and
-/// `base-cluster`: the topology, then `cells` of its summary.
-pub fn by_topology(
+/// `base-cluster`: the topology, then `cells` of its summary (read as a `T`).
+pub fn by_topology<T: DeserializeOwned>(
     b: &Benches,
     header: &str,
     base: &str,
-    cells: fn(&Value) -> String,
+    cells: fn(&T) -> String,
 ) -> Result<String, BoxError> {
     let rows: Vec<(String, String)> = TOPOLOGIES
         .iter()
@@ -273,8 +283,8 @@ pub fn thousands(n: u64) -> String {
 
 /// The README's measurement table.
 fn readme(_: &str, b: &Benches) -> Result<String, BoxError> {
-    let f = get(b, "failover")?.last();
-    let h = get(b, "handover")?.last();
+    let f: crate::scenarios::failover::Report = get(b, "failover")?.last_as()?;
+    let h: crate::scenarios::handover::Report = get(b, "handover")?.last_as()?;
     let r64 = get(b, "rebalance-64")?.last();
     let r10k = get(b, "rebalance-10k")?.last();
     let l1k = get(b, "load-1k-4")?.last();
@@ -284,7 +294,7 @@ fn readme(_: &str, b: &Benches) -> Result<String, BoxError> {
     let sticky = get(b, "rolling-sticky")?.last();
     let roll_add = get(b, "rolling-add")?.last();
     let roll_state = get(b, "rolling-handoff")?.last();
-    let add = get(b, "add")?.last();
+    let add: crate::scenarios::add::Report = get(b, "add")?.last_as()?;
     let zipf = get(b, "rebalance-zipf")?.last();
     let zipf_count = get(b, "rebalance-zipf-count")?.last();
     let shifting = get(b, "rebalance-load-shifting")?.last();
@@ -313,9 +323,9 @@ fn readme(_: &str, b: &Benches) -> Result<String, BoxError> {
          | Zipf-sized tenants on 4 replicas: largest load / its share | `{}` | {} balanced by weight, {} by count |\n\
          | … their 8 hottest changing every minute, balanced by the load callbacks report: largest load / its share at p95; moves | `{}` | {} ({} by count); {} moves per hot tenant changed; with seeds 7, 1, 2, 3 at worst {} and {} |\n",
         cmd("failover")?,
-        fig(num(&f["overshoot_ms"]["median"])),
+        fig(f.overshoot_ms.median),
         cmd("handover")?,
-        fig(num(&h["handover_ms"]["median"])),
+        fig(h.handover_ms.median),
         cmd("stall")?,
         cmd("rebalance-64")?,
         secs_over(r64, "kill_all_owned_ms", &r64["kill"]["all_owned_ms"]),
@@ -354,8 +364,8 @@ fn readme(_: &str, b: &Benches) -> Result<String, BoxError> {
         roll_state["hand_offs"]["stale"],
         fig(num(&roll_state["hand_offs"]["unowned_ms"]["max"])),
         cmd("add")?,
-        fig(num(&add["owned_ms"]["p50"])),
-        fig(num(&add["renew_interval_ms"])),
+        fig(add.owned_ms.p50),
+        fig(add.renew_interval_ms),
         cmd("rebalance-zipf")?,
         fig(num(&zipf["load"]["max_over_share"])),
         fig(num(&zipf_count["load"]["max_over_share"])),

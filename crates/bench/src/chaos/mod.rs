@@ -25,7 +25,7 @@ mod schedule;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::{Instant, sleep_until};
 
 use self::check::{LedgerCheck, StaleDelivery, Uptime, check_ledger, stale_deliveries, uptime};
@@ -47,7 +47,7 @@ const DETAILS: usize = 20;
 const SAMPLE: Duration = Duration::from_millis(20);
 
 /// Availability over the partitions.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Availability {
     /// The least available partition's fraction of the window with writes.
     pub min: f64,
@@ -56,7 +56,7 @@ pub struct Availability {
 }
 
 /// Gaps attributed to one fault kind.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct GapStats {
     /// Gaps (over every partition).
     pub count: u64,
@@ -68,7 +68,7 @@ pub struct GapStats {
 
 /// Hand-off state over a chaos run, from the replicas' lines (see
 /// [`check::stale_deliveries`] and [`HandOffs`]).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChaosHandOffs {
     /// Terms offered any state.
     pub offered: u64,
@@ -114,10 +114,10 @@ impl ChaosHandOffs {
 }
 
 /// The final report of `chaos`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChaosReport {
     /// Always `chaos`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The schedule's seed.
     pub seed: u64,
     /// Length of the fault window.
@@ -129,7 +129,7 @@ pub struct ChaosReport {
     /// The lease.
     pub lease_ms: u64,
     /// Faults run, by kind.
-    pub faults: BTreeMap<&'static str, u64>,
+    pub faults: BTreeMap<String, u64>,
     /// Records in all ledgers.
     pub writes_accepted: u64,
     /// Terms whose writing ended on a stale rejection (reported by the replicas).
@@ -148,7 +148,7 @@ pub struct ChaosReport {
     /// A gap counts as unavailability above this.
     pub gap_threshold_ms: f64,
     /// Gaps by the fault active when they began (`none`: before the first fault).
-    pub gaps: BTreeMap<&'static str, GapStats>,
+    pub gaps: BTreeMap<String, GapStats>,
     /// Records of a term that landed after a later record of the same term.
     pub reordered: u64,
     /// Ledger writes that failed with a store error, in terms that ended cleanly.
@@ -416,7 +416,7 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
     for d in &details {
         eprintln!("VIOLATION {d}");
     }
-    let mut gaps: BTreeMap<&'static str, GapStats> = BTreeMap::new();
+    let mut gaps: BTreeMap<String, GapStats> = BTreeMap::new();
     for (partition, gap) in names
         .iter()
         .zip(&uptimes)
@@ -435,7 +435,7 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
             gap.ms,
             gap.start_us.saturating_sub(t.start_us) as f64 / 1e6
         );
-        let g = gaps.entry(kind).or_default();
+        let g = gaps.entry(kind.to_owned()).or_default();
         g.count += 1;
         g.total_ms = round3(g.total_ms + gap.ms);
         g.longest_ms = g.longest_ms.max(round3(gap.ms));
@@ -446,9 +446,9 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
             g.count, g.total_ms, g.longest_ms
         );
     }
-    let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut faults: BTreeMap<String, u64> = BTreeMap::new();
     for a in &t.applied {
-        *faults.entry(a.kind.name()).or_default() += 1;
+        *faults.entry(a.kind.name().to_owned()).or_default() += 1;
     }
     let (mut stale_rejected, mut write_errors) = (0, 0);
     for logged in &log {
@@ -469,7 +469,7 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
         .copied()
         .unwrap_or(0.0);
     ChaosReport {
-        scenario: "chaos",
+        scenario: "chaos".to_owned(),
         seed: args.seed,
         seconds: args.seconds,
         replicas: args.replicas,

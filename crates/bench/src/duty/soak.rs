@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::{Instant, sleep};
 
 use crate::clock::now_us;
@@ -24,10 +24,10 @@ const EXIT: Duration = Duration::from_secs(10);
 const PROGRESS: Duration = Duration::from_secs(60);
 
 /// The report of `soak`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SoakReport {
     /// Always `soak`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The Redis set-up.
     pub topology: Topology,
     /// The lease.
@@ -163,7 +163,7 @@ fn summarise(
     }
     let (total, longest) = leaderless(&terms, stop_us);
     Ok(SoakReport {
-        scenario: "soak",
+        scenario: "soak".to_owned(),
         topology,
         lease_ms: args.lease.lease_ms,
         seconds: args.seconds,

@@ -14,7 +14,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use leasehold_election::{Elector, Leadership, RedisStore, Role};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep, timeout};
 
@@ -28,13 +28,13 @@ const WORKERS: usize = 2;
 const WAIT: Duration = Duration::from_secs(15);
 
 /// One elector kind with one way of blocking.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StallCase {
     /// `default` (`Elector::spawn`, on the blocked runtime) or `dedicated`
     /// (`Elector::spawn_dedicated`).
-    pub elector: &'static str,
+    pub elector: String,
     /// `one_worker` (the duty's own) or `all_workers` (every application worker).
-    pub blocked: &'static str,
+    pub blocked: String,
     /// The replica still led a lease after the block, and no successor had led.
     pub kept_lease: bool,
     /// Another replica led during or after the block.
@@ -56,10 +56,10 @@ pub struct StallCase {
 }
 
 /// The final report of `stall`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StallReport {
     /// Always `stall`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The Redis set-up.
     pub topology: Topology,
     /// The lease.
@@ -115,7 +115,7 @@ pub async fn run(args: &StallArgs) -> Result<StallReport, BoxError> {
         cases.push(case);
     }
     Ok(StallReport {
-        scenario: "stall",
+        scenario: "stall".to_owned(),
         topology: servers.topology,
         lease_ms: args.lease.lease_ms,
         block_ms: u64::try_from(block.as_millis()).unwrap_or(u64::MAX),
@@ -306,12 +306,13 @@ fn one(
         let first = led.first().copied();
         let ms = |d: Duration| round3(d.as_secs_f64() * 1000.0);
         Ok(StallCase {
-            elector: if dedicated { "dedicated" } else { "default" },
+            elector: if dedicated { "dedicated" } else { "default" }.to_owned(),
             blocked: if every_worker {
                 "all_workers"
             } else {
                 "one_worker"
-            },
+            }
+            .to_owned(),
             kept_lease: status.is_leader() && led.is_empty() && terms.load(Ordering::SeqCst) == 1,
             successor_led: first.is_some(),
             successor_led_after_block_start_ms: first.map(|t| ms(t - block_start)),

@@ -16,7 +16,7 @@
 use std::time::Duration;
 
 use leasehold_partitions::GroupAdmin;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::{Instant, sleep};
 
 use crate::clock::{now_us, span_ms};
@@ -30,10 +30,10 @@ use crate::stats::Percentiles;
 use crate::store::{self, BoxError, Topology};
 
 /// The last line of `add`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AddReport {
     /// Always `add`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The Redis set-up.
     pub topology: Topology,
     /// P before the additions.
@@ -125,7 +125,7 @@ async fn phases(fleet: &mut Fleet, args: &AddArgs) -> Result<AddReport, BoxError
         .await;
     let progress = fleet.log.progress();
     Ok(AddReport {
-        scenario: "add",
+        scenario: "add".to_owned(),
         topology: args.target.topology,
         partitions: args.partitions,
         replicas: args.replicas,

@@ -8,7 +8,7 @@ use crate::group::add;
 use crate::print_last;
 use crate::scenarios::block_on;
 use crate::store::{BoxError, TargetArgs};
-use crate::tables::{Bench, Benches, Table, fig, get, num};
+use crate::tables::{Bench, Benches, Table, fig, get};
 
 /// Options of `add`.
 #[derive(Debug, ClapArgs)]
@@ -59,18 +59,18 @@ fn table(_: &str, b: &Benches) -> Result<String, BoxError> {
 
 /// Partitions added to a running group.
 fn add_table(a: &Bench) -> Result<String, BoxError> {
-    let r = a.last();
+    let r: Report = a.last_as()?;
     Ok(format!(
         "{adds} partitions added one at a time to {p} partitions on {n} replicas (lease {lease} ms, renew interval {ri} ms): owned {p50} ms after the add was sent (median; max {max} ms), the add's own round trip {call} ms; {within} of {adds} within one renew interval + one round trip.\n\nFrom {src}.\n",
-        adds = r["adds"],
-        p = r["partitions"],
-        n = r["replicas"],
-        lease = r["lease_ms"],
-        ri = fig(num(&r["renew_interval_ms"])),
-        p50 = fig(num(&r["owned_ms"]["p50"])),
-        max = fig(num(&r["owned_ms"]["max"])),
-        call = fig(num(&r["add_call_ms"]["p50"])),
-        within = r["within_target"],
+        adds = r.adds,
+        p = r.partitions,
+        n = r.replicas,
+        lease = r.lease_ms,
+        ri = fig(r.renew_interval_ms),
+        p50 = fig(r.owned_ms.p50),
+        max = fig(r.owned_ms.max),
+        call = fig(r.add_call_ms.p50),
+        within = r.within_target,
         src = a.source(),
     ))
 }

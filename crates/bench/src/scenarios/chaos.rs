@@ -5,13 +5,12 @@
 use std::fmt::Write as _;
 
 use clap::Args as ClapArgs;
-use serde_json::Value;
 
 use crate::args::{LeaseArgs, parse_count, parse_hand_off_bytes, parse_replicas};
 use crate::print_last;
 use crate::scenarios::block_on;
 use crate::store::BoxError;
-use crate::tables::{Bench, Benches, Table, count, fig, get, num, thousands};
+use crate::tables::{Bench, Benches, Table, count, fig, get, thousands};
 
 /// Options of `chaos`.
 #[derive(Debug, ClapArgs)]
@@ -72,9 +71,9 @@ fn summary(_: &str, b: &Benches) -> Result<String, BoxError> {
 }
 
 fn chaos(c: &Bench) -> Result<String, BoxError> {
-    let r = c.last();
+    let r: Report = c.last_as()?;
     let mut out = String::from("| fault | count |\n|---|---|\n");
-    for (k, v) in r["faults"].as_object().into_iter().flatten() {
+    for (k, v) in &r.faults {
         let _ = writeln!(out, "| {k} | {v} |");
     }
     let _ = write!(
@@ -86,26 +85,26 @@ fn chaos(c: &Bench) -> Result<String, BoxError> {
          | every partition owned at the end, spread among live replicas | spread {} |\n\
          | availability (fraction of time a partition had an owner writing): min / median | {} % / {} % |\n\
          | longest gap in a partition's ledger | {} ms |\n",
-        thousands(r["writes_accepted"].as_u64().unwrap_or(0)),
-        count(r["stale_rejected"].as_u64().unwrap_or(0), "stale write"),
-        r["violations"],
-        r["spread"],
-        fig(num(&r["availability"]["min"]) * 100.0),
-        fig(num(&r["availability"]["median"]) * 100.0),
-        fig(num(&r["longest_gap_ms"])),
+        thousands(r.writes_accepted),
+        count(r.stale_rejected, "stale write"),
+        r.violations,
+        r.spread,
+        fig(r.availability.min * 100.0),
+        fig(r.availability.median * 100.0),
+        fig(r.longest_gap_ms),
     );
     let _ = write!(
         out,
         "\nGaps longer than {} ms, by the fault active when they started:\n\n| fault | gaps | total | longest |\n|---|---|---|---|\n",
-        fig(num(&r["gap_threshold_ms"]))
+        fig(r.gap_threshold_ms)
     );
-    for (k, g) in r["gaps"].as_object().into_iter().flatten() {
+    for (k, g) in &r.gaps {
         let _ = writeln!(
             out,
             "| {k} | {} | {} s | {} ms |",
-            g["count"],
-            fig(num(&g["total_ms"]) / 1000.0),
-            fig(num(&g["longest_ms"])),
+            g.count,
+            fig(g.total_ms / 1000.0),
+            fig(g.longest_ms),
         );
     }
     let _ = write!(out, "\nFrom {}.\n", c.source());
@@ -114,19 +113,16 @@ fn chaos(c: &Bench) -> Result<String, BoxError> {
 
 /// One sentence on the chaos run, for the README.
 fn chaos_summary(c: &Bench) -> Result<String, BoxError> {
-    let r = c.last();
-    let faults: u64 = r["faults"]
-        .as_object()
-        .map(|m| m.values().filter_map(Value::as_u64).sum())
-        .unwrap_or(0);
+    let r: Report = c.last_as()?;
+    let faults: u64 = r.faults.values().sum();
     Ok(format!(
         "A seeded chaos run (`{}`, {}) accepted {} fenced writes through {faults} faults, \
          the fence refused {}, and the check found **{} violations** \
          ([docs/guarantees.md](docs/guarantees.md#the-chaos-run-zero-stale-writes-under-faults)).\n",
         c.command,
         c.date,
-        thousands(r["writes_accepted"].as_u64().unwrap_or(0)),
-        count(r["stale_rejected"].as_u64().unwrap_or(0), "stale write"),
-        r["violations"],
+        thousands(r.writes_accepted),
+        count(r.stale_rejected, "stale write"),
+        r.violations,
     ))
 }

@@ -5,8 +5,6 @@
 //! single|tls|sentinel|cluster` picks the Redis set-up (see `failover-lossy` for a
 //! failover of the servers themselves).
 
-use serde_json::Value;
-
 use crate::duty::{Harness, failover};
 use crate::print_last;
 use crate::scenarios::block_on;
@@ -43,16 +41,14 @@ pub const TABLES: &[Table] = &[
 
 fn table(_: &str, b: &Benches) -> Result<String, BoxError> {
     let f = get(b, "failover")?;
+    let r: Report = f.last_as()?;
     Ok(format!(
         "{}\nFrom {}.\n",
-        summary_rows(
-            f.last(),
-            &[
-                ("failover_ms", "failover (ms)", false),
-                ("since_renew_ms", "since last renewal (ms)", false),
-                ("overshoot_ms", "overshoot after real expiry (ms)", true),
-            ],
-        ),
+        summary_rows(&[
+            (&r.failover_ms, "failover (ms)", false),
+            (&r.since_renew_ms, "since last renewal (ms)", false),
+            (&r.overshoot_ms, "overshoot after real expiry (ms)", true),
+        ]),
         f.source()
     ))
 }
@@ -63,13 +59,14 @@ fn lease_failover(_: &str, b: &Benches) -> Result<String, BoxError> {
         b,
         "| lease | elector | runs | SIGKILL → next leader's duty (ms) p50 / p99 / max | past the real expiry (ms) p50 / p99 / max |\n|---|---|---|---|---|",
         &by_lease(b, &["failover", "failover-250", "failover-250-dedicated"])?,
-        |r| {
+        |r: &Report| {
+            let (f, o) = (&r.failover_ms, &r.overshoot_ms);
             format!(
                 "{} | {} | {} | {}",
-                elector(r),
-                r["runs"].as_array().map_or(0, Vec::len),
-                p50_p99_max(&r["failover_ms"]),
-                p50_p99_max(&r["overshoot_ms"]),
+                elector(r.dedicated),
+                r.runs.len(),
+                p50_p99_max(f.p50, f.p99, f.max),
+                p50_p99_max(o.p50, o.p99, o.max),
             )
         },
     )
@@ -80,11 +77,11 @@ fn topology(_: &str, b: &Benches) -> Result<String, BoxError> {
         b,
         "| topology | overshoot after real expiry (ms) min / median / max | failover (ms) min / median / max |\n|---|---|---|",
         "failover",
-        |r: &Value| {
+        |r: &Report| {
             format!(
                 "{} | {}",
-                spread3(&r["overshoot_ms"]),
-                spread3(&r["failover_ms"])
+                spread3(&r.overshoot_ms),
+                spread3(&r.failover_ms)
             )
         },
     )

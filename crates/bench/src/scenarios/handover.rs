@@ -1,8 +1,6 @@
 //! `handover`: SIGTERM the leader process, which shuts down gracefully (release plus
 //! notification); the time until the follower leads.
 
-use serde_json::Value;
-
 use crate::duty::{Harness, handover};
 use crate::print_last;
 use crate::scenarios::block_on;
@@ -32,20 +30,18 @@ pub const TABLES: &[Table] = &[("handover", table), ("topology-handover", topolo
 
 fn table(_: &str, b: &Benches) -> Result<String, BoxError> {
     let h = get(b, "handover")?;
+    let r: Report = h.last_as()?;
     Ok(format!(
         "{}\nFrom {}.\n",
-        summary_rows(
-            h.last(),
-            &[
-                ("handover_ms", "hand-over, from sending SIGTERM (ms)", true),
-                ("signal_ms", "of which delivering the signal (ms)", false),
-                (
-                    "from_sigterm_ms",
-                    "from the child's SIGTERM handler to the follower leading (ms)",
-                    false,
-                ),
-            ],
-        ),
+        summary_rows(&[
+            (&r.handover_ms, "hand-over, from sending SIGTERM (ms)", true),
+            (&r.signal_ms, "of which delivering the signal (ms)", false),
+            (
+                &r.from_sigterm_ms,
+                "from the child's SIGTERM handler to the follower leading (ms)",
+                false,
+            ),
+        ]),
         h.source()
     ))
 }
@@ -55,11 +51,11 @@ fn topology(_: &str, b: &Benches) -> Result<String, BoxError> {
         b,
         "| topology | hand-over from sending SIGTERM (ms) min / median / max | from the child's SIGTERM handler (ms) min / median / max |\n|---|---|---|",
         "handover",
-        |r: &Value| {
+        |r: &Report| {
             format!(
                 "{} | {}",
-                spread3(&r["handover_ms"]),
-                spread3(&r["from_sigterm_ms"])
+                spread3(&r.handover_ms),
+                spread3(&r.from_sigterm_ms)
             )
         },
     )

@@ -8,11 +8,11 @@ use std::time::Instant;
 
 use clap::Args as ClapArgs;
 use leasehold_partitions::sim::{self, SimOptions, SimReport};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::print_last;
 use crate::store::BoxError;
-use crate::tables::{Bench, Benches, Table, get, num, thousands};
+use crate::tables::{Bench, Benches, Table, get, thousands};
 
 /// Options of `simulate`.
 #[derive(Debug, ClapArgs)]
@@ -42,17 +42,17 @@ fn parse_faults(s: &str) -> Result<SimOptions, String> {
     SimOptions::only(s)
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Failure {
     seed: u64,
     replay: String,
     violations: Vec<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Report {
-    scenario: &'static str,
-    faults: Vec<&'static str>,
+    scenario: String,
+    faults: Vec<String>,
     seeds: u64,
     from: u64,
     simulated_s: f64,
@@ -130,8 +130,8 @@ fn simulate(args: &Args) -> Result<(Report, bool), BoxError> {
     });
     let violations = failed.iter().map(|r| r.violations.len() as u64).sum();
     let report = Report {
-        scenario: "simulate",
-        faults: options.faults.clone(),
+        scenario: "simulate".to_owned(),
+        faults: options.faults.iter().map(ToString::to_string).collect(),
         seeds: count,
         from,
         simulated_s: simulated_ms.load(Ordering::Relaxed) as f64 / 1e3,
@@ -153,19 +153,18 @@ fn simulate(args: &Args) -> Result<(Report, bool), BoxError> {
 
 /// The partition group simulation's totals.
 fn simulate_table(sim: &Bench) -> Result<String, BoxError> {
-    let r = sim.last();
-    let int = |k: &str| thousands(r[k].as_u64().unwrap_or(0));
+    let r: Report = sim.last_as()?;
     Ok(format!(
         "| seeds | simulated time | events | terms | **violations** | wall time (2 threads) |\n\
          |---|---|---|---|---|---|\n\
          | {} | {:.1} h | {} | {} | **{}** | {:.0} s |\n\n\
          From {}.\n",
-        int("seeds"),
-        num(&r["simulated_s"]) / 3600.0,
-        int("events"),
-        int("terms"),
-        r["violations"],
-        num(&r["wall_s"]),
+        thousands(r.seeds),
+        r.simulated_s / 3600.0,
+        thousands(r.events),
+        thousands(r.terms),
+        r.violations,
+        r.wall_s,
         sim.source()
     ))
 }

@@ -10,7 +10,7 @@ use crate::print_last;
 use crate::scenarios::block_on;
 use crate::store::{BoxError, TargetArgs};
 use crate::tables::{
-    Benches, Table, by_lease, elector, fig, num, one_row_each, p50_p99_max,
+    Benches, Table, by_lease, elector, fig, one_row_each, p50_p99_max,
 };
 
 /// Options of `soak`.
@@ -61,24 +61,27 @@ fn lease_soak(_: &str, b: &Benches) -> Result<String, BoxError> {
         b,
         "| lease | elector | replicas, time | terms | spurious failovers | renew round trip (ms) p50 / p99 / max | leaderless in all (ms) |\n|---|---|---|---|---|---|---|",
         &by_lease(b, &["soak-250", "soak-250-dedicated"])?,
-        |r| {
-            let reasons = r["spurious_reasons"]
-                .as_object()
-                .filter(|m| !m.is_empty())
-                .map(|m| {
-                    let list: Vec<String> = m.iter().map(|(k, v)| format!("{v} {k}")).collect();
-                    format!(" ({})", list.join(", "))
-                })
-                .unwrap_or_default();
+        |r: &Report| {
+            let reasons = if r.spurious_reasons.is_empty() {
+                String::new()
+            } else {
+                let list: Vec<String> = r
+                    .spurious_reasons
+                    .iter()
+                    .map(|(k, v)| format!("{v} {k}"))
+                    .collect();
+                format!(" ({})", list.join(", "))
+            };
+            let l = &r.renew_latency_ms;
             format!(
                 "{} | {}, {} s | {} | **{}**{reasons} | {} | {}",
-                elector(r),
-                r["replicas"],
-                r["seconds"],
-                r["terms"],
-                r["spurious_failovers"],
-                p50_p99_max(&r["renew_latency_ms"]),
-                fig(num(&r["leaderless_ms_total"])),
+                elector(r.dedicated),
+                r.replicas,
+                r.seconds,
+                r.terms,
+                r.spurious_failovers,
+                p50_p99_max(l.p50, l.p99, l.max),
+                fig(r.leaderless_ms_total),
             )
         },
     )

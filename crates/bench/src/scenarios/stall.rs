@@ -4,14 +4,13 @@
 use std::fmt::Write as _;
 
 use clap::Args as ClapArgs;
-use serde_json::Value;
 
 use crate::args::LeaseArgs;
 use crate::duty::stall;
 use crate::print_last;
 use crate::scenarios::block_on;
 use crate::store::{BoxError, TargetArgs};
-use crate::tables::{Bench, Benches, Table, fig, get, num};
+use crate::tables::{Bench, Benches, Table, fig, get};
 
 /// Options of `stall`.
 #[derive(Debug, ClapArgs)]
@@ -52,31 +51,26 @@ fn stall_table(s: &Bench) -> Result<String, BoxError> {
     let mut out = String::from(
         "| elector | blocked | kept the lease | a successor led | duty's `check()` failed on resuming | `remaining()` on resuming (ms) | stalls reported |\n|---|---|---|---|---|---|---|\n",
     );
-    let yes = |v: &Value| {
-        if v.as_bool() == Some(true) {
-            "yes"
-        } else {
-            "no"
-        }
-    };
-    for c in s.last()["cases"].as_array().into_iter().flatten() {
-        let successor = match c["successor_led_after_block_start_ms"].as_f64() {
+    let yes = |v: bool| if v { "yes" } else { "no" };
+    let r: Report = s.last_as()?;
+    for c in &r.cases {
+        let successor = match c.successor_led_after_block_start_ms {
             Some(ms) => format!("yes, {} ms after the block began", fig(ms)),
             None => "no".to_owned(),
         };
-        let blocked = match c["blocked"].as_str() {
-            Some("one_worker") => "one worker",
-            Some("all_workers") => "all workers",
+        let blocked = match c.blocked.as_str() {
+            "one_worker" => "one worker",
+            "all_workers" => "all workers",
             _ => "?",
         };
         let _ = writeln!(
             out,
             "| {} | {blocked} | {} | {successor} | {} | {} | {} |",
-            c["elector"].as_str().unwrap_or("?"),
-            yes(&c["kept_lease"]),
-            yes(&c["duty_saw_term_over_on_resume"]),
-            fig(num(&c["remaining_on_resume_ms"])),
-            c["stalls_reported"],
+            c.elector,
+            yes(c.kept_lease),
+            yes(c.duty_saw_term_over_on_resume),
+            fig(c.remaining_on_resume_ms),
+            c.stalls_reported,
         );
     }
     let _ = write!(out, "\nFrom {}.\n", s.source());
