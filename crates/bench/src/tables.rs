@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::args::TablesArgs;
+use crate::scenarios::{rebalance, rolling};
 use crate::stats::Summary;
 use crate::store::BoxError;
 
@@ -130,21 +131,6 @@ pub fn fig(x: f64) -> String {
 
 pub fn secs(ms: f64) -> String {
     format!("{:.2} s", ms / 1000.0)
-}
-
-/// A time in seconds from a report: with several runs (`over_runs.<key>`), the median
-/// and the range, else the one run's `single`.
-pub fn secs_over(v: &Value, key: &str, single: &Value) -> String {
-    let o = &v["over_runs"];
-    match (o["runs"].as_u64(), o[key].get("median")) {
-        (Some(runs), Some(median)) => format!(
-            "{} median, {:.2}–{} over {runs} runs",
-            secs(num(median)),
-            num(&o[key]["min"]) / 1000.0,
-            secs(num(&o[key]["max"])),
-        ),
-        _ => secs(num(single)),
-    }
 }
 
 pub fn get<'a>(benches: &'a Benches, name: &str) -> Result<&'a Bench, BoxError> {
@@ -285,18 +271,20 @@ pub fn thousands(n: u64) -> String {
 fn readme(_: &str, b: &Benches) -> Result<String, BoxError> {
     let f: crate::scenarios::failover::Report = get(b, "failover")?.last_as()?;
     let h: crate::scenarios::handover::Report = get(b, "handover")?.last_as()?;
-    let r64 = get(b, "rebalance-64")?.last();
-    let r10k = get(b, "rebalance-10k")?.last();
+    let r64: rebalance::Last = get(b, "rebalance-64")?.last_as()?;
+    let r10k: rebalance::Report = get(b, "rebalance-10k")?.last_as()?;
     let l1k = get(b, "load-1k-4")?.last();
     let l10k = get(b, "load-10k")?.last();
     let l100k = get(b, "load-100k")?.last();
-    let roll = get(b, "rolling")?.last();
-    let sticky = get(b, "rolling-sticky")?.last();
-    let roll_add = get(b, "rolling-add")?.last();
-    let roll_state = get(b, "rolling-handoff")?.last();
+    let roll: rolling::Report = get(b, "rolling")?.last_as()?;
+    let sticky: rolling::Report = get(b, "rolling-sticky")?.last_as()?;
+    let roll_add: rolling::Report = get(b, "rolling-add")?.last_as()?;
+    let roll_state: rolling::Report = get(b, "rolling-handoff")?.last_as()?;
     let add: crate::scenarios::add::Report = get(b, "add")?.last_as()?;
-    let zipf = get(b, "rebalance-zipf")?.last();
-    let zipf_count = get(b, "rebalance-zipf-count")?.last();
+    let zipf: rebalance::Report = get(b, "rebalance-zipf")?.last_as()?;
+    let zipf_count: rebalance::Report = get(b, "rebalance-zipf-count")?.last_as()?;
+    let max_over_share =
+        |r: &rebalance::Report| r.load.as_ref().map_or(f64::NAN, |l| l.max_over_share);
     let shifting = get(b, "rebalance-load-shifting")?.last();
     // The other seeds' runs (load mode only): the worst p95 and moves per hot change.
     let seeds = crate::scenarios::rebalance_load::OTHER_SEEDS
@@ -328,13 +316,13 @@ fn readme(_: &str, b: &Benches) -> Result<String, BoxError> {
         fig(h.handover_ms.median),
         cmd("stall")?,
         cmd("rebalance-64")?,
-        secs_over(r64, "kill_all_owned_ms", &r64["kill"]["all_owned_ms"]),
-        secs(num(&r64["kill"]["expiry_ms"])),
-        secs_over(r64, "join_balanced_ms", &r64["join"]["balanced_ms"]),
-        r64["join"]["moved"],
+        rebalance::secs_over(&r64, |o| o.kill_all_owned_ms, r64.report.kill.all_owned_ms),
+        secs(r64.report.kill.expiry_ms),
+        rebalance::secs_over(&r64, |o| o.join_balanced_ms, r64.report.join.balanced_ms),
+        r64.report.join.moved,
         cmd("rebalance-10k")?,
-        secs(num(&r10k["cold_start"]["all_owned_ms"])),
-        secs(num(&r10k["kill"]["all_owned_ms"])),
+        secs(r10k.cold_start.all_owned_ms),
+        secs(r10k.kill.all_owned_ms),
         cmd("load-1k-4")?,
         fig(num(&l1k["requests_per_sec"])),
         fig(num(&l1k["redis_cpu_pct"])),
@@ -346,29 +334,29 @@ fn readme(_: &str, b: &Benches) -> Result<String, BoxError> {
         fig(num(&l100k["redis_cpu_pct"])),
         secs(num(&l100k["all_owned_ms"])),
         cmd("rolling")?,
-        fig(num(&roll["max_unowned_ms"])),
-        roll["moved"],
-        sticky["moved"],
+        fig(roll.max_unowned_ms),
+        roll.moved,
+        sticky.moved,
         cmd("rolling-add")?,
-        roll_add["refused"],
-        if roll_add["all_owned"].as_bool() == Some(true) {
-            roll_add["partitions_after"].clone()
+        roll_add.refused,
+        if roll_add.all_owned {
+            roll_add.partitions_after.to_string()
         } else {
-            Value::from("not all")
+            "not all".to_owned()
         },
-        roll_add["partitions_after"],
-        roll_add["spread"],
+        roll_add.partitions_after,
+        roll_add.spread,
         cmd("rolling-handoff")?,
-        roll_state["hand_offs"]["state_delivered"],
-        roll_state["hand_offs"]["moved"],
-        roll_state["hand_offs"]["stale"],
-        fig(num(&roll_state["hand_offs"]["unowned_ms"]["max"])),
+        roll_state.hand_offs.state_delivered,
+        roll_state.hand_offs.moved,
+        roll_state.hand_offs.stale,
+        fig(roll_state.hand_offs.unowned_ms.max),
         cmd("add")?,
         fig(add.owned_ms.p50),
         fig(add.renew_interval_ms),
         cmd("rebalance-zipf")?,
-        fig(num(&zipf["load"]["max_over_share"])),
-        fig(num(&zipf_count["load"]["max_over_share"])),
+        fig(max_over_share(&zipf)),
+        fig(max_over_share(&zipf_count)),
         cmd("rebalance-load-shifting")?,
         fig(num(&shifting["load"]["max_over_share"]["p95"])),
         fig(num(

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use leasehold_partitions::GroupAdmin;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::args::WeightsArg;
@@ -58,12 +58,13 @@ pub fn poll_interval(partitions: usize) -> Duration {
 }
 
 /// The cold start.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ColdStart {
     /// The server's uptime when the replicas were spawned (whole seconds, in ms): the
     /// bench waits until its own fresh server has run for more than a lease (a new group
     /// then grants after one renew interval: `docs/guarantees.md`).
-    pub server_age_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_age_ms: Option<u64>,
     /// First spawn → every partition owned.
     pub all_owned_ms: f64,
     /// First spawn → balanced.
@@ -78,7 +79,7 @@ pub struct ColdStart {
 }
 
 /// The crash of one replica.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Kill {
     /// The replica killed.
     pub replica: String,
@@ -99,7 +100,7 @@ pub struct Kill {
 }
 
 /// The arrival of a new replica.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Join {
     /// The new replica.
     pub replica: String,
@@ -115,10 +116,10 @@ pub struct Join {
 }
 
 /// The final report of `rebalance`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RebalanceReport {
     /// Always `rebalance`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The Redis set-up.
     pub topology: Topology,
     /// Partition count.
@@ -141,7 +142,7 @@ pub struct RebalanceReport {
     pub spread: usize,
     /// `zipf` with `--weights`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub weights: Option<&'static str>,
+    pub weights: Option<String>,
     /// Whether the weights were only drawn, not set in the group (`--count-only`).
     pub count_only: bool,
     /// The starting replicas' capacities (with `--capacities`).
@@ -153,6 +154,7 @@ pub struct RebalanceReport {
     pub load: Option<LoadReport>,
     /// The group's ledger of moves against the owner changes the replicas' lines
     /// showed, from the cold start on.
+    #[serde(default)]
     pub ledger: LedgerCheck,
     /// `--move-budget`: every replica's budget (hand-offs per renew interval).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -163,11 +165,14 @@ pub struct RebalanceReport {
     pub max_moves_per_interval: Option<usize>,
     /// Bytes of state every callback handed off when its term ended
     /// (`--hand-off-bytes`; 0: none).
+    #[serde(default)]
     pub hand_off_bytes: usize,
     /// The state handed over across planned moves, from the cold start on.
+    #[serde(default)]
     pub hand_offs: HandOffs,
     /// The hand-offs that named their receiver, and whether it took them, from the
     /// cold start on.
+    #[serde(default)]
     pub receivers: Receivers,
     /// With `--prepare`: the warm moves, from the cold start on.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -350,7 +355,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         cold.describe()
     );
     let cold_start = ColdStart {
-        server_age_ms,
+        server_age_ms: Some(server_age_ms),
         all_owned_ms: round3(all_owned_ms),
         balanced_ms: round3(balanced_ms),
         confirmed_ms: round3(confirmed_ms),
@@ -483,7 +488,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         .into());
     }
     Ok(RebalanceReport {
-        scenario: "rebalance",
+        scenario: "rebalance".to_owned(),
         topology: fleet.servers.topology,
         partitions: args.group.partitions,
         replicas: n,
@@ -507,7 +512,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         },
         spread: spread_of(&final_counts),
         final_counts,
-        weights: args.weights.map(|_| "zipf"),
+        weights: args.weights.map(|_| "zipf".to_owned()),
         count_only: args.count_only,
         capacities: args.capacities.clone(),
         load: loads.as_ref().map(|l| {

@@ -11,12 +11,14 @@
 use std::fmt::Write as _;
 
 use clap::Args as ClapArgs;
+use serde::Deserialize;
 
 use crate::args::{GroupArgs, WeightsArg, parse_hand_off_bytes};
 use crate::group::rebalance;
 use crate::scenarios::block_on;
+use crate::stats::Summary;
 use crate::store::BoxError;
-use crate::tables::{Bench, Benches, Table, fig, get, num, secs, secs_over};
+use crate::tables::{Bench, Benches, Table, fig, get, secs};
 
 /// Options of `rebalance`.
 #[derive(Debug, ClapArgs)]
@@ -79,6 +81,45 @@ pub struct Args {
     pub prepare_work_ms: u64,
 }
 
+/// The report of each run.
+pub use crate::group::rebalance::RebalanceReport as Report;
+
+/// The last line: the last run's report, and after several runs `over_runs`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Last {
+    /// The last run's report.
+    #[serde(flatten)]
+    pub report: Report,
+    /// Over every run (absent after a single run).
+    pub over_runs: Option<OverRuns>,
+}
+
+/// The figures over several runs the tables quote (`group::rebalance::run_all` adds
+/// more).
+#[derive(Debug, Clone, Deserialize)]
+pub struct OverRuns {
+    /// How many runs.
+    pub runs: u64,
+    /// Kill → every partition owned again.
+    pub kill_all_owned_ms: Option<Summary>,
+    /// Join → balanced.
+    pub join_balanced_ms: Option<Summary>,
+}
+
+/// A time in seconds: over several runs, the median and the range of `over`'s pick,
+/// else the one run's `single`.
+pub fn secs_over(last: &Last, pick: fn(&OverRuns) -> Option<Summary>, single: f64) -> String {
+    match last.over_runs.as_ref().and_then(|o| Some((o.runs, pick(o)?))) {
+        Some((runs, s)) => format!(
+            "{} median, {:.2}–{} over {runs} runs",
+            secs(s.median),
+            s.min / 1000.0,
+            secs(s.max),
+        ),
+        None => secs(single),
+    }
+}
+
 /// Runs the scenario `--runs` times and prints the reports.
 ///
 /// # Errors
@@ -101,37 +142,38 @@ fn table(name: &str, b: &Benches) -> Result<String, BoxError> {
 }
 
 fn rebalance_table(r: &Bench) -> Result<String, BoxError> {
-    let v = r.last();
-    let (cold, kill, join) = (&v["cold_start"], &v["kill"], &v["join"]);
-    let lease = num(&v["lease_ms"]);
+    let last: Last = r.last_as()?;
+    let v = &last.report;
+    let (cold, kill, join) = (&v.cold_start, &v.kill, &v.join);
+    let lease = v.lease_ms as f64;
     Ok(format!(
         "| event | result |\n|---|---|\n\
          | cold start of {p} partitions on {n} replicas ({hold}) | all owned and balanced after {cold_all}, **{handoffs} hand-offs** |\n\
          | SIGKILL of one replica | all owned again **{kill_all}** after the kill; its session expired {expiry} after it (overshoot {over} ms); bound lease + renew interval = {bound} |\n\
          | a replica joins | balanced after {join_ms} (it joins a served group without settling; a hand-off waits for two ticks in a row that agree, so a joiner waits one renew interval unless the second tick was due anyway), **{moved} partitions moved**: exactly its share |\n\
          \nFrom {src}; final spread {spread}{runs}.\n",
-        p = v["partitions"],
-        n = v["replicas"],
+        p = v.partitions,
+        n = v.replicas,
         // A report with the server's age ran its cold start on a server older than a
         // lease (the group grants after one renew interval); older reports held a lease.
-        hold = match cold["server_age_ms"].as_f64() {
+        hold = match cold.server_age_ms {
             Some(age) => format!(
                 "on a server up {}: the group grants after one renew interval",
-                secs(age)
+                secs(age as f64)
             ),
             None => "settle = one lease, then claims".to_owned(),
         },
-        cold_all = secs(num(&cold["all_owned_ms"])),
-        handoffs = cold["handoffs"],
-        kill_all = secs_over(v, "kill_all_owned_ms", &kill["all_owned_ms"]),
-        expiry = secs(num(&kill["expiry_ms"])),
-        over = fig(num(&kill["overshoot_ms"])),
+        cold_all = secs(cold.all_owned_ms),
+        handoffs = cold.handoffs,
+        kill_all = secs_over(&last, |o| o.kill_all_owned_ms, kill.all_owned_ms),
+        expiry = secs(kill.expiry_ms),
+        over = fig(kill.overshoot_ms),
         bound = secs(lease * 4.0 / 3.0),
-        join_ms = secs_over(v, "join_balanced_ms", &join["balanced_ms"]),
-        moved = join["moved"],
+        join_ms = secs_over(&last, |o| o.join_balanced_ms, join.balanced_ms),
+        moved = join.moved,
         src = r.source(),
-        spread = v["spread"],
-        runs = if v["over_runs"]["runs"].is_u64() {
+        spread = v.spread,
+        runs = if last.over_runs.is_some() {
             " (the last run's; the medians and ranges over every run)"
         } else {
             ""
@@ -155,26 +197,27 @@ fn weights_table(_: &str, b: &Benches) -> Result<String, BoxError> {
         ("rebalance-capacities", "capacities 1, 1, 2, 2, unweighted"),
     ] {
         let bench = get(b, name)?;
-        let r = bench.last();
-        let load = &r["load"];
-        let loads: Vec<String> = load["replicas"]
-            .as_object()
-            .map(|m| {
-                m.values()
-                    .map(|v| format!("{} ({})", v["load"], fig(num(&v["share"]))))
+        let r: Report = bench.last_as()?;
+        let load = r.load.as_ref();
+        let loads: Vec<String> = load
+            .map(|l| {
+                l.replicas
+                    .values()
+                    .map(|v| format!("{} ({})", v.load, fig(v.share)))
                     .collect()
             })
             .unwrap_or_default();
-        let moved_weight = r["join"]["moved_weight"]
-            .as_u64()
+        let moved_weight = r
+            .join
+            .moved_weight
             .map_or_else(|| "-".to_owned(), |w| w.to_string());
         let _ = writeln!(
             out,
             "| {label} | **{}** | {} | {} | {}, {moved_weight} |",
-            fig(num(&load["max_over_share"])),
-            fig(1.0 + num(&load["max_weight_over_share"])),
+            fig(load.map_or(f64::NAN, |l| l.max_over_share)),
+            fig(1.0 + load.map_or(f64::NAN, |l| l.max_weight_over_share)),
             loads.join(", "),
-            r["join"]["moved"],
+            r.join.moved,
         );
         sources.push(bench.source());
     }

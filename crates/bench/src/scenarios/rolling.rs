@@ -12,7 +12,7 @@ use crate::group::rolling;
 use crate::print_last;
 use crate::scenarios::block_on;
 use crate::store::{BoxError, TargetArgs};
-use crate::tables::{Benches, Table, fig, get, num};
+use crate::tables::{Benches, Table, fig, get};
 
 /// Options of `rolling`.
 #[derive(Debug, ClapArgs)]
@@ -115,23 +115,19 @@ fn table(_: &str, b: &Benches) -> Result<String, BoxError> {
         ),
     ] {
         let bench = get(b, name)?;
-        let r = bench.last();
+        let r: Report = bench.last_as()?;
         let _ = writeln!(
             out,
             "| {label} | {} → {} | **{}** | {} | **{} ms** | {} ms | {} | {} | {} |",
-            r["partitions_before"],
-            r["partitions_after"],
-            r["moved"],
-            fig(num(&r["moved"]) / num(&r["partitions_before"]).max(1.0)),
-            fig(num(&r["max_unowned_ms"])),
-            fig(num(&r["sum_unowned_ms"])),
-            r["refused"],
-            if r["all_owned"].as_bool() == Some(true) {
-                "yes"
-            } else {
-                "no"
-            },
-            r["spread"],
+            r.partitions_before,
+            r.partitions_after,
+            r.moved,
+            fig(r.moved as f64 / (r.partitions_before as f64).max(1.0)),
+            fig(r.max_unowned_ms),
+            fig(r.sum_unowned_ms),
+            r.refused,
+            if r.all_owned { "yes" } else { "no" },
+            r.spread,
         );
         sources.push(bench.source());
     }

@@ -31,7 +31,7 @@ mod books;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep};
 
 use crate::clock::{micros, now_us, span_ms};
@@ -55,7 +55,7 @@ pub fn default_rejoin_grace_ms(lease_ms: u64) -> u64 {
 }
 
 /// One restart of the rolling phase.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Restart {
     /// The replica restarted.
     pub replica: String,
@@ -79,22 +79,26 @@ pub struct Restart {
 }
 
 /// The report of `rolling`: the documented keys first.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RollingReport {
     /// Always `rolling`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// Every process ran with a rejoin grace.
     pub sticky: bool,
     /// Paced by readiness (`--paced`): each replacement started and ready before its
     /// old replica's SIGTERM.
+    #[serde(default)]
     pub paced: bool,
     /// Owner changes during the rolling phase per partition of the old list (`moved`
     /// / P): 1 is each partition moving once in the deploy.
+    #[serde(default)]
     pub moves_per_partition: f64,
     /// Partitions that changed owner more than once during the rolling phase.
+    #[serde(default)]
     pub moved_more_than_once: usize,
     /// The deploy itself: the rolling phase's start → the last old replica's exit, in
     /// ms.
+    #[serde(default)]
     pub deploy_ms: f64,
     /// P: the old list.
     pub partitions_before: usize,
@@ -154,17 +158,21 @@ pub struct RollingReport {
     pub redis_counts: BTreeMap<String, usize>,
     /// The group's ledger of moves against the owner changes the replicas' lines
     /// showed, from the cold start on.
+    #[serde(default)]
     pub ledger: LedgerCheck,
     /// Bytes of state every callback handed off when its term ended
     /// (`--hand-off-bytes`; 0: none).
+    #[serde(default)]
     pub hand_off_bytes: usize,
     /// The state handed over across planned moves, from the cold start on.
+    #[serde(default)]
     pub hand_offs: HandOffs,
     /// `--leave-within-ms`: every replica left with `shutdown_within` this long.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leave_within_ms: Option<u64>,
     /// The longest leave: a replica's SIGTERM → its process's exit, in ms (the longest
     /// of the restarts' `exit_ms`).
+    #[serde(default)]
     pub leave_ms: f64,
 }
 
@@ -428,7 +436,7 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
         );
     }
     Ok(RollingReport {
-        scenario: "rolling",
+        scenario: "rolling".to_owned(),
         sticky: args.sticky,
         paced: args.paced,
         moves_per_partition: round3(moved.changes as f64 / before.max(1) as f64),
