@@ -19,7 +19,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::args::TablesArgs;
-use crate::scenarios::{rebalance, rolling};
+use crate::group::measured::ModeReport;
+use crate::scenarios::{rebalance, rebalance_load, rolling};
 use crate::stats::Summary;
 use crate::store::BoxError;
 
@@ -285,13 +286,16 @@ fn readme(_: &str, b: &Benches) -> Result<String, BoxError> {
     let zipf_count: rebalance::Report = get(b, "rebalance-zipf-count")?.last_as()?;
     let max_over_share =
         |r: &rebalance::Report| r.load.as_ref().map_or(f64::NAN, |l| l.max_over_share);
-    let shifting = get(b, "rebalance-load-shifting")?.last();
+    let shifting: rebalance_load::Report = get(b, "rebalance-load-shifting")?.last_as()?;
     // The other seeds' runs (load mode only): the worst p95 and moves per hot change.
-    let seeds = crate::scenarios::rebalance_load::OTHER_SEEDS
+    let seeds = rebalance_load::OTHER_SEEDS
         .iter()
-        .map(|name| get(b, name).map(Bench::last))
-        .collect::<Result<Vec<_>, _>>()?;
-    let worst = |f: &dyn Fn(&Value) -> f64| seeds.iter().map(|r| f(r)).fold(0.0, f64::max);
+        .map(|name| get(b, name)?.last_as())
+        .collect::<Result<Vec<rebalance_load::Report>, _>>()?;
+    let worst =
+        |f: &dyn Fn(&rebalance_load::Report) -> f64| seeds.iter().map(f).fold(0.0, f64::max);
+    let p95 = |m: Option<&ModeReport>| m.map_or(f64::NAN, |m| m.load.max_over_share.p95);
+    let per_hot_change = |r: &rebalance_load::Report| r.moves_per_hot_change.unwrap_or(f64::NAN);
     let cmd = |n: &str| get(b, n).map(|x| x.command.clone());
     Ok(format!(
         "| what | command | result |\n|---|---|---|\n\
@@ -358,13 +362,11 @@ fn readme(_: &str, b: &Benches) -> Result<String, BoxError> {
         fig(max_over_share(&zipf)),
         fig(max_over_share(&zipf_count)),
         cmd("rebalance-load-shifting")?,
-        fig(num(&shifting["load"]["max_over_share"]["p95"])),
-        fig(num(
-            &shifting["baselines"]["count_only"]["load"]["max_over_share"]["p95"]
-        )),
-        fig(num(&shifting["moves_per_hot_change"])),
-        fig(worst(&|r| num(&r["load"]["max_over_share"]["p95"]))),
-        fig(worst(&|r| num(&r["moves_per_hot_change"]))),
+        fig(p95(shifting.under_test.as_ref())),
+        fig(p95(shifting.baselines.get("count_only"))),
+        fig(per_hot_change(&shifting)),
+        fig(worst(&|r| p95(r.under_test.as_ref()))),
+        fig(worst(&per_hot_change)),
     ))
 }
 

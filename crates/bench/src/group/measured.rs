@@ -37,7 +37,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use leasehold_partitions::{GroupAdmin, Move, MoveCause};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::clock::{now_us, span_ms};
@@ -83,7 +83,7 @@ impl Mode {
 }
 
 /// p50, p95 and max of a series over time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct OverTime {
     /// The nearest-rank median.
     pub p50: f64,
@@ -108,7 +108,7 @@ impl OverTime {
 }
 
 /// p50, p99 and max of a set of values.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tail {
     /// The nearest-rank median.
     pub p50: f64,
@@ -134,7 +134,7 @@ impl Tail {
 
 /// The planned hand-offs of a run: the ledger's entries of cause `handoff` (the cold
 /// start and the settling included).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PlannedHandOffs {
     /// How many.
     pub count: usize,
@@ -200,7 +200,7 @@ fn hand_off_figures(entries: &[Entry<'_>]) -> (PlannedHandOffs, usize) {
 
 /// `--load feedback`, the `load` mode: the backlogs its terms started with (their
 /// `backlog` lines, the whole run), in ms of the tenant's mean arrivals.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CatchUps {
     /// Terms by where their queue came from: `handed_over` (the previous term's
     /// hand-off), `committed` (nothing handed over: the last commit), `origin` (a first
@@ -239,7 +239,7 @@ impl CatchUps {
 }
 
 /// The loads of one mode over the window.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadOverTime {
     /// The heaviest replica's true load over its equal share of the total, sampled.
     pub max_over_share: OverTime,
@@ -256,7 +256,7 @@ pub struct LoadOverTime {
 }
 
 /// One mode's figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ModeReport {
     /// The loads over the window.
     pub load: LoadOverTime,
@@ -281,13 +281,16 @@ pub struct ModeReport {
     pub series: Option<Vec<f64>>,
     /// The planned hand-offs (the ledger's cause `handoff`) of the whole run, and how
     /// long they left their partitions without an owner.
+    #[serde(default)]
     pub hand_offs: PlannedHandOffs,
     /// Ledger entries of cause `handoff` whose giver took the partition back (`from` =
     /// `to`), over the whole run.
+    #[serde(default)]
     pub self_moves: usize,
     /// The ledger's moves (every new term but a first owner's, self-moves included)
     /// that started from one minute after the spawn to the end of the window (the
     /// server's clock against the bench's: the same machine's).
+    #[serde(default)]
     pub moves_after_first_minute: usize,
     /// `--load feedback`, the `load` mode: the backlogs its terms started with.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -295,10 +298,10 @@ pub struct ModeReport {
 }
 
 /// The report of `rebalance-load`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadBalanceReport {
     /// Always `rebalance-load`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The Redis set-up.
     pub topology: Topology,
     /// Partition (tenant) count.
@@ -308,7 +311,7 @@ pub struct LoadBalanceReport {
     /// The lease.
     pub lease_ms: u64,
     /// `shifting`, `stationary` or `feedback`.
-    pub load_mode: &'static str,
+    pub load_mode: String,
     /// Length of each mode's measured window.
     pub seconds: u64,
     /// Spawn → the window, in seconds.
@@ -335,7 +338,7 @@ pub struct LoadBalanceReport {
     pub seeded_weights: bool,
     /// `feedback`: what the callbacks reported, `throughput` or `arrival`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub report: Option<&'static str>,
+    pub report: Option<String>,
     /// `feedback`: an owner served a tenant at most this many times its mean arrival
     /// rate.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -355,7 +358,7 @@ pub struct LoadBalanceReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub moves_per_hot_change: Option<f64>,
     /// The same figures for `static_weights` and `count_only`.
-    pub baselines: BTreeMap<&'static str, ModeReport>,
+    pub baselines: BTreeMap<String, ModeReport>,
 }
 
 /// Runs every mode of `--modes` in turn and prints the report.
@@ -413,18 +416,18 @@ pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanc
         match mode {
             Mode::Load => under_test = Some(report),
             other => {
-                baselines.insert(other.label(), report);
+                baselines.insert(other.label().to_owned(), report);
             }
         }
     }
     let hot_changes_per_min = round3(hot_changes as f64 / minutes);
     Ok(LoadBalanceReport {
-        scenario: "rebalance-load",
+        scenario: "rebalance-load".to_owned(),
         topology,
         partitions: args.group.partitions,
         replicas: args.group.replicas,
         lease_ms: args.group.lease.lease_ms,
-        load_mode: load_mode.label(),
+        load_mode: load_mode.label().to_owned(),
         seconds: args.seconds,
         settle_secs: args.settle_secs,
         seed: args.seed,
@@ -437,7 +440,7 @@ pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanc
         threshold_percent: args.threshold_percent,
         report_every_ms: args.report_every_ms,
         seeded_weights: !args.unseeded,
-        report: report.map(Report::label),
+        report: report.map(|r| r.label().to_owned()),
         service_factor: feedback.then_some(args.service_factor),
         sample_ms: args.sample_ms,
         shifts,

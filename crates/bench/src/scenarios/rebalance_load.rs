@@ -15,7 +15,7 @@ use crate::group::{feedback, measured};
 use crate::print_last;
 use crate::scenarios::block_on;
 use crate::store::BoxError;
-use crate::tables::{Benches, Table, fig, get, num};
+use crate::tables::{Benches, Table, fig, get};
 
 /// Options of `rebalance-load`.
 #[derive(Debug, ClapArgs)]
@@ -136,30 +136,29 @@ fn load_seeds_table(_: &str, b: &Benches) -> Result<String, BoxError> {
     let mut sources = Vec::new();
     for name in std::iter::once("rebalance-load-shifting").chain(OTHER_SEEDS) {
         let bench = get(b, name)?;
-        let r = bench.last();
-        let m = &r["load"]["max_over_share"];
-        let recoveries: Vec<String> = r["load"]["recovery_secs"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .map(|v| {
-                        v.as_f64()
-                            .map_or_else(|| "-".to_owned(), |x| format!("{x:.0}"))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let r: Report = bench.last_as()?;
+        let mode = r
+            .under_test
+            .as_ref()
+            .ok_or_else(|| format!("docs/bench/{name}.json: no load mode"))?;
+        let m = &mode.load.max_over_share;
+        let recoveries: Vec<String> = mode
+            .load
+            .recovery_secs
+            .iter()
+            .map(|v| v.map_or_else(|| "-".to_owned(), |x| format!("{x:.0}")))
+            .collect();
         let _ = writeln!(
             out,
             "| {} | {} | **{}** | {} | {:.1} % | {} | {} | **{}** |",
-            r["seed"],
-            fig(num(&m["p50"])),
-            fig(num(&m["p95"])),
-            fig(num(&m["max"])),
-            100.0 * num(&r["load"]["share_above_1_3"]),
+            r.seed,
+            fig(m.p50),
+            fig(m.p95),
+            fig(m.max),
+            100.0 * mode.load.share_above_1_3,
             recoveries.join(", "),
-            fig(num(&r["moves_per_min"])),
-            fig(num(&r["moves_per_hot_change"])),
+            fig(mode.moves_per_min),
+            fig(r.moves_per_hot_change.unwrap_or(f64::NAN)),
         );
         sources.push(bench.source());
     }
