@@ -15,12 +15,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::args::TablesArgs;
 use crate::group::measured::ModeReport;
-use crate::scenarios::{rebalance, rebalance_load, rolling};
+use crate::scenarios::{load, rebalance, rebalance_load, rolling};
 use crate::stats::Summary;
 use crate::store::BoxError;
 
@@ -44,8 +45,8 @@ pub type Benches = BTreeMap<String, Bench>;
 /// table from the committed reports (given the name, for generators of several).
 pub type Table = (&'static str, fn(&str, &Benches) -> Result<String, BoxError>);
 
-/// One committed benchmark run.
-#[derive(Debug, Clone)]
+/// One committed benchmark run: a `docs/bench/<name>.json` file.
+#[derive(Debug, Clone, Deserialize)]
 pub struct Bench {
     /// Its name: the file's, `docs/bench/<name>.json`.
     pub name: String,
@@ -53,7 +54,8 @@ pub struct Bench {
     pub command: String,
     /// When (UTC date).
     pub date: String,
-    /// Every JSON line it printed.
+    /// Every JSON line it printed (each scenario reads them as its typed reports).
+    #[serde(default)]
     pub reports: Vec<Value>,
 }
 
@@ -69,9 +71,21 @@ impl Bench {
     /// A summary that is not a `T` (a field renamed or gone since the report was
     /// committed), naming the file.
     pub fn last_as<T: DeserializeOwned>(&self) -> Result<T, BoxError> {
-        T::deserialize(self.last()).map_err(|e| {
+        self.report_as(self.last(), "last report")
+    }
+
+    /// `report`, one of its reports (`which` says which), as the typed report `T`.
+    ///
+    /// # Errors
+    /// A report that is not a `T`, naming the file.
+    pub fn report_as<T: DeserializeOwned>(
+        &self,
+        report: &Value,
+        which: &str,
+    ) -> Result<T, BoxError> {
+        T::deserialize(report).map_err(|e| {
             format!(
-                "docs/bench/{}.json: its last report is not a {}: {e}",
+                "docs/bench/{}.json: its {which} is not a {}: {e}",
                 self.name,
                 std::any::type_name::<T>()
             )
@@ -97,26 +111,11 @@ pub fn load(dir: &Path) -> Result<Benches, BoxError> {
             continue;
         }
         let text = std::fs::read_to_string(&path)?;
-        let v: Value = serde_json::from_str(&text)
+        let bench: Bench = serde_json::from_str(&text)
             .map_err(|e| format!("{}: not a report file: {e}", path.display()))?;
-        let field = |k: &str| {
-            v[k].as_str()
-                .map(str::to_owned)
-                .ok_or_else(|| format!("{}: no {k:?}", path.display()))
-        };
-        let bench = Bench {
-            name: field("name")?,
-            command: field("command")?,
-            date: field("date")?,
-            reports: v["reports"].as_array().cloned().unwrap_or_default(),
-        };
-        out.insert(field("name")?, bench);
+        out.insert(bench.name.clone(), bench);
     }
     Ok(out)
-}
-
-pub fn num(v: &Value) -> f64 {
-    v.as_f64().unwrap_or(f64::NAN)
 }
 
 /// A figure with sensible precision: one decimal from 10 on, two below.
@@ -214,13 +213,19 @@ pub fn elector(dedicated: bool) -> &'static str {
     }
 }
 
+/// The lease of any report.
+#[derive(Debug, Deserialize)]
+struct Lease {
+    lease_ms: u64,
+}
+
 /// The rows of `names`, each led by its lease (read from the report).
 pub fn by_lease(b: &Benches, names: &[&str]) -> Result<Vec<(String, String)>, BoxError> {
     names
         .iter()
         .map(|name| {
             Ok((
-                format!("{} ms", get(b, name)?.last()["lease_ms"]),
+                format!("{} ms", get(b, name)?.last_as::<Lease>()?.lease_ms),
                 (*name).to_owned(),
             ))
         })
@@ -274,9 +279,9 @@ fn readme(_: &str, b: &Benches) -> Result<String, BoxError> {
     let h: crate::scenarios::handover::Report = get(b, "handover")?.last_as()?;
     let r64: rebalance::Last = get(b, "rebalance-64")?.last_as()?;
     let r10k: rebalance::Report = get(b, "rebalance-10k")?.last_as()?;
-    let l1k = get(b, "load-1k-4")?.last();
-    let l10k = get(b, "load-10k")?.last();
-    let l100k = get(b, "load-100k")?.last();
+    let l1k: load::Report = get(b, "load-1k-4")?.last_as()?;
+    let l10k: load::Report = get(b, "load-10k")?.last_as()?;
+    let l100k: load::Report = get(b, "load-100k")?.last_as()?;
     let roll: rolling::Report = get(b, "rolling")?.last_as()?;
     let sticky: rolling::Report = get(b, "rolling-sticky")?.last_as()?;
     let roll_add: rolling::Report = get(b, "rolling-add")?.last_as()?;
@@ -328,15 +333,15 @@ fn readme(_: &str, b: &Benches) -> Result<String, BoxError> {
         secs(r10k.cold_start.all_owned_ms),
         secs(r10k.kill.all_owned_ms),
         cmd("load-1k-4")?,
-        fig(num(&l1k["requests_per_sec"])),
-        fig(num(&l1k["redis_cpu_pct"])),
+        fig(l1k.report.requests_per_sec),
+        fig(l1k.report.redis_cpu_pct),
         cmd("load-10k")?,
-        fig(num(&l10k["redis_cpu_pct"])),
-        fig(num(&l10k["redis_cpu_ratio"])),
-        secs(num(&l10k["all_owned_ms"])),
+        fig(l10k.report.redis_cpu_pct),
+        fig(load::redis_cpu_ratio(&l10k)),
+        secs(l10k.report.all_owned_ms),
         cmd("load-100k")?,
-        fig(num(&l100k["redis_cpu_pct"])),
-        secs(num(&l100k["all_owned_ms"])),
+        fig(l100k.report.redis_cpu_pct),
+        secs(l100k.report.all_owned_ms),
         cmd("rolling")?,
         fig(roll.max_unowned_ms),
         roll.moved,

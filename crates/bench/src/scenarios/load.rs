@@ -9,13 +9,13 @@
 use std::fmt::Write as _;
 
 use clap::Args as ClapArgs;
-use serde_json::Value;
 
 use crate::args::{LeaseArgs, parse_count, parse_per_process};
 use crate::group::load;
 use crate::scenarios::block_on;
+use crate::stats::Percentiles;
 use crate::store::{BoxError, TargetArgs};
-use crate::tables::{Bench, Benches, Table, by_topology, fig, get, num, secs};
+use crate::tables::{Bench, Benches, Table, by_topology, fig, get, secs};
 
 /// Options of `load`.
 #[derive(Debug, ClapArgs)]
@@ -67,6 +67,10 @@ pub fn run(args: Args) -> Result<(), BoxError> {
     block_on(async move { load::run(&args).await })
 }
 
+/// The summary line of a partition and replica count (the last one adds the
+/// comparison across the counts).
+pub use crate::group::load::SummaryReport as Report;
+
 /// The docs' tables of `load` reports.
 pub const TABLES: &[Table] = &[
     ("group-500-load", group_500),
@@ -78,57 +82,77 @@ pub const TABLES: &[Table] = &[
     ("topology-load", topology),
 ];
 
+/// A summary line's Redis CPU at the last partition count over that at the first
+/// (`NaN` without a comparison).
+pub fn redis_cpu_ratio(r: &Report) -> f64 {
+    r.comparison
+        .as_ref()
+        .and_then(|c| c.redis_cpu_ratio)
+        .unwrap_or(f64::NAN)
+}
+
+/// A script's server time by name (`NaN`s if the report has none of it).
+fn script(r: &Report, name: &str) -> Percentiles {
+    r.report
+        .script_ms_by_name
+        .get(name)
+        .copied()
+        .unwrap_or(Percentiles {
+            p50: f64::NAN,
+            p99: f64::NAN,
+            max: f64::NAN,
+        })
+}
+
 fn group_500(_: &str, b: &Benches) -> Result<String, BoxError> {
     let l = get(b, "group-500-load")?;
-    let r = l.last();
+    let r = l.last_as::<Report>()?.report;
     Ok(format!(
         "{} partitions on {} replicas with a {} ms lease, for {} s after a cold start (all owned after {}): **{} moves** at steady state, Redis at {} % of a core, {} requests/s.\n\nFrom {}.\n",
-        r["partitions"],
-        r["replicas"],
-        r["lease_ms"],
-        r["seconds"],
-        secs(num(&r["all_owned_ms"])),
-        r["steady_moves"],
-        fig(num(&r["redis_cpu_pct"])),
-        fig(num(&r["requests_per_sec"])),
+        r.partitions,
+        r.replicas,
+        r.lease_ms,
+        r.seconds,
+        secs(r.all_owned_ms),
+        r.steady_moves,
+        fig(r.redis_cpu_pct),
+        fig(r.requests_per_sec),
         l.source()
     ))
 }
 
 fn one_k_4(_: &str, b: &Benches) -> Result<String, BoxError> {
     let l = get(b, "load-1k-4")?;
-    let r = l.last();
+    let last: Report = l.last_as()?;
+    let (r, tick) = (&last.report, script(&last, "tick"));
     Ok(format!(
         "| partitions | replicas | lease | requests/s | per replica | Redis CPU | tick (server) p50 / max |\n\
          |---|---|---|---|---|---|---|\n\
          | {} | {} | {} ms | {} | {} | {} % | {} / {} ms |\n\nFrom {}.\n",
-        r["partitions"],
-        r["replicas"],
-        r["lease_ms"],
-        fig(num(&r["requests_per_sec"])),
-        fig(num(&r["per_replica_per_sec"])),
-        fig(num(&r["redis_cpu_pct"])),
-        fig(num(&r["script_ms_by_name"]["tick"]["p50"])),
-        fig(num(&r["script_ms_by_name"]["tick"]["max"])),
+        r.partitions,
+        r.replicas,
+        r.lease_ms,
+        fig(r.requests_per_sec),
+        fig(r.per_replica_per_sec),
+        fig(r.redis_cpu_pct),
+        fig(tick.p50),
+        fig(tick.max),
         l.source()
     ))
 }
 
 fn ten_k_runs(_: &str, b: &Benches) -> Result<String, BoxError> {
     let l = get(b, "load-10k")?;
-    let r = l.last();
-    let runs: Vec<String> = r["all_owned_ms_runs"]
-        .as_array()
-        .map(|a| a.iter().map(|v| secs(num(v))).collect())
-        .unwrap_or_default();
+    let r: Report = l.last_as()?;
+    let runs: Vec<String> = r.all_owned_ms_runs.iter().map(|ms| secs(*ms)).collect();
     Ok(format!(
         "{} cold starts of {} partitions on {} replicas (lease {} ms): every partition owned after {} (worst {}).\n\nFrom {}.\n",
-        r["runs"],
-        r["partitions"],
-        r["replicas"],
-        r["lease_ms"],
+        r.runs,
+        r.report.partitions,
+        r.report.replicas,
+        r.report.lease_ms,
         runs.join(", "),
-        secs(num(&r["all_owned_ms"])),
+        secs(r.report.all_owned_ms),
         l.source()
     ))
 }
@@ -142,13 +166,14 @@ fn topology(_: &str, b: &Benches) -> Result<String, BoxError> {
         b,
         "| topology | requests/s | per replica | server's own traffic subtracted (requests/s) | Redis CPU |\n|---|---|---|---|---|",
         "load-1k-4",
-        |r: &Value| {
+        |r: &Report| {
+            let r = &r.report;
             format!(
                 "{} | {} | {} | {} %",
-                fig(num(&r["requests_per_sec"])),
-                fig(num(&r["per_replica_per_sec"])),
-                fig(num(&r["background_per_sec"])),
-                fig(num(&r["redis_cpu_pct"])),
+                fig(r.requests_per_sec),
+                fig(r.per_replica_per_sec),
+                fig(r.background_per_sec),
+                fig(r.redis_cpu_pct),
             )
         },
     )
@@ -160,35 +185,35 @@ fn load_cost(_: &str, b: &Benches) -> Result<String, BoxError> {
         "| partitions | replicas | lease | all owned after a cold start | Redis CPU (steady) | requests/s | tick p50 / max (server) | longest script | replica CPU / peak RSS |\n\
          |---|---|---|---|---|---|---|---|---|\n",
     );
-    let mut rows: Vec<(&Value, &Bench)> = Vec::new();
+    let mut rows: Vec<Report> = Vec::new();
     let l10 = get(b, "load-10k")?;
     // The per-P summaries of the 1k,10k command, then the 100k command's.
     for r in &l10.reports {
         if r.get("runs").is_some() {
-            rows.push((r, l10));
+            rows.push(l10.report_as(r, "summary")?);
         }
     }
     let l100 = get(b, "load-100k")?;
-    rows.push((l100.last(), l100));
-    for (r, _) in &rows {
-        let tick = &r["script_ms_by_name"]["tick"];
+    rows.push(l100.last_as()?);
+    for last in &rows {
+        let (r, tick) = (&last.report, script(last, "tick"));
         let _ = writeln!(
             out,
             "| {} | {} | {} s | {} | {} % of a core | {} | {} / {} ms | {} ms | {} % / {} MiB |",
-            r["partitions"],
-            r["replicas"],
-            num(&r["lease_ms"]) / 1000.0,
-            secs(num(&r["all_owned_ms"])),
-            fig(num(&r["redis_cpu_pct"])),
-            fig(num(&r["requests_per_sec"])),
-            fig(num(&tick["p50"])),
-            fig(num(&tick["max"])),
-            fig(num(&r["script_ms"]["max"])),
-            fig(num(&r["client_cpu_pct_max"])),
-            fig(num(&r["client_rss_mib_max"])),
+            r.partitions,
+            r.replicas,
+            r.lease_ms as f64 / 1000.0,
+            secs(r.all_owned_ms),
+            fig(r.redis_cpu_pct),
+            fig(r.requests_per_sec),
+            fig(tick.p50),
+            fig(tick.max),
+            fig(r.script_ms.max),
+            fig(r.client_cpu_pct_max),
+            fig(r.client_rss_mib_max),
         );
     }
-    let ratio = num(&l10.last()["redis_cpu_ratio"]);
+    let ratio = redis_cpu_ratio(&l10.last_as()?);
     let _ = write!(
         out,
         "\nWorst of the runs for every figure but the medians. Redis CPU at 10,000 partitions \
@@ -206,25 +231,28 @@ fn load_wide(l: &Bench) -> Result<String, BoxError> {
         "| replicas | processes × coordinators | all owned after a cold start | Redis CPU (steady) | requests/s | tick p50 / p99 / max (server, µs) | roster bytes/s (steady) |\n\
          |---|---|---|---|---|---|---|\n",
     );
-    let compare = l.last()["compare"]
-        .as_array()
+    let last: Report = l.last_as()?;
+    let compare = last
+        .comparison
+        .as_ref()
+        .map(|c| &c.compare)
         .ok_or("load-wide: no compare entries")?;
     for c in compare {
-        let k = num(&c["replicas_per_process"]).max(1.0);
-        let tick = &c["tick_us"];
+        let k = (c.replicas_per_process as f64).max(1.0);
+        let tick = &c.tick_us;
         let _ = writeln!(
             out,
             "| {} | {} × {} | {} | {} % of a core | {} | {} / {} / {} | {} |",
-            c["replicas"],
-            num(&c["replicas"]) / k,
+            c.replicas,
+            c.replicas as f64 / k,
             k,
-            secs(num(&c["all_owned_ms"])),
-            fig(num(&c["redis_cpu_pct"])),
-            fig(num(&c["requests_per_sec"])),
-            num(&tick["p50"]).round(),
-            num(&tick["p99"]).round(),
-            num(&tick["max"]).round(),
-            num(&c["roster_bytes_per_s"]).round(),
+            secs(c.all_owned_ms),
+            fig(c.redis_cpu_pct),
+            fig(c.requests_per_sec),
+            tick.p50.round(),
+            tick.p99.round(),
+            tick.max.round(),
+            c.roster_bytes_per_s.round(),
         );
     }
     let _ = write!(out, "\nFrom {}.\n", l.source());
@@ -238,24 +266,22 @@ fn scripts(_: &str, b: &Benches) -> Result<String, BoxError> {
     let mut out = String::from(
         "| script | runs of it | p50 | p99 | max | max, replicas not niced |\n|---|---|---|---|---|---|\n",
     );
-    let by = &niced.last()["script_ms_by_name"];
-    let plain_by = &plain.last()["script_ms_by_name"];
-    if let Some(map) = by.as_object() {
-        for (name, p) in map {
-            let _ = writeln!(
-                out,
-                "| `{name}` | {} | {} ms | {} ms | {} ms | {} ms |",
-                if name == "eval" {
-                    "first run of each script (body sent)"
-                } else {
-                    "every call"
-                },
-                fig(num(&p["p50"])),
-                fig(num(&p["p99"])),
-                fig(num(&p["max"])),
-                fig(num(&plain_by[name]["max"])),
-            );
-        }
+    let by: Report = niced.last_as()?;
+    let plain_by: Report = plain.last_as()?;
+    for (name, p) in &by.report.script_ms_by_name {
+        let _ = writeln!(
+            out,
+            "| `{name}` | {} | {} ms | {} ms | {} ms | {} ms |",
+            if name == "eval" {
+                "first run of each script (body sent)"
+            } else {
+                "every call"
+            },
+            fig(p.p50),
+            fig(p.p99),
+            fig(p.max),
+            fig(script(&plain_by, name).max),
+        );
     }
     let _ = write!(out, "\nFrom {} and {}.\n", niced.source(), plain.source());
     Ok(out)

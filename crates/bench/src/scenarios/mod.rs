@@ -1,9 +1,10 @@
-//! Every scenario of `leasehold-bench`, registered in one place: [`registry!`] below,
+//! Every scenario of `leasehold-bench`, registered in one place: `registry!` below,
 //! one line each.
 //!
 //! A scenario is a module of this directory holding its arguments (`Args`, a
 //! `clap::Args`), its entry point (`run(Args)`, which prints its JSON lines, the last
-//! one being the summary), its typed report (`Report`, `Serialize + Deserialize`) and
+//! one being the summary), its typed report (`Report`; `Deserialize` too where its
+//! tables read the committed reports, through `tables::Bench::last_as`) and
 //! the generators of the docs' tables made from its committed reports (`TABLES`).
 //! The registry line makes it a subcommand (its name is the variant's, in kebab case)
 //! and gives `tables` its generators.

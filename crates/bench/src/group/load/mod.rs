@@ -363,7 +363,7 @@ impl Steady {
         let replicas = case.replicas;
         RunReport {
             report: LoadReport {
-                scenario: "load",
+                scenario: "load".to_owned(),
                 topology: fleet.servers.topology,
                 partitions: case.partitions,
                 replicas,

@@ -3,17 +3,17 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::stats::{Percentiles, max_of, median, round3};
 use crate::store::{BoxError, Topology};
 
 /// The figures of `load`: one cold start and its steady window, or (in a summary) the
 /// worst or median of several.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadReport {
     /// Always `load`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The Redis set-up.
     pub topology: Topology,
     /// Partition count.
@@ -21,8 +21,10 @@ pub struct LoadReport {
     /// Replica count (coordinators, N).
     pub replicas: usize,
     /// Coordinators per replica process (K, `--replicas-per-process`).
+    #[serde(default)]
     pub replicas_per_process: usize,
     /// Replica processes (N / K).
+    #[serde(default)]
     pub processes: usize,
     /// The lease.
     pub lease_ms: u64,
@@ -79,21 +81,25 @@ pub struct LoadReport {
     /// tick's digest in the slow log) inside the steady window, in µs
     /// (`script_ms_by_name.heartbeat` and `.tick` have them in ms from the first spawn
     /// on).
+    #[serde(default)]
     pub tick_us: Percentiles,
     /// How many tick runs `tick_us` covers.
+    #[serde(default)]
     pub tick_count: u64,
     /// Bytes of roster the replicas received per second over the steady window, all
     /// together (`CoordinatorHandle::roster_bytes_received`, as the processes report
     /// it every 100 ms; a tick's reply carries the roster only when it changed, so a
     /// still group's is near 0).
+    #[serde(default)]
     pub roster_bytes_per_s: f64,
     /// Bytes of roster the replicas received from the first spawn to the start of the
     /// steady window (the cold start and settling), all together.
+    #[serde(default)]
     pub cold_start_roster_bytes: u64,
 }
 
 /// One run's line: the figures and each replica's own.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
     /// The figures.
     #[serde(flatten)]
@@ -107,7 +113,7 @@ pub struct RunReport {
 }
 
 /// One partition count's line, after its runs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SummaryReport {
     /// Over the runs: the worst (largest) `all_owned_ms`, `balanced_ms`,
     /// `redis_cpu_pct`, `client_cpu_pct_max`, `client_rss_mib_max`, `script_ms.max`
@@ -131,7 +137,7 @@ pub struct SummaryReport {
 }
 
 /// How the cost grows with the partition count and the replica count.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// One entry per (partition count, replica count) pair, in the order run.
     pub compare: Vec<Compared>,
@@ -140,7 +146,7 @@ pub struct Comparison {
 }
 
 /// One pair's summary, in a [`Comparison`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Compared {
     /// The partition count.
     pub partitions: usize,
@@ -282,7 +288,7 @@ mod tests {
 
     fn report(partitions: usize, all_owned_ms: f64, redis_cpu_pct: f64, p50: f64) -> LoadReport {
         LoadReport {
-            scenario: "load",
+            scenario: "load".to_owned(),
             topology: Topology::Single,
             partitions,
             replicas: 3,
