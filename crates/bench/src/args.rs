@@ -216,6 +216,15 @@ pub struct PartitionChildArgs {
     /// With `--prepare`: how long each preparation takes, in milliseconds.
     #[arg(long, default_value_t = 20)]
     pub prepare_work_ms: u64,
+    /// The synthetic loads of `rebalance-load` and what is reported of them.
+    #[command(flatten)]
+    pub loads: ChildLoadArgs,
+}
+
+/// The hidden `partition-child` mode's options for `rebalance-load`: the loads every
+/// callback reports, and the weights the coordinators take from them.
+#[derive(Debug, Args)]
+pub struct ChildLoadArgs {
     /// The synthetic loads of `rebalance-load`, as the JSON of a `Schedule`
     /// (`group/tenants.rs`): every callback reports its partition's load
     /// (`Ownership::report_load`) every `--report-every-ms`.

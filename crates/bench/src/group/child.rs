@@ -112,11 +112,12 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
         })),
         None => None,
     };
-    let reports = match &args.load_schedule {
+    let reports = match &args.loads.load_schedule {
         Some(json) => Some(Arc::new(Reports {
             schedule: serde_json::from_str(json)?,
-            every: Duration::from_millis(args.report_every_ms.max(1)),
+            every: Duration::from_millis(args.loads.report_every_ms.max(1)),
             feedback: args
+                .loads
                 .feedback
                 .as_deref()
                 .map(serde_json::from_str)
@@ -228,11 +229,11 @@ fn config(args: &PartitionChildArgs, replica: &str) -> Result<GroupConfig, BoxEr
     if let Some(within) = prepare_moves(args) {
         builder = builder.prepare_moves(within);
     }
-    if let Some(ms) = args.half_life_ms {
+    if let Some(ms) = args.loads.half_life_ms {
         builder = builder.weights_from_loads(
             LoadDamping::default()
                 .half_life(Duration::from_millis(ms))
-                .threshold_percent(args.threshold_percent),
+                .threshold_percent(args.loads.threshold_percent),
         );
     }
     Ok(builder.build()?)
