@@ -157,6 +157,14 @@ pub struct ChaosReport {
     pub final_counts: BTreeMap<String, usize>,
     /// max − min of `final_counts`.
     pub spread: usize,
+    /// The state the terms handed off (its fields are the report's own in the JSON).
+    #[serde(flatten)]
+    pub state: ChaosState,
+}
+
+/// The state handed off over a chaos run, in [`ChaosReport`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChaosState {
     /// Bytes of state every term hands off (`--hand-off-bytes`; 0: none).
     pub hand_off_bytes: usize,
     /// What the terms were offered of their predecessors' state.
@@ -491,8 +499,10 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
         write_errors,
         spread: spread_of(&t.final_counts),
         final_counts: t.final_counts.clone(),
-        hand_off_bytes: args.hand_off_bytes,
-        hand_offs: ChaosHandOffs::new(&hand_offs, stale.len()),
+        state: ChaosState {
+            hand_off_bytes: args.hand_off_bytes,
+            hand_offs: ChaosHandOffs::new(&hand_offs, stale.len()),
+        },
     }
 }
 

@@ -163,18 +163,27 @@ pub struct RebalanceReport {
     /// ledger's `max_handoffs_per_interval`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_moves_per_interval: Option<usize>,
+    /// What the planned moves handed over (its fields are the report's own in the
+    /// JSON).
+    #[serde(flatten)]
+    pub handed: Handed,
+}
+
+/// What the planned moves of a rebalance handed over, from the cold start on, in
+/// [`RebalanceReport`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Handed {
     /// Bytes of state every callback handed off when its term ended
     /// (`--hand-off-bytes`; 0: none).
     #[serde(default)]
     pub hand_off_bytes: usize,
-    /// The state handed over across planned moves, from the cold start on.
+    /// The state handed over across planned moves.
     #[serde(default)]
     pub hand_offs: HandOffs,
-    /// The hand-offs that named their receiver, and whether it took them, from the
-    /// cold start on.
+    /// The hand-offs that named their receiver, and whether it took them.
     #[serde(default)]
     pub receivers: Receivers,
-    /// With `--prepare`: the warm moves, from the cold start on.
+    /// With `--prepare`: the warm moves.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warm: Option<Warm>,
 }
@@ -526,10 +535,12 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         move_budget: args.move_budget,
         max_moves_per_interval: args.move_budget.map(|_| ledger.max_handoffs_per_interval),
         ledger,
-        hand_off_bytes: args.hand_off_bytes,
-        hand_offs,
-        receivers,
-        warm,
+        handed: Handed {
+            hand_off_bytes: args.hand_off_bytes,
+            hand_offs,
+            receivers,
+            warm,
+        },
     })
 }
 
