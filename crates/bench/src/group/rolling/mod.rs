@@ -116,6 +116,17 @@ pub struct RollingReport {
     pub all_owned: bool,
     /// max − min of the replicas' counts at the end, by their lines.
     pub spread: usize,
+    /// What ran (its fields are the report's own in the JSON).
+    #[serde(flatten)]
+    pub setup: RollingSetup,
+    /// The rest of the outcome (its fields are the report's own in the JSON).
+    #[serde(flatten)]
+    pub detail: RollingDetail,
+}
+
+/// The set-up of a `rolling` run, in [`RollingReport`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RollingSetup {
     /// The Redis set-up.
     pub topology: Topology,
     /// Replicas.
@@ -132,6 +143,11 @@ pub struct RollingReport {
     pub list_versions: [u64; 2],
     /// The group's list version at the end, by `group_status`.
     pub group_list_version: u64,
+}
+
+/// The outcome of a `rolling` run beyond its headline figures, in [`RollingReport`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RollingDetail {
     /// Balanced at the end (by the replicas' lines).
     pub balanced: bool,
     /// The last restart's new process started → balanced (`None`: not within the
@@ -450,32 +466,36 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
         refused: refused.len(),
         all_owned: progress.all_owned(),
         spread: progress.spread(),
-        topology: fleet.servers.topology,
-        replicas: args.replicas,
-        lease_ms: args.lease.lease_ms,
-        gap_ms: args.gap_ms,
-        rejoin_grace_ms: old.rejoin_grace_ms,
-        added: args.add_partitions,
-        list_versions: [old.list_version, new.list_version],
-        group_list_version: status.list_version,
-        balanced: balanced_ms.is_some() && progress.balanced(),
-        balanced_ms: balanced_ms.map(round3),
-        rolling_ms: round3(span_ms(rolling_us, end_us)),
-        unowned_gaps: unowned.gaps,
-        longest_unowned: unowned
-            .longest
-            .map(|(p, at)| (p, round3(span_ms(rolling_us, at)))),
-        still_unowned: unowned.open,
-        moves: moved.describe(),
-        refusals: refused,
-        restarts,
-        final_counts: progress.counts(),
-        redis_counts,
-        ledger,
-        hand_off_bytes: args.hand_off_bytes,
-        hand_offs,
-        leave_within_ms: args.leave_within_ms,
-        leave_ms,
+        setup: RollingSetup {
+            topology: fleet.servers.topology,
+            replicas: args.replicas,
+            lease_ms: args.lease.lease_ms,
+            gap_ms: args.gap_ms,
+            rejoin_grace_ms: old.rejoin_grace_ms,
+            added: args.add_partitions,
+            list_versions: [old.list_version, new.list_version],
+            group_list_version: status.list_version,
+        },
+        detail: RollingDetail {
+            balanced: balanced_ms.is_some() && progress.balanced(),
+            balanced_ms: balanced_ms.map(round3),
+            rolling_ms: round3(span_ms(rolling_us, end_us)),
+            unowned_gaps: unowned.gaps,
+            longest_unowned: unowned
+                .longest
+                .map(|(p, at)| (p, round3(span_ms(rolling_us, at)))),
+            still_unowned: unowned.open,
+            moves: moved.describe(),
+            refusals: refused,
+            restarts,
+            final_counts: progress.counts(),
+            redis_counts,
+            ledger,
+            hand_off_bytes: args.hand_off_bytes,
+            hand_offs,
+            leave_within_ms: args.leave_within_ms,
+            leave_ms,
+        },
     })
 }
 
