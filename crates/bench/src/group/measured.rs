@@ -312,6 +312,29 @@ pub struct LoadBalanceReport {
     pub lease_ms: u64,
     /// `shifting`, `stationary` or `feedback`.
     pub load_mode: String,
+    /// The tenants, the damping and the sampling (their fields are the report's own
+    /// in the JSON).
+    #[serde(flatten)]
+    pub settings: Settings,
+    /// Shifts inside the window.
+    pub shifts: u64,
+    /// Hot ranks that changed partition at those shifts.
+    pub hot_changes: usize,
+    /// `hot_changes` per minute of the window.
+    pub hot_changes_per_min: f64,
+    /// The mode under test (`load`): `load`, `moves`, `moves_per_min`, ...
+    #[serde(flatten)]
+    pub under_test: Option<ModeReport>,
+    /// `moves_per_min / hot_changes_per_min` of `load` (target ≤ 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moves_per_hot_change: Option<f64>,
+    /// The same figures for `static_weights` and `count_only`.
+    pub baselines: BTreeMap<String, ModeReport>,
+}
+
+/// What a `rebalance-load` run was asked for, in [`LoadBalanceReport`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Settings {
     /// Length of each mode's measured window.
     pub seconds: u64,
     /// Spawn → the window, in seconds.
@@ -345,20 +368,6 @@ pub struct LoadBalanceReport {
     pub service_factor: Option<f64>,
     /// How often the placement was sampled.
     pub sample_ms: u64,
-    /// Shifts inside the window.
-    pub shifts: u64,
-    /// Hot ranks that changed partition at those shifts.
-    pub hot_changes: usize,
-    /// `hot_changes` per minute of the window.
-    pub hot_changes_per_min: f64,
-    /// The mode under test (`load`): `load`, `moves`, `moves_per_min`, ...
-    #[serde(flatten)]
-    pub under_test: Option<ModeReport>,
-    /// `moves_per_min / hot_changes_per_min` of `load` (target ≤ 2).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub moves_per_hot_change: Option<f64>,
-    /// The same figures for `static_weights` and `count_only`.
-    pub baselines: BTreeMap<String, ModeReport>,
 }
 
 /// Runs every mode of `--modes` in turn and prints the report.
@@ -428,21 +437,23 @@ pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanc
         replicas: args.group.replicas,
         lease_ms: args.group.lease.lease_ms,
         load_mode: load_mode.label().to_owned(),
-        seconds: args.seconds,
-        settle_secs: args.settle_secs,
-        seed: args.seed,
-        zipf_s: args.load_zipf_s,
-        scale: SCALE,
-        hot: args.hot,
-        shift_secs: args.shift_secs,
-        noise_percent,
-        half_life_ms: args.half_life_ms,
-        threshold_percent: args.threshold_percent,
-        report_every_ms: args.report_every_ms,
-        seeded_weights: !args.unseeded,
-        report: report.map(|r| r.label().to_owned()),
-        service_factor: feedback.then_some(args.service_factor),
-        sample_ms: args.sample_ms,
+        settings: Settings {
+            seconds: args.seconds,
+            settle_secs: args.settle_secs,
+            seed: args.seed,
+            zipf_s: args.load_zipf_s,
+            scale: SCALE,
+            hot: args.hot,
+            shift_secs: args.shift_secs,
+            noise_percent,
+            half_life_ms: args.half_life_ms,
+            threshold_percent: args.threshold_percent,
+            report_every_ms: args.report_every_ms,
+            seeded_weights: !args.unseeded,
+            report: report.map(|r| r.label().to_owned()),
+            service_factor: feedback.then_some(args.service_factor),
+            sample_ms: args.sample_ms,
+        },
         shifts,
         hot_changes,
         hot_changes_per_min,

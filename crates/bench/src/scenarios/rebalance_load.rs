@@ -151,7 +151,7 @@ fn load_seeds_table(_: &str, b: &Benches) -> Result<String, BoxError> {
         let _ = writeln!(
             out,
             "| {} | {} | **{}** | {} | {:.1} % | {} | {} | **{}** |",
-            r.seed,
+            r.settings.seed,
             fig(m.p50),
             fig(m.p95),
             fig(m.max),
