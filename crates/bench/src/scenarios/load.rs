@@ -109,10 +109,10 @@ fn group_500(_: &str, b: &Benches) -> Result<String, BoxError> {
     let r = l.last_as::<Report>()?.report;
     Ok(format!(
         "{} partitions on {} replicas with a {} ms lease, for {} s after a cold start (all owned after {}): **{} moves** at steady state, Redis at {} % of a core, {} requests/s.\n\nFrom {}.\n",
-        r.partitions,
-        r.replicas,
-        r.lease_ms,
-        r.seconds,
+        r.setup.partitions,
+        r.setup.replicas,
+        r.setup.lease_ms,
+        r.setup.seconds,
         secs(r.all_owned_ms),
         r.steady_moves,
         fig(r.redis_cpu_pct),
@@ -129,9 +129,9 @@ fn one_k_4(_: &str, b: &Benches) -> Result<String, BoxError> {
         "| partitions | replicas | lease | requests/s | per replica | Redis CPU | tick (server) p50 / max |\n\
          |---|---|---|---|---|---|---|\n\
          | {} | {} | {} ms | {} | {} | {} % | {} / {} ms |\n\nFrom {}.\n",
-        r.partitions,
-        r.replicas,
-        r.lease_ms,
+        r.setup.partitions,
+        r.setup.replicas,
+        r.setup.lease_ms,
         fig(r.requests_per_sec),
         fig(r.per_replica_per_sec),
         fig(r.redis_cpu_pct),
@@ -148,9 +148,9 @@ fn ten_k_runs(_: &str, b: &Benches) -> Result<String, BoxError> {
     Ok(format!(
         "{} cold starts of {} partitions on {} replicas (lease {} ms): every partition owned after {} (worst {}).\n\nFrom {}.\n",
         r.runs,
-        r.report.partitions,
-        r.report.replicas,
-        r.report.lease_ms,
+        r.report.setup.partitions,
+        r.report.setup.replicas,
+        r.report.setup.lease_ms,
         runs.join(", "),
         secs(r.report.all_owned_ms),
         l.source()
@@ -200,9 +200,9 @@ fn load_cost(_: &str, b: &Benches) -> Result<String, BoxError> {
         let _ = writeln!(
             out,
             "| {} | {} | {} s | {} | {} % of a core | {} | {} / {} ms | {} ms | {} % / {} MiB |",
-            r.partitions,
-            r.replicas,
-            r.lease_ms as f64 / 1000.0,
+            r.setup.partitions,
+            r.setup.replicas,
+            r.setup.lease_ms as f64 / 1000.0,
             secs(r.all_owned_ms),
             fig(r.redis_cpu_pct),
             fig(r.requests_per_sec),

@@ -48,7 +48,7 @@ use crate::scenarios::load::Args as LoadArgs;
 use crate::stats::{Percentiles, max_of, round3};
 use crate::store::BoxError;
 
-pub use self::report::{LoadReport, RunReport, SummaryReport};
+pub use self::report::{LoadReport, LoadSetup, RunReport, SummaryReport, Ticks};
 
 /// Runs the scenario for each (partition count, replica count) pair and run, printing
 /// one JSON line per run and one summary line per pair (the last one compares the
@@ -363,15 +363,17 @@ impl Steady {
         let replicas = case.replicas;
         RunReport {
             report: LoadReport {
-                scenario: "load".to_owned(),
-                topology: fleet.servers.topology,
-                partitions: case.partitions,
-                replicas,
-                replicas_per_process: args.replicas_per_process,
-                processes: w.clients.len(),
-                lease_ms: args.lease.lease_ms,
-                seconds: args.seconds,
-                replica_nice: args.replica_nice,
+                setup: LoadSetup {
+                    scenario: "load".to_owned(),
+                    topology: fleet.servers.topology,
+                    partitions: case.partitions,
+                    replicas,
+                    replicas_per_process: args.replicas_per_process,
+                    processes: w.clients.len(),
+                    lease_ms: args.lease.lease_ms,
+                    seconds: args.seconds,
+                    replica_nice: args.replica_nice,
+                },
                 all_owned_ms: round3(self.all_owned_ms),
                 balanced_ms: round3(self.balanced_ms),
                 requests_per_sec: round3(rate),
@@ -394,10 +396,12 @@ impl Steady {
                     .collect(),
                 spread: self.progress.spread(),
                 steady_moves: self.moves,
-                tick_us: Percentiles::of(&self.steady_ticks),
-                tick_count: self.steady_ticks.len() as u64,
-                roster_bytes_per_s: round3(self.steady_roster_bytes as f64 / w.secs),
-                cold_start_roster_bytes: self.cold_roster_bytes,
+                ticks: Ticks {
+                    tick_us: Percentiles::of(&self.steady_ticks),
+                    tick_count: self.steady_ticks.len() as u64,
+                    roster_bytes_per_s: round3(self.steady_roster_bytes as f64 / w.secs),
+                    cold_start_roster_bytes: self.cold_roster_bytes,
+                },
             },
             run: case.run,
             client_cpu_pct: client_cpu,
