@@ -29,23 +29,23 @@ declare -A runs=(
   [rebalance-capacities]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --capacities 1,1,2,2"
   # Weights from measured load (issue 24): the load mode, then static weights, then
   # count only, each for 300 s after a 30 s settle (about 17 minutes each).
-  [rebalance-load-shifting]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --load shifting --seconds 300"
-  [rebalance-load-stationary]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --load stationary --seconds 300"
+  [rebalance-load-shifting]="rebalance-load --partitions 64 --replicas 4 --lease-ms 2000 --load shifting --seconds 300"
+  [rebalance-load-stationary]="rebalance-load --partitions 64 --replicas 4 --lease-ms 2000 --load stationary --seconds 300"
   # The load mode alone (about 6 minutes): the figure issue 24 targets.
-  [rebalance-load-stationary-load]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --load stationary --seconds 300 --modes load"
+  [rebalance-load-stationary-load]="rebalance-load --partitions 64 --replicas 4 --lease-ms 2000 --load stationary --seconds 300 --modes load"
   # Other seeds (other tenants hot, other shifts): the load mode alone.
-  [rebalance-load-shifting-seed7]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --load shifting --seconds 300 --modes load --seed 7"
-  [rebalance-load-shifting-seed1]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --load shifting --seconds 300 --modes load --seed 1"
-  [rebalance-load-shifting-seed2]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --load shifting --seconds 300 --modes load --seed 2"
-  [rebalance-load-shifting-seed3]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --load shifting --seconds 300 --modes load --seed 3"
+  [rebalance-load-shifting-seed7]="rebalance-load --partitions 64 --replicas 4 --lease-ms 2000 --load shifting --seconds 300 --modes load --seed 7"
+  [rebalance-load-shifting-seed1]="rebalance-load --partitions 64 --replicas 4 --lease-ms 2000 --load shifting --seconds 300 --modes load --seed 1"
+  [rebalance-load-shifting-seed2]="rebalance-load --partitions 64 --replicas 4 --lease-ms 2000 --load shifting --seconds 300 --modes load --seed 2"
+  [rebalance-load-shifting-seed3]="rebalance-load --partitions 64 --replicas 4 --lease-ms 2000 --load shifting --seconds 300 --modes load --seed 3"
   # Loads that answer to moves (issue 45): stationary arrival rates into queues whose
   # owners report the throughput they achieve, so a catch-up after a move or the cold
   # start looks like a step; the load mode alone (about 6 minutes).
-  [rebalance-load-feedback]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --load feedback --seconds 300 --modes load"
-  [rebalance-load-feedback-seed7]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --load feedback --seconds 300 --modes load --seed 7"
-  [rebalance-load-feedback-seed1]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --load feedback --seconds 300 --modes load --seed 1"
-  [rebalance-load-feedback-seed2]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --load feedback --seconds 300 --modes load --seed 2"
-  [rebalance-load-feedback-seed3]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --load feedback --seconds 300 --modes load --seed 3"
+  [rebalance-load-feedback]="rebalance-load --partitions 64 --replicas 4 --lease-ms 2000 --load feedback --seconds 300 --modes load"
+  [rebalance-load-feedback-seed7]="rebalance-load --partitions 64 --replicas 4 --lease-ms 2000 --load feedback --seconds 300 --modes load --seed 7"
+  [rebalance-load-feedback-seed1]="rebalance-load --partitions 64 --replicas 4 --lease-ms 2000 --load feedback --seconds 300 --modes load --seed 1"
+  [rebalance-load-feedback-seed2]="rebalance-load --partitions 64 --replicas 4 --lease-ms 2000 --load feedback --seconds 300 --modes load --seed 2"
+  [rebalance-load-feedback-seed3]="rebalance-load --partitions 64 --replicas 4 --lease-ms 2000 --load feedback --seconds 300 --modes load --seed 3"
   [rolling]="rolling --partitions 64 --replicas 4 --lease-ms 2000"
   [rolling-paced]="rolling --partitions 64 --replicas 4 --lease-ms 2000 --paced"
   [rolling-sticky]="rolling --partitions 64 --replicas 4 --lease-ms 2000 --sticky --rejoin-grace-ms 20000"
@@ -81,10 +81,10 @@ runs[rebalance-64-cluster]="${runs[rebalance-64]} --topology cluster"
 # entitled when the replica is promoted. About 25-40 s per failover run, 45-60 s per
 # rebalance run.
 for t in sentinel cluster; do
-  runs[failover-$t-lossy]="failover --lose-writes --topology $t --lease-ms 10000 --runs 20"
+  runs[failover-$t-lossy]="failover-lossy --topology $t --lease-ms 10000 --runs 20"
 done
-runs[rebalance-sentinel-lossy]="rebalance --lose-writes --topology sentinel --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 20"
-runs[rebalance-cluster-lossy]="rebalance --lose-writes --topology cluster --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 10"
+runs[rebalance-sentinel-lossy]="rebalance-lossy --topology sentinel --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 20"
+runs[rebalance-cluster-lossy]="rebalance-lossy --topology cluster --partitions 64 --replicas 4 --lease-ms 10000 --settle-ms 2000 --runs 10"
 # What min_replicas_acked(1) costs a hand-over on a healthy Sentinel pair.
 runs[handover-sentinel-acked]="${runs[handover]} --topology sentinel --min-replicas-acked 1"
 order=(failover handover rebalance-64 rebalance-10k rebalance-10k-budget load-1k-4 load-10k load-10k-unniced load-100k load-wide rebalance-zipf rebalance-zipf-count rebalance-capacities rebalance-load-shifting rebalance-load-stationary rebalance-load-stationary-load rebalance-load-shifting-seed7 rebalance-load-shifting-seed1 rebalance-load-shifting-seed2 rebalance-load-shifting-seed3 rebalance-load-feedback rebalance-load-feedback-seed7 rebalance-load-feedback-seed1 rebalance-load-feedback-seed2 rebalance-load-feedback-seed3 rolling rolling-paced rolling-sticky rolling-add rolling-handoff rolling-10k-leave rebalance-handoff rebalance-handoff-warm rebalance-10k-handoff add stall chaos simulate

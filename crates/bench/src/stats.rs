@@ -1,10 +1,10 @@
 //! Min, median and max of a series, percentiles, rounded to µs.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Min, median and max of a series, in the series' unit, with its nearest-rank 50th
 /// and 99th percentiles.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// The smallest value.
     pub min: f64,
@@ -12,9 +12,13 @@ pub struct Summary {
     pub median: f64,
     /// The largest value.
     pub max: f64,
-    /// The nearest-rank median (the lower middle value for an even count).
+    /// The nearest-rank median (the lower middle value for an even count); 0 in
+    /// reports from before it.
+    #[serde(default)]
     pub p50: f64,
-    /// The nearest-rank 99th percentile (the largest value below 100 values).
+    /// The nearest-rank 99th percentile (the largest value below 100 values); 0 in
+    /// reports from before it.
+    #[serde(default)]
     pub p99: f64,
 }
 
@@ -44,7 +48,7 @@ impl Summary {
 
 /// The 50th and 99th percentiles and the maximum of a series (nearest rank), in the
 /// series' unit; all 0 for an empty series.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     /// The median (the lower middle value for an even count).
     pub p50: f64,

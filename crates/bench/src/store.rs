@@ -86,7 +86,7 @@ const CLUSTER_PRIMARIES: usize = 3;
 const SENTINEL_REPLICAS: usize = 1;
 
 /// A Redis set-up.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Topology {
     /// One redis-server, plain `redis://`.
@@ -369,11 +369,13 @@ fn testkit<T>(what: &str, start: impl FnOnce() -> T) -> Result<T, BoxError> {
 /// With `--redis-url`, or another topology.
 pub fn check_lossy_target(target: &TargetArgs) -> Result<(), BoxError> {
     if target.redis_url.is_some() {
-        return Err("--lose-writes starts its own servers: drop --redis-url".into());
+        return Err(
+            "failover-lossy and rebalance-lossy start their own servers: drop --redis-url".into(),
+        );
     }
     if !matches!(target.topology, Topology::Sentinel | Topology::Cluster) {
         return Err(format!(
-            "--lose-writes needs --topology sentinel or cluster (got {}): a failover needs \
+            "failover-lossy and rebalance-lossy need --topology sentinel or cluster (got {}): a failover needs \
              a replica to promote",
             topology_name(target.topology)
         )

@@ -275,7 +275,7 @@ async fn a_weighted_rebalance_reports_loads_against_shares() {
 async fn a_feedback_load_run_reports_hand_offs_self_moves_and_catch_ups_in_every_mode() {
     let _one = SERIAL.lock().await;
     let out = bench(&[
-        "rebalance",
+        "rebalance-load",
         "--partitions",
         "12",
         "--replicas",
@@ -292,7 +292,7 @@ async fn a_feedback_load_run_reports_hand_offs_self_moves_and_catch_ups_in_every
         "load,count-only",
     ])
     .await;
-    let lines = reports(&out, "rebalance --load feedback");
+    let lines = reports(&out, "rebalance-load --load feedback");
     let r = lines.last().expect("a report");
     eprintln!("{r}");
     assert_eq!(r["load_mode"], "feedback");

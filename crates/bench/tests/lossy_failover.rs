@@ -1,4 +1,4 @@
-//! `failover --lose-writes` on a Sentinel set the bench starts itself: one run in which
+//! `failover-lossy` on a Sentinel set the bench starts itself: one run in which
 //! the primary is cut off from its replica before the child leader acquires, then
 //! killed. The report has the keys `docs/benchmarks.md` describes; their values are
 //! not checked (they depend on whether the scripts hold grants back after a
@@ -18,7 +18,7 @@ const LEASE_MS: u64 = 3000;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lossy_sentinel_failover_reports_overlaps_fences_and_times() {
     let run = Command::new(env!("CARGO_BIN_EXE_leasehold-bench"))
-        .args(["failover", "--topology", "sentinel", "--lose-writes"])
+        .args(["failover-lossy", "--topology", "sentinel"])
         .args(["--runs", "1", "--lease-ms", &LEASE_MS.to_string()])
         .stdin(Stdio::null())
         .kill_on_drop(true)
@@ -26,7 +26,7 @@ async fn a_lossy_sentinel_failover_reports_overlaps_fences_and_times() {
     let out = timeout(Duration::from_secs(120), run)
         .await
         .expect("a lossy failover ends within 120 s")
-        .expect("run leasehold-bench failover --lose-writes");
+        .expect("run leasehold-bench failover-lossy");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -25,19 +25,19 @@ mod schedule;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::{Instant, sleep_until};
 
 use self::check::{LedgerCheck, StaleDelivery, Uptime, check_ledger, stale_deliveries, uptime};
 use self::cluster::Cluster;
 use self::progress::Sampler;
 use self::schedule::{Fault, FaultKind, schedule};
-use crate::ChaosArgs;
 use crate::clock::now_us;
 use crate::group::event::{PartitionEvent, ledger_key, partition_names};
 use crate::group::handoffs::{HandOffs, Staleness, Term, Terms, terms};
 use crate::group::process::{EventLog, ReplicaSpec};
 use crate::group::status::{GroupWatch, balanced, counts, describe, spread_of};
+use crate::scenarios::chaos::Args as ChaosArgs;
 use crate::stats::round3;
 use crate::store::{self, BoxError, StoreSpec};
 
@@ -47,7 +47,7 @@ const DETAILS: usize = 20;
 const SAMPLE: Duration = Duration::from_millis(20);
 
 /// Availability over the partitions.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Availability {
     /// The least available partition's fraction of the window with writes.
     pub min: f64,
@@ -56,7 +56,7 @@ pub struct Availability {
 }
 
 /// Gaps attributed to one fault kind.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct GapStats {
     /// Gaps (over every partition).
     pub count: u64,
@@ -68,7 +68,7 @@ pub struct GapStats {
 
 /// Hand-off state over a chaos run, from the replicas' lines (see
 /// [`check::stale_deliveries`] and [`HandOffs`]).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ChaosHandOffs {
     /// Terms offered any state.
     pub offered: u64,
@@ -114,10 +114,10 @@ impl ChaosHandOffs {
 }
 
 /// The final report of `chaos`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChaosReport {
     /// Always `chaos`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The schedule's seed.
     pub seed: u64,
     /// Length of the fault window.
@@ -129,7 +129,7 @@ pub struct ChaosReport {
     /// The lease.
     pub lease_ms: u64,
     /// Faults run, by kind.
-    pub faults: BTreeMap<&'static str, u64>,
+    pub faults: BTreeMap<String, u64>,
     /// Records in all ledgers.
     pub writes_accepted: u64,
     /// Terms whose writing ended on a stale rejection (reported by the replicas).
@@ -148,7 +148,7 @@ pub struct ChaosReport {
     /// A gap counts as unavailability above this.
     pub gap_threshold_ms: f64,
     /// Gaps by the fault active when they began (`none`: before the first fault).
-    pub gaps: BTreeMap<&'static str, GapStats>,
+    pub gaps: BTreeMap<String, GapStats>,
     /// Records of a term that landed after a later record of the same term.
     pub reordered: u64,
     /// Ledger writes that failed with a store error, in terms that ended cleanly.
@@ -157,6 +157,14 @@ pub struct ChaosReport {
     pub final_counts: BTreeMap<String, usize>,
     /// max − min of `final_counts`.
     pub spread: usize,
+    /// The state the terms handed off (its fields are the report's own in the JSON).
+    #[serde(flatten)]
+    pub state: ChaosState,
+}
+
+/// The state handed off over a chaos run, in [`ChaosReport`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChaosState {
     /// Bytes of state every term hands off (`--hand-off-bytes`; 0: none).
     pub hand_off_bytes: usize,
     /// What the terms were offered of their predecessors' state.
@@ -192,14 +200,14 @@ struct Timeline {
 /// If a server or process cannot be started, or Redis cannot be read. Violations are
 /// reported, not errors.
 pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
-    let lease = Duration::from_millis(args.lease_ms);
+    let lease = Duration::from_millis(args.lease.lease_ms);
     let log = EventLog::new(args.partitions);
     let group = format!("chaos-{}", args.seed);
     let spec = ReplicaSpec {
         exe: std::env::current_exe()?,
         group: group.clone(),
         partitions: args.partitions,
-        lease_ms: args.lease_ms,
+        lease_ms: args.lease.lease_ms,
         settle_ms: None,
         write_every_ms: args.write_every_ms,
         nice: 0,
@@ -255,7 +263,7 @@ async fn drive(
     plan: &[Fault],
     args: &ChaosArgs,
 ) -> Result<Timeline, BoxError> {
-    let lease = Duration::from_millis(args.lease_ms);
+    let lease = Duration::from_millis(args.lease.lease_ms);
     let limit = Duration::from_secs(10) + lease * 30;
     for i in 1..=args.replicas {
         cluster.add(&format!("replica-{i}")).await?;
@@ -411,12 +419,12 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
 
     let mut details: Vec<String> = t.liveness.clone();
     details.extend(checks.iter().flat_map(|c| c.violations.iter().cloned()));
-    let lease_us = args.lease_ms * 1000;
+    let lease_us = args.lease.lease_ms * 1000;
     details.extend(stale.iter().map(|d| stale_sentence(d, &terms, t, lease_us)));
     for d in &details {
         eprintln!("VIOLATION {d}");
     }
-    let mut gaps: BTreeMap<&'static str, GapStats> = BTreeMap::new();
+    let mut gaps: BTreeMap<String, GapStats> = BTreeMap::new();
     for (partition, gap) in names
         .iter()
         .zip(&uptimes)
@@ -435,7 +443,7 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
             gap.ms,
             gap.start_us.saturating_sub(t.start_us) as f64 / 1e6
         );
-        let g = gaps.entry(kind).or_default();
+        let g = gaps.entry(kind.to_owned()).or_default();
         g.count += 1;
         g.total_ms = round3(g.total_ms + gap.ms);
         g.longest_ms = g.longest_ms.max(round3(gap.ms));
@@ -446,9 +454,9 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
             g.count, g.total_ms, g.longest_ms
         );
     }
-    let mut faults: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut faults: BTreeMap<String, u64> = BTreeMap::new();
     for a in &t.applied {
-        *faults.entry(a.kind.name()).or_default() += 1;
+        *faults.entry(a.kind.name().to_owned()).or_default() += 1;
     }
     let (mut stale_rejected, mut write_errors) = (0, 0);
     for logged in &log {
@@ -469,12 +477,12 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
         .copied()
         .unwrap_or(0.0);
     ChaosReport {
-        scenario: "chaos",
+        scenario: "chaos".to_owned(),
         seed: args.seed,
         seconds: args.seconds,
         replicas: args.replicas,
         partitions: args.partitions,
-        lease_ms: args.lease_ms,
+        lease_ms: args.lease.lease_ms,
         faults,
         writes_accepted: checks.iter().map(|c| c.writes).sum(),
         stale_rejected,
@@ -491,8 +499,10 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
         write_errors,
         spread: spread_of(&t.final_counts),
         final_counts: t.final_counts.clone(),
-        hand_off_bytes: args.hand_off_bytes,
-        hand_offs: ChaosHandOffs::new(&hand_offs, stale.len()),
+        state: ChaosState {
+            hand_off_bytes: args.hand_off_bytes,
+            hand_offs: ChaosHandOffs::new(&hand_offs, stale.len()),
+        },
     }
 }
 

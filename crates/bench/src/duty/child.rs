@@ -19,7 +19,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
-use crate::ChildArgs;
+use crate::args::ChildArgs;
 use crate::clock::{now_us, wall_us};
 use crate::duty::event::Event;
 use crate::duty::one_term::OneTerm;

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::sleep;
 
 use crate::clock::{micros, now_us, span_ms};
@@ -23,7 +23,7 @@ pub const REAP: Duration = Duration::from_secs(5);
 const RENEW_GUARD_US: u64 = 3_000;
 
 /// One failover.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailoverRun {
     /// Kill → follower's duty starts.
     pub failover_ms: f64,
@@ -38,15 +38,17 @@ pub struct FailoverRun {
 }
 
 /// The final report of `failover`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailoverReport {
     /// Always `failover`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The Redis set-up.
     pub topology: Topology,
     /// The lease.
     pub lease_ms: u64,
-    /// Whether every elector ran with `Elector::spawn_dedicated`.
+    /// Whether every elector ran with `Elector::spawn_dedicated` (false in reports
+    /// from before the option).
+    #[serde(default)]
     pub dedicated: bool,
     /// Every run, in order.
     pub runs: Vec<FailoverRun>,
@@ -72,7 +74,7 @@ pub async fn run(harness: &Harness, runs: usize) -> Result<FailoverReport, BoxEr
         })
         .await?;
     Ok(FailoverReport {
-        scenario: "failover",
+        scenario: "failover".to_owned(),
         topology: harness.topology(),
         lease_ms: harness.lease_ms(),
         dedicated: harness.dedicated(),

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::sleep;
 
 use crate::clock::{micros, now_us, span_ms};
@@ -15,7 +15,7 @@ use crate::store::{BoxError, Topology};
 const EXIT: Duration = Duration::from_secs(10);
 
 /// One hand-over.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HandoverRun {
     /// SIGTERM sent → follower's duty starts.
     pub handover_ms: f64,
@@ -28,17 +28,21 @@ pub struct HandoverRun {
 }
 
 /// The final report of `handover`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HandoverReport {
     /// Always `handover`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The Redis set-up.
     pub topology: Topology,
     /// The lease.
     pub lease_ms: u64,
-    /// Whether every elector ran with `Elector::spawn_dedicated`.
+    /// Whether every elector ran with `Elector::spawn_dedicated` (false in reports
+    /// from before the option).
+    #[serde(default)]
     pub dedicated: bool,
-    /// Every elector's `min_replicas_acked` (0: off).
+    /// Every elector's `min_replicas_acked` (0: off, as in reports from before the
+    /// option).
+    #[serde(default)]
     pub min_replicas_acked: usize,
     /// Every run, in order.
     pub runs: Vec<HandoverRun>,
@@ -64,7 +68,7 @@ pub async fn run(harness: &Harness, runs: usize) -> Result<HandoverReport, BoxEr
         })
         .await?;
     Ok(HandoverReport {
-        scenario: "handover",
+        scenario: "handover".to_owned(),
         topology: harness.topology(),
         lease_ms: harness.lease_ms(),
         dedicated: harness.dedicated(),

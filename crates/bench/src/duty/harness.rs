@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use leasehold_election::RedisStore;
 
-use crate::ScenarioArgs;
+use crate::args::DutyArgs as ScenarioArgs;
 use crate::clock::{micros, now_us};
 use crate::duty::follower::Follower;
 use crate::duty::process::{ChildMode, LeaderProcess, Leading};
@@ -57,7 +57,7 @@ impl Harness {
     /// # Errors
     /// If the servers cannot start, or the URL or lease is invalid.
     pub fn start(args: &ScenarioArgs) -> Result<Self, BoxError> {
-        let lease = Duration::from_millis(args.lease_ms);
+        let lease = Duration::from_millis(args.lease.lease_ms);
         let servers = Servers::start(&args.target)?;
         let renew_interval = store::config("probe", "probe", lease)?.renew_interval();
         Ok(Self {

@@ -1,4 +1,4 @@
-//! `failover --lose-writes`: a failover of the *servers* that loses the leader's grant.
+//! `failover-lossy`: a failover of the *servers* that loses the leader's grant.
 //!
 //! Each run starts a fresh topology (a Sentinel set with one replica, or a cluster of
 //! three primaries with one replica each) and:
@@ -29,7 +29,6 @@ use serde::Serialize;
 use tokio::task::block_in_place;
 use tokio::time::{Instant, sleep, sleep_until};
 
-use crate::ScenarioArgs;
 use crate::clock::{micros, now_us, span_ms};
 use crate::duty::event::Event;
 use crate::duty::failover::{REAP, settle_renewal};
@@ -37,6 +36,7 @@ use crate::duty::follower::Follower;
 use crate::duty::harness::{CHILD_START, summary};
 use crate::duty::process::{ChildMode, LeaderProcess};
 use crate::overlap::{self, Term};
+use crate::scenarios::failover_lossy::Args as ScenarioArgs;
 use crate::stats::{Summary, round3};
 use crate::store::{self, BoxError, Servers, Topology};
 
@@ -92,7 +92,7 @@ pub struct LossyRun {
     pub old_leader_end: Option<OldLeaderEnd>,
 }
 
-/// The final report of `failover --lose-writes`.
+/// The final report of `failover-lossy`.
 #[derive(Debug, Clone, Serialize)]
 pub struct LossyReport {
     /// Always `failover`.
@@ -155,7 +155,7 @@ pub async fn run(args: &ScenarioArgs) -> Result<LossyReport, BoxError> {
         scenario: "failover",
         lose_writes: true,
         topology: args.target.topology,
-        lease_ms: args.lease_ms,
+        lease_ms: args.lease.lease_ms,
         dedicated: args.dedicated,
         overlaps: all.iter().filter(|r| r.overlap).count(),
         fence_repeats: all.iter().filter(|r| r.fence_repeat).count(),
@@ -169,7 +169,7 @@ pub async fn run(args: &ScenarioArgs) -> Result<LossyReport, BoxError> {
 }
 
 async fn one(args: &ScenarioArgs, tag: &str, run: usize) -> Result<LossyRun, BoxError> {
-    let lease = Duration::from_millis(args.lease_ms);
+    let lease = Duration::from_millis(args.lease.lease_ms);
     let renew_interval = store::config("probe", "probe", lease)?.renew_interval();
     let mut servers = block_in_place(|| Servers::start_with(&args.target, true))?;
     // Every node had started by now: their uptime is at least the time since.

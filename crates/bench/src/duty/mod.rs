@@ -2,7 +2,7 @@
 //! `child` mode), the follower in the bench process, on a fresh duty per run.
 //!
 //! - [`failover`]: SIGKILL the leader, time the follower's take-over past the expiry;
-//! - [`lossy`] (`failover --lose-writes`): kill the *primary* after its replicas
+//! - [`lossy`] (`failover-lossy`): kill the *primary* after its replicas
 //!   missed the leader's grant, and count new terms that start before the old
 //!   leader's local deadline;
 //! - [`handover`]: SIGTERM the leader, time the graceful hand-over;

@@ -8,13 +8,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::{Instant, sleep};
 
-use crate::SoakArgs;
 use crate::clock::now_us;
 use crate::duty::event::Event;
 use crate::duty::process::{ChildMode, LeaderProcess};
+use crate::scenarios::soak::Args as SoakArgs;
 use crate::stats::{Percentiles, round3};
 use crate::store::{BoxError, Servers, Topology};
 
@@ -24,10 +24,10 @@ const EXIT: Duration = Duration::from_secs(10);
 const PROGRESS: Duration = Duration::from_secs(60);
 
 /// The report of `soak`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SoakReport {
     /// Always `soak`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The Redis set-up.
     pub topology: Topology,
     /// The lease.
@@ -65,7 +65,7 @@ pub struct SoakReport {
 /// If the servers or a child cannot start, nobody leads within a few leases, or a
 /// child does not exit cleanly.
 pub async fn run(args: &SoakArgs) -> Result<SoakReport, BoxError> {
-    let lease = Duration::from_millis(args.lease_ms);
+    let lease = Duration::from_millis(args.lease.lease_ms);
     let servers = Servers::start(&args.target)?;
     let spec = servers.spec.to_arg()?;
     let exe = std::env::current_exe()?;
@@ -163,9 +163,9 @@ fn summarise(
     }
     let (total, longest) = leaderless(&terms, stop_us);
     Ok(SoakReport {
-        scenario: "soak",
+        scenario: "soak".to_owned(),
         topology,
-        lease_ms: args.lease_ms,
+        lease_ms: args.lease.lease_ms,
         seconds: args.seconds,
         replicas: args.replicas,
         dedicated: args.dedicated,

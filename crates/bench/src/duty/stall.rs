@@ -13,42 +13,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
-use clap::Args;
 use leasehold_election::{Elector, Leadership, RedisStore, Role};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep, timeout};
 
+use crate::scenarios::stall::Args as StallArgs;
 use crate::stats::round3;
-use crate::store::{self, BoxError, Servers, TargetArgs, Topology};
+use crate::store::{self, BoxError, Servers, Topology};
 
 /// Worker threads of the application's runtime.
 const WORKERS: usize = 2;
 /// Longest wait for a leader or a follower on a busy machine.
 const WAIT: Duration = Duration::from_secs(15);
 
-/// Options of the `stall` scenario.
-#[derive(Debug, Args)]
-pub struct StallArgs {
-    /// Lease of every elector, in milliseconds.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
-    pub lease_ms: u64,
-    /// How long the duty blocks, in leases.
-    #[arg(long, default_value_t = 2.5)]
-    pub block_leases: f64,
-    /// The Redis set-up.
-    #[command(flatten)]
-    pub target: TargetArgs,
-}
-
 /// One elector kind with one way of blocking.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StallCase {
     /// `default` (`Elector::spawn`, on the blocked runtime) or `dedicated`
     /// (`Elector::spawn_dedicated`).
-    pub elector: &'static str,
+    pub elector: String,
     /// `one_worker` (the duty's own) or `all_workers` (every application worker).
-    pub blocked: &'static str,
+    pub blocked: String,
     /// The replica still led a lease after the block, and no successor had led.
     pub kept_lease: bool,
     /// Another replica led during or after the block.
@@ -70,10 +56,10 @@ pub struct StallCase {
 }
 
 /// The final report of `stall`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StallReport {
     /// Always `stall`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The Redis set-up.
     pub topology: Topology,
     /// The lease.
@@ -91,7 +77,7 @@ pub struct StallReport {
 /// # Errors
 /// If the servers cannot start or a case does not get going in time.
 pub async fn run(args: &StallArgs) -> Result<StallReport, BoxError> {
-    let lease = Duration::from_millis(args.lease_ms);
+    let lease = Duration::from_millis(args.lease.lease_ms);
     let block = lease.mul_f64(args.block_leases.max(0.0));
     let servers = Arc::new(Servers::start(&args.target)?);
     let tag = format!("{}", std::process::id());
@@ -129,9 +115,9 @@ pub async fn run(args: &StallArgs) -> Result<StallReport, BoxError> {
         cases.push(case);
     }
     Ok(StallReport {
-        scenario: "stall",
+        scenario: "stall".to_owned(),
         topology: servers.topology,
-        lease_ms: args.lease_ms,
+        lease_ms: args.lease.lease_ms,
         block_ms: u64::try_from(block.as_millis()).unwrap_or(u64::MAX),
         workers: WORKERS,
         cases,
@@ -320,12 +306,13 @@ fn one(
         let first = led.first().copied();
         let ms = |d: Duration| round3(d.as_secs_f64() * 1000.0);
         Ok(StallCase {
-            elector: if dedicated { "dedicated" } else { "default" },
+            elector: if dedicated { "dedicated" } else { "default" }.to_owned(),
             blocked: if every_worker {
                 "all_workers"
             } else {
                 "one_worker"
-            },
+            }
+            .to_owned(),
             kept_lease: status.is_leader() && led.is_empty() && terms.load(Ordering::SeqCst) == 1,
             successor_led: first.is_some(),
             successor_led_after_block_start_ms: first.map(|t| ms(t - block_start)),

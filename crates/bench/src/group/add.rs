@@ -16,24 +16,24 @@
 use std::time::Duration;
 
 use leasehold_partitions::GroupAdmin;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::{Instant, sleep};
 
-use crate::AddArgs;
 use crate::clock::{now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
 use crate::group::harness::{Fleet, convergence_limit};
 use crate::group::ownership::Progress;
 use crate::group::rebalance::poll_interval;
 use crate::group::status::PREFIX;
+use crate::scenarios::add::Args as AddArgs;
 use crate::stats::Percentiles;
 use crate::store::{self, BoxError, Topology};
 
 /// The last line of `add`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AddReport {
     /// Always `add`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The Redis set-up.
     pub topology: Topology,
     /// P before the additions.
@@ -68,7 +68,7 @@ pub async fn run(args: &AddArgs) -> Result<AddReport, BoxError> {
         &args.target,
         "add",
         args.partitions,
-        args.lease_ms,
+        args.lease.lease_ms,
         None,
         poll_interval(args.partitions + args.adds),
         args.replica_nice,
@@ -125,11 +125,11 @@ async fn phases(fleet: &mut Fleet, args: &AddArgs) -> Result<AddReport, BoxError
         .await;
     let progress = fleet.log.progress();
     Ok(AddReport {
-        scenario: "add",
+        scenario: "add".to_owned(),
         topology: args.target.topology,
         partitions: args.partitions,
         replicas: args.replicas,
-        lease_ms: args.lease_ms,
+        lease_ms: args.lease.lease_ms,
         renew_interval_ms: renew.as_secs_f64() * 1e3,
         adds: args.adds,
         owned_ms: Percentiles::of(&owned_ms),

@@ -35,13 +35,13 @@
 //! line when it finished or was dropped. Every `released` line names the term's
 //! successor (`Ownership::successor`) if it had one.
 //!
-//! With `--load-schedule` (`rebalance --load`), the coordinators take their weights from
+//! With `--load-schedule` (`rebalance-load`), the coordinators take their weights from
 //! measured load (`GroupConfigBuilder::weights_from_loads`, `--half-life-ms`,
 //! `--threshold-percent`), and every callback reports its partition's synthetic load
 //! ([`Schedule::load`]) through [`Ownership::report_load`] every `--report-every-ms`
 //! until its term ends.
 //!
-//! With `--feedback` as well (`rebalance --load feedback`), the schedule's loads are
+//! With `--feedback` as well (`rebalance-load --load feedback`), the schedule's loads are
 //! arrival rates into a queue per partition: every callback serves its partition's
 //! queue ([`Queue`]), reports what it achieves (or the arrivals, as the
 //! [`Feedback`]'s `report` says) every `--report-every-ms`, commits the queue to the
@@ -67,7 +67,7 @@ use tokio::task::JoinSet;
 use tokio::time::{MissedTickBehavior, interval};
 use tokio_util::sync::CancellationToken;
 
-use crate::PartitionChildArgs;
+use crate::args::PartitionChildArgs;
 use crate::clock::{now_us, wall_us};
 use crate::group::event::{
     PartitionEvent, ROSTER_EVERY, hand_off_state, ledger_key, no_hand_off_cause, no_hand_off_label,
@@ -112,11 +112,12 @@ pub async fn run(args: &PartitionChildArgs) -> Result<(), BoxError> {
         })),
         None => None,
     };
-    let reports = match &args.load_schedule {
+    let reports = match &args.loads.load_schedule {
         Some(json) => Some(Arc::new(Reports {
             schedule: serde_json::from_str(json)?,
-            every: Duration::from_millis(args.report_every_ms.max(1)),
+            every: Duration::from_millis(args.loads.report_every_ms.max(1)),
             feedback: args
+                .loads
                 .feedback
                 .as_deref()
                 .map(serde_json::from_str)
@@ -228,11 +229,11 @@ fn config(args: &PartitionChildArgs, replica: &str) -> Result<GroupConfig, BoxEr
     if let Some(within) = prepare_moves(args) {
         builder = builder.prepare_moves(within);
     }
-    if let Some(ms) = args.half_life_ms {
+    if let Some(ms) = args.loads.half_life_ms {
         builder = builder.weights_from_loads(
             LoadDamping::default()
                 .half_life(Duration::from_millis(ms))
-                .threshold_percent(args.threshold_percent),
+                .threshold_percent(args.loads.threshold_percent),
         );
     }
     Ok(builder.build()?)

@@ -105,7 +105,7 @@ pub enum PartitionEvent {
         /// Whether it ran to its end (false: dropped).
         finished: bool,
     },
-    /// A term of `rebalance --load feedback` started with this backlog in its tenant's
+    /// A term of `rebalance-load --load feedback` started with this backlog in its tenant's
     /// queue ([`feedback`](crate::group::feedback)): printed after its `owned` line.
     Backlog {
         /// The partition.

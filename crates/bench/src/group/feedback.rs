@@ -1,4 +1,4 @@
-//! `rebalance --load feedback`: tenants whose reported load answers to their moves, as
+//! `rebalance-load --load feedback`: tenants whose reported load answers to their moves, as
 //! a real consumer's does.
 //!
 //! Each tenant (partition) has a queue. Entries arrive at the tenant's load of the

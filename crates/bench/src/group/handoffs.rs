@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::clock::span_ms;
 use crate::group::event::{PartitionEvent, parse_header, planned_end};
@@ -34,7 +34,7 @@ use crate::stats::Percentiles;
 const SHOWN: usize = 5;
 
 /// Hand-off state over a run's planned moves (see the [module](self)).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HandOffs {
     /// Planned moves: owner changes whose previous term ended for a planned reason.
     pub moved: u64,

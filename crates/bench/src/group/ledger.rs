@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use leasehold_partitions::{GroupAdmin, Move, MoveCause};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::group::event::{PartitionEvent, hand_off_state};
 use crate::group::harness::Fleet;
@@ -28,7 +28,7 @@ use crate::store::{self, BoxError};
 const SHOWN: usize = 5;
 
 /// The ledger compared with the owner changes the bench observed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LedgerCheck {
     /// Ledger entries of the group (every new term taken from the free set).
     pub entries: usize,
@@ -49,10 +49,13 @@ pub struct LedgerCheck {
     pub max_handoffs_per_interval: usize,
     /// Every entry of a planned move names the state the replicas leave
     /// (`--hand-off-bytes`: its size; without: none) in its `state_bytes`.
+    #[serde(default)]
     pub state_matches: bool,
     /// Entries of planned moves whose `state_bytes` is not that.
+    #[serde(default)]
     pub state_mismatches: usize,
     /// The first few of them, as `partition from→to fence (cause): state_bytes`.
+    #[serde(default)]
     pub state_mismatched: Vec<String>,
 }
 

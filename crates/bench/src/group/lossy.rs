@@ -1,4 +1,4 @@
-//! `rebalance --lose-writes`: a failover of the group's primary that loses grants.
+//! `rebalance-lossy`: a failover of the group's primary that loses grants.
 //!
 //! Each run starts a fresh topology (a Sentinel set with one replica, or a cluster
 //! with one replica per primary) and its replica processes, then:
@@ -33,7 +33,6 @@ use serde::Serialize;
 use tokio::task::block_in_place;
 use tokio::time::{Instant, sleep};
 
-use crate::RebalanceArgs;
 use crate::clock::{micros, now_us, span_ms};
 use crate::group::event::{PartitionEvent, planned_end};
 use crate::group::harness::{Fleet, convergence_limit};
@@ -42,6 +41,7 @@ use crate::group::process::Logged;
 use crate::group::rebalance::{confirm, converge, poll_interval};
 use crate::group::status::PREFIX;
 use crate::overlap::{self, FenceRepeat, Overlap, Term};
+use crate::scenarios::rebalance_lossy::Args as RebalanceArgs;
 use crate::stats::{Summary, round3};
 use crate::store::{self, BoxError, Servers, Topology};
 
@@ -144,7 +144,7 @@ pub struct KillSummary {
     pub settled_ms: Summary,
 }
 
-/// The final report of `rebalance --lose-writes`.
+/// The final report of `rebalance-lossy`.
 #[derive(Debug, Clone, Serialize)]
 pub struct LossyRebalanceReport {
     /// Always `rebalance`.
@@ -176,7 +176,7 @@ pub struct LossyRebalanceReport {
 /// # Errors
 /// On a topology without replicas, or the first run that fails.
 pub async fn run(args: &RebalanceArgs) -> Result<LossyRebalanceReport, BoxError> {
-    store::check_lossy_target(&args.target)?;
+    store::check_lossy_target(&args.group.target)?;
     let mut all = Vec::new();
     for i in 1..=args.runs {
         let r = one(args).await.map_err(|e| format!("run {i}: {e}"))?;
@@ -201,10 +201,10 @@ pub async fn run(args: &RebalanceArgs) -> Result<LossyRebalanceReport, BoxError>
     Ok(LossyRebalanceReport {
         scenario: "rebalance",
         lose_writes: true,
-        topology: args.target.topology,
-        partitions: args.partitions,
-        replicas: args.replicas,
-        lease_ms: args.lease_ms,
+        topology: args.group.target.topology,
+        partitions: args.group.partitions,
+        replicas: args.group.replicas,
+        lease_ms: args.group.lease.lease_ms,
         overlaps: all.iter().map(|r| r.overlaps).sum(),
         fence_repeats: all.iter().map(|r| r.fence_repeats).sum(),
         grants_lost: over(|r| r.grants_lost as f64)?,
@@ -219,15 +219,15 @@ pub async fn run(args: &RebalanceArgs) -> Result<LossyRebalanceReport, BoxError>
 
 /// One run on a fresh topology.
 async fn one(args: &RebalanceArgs) -> Result<LossyRebalanceRun, BoxError> {
-    let servers = block_in_place(|| Servers::start_with(&args.target, true))?;
+    let servers = block_in_place(|| Servers::start_with(&args.group.target, true))?;
     let mut fleet = Fleet::on(
         servers,
         "rebalance-lossy",
-        args.partitions,
-        args.lease_ms,
-        args.settle_ms,
-        poll_interval(args.partitions),
-        args.replica_nice,
+        args.group.partitions,
+        args.group.lease.lease_ms,
+        args.group.settle_ms,
+        poll_interval(args.group.partitions),
+        args.group.replica_nice,
     )?;
     let result = phases(&mut fleet, args).await;
     if let Err(e) = fleet.shutdown().await {
@@ -240,8 +240,8 @@ async fn one(args: &RebalanceArgs) -> Result<LossyRebalanceRun, BoxError> {
 async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<LossyRebalanceRun, BoxError> {
     let lease = fleet.lease();
     let renew_interval = store::config("probe", "probe", lease)?.renew_interval();
-    let limit = convergence_limit(args.partitions, lease);
-    let n = args.replicas;
+    let limit = convergence_limit(args.group.partitions, lease);
+    let n = args.group.replicas;
 
     // Cold start.
     let start_us = now_us();
@@ -297,7 +297,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<LossyRebalanc
     let end_us = fleet.log.progress().clock_us.max(now_us());
     let lease_us = micros(lease);
     let terms = terms(&log, lease_us);
-    let all_owned_us = owned_again(&terms, args.partitions, kill_us, end_us)?;
+    let all_owned_us = owned_again(&terms, args.group.partitions, kill_us, end_us)?;
     let mut overlaps = Vec::new();
     let mut repeats = Vec::new();
     for (partition, ts) in &terms {

@@ -1,4 +1,4 @@
-//! `rebalance --load shifting|stationary|feedback`: balancing by measured load against
+//! `rebalance-load --load shifting|stationary|feedback`: balancing by measured load against
 //! synthetic tenants whose loads follow a Zipf law ([`tenants`](crate::group::tenants)),
 //! shifting every `--shift-secs` or stationary with noise (with `feedback`, stationary
 //! arrival rates into queues whose owners report what they achieve:
@@ -37,10 +37,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use leasehold_partitions::{GroupAdmin, Move, MoveCause};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::RebalanceArgs;
 use crate::clock::{now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
 use crate::group::feedback::{Feedback, Report};
@@ -51,6 +50,7 @@ use crate::group::process::{LoadReports, Logged};
 use crate::group::rebalance::poll_interval;
 use crate::group::status::PREFIX;
 use crate::group::tenants::{LoadMode, Schedule, max_over_share, partition_index};
+use crate::scenarios::rebalance_load::Args as RebalanceArgs;
 use crate::stats::{percentile, round3};
 use crate::store::{BoxError, Topology};
 
@@ -83,7 +83,7 @@ impl Mode {
 }
 
 /// p50, p95 and max of a series over time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct OverTime {
     /// The nearest-rank median.
     pub p50: f64,
@@ -108,7 +108,7 @@ impl OverTime {
 }
 
 /// p50, p99 and max of a set of values.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tail {
     /// The nearest-rank median.
     pub p50: f64,
@@ -134,7 +134,7 @@ impl Tail {
 
 /// The planned hand-offs of a run: the ledger's entries of cause `handoff` (the cold
 /// start and the settling included).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PlannedHandOffs {
     /// How many.
     pub count: usize,
@@ -200,7 +200,7 @@ fn hand_off_figures(entries: &[Entry<'_>]) -> (PlannedHandOffs, usize) {
 
 /// `--load feedback`, the `load` mode: the backlogs its terms started with (their
 /// `backlog` lines, the whole run), in ms of the tenant's mean arrivals.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CatchUps {
     /// Terms by where their queue came from: `handed_over` (the previous term's
     /// hand-off), `committed` (nothing handed over: the last commit), `origin` (a first
@@ -239,7 +239,7 @@ impl CatchUps {
 }
 
 /// The loads of one mode over the window.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadOverTime {
     /// The heaviest replica's true load over its equal share of the total, sampled.
     pub max_over_share: OverTime,
@@ -256,7 +256,7 @@ pub struct LoadOverTime {
 }
 
 /// One mode's figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ModeReport {
     /// The loads over the window.
     pub load: LoadOverTime,
@@ -281,24 +281,27 @@ pub struct ModeReport {
     pub series: Option<Vec<f64>>,
     /// The planned hand-offs (the ledger's cause `handoff`) of the whole run, and how
     /// long they left their partitions without an owner.
+    #[serde(default)]
     pub hand_offs: PlannedHandOffs,
     /// Ledger entries of cause `handoff` whose giver took the partition back (`from` =
     /// `to`), over the whole run.
+    #[serde(default)]
     pub self_moves: usize,
     /// The ledger's moves (every new term but a first owner's, self-moves included)
     /// that started from one minute after the spawn to the end of the window (the
     /// server's clock against the bench's: the same machine's).
+    #[serde(default)]
     pub moves_after_first_minute: usize,
     /// `--load feedback`, the `load` mode: the backlogs its terms started with.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub catch_ups: Option<CatchUps>,
 }
 
-/// The report of `rebalance --load`.
-#[derive(Debug, Clone, Serialize)]
+/// The report of `rebalance-load`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadBalanceReport {
     /// Always `rebalance-load`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The Redis set-up.
     pub topology: Topology,
     /// Partition (tenant) count.
@@ -308,7 +311,30 @@ pub struct LoadBalanceReport {
     /// The lease.
     pub lease_ms: u64,
     /// `shifting`, `stationary` or `feedback`.
-    pub load_mode: &'static str,
+    pub load_mode: String,
+    /// The tenants, the damping and the sampling (their fields are the report's own
+    /// in the JSON).
+    #[serde(flatten)]
+    pub settings: Settings,
+    /// Shifts inside the window.
+    pub shifts: u64,
+    /// Hot ranks that changed partition at those shifts.
+    pub hot_changes: usize,
+    /// `hot_changes` per minute of the window.
+    pub hot_changes_per_min: f64,
+    /// The mode under test (`load`): `load`, `moves`, `moves_per_min`, ...
+    #[serde(flatten)]
+    pub under_test: Option<ModeReport>,
+    /// `moves_per_min / hot_changes_per_min` of `load` (target ≤ 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moves_per_hot_change: Option<f64>,
+    /// The same figures for `static_weights` and `count_only`.
+    pub baselines: BTreeMap<String, ModeReport>,
+}
+
+/// What a `rebalance-load` run was asked for, in [`LoadBalanceReport`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Settings {
     /// Length of each mode's measured window.
     pub seconds: u64,
     /// Spawn → the window, in seconds.
@@ -335,27 +361,13 @@ pub struct LoadBalanceReport {
     pub seeded_weights: bool,
     /// `feedback`: what the callbacks reported, `throughput` or `arrival`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub report: Option<&'static str>,
+    pub report: Option<String>,
     /// `feedback`: an owner served a tenant at most this many times its mean arrival
     /// rate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_factor: Option<f64>,
     /// How often the placement was sampled.
     pub sample_ms: u64,
-    /// Shifts inside the window.
-    pub shifts: u64,
-    /// Hot ranks that changed partition at those shifts.
-    pub hot_changes: usize,
-    /// `hot_changes` per minute of the window.
-    pub hot_changes_per_min: f64,
-    /// The mode under test (`load`): `load`, `moves`, `moves_per_min`, ...
-    #[serde(flatten)]
-    pub under_test: Option<ModeReport>,
-    /// `moves_per_min / hot_changes_per_min` of `load` (target ≤ 2).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub moves_per_hot_change: Option<f64>,
-    /// The same figures for `static_weights` and `count_only`.
-    pub baselines: BTreeMap<&'static str, ModeReport>,
 }
 
 /// Runs every mode of `--modes` in turn and prints the report.
@@ -375,7 +387,7 @@ pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanc
     });
     let mut template = Schedule {
         mode: load_mode,
-        partitions: args.partitions,
+        partitions: args.group.partitions,
         seed: args.seed,
         zipf_s: args.load_zipf_s,
         scale: SCALE,
@@ -413,33 +425,35 @@ pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanc
         match mode {
             Mode::Load => under_test = Some(report),
             other => {
-                baselines.insert(other.label(), report);
+                baselines.insert(other.label().to_owned(), report);
             }
         }
     }
     let hot_changes_per_min = round3(hot_changes as f64 / minutes);
     Ok(LoadBalanceReport {
-        scenario: "rebalance-load",
+        scenario: "rebalance-load".to_owned(),
         topology,
-        partitions: args.partitions,
-        replicas: args.replicas,
-        lease_ms: args.lease_ms,
-        load_mode: load_mode.label(),
-        seconds: args.seconds,
-        settle_secs: args.settle_secs,
-        seed: args.seed,
-        zipf_s: args.load_zipf_s,
-        scale: SCALE,
-        hot: args.hot,
-        shift_secs: args.shift_secs,
-        noise_percent,
-        half_life_ms: args.half_life_ms,
-        threshold_percent: args.threshold_percent,
-        report_every_ms: args.report_every_ms,
-        seeded_weights: !args.unseeded,
-        report: report.map(Report::label),
-        service_factor: feedback.then_some(args.service_factor),
-        sample_ms: args.sample_ms,
+        partitions: args.group.partitions,
+        replicas: args.group.replicas,
+        lease_ms: args.group.lease.lease_ms,
+        load_mode: load_mode.label().to_owned(),
+        settings: Settings {
+            seconds: args.seconds,
+            settle_secs: args.settle_secs,
+            seed: args.seed,
+            zipf_s: args.load_zipf_s,
+            scale: SCALE,
+            hot: args.hot,
+            shift_secs: args.shift_secs,
+            noise_percent,
+            half_life_ms: args.half_life_ms,
+            threshold_percent: args.threshold_percent,
+            report_every_ms: args.report_every_ms,
+            seeded_weights: !args.unseeded,
+            report: report.map(|r| r.label().to_owned()),
+            service_factor: feedback.then_some(args.service_factor),
+            sample_ms: args.sample_ms,
+        },
         shifts,
         hot_changes,
         hot_changes_per_min,
@@ -472,13 +486,13 @@ async fn run_mode(
     report: Option<Report>,
 ) -> Result<(ModeReport, Topology), BoxError> {
     let mut fleet = Fleet::start(
-        &args.target,
+        &args.group.target,
         &format!("rebalance-load-{}", mode.label().replace('_', "-")),
-        args.partitions,
-        args.lease_ms,
-        args.settle_ms,
-        poll_interval(args.partitions),
-        args.replica_nice,
+        args.group.partitions,
+        args.group.lease.lease_ms,
+        args.group.settle_ms,
+        poll_interval(args.group.partitions),
+        args.group.replica_nice,
     )?;
     // The queues' commits (`--load feedback`), kept until the replicas have stopped.
     let commits = report.map(|_| tempfile::tempdir()).transpose()?;
@@ -498,7 +512,7 @@ async fn measure(
     template: &mut Schedule,
     serving: Option<(Report, &Path)>,
 ) -> Result<ModeReport, BoxError> {
-    let names = partition_names(args.partitions);
+    let names = partition_names(args.group.partitions);
     // The weights, before the measured replicas start (the epoch is not known yet, but
     // the loads before it are those of shift 0 whatever it is).
     let initial = Schedule {
@@ -538,10 +552,10 @@ async fn measure(
             feedback,
         });
     }
-    for i in 1..=args.replicas {
+    for i in 1..=args.group.replicas {
         fleet.spawn(&format!("replica-{i}"))?;
     }
-    let limit = convergence_limit(args.partitions, fleet.lease());
+    let limit = convergence_limit(args.group.partitions, fleet.lease());
     let p = fleet
         .wait_events("cold start: all owned", Instant::now(), limit, |p| {
             p.milestones.all_owned_us.is_some()
@@ -595,7 +609,7 @@ async fn measure(
     let mut ratios = Vec::with_capacity(times.len());
     let mut samples_with_unowned = 0;
     for (t, owners) in times.iter().zip(&placements) {
-        if owners.len() < args.partitions {
+        if owners.len() < args.group.partitions {
             samples_with_unowned += 1;
         }
         ratios.push(max_over_share(&schedule.loads(*t), owners, &live));

@@ -7,11 +7,11 @@
 //!
 //! - [`rebalance`]: cold start, SIGKILL of one replica, a join (weighted too:
 //!   [`weights`]);
-//! - [`measured`] (`rebalance --load shifting|stationary|feedback`): balancing by
+//! - [`measured`] (`rebalance-load --load shifting|stationary|feedback`): balancing by
 //!   measured load against synthetic tenants ([`tenants`]; with `feedback`, queues
 //!   whose owners report what they achieve, [`feedback`]), beside static weights and
 //!   count only;
-//! - [`lossy`] (`rebalance --lose-writes`): a primary failover that loses a
+//! - [`lossy`] (`rebalance-lossy`): a primary failover that loses a
 //!   joiner's grants, checked for partitions owned twice by local deadlines;
 //! - [`load`]: cold-start convergence and the steady cost of a balanced group;
 //! - [`rolling`]: every replica restarted in turn, default, sticky or growing the list;

@@ -169,7 +169,7 @@ pub struct ReplicaSpec {
     pub leave_within_ms: Option<u64>,
     /// Warm moves (`rebalance --prepare`; `None`: plain moves).
     pub prepare: Option<WarmMoves>,
-    /// Report synthetic loads and take the weights from them (`rebalance --load`;
+    /// Report synthetic loads and take the weights from them (`rebalance-load`;
     /// `None`: no reports).
     pub load: Option<LoadReports>,
 }
@@ -184,7 +184,7 @@ pub struct WarmMoves {
     pub work_ms: u64,
 }
 
-/// How the replicas of `rebalance --load` report their partitions' loads.
+/// How the replicas of `rebalance-load` report their partitions' loads.
 #[derive(Debug, Clone)]
 pub struct LoadReports {
     /// The loads, as the JSON of a [`Schedule`](crate::group::tenants::Schedule).
@@ -195,7 +195,7 @@ pub struct LoadReports {
     pub half_life_ms: u64,
     /// The damping's threshold, in %.
     pub threshold_percent: u32,
-    /// `rebalance --load feedback`: how the queues are served and what is reported, as
+    /// `rebalance-load --load feedback`: how the queues are served and what is reported, as
     /// the JSON of a [`Feedback`](crate::group::feedback::Feedback) (`None`: the
     /// schedule's loads are reported as they are).
     pub feedback: Option<String>,

@@ -30,9 +30,10 @@ use std::time::Duration;
 
 use leasehold_partitions::GroupAdmin;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use crate::args::WeightsArg;
 use crate::clock::{micros, now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
 use crate::group::handoffs::HandOffs;
@@ -43,9 +44,9 @@ use crate::group::process::{Logged, WarmMoves};
 use crate::group::status::{PREFIX, balanced_by, counts, describe, spread_of};
 use crate::group::warm::{Receivers, Warm};
 use crate::group::weights::{self, LoadReport};
+use crate::scenarios::rebalance::Args as RebalanceArgs;
 use crate::stats::{Summary, round3};
 use crate::store::{BoxError, Topology};
-use crate::{RebalanceArgs, WeightsArg};
 
 /// How often the bench reads the group from Redis for `partitions` partitions: 10 µs
 /// per partition, at least 5 ms, at most 100 ms (a read scans every partition's key).
@@ -57,12 +58,13 @@ pub fn poll_interval(partitions: usize) -> Duration {
 }
 
 /// The cold start.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ColdStart {
     /// The server's uptime when the replicas were spawned (whole seconds, in ms): the
     /// bench waits until its own fresh server has run for more than a lease (a new group
     /// then grants after one renew interval: `docs/guarantees.md`).
-    pub server_age_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_age_ms: Option<u64>,
     /// First spawn → every partition owned.
     pub all_owned_ms: f64,
     /// First spawn → balanced.
@@ -77,7 +79,7 @@ pub struct ColdStart {
 }
 
 /// The crash of one replica.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Kill {
     /// The replica killed.
     pub replica: String,
@@ -98,7 +100,7 @@ pub struct Kill {
 }
 
 /// The arrival of a new replica.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Join {
     /// The new replica.
     pub replica: String,
@@ -114,10 +116,10 @@ pub struct Join {
 }
 
 /// The final report of `rebalance`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RebalanceReport {
     /// Always `rebalance`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// The Redis set-up.
     pub topology: Topology,
     /// Partition count.
@@ -140,7 +142,7 @@ pub struct RebalanceReport {
     pub spread: usize,
     /// `zipf` with `--weights`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub weights: Option<&'static str>,
+    pub weights: Option<String>,
     /// Whether the weights were only drawn, not set in the group (`--count-only`).
     pub count_only: bool,
     /// The starting replicas' capacities (with `--capacities`).
@@ -152,6 +154,7 @@ pub struct RebalanceReport {
     pub load: Option<LoadReport>,
     /// The group's ledger of moves against the owner changes the replicas' lines
     /// showed, from the cold start on.
+    #[serde(default)]
     pub ledger: LedgerCheck,
     /// `--move-budget`: every replica's budget (hand-offs per renew interval).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -160,15 +163,27 @@ pub struct RebalanceReport {
     /// ledger's `max_handoffs_per_interval`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_moves_per_interval: Option<usize>,
+    /// What the planned moves handed over (its fields are the report's own in the
+    /// JSON).
+    #[serde(flatten)]
+    pub handed: Handed,
+}
+
+/// What the planned moves of a rebalance handed over, from the cold start on, in
+/// [`RebalanceReport`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Handed {
     /// Bytes of state every callback handed off when its term ended
     /// (`--hand-off-bytes`; 0: none).
+    #[serde(default)]
     pub hand_off_bytes: usize,
-    /// The state handed over across planned moves, from the cold start on.
+    /// The state handed over across planned moves.
+    #[serde(default)]
     pub hand_offs: HandOffs,
-    /// The hand-offs that named their receiver, and whether it took them, from the
-    /// cold start on.
+    /// The hand-offs that named their receiver, and whether it took them.
+    #[serde(default)]
     pub receivers: Receivers,
-    /// With `--prepare`: the warm moves, from the cold start on.
+    /// With `--prepare`: the warm moves.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warm: Option<Warm>,
 }
@@ -231,13 +246,13 @@ pub async fn run_all(args: &RebalanceArgs) -> Result<(), BoxError> {
 /// A fleet that cannot start, or a phase that does not converge in time.
 pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
     let mut fleet = Fleet::start(
-        &args.target,
+        &args.group.target,
         "rebalance",
-        args.partitions,
-        args.lease_ms,
-        args.settle_ms,
-        poll_interval(args.partitions),
-        args.replica_nice,
+        args.group.partitions,
+        args.group.lease.lease_ms,
+        args.group.settle_ms,
+        poll_interval(args.group.partitions),
+        args.group.replica_nice,
     )?;
     fleet.spec.move_budget = args.move_budget;
     fleet.spec.hand_off_bytes = args.hand_off_bytes;
@@ -254,7 +269,7 @@ async fn setup_loads(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<Option<L
     if args.weights.is_none() && args.capacities.is_none() {
         return Ok(None);
     }
-    let names = partition_names(args.partitions);
+    let names = partition_names(args.group.partitions);
     let weights = match args.weights {
         Some(WeightsArg::Zipf) => weights::zipf(&names, args.zipf_s, args.weight_seed),
         None => HashMap::new(),
@@ -305,8 +320,8 @@ async fn setup_loads(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<Option<L
 
 async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
     let lease = fleet.lease();
-    let limit = convergence_limit(args.partitions, lease);
-    let n = args.replicas;
+    let limit = convergence_limit(args.group.partitions, lease);
+    let n = args.group.replicas;
     if let Some(caps) = &args.capacities
         && caps.len() != n
     {
@@ -349,7 +364,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         cold.describe()
     );
     let cold_start = ColdStart {
-        server_age_ms,
+        server_age_ms: Some(server_age_ms),
         all_owned_ms: round3(all_owned_ms),
         balanced_ms: round3(balanced_ms),
         confirmed_ms: round3(confirmed_ms),
@@ -463,7 +478,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         // The child's default wait: the renew interval, lease / 3.
         let within_ms = w
             .within_ms
-            .map_or(args.lease_ms as f64 / 3.0, |ms| ms as f64);
+            .map_or(args.group.lease.lease_ms as f64 / 3.0, |ms| ms as f64);
         Warm::of(&fleet.log.snapshot(), round3(within_ms), w.work_ms)
     });
     if let Some(w) = &warm {
@@ -482,12 +497,12 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         .into());
     }
     Ok(RebalanceReport {
-        scenario: "rebalance",
+        scenario: "rebalance".to_owned(),
         topology: fleet.servers.topology,
-        partitions: args.partitions,
+        partitions: args.group.partitions,
         replicas: n,
-        lease_ms: args.lease_ms,
-        poll_ms: round3(poll_interval(args.partitions).as_secs_f64() * 1000.0),
+        lease_ms: args.group.lease.lease_ms,
+        poll_ms: round3(poll_interval(args.group.partitions).as_secs_f64() * 1000.0),
         cold_start,
         kill: Kill {
             replica: victim,
@@ -506,7 +521,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         },
         spread: spread_of(&final_counts),
         final_counts,
-        weights: args.weights.map(|_| "zipf"),
+        weights: args.weights.map(|_| "zipf".to_owned()),
         count_only: args.count_only,
         capacities: args.capacities.clone(),
         load: loads.as_ref().map(|l| {
@@ -520,10 +535,12 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         move_budget: args.move_budget,
         max_moves_per_interval: args.move_budget.map(|_| ledger.max_handoffs_per_interval),
         ledger,
-        hand_off_bytes: args.hand_off_bytes,
-        hand_offs,
-        receivers,
-        warm,
+        handed: Handed {
+            hand_off_bytes: args.hand_off_bytes,
+            hand_offs,
+            receivers,
+            warm,
+        },
     })
 }
 

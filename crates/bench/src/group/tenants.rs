@@ -1,4 +1,4 @@
-//! Synthetic tenant loads for `rebalance --load`: what every partition costs at every
+//! Synthetic tenant loads for `rebalance-load`: what every partition costs at every
 //! instant, derived from a [`Schedule`] alone, so that the bench and its replica
 //! processes (which report the loads through `Ownership::report_load`) agree without
 //! talking to each other.

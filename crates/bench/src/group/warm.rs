@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::clock::span_ms;
 use crate::group::event::PartitionEvent;
@@ -34,7 +34,7 @@ use crate::group::process::Logged;
 use crate::stats::Percentiles;
 
 /// Named receivers over a run's hand-offs (see the [module](self)).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receivers {
     /// Hand-offs: owner changes whose previous term ended `handed_off`.
     pub moves: u64,
@@ -45,7 +45,7 @@ pub struct Receivers {
 }
 
 /// Warm moves over a run's hand-offs (`rebalance --prepare`; see the [module](self)).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Warm {
     /// How long a giver waited for its receiver (`GroupConfigBuilder::prepare_moves`),
     /// in ms.

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::group::ownership::Loads;
 use crate::stats::round3;
@@ -32,7 +32,7 @@ pub fn zipf(names: &[String], s: f64, seed: u64) -> HashMap<String, u64> {
 }
 
 /// What `loads` (the setup) say of the loads each replica ends with.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LoadReport {
     /// The largest replica load divided by its capacity share of the total weight.
     pub max_over_share: f64,
@@ -50,7 +50,7 @@ pub struct LoadReport {
 }
 
 /// One replica's load.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReplicaLoad {
     /// The weights of its partitions, summed.
     pub load: u64,

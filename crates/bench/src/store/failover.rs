@@ -212,7 +212,7 @@ impl Servers {
 
 fn not_replicated(topology: Topology) -> BoxError {
     format!(
-        "--lose-writes needs --topology sentinel or cluster (got {}): a failover needs a \
+        "failover-lossy and rebalance-lossy need --topology sentinel or cluster (got {}): a failover needs a \
          replica to promote",
         super::topology_name(topology)
     )

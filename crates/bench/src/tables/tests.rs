@@ -1,20 +1,32 @@
 use super::*;
 
-fn benches() -> BTreeMap<String, Bench> {
-    let failover = serde_json::json!({
+fn failover() -> Value {
+    serde_json::json!({
+        "scenario": "failover",
+        "topology": "single",
+        "lease_ms": 1000,
+        "runs": [],
         "failover_ms": {"min": 600.0, "median": 800.0, "max": 990.0},
         "since_renew_ms": {"min": 1.0, "median": 100.0, "max": 300.0},
         "overshoot_ms": {"min": 1.5, "median": 2.5, "max": 3.75},
-    });
+    })
+}
+
+fn benches_with(failover: Value) -> BTreeMap<String, Bench> {
     [(
         "failover".to_owned(),
         Bench {
+            name: "failover".into(),
             command: "leasehold-bench failover --runs 10".into(),
             date: "2026-12-01".into(),
             reports: vec![serde_json::json!({"partial": 1}), failover],
         },
     )]
     .into()
+}
+
+fn benches() -> BTreeMap<String, Bench> {
+    benches_with(failover())
 }
 
 #[test]
@@ -43,6 +55,25 @@ fn a_missing_report_or_end_marker_is_an_error() {
         render("no tables\n", &benches()).expect("renders"),
         "no tables\n"
     );
+}
+
+#[test]
+fn a_report_without_a_field_its_table_reads_names_its_file() {
+    let mut renamed = failover();
+    let overshoot = renamed["overshoot_ms"].take();
+    renamed["overshoot"] = overshoot;
+    renamed
+        .as_object_mut()
+        .expect("an object")
+        .remove("overshoot_ms");
+    let err = render(
+        "<!-- table: failover -->\n<!-- /table -->",
+        &benches_with(renamed),
+    )
+    .expect_err("a field gone");
+    let err = err.to_string();
+    assert!(err.contains("docs/bench/failover.json"), "{err}");
+    assert!(err.contains("overshoot_ms"), "{err}");
 }
 
 #[test]

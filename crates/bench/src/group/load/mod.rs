@@ -41,13 +41,14 @@ use crate::group::event::PartitionEvent;
 use crate::group::harness::{Fleet, convergence_limit};
 use crate::group::ownership::Progress;
 use crate::group::status::{balanced, counts, describe};
+use crate::print_last;
 use crate::proc_stats::{self, ProcSample};
 use crate::redis_stats::{self, REQUESTS, SLOWLOG_MAX_LEN, ServerSample, Stat};
+use crate::scenarios::load::Args as LoadArgs;
 use crate::stats::{Percentiles, max_of, round3};
 use crate::store::BoxError;
-use crate::{LoadArgs, print_last};
 
-pub use self::report::{LoadReport, RunReport, SummaryReport};
+pub use self::report::{LoadReport, LoadSetup, RunReport, SummaryReport, Ticks};
 
 /// Runs the scenario for each (partition count, replica count) pair and run, printing
 /// one JSON line per run and one summary line per pair (the last one compares the
@@ -143,7 +144,7 @@ async fn one_run(args: &LoadArgs, case: Case) -> Result<RunReport, BoxError> {
         &args.target,
         "load",
         partitions,
-        args.lease_ms,
+        args.lease.lease_ms,
         None,
         Duration::from_millis(50),
         args.replica_nice,
@@ -362,15 +363,17 @@ impl Steady {
         let replicas = case.replicas;
         RunReport {
             report: LoadReport {
-                scenario: "load",
-                topology: fleet.servers.topology,
-                partitions: case.partitions,
-                replicas,
-                replicas_per_process: args.replicas_per_process,
-                processes: w.clients.len(),
-                lease_ms: args.lease_ms,
-                seconds: args.seconds,
-                replica_nice: args.replica_nice,
+                setup: LoadSetup {
+                    scenario: "load".to_owned(),
+                    topology: fleet.servers.topology,
+                    partitions: case.partitions,
+                    replicas,
+                    replicas_per_process: args.replicas_per_process,
+                    processes: w.clients.len(),
+                    lease_ms: args.lease.lease_ms,
+                    seconds: args.seconds,
+                    replica_nice: args.replica_nice,
+                },
                 all_owned_ms: round3(self.all_owned_ms),
                 balanced_ms: round3(self.balanced_ms),
                 requests_per_sec: round3(rate),
@@ -393,10 +396,12 @@ impl Steady {
                     .collect(),
                 spread: self.progress.spread(),
                 steady_moves: self.moves,
-                tick_us: Percentiles::of(&self.steady_ticks),
-                tick_count: self.steady_ticks.len() as u64,
-                roster_bytes_per_s: round3(self.steady_roster_bytes as f64 / w.secs),
-                cold_start_roster_bytes: self.cold_roster_bytes,
+                ticks: Ticks {
+                    tick_us: Percentiles::of(&self.steady_ticks),
+                    tick_count: self.steady_ticks.len() as u64,
+                    roster_bytes_per_s: round3(self.steady_roster_bytes as f64 / w.secs),
+                    cold_start_roster_bytes: self.cold_roster_bytes,
+                },
             },
             run: case.run,
             client_cpu_pct: client_cpu,

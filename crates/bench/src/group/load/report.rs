@@ -3,33 +3,18 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::stats::{Percentiles, max_of, median, round3};
 use crate::store::{BoxError, Topology};
 
 /// The figures of `load`: one cold start and its steady window, or (in a summary) the
 /// worst or median of several.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadReport {
-    /// Always `load`.
-    pub scenario: &'static str,
-    /// The Redis set-up.
-    pub topology: Topology,
-    /// Partition count.
-    pub partitions: usize,
-    /// Replica count (coordinators, N).
-    pub replicas: usize,
-    /// Coordinators per replica process (K, `--replicas-per-process`).
-    pub replicas_per_process: usize,
-    /// Replica processes (N / K).
-    pub processes: usize,
-    /// The lease.
-    pub lease_ms: u64,
-    /// Length of the steady window.
-    pub seconds: u64,
-    /// The replicas' niceness (`--replica-nice`).
-    pub replica_nice: u8,
+    /// What ran (its fields are the report's own in the JSON).
+    #[serde(flatten)]
+    pub setup: LoadSetup,
     /// First spawn → every partition owned by a replica (by the replicas' `owned`
     /// lines, on their clock).
     pub all_owned_ms: f64,
@@ -75,25 +60,63 @@ pub struct LoadReport {
     /// `owned` lines during the steady window: partitions that changed owner while the
     /// group should have been still.
     pub steady_moves: u64,
+    /// The ticks and rosters at steady state (their fields are the report's own in
+    /// the JSON).
+    #[serde(flatten)]
+    pub ticks: Ticks,
+}
+
+/// What a `load` case ran, in [`LoadReport`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadSetup {
+    /// Always `load`.
+    pub scenario: String,
+    /// The Redis set-up.
+    pub topology: Topology,
+    /// Partition count.
+    pub partitions: usize,
+    /// Replica count (coordinators, N).
+    pub replicas: usize,
+    /// Coordinators per replica process (K, `--replicas-per-process`).
+    #[serde(default)]
+    pub replicas_per_process: usize,
+    /// Replica processes (N / K).
+    #[serde(default)]
+    pub processes: usize,
+    /// The lease.
+    pub lease_ms: u64,
+    /// Length of the steady window.
+    pub seconds: u64,
+    /// The replicas' niceness (`--replica-nice`).
+    pub replica_nice: u8,
+}
+
+/// The tick's server time and the rosters' bytes at steady state, in [`LoadReport`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ticks {
     /// Server-side execution time of a tick (`EVALSHA` of the heartbeat's or the whole
     /// tick's digest in the slow log) inside the steady window, in µs
     /// (`script_ms_by_name.heartbeat` and `.tick` have them in ms from the first spawn
     /// on).
+    #[serde(default)]
     pub tick_us: Percentiles,
     /// How many tick runs `tick_us` covers.
+    #[serde(default)]
     pub tick_count: u64,
     /// Bytes of roster the replicas received per second over the steady window, all
     /// together (`CoordinatorHandle::roster_bytes_received`, as the processes report
     /// it every 100 ms; a tick's reply carries the roster only when it changed, so a
     /// still group's is near 0).
+    #[serde(default)]
     pub roster_bytes_per_s: f64,
     /// Bytes of roster the replicas received from the first spawn to the start of the
     /// steady window (the cold start and settling), all together.
+    #[serde(default)]
     pub cold_start_roster_bytes: u64,
 }
 
 /// One run's line: the figures and each replica's own.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
     /// The figures.
     #[serde(flatten)]
@@ -107,7 +130,7 @@ pub struct RunReport {
 }
 
 /// One partition count's line, after its runs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SummaryReport {
     /// Over the runs: the worst (largest) `all_owned_ms`, `balanced_ms`,
     /// `redis_cpu_pct`, `client_cpu_pct_max`, `client_rss_mib_max`, `script_ms.max`
@@ -131,7 +154,7 @@ pub struct SummaryReport {
 }
 
 /// How the cost grows with the partition count and the replica count.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// One entry per (partition count, replica count) pair, in the order run.
     pub compare: Vec<Compared>,
@@ -140,7 +163,7 @@ pub struct Comparison {
 }
 
 /// One pair's summary, in a [`Comparison`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Compared {
     /// The partition count.
     pub partitions: usize,
@@ -204,14 +227,16 @@ pub fn summarize(runs: &[RunReport]) -> Result<SummaryReport, BoxError> {
         script_ms_by_name: by_name(runs),
         spread: runs.iter().map(|r| r.report.spread).max().unwrap_or(0),
         steady_moves: worst_n(|r| r.steady_moves),
-        tick_us: Percentiles {
-            p50: mid(|r| r.tick_us.p50),
-            p99: worst(|r| r.tick_us.p99),
-            max: worst(|r| r.tick_us.max),
+        ticks: Ticks {
+            tick_us: Percentiles {
+                p50: mid(|r| r.ticks.tick_us.p50),
+                p99: worst(|r| r.ticks.tick_us.p99),
+                max: worst(|r| r.ticks.tick_us.max),
+            },
+            tick_count: worst_n(|r| r.ticks.tick_count),
+            roster_bytes_per_s: worst(|r| r.ticks.roster_bytes_per_s),
+            cold_start_roster_bytes: worst_n(|r| r.ticks.cold_start_roster_bytes),
         },
-        tick_count: worst_n(|r| r.tick_count),
-        roster_bytes_per_s: worst(|r| r.roster_bytes_per_s),
-        cold_start_roster_bytes: worst_n(|r| r.cold_start_roster_bytes),
         ..first.clone()
     };
     Ok(SummaryReport {
@@ -250,12 +275,12 @@ pub fn compare(summaries: &[SummaryReport]) -> Comparison {
     let compare: Vec<Compared> = summaries
         .iter()
         .map(|s| Compared {
-            partitions: s.report.partitions,
-            replicas: s.report.replicas,
-            replicas_per_process: s.report.replicas_per_process,
+            partitions: s.report.setup.partitions,
+            replicas: s.report.setup.replicas,
+            replicas_per_process: s.report.setup.replicas_per_process,
             requests_per_sec: s.report.requests_per_sec,
-            tick_us: s.report.tick_us,
-            roster_bytes_per_s: s.report.roster_bytes_per_s,
+            tick_us: s.report.ticks.tick_us,
+            roster_bytes_per_s: s.report.ticks.roster_bytes_per_s,
             client_cpu_pct_max: s.report.client_cpu_pct_max,
             redis_cpu_pct: s.report.redis_cpu_pct,
             redis_cmd_cpu_pct: s.report.redis_cmd_cpu_pct,
@@ -282,15 +307,17 @@ mod tests {
 
     fn report(partitions: usize, all_owned_ms: f64, redis_cpu_pct: f64, p50: f64) -> LoadReport {
         LoadReport {
-            scenario: "load",
-            topology: Topology::Single,
-            partitions,
-            replicas: 3,
-            replicas_per_process: 1,
-            processes: 3,
-            lease_ms: 1000,
-            seconds: 3,
-            replica_nice: 0,
+            setup: LoadSetup {
+                scenario: "load".to_owned(),
+                topology: Topology::Single,
+                partitions,
+                replicas: 3,
+                replicas_per_process: 1,
+                processes: 3,
+                lease_ms: 1000,
+                seconds: 3,
+                replica_nice: 0,
+            },
             all_owned_ms,
             balanced_ms: all_owned_ms + 1.0,
             requests_per_sec: redis_cpu_pct * 10.0,
@@ -319,14 +346,16 @@ mod tests {
             .into(),
             spread: 1,
             steady_moves: 0,
-            tick_us: Percentiles {
-                p50: p50 * 1000.0,
-                p99: p50 * 2000.0,
-                max: p50 * 3000.0,
+            ticks: Ticks {
+                tick_us: Percentiles {
+                    p50: p50 * 1000.0,
+                    p99: p50 * 2000.0,
+                    max: p50 * 3000.0,
+                },
+                tick_count: 30,
+                roster_bytes_per_s: redis_cpu_pct * 100.0,
+                cold_start_roster_bytes: 5000,
             },
-            tick_count: 30,
-            roster_bytes_per_s: redis_cpu_pct * 100.0,
-            cold_start_roster_bytes: 5000,
         }
     }
 
@@ -362,11 +391,11 @@ mod tests {
             "per script: median p50, worst max"
         );
         assert_eq!(
-            (s.report.tick_us.p50, s.report.tick_us.max),
+            (s.report.ticks.tick_us.p50, s.report.ticks.tick_us.max),
             (200.0, 900.0),
             "tick: median p50, worst max"
         );
-        assert_eq!(s.report.roster_bytes_per_s, 300.0, "worst");
+        assert_eq!(s.report.ticks.roster_bytes_per_s, 300.0, "worst");
         assert_eq!(s.all_owned_ms_runs, [2000.0, 2500.0, 2100.0]);
         assert_eq!(s.redis_cpu_pct_runs, [1.0, 3.0, 2.0]);
         assert!(summarize(&[]).is_err());
@@ -388,9 +417,9 @@ mod tests {
     fn a_comparison_of_replica_counts_has_one_entry_per_count() {
         let at = |replicas: usize, per_process: usize, cpu: f64, p50: f64| {
             let mut r = report(1000, 2000.0 + replicas as f64, cpu, p50);
-            r.replicas = replicas;
-            r.replicas_per_process = per_process;
-            r.processes = replicas / per_process;
+            r.setup.replicas = replicas;
+            r.setup.replicas_per_process = per_process;
+            r.setup.processes = replicas / per_process;
             summarize(&[run(r, 1)]).expect("one run")
         };
         let c = compare(&[at(10, 1, 2.0, 0.1), at(200, 10, 8.0, 0.3)]);

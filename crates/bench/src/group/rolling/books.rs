@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::clock::span_ms;
 use crate::group::event::PartitionEvent;
@@ -140,7 +140,7 @@ pub struct Start {
 
 /// A replica process that did not take part: it reported a refusal, or did not join
 /// in time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refusal {
     /// The replica id.
     pub replica: String,

@@ -31,10 +31,9 @@ mod books;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep};
 
-use crate::RollingArgs;
 use crate::clock::{micros, now_us, span_ms};
 use crate::group::event::{PartitionEvent, partition_names};
 use crate::group::handoffs::HandOffs;
@@ -43,6 +42,7 @@ use crate::group::ledger::{self, LedgerCheck};
 use crate::group::ownership::{OwnerChanges, Progress};
 use crate::group::rebalance::poll_interval;
 use crate::group::status::{counts, describe};
+use crate::scenarios::rolling::Args as RollingArgs;
 use crate::stats::round3;
 use crate::store::{BoxError, Topology};
 
@@ -55,7 +55,7 @@ pub fn default_rejoin_grace_ms(lease_ms: u64) -> u64 {
 }
 
 /// One restart of the rolling phase.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Restart {
     /// The replica restarted.
     pub replica: String,
@@ -79,22 +79,26 @@ pub struct Restart {
 }
 
 /// The report of `rolling`: the documented keys first.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RollingReport {
     /// Always `rolling`.
-    pub scenario: &'static str,
+    pub scenario: String,
     /// Every process ran with a rejoin grace.
     pub sticky: bool,
     /// Paced by readiness (`--paced`): each replacement started and ready before its
     /// old replica's SIGTERM.
+    #[serde(default)]
     pub paced: bool,
     /// Owner changes during the rolling phase per partition of the old list (`moved`
     /// / P): 1 is each partition moving once in the deploy.
+    #[serde(default)]
     pub moves_per_partition: f64,
     /// Partitions that changed owner more than once during the rolling phase.
+    #[serde(default)]
     pub moved_more_than_once: usize,
     /// The deploy itself: the rolling phase's start → the last old replica's exit, in
     /// ms.
+    #[serde(default)]
     pub deploy_ms: f64,
     /// P: the old list.
     pub partitions_before: usize,
@@ -112,6 +116,17 @@ pub struct RollingReport {
     pub all_owned: bool,
     /// max − min of the replicas' counts at the end, by their lines.
     pub spread: usize,
+    /// What ran (its fields are the report's own in the JSON).
+    #[serde(flatten)]
+    pub setup: RollingSetup,
+    /// The rest of the outcome (its fields are the report's own in the JSON).
+    #[serde(flatten)]
+    pub detail: RollingDetail,
+}
+
+/// The set-up of a `rolling` run, in [`RollingReport`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RollingSetup {
     /// The Redis set-up.
     pub topology: Topology,
     /// Replicas.
@@ -128,6 +143,11 @@ pub struct RollingReport {
     pub list_versions: [u64; 2],
     /// The group's list version at the end, by `group_status`.
     pub group_list_version: u64,
+}
+
+/// The outcome of a `rolling` run beyond its headline figures, in [`RollingReport`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RollingDetail {
     /// Balanced at the end (by the replicas' lines).
     pub balanced: bool,
     /// The last restart's new process started → balanced (`None`: not within the
@@ -154,17 +174,21 @@ pub struct RollingReport {
     pub redis_counts: BTreeMap<String, usize>,
     /// The group's ledger of moves against the owner changes the replicas' lines
     /// showed, from the cold start on.
+    #[serde(default)]
     pub ledger: LedgerCheck,
     /// Bytes of state every callback handed off when its term ended
     /// (`--hand-off-bytes`; 0: none).
+    #[serde(default)]
     pub hand_off_bytes: usize,
     /// The state handed over across planned moves, from the cold start on.
+    #[serde(default)]
     pub hand_offs: HandOffs,
     /// `--leave-within-ms`: every replica left with `shutdown_within` this long.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leave_within_ms: Option<u64>,
     /// The longest leave: a replica's SIGTERM → its process's exit, in ms (the longest
     /// of the restarts' `exit_ms`).
+    #[serde(default)]
     pub leave_ms: f64,
 }
 
@@ -180,7 +204,7 @@ pub async fn run(args: &RollingArgs) -> Result<RollingReport, BoxError> {
         &args.target,
         "rolling",
         before,
-        args.lease_ms,
+        args.lease.lease_ms,
         args.settle_ms,
         poll_interval(before + args.add_partitions),
         args.replica_nice,
@@ -188,7 +212,7 @@ pub async fn run(args: &RollingArgs) -> Result<RollingReport, BoxError> {
     fleet.spec.list_version = u64::from(args.add_partitions > 0);
     fleet.spec.rejoin_grace_ms = args.sticky.then(|| {
         args.rejoin_grace_ms
-            .unwrap_or_else(|| default_rejoin_grace_ms(args.lease_ms))
+            .unwrap_or_else(|| default_rejoin_grace_ms(args.lease.lease_ms))
     });
     fleet.spec.hand_off_bytes = args.hand_off_bytes;
     fleet.spec.leave_within_ms = args.leave_within_ms;
@@ -428,7 +452,7 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
         );
     }
     Ok(RollingReport {
-        scenario: "rolling",
+        scenario: "rolling".to_owned(),
         sticky: args.sticky,
         paced: args.paced,
         moves_per_partition: round3(moved.changes as f64 / before.max(1) as f64),
@@ -442,32 +466,36 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
         refused: refused.len(),
         all_owned: progress.all_owned(),
         spread: progress.spread(),
-        topology: fleet.servers.topology,
-        replicas: args.replicas,
-        lease_ms: args.lease_ms,
-        gap_ms: args.gap_ms,
-        rejoin_grace_ms: old.rejoin_grace_ms,
-        added: args.add_partitions,
-        list_versions: [old.list_version, new.list_version],
-        group_list_version: status.list_version,
-        balanced: balanced_ms.is_some() && progress.balanced(),
-        balanced_ms: balanced_ms.map(round3),
-        rolling_ms: round3(span_ms(rolling_us, end_us)),
-        unowned_gaps: unowned.gaps,
-        longest_unowned: unowned
-            .longest
-            .map(|(p, at)| (p, round3(span_ms(rolling_us, at)))),
-        still_unowned: unowned.open,
-        moves: moved.describe(),
-        refusals: refused,
-        restarts,
-        final_counts: progress.counts(),
-        redis_counts,
-        ledger,
-        hand_off_bytes: args.hand_off_bytes,
-        hand_offs,
-        leave_within_ms: args.leave_within_ms,
-        leave_ms,
+        setup: RollingSetup {
+            topology: fleet.servers.topology,
+            replicas: args.replicas,
+            lease_ms: args.lease.lease_ms,
+            gap_ms: args.gap_ms,
+            rejoin_grace_ms: old.rejoin_grace_ms,
+            added: args.add_partitions,
+            list_versions: [old.list_version, new.list_version],
+            group_list_version: status.list_version,
+        },
+        detail: RollingDetail {
+            balanced: balanced_ms.is_some() && progress.balanced(),
+            balanced_ms: balanced_ms.map(round3),
+            rolling_ms: round3(span_ms(rolling_us, end_us)),
+            unowned_gaps: unowned.gaps,
+            longest_unowned: unowned
+                .longest
+                .map(|(p, at)| (p, round3(span_ms(rolling_us, at)))),
+            still_unowned: unowned.open,
+            moves: moved.describe(),
+            refusals: refused,
+            restarts,
+            final_counts: progress.counts(),
+            redis_counts,
+            ledger,
+            hand_off_bytes: args.hand_off_bytes,
+            hand_offs,
+            leave_within_ms: args.leave_within_ms,
+            leave_ms,
+        },
     })
 }
 

@@ -6,15 +6,17 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use clap::Args;
+use clap::Args as ClapArgs;
 use leasehold_partitions::sim::{self, SimOptions, SimReport};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::print_last;
 use crate::store::BoxError;
+use crate::tables::{Bench, Benches, Table, get, thousands};
 
 /// Options of `simulate`.
-#[derive(Debug, Args)]
-pub struct SimulateArgs {
+#[derive(Debug, ClapArgs)]
+pub struct Args {
     /// How many seeds to run (from `--from`).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub seeds: u64,
@@ -40,17 +42,17 @@ fn parse_faults(s: &str) -> Result<SimOptions, String> {
     SimOptions::only(s)
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Failure {
     seed: u64,
     replay: String,
     violations: Vec<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Report {
-    scenario: &'static str,
-    faults: Vec<&'static str>,
+    scenario: String,
+    faults: Vec<String>,
     seeds: u64,
     from: u64,
     simulated_s: f64,
@@ -61,8 +63,30 @@ pub struct Report {
     wall_s: f64,
 }
 
+/// Runs the seeds (every seed on a runtime of its own, on threads of this process)
+/// and prints the report.
+///
+/// # Errors
+/// Threads that cannot start, or violations.
+pub fn run(args: Args) -> Result<(), BoxError> {
+    let (report, passed) = simulate(&args)?;
+    print_last(&report)?;
+    if passed {
+        Ok(())
+    } else {
+        Err(format!("{} violations", report.violations).into())
+    }
+}
+
+/// The docs' tables of `simulate` reports.
+pub const TABLES: &[Table] = &[("simulate", table)];
+
+fn table(_: &str, b: &Benches) -> Result<String, BoxError> {
+    simulate_table(get(b, "simulate")?)
+}
+
 /// Runs the seeds; the report, and whether every seed passed.
-pub fn run(args: &SimulateArgs) -> Result<(Report, bool), BoxError> {
+fn simulate(args: &Args) -> Result<(Report, bool), BoxError> {
     let (from, count) = match args.seed {
         Some(s) => (s, 1),
         None => (args.from, args.seeds),
@@ -106,8 +130,8 @@ pub fn run(args: &SimulateArgs) -> Result<(Report, bool), BoxError> {
     });
     let violations = failed.iter().map(|r| r.violations.len() as u64).sum();
     let report = Report {
-        scenario: "simulate",
-        faults: options.faults.clone(),
+        scenario: "simulate".to_owned(),
+        faults: options.faults.iter().map(ToString::to_string).collect(),
         seeds: count,
         from,
         simulated_s: simulated_ms.load(Ordering::Relaxed) as f64 / 1e3,
@@ -125,4 +149,22 @@ pub fn run(args: &SimulateArgs) -> Result<(Report, bool), BoxError> {
         wall_s: started.elapsed().as_secs_f64(),
     };
     Ok((report, violations == 0))
+}
+
+/// The partition group simulation's totals.
+fn simulate_table(sim: &Bench) -> Result<String, BoxError> {
+    let r: Report = sim.last_as()?;
+    Ok(format!(
+        "| seeds | simulated time | events | terms | **violations** | wall time (2 threads) |\n\
+         |---|---|---|---|---|---|\n\
+         | {} | {:.1} h | {} | {} | **{}** | {:.0} s |\n\n\
+         From {}.\n",
+        thousands(r.seeds),
+        r.simulated_s / 3600.0,
+        thousands(r.events),
+        thousands(r.terms),
+        r.violations,
+        r.wall_s,
+        sim.source()
+    ))
 }

@@ -1,0 +1,169 @@
+//! Every scenario of `leasehold-bench`, registered in one place: `registry!` below,
+//! one line each.
+//!
+//! A scenario is a module of this directory holding its arguments (`Args`, a
+//! `clap::Args`), its entry point (`run(Args)`, which prints its JSON lines, the last
+//! one being the summary), its typed report (`Report`; `Deserialize` too where its
+//! tables read the committed reports, through `tables::Bench::last_as`) and
+//! the generators of the docs' tables made from its committed reports (`TABLES`).
+//! The registry line makes it a subcommand (its name is the variant's, in kebab case)
+//! and gives `tables` its generators.
+
+use std::ffi::OsString;
+use std::future::Future;
+
+use clap::Subcommand;
+
+use crate::store::BoxError;
+use crate::tables::Table;
+
+/// Declares the scenario modules, the [`Command`] enum (one subcommand per scenario,
+/// plus `tables` and the hidden child modes), its dispatch and [`TABLES`].
+macro_rules! registry {
+    ($($(#[doc = $doc:literal])* $variant:ident => $module:ident,)*) => {
+        $(pub mod $module;)*
+
+        /// The subcommands.
+        #[derive(Debug, Subcommand)]
+        pub enum Command {
+            $($(#[doc = $doc])* $variant($module::Args),)*
+            /// Regenerates the docs' tables from the committed reports in `docs/bench/`.
+            Tables(crate::args::TablesArgs),
+            /// Run one elector and report its events as JSON lines (used by the scenarios).
+            #[command(hide = true)]
+            Child(crate::args::ChildArgs),
+            /// Run one partition coordinator and report its events as JSON lines.
+            #[command(hide = true)]
+            PartitionChild(crate::args::PartitionChildArgs),
+        }
+
+        impl Command {
+            /// Runs the command.
+            ///
+            /// # Errors
+            /// Whatever the scenario fails with.
+            pub fn run(self) -> Result<(), BoxError> {
+                match self {
+                    $(Self::$variant(args) => $module::run(args),)*
+                    Self::Tables(args) => crate::tables::check(&args),
+                    Self::Child(args) => block_on(crate::duty::child::run(&args)),
+                    Self::PartitionChild(args) => block_on(crate::group::child::run(&args)),
+                }
+            }
+        }
+
+        /// Every scenario's table generators.
+        pub const TABLES: &[&[Table]] = &[$($module::TABLES,)*];
+    };
+}
+
+registry! {
+    /// SIGKILL the leader process; time until the follower leads.
+    Failover => failover,
+    /// Kill the primary after cutting it off from its replicas (the grant lost), with
+    /// `--topology sentinel|cluster`: overlapping terms and fence repeats.
+    FailoverLossy => failover_lossy,
+    /// SIGTERM the leader process (graceful release); time until the follower leads.
+    Handover => handover,
+    /// Replica processes campaigning for one duty for a while, nobody killed: terms
+    /// that end anyway, renew round trips, leaderless time.
+    Soak => soak,
+    /// Partition replicas as processes: cold start, SIGKILL of one, join of another.
+    Rebalance => rebalance,
+    /// Balancing by measured load against synthetic tenants, beside static weights and
+    /// count only.
+    RebalanceLoad => rebalance_load,
+    /// A primary failover that loses a joiner's grants, with `--topology
+    /// sentinel|cluster`: partitions owned twice, time until all are owned again.
+    RebalanceLossy => rebalance_lossy,
+    /// Cold-start convergence and steady-state cost (requests, Redis CPU, script times,
+    /// replica CPU and memory) of a partition group.
+    Load => load,
+    /// Restart every partition replica in turn (optionally sticky, or a deploy that
+    /// grows the list): owner changes, unowned time, refusals.
+    Rolling => rolling,
+    /// Partitions added one at a time to a running group: time until each is owned.
+    Add => add,
+    /// Seeded faults against replicas doing fenced writes; checks every ledger.
+    Chaos => chaos,
+    /// The partition group's deterministic fault simulation over many seeds.
+    Simulate => simulate,
+    /// A duty blocking its runtime: the default elector against the dedicated one.
+    Stall => stall,
+}
+
+/// Runs `scenario` on a multi-threaded runtime of its own.
+///
+/// # Errors
+/// A runtime that cannot start, or the scenario's error.
+pub fn block_on(scenario: impl Future<Output = Result<(), BoxError>>) -> Result<(), BoxError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(scenario)
+}
+
+/// The command line with the spellings from before `rebalance-load`,
+/// `rebalance-lossy` and `failover-lossy` were scenarios of their own (the committed
+/// reports in `docs/bench/` quote them) turned into the new ones:
+/// `rebalance --load M ...` runs `rebalance-load --load M ...`, and
+/// `rebalance|failover --lose-writes ...` runs `rebalance-lossy|failover-lossy ...`.
+pub fn modern(mut argv: Vec<OsString>) -> Vec<OsString> {
+    let Some(command) = argv.get(1).and_then(|c| c.to_str()).map(str::to_owned) else {
+        return argv;
+    };
+    let lose_writes = argv.iter().skip(2).position(|a| a == "--lose-writes");
+    let load = argv
+        .iter()
+        .skip(2)
+        .any(|a| a == "--load" || a.to_str().is_some_and(|a| a.starts_with("--load=")));
+    let renamed = match (command.as_str(), lose_writes, load) {
+        ("failover", Some(_), _) => "failover-lossy",
+        ("rebalance", Some(_), _) => "rebalance-lossy",
+        ("rebalance", None, true) => "rebalance-load",
+        _ => return argv,
+    };
+    if let Some(at) = lose_writes {
+        argv.remove(at + 2);
+    }
+    argv[1] = renamed.into();
+    argv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn modernized(line: &str) -> String {
+        let argv = line.split(' ').map(OsString::from).collect();
+        let out: Vec<String> = modern(argv)
+            .into_iter()
+            .map(|a| a.into_string().expect("utf-8"))
+            .collect();
+        out.join(" ")
+    }
+
+    #[test]
+    fn the_old_spellings_run_the_scenarios_of_their_own() {
+        assert_eq!(
+            modernized("b rebalance --partitions 64 --load shifting --seconds 300"),
+            "b rebalance-load --partitions 64 --load shifting --seconds 300"
+        );
+        assert_eq!(
+            modernized("b rebalance --lose-writes --topology sentinel --runs 2"),
+            "b rebalance-lossy --topology sentinel --runs 2"
+        );
+        assert_eq!(
+            modernized("b failover --topology cluster --lose-writes"),
+            "b failover-lossy --topology cluster"
+        );
+        for same in [
+            "b rebalance --partitions 8",
+            "b failover --runs 2",
+            "b",
+            "b load --seconds 1",
+        ] {
+            assert_eq!(modernized(same), same);
+        }
+    }
+}
