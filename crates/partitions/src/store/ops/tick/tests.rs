@@ -420,3 +420,86 @@ fn a_malformed_roster_entry_is_a_protocol_error() {
     let e = members(vec!["a".into(), "b".into()], &["active\t1\t0\t0".into()]).unwrap_err();
     assert!(matches!(e, StoreError::Protocol(_)), "{e}");
 }
+
+/// Every name is a Lua identifier, used once.
+fn identifiers_once(names: &[&str]) {
+    let mut unique = names.to_vec();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+    for name in names {
+        assert!(
+            name.starts_with(|c: char| c.is_ascii_lowercase())
+                && name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+            "{name}"
+        );
+    }
+}
+
+/// The slots of `S` a script fills (`r[<var>.<name>] =`) are every slot, each once,
+/// and every slot it names is one of them.
+fn fills_every_slot_once<S: Slots>(script: &str, source: &str, var: &str) {
+    let mut filled = crate::store::ops::slots::assigned(source, "r", var);
+    filled.sort_unstable();
+    let mut names = S::NAMES.to_vec();
+    names.sort_unstable();
+    assert_eq!(filled, names, "{script} fills every slot of its reply once");
+    for name in crate::store::ops::slots::mentioned(source, var) {
+        assert!(S::NAMES.contains(&name), "{script} names {var}.{name}");
+    }
+}
+
+/// The tick fills every slot of its reply by name, once each (a slot left nil would
+/// end the reply there); every name is a Lua identifier, used once.
+#[test]
+fn the_scripts_fill_every_slot_of_their_reply_by_name() {
+    let tick = include_str!("../../lua/tick.lua");
+    fills_every_slot_once::<TickSlot>("tick.lua", tick, "SLOT");
+    identifiers_once(TickSlot::NAMES);
+    assert!(SCRIPT.code().contains(&TickSlot::lua_index("SLOT")));
+}
+
+/// A tick reply of one value per slot parses, read by name; one slot short (a slot
+/// left nil: Redis ends the reply there) or one more is a protocol error.
+#[test]
+fn a_tick_reply_has_every_slot() {
+    use redis::Value;
+    let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+    let slots: Vec<Value> = TickSlot::ALL
+        .iter()
+        .map(|slot| match slot {
+            TickSlot::Status => bulk("live"),
+            TickSlot::Names | TickSlot::Entries | TickSlot::Gone | TickSlot::Revoked => {
+                Value::Array(Vec::new())
+            }
+            TickSlot::Resumed
+            | TickSlot::Digest
+            | TickSlot::Life
+            | TickSlot::Origin
+            | TickSlot::Incarnation
+            | TickSlot::Lifetime => bulk(""),
+            TickSlot::RosterVersion => bulk("v1"),
+            TickSlot::Exists | TickSlot::Count => Value::Int(1),
+            TickSlot::Soonest => Value::Int(-1),
+            TickSlot::Reserved => Value::Int(2),
+            _ => Value::Int(0),
+        })
+        .collect();
+    let r = parse(Value::Array(slots.clone())).unwrap();
+    assert_eq!(
+        (r.session, r.set.map(|s| s.count), r.soonest, r.reserved),
+        (SessionReply::Live, Some(1), None, 2)
+    );
+    assert_eq!(r.roster_version, "v1");
+    let mut short = slots.clone();
+    short.pop();
+    let mut long = slots;
+    long.push(Value::Int(0));
+    for reply in [short, long] {
+        let e = parse(Value::Array(reply)).unwrap_err();
+        assert!(
+            matches!(&e, StoreError::Protocol(m) if m.contains("slots, expected 32")),
+            "{e}"
+        );
+    }
+}
