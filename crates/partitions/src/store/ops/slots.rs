@@ -41,6 +41,16 @@ pub(crate) trait Slots: Copy + std::fmt::Debug + 'static {
             .collect();
         format!("local {var} = {{{}}}\n", fields.join(", "))
     }
+
+    /// The Lua prelude listing the names in order: `local <var> = {'name', ...}` (the
+    /// fields an `HMGET` reads, when the slots are a hash's fields).
+    fn lua_names(var: &str) -> String {
+        let names: Vec<String> = Self::ALL
+            .iter()
+            .map(|s| format!("'{}'", s.name()))
+            .collect();
+        format!("local {var} = {{{}}}\n", names.join(", "))
+    }
 }
 
 /// Declares a script's reply slots: an enum of them in order, each with its name in
@@ -218,6 +228,7 @@ mod tests {
     #[test]
     fn the_prelude_names_the_slots_in_order() {
         assert_eq!(Three::lua_index("S"), "local S = {a = 1, bee = 2, c = 3}\n");
+        assert_eq!(Three::lua_names("N"), "local N = {'a', 'bee', 'c'}\n");
         assert_eq!(Three::Bee.name(), "bee");
         assert_eq!(Three::ALL, [Three::A, Three::Bee, Three::C]);
     }

@@ -449,14 +449,38 @@ fn fills_every_slot_once<S: Slots>(script: &str, source: &str, var: &str) {
     }
 }
 
-/// The tick fills every slot of its reply by name, once each (a slot left nil would
-/// end the reply there); every name is a Lua identifier, used once.
+/// The tick and the heartbeat fill every slot of their replies by name, once each (a
+/// slot left nil would end the reply there), and the heartbeat reads only META fields
+/// that are named, as `meta.lua` reads them; every name is a Lua identifier, used once.
 #[test]
 fn the_scripts_fill_every_slot_of_their_reply_by_name() {
     let tick = include_str!("../../lua/tick.lua");
+    let heartbeat = include_str!("../../lua/heartbeat.lua");
     fills_every_slot_once::<TickSlot>("tick.lua", tick, "SLOT");
-    identifiers_once(TickSlot::NAMES);
+    fills_every_slot_once::<HeartbeatSlot>("heartbeat.lua", heartbeat, "SLOT");
+    let fields = crate::store::ops::slots::mentioned(heartbeat, "FIELD");
+    assert!(fields.len() > 5, "{fields:?}");
+    for name in fields {
+        assert!(
+            MetaField::NAMES.contains(&name),
+            "heartbeat.lua reads FIELD.{name}"
+        );
+    }
+    let meta = include_str!("../../lua/lib/meta.lua");
+    for name in MetaField::NAMES {
+        assert!(
+            meta.contains(&format!("'{name}'")),
+            "META has no field {name}"
+        );
+    }
+    for names in [TickSlot::NAMES, HeartbeatSlot::NAMES, MetaField::NAMES] {
+        identifiers_once(names);
+    }
     assert!(SCRIPT.code().contains(&TickSlot::lua_index("SLOT")));
+    let code = HEARTBEAT.code();
+    assert!(code.contains(&HeartbeatSlot::lua_index("SLOT")));
+    assert!(code.contains(&MetaField::lua_index("FIELD")));
+    assert!(code.contains(&MetaField::lua_names("META_FIELDS")));
 }
 
 /// A tick reply of one value per slot parses, read by name; one slot short (a slot
@@ -502,4 +526,54 @@ fn a_tick_reply_has_every_slot() {
             "{e}"
         );
     }
+}
+
+/// A heartbeat reply of one value per slot, with one per META field (a missing field
+/// nil), parses, read by name; one slot or field short or one more is a protocol
+/// error.
+#[test]
+fn a_heartbeat_reply_has_every_slot_and_field() {
+    use redis::Value;
+    let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+    let meta: Vec<Value> = MetaField::ALL
+        .iter()
+        .map(|f| match f {
+            MetaField::Count => bulk("4"),
+            MetaField::Version => bulk("2"),
+            MetaField::Server => bulk("run:1"),
+            _ => Value::Nil,
+        })
+        .collect();
+    let reply = |meta: Vec<Value>| -> Vec<Value> {
+        HeartbeatSlot::ALL
+            .iter()
+            .map(|slot| match slot {
+                HeartbeatSlot::Meta => Value::Array(meta.clone()),
+                HeartbeatSlot::Unowned => Value::Int(3),
+                HeartbeatSlot::Soonest => Value::Int(-1),
+                _ => Value::Int(0),
+            })
+            .collect()
+    };
+    let req = TickRequest::of("r0", &token(0), false, ReplicaState::Active, TTL);
+    let r = parse_heartbeat(&req, Value::Array(reply(meta.clone())))
+        .unwrap()
+        .expect("a quiet tick");
+    let set = r.set.unwrap();
+    assert_eq!(
+        (set.count, set.version, set.total_weight, set.max_weight),
+        (4, 2, 4, 1),
+        "an unweighted set weighs one a partition"
+    );
+    assert_eq!((r.unowned, r.lifetime.as_str()), (3, "run:1"));
+    let mut short = meta.clone();
+    short.pop();
+    let mut long = meta;
+    long.push(Value::Nil);
+    for meta in [short, long] {
+        assert!(parse_heartbeat(&req, Value::Array(reply(meta))).is_err());
+    }
+    let mut short = reply(Vec::new());
+    short.pop();
+    assert!(parse_heartbeat(&req, Value::Array(short)).is_err());
 }
