@@ -20,26 +20,31 @@
 -- on the server is mostly in turning its arguments and its reply into Lua values and
 -- back (docs/partitions.md, the cost of a tick).
 --
--- Reply: 0 (not quiet), or {META's fields as quiet() reads them (meta.lua's meta()
--- names them), partitions without a live owner, drained (1/0), largest weight, ms left
--- of the session that expires first other than this replica's (-1 if none), ms before
--- anything is granted}. The test `a_heartbeat_replies_what_the_whole_tick_does`
--- compares it with the whole tick's reply.
+-- Reply: 0 (not quiet), or one value per slot, each filled by name (`r[SLOT.<name>]`):
+-- META's fields as quiet() reads them, partitions without a live owner, drained (1/0),
+-- largest weight, ms left of the session that expires first other than this replica's
+-- (-1 if none), ms before anything is granted. The slots and the META fields read are
+-- named once, in Rust (`HeartbeatSlot` and `MetaField` in ops/tick.rs), which puts
+-- `SLOT`, `FIELD` (each field's index) and `META_FIELDS` (the fields in order) in front
+-- of this script. The test `a_heartbeat_replies_what_the_whole_tick_does` compares it
+-- with the whole tick's reply.
 local function quiet()
   local replica, process, session, state = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
   if state == 'away' then return nil end
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local m = redis.call('HMGET', KEYS[4], 'count', 'version', 'digest', 'grant_after',
-    'life', 'sver', 'lease', 'fmax', 'origin', 'weighted', 'total', 'wver', 'rcount',
-    'inc', 'server', 'rver', 'checked')
-  if not m[1] or (m[14] or '') ~= ARGV[6] or (m[15] or '') ~= ARGV[7] then
+  local m = redis.call('HMGET', KEYS[4], unpack(META_FIELDS))
+  if not m[FIELD.count] or (m[FIELD.inc] or '') ~= ARGV[6]
+      or (m[FIELD.server] or '') ~= ARGV[7] then
     return nil
   end
   -- The lifetime, read only if the last check is older than a window (server.lua).
-  local fresh = lifetime_fresh(tonumber(m[17] or ''), tonumber(m[7] or '0'), now)
-  if not fresh and server_lifetime(now) ~= m[15] then return nil end
-  if ARGV[6] .. '/' .. ARGV[7] .. '/' .. (m[16] or '0') ~= ARGV[8] then return nil end
+  local fresh = lifetime_fresh(tonumber(m[FIELD.checked] or ''),
+    tonumber(m[FIELD.lease] or '0'), now)
+  if not fresh and server_lifetime(now) ~= m[FIELD.server] then return nil end
+  if ARGV[6] .. '/' .. ARGV[7] .. '/' .. (m[FIELD.rver] or '0') ~= ARGV[8] then
+    return nil
+  end
   -- The two sessions that expire first: none may have expired, and the first other
   -- than this replica's is the reply's soonest (this tick moves only its own).
   local first = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '+inf', 'WITHSCORES',
@@ -62,7 +67,7 @@ local function quiet()
     return nil
   end
   local wmax = 1
-  if m[10] == '1' then
+  if m[FIELD.weighted] == '1' then
     local top = redis.call('ZREVRANGE', KEYS[9], 0, 0, 'WITHSCORES')
     if #top == 2 and tonumber(top[2]) > 1 then wmax = tonumber(top[2]) end
   end
@@ -75,9 +80,16 @@ local function quiet()
       break
     end
   end
-  local wait = tonumber(m[4] or '0') - now
+  local wait = tonumber(m[FIELD.grant_after] or '0') - now
   if wait < 0 then wait = 0 end
-  return {m, free, drained, wmax, soonest, wait}
+  local r = {}
+  r[SLOT.meta] = m
+  r[SLOT.unowned] = free
+  r[SLOT.drained] = drained
+  r[SLOT.max_weight] = wmax
+  r[SLOT.soonest] = soonest
+  r[SLOT.grant_wait] = wait
+  return r
 end
 local read, reply = pcall(quiet)
 if read and reply then return reply end

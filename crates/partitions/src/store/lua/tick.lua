@@ -24,37 +24,25 @@
 -- meta.lua's follow_server), a session may hold less than its replica believes: its
 -- last claims may be lost. So the first tick of an extended session in a server
 -- lifetime other than the one the replica last saw lists everything the session holds
--- here (slot 31), and the replica keeps only those terms: this tick extends no other.
+-- here (slot `holdings`), and the replica keeps only those terms: this tick extends no
+-- other.
 --
 -- A steady tick costs O(log N), whatever the number of members N: the roster (slots
--- 7-9) is sent only if it changed since the version the replica names (meta.lua's
--- roster_changed), and then only the members changed since (session.lua's
--- roster_for), each entry kept ready in ROSTER; else those slots are empty and slot 30
--- is 0. The member whose session expires first is found through the expiry index
--- (slot 31).
+-- `names`, `entries` and `gone`) is sent only if it changed since the version the
+-- replica names (meta.lua's roster_changed), and then only the members changed since
+-- (session.lua's roster_for), each entry kept ready in ROSTER; else those slots are
+-- empty and slot `roster_sent` is 0. The member whose session expires first is found through the
+-- expiry index (slot `soonest`).
 -- A quiet tick (an extension that changes nothing but the session's expiry, finds
 -- nothing expired or ended and the same server and roster) is answered by
 -- heartbeat.lua, a script of its own that a replica whose last tick changed nothing
 -- sends first; this one checks every key's type before it writes.
 --
--- Reply, 32 slots:
---   1 session ('live', 'lost', 'duplicate' or 'nogroup'), 2 the token this join resumed or '',
---   3 whether the group exists (1/0), 4 count, 5 list version, 6 list digest,
---   7 names[] of the live members sent, 8 their entries[] ('state \t capacity \t held
---   \t load'), 9 names[] of members gone since the version the replica named,
---   10 partitions without a live owner, 11 ms before anything is granted,
---   12 ended sessions still holding partitions, 13 drained (1/0),
---   14 {revoked name, reason, ...} of this session, 15 partitions of sessions that
---   expired now, 16 weighted (1/0), 17 total weight, 18 largest weight, 19 weights
---   version, 20 life, 21 set version, 22 highest fence, 23 origin ('seed', 'restore'
---   or ''), 24 the group's lease ms, 25 how many partitions a restore is to bring back
---   (0 if none), 26 the group's incarnation, 27 the server lifetime, 28 {name, fence,
---   weight, ...} held by the session if the lifetime is not the one the replica named
---   (ARGV[14]), else 0, 29 the roster version, 30 what of the roster is in this reply
---   (0: nothing, it is the version named; 1: all of it; 2: the members changed since
---   the version named), 31 ms left of the session that expires first, other than this
---   replica's (-1 if none), 32 free partitions reserved for this replica (handed to it
---   by name: release.lua; 0 unless its session is live).
+-- Reply: one value per slot of the reply, in order, each filled by name
+-- (`r[SLOT.<name>]`): the slots and what each holds are named once, in Rust (`TickSlot`
+-- in ops/tick.rs), which puts `local SLOT = {status = 1, ...}` in front of this script.
+-- No slot is ever nil (Redis would end the reply there): the tests check that every
+-- slot is filled, and the parser that the reply has every slot.
 local replica, process, session = ARGV[1], ARGV[2], ARGV[3]
 local join, state, ttl = ARGV[4] == '1', ARGV[5], tonumber(ARGV[6])
 local now = clock()
@@ -155,7 +143,37 @@ if wait < 0 then wait = 0 end
 local w, total, wmax, wver = weight_info(m)
 local mine = 0
 if status == 'live' then mine = #reserved_for(replica, now) end
-return {status, resumed, m.exists and 1 or 0, m.count, m.version, m.digest, names, entries,
-  gone, unowned(dead), wait, #dead, drained, revoked, expired, w, total, wmax, wver, m.life,
-  m.sver, int(m.fmax), m.origin, m.lease, m.rcount, m.inc, lifetime, holds, rver, sent,
-  soonest(now, replica), mine}
+local r = {}
+r[SLOT.status] = status
+r[SLOT.resumed] = resumed
+r[SLOT.exists] = m.exists and 1 or 0
+r[SLOT.count] = m.count
+r[SLOT.version] = m.version
+r[SLOT.digest] = m.digest
+r[SLOT.names] = names
+r[SLOT.entries] = entries
+r[SLOT.gone] = gone
+r[SLOT.unowned] = unowned(dead)
+r[SLOT.grant_wait] = wait
+r[SLOT.ending] = #dead
+r[SLOT.drained] = drained
+r[SLOT.revoked] = revoked
+r[SLOT.expired] = expired
+r[SLOT.weighted] = w
+r[SLOT.total_weight] = total
+r[SLOT.max_weight] = wmax
+r[SLOT.weights_version] = wver
+r[SLOT.life] = m.life
+r[SLOT.set_version] = m.sver
+r[SLOT.highest_fence] = int(m.fmax)
+r[SLOT.origin] = m.origin
+r[SLOT.lease] = m.lease
+r[SLOT.restore_count] = m.rcount
+r[SLOT.incarnation] = m.inc
+r[SLOT.lifetime] = lifetime
+r[SLOT.holdings] = holds
+r[SLOT.roster_version] = rver
+r[SLOT.roster_sent] = sent
+r[SLOT.soonest] = soonest(now, replica)
+r[SLOT.reserved] = mine
+return r

@@ -32,6 +32,7 @@ pub(crate) mod read;
 pub(crate) mod release;
 pub(crate) mod report;
 pub(crate) mod restore;
+pub(crate) mod slots;
 pub(crate) mod tick;
 pub(crate) mod version;
 pub(crate) mod weight;
@@ -52,26 +53,35 @@ pub(crate) const LIBRARY: &[&str] = &[
     include_str!("../lua/lib/session.lua"),
 ];
 
-/// A group script: the libraries, then the body of `lua/<file>`. Every group script is
-/// safe to run twice (its header says why), so the store may retry it.
+/// A group script: the libraries, then the body of `lua/<file>` (after `prelude`, Lua
+/// generated in Rust, such as the names of its reply's slots: [`slots`]). Every group
+/// script is safe to run twice (its header says why), so the store may retry it.
 macro_rules! group_script {
     ($file:literal) => {
         std::sync::LazyLock::new(|| {
-            let mut code = $crate::store::ops::LIBRARY.concat();
-            code.push_str(include_str!(concat!("../lua/", $file)));
-            leasehold_election::ext::LuaScript::idempotent(code)
+            leasehold_election::ext::LuaScript::idempotent($crate::store::ops::group_code(
+                "",
+                include_str!(concat!("../lua/", $file)),
+            ))
+        })
+    };
+    ($file:literal, $prelude:expr) => {
+        std::sync::LazyLock::new(|| {
+            leasehold_election::ext::LuaScript::idempotent($crate::store::ops::group_code(
+                &$prelude,
+                include_str!(concat!("../lua/", $file)),
+            ))
         })
     };
 }
 pub(crate) use group_script;
 
-/// The reply slots a script's header promises (`Reply, N slots`), for the test that
-/// checks them against the parsers.
-#[cfg(test)]
-pub(crate) fn header_slots(body: &str) -> Option<usize> {
-    let line = body.lines().find(|l| l.contains("Reply, "))?;
-    let n = line.split("Reply, ").nth(1)?.split(' ').next()?;
-    n.parse().ok()
+/// A group script's code: the libraries, `prelude`, then `body`.
+pub(crate) fn group_code(prelude: &str, body: &str) -> String {
+    let mut code = LIBRARY.concat();
+    code.push_str(prelude);
+    code.push_str(body);
+    code
 }
 
 /// A duration as script milliseconds (at least 1).
@@ -216,12 +226,10 @@ mod tests {
 
     use super::*;
 
-    /// Every script names its reply slots in its header, and its parser reads exactly
-    /// that many (a reply of the wrong length is a protocol error).
+    /// Every script says in its header what it replies (the tick's and the
+    /// heartbeat's slots are named in Rust: `tick::TickSlot`, checked by tick's tests).
     #[test]
     fn every_script_header_names_its_reply() {
-        let tick = include_str!("../lua/tick.lua");
-        assert_eq!(header_slots(tick), Some(tick::SLOTS));
         for (name, body) in super::super::redis::sources() {
             assert!(
                 body.starts_with(&format!("-- {name}:")),
@@ -241,8 +249,9 @@ mod tests {
     type Parser = fn(redis::Value) -> Result<(), StoreError>;
 
     /// The scripts whose replies have a fixed shape per outcome, with their parsers (the
-    /// tick's 29 slots are checked above; the variable-length replies of claim, held,
-    /// list, owner, release and the status reads by the conformance test).
+    /// tick's and the heartbeat's named slots are checked by tick's tests; the
+    /// variable-length replies of claim, held, list, owner, release and the status
+    /// reads by the conformance test).
     fn fixed_shape_scripts() -> Vec<(&'static str, &'static str, Parser)> {
         vec![
             ("add", include_str!("../lua/add.lua"), |v| {

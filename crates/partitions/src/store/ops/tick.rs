@@ -6,31 +6,157 @@ use std::time::Duration;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
+use super::slots::{Reply, Slots, slots};
 use super::{SERVER_LUA, count, group_script, ms, pairs, strings, triples};
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::{MemberInfo, Origin, ReplicaState, SetInfo};
 
-/// The tick script: the libraries, then `lua/tick.lua`.
-pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("tick.lua");
+/// The tick script: the libraries, the names of its reply's slots (`SLOT`, from
+/// [`TickSlot`]), then `lua/tick.lua`.
+pub(crate) static SCRIPT: LazyLock<LuaScript> =
+    group_script!("tick.lua", TickSlot::lua_index("SLOT"));
 
 /// The heartbeat (`lua/heartbeat.lua`): a quiet tick, answered by a script of its own
 /// with only the keys and arguments it reads and a short reply, after the lifetime's
-/// two libraries.
+/// two libraries and the names of its reply's slots (`SLOT`, from [`HeartbeatSlot`])
+/// and of the META fields it reads (`FIELD` and `META_FIELDS`, from [`MetaField`]).
 pub(crate) static HEARTBEAT: LazyLock<LuaScript> = LazyLock::new(|| {
     LuaScript::idempotent(
         [
             leasehold_election::ext::LIFETIME_LUA,
             SERVER_LUA,
+            &HeartbeatSlot::lua_index("SLOT"),
+            &MetaField::lua_index("FIELD"),
+            &MetaField::lua_names("META_FIELDS"),
             include_str!("../lua/heartbeat.lua"),
         ]
         .concat(),
     )
 });
 
-/// The reply slots of `lua/tick.lua`.
-pub(crate) const SLOTS: usize = 32;
+slots! {
+    /// The slots of `lua/tick.lua`'s reply, in the order it sends them: the script
+    /// fills each by the name given here (`r[SLOT.status] = ...`), and [`parse`] reads
+    /// each by name.
+    pub(crate) enum TickSlot {
+        /// `'live'`, `'lost'`, `'duplicate'` or `'nogroup'`.
+        Status = "status",
+        /// The token this join resumed, or `''`.
+        Resumed = "resumed",
+        /// Whether the group exists (1/0).
+        Exists = "exists",
+        /// The set's count of partitions.
+        Count = "count",
+        /// The list version.
+        Version = "version",
+        /// The list digest.
+        Digest = "digest",
+        /// `names[]` of the live members sent.
+        Names = "names",
+        /// Their `entries[]` (`state \t capacity \t held \t load`).
+        Entries = "entries",
+        /// `names[]` of the members gone since the version the replica named.
+        Gone = "gone",
+        /// Partitions without a live owner.
+        Unowned = "unowned",
+        /// Ms before anything is granted.
+        GrantWait = "grant_wait",
+        /// Ended sessions still holding partitions.
+        Ending = "ending",
+        /// Whether this replica is drained (1/0).
+        Drained = "drained",
+        /// `{revoked name, reason, ...}` of this session.
+        Revoked = "revoked",
+        /// Partitions of sessions that expired now.
+        Expired = "expired",
+        /// Whether the set is weighted (1/0).
+        Weighted = "weighted",
+        /// The total weight.
+        TotalWeight = "total_weight",
+        /// The largest weight.
+        MaxWeight = "max_weight",
+        /// The weights' version.
+        WeightsVersion = "weights_version",
+        /// The set's life.
+        Life = "life",
+        /// The set version.
+        SetVersion = "set_version",
+        /// The highest fence.
+        HighestFence = "highest_fence",
+        /// `'seed'`, `'restore'` or `''`.
+        Origin = "origin",
+        /// The group's lease ms.
+        Lease = "lease",
+        /// How many partitions a restore is to bring back (0 if none).
+        RestoreCount = "restore_count",
+        /// The group's incarnation.
+        Incarnation = "incarnation",
+        /// The server lifetime.
+        Lifetime = "lifetime",
+        /// `{name, fence, weight, ...}` held by the session if the lifetime is not the
+        /// one the replica named (`ARGV[14]`), else 0.
+        Holdings = "holdings",
+        /// The roster version.
+        RosterVersion = "roster_version",
+        /// What of the roster is in this reply (0: nothing, it is the version named;
+        /// 1: all of it; 2: the members changed since the version named).
+        RosterSent = "roster_sent",
+        /// Ms left of the session that expires first, other than this replica's (-1 if
+        /// none).
+        Soonest = "soonest",
+        /// Free partitions reserved for this replica (handed to it by name:
+        /// `release.lua`; 0 unless its session is live).
+        Reserved = "reserved",
+    }
+}
+
+slots! {
+    /// The slots of `lua/heartbeat.lua`'s reply when the tick is quiet (else it
+    /// replies 0), in order: the script fills each by this name, and
+    /// [`parse_heartbeat`] reads each by name.
+    pub(crate) enum HeartbeatSlot {
+        /// META's fields, as [`MetaField`] names them (`HMGET`: a missing one is nil).
+        Meta = "meta",
+        /// Partitions without a live owner.
+        Unowned = "unowned",
+        /// Whether this replica is drained (1/0).
+        Drained = "drained",
+        /// The largest weight (1 unless the set is weighted).
+        MaxWeight = "max_weight",
+        /// Ms left of the session that expires first, other than this replica's (-1 if
+        /// none).
+        Soonest = "soonest",
+        /// Ms before anything is granted.
+        GrantWait = "grant_wait",
+    }
+}
+
+slots! {
+    /// The META fields the heartbeat reads and replies, in order: each is named as
+    /// META's hash field (`meta.lua`'s `meta()` reads the same), the script reads them
+    /// with one `HMGET` of `META_FIELDS` and each by `FIELD.<name>`.
+    pub(crate) enum MetaField {
+        Count = "count",
+        Version = "version",
+        Digest = "digest",
+        GrantAfter = "grant_after",
+        Life = "life",
+        SetVersion = "sver",
+        Lease = "lease",
+        HighestFence = "fmax",
+        Origin = "origin",
+        Weighted = "weighted",
+        TotalWeight = "total",
+        WeightsVersion = "wver",
+        RestoreCount = "rcount",
+        Incarnation = "inc",
+        Server = "server",
+        RosterVersion = "rver",
+        Checked = "checked",
+    }
+}
 
 /// One replica's heartbeat.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -327,54 +453,37 @@ fn parse_heartbeat(
     if matches!(reply, redis::Value::Int(0)) {
         return Ok(None);
     }
-    let mut p = Parse::new("group heartbeat", reply);
-    let m = match p.next_value()? {
-        redis::Value::Array(m) if m.len() == 17 => m,
-        other => {
-            return Err(StoreError::Protocol(format!(
-                "group heartbeat: META fields {other:?}"
-            )));
-        }
-    };
-    let field = |i: usize| -> Result<String, StoreError> {
-        match &m[i] {
-            redis::Value::Nil => Ok(String::new()),
-            redis::Value::BulkString(b) => Ok(String::from_utf8_lossy(b).into_owned()),
-            other => Err(StoreError::Protocol(format!(
-                "group heartbeat: META field {i} {other:?}"
-            ))),
-        }
-    };
-    // Every field is an integer (or missing: 0), as the whole tick reads them.
-    let number = |i: usize| -> Result<i64, StoreError> {
-        let f = field(i)?;
-        if f.is_empty() {
-            return Ok(0);
-        }
-        f.parse::<i64>()
-            .map_err(|_| StoreError::Protocol(format!("group heartbeat: META field {i} {f:?}")))
-    };
-    let unsigned = |i: usize| number(i).map(|n| n.max(0).unsigned_abs());
-    let unowned = count(p.next_int()?);
-    let drained = p.next_int()? == 1;
-    let max_weight = p.next_int()?.max(1).unsigned_abs();
-    let soonest = u64::try_from(p.next_int()?).ok().map(Duration::from_millis);
-    let grant_wait = ms(p.next_int()?);
-    p.finish()?;
-    let weighted = field(9)? == "1";
-    let mut set = SetInfo::plain(count(number(0)?), unsigned(1)?, "");
-    set.digest = field(2)?;
+    use HeartbeatSlot as S;
+    use MetaField as F;
+    let mut r = Reply::<S>::new("group heartbeat", reply)?;
+    let mut m = Reply::<F>::new("group heartbeat META", r.value(S::Meta)?)?;
+    let unowned = count(r.int(S::Unowned)?);
+    let drained = r.int(S::Drained)? == 1;
+    let max_weight = r.int(S::MaxWeight)?.max(1).unsigned_abs();
+    let soonest = u64::try_from(r.int(S::Soonest)?)
+        .ok()
+        .map(Duration::from_millis);
+    let grant_wait = ms(r.int(S::GrantWait)?);
+    let weighted = meta_text(&mut m, F::Weighted)? == "1";
+    let partitions = meta_number(&mut m, F::Count)?;
+    let mut set = SetInfo::plain(count(partitions), meta_unsigned(&mut m, F::Version)?, "");
+    set.digest = meta_text(&mut m, F::Digest)?;
     set.weighted = weighted;
-    set.total_weight = unsigned(if weighted { 10 } else { 0 })?;
+    // An unweighted set weighs one a partition.
+    set.total_weight = if weighted {
+        meta_unsigned(&mut m, F::TotalWeight)?
+    } else {
+        partitions.max(0).unsigned_abs()
+    };
     set.max_weight = if weighted { max_weight } else { 1 };
-    set.weights_version = unsigned(11)?;
-    set.life = field(4)?;
-    set.set_version = unsigned(5)?;
-    set.highest_fence = Fence(unsigned(7)?);
-    set.origin = Origin::parse(&field(8)?);
-    set.lease = ms(number(6)?);
-    set.restore_count = count(number(12)?);
-    set.incarnation = field(13)?;
+    set.weights_version = meta_unsigned(&mut m, F::WeightsVersion)?;
+    set.life = meta_text(&mut m, F::Life)?;
+    set.set_version = meta_unsigned(&mut m, F::SetVersion)?;
+    set.highest_fence = Fence(meta_unsigned(&mut m, F::HighestFence)?);
+    set.origin = Origin::parse(&meta_text(&mut m, F::Origin)?);
+    set.lease = ms(meta_number(&mut m, F::Lease)?);
+    set.restore_count = count(meta_number(&mut m, F::RestoreCount)?);
+    set.incarnation = meta_text(&mut m, F::Incarnation)?;
     Ok(Some(TickReply {
         session: SessionReply::Live,
         resumed: None,
@@ -388,10 +497,39 @@ fn parse_heartbeat(
         drained,
         revoked: Vec::new(),
         expired: 0,
-        lifetime: field(14)?,
+        lifetime: meta_text(&mut m, F::Server)?,
         holdings: None,
         reserved: 0,
     }))
+}
+
+/// A META field of the heartbeat's reply as text (missing: empty).
+fn meta_text(m: &mut Reply<MetaField>, f: MetaField) -> Result<String, StoreError> {
+    match m.value(f)? {
+        redis::Value::Nil => Ok(String::new()),
+        redis::Value::BulkString(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+        other => Err(StoreError::Protocol(format!(
+            "group heartbeat: META field {} {other:?}",
+            f.name()
+        ))),
+    }
+}
+
+/// A META field of the heartbeat's reply as an integer (missing: 0), as the whole tick
+/// reads it.
+fn meta_number(m: &mut Reply<MetaField>, f: MetaField) -> Result<i64, StoreError> {
+    let v = meta_text(m, f)?;
+    if v.is_empty() {
+        return Ok(0);
+    }
+    v.parse::<i64>().map_err(|_| {
+        StoreError::Protocol(format!("group heartbeat: META field {} {v:?}", f.name()))
+    })
+}
+
+/// A META field of the heartbeat's reply as a non-negative integer.
+fn meta_unsigned(m: &mut Reply<MetaField>, f: MetaField) -> Result<u64, StoreError> {
+    meta_number(m, f).map(|n| n.max(0).unsigned_abs())
 }
 
 async fn run(
@@ -424,14 +562,9 @@ async fn run(
 }
 
 fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
-    let mut p = Parse::new("group tick", reply);
-    if p.remaining() != SLOTS {
-        return Err(StoreError::Protocol(format!(
-            "group tick: {} slots, expected {SLOTS}",
-            p.remaining()
-        )));
-    }
-    let session = match p.next_string()?.as_str() {
+    use TickSlot as S;
+    let mut r = Reply::<S>::new("group tick", reply)?;
+    let session = match r.string(S::Status)?.as_str() {
         "live" => SessionReply::Live,
         "lost" => SessionReply::Lost,
         "duplicate" => SessionReply::Refused(Conflict::DuplicateReplica),
@@ -442,41 +575,41 @@ fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
             )));
         }
     };
-    let resumed = p.next_opt_string()?.filter(|t| !t.is_empty());
-    let exists = p.next_int()? == 1;
-    let mut set = SetInfo::plain(count(p.next_int()?), p.next_u64()?, "");
-    set.digest = p.next_opt_string()?.unwrap_or_default();
-    let names = strings(&mut p)?;
-    let entries = strings(&mut p)?;
-    let gone = strings(&mut p)?;
+    let resumed = r.opt_string(S::Resumed)?.filter(|t| !t.is_empty());
+    let exists = r.int(S::Exists)? == 1;
+    let mut set = SetInfo::plain(count(r.int(S::Count)?), r.u64(S::Version)?, "");
+    set.digest = r.text(S::Digest)?;
+    let names = r.list(S::Names, strings)?;
+    let entries = r.list(S::Entries, strings)?;
+    let gone = r.list(S::Gone, strings)?;
     let sent = members(names, &entries)?;
-    let unowned = count(p.next_int()?);
-    let grant_wait = ms(p.next_int()?);
-    let ending = count(p.next_int()?);
-    let drained = p.next_int()? == 1;
-    let revoked = pairs(&mut p)?;
-    let expired = count(p.next_int()?);
-    set.weighted = p.next_int()? == 1;
-    set.total_weight = p.next_int()?.max(0).unsigned_abs();
-    set.max_weight = p.next_int()?.max(1).unsigned_abs();
-    set.weights_version = p.next_u64()?;
-    set.life = p.next_opt_string()?.unwrap_or_default();
-    set.set_version = p.next_u64()?;
-    set.highest_fence = Fence(p.next_u64()?);
-    set.origin = Origin::parse(&p.next_opt_string()?.unwrap_or_default());
-    set.lease = ms(p.next_int()?);
-    set.restore_count = count(p.next_int()?);
-    set.incarnation = p.next_opt_string()?.unwrap_or_default();
-    let lifetime = p.next_opt_string()?.unwrap_or_default();
-    let holdings = match p.next_value()? {
+    let unowned = count(r.int(S::Unowned)?);
+    let grant_wait = ms(r.int(S::GrantWait)?);
+    let ending = count(r.int(S::Ending)?);
+    let drained = r.int(S::Drained)? == 1;
+    let revoked = r.list(S::Revoked, pairs)?;
+    let expired = count(r.int(S::Expired)?);
+    set.weighted = r.int(S::Weighted)? == 1;
+    set.total_weight = r.int(S::TotalWeight)?.max(0).unsigned_abs();
+    set.max_weight = r.int(S::MaxWeight)?.max(1).unsigned_abs();
+    set.weights_version = r.u64(S::WeightsVersion)?;
+    set.life = r.text(S::Life)?;
+    set.set_version = r.u64(S::SetVersion)?;
+    set.highest_fence = Fence(r.u64(S::HighestFence)?);
+    set.origin = Origin::parse(&r.text(S::Origin)?);
+    set.lease = ms(r.int(S::Lease)?);
+    set.restore_count = count(r.int(S::RestoreCount)?);
+    set.incarnation = r.text(S::Incarnation)?;
+    let lifetime = r.text(S::Lifetime)?;
+    let holdings = match r.value(S::Holdings)? {
         redis::Value::Int(0) => None,
         v => Some(triples(&mut Parse::new(
             "group tick holdings",
             redis::Value::Array(vec![v]),
         ))?),
     };
-    let roster_version = p.next_opt_string()?.unwrap_or_default();
-    let roster = match p.next_int()? {
+    let roster_version = r.text(S::RosterVersion)?;
+    let roster = match r.int(S::RosterSent)? {
         0 => RosterUpdate::Same,
         1 => RosterUpdate::Full(sent),
         2 => RosterUpdate::Changes {
@@ -489,9 +622,10 @@ fn parse(reply: redis::Value) -> Result<TickReply, StoreError> {
             )));
         }
     };
-    let soonest = u64::try_from(p.next_int()?).ok().map(Duration::from_millis);
-    let reserved = count(p.next_int()?);
-    p.finish()?;
+    let soonest = u64::try_from(r.int(S::Soonest)?)
+        .ok()
+        .map(Duration::from_millis);
+    let reserved = count(r.int(S::Reserved)?);
     Ok(TickReply {
         session,
         resumed,

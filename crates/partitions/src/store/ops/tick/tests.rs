@@ -420,3 +420,160 @@ fn a_malformed_roster_entry_is_a_protocol_error() {
     let e = members(vec!["a".into(), "b".into()], &["active\t1\t0\t0".into()]).unwrap_err();
     assert!(matches!(e, StoreError::Protocol(_)), "{e}");
 }
+
+/// Every name is a Lua identifier, used once.
+fn identifiers_once(names: &[&str]) {
+    let mut unique = names.to_vec();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+    for name in names {
+        assert!(
+            name.starts_with(|c: char| c.is_ascii_lowercase())
+                && name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+            "{name}"
+        );
+    }
+}
+
+/// The slots of `S` a script fills (`r[<var>.<name>] =`) are every slot, each once,
+/// and every slot it names is one of them.
+fn fills_every_slot_once<S: Slots>(script: &str, source: &str, var: &str) {
+    let mut filled = crate::store::ops::slots::assigned(source, "r", var);
+    filled.sort_unstable();
+    let mut names = S::NAMES.to_vec();
+    names.sort_unstable();
+    assert_eq!(filled, names, "{script} fills every slot of its reply once");
+    for name in crate::store::ops::slots::mentioned(source, var) {
+        assert!(S::NAMES.contains(&name), "{script} names {var}.{name}");
+    }
+}
+
+/// The tick and the heartbeat fill every slot of their replies by name, once each (a
+/// slot left nil would end the reply there), and the heartbeat reads only META fields
+/// that are named, as `meta.lua` reads them; every name is a Lua identifier, used once.
+#[test]
+fn the_scripts_fill_every_slot_of_their_reply_by_name() {
+    let tick = include_str!("../../lua/tick.lua");
+    let heartbeat = include_str!("../../lua/heartbeat.lua");
+    fills_every_slot_once::<TickSlot>("tick.lua", tick, "SLOT");
+    fills_every_slot_once::<HeartbeatSlot>("heartbeat.lua", heartbeat, "SLOT");
+    let fields = crate::store::ops::slots::mentioned(heartbeat, "FIELD");
+    assert!(fields.len() > 5, "{fields:?}");
+    for name in fields {
+        assert!(
+            MetaField::NAMES.contains(&name),
+            "heartbeat.lua reads FIELD.{name}"
+        );
+    }
+    let meta = include_str!("../../lua/lib/meta.lua");
+    for name in MetaField::NAMES {
+        assert!(
+            meta.contains(&format!("'{name}'")),
+            "META has no field {name}"
+        );
+    }
+    for names in [TickSlot::NAMES, HeartbeatSlot::NAMES, MetaField::NAMES] {
+        identifiers_once(names);
+    }
+    assert!(SCRIPT.code().contains(&TickSlot::lua_index("SLOT")));
+    let code = HEARTBEAT.code();
+    assert!(code.contains(&HeartbeatSlot::lua_index("SLOT")));
+    assert!(code.contains(&MetaField::lua_index("FIELD")));
+    assert!(code.contains(&MetaField::lua_names("META_FIELDS")));
+}
+
+/// A tick reply of one value per slot parses, read by name; one slot short (a slot
+/// left nil: Redis ends the reply there) or one more is a protocol error.
+#[test]
+fn a_tick_reply_has_every_slot() {
+    use redis::Value;
+    let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+    let slots: Vec<Value> = TickSlot::ALL
+        .iter()
+        .map(|slot| match slot {
+            TickSlot::Status => bulk("live"),
+            TickSlot::Names | TickSlot::Entries | TickSlot::Gone | TickSlot::Revoked => {
+                Value::Array(Vec::new())
+            }
+            TickSlot::Resumed
+            | TickSlot::Digest
+            | TickSlot::Life
+            | TickSlot::Origin
+            | TickSlot::Incarnation
+            | TickSlot::Lifetime => bulk(""),
+            TickSlot::RosterVersion => bulk("v1"),
+            TickSlot::Exists | TickSlot::Count => Value::Int(1),
+            TickSlot::Soonest => Value::Int(-1),
+            TickSlot::Reserved => Value::Int(2),
+            _ => Value::Int(0),
+        })
+        .collect();
+    let r = parse(Value::Array(slots.clone())).unwrap();
+    assert_eq!(
+        (r.session, r.set.map(|s| s.count), r.soonest, r.reserved),
+        (SessionReply::Live, Some(1), None, 2)
+    );
+    assert_eq!(r.roster_version, "v1");
+    let mut short = slots.clone();
+    short.pop();
+    let mut long = slots;
+    long.push(Value::Int(0));
+    for reply in [short, long] {
+        let e = parse(Value::Array(reply)).unwrap_err();
+        assert!(
+            matches!(&e, StoreError::Protocol(m) if m.contains("slots, expected 32")),
+            "{e}"
+        );
+    }
+}
+
+/// A heartbeat reply of one value per slot, with one per META field (a missing field
+/// nil), parses, read by name; one slot or field short or one more is a protocol
+/// error.
+#[test]
+fn a_heartbeat_reply_has_every_slot_and_field() {
+    use redis::Value;
+    let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+    let meta: Vec<Value> = MetaField::ALL
+        .iter()
+        .map(|f| match f {
+            MetaField::Count => bulk("4"),
+            MetaField::Version => bulk("2"),
+            MetaField::Server => bulk("run:1"),
+            _ => Value::Nil,
+        })
+        .collect();
+    let reply = |meta: Vec<Value>| -> Vec<Value> {
+        HeartbeatSlot::ALL
+            .iter()
+            .map(|slot| match slot {
+                HeartbeatSlot::Meta => Value::Array(meta.clone()),
+                HeartbeatSlot::Unowned => Value::Int(3),
+                HeartbeatSlot::Soonest => Value::Int(-1),
+                _ => Value::Int(0),
+            })
+            .collect()
+    };
+    let req = TickRequest::of("r0", &token(0), false, ReplicaState::Active, TTL);
+    let r = parse_heartbeat(&req, Value::Array(reply(meta.clone())))
+        .unwrap()
+        .expect("a quiet tick");
+    let set = r.set.unwrap();
+    assert_eq!(
+        (set.count, set.version, set.total_weight, set.max_weight),
+        (4, 2, 4, 1),
+        "an unweighted set weighs one a partition"
+    );
+    assert_eq!((r.unowned, r.lifetime.as_str()), (3, "run:1"));
+    let mut short = meta.clone();
+    short.pop();
+    let mut long = meta;
+    long.push(Value::Nil);
+    for meta in [short, long] {
+        assert!(parse_heartbeat(&req, Value::Array(reply(meta))).is_err());
+    }
+    let mut short = reply(Vec::new());
+    short.pop();
+    assert!(parse_heartbeat(&req, Value::Array(short)).is_err());
+}
