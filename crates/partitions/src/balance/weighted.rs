@@ -99,6 +99,25 @@ pub(crate) struct Loaded {
     pub(crate) capacity: u32,
 }
 
+impl Loaded {
+    /// A member counted towards N, as a tick or a status read lists it: in `state`,
+    /// holding `held` partitions of `load` in all (no load while it settles).
+    pub(crate) fn member(
+        replica: &str,
+        state: crate::store::ReplicaState,
+        load: u64,
+        held: usize,
+        capacity: u32,
+    ) -> Self {
+        Self {
+            replica: replica.to_owned(),
+            load: (state != crate::store::ReplicaState::Settling).then_some(load),
+            held,
+            capacity,
+        }
+    }
+}
+
 /// The group-wide numbers of a weighted view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Totals {

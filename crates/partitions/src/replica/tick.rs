@@ -223,12 +223,7 @@ impl ReplicaMachine {
         v.loaded = members
             .iter()
             .filter(|m| m.state.counts())
-            .map(|m| Loaded {
-                replica: m.replica.clone(),
-                load: (m.state != ReplicaState::Settling).then_some(m.load),
-                held: m.held,
-                capacity: m.capacity,
-            })
+            .map(|m| Loaded::member(&m.replica, m.state, m.load, m.held, m.capacity))
             .collect();
         let me = members.iter().find(|m| m.replica == self.s.replica);
         v.server_held = me.map_or(0, |m| m.held);

@@ -137,12 +137,7 @@ impl GroupStatus {
             .collect();
         let loaded: Vec<Loaded> = taking_part
             .iter()
-            .map(|m| Loaded {
-                replica: m.replica.clone(),
-                load: (m.state != ReplicaState::Settling).then_some(m.load),
-                held: m.held,
-                capacity: m.capacity,
-            })
+            .map(|m| Loaded::member(&m.replica, m.state, m.load, m.held, m.capacity))
             .collect();
         taking_part
             .iter()
