@@ -19,13 +19,15 @@
 //! - [`list`]: the partition set: the copy kept to restore the group if Redis loses it,
 //!   seeding, restoring, and applying a newer versioned list.
 //! - [`tick`]: a tick's reply taken in (session, roster, revocations, a lost session).
+//! - [`decide`]: the decision step on the last tick's view: plan, hand over, claim
+//!   (sized by [`crate::balance::step`], which the planner takes too).
 //! - [`claim`]: claims, one in flight, their replies, and reconciling with the store.
 //! - [`handover`]: what a replica over its share gives up, to whom, within the budget.
 //! - [`prefer`]: preferences, taken in from the set's first page.
 //! - [`view`]: what the state says of itself, for the driver and the view.
 //!
-//! This file holds the state, its construction, `poll` and the decision step
-//! (`decide`), and routes the driver's events to the parts.
+//! This file holds the state, its construction and `poll`, and routes the driver's
+//! events to the parts.
 //!
 //! Rules kept here, each unit-tested in [`tests`]:
 //! - **Settling.** After joining, claim nothing for `settle` (at most until the group
@@ -51,6 +53,7 @@
 
 pub(crate) mod cadence;
 mod claim;
+mod decide;
 mod handover;
 pub(crate) mod leave;
 pub(crate) mod ledger;
@@ -69,7 +72,6 @@ use std::time::Duration;
 
 use leasehold_election::ext::RenewGrid;
 use leasehold_election::{Fence, StoreError};
-use rand::seq::IndexedRandom;
 use rand::{Rng, RngExt};
 use tokio::time::Instant;
 
@@ -78,18 +80,17 @@ pub(crate) use self::claim::Claim;
 use self::claim::Claims;
 use self::handover::HandOvers;
 pub(crate) use self::leave::Leaving;
-use self::ledger::{Effect, Ledger, Phase};
+use self::ledger::{Effect, Ledger};
 use self::list::{Configured, SetSync};
 pub(crate) use self::list::{SetAnswer, SetOp};
 use self::policy::Policy;
 use self::prefer::Prefs;
 use self::session::Session;
 use self::view::View;
-use crate::balance::plan::{Plan, plan};
-use crate::balance::step;
-use crate::balance::weighted::{Totals, WeightedPlan, weighted_plan};
+use crate::balance::plan::Plan;
+use crate::balance::weighted::WeightedPlan;
 use crate::store::ops::moves::MoveCause;
-use crate::store::protocol::{MemberInfo, ReplicaState, SetInfo, TickRequest};
+use crate::store::protocol::{MemberInfo, ReplicaState, TickRequest};
 
 /// The settings the rules need.
 #[derive(Debug, Clone)]
@@ -328,134 +329,6 @@ impl ReplicaMachine {
                 quiet: !join && self.last_tick.quiet_as == Some(state),
             }));
         }
-        actions
-    }
-
-    /// Applies the balancing rule to the last tick's view: hand over, then claim.
-    fn decide(&mut self, now: Instant, rng: &mut impl Rng) -> Vec<Action> {
-        let mut actions = Vec::new();
-        if self.drained {
-            // Hand everything over; the others take it (a draining member is not
-            // counted towards N). Nothing is claimed until undrained.
-            self.plan = None;
-            self.wplan = None;
-            let all = self.ledger.serving();
-            for &i in &all {
-                self.ledger.stop(i, MoveCause::Drain);
-            }
-            for (i, _) in self.ledger.in_phase(Phase::Starting) {
-                self.ledger.unstart(i);
-            }
-            if !all.is_empty() {
-                actions.push(Action::Stop {
-                    indices: all,
-                    reason: MoveCause::Drain,
-                    to: BTreeMap::new(),
-                });
-            }
-            // Unserved terms are given back by a regrant.
-            actions.extend(self.claim(now));
-            return actions;
-        }
-        let settling = self.settling(now);
-        // Which partitions to hand over if the rule insists (`None`: a count to pick).
-        let (wants, named) = if self.weighted() {
-            self.plan = None;
-            let set = self
-                .view
-                .set
-                .clone()
-                .unwrap_or_else(|| SetInfo::plain(0, 0, ""));
-            let mine = self.ledger.serving_weights();
-            let wplan = weighted_plan(
-                &self.s.replica,
-                self.view.server_load,
-                &mine,
-                settling,
-                self.s.capacity,
-                &self.view.loaded,
-                Totals {
-                    weight: set.total_weight,
-                    max_weight: set.max_weight,
-                    unowned: self.view.unowned,
-                },
-            );
-            let anyone = settling || self.view.loaded.iter().any(|m| m.load.is_none());
-            self.policy.observe(self.view.unowned, anyone, now);
-            let shed = wplan.shed.clone();
-            self.wplan = Some((wplan, self.view.server_load));
-            self.claims.fallback_spent = false;
-            (!shed.is_empty(), Some(shed))
-        } else {
-            self.wplan = None;
-            let p = plan(
-                self.partitions(),
-                &self.s.replica,
-                self.view.server_held,
-                settling,
-                &self.view.members,
-                self.view.unowned,
-            );
-            self.plan = Some(p);
-            let anyone = settling || self.view.members.iter().any(|m| m.owned.is_none());
-            self.policy.observe(self.view.unowned, anyone, now);
-            (p.shed > 0, None)
-        };
-        let (wants, named) = self.with_preferences(settling, wants, named);
-        // The last hand-over has landed: released, every partition owned again, and the
-        // store counts what the ledger holds.
-        let landed =
-            self.view.unowned == 0 && self.ledger.at_rest() && self.view.server_held == self.held();
-        let go = self.policy.hand_over(wants, landed, now);
-        if let Some(after) = self.policy.look_again(go, now) {
-            self.cadence.wake(now + after);
-        }
-        if go {
-            let candidates = match named {
-                Some(shed) => shed,
-                None if !self.prefs.by_partition.is_empty() => {
-                    // The rule says how many; preferences say which: a random order,
-                    // those preferred on a member with room first, this replica's own
-                    // last.
-                    let mut serving = self.ledger.serving();
-                    rand::seq::SliceRandom::shuffle(serving.as_mut_slice(), rng);
-                    let prefs = &self.prefs.by_partition;
-                    self.plan.map_or_else(Vec::new, |plan| {
-                        step::count_shed(
-                            &plan,
-                            &self.s.replica,
-                            &serving,
-                            |i| prefs.get(&i).map(String::as_str),
-                            &self.prefs.standings,
-                        )
-                    })
-                }
-                None => {
-                    let n = self.plan.map_or(0, |p| p.shed);
-                    self.ledger.serving().sample(rng, n).copied().collect()
-                }
-            };
-            match self.s.move_budget {
-                // Within the group's budget: ask for it first, hand over what it grants.
-                Some(budget) if !candidates.is_empty() && !self.handovers.budgeting => {
-                    self.handovers.budgeting = true;
-                    let want = if self.s.budget_by_weight {
-                        let w: u64 = candidates.iter().map(|&i| self.weight_of(i)).sum();
-                        usize::try_from(w).unwrap_or(usize::MAX)
-                    } else {
-                        candidates.len()
-                    };
-                    actions.push(Action::Budget {
-                        indices: candidates,
-                        want,
-                        budget,
-                    });
-                }
-                Some(_) => {}
-                None => actions.extend(self.hand_over(candidates, usize::MAX)),
-            }
-        }
-        actions.extend(self.claim(now));
         actions
     }
 

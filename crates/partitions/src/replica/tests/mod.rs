@@ -17,7 +17,7 @@ use super::*;
 use crate::store::CLAIM_BATCH;
 use crate::store::protocol::{
     AddReply, ClaimReply, Conflict, MemberInfo, Origin, RestoreStep, RosterUpdate, SessionReply,
-    TickReply,
+    SetInfo, TickReply,
 };
 
 const LEASE: Duration = Duration::from_millis(900);
