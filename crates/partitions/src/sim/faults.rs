@@ -56,7 +56,7 @@ impl World {
         let id = self.pick_replica();
         let grace = self.replicas[&id].grace;
         if matches!(fault, "kill" | "stop" | "dup" | "lossy" | "hole") {
-            self.faulted.insert(id.clone(), Instant::now());
+            self.faults.faulted.insert(id.clone(), Instant::now());
         }
         match fault {
             // A crash, then a restart after a while.
@@ -95,7 +95,7 @@ impl World {
                         .await
                         .is_err()
                     {
-                        self.stuck.push(format!(
+                        self.faults.stuck.push(format!(
                             "shutdown of {id} (pid {}) did not return within {SHUTDOWN_LIMIT:?}",
                             p.pid
                         ));
@@ -181,13 +181,14 @@ impl World {
             // primary dies a moment later, and the replica is promoted.
             "failover" => {
                 let d = Duration::from_millis(self.rng.random_range(0..800));
-                self.seq += 1;
-                let id = self.seq;
+                self.schedule.seq += 1;
+                let id = self.schedule.seq;
                 self.note(format!(
                     "the replica misses every write from now; promoted in {} ms",
                     d.as_millis()
                 ));
-                self.replicas_cut
+                self.faults
+                    .replicas_cut
                     .insert(id, (Instant::now(), self.store.snapshot()));
                 self.at(Instant::now() + d, Ev::Promote(id));
                 self.span(d + LEASE * 4);
@@ -241,19 +242,19 @@ impl World {
         self.store.wipe();
         // A wipe while the last one's check is still due: what came back of that one is
         // not known, so nothing is sure from then on until this one's check.
-        let overlapping = self.last_wipe.filter(|w| now < *w + LEASE * 3);
+        let overlapping = self.faults.last_wipe.filter(|w| now < *w + LEASE * 3);
         if let Some(w) = overlapping {
             self.listing.unsure_all(w);
         }
         // Within a failover's window replicas may restore a set newer than the
         // promoted store's: nothing is sure until this wipe's check either.
-        let after_failover = self.last_failover.filter(|f| now < *f + LEASE * 3);
-        self.last_wipe = Some(now);
+        let after_failover = self.faults.last_failover.filter(|f| now < *f + LEASE * 3);
+        self.faults.last_wipe = Some(now);
         let restorable = !restorers.is_empty() && overlapping.is_none() && after_failover.is_none();
         if !restorable {
             self.listing.unsure_all(now);
         }
-        self.restorers = restorers;
+        self.faults.restorers = restorers;
         self.at(
             now + LEASE * 3,
             Ev::AfterWipe {
@@ -270,7 +271,7 @@ impl World {
     /// one), so nothing is sure about the set from the cut until the failover's window
     /// has passed.
     pub(super) async fn promote(&mut self, id: u64) {
-        let Some((cut, snapshot)) = self.replicas_cut.remove(&id) else {
+        let Some((cut, snapshot)) = self.faults.replicas_cut.remove(&id) else {
             return;
         };
         self.note(format!(
@@ -282,7 +283,7 @@ impl World {
         // From the cut on, and past the changes answered since (lost with it).
         self.listing.unsure_all(cut);
         self.listing.unsure_all(now);
-        self.last_failover = Some(now);
+        self.faults.last_failover = Some(now);
         self.at(now + LEASE * 3, Ev::AfterFailover { at: now });
         self.span(LEASE * 4);
     }
@@ -290,7 +291,9 @@ impl World {
     /// From a failover's end on, the set is what the store has (unless a later wipe or
     /// failover decides).
     pub(super) async fn after_failover(&mut self, at: Instant) {
-        if self.last_failover.is_some_and(|f| f > at) || self.last_wipe.is_some_and(|w| w > at) {
+        if self.faults.last_failover.is_some_and(|f| f > at)
+            || self.faults.last_wipe.is_some_and(|w| w > at)
+        {
             return;
         }
         let Some(now_set) = self.stored_set().await else {
@@ -315,7 +318,7 @@ impl World {
     }
 
     pub(super) async fn after_wipe(&mut self, restorable: bool, at: Instant) {
-        if self.last_wipe.is_some_and(|w| w > at) {
+        if self.faults.last_wipe.is_some_and(|w| w > at) {
             // Wiped again since: that wipe's check decides.
             return;
         }
@@ -336,14 +339,15 @@ impl World {
         // configured list, as documented, and nothing was sure from the wipe on (even if
         // what the admin saw since happens to agree with the seeded set).
         let excused = self
+            .faults
             .restorers
             .iter()
-            .all(|r| self.faulted.get(r).is_some_and(|t| *t >= at));
+            .all(|r| self.faults.faulted.get(r).is_some_and(|t| *t >= at));
         if restorable && !excused && self.listing.sure() {
             let mut want = self.listing.listed_now();
             want.sort();
             if want != now_set {
-                self.stuck.push(format!(
+                self.faults.stuck.push(format!(
                     "after a wipe the group came back with {now_set:?}, not the set its \
                      replicas saw {want:?}"
                 ));

@@ -236,14 +236,30 @@ struct World {
     admin_link: Link,
     terms: Terms,
     listing: Listing,
-    /// When each fault's effect may last until: (from, to).
-    spans: Vec<(Instant, Instant)>,
+    drained: Vec<String>,
+    /// The events due, in time order.
+    schedule: Schedule,
+    /// What the faults did, for the windows the oracle allows them.
+    faults: Faulted,
+    /// What this seed exercises beside the faults.
+    modes: Modes,
+}
+
+/// The events due and the run's log.
+struct Schedule {
     queue: BinaryHeap<Reverse<(Instant, u64, Ev)>>,
+    /// Orders events due at the same instant: first scheduled, first run.
     seq: u64,
     log: Vec<String>,
     events: u64,
     start: Instant,
-    drained: Vec<String>,
+}
+
+/// What the faults thrown so far did.
+#[derive(Default)]
+struct Faulted {
+    /// When each fault's effect may last until: (from, to).
+    spans: Vec<(Instant, Instant)>,
     /// Calls that never returned.
     stuck: Vec<String>,
     /// When each replica id last had a fault (kill, stop, duplicate, link fault).
@@ -256,6 +272,10 @@ struct World {
     replicas_cut: BTreeMap<u64, (Instant, MemorySnapshot)>,
     /// When a replica was last promoted.
     last_failover: Option<Instant>,
+}
+
+/// What a seed exercises beside the faults.
+struct Modes {
     /// Whether the replicas take their weights from loads their terms report (a
     /// quarter of the seeds): each partition reports a load of its own, unchanging.
     loads: bool,
@@ -362,45 +382,45 @@ impl World {
             admin,
             admin_link,
             terms: Terms::default(),
-            spans: Vec::new(),
-            queue: BinaryHeap::new(),
-            seq: 0,
-            log: Vec::new(),
-            events: 0,
-            start: now,
             drained: Vec::new(),
-            stuck: Vec::new(),
-            faulted: BTreeMap::new(),
-            restorers: Vec::new(),
-            last_wipe: None,
-            replicas_cut: BTreeMap::new(),
-            last_failover: None,
-            loads,
-            prefs,
-            warm,
-            spare,
-            leaves: Vec::new(),
+            schedule: Schedule {
+                queue: BinaryHeap::new(),
+                seq: 0,
+                log: Vec::new(),
+                events: 0,
+                start: now,
+            },
+            faults: Faulted::default(),
+            modes: Modes {
+                loads,
+                prefs,
+                warm,
+                spare,
+                leaves: Vec::new(),
+            },
         }
     }
 
     fn at(&mut self, t: Instant, ev: Ev) {
-        self.seq += 1;
-        self.queue.push(Reverse((t, self.seq, ev)));
+        self.schedule.seq += 1;
+        self.schedule
+            .queue
+            .push(Reverse((t, self.schedule.seq, ev)));
     }
 
     fn note(&mut self, what: String) {
-        let t = Instant::now().duration_since(self.start);
+        let t = Instant::now().duration_since(self.schedule.start);
         let line = format!("{:>9.3}s {what}", t.as_secs_f64());
         if link::tracing_on() {
             eprintln!("{line}");
         }
-        self.log.push(line);
+        self.schedule.log.push(line);
     }
 
     /// A fault's effect may last from now until `d` from now.
     fn span(&mut self, d: Duration) {
         let now = Instant::now();
-        self.spans.push((now, now + d));
+        self.faults.spans.push((now, now + d));
     }
 
     fn config(&self, r: &Replica) -> GroupConfig {
@@ -410,10 +430,10 @@ impl World {
         if let Some(g) = r.grace {
             b = b.rejoin_grace(g);
         }
-        if self.warm {
+        if self.modes.warm {
             b = b.prepare_moves(WARM_WAIT);
         }
-        if self.loads {
+        if self.modes.loads {
             b = b.weights_from_loads(
                 LoadDamping::default()
                     .half_life(Duration::from_millis(500))
@@ -438,7 +458,7 @@ impl World {
         self.next_pid += 1;
         let pid = self.next_pid;
         let terms = self.terms.clone();
-        let loads = self.loads;
+        let loads = self.modes.loads;
         let handle = Coordinator::new(
             r.link.for_process(pid),
             config,
@@ -468,7 +488,7 @@ impl World {
             },
         )
         .seed(self.seed.wrapping_mul(1_000_003).wrapping_add(pid));
-        let handle = if self.warm {
+        let handle = if self.modes.warm {
             // Quick for most partitions; past the giver's wait for every third.
             handle
                 .on_prepare(|job| async move {
@@ -500,9 +520,9 @@ impl World {
                 .values()
                 .map(|r| (r.id.clone(), r.grace.map(|g| g.as_millis()), r.capacity))
                 .collect::<Vec<_>>(),
-            self.loads,
-            self.prefs.is_some(),
-            self.warm
+            self.modes.loads,
+            self.modes.prefs.is_some(),
+            self.modes.warm
         ));
         let t0 = Instant::now();
         for (i, id) in ids.iter().enumerate() {
@@ -515,18 +535,18 @@ impl World {
             self.at(t0 + LEASE * 2, Ev::Chaos);
         }
         self.at(t0 + LEASE * 3, Ev::Chaos);
-        if let Some(rng) = self.prefs.as_mut() {
+        if let Some(rng) = self.modes.prefs.as_mut() {
             let first = t0 + Duration::from_millis(rng.random_range(500..4_000));
             self.at(first, Ev::Prefer);
         }
-        if let Some(spare) = self.spare.as_mut() {
+        if let Some(spare) = self.modes.spare.as_mut() {
             let first = t0 + Duration::from_millis(spare.rng.random_range(2_000..6_000));
             self.at(first, Ev::Scale);
         }
         self.at(t0 + FAULTS_FOR, Ev::End);
-        while let Some(Reverse((t, _, ev))) = self.queue.pop() {
+        while let Some(Reverse((t, _, ev))) = self.schedule.queue.pop() {
             sleep_until(t).await;
-            self.events += 1;
+            self.schedule.events += 1;
             match ev {
                 Ev::Chaos => {
                     if Instant::now() < t0 + FAULTS_FOR {
@@ -567,7 +587,7 @@ impl World {
         // While healed, only the checks of recent wipes and the spare's planned joins
         // and leaves still run.
         let end = Instant::now() + HEAL_FOR;
-        while let Some(Reverse((t, _, ev))) = self.queue.pop() {
+        while let Some(Reverse((t, _, ev))) = self.schedule.queue.pop() {
             if t > end {
                 break;
             }
@@ -592,17 +612,17 @@ impl World {
         }
         sleep_until(end).await;
         let end = Instant::now();
-        let mut violations = std::mem::take(&mut self.stuck);
+        let mut violations = std::mem::take(&mut self.faults.stuck);
         violations.extend(oracle::check(
             &self.terms.all(),
             &self.listing,
-            &self.spans,
-            &self.leaves,
+            &self.faults.spans,
+            &self.modes.leaves,
             LEASE,
-            self.start,
+            self.schedule.start,
             end,
         ));
-        let digest = self.terms.digest(self.start);
+        let digest = self.terms.digest(self.schedule.start);
         let terms = self.terms.all().len();
         for (_, p) in std::mem::take(&mut self.procs) {
             p.handle.abort();
@@ -610,16 +630,16 @@ impl World {
         for (_, p) in std::mem::take(&mut self.dups) {
             p.handle.abort();
         }
-        if let Some(p) = self.spare.take().and_then(|s| s.running) {
+        if let Some(p) = self.modes.spare.take().and_then(|s| s.running) {
             p.handle.abort();
         }
         SimReport {
             seed: self.seed,
-            simulated: end.duration_since(self.start),
-            events: self.events + self.calls.load(Ordering::Relaxed),
+            simulated: end.duration_since(self.schedule.start),
+            events: self.schedule.events + self.calls.load(Ordering::Relaxed),
             terms,
             violations,
-            log: self.log,
+            log: self.schedule.log,
             digest,
         }
     }

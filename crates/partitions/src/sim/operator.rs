@@ -13,21 +13,26 @@ impl World {
     /// The spare replica joins, or leaves gracefully; then waits 1 to 6 s. No fault
     /// span: planned joins and leaves must hand every partition over at once.
     pub(super) async fn scale(&mut self) {
-        let Some(mut spare) = self.spare.take() else {
+        let Some(mut spare) = self.modes.spare.take() else {
             return;
         };
         match spare.running.take() {
             Some(p) => {
                 self.note(format!("scale in: s0 (pid {}) leaves", p.pid));
                 let now = Instant::now();
-                let wait = if self.warm { WARM_WAIT } else { Duration::ZERO };
-                self.leaves
+                let wait = if self.modes.warm {
+                    WARM_WAIT
+                } else {
+                    Duration::ZERO
+                };
+                self.modes
+                    .leaves
                     .push((now - LEASE - wait, now + SHUTDOWN_LIMIT + LEASE));
                 if tokio::time::timeout(SHUTDOWN_LIMIT, p.handle.shutdown())
                     .await
                     .is_err()
                 {
-                    self.stuck.push(format!(
+                    self.faults.stuck.push(format!(
                         "shutdown of s0 (pid {}) did not return within {SHUTDOWN_LIMIT:?}",
                         p.pid
                     ));
@@ -40,7 +45,7 @@ impl World {
             }
         }
         let gap = Duration::from_millis(spare.rng.random_range(1_000..6_000));
-        self.spare = Some(spare);
+        self.modes.spare = Some(spare);
         self.at(Instant::now() + gap, Ev::Scale);
     }
 
@@ -48,7 +53,7 @@ impl World {
     /// never runs), or removes a partition's preference; then waits 0.2 to 3 s. No
     /// fault span: a preference must never leave a partition without an owner.
     pub(super) async fn prefer(&mut self) {
-        let Some(rng) = self.prefs.as_mut() else {
+        let Some(rng) = self.modes.prefs.as_mut() else {
             return;
         };
         let listed = self.listing.listed_now();
