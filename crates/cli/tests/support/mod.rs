@@ -2,6 +2,8 @@
 //! something to read.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod http;
+
 use std::process::Stdio;
 use std::time::Duration;
 
