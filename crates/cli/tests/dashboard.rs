@@ -184,6 +184,22 @@ async fn bad_input_is_a_json_4xx() {
         assert!(error.contains(says), "{path}: {json}");
         assert_eq!(json["status"], status, "{path}: {json}");
     }
+    // Another site's name resolved to 127.0.0.1 (DNS rebinding) is not served.
+    for host in ["evil.example", "evil.example:80"] {
+        let r = request(&d.addr, "GET", "/api/groups", &[("Host", host)], "").await;
+        assert_eq!(r.status, 403, "{host}: {r:?}");
+        assert!(r.json()["error"].as_str().unwrap().contains("loopback"));
+    }
+    let port = d.addr.rsplit(':').next().unwrap();
+    let r = request(
+        &d.addr,
+        "GET",
+        "/api/groups",
+        &[("Host", &*format!("localhost:{port}"))],
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
     // A change with a body that is not JSON, to a read-only dashboard: refused first.
     let r = request(&d.addr, "POST", "/api/groups/tenants/drain", &[], "{").await;
     assert_eq!(r.status, 403, "{r:?}");

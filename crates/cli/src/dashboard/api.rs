@@ -5,12 +5,15 @@
 //! status: a bad name or body is 400, a missing group 404, a refused admin action
 //! 401/403, Redis unreachable 503, anything else Redis said 502.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
+use axum::extract::Request;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -39,6 +42,9 @@ pub struct App {
     pub hub: Arc<Hub>,
     /// The admin token; admin actions are refused without one.
     pub token: Option<String>,
+    /// Whether it listens on a loopback address: then only requests for a loopback
+    /// host name are served (see [`own_host`]).
+    pub loopback: bool,
 }
 
 type Shared = State<Arc<App>>;
@@ -122,7 +128,34 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/groups/{group}/partitions/remove", post(remove))
         .route("/events", get(stream))
         .fallback(not_found)
+        .layer(middleware::from_fn_with_state(app.clone(), own_host))
         .with_state(app)
+}
+
+/// Whether `host` (a `Host` header: a name or address, and maybe a port) names this
+/// machine's loopback: `localhost` or a loopback address.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// On a loopback address, refuses a request for another host name: a page of another
+/// site whose name was made to resolve to 127.0.0.1 (DNS rebinding) sends its own name,
+/// and must not read the fleet, or reach the admin actions.
+async fn own_host(State(app): Shared, request: Request, next: Next) -> Response {
+    let host = request.headers().get(HOST).and_then(|h| h.to_str().ok());
+    if app.loopback && !host.is_some_and(is_loopback_host) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "this dashboard listens on loopback: open it as localhost or 127.0.0.1",
+        )
+        .into_response();
+    }
+    next.run(request).await
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
@@ -521,6 +554,30 @@ async fn remove(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_hosts_are_localhost_and_loopback_addresses() {
+        for host in [
+            "localhost",
+            "LOCALHOST:9470",
+            "127.0.0.1:9470",
+            "127.1.2.3",
+            "[::1]:9470",
+            "[::1]",
+        ] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "evil.example:9470",
+            "10.0.0.1:9470",
+            "[::2]:80",
+            "localhost.evil:1",
+            "",
+        ] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
 
     #[test]
     fn secrets_compare_whole() {

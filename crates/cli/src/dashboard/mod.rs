@@ -94,6 +94,7 @@ pub async fn run(target: &Target, options: Options) -> Result<(), Error> {
     let app = Arc::new(App {
         hub: Hub::new(source, pace),
         token,
+        loopback: options.listen.ip().is_loopback(),
     });
     let addr = options.listen;
     let listener = TcpListener::bind(addr)

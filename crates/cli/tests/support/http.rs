@@ -36,7 +36,10 @@ impl Response {
 }
 
 fn head(method: &str, addr: &str, path: &str, headers: &[(&str, &str)], body: &str) -> String {
-    let mut req = format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\n");
+    let mut req = format!("{method} {path} HTTP/1.0\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
     for (n, v) in headers {
         req.push_str(&format!("{n}: {v}\r\n"));
     }
