@@ -157,6 +157,52 @@ async fn the_api_shows_groups_duties_partitions_replicas_and_moves() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_alerts_of_the_runbook_are_evaluated_live() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    // A group whose replicas are all gone, and a duty nobody leads any more.
+    create_group(&store, "leasehold", "tenants", 3).await;
+    let (elector, _) = leader(&store, "leasehold", "scheduler", "replica-a").await;
+    elector.shutdown().await;
+    let d = Dashboard::start(&redis.url(), &[]).await;
+    let o = get(&d.addr, "/api/groups").await.json();
+    assert_eq!(o["groups"][0]["health"], "page", "{o}");
+    assert_eq!(o["duties"][0]["state"], "nobody", "{o}");
+    let alerts: Vec<(&str, &str, &str)> = o["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            assert_eq!(a["firing"], false, "pending at first: {a}");
+            assert!(a["since"].as_str().unwrap().ends_with('Z'), "{a}");
+            (
+                a["alert"].as_str().unwrap(),
+                a["severity"].as_str().unwrap(),
+                a["summary"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        alerts,
+        [
+            ("LeaseholdNoLeader", "page", "nobody leads scheduler"),
+            (
+                "LeaseholdUnownedPartitions",
+                "page",
+                "3 of 3 partitions of tenants have no owner"
+            ),
+        ],
+        "{o}"
+    );
+    let page = get(&d.addr, "/api/groups/tenants").await.json();
+    assert_eq!(
+        page["alerts"][0]["alert"], "LeaseholdUnownedPartitions",
+        "{page}"
+    );
+    assert!(page["partitions"][0]["owner"].is_null(), "{page}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_a_json_4xx() {
     let redis = RedisServer::start();
     let store = store(&redis);

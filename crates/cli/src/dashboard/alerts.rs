@@ -207,6 +207,60 @@ mod tests {
         assert_eq!(c[0].severity, Severity::Page);
     }
 
+    /// A group of `owners.len()` partitions (`None`: unowned) and active `members`.
+    fn group(owners: &[Option<&str>], members: &[&str], weighted: bool) -> GroupStatus {
+        let mut s = GroupStatus::default();
+        s.weighted = weighted;
+        s.partitions = owners
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let mut p = leasehold_partitions::PartitionOwner::default();
+                p.partition = format!("p{i}");
+                p.owner = o.map(str::to_owned);
+                p
+            })
+            .collect();
+        s.replicas = members.iter().map(|m| ((*m).to_owned(), Some(0))).collect();
+        s.members = members
+            .iter()
+            .map(|m| {
+                let mut r = leasehold_partitions::ReplicaStatus::default();
+                r.replica = (*m).to_owned();
+                r.state = ReplicaState::Active;
+                r
+            })
+            .collect();
+        s
+    }
+
+    fn names(c: &[Condition]) -> Vec<&str> {
+        c.iter().map(|c| c.alert).collect()
+    }
+
+    #[test]
+    fn unowned_partitions_page_and_imbalance_warns() {
+        let a = Some("a");
+        let b = Some("b");
+        assert!(group_conditions("g", &group(&[a, b, a, b], &["a", "b"], false)).is_empty());
+        let c = group_conditions("g", &group(&[a, None, a, b], &["a", "b"], false));
+        assert_eq!(names(&c), ["LeaseholdUnownedPartitions"]);
+        assert_eq!(c[0].summary, "1 of 4 partitions of g have no owner");
+        // By count: 3 against 0 is out of balance, and names the idle one.
+        let c = group_conditions("g", &group(&[a, a, a], &["a", "b"], false));
+        assert_eq!(names(&c), ["LeaseholdPartitionsUnbalanced"]);
+        assert!(c[0].summary.ends_with("(b idle)"), "{}", c[0].summary);
+        // By weight: idle beside a replica holding two or more.
+        let c = group_conditions("g", &group(&[a, a], &["a", "b"], true));
+        assert_eq!(names(&c), ["LeaseholdWeightedPartitionsIdle"]);
+        assert_eq!(c[0].subject, "group g replica b");
+        // One heavy partition alone is fine; a drained replica takes no part.
+        assert!(group_conditions("g", &group(&[a], &["a", "b"], true)).is_empty());
+        let mut drained = group(&[a, a, a], &["a", "b"], false);
+        drained.members[1].drained = true;
+        assert!(group_conditions("g", &drained).is_empty());
+    }
+
     #[test]
     fn an_alert_fires_once_it_has_held_for_its_rule() {
         let cond = || {
