@@ -26,9 +26,14 @@ impl Dashboard {
     /// Starts `leasehold dashboard` on a free loopback port, reading every 100 ms at
     /// most (every 300 ms without a notice), and waits until it listens.
     async fn start(url: &str, extra: &[&str]) -> Self {
+        Self::start_with_refresh(url, "300ms", extra).await
+    }
+
+    /// As [`Dashboard::start`], reading every `refresh` without a notice.
+    async fn start_with_refresh(url: &str, refresh: &str, extra: &[&str]) -> Self {
         let mut child = leasehold()
             .args(["dashboard", "--redis-url", url, "--listen", "127.0.0.1:0"])
-            .args(["--interval", "100ms", "--refresh", "300ms"])
+            .args(["--interval", "100ms", "--refresh", refresh])
             .args(extra)
             .env_remove("LEASEHOLD_ADMIN_TOKEN")
             .stdin(Stdio::null())
@@ -427,6 +432,38 @@ async fn a_viewer_is_sent_the_partitions_that_move_and_the_moves() {
     // Later events leave the unchanged partitions out.
     let later = viewer.until("group", |g| g["partitions"].is_null()).await;
     assert_eq!(later["replicas"].as_array().unwrap().len(), 2, "{later}");
+    b.shutdown().await;
+    a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notice_brings_the_update_before_the_refresh() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    let a = replica(&store, "leasehold", "tenants", 2, "replica-a");
+    let b = replica(&store, "leasehold", "tenants", 2, "replica-b");
+    let balanced = [("replica-a", 1), ("replica-b", 1)];
+    wait_for_counts(&store, "leasehold", "tenants", &balanced).await;
+    // Without a notice, the group would be read again in a minute.
+    let d = Dashboard::start_with_refresh(&redis.url(), "60s", &[]).await;
+    let mut viewer = Events::open(&d.addr, "/events?group=tenants").await;
+    viewer.until("group", |g| g["partitions"].is_array()).await;
+    let drained_b = |g: &serde_json::Value| {
+        g["replicas"].as_array().is_some_and(|rs| {
+            rs.iter()
+                .any(|r| r["replica"] == "replica-b" && r["drained"] == true)
+        })
+    };
+    let started = tokio::time::Instant::now();
+    // The drain publishes the group's notice.
+    let admin = leasehold_partitions::GroupAdmin::new(store.clone(), "tenants").unwrap();
+    admin.drain("replica-b").await.unwrap();
+    viewer.until("group", drained_b).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the drain showed after {:?}",
+        started.elapsed()
+    );
     b.shutdown().await;
     a.shutdown().await;
 }

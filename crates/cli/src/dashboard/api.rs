@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::alerts::AlertClock;
 use super::events;
-use super::feed::{Hub, Topic};
+use super::feed::{Hub, MAX_GROUPS_WATCHED, Topic};
 use super::view::{PageJson, group_page};
 use crate::commands::{group_error, read_after};
 use crate::error::{Change, EXIT_CONNECTION, EXIT_NOT_FOUND, EXIT_USAGE, Error, check_name};
@@ -308,8 +308,17 @@ async fn stream(
     if let Some(g) = &q.group {
         group_name(&app, g)?;
     }
-    let overview = app.hub.watch(Topic::Overview);
-    let group = q.group.map(|g| app.hub.watch(Topic::Group(g)));
+    let too_many = || {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{MAX_GROUPS_WATCHED} groups are watched already: close a page"),
+        )
+    };
+    let group = match q.group {
+        Some(g) => Some(app.hub.watch(Topic::Group(g)).ok_or_else(too_many)?),
+        None => None,
+    };
+    let overview = app.hub.watch(Topic::Overview).ok_or_else(too_many)?;
     let sse =
         Sse::new(events::stream(overview, group)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE));
     Ok(sse.into_response())

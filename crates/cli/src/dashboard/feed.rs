@@ -27,6 +27,10 @@ use crate::commands::read_after;
 use crate::error::Error;
 use crate::output::{self, MoveJson};
 
+/// How many groups may be watched at once (each costs reads while watched): a page
+/// that asks for one more is refused.
+pub const MAX_GROUPS_WATCHED: usize = 64;
+
 /// How many moves of the ledger a group's reader keeps for new viewers.
 pub const RECENT_MOVES: usize = 500;
 
@@ -127,16 +131,20 @@ impl Hub {
         &self.source
     }
 
-    /// A receiver of `topic`'s reads, starting its reader if none runs.
-    pub fn watch(self: &Arc<Self>, topic: Topic) -> watch::Receiver<Option<Frame>> {
+    /// A receiver of `topic`'s reads, starting its reader if none runs; `None` if
+    /// [`MAX_GROUPS_WATCHED`] groups are watched already.
+    pub fn watch(self: &Arc<Self>, topic: Topic) -> Option<watch::Receiver<Option<Frame>>> {
         let mut topics = self.topics.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(slot) = topics.get(&topic) {
-            return slot.subscribe();
+            return Some(slot.subscribe());
+        }
+        if matches!(topic, Topic::Group(_)) && topics.len() > MAX_GROUPS_WATCHED {
+            return None;
         }
         let (slot, rx) = watch::channel(None);
         topics.insert(topic.clone(), slot.clone());
         tokio::spawn(self.clone().read_while_watched(topic, slot));
-        rx
+        Some(rx)
     }
 
     /// Forgets `topic`'s reader if nobody watches it (checked under the lock
@@ -208,16 +216,18 @@ async fn name_connection(store: &RedisStore) {
     let _ = store.query(&cmd).await;
 }
 
-/// Whether a message on the prefix's release channel concerns `topic`: any does the
-/// overview; a group's notice (`<prefix>:{<group>}`, or it and a tab and more) does
-/// the group. [`ANY_RELEASE`] (the subscription was lost a while) concerns all.
+/// Whether a message on the prefix's release channel concerns `topic`: a duty's
+/// release (its lease key, `<prefix>:{<duty>}:lease`) does the overview, which reads
+/// every group, so the groups' own notices leave it to its refresh; a group's notice
+/// (`<prefix>:{<group>}`, or it and a tab and more) does the group. [`ANY_RELEASE`]
+/// (the subscription was lost a while) concerns all.
 fn concerns(prefix: &str, topic: &Topic, message: &str) -> bool {
-    let Topic::Group(group) = topic else {
-        return true;
-    };
     if message == ANY_RELEASE {
         return true;
     }
+    let Topic::Group(group) = topic else {
+        return message.starts_with(prefix) && message.ends_with("}:lease");
+    };
     let notice = format!("{prefix}:{{{group}}}");
     message
         .strip_prefix(&notice)
@@ -361,6 +371,9 @@ mod tests {
         assert!(concerns("lh", &g, ANY_RELEASE));
         assert!(!concerns("lh", &g, "lh:{tenants2}"));
         assert!(!concerns("lh", &g, "lh:{scheduler}:lease"));
-        assert!(concerns("lh", &Topic::Overview, "lh:{scheduler}:lease"));
+        let all = Topic::Overview;
+        assert!(concerns("lh", &all, "lh:{scheduler}:lease"));
+        assert!(concerns("lh", &all, ANY_RELEASE));
+        assert!(!concerns("lh", &all, "lh:{tenants}"), "left to the refresh");
     }
 }
