@@ -5,8 +5,10 @@
 //! - [`events`]: one viewer's Server-Sent Events.
 //! - [`view`]: what is shown, read with the commands' own reads; [`alerts`]: the alerts
 //!   of `docs/operations.md` evaluated on it.
-//! - [`api`]: the routes, the JSON errors, the admin actions and their guard.
+//! - [`api`]: the routes and the JSON errors; [`admin`]: the admin actions and their
+//!   guard.
 
+mod admin;
 mod alerts;
 mod api;
 mod events;
