@@ -261,7 +261,8 @@ enum Command {
         /// needs the admin token).
         #[arg(long)]
         allow_admin: bool,
-        /// The admin token (at least 16 characters), sent by the page in a header.
+        /// The admin token (at least 16 characters), sent by the page in a header;
+        /// prefer the environment variable (a flag shows in `ps`).
         #[arg(
             long,
             env = "LEASEHOLD_ADMIN_TOKEN",

@@ -7,10 +7,12 @@
 //! store's connection sits idle, and the pub/sub subscription is closed (its store is
 //! dropped with the last reader, see [`Notices`]).
 //!
-//! A reader reads at once when it starts, then again when the group's pub/sub notice
-//! comes (a release, a leave, a drain, a change of state or of the partition set), or
-//! after `refresh` without one (a join or an expiry publishes nothing), but never twice
-//! within `interval`: many viewers, and a storm of notices, cost one read per interval.
+//! A reader reads at once when it starts, then again when a message on the prefix's
+//! pub/sub channel concerns it ([`concerns`]: for a group, its notice: a release, a
+//! leave, a drain, a change of state, weight or partition set; for the overview, a
+//! duty's release), or after `refresh` without one (a join or an expiry publishes
+//! nothing), but never twice within `interval`: many viewers, and a storm of notices,
+//! cost one read per interval.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
