@@ -94,7 +94,8 @@ function connect() {
   source.addEventListener("group", (e) => {
     const data = JSON.parse(e.data);
     if (data.group !== state.group) return;
-    if (data.partitions) state.partitions = data.partitions;
+    const changed = !!data.partitions;
+    if (changed) state.partitions = data.partitions;
     if (data.moves && data.moves.length) {
       state.moves = state.moves.concat(data.moves).slice(-MOVES_SHOWN);
       renderMoves();
@@ -103,7 +104,7 @@ function connect() {
     delete data.moves;
     state.head = data;
     state.headAt = Date.now();
-    renderGroup();
+    renderGroup(changed);
   });
 }
 
@@ -167,7 +168,9 @@ function renderAlerts() {
 
 // ---- group ------------------------------------------------------------------------
 
-function renderGroup() {
+// `changed`: the partitions came (the map, weights and preferences are drawn again only
+// then: a large group's map is not rebuilt every second).
+function renderGroup(changed) {
   const h = state.head;
   if (!h) return;
   $("group-name").textContent = h.group;
@@ -184,8 +187,10 @@ function renderGroup() {
     (h.drained.length ? ` · drained: ${h.drained.join(", ")}` : "") +
     ` · read ${h.read_at.slice(11, 23)}`;
   renderReplicas();
-  renderMap();
-  renderWeights();
+  if (changed) {
+    renderMap();
+    renderWeights();
+  }
   renderPreferences();
 }
 
