@@ -4,60 +4,18 @@
 
 mod support;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use leasehold_testkit::RedisServer;
 use support::http::{Events, get, request};
-use support::{create_group, leader, leasehold, replica, run, store, wait_for_counts, wait_until};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Child;
-use tokio::time::{sleep, timeout};
+use support::{Dashboard, create_group, leader, replica, run, store, wait_for_counts, wait_until};
+use tokio::time::sleep;
 
 const TOKEN: &str = "a-test-token-of-some-length";
 
-/// A running dashboard and its address.
-struct Dashboard {
-    _child: Child,
-    addr: String,
-}
-
-impl Dashboard {
-    /// Starts `leasehold dashboard` on a free loopback port, reading every 100 ms at
-    /// most (every 300 ms without a notice), and waits until it listens.
-    async fn start(url: &str, extra: &[&str]) -> Self {
-        Self::start_with_refresh(url, "300ms", extra).await
-    }
-
-    /// As [`Dashboard::start`], reading every `refresh` without a notice.
-    async fn start_with_refresh(url: &str, refresh: &str, extra: &[&str]) -> Self {
-        let mut child = leasehold()
-            .args(["dashboard", "--redis-url", url, "--listen", "127.0.0.1:0"])
-            .args(["--interval", "100ms", "--refresh", refresh])
-            .args(extra)
-            .env_remove("LEASEHOLD_ADMIN_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = timeout(Duration::from_secs(20), lines.next_line())
-            .await
-            .expect("the dashboard said nothing for 20 s")
-            .unwrap()
-            .expect("the dashboard ended");
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .and_then(|rest| rest.split('/').next())
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-            .to_owned();
-        Self {
-            _child: child,
-            addr,
-        }
-    }
+/// Starts the dashboard reading every 100 ms at most (every 300 ms without a notice).
+async fn start(url: &str, extra: &[&str]) -> Dashboard {
+    Dashboard::start(url, "100ms", "300ms", extra).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,7 +28,7 @@ async fn the_api_shows_groups_duties_partitions_replicas_and_moves() {
     let balanced = [("replica-a", 2), ("replica-b", 2)];
     wait_for_counts(&store, "leasehold", "tenants", &balanced).await;
     let (elector, _) = leader(&store, "leasehold", "scheduler", "replica-a").await;
-    let d = Dashboard::start(&redis.url(), &[]).await;
+    let d = start(&redis.url(), &[]).await;
 
     let r = get(&d.addr, "/api/groups").await;
     assert_eq!(r.status, 200, "{r:?}");
@@ -169,7 +127,7 @@ async fn the_alerts_of_the_runbook_are_evaluated_live() {
     create_group(&store, "leasehold", "tenants", 3).await;
     let (elector, _) = leader(&store, "leasehold", "scheduler", "replica-a").await;
     elector.shutdown().await;
-    let d = Dashboard::start(&redis.url(), &[]).await;
+    let d = start(&redis.url(), &[]).await;
     let o = get(&d.addr, "/api/groups").await.json();
     assert_eq!(o["groups"][0]["health"], "page", "{o}");
     assert_eq!(o["duties"][0]["state"], "nobody", "{o}");
@@ -212,7 +170,7 @@ async fn bad_input_is_a_json_4xx() {
     let redis = RedisServer::start();
     let store = store(&redis);
     create_group(&store, "leasehold", "tenants", 2).await;
-    let d = Dashboard::start(&redis.url(), &[]).await;
+    let d = start(&redis.url(), &[]).await;
     let long = "x".repeat(300);
     for (path, status, says) in [
         ("/api/groups/nope", 404, "no group \"nope\""),
@@ -288,7 +246,7 @@ async fn admin_actions_need_the_token_from_the_same_origin() {
     let b = replica(&store, "leasehold", "tenants", 2, "replica-b");
     let balanced = [("replica-a", 1), ("replica-b", 1)];
     wait_for_counts(&store, "leasehold", "tenants", &balanced).await;
-    let d = Dashboard::start(&redis.url(), &["--allow-admin", "--admin-token", TOKEN]).await;
+    let d = start(&redis.url(), &["--allow-admin", "--admin-token", TOKEN]).await;
     let origin = format!("http://{}", d.addr);
     let path = "/api/groups/tenants/drain";
     let body = r#"{"replica": "replica-b"}"#;
@@ -391,7 +349,7 @@ async fn a_viewer_is_sent_the_partitions_that_move_and_the_moves() {
     let store = store(&redis);
     let a = replica(&store, "leasehold", "tenants", 4, "replica-a");
     wait_for_counts(&store, "leasehold", "tenants", &[("replica-a", 4)]).await;
-    let d = Dashboard::start(&redis.url(), &[]).await;
+    let d = start(&redis.url(), &[]).await;
     let mut viewer = Events::open(&d.addr, "/events?group=tenants").await;
     let owners = |g: &serde_json::Value, replica: &str| {
         g["partitions"].as_array().map(|ps| {
@@ -445,7 +403,7 @@ async fn a_notice_brings_the_update_before_the_refresh() {
     let balanced = [("replica-a", 1), ("replica-b", 1)];
     wait_for_counts(&store, "leasehold", "tenants", &balanced).await;
     // Without a notice, the group would be read again in a minute.
-    let d = Dashboard::start_with_refresh(&redis.url(), "60s", &[]).await;
+    let d = Dashboard::start(&redis.url(), "100ms", "60s", &[]).await;
     let mut viewer = Events::open(&d.addr, "/events?group=tenants").await;
     viewer.until("group", |g| g["partitions"].is_array()).await;
     let drained_b = |g: &serde_json::Value| {
@@ -508,7 +466,7 @@ async fn no_viewer_costs_redis_nothing_and_ten_cost_what_one_does() {
     let (elector, _) = leader(&store, "leasehold", "scheduler", "replica-a").await;
     elector.shutdown().await;
     drop(store);
-    let d = Dashboard::start(&redis.url(), &[]).await;
+    let d = start(&redis.url(), &[]).await;
     let window = Duration::from_secs(3);
 
     // Nobody has looked yet.

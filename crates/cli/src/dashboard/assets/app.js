@@ -257,6 +257,10 @@ function renderMap() {
       (p.preferred ? ` · preferred on ${p.preferred}` : ""),
     style: p.owner ? `background:${colour(p.owner)}` : null,
   }, labelled ? p.partition : null)));
+  // For tests and the curious: when each map was drawn, since the page opened.
+  const detail = { partitions: all.length, cells: slice.length };
+  performance.mark("leasehold-map", { detail });
+  requestAnimationFrame(() => setTimeout(() => performance.mark("leasehold-map-painted", { detail })));
 }
 
 function renderWeights() {
