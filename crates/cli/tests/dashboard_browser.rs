@@ -255,3 +255,78 @@ async fn ten_thousand_partitions(browser: &Session) {
         "the map of 10,000 partitions was drawn {at} ms after navigation"
     );
 }
+
+/// The README's picture, `docs/img/dashboard.png`: a group of 64 partitions on four
+/// replica processes after a join, a crash and a restart, a few weights, another
+/// group and a duty. Run it to take it again:
+/// `cargo test -p leasehold-cli --test dashboard_browser -- --ignored screenshot`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "takes docs/img/dashboard.png again"]
+async fn screenshot_for_the_readme() {
+    const PARTITIONS: usize = 64;
+    let driver = Chromedriver::start();
+    let browser = driver.session();
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    let group = "tenants";
+    let (elector, _) = support::leader(&store, PREFIX, "scheduler", "replica-a").await;
+    let mut fleet: Vec<Child> = ["replica-a", "replica-b", "replica-c"]
+        .iter()
+        .map(|r| spawn_replica(&redis, group, PARTITIONS, r))
+        .collect();
+    let billing = spawn_replica(&redis, "billing", 16, "replica-a");
+    let d = Dashboard::start(&redis.url(), "250ms", "1s", &[]).await;
+    browser.navigate(&format!("http://{}/#/group/{group}", d.addr));
+    // A fourth replica joins; one crashes and comes back.
+    fleet.push(spawn_replica(&redis, group, PARTITIONS, "replica-d"));
+    let even = [
+        ("replica-a", 16),
+        ("replica-b", 16),
+        ("replica-c", 16),
+        ("replica-d", 16),
+    ];
+    wait_for_counts(&store, PREFIX, group, &even).await;
+    let mut c = fleet.remove(2);
+    c.start_kill().unwrap();
+    c.wait().await.unwrap();
+    wait_until_owned(&store, group, PARTITIONS, "replica-c").await;
+    fleet.push(spawn_replica(&redis, group, PARTITIONS, "replica-c"));
+    let admin = leasehold_partitions::GroupAdmin::new(store.clone(), group).unwrap();
+    for (p, w) in [("p7", 8), ("p12", 5), ("p33", 3)] {
+        admin.set_weight(p, w).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    browser.wait_for(
+        "every partition owned",
+        Duration::from_secs(20),
+        "const cells = [...document.querySelectorAll('#map .cell')];\
+         return cells.length === 64 && cells.every((c) => c.dataset.owner);",
+    );
+    // Tall enough for the timeline of moves.
+    browser.resize(1400, 1350);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let png = browser.screenshot();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/img/dashboard.png");
+    std::fs::create_dir_all(std::path::Path::new(path).parent().unwrap()).unwrap();
+    std::fs::write(path, png).unwrap();
+    eprintln!("wrote {path}");
+    drop(billing);
+    drop(fleet);
+    elector.shutdown().await;
+}
+
+/// Waits until every partition of `group` is owned, none by `not`.
+async fn wait_until_owned(store: &RedisStore, group: &str, partitions: usize, not: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let owners = owners_in_redis(store, group).await;
+        if owners.len() == partitions && owners.iter().all(|(_, o)| !o.is_empty() && o != not) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{group}: {not}'s partitions never moved"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

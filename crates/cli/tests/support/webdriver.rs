@@ -157,6 +157,12 @@ impl Session {
         }
     }
 
+    /// Resizes the window.
+    pub fn resize(&self, width: u32, height: u32) {
+        let rect = json!({ "width": width, "height": height });
+        self.command("POST", "/window/rect", Some(&rect));
+    }
+
     /// A PNG of the window.
     pub fn screenshot(&self) -> Vec<u8> {
         let v = self.command("GET", "/screenshot", None);

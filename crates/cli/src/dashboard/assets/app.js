@@ -41,18 +41,35 @@ function replace(node, ...children) {
   node.replaceChildren(...children.filter((c) => c !== null && c !== undefined));
 }
 
-// A stable colour per replica id (the same on every page and every reload).
+// A colour per replica id: a hue from its name, moved on by the golden angle while it
+// is too close to one already given (so four replicas never share a colour). Given in
+// the order of the ids sorted (`assignColours`), the same replicas get the same colours
+// on every page and every reload.
 const colours = new Map();
+const hues = [];
+function hueDistance(a, b) {
+  const d = Math.abs(a - b) % 360;
+  return Math.min(d, 360 - d);
+}
+function assignColours(ids) {
+  for (const id of [...new Set(ids)].filter(Boolean).sort()) {
+    if (colours.has(id)) continue;
+    let h = 2166136261;
+    for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 16777619);
+    let hue = (h >>> 0) % 360;
+    // Tighter as more replicas share the wheel.
+    const apart = Math.max(12, Math.min(48, 240 / (hues.length + 1)));
+    for (let tries = 0; tries < 24 && hues.some((u) => hueDistance(u, hue) < apart); tries++) {
+      hue = (hue + 137.508) % 360;
+    }
+    hues.push(hue);
+    colours.set(id, `hsl(${Math.round(hue)}, 55%, 46%)`);
+  }
+}
 function colour(replica) {
   if (!replica) return "var(--unowned)";
-  let c = colours.get(replica);
-  if (!c) {
-    let h = 2166136261;
-    for (let i = 0; i < replica.length; i++) h = Math.imul(h ^ replica.charCodeAt(i), 16777619);
-    c = `hsl(${(h >>> 0) % 360}, 55%, 48%)`;
-    colours.set(replica, c);
-  }
-  return c;
+  if (!colours.has(replica)) assignColours([replica]);
+  return colours.get(replica);
 }
 
 function ms(n) {
@@ -96,6 +113,8 @@ function connect() {
     if (data.group !== state.group) return;
     const changed = !!data.partitions;
     if (changed) state.partitions = data.partitions;
+    assignColours([...(data.replicas || []).map((r) => r.replica),
+      ...state.partitions.map((p) => p.owner)]);
     if (data.moves && data.moves.length) {
       state.moves = state.moves.concat(data.moves).slice(-MOVES_SHOWN);
       renderMoves();
@@ -140,7 +159,7 @@ function renderOverview() {
       el("a", { href: `#/group/${encodeURIComponent(g.group)}`, "aria-current": g.group === state.group ? "page" : null },
         el("span", {}, el("span", { class: "dot", "data-health": g.health, title: g.health }), g.group),
         el("span", { class: "counts" },
-          `${g.owned}/${g.partitions} owned · ${g.live_replicas} replicas`)))));
+          `${g.owned}/${g.partitions} owned · ${g.live_replicas} ${g.live_replicas === 1 ? "replica" : "replicas"}`)))));
   if (!(o.groups || []).length) replace($("groups"), el("li", { class: "muted" }, "no groups"));
   renderDuties();
 }
@@ -151,10 +170,9 @@ function renderDuties() {
   const rows = (o.duties || []).map((d) =>
     el("tr", { "data-duty": d.duty, "data-state": d.state },
       el("td", {}, el("span", { class: "dot", "data-health": d.state === "led" ? "ok" : "page" }), d.duty),
-      el("td", {}, d.leader || (d.state === "nobody" ? "nobody" : d.state)),
-      el("td", { class: "num" }, d.fence ?? "–"),
+      el("td", { title: d.fence ? `fence ${d.fence}` : null }, d.leader || (d.state === "nobody" ? "nobody" : d.state)),
       el("td", { class: "num", "data-countdown": "" }, ms(left(d.lease_left_ms, state.overviewAt)))));
-  replace($("duties").tBodies[0], ...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 4, class: "muted" }, "no duties"))]));
+  replace($("duties").tBodies[0], ...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 3, class: "muted" }, "no duties"))]));
 }
 
 function renderAlerts() {
@@ -267,7 +285,10 @@ function renderWeights() {
   const h = state.head;
   $("weights-box").hidden = !h.weighted;
   if (!h.weighted) return;
-  const heavy = [...state.partitions].sort((a, b) => b.weight - a.weight).slice(0, 20);
+  // The heaviest 20; of a group with a few weights set, only those (not a list of 1s).
+  const all = [...state.partitions].sort((a, b) => b.weight - a.weight);
+  const above = all.filter((p) => p.weight > all[all.length - 1].weight);
+  const heavy = (above.length ? above : all).slice(0, 20);
   replace($("weights").tBodies[0], ...heavy.map((p) =>
     el("tr", { "data-partition": p.partition },
       el("td", {}, p.partition), el("td", { class: "num" }, p.weight), el("td", {}, p.owner || "–"))));
@@ -291,7 +312,7 @@ function renderMoves() {
   $("moves-count").textContent = `${shown.length} of the last ${state.moves.length}`;
   replace($("moves"), ...shown.slice().reverse().map((m) =>
     el("li", { "data-partition": m.partition, "data-from": m.from || "", "data-to": m.to, "data-cause": m.cause },
-      el("time", { datetime: m.started }, m.started.replace("T", " ").slice(0, 23)),
+      el("time", { datetime: m.started, title: m.started }, m.started.slice(11, 23)),
       el("span", { class: "mono" }, m.partition),
       el("span", {},
         el("span", { class: "swatch", style: `background:${colour(m.from)}` }), m.from || "–", " → ",
