@@ -270,13 +270,14 @@ enum Command {
             value_name = "TOKEN"
         )]
         admin_token: Option<String>,
-        /// The shortest time between two reads of a watched group: its renew interval
-        /// is a good value.
+        /// The shortest time between two reads of a watched group (or of the groups and
+        /// duties): caps what a storm of notices costs; longer saves Redis reads, and
+        /// delays a move on the page by up to as much.
         #[arg(
             short = 'i',
             long,
             value_name = "DURATION",
-            default_value = "1s",
+            default_value = "250ms",
             value_parser = usage::duration
         )]
         interval: Duration,
