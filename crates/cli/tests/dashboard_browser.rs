@@ -195,7 +195,8 @@ async fn fleet_on_the_page(browser: &Session) {
 }
 
 /// (d) A group of 10,000 partitions: from navigation to the map drawn and painted (its
-/// first page of cells and the bar of counts per owner) in at most 1 s.
+/// first page of cells and the bar of counts per owner) in at most 1 s once the
+/// dashboard reads the group (2 s when the navigation starts its reader).
 async fn ten_thousand_partitions(browser: &Session) {
     const PARTITIONS: usize = 10_000;
     let redis = RedisServer::start();
@@ -225,35 +226,35 @@ async fn ten_thousand_partitions(browser: &Session) {
     );
     let d = Dashboard::start(&redis.url(), "1s", "5s", &[]).await;
     let url = format!("http://{}/#/group/{group}", d.addr);
-    // Once to warm the browser's cache of the page and script, as a viewer's would be;
-    // then measured.
-    browser.navigate(&url);
-    browser.wait_for(
-        "the map",
-        Duration::from_secs(10),
-        "return performance.getEntriesByName('leasehold-map').length;",
-    );
-    browser.navigate("about:blank");
-    browser.navigate(&url);
-    let drawn = browser.wait_for(
-        "the map of 10,000 partitions",
-        Duration::from_secs(10),
-        "const m = performance.getEntriesByName('leasehold-map-painted')[0];\
-         if (!m) return null;\
-         const cells = document.querySelectorAll('#map .cell[data-owner^=\"replica-\"]').length;\
-         const counts = [...document.querySelectorAll('#ownership [data-count]')]\
-           .reduce((n, s) => n + Number(s.dataset.count), 0);\
-         return { at_ms: m.startTime, partitions: m.detail.partitions, cells, counts };",
-    );
-    eprintln!("10,000 partitions: {drawn}");
-    assert_eq!(drawn["partitions"], PARTITIONS, "{drawn}");
-    assert_eq!(drawn["cells"], 1024, "the first page of cells: {drawn}");
-    assert_eq!(drawn["counts"], PARTITIONS, "{drawn}");
-    let at = drawn["at_ms"].as_f64().unwrap();
-    assert!(
-        at <= 1000.0,
-        "the map of 10,000 partitions was drawn {at} ms after navigation"
-    );
+    // Twice: first with nothing warm (the dashboard's reader starts and reads 10,000
+    // partitions and their ledger, in a debug build, on the same two cores: at most
+    // 2 s), then with the reader running, as for a second viewer: what the page itself
+    // takes, at most 1 s.
+    for (i, (what, limit)) in [("cold", 2000.0), ("warm", 1000.0)].into_iter().enumerate() {
+        if i > 0 {
+            browser.navigate("about:blank");
+        }
+        browser.navigate(&url);
+        let drawn = browser.wait_for(
+            "the map of 10,000 partitions",
+            Duration::from_secs(10),
+            "const m = performance.getEntriesByName('leasehold-map-painted')[0];\
+             if (!m) return null;\
+             const cells = document.querySelectorAll('#map .cell[data-owner^=\"replica-\"]').length;\
+             const counts = [...document.querySelectorAll('#ownership [data-count]')]\
+               .reduce((n, s) => n + Number(s.dataset.count), 0);\
+             return { at_ms: m.startTime, partitions: m.detail.partitions, cells, counts };",
+        );
+        eprintln!("10,000 partitions, {what}: {drawn}");
+        assert_eq!(drawn["partitions"], PARTITIONS, "{drawn}");
+        assert_eq!(drawn["cells"], 1024, "the first page of cells: {drawn}");
+        assert_eq!(drawn["counts"], PARTITIONS, "{drawn}");
+        let at = drawn["at_ms"].as_f64().unwrap();
+        assert!(
+            at <= limit,
+            "the map of 10,000 partitions was drawn {at} ms after navigation ({what}), over {limit} ms"
+        );
+    }
 }
 
 /// The README's picture, `docs/img/dashboard.png`: a group of 64 partitions on four
