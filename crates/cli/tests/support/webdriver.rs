@@ -22,7 +22,11 @@ const INSTALL: &str = "install Debian's packages with `sudo apt-get install chro
 fn find(name: &str, var: &str) -> PathBuf {
     if let Some(path) = std::env::var_os(var) {
         let path = PathBuf::from(path);
-        assert!(path.is_file(), "{var}={} is not a file", path.display());
+        assert!(
+            path.is_file(),
+            "{var}={} is not a file: {INSTALL}",
+            path.display()
+        );
         return path;
     }
     std::env::var_os("PATH")
