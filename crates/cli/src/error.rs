@@ -139,6 +139,16 @@ pub enum Error {
         /// The hint.
         hint: String,
     },
+    /// `leasehold dashboard` refused its options (a non-loopback `--listen` without a
+    /// token, `--allow-admin` without one); checked before anything listens.
+    Unsafe(String),
+    /// `leasehold dashboard` could not listen on its address (in use, not permitted).
+    Listen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why not.
+        error: io::Error,
+    },
     /// Standard output was closed (`| head`): the command ends quietly.
     StdoutClosed,
     /// Standard output could not be written.
@@ -330,6 +340,10 @@ impl Error {
                 f.message.push_str("; ");
                 f.message.push_str(hint);
                 f
+            }
+            Self::Unsafe(why) => Failure::new(EXIT_USAGE, why.clone()),
+            Self::Listen { addr, error } => {
+                Failure::new(EXIT_OTHER, format!("cannot listen on {addr}: {error}"))
             }
             Self::StdoutClosed => Failure::new(0, ""),
             Self::Stdout(e) => Failure::new(EXIT_OTHER, format!("cannot write to stdout: {e}")),

@@ -14,6 +14,7 @@
 //! leasehold drain|undrain -u ... -g tenants -r replica-c
 //! leasehold plan -u ... -g tenants [--add-replica ID[:CAPACITY]] [--remove-replica ID]
 //!                [--drain ID] [--weight PARTITION=WEIGHT] [-o json]
+//! leasehold dashboard -u ... [--listen 127.0.0.1:9470] [--allow-admin --admin-token T]
 //! ```
 //!
 //! Every Redis call runs under `--timeout`. Every failure is one line on stderr,
@@ -21,6 +22,7 @@
 //! the output and the exit codes.
 
 mod commands;
+mod dashboard;
 mod error;
 mod output;
 mod reads;
@@ -234,6 +236,56 @@ enum Command {
         #[command(flatten)]
         output: OutputArgs,
     },
+    /// A live web page of the groups and duties under the prefix.
+    ///
+    /// Groups and duties with their health; per group, the replicas (owned, load
+    /// against share, capacity, drain, state), the partition map, weights,
+    /// preferences and the ledger of moves; the alerts of docs/operations.md evaluated
+    /// live. The page updates by Server-Sent Events; the dashboard reads Redis only
+    /// while someone watches, at most once per --interval per group. Read-only unless
+    /// --allow-admin (which needs a token). JSON: /api/groups, /api/groups/GROUP,
+    /// /api/groups/GROUP/moves; events: /events?group=GROUP.
+    #[command(after_help = SEE_ALSO)]
+    Dashboard {
+        #[command(flatten)]
+        redis: RedisArgs,
+        /// Address to listen on; one that is not loopback needs an admin token.
+        #[arg(
+            short = 'l',
+            long,
+            value_name = "ADDR",
+            default_value = "127.0.0.1:9470"
+        )]
+        listen: std::net::SocketAddr,
+        /// Allow drain, undrain, weight and partition changes from the page (each
+        /// needs the admin token).
+        #[arg(long)]
+        allow_admin: bool,
+        /// The admin token (at least 16 characters), sent by the page in a header;
+        /// prefer the environment variable (a flag shows in `ps`).
+        #[arg(
+            long,
+            env = "LEASEHOLD_ADMIN_TOKEN",
+            hide_env_values = true,
+            value_name = "TOKEN"
+        )]
+        admin_token: Option<String>,
+        /// The shortest time between two reads of a watched group (or of the groups and
+        /// duties): caps what a storm of notices costs; longer saves Redis reads, and
+        /// delays a move on the page by up to as much.
+        #[arg(
+            short = 'i',
+            long,
+            value_name = "DURATION",
+            default_value = "250ms",
+            value_parser = usage::duration
+        )]
+        interval: Duration,
+        /// The longest time between two reads of a watched group when no notice comes
+        /// (a join or an expiry publishes none).
+        #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = usage::duration)]
+        refresh: Duration,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -421,7 +473,9 @@ impl RedisArgs {
 impl Command {
     fn redis(&self) -> &RedisArgs {
         match self {
-            Self::Leader { redis, .. } | Self::List { redis, .. } => redis,
+            Self::Leader { redis, .. }
+            | Self::List { redis, .. }
+            | Self::Dashboard { redis, .. } => redis,
             Self::Status { group, .. }
             | Self::Watch { group, .. }
             | Self::Owner { group, .. }
@@ -545,6 +599,23 @@ async fn run(target: &Target, command: Command) -> Result<(), Error> {
                 weights: weight,
             };
             commands::plan(target, &group.group, &args, output.json()).await
+        }
+        Command::Dashboard {
+            listen,
+            allow_admin,
+            admin_token,
+            interval,
+            refresh,
+            ..
+        } => {
+            let options = dashboard::Options {
+                listen,
+                allow_admin,
+                admin_token,
+                interval,
+                refresh,
+            };
+            dashboard::run(target, options).await
         }
     }
 }

@@ -177,7 +177,7 @@ mod tests {
         assert_eq!(
             message(&[]),
             "`leasehold` needs a command: status, leader, watch, owner, moves, list, partitions, \
-             drain, undrain, plan (`leasehold --help` for usage)"
+             drain, undrain, plan, dashboard (`leasehold --help` for usage)"
         );
         assert_eq!(
             message(&["partitions"]),

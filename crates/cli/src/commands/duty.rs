@@ -2,6 +2,7 @@
 
 use leasehold_election::DutyKeys;
 use leasehold_election::{RedisStore, StoreError};
+use leasehold_partitions::GroupStatus;
 
 use super::print;
 use crate::error::{Error, check_name};
@@ -58,29 +59,30 @@ async fn wrong_type(store: &RedisStore, target: &Target, duty: &str) -> Error {
     }
 }
 
-/// `leasehold list`: the groups and duties under the prefix (found with SCAN), each
-/// read once.
-pub async fn list(target: &Target, json: bool) -> Result<(), Error> {
-    let store = target.store()?;
-    let found = reads::inventory(&store, &target.prefix).await?;
+/// Every group under the prefix (found with SCAN) with its status, and every duty as
+/// `list` shows it, each read once. A group deleted since the scan found it is left
+/// out.
+///
+/// # Errors
+/// The first read that fails.
+pub async fn read_inventory(
+    target: &Target,
+    store: &RedisStore,
+) -> Result<(Vec<(String, GroupStatus)>, Vec<output::DutyEntry>), Error> {
+    let found = reads::inventory(store, &target.prefix).await?;
     let mut groups = Vec::with_capacity(found.groups.len());
-    for group in &found.groups {
-        let admin = target.admin(&store, group)?;
+    for group in found.groups {
+        let admin = target.admin(store, &group)?;
         match admin.status().await {
-            Ok(Some(status)) => groups.push(output::group_entry(group, &status)),
+            Ok(Some(status)) => groups.push((group, status)),
             // Deleted since the scan found it.
             Ok(None) => {}
-            Err(error) => {
-                return Err(Error::Group {
-                    group: group.clone(),
-                    error,
-                });
-            }
+            Err(error) => return Err(Error::Group { group, error }),
         }
     }
     let mut duties = Vec::with_capacity(found.duties.len());
     for duty in &found.duties {
-        let read = match reads::duty(&store, &target.prefix, duty).await {
+        let read = match reads::duty(store, &target.prefix, duty).await {
             // A key of another type, or a fence that is not a number, is no more
             // Leasehold's than a foreign lease value: listed as such, with the rest.
             Err(StoreError::WrongType(_) | StoreError::Protocol(_)) => Duty::Foreign(String::new()),
@@ -88,9 +90,20 @@ pub async fn list(target: &Target, json: bool) -> Result<(), Error> {
         };
         duties.extend(output::duty_entry(duty, &read));
     }
+    Ok((groups, duties))
+}
+
+/// `leasehold list`: the groups and duties under the prefix (found with SCAN), each
+/// read once.
+pub async fn list(target: &Target, json: bool) -> Result<(), Error> {
+    let store = target.store()?;
+    let (groups, duties) = read_inventory(target, &store).await?;
     let list = output::ListJson {
         prefix: target.prefix.clone(),
-        groups,
+        groups: groups
+            .iter()
+            .map(|(group, status)| output::group_entry(group, status))
+            .collect(),
         duties,
     };
     print(&if json {

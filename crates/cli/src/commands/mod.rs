@@ -15,9 +15,9 @@ use leasehold_election::RedisStore;
 use leasehold_partitions::{GroupAdmin, PartitionsError};
 
 pub use self::admin::{Drain, add, drain, list_partitions, prefer, remove, set_weight};
-pub use self::duty::{leader, list};
+pub use self::duty::{leader, list, read_inventory};
 pub use self::group::{owner, status, watch};
-pub use self::moves::moves;
+pub use self::moves::{moves, read_after};
 pub use self::plan::{PlanArgs, plan};
 use tokio::time::{MissedTickBehavior, interval};
 
@@ -25,7 +25,7 @@ use crate::error::{Change, EXIT_DATA, Error, check_name};
 use crate::target::Target;
 
 /// Writes to stdout; a closed stdout (`| head`) ends the command quietly.
-fn print(text: &str) -> Result<(), Error> {
+pub fn print(text: &str) -> Result<(), Error> {
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
@@ -114,7 +114,7 @@ fn partition_names(group: &str, names: &[String], change: Change) -> Result<(), 
 /// The error of an admin call on `group` (`change`: of a change, else of a read).
 /// The admin cannot tell a missing group from a missing partition or replica in it:
 /// for those, whether the group exists decides.
-async fn group_error(
+pub async fn group_error(
     target: &Target,
     store: &RedisStore,
     group: &str,

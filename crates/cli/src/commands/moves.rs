@@ -13,7 +13,7 @@ use leasehold_partitions::{GroupAdmin, Move};
 const PAGE: usize = 1_000;
 
 /// Every entry after `after` (the oldest kept if `None`), in pages.
-async fn read_after(
+pub async fn read_after(
     admin: &GroupAdmin<RedisStore>,
     group: &str,
     mut after: Option<String>,

@@ -22,11 +22,14 @@ pub use self::admin::{
     added_text, drain_text, grant_delay_unused, nobody_takes_over, prefer_text, removed_text,
     weight_text,
 };
-pub use self::duty::{ListJson, duty_entry, group_entry, leader_json, leader_text, list_text};
-pub use self::group::{
-    owner_json, owner_text, partitions_json, status_json, status_text, summary_json, summary_text,
+pub use self::duty::{
+    DutyEntry, GroupEntry, ListJson, duty_entry, group_entry, leader_json, leader_text, list_text,
 };
-pub use self::moves::{move_json, move_line, moves_json, moves_text};
+pub use self::group::{
+    SummaryJson, owner_json, owner_text, partitions_json, status_json, status_text, summary_json,
+    summary_text,
+};
+pub use self::moves::{MoveJson, move_json, move_line, moves_json, moves_text};
 pub use self::plan::{plan_json, plan_text};
 pub use self::watch::changes;
 

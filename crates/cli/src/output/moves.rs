@@ -19,7 +19,7 @@ pub struct MovesJson {
 }
 
 /// One move (`leasehold moves --json`, and each line of `--follow --json`).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct MoveJson {
     /// The ledger entry's id: moves after it are newer.
     pub id: String,

@@ -2,6 +2,9 @@
 //! something to read.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod http;
+pub mod webdriver;
+
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -236,4 +239,44 @@ async fn status_of(
         .with_key_prefix(prefix)?
         .status()
         .await
+}
+
+/// A running `leasehold dashboard` (killed when dropped) and its address.
+pub struct Dashboard {
+    _child: tokio::process::Child,
+    pub addr: String,
+}
+
+impl Dashboard {
+    /// Starts `leasehold dashboard` on a free loopback port, reading every `interval`
+    /// at most and every `refresh` without a notice, and waits until it listens.
+    pub async fn start(url: &str, interval: &str, refresh: &str, extra: &[&str]) -> Self {
+        use tokio::io::{AsyncBufReadExt, BufReader};
+        let mut child = leasehold()
+            .args(["dashboard", "--redis-url", url, "--listen", "127.0.0.1:0"])
+            .args(["--interval", interval, "--refresh", refresh])
+            .args(extra)
+            .env_remove("LEASEHOLD_ADMIN_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("the dashboard said nothing for 20 s")
+            .unwrap()
+            .expect("the dashboard ended");
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_owned();
+        Self {
+            _child: child,
+            addr,
+        }
+    }
 }
