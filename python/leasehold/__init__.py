@@ -1,0 +1,58 @@
+"""Leasehold: exactly one owner for each duty and each partition, using fenced
+leases in Redis, for asyncio services, on the Rust core of the ``leasehold`` crates.
+
+- :class:`Elector`: one leader for a duty; ``lead(lease)`` runs while it leads.
+- :class:`Coordinator`: a group of replicas shares partitions, one owner each;
+  ``handle(partition, lease)`` runs per owned partition.
+- :class:`Lease`: a term: its ``fence``, ``check()``, ``remaining()``, ``lost()``.
+- :class:`GroupAdmin`, :class:`FencedWriter`, and the exceptions of
+  :mod:`leasehold.errors`.
+
+Renewals run in Rust, off the event loop and without the GIL.
+"""
+
+from __future__ import annotations
+
+import atexit
+
+from . import _leasehold
+from ._admin import GroupAdmin
+from ._coordinator import Coordinator, View
+from ._elector import Elector
+from ._leasehold import Lease, version as _core_version
+from ._writer import FencedWriter
+from .errors import (
+    ConfigError,
+    FenceRejected,
+    GroupError,
+    HandOffError,
+    LeaseholdError,
+    LoadError,
+    RedisError,
+    Stopped,
+    TermOver,
+)
+
+__version__: str = _core_version()
+
+# From interpreter exit on, no Rust thread takes the GIL (one that did while Python
+# finalizes would crash the process); this waits for those holding it.
+atexit.register(_leasehold.finalize)
+
+__all__ = [
+    "Elector",
+    "Coordinator",
+    "View",
+    "Lease",
+    "GroupAdmin",
+    "FencedWriter",
+    "LeaseholdError",
+    "ConfigError",
+    "RedisError",
+    "TermOver",
+    "Stopped",
+    "FenceRejected",
+    "HandOffError",
+    "LoadError",
+    "GroupError",
+]

@@ -1,0 +1,280 @@
+"""``Coordinator``: one owner per partition, shared across a group of replicas."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
+
+from ._admin import GroupAdmin
+from ._ids import default_replica
+from ._leasehold import Lease, _Coordinator
+from ._terms import run_term
+
+Handle = Callable[[str, Lease], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class View:
+    """This replica's view of its group, as of its last group tick."""
+
+    owned: frozenset[str]
+    """Partitions this replica holds."""
+    live_replicas: list[str]
+    """Live replicas of the group (this one included once joined)."""
+    partitions: int
+    """Partitions in the group's set (P)."""
+    cap: int
+    """ceil(P/N): the most a replica holds at steady state (0 in a weighted group)."""
+    floor: int
+    """floor(P/N): the least (0 in a weighted group)."""
+    share: float | None
+    """In a weighted group: the load this replica balances to."""
+    load: int
+    """Weights of the owned partitions, summed (their count when unweighted)."""
+    ready: bool
+    """Joined, settled, granting, not drained and holding its share."""
+    not_ready: str | None
+    """Why not, when not ready."""
+    joined: bool
+    settling: bool
+    drained: bool
+    weighted: bool
+    capacity: int
+    handoffs: int
+    """Partitions handed over so an under-loaded replica could take them."""
+    error: str | None
+    """The last error, if the last tick failed."""
+    raw: dict[str, Any] = field(repr=False, compare=False)
+    """Everything the Rust core reported, as a dict."""
+
+    @property
+    def count(self) -> int:
+        """How many partitions this replica holds."""
+        return len(self.owned)
+
+    @classmethod
+    def _of(cls, raw: dict[str, Any]) -> View:
+        return cls(
+            owned=frozenset(raw.get("owned") or ()),
+            live_replicas=list(raw.get("live_replicas") or ()),
+            partitions=raw.get("partitions", 0),
+            cap=raw.get("cap", 0),
+            floor=raw.get("floor", 0),
+            share=raw.get("share"),
+            load=raw.get("load", 0),
+            ready=bool(raw.get("ready")),
+            not_ready=raw.get("not_ready"),
+            joined=bool(raw.get("joined")),
+            settling=bool(raw.get("settling")),
+            drained=bool(raw.get("drained")),
+            weighted=bool(raw.get("weighted")),
+            capacity=raw.get("capacity", 1),
+            handoffs=raw.get("handoffs", 0),
+            error=raw.get("error"),
+            raw=raw,
+        )
+
+
+class Coordinator:
+    """Joins a group of replicas that share its partitions, one owner each.
+
+    Each replica holds floor(P/N) or ceil(P/N) of the P partitions (N live
+    replicas); a dead replica's partitions move within one lease, a graceful
+    :meth:`shutdown` hands them over at once. Python and Rust replicas of one group
+    share it: they run the same scripts on the same keys.
+
+    For each partition it owns, ``handle(partition, lease)`` runs as an asyncio task,
+    cancelled when the term ends (hand-over, drain, shutdown, lost lease). A handler
+    that raises ends that term as failed: logged, counted in :attr:`failures`,
+    released, and its partition is claimed again after a backoff. The leases are
+    renewed by the Rust core on its own threads, never on this event loop.
+
+    Args:
+        url: The Redis URL.
+        group: The group's name.
+        partitions: The partition list; it seeds a group that does not exist yet (the
+            group's set lives in Redis: :class:`GroupAdmin` changes it).
+        replica: This replica's id (default ``<hostname>-<pid>``); keep it across
+            restarts for sticky restarts with ``rejoin_grace``.
+        lease: The lease in seconds (default 10).
+        renew_interval: Seconds between group ticks (default lease / 3).
+        key_prefix: Prefix of every Redis key (default ``leasehold``).
+        capacity: This replica's relative size (default 1).
+        rejoin_grace: Seconds a restart keeps this replica's partitions for it.
+        list_version: Versions ``partitions``: a newer one replaces the group's set.
+        weights_from_loads: Balance by the loads handlers report
+            (``lease.report_load``).
+        prepare_moves: Seconds a hand-over waits for its receiver to prepare.
+
+    Raises:
+        ConfigError: A bad name, URL, list or duration.
+
+    Example::
+
+        async def handle(tenant, lease):
+            while True:
+                lease.check()
+                await process_one_batch(tenant, lease.fence)
+
+        async with Coordinator(url, "tenants", tenants, lease=3.0) as coordinator:
+            await coordinator.run(handle)  # until cancelled; hands over on exit
+    """
+
+    def __init__(
+        self,
+        url: str,
+        group: str,
+        partitions: Iterable[str],
+        *,
+        replica: str | None = None,
+        lease: float | None = None,
+        renew_interval: float | None = None,
+        key_prefix: str | None = None,
+        capacity: int | None = None,
+        rejoin_grace: float | None = None,
+        list_version: int | None = None,
+        weights_from_loads: bool = False,
+        prepare_moves: float | None = None,
+    ) -> None:
+        if isinstance(partitions, (str, bytes)):
+            from .errors import ConfigError
+
+            raise ConfigError("partitions must be a list of names, not one string")
+        self._core = _Coordinator(
+            url,
+            group,
+            list(partitions),
+            replica if replica is not None else default_replica(),
+            lease=lease,
+            renew_interval=renew_interval,
+            key_prefix=key_prefix,
+            capacity=capacity,
+            rejoin_grace=rejoin_grace,
+            list_version=list_version,
+            weights_from_loads=weights_from_loads,
+            prepare_moves=prepare_moves,
+        )
+        self._task: asyncio.Task[None] | None = None
+        self._started = False
+        self._terms: set[asyncio.Task[bool]] = set()
+        self.terms = 0
+        """Partition terms this replica has held."""
+        self.failures = 0
+        """Partition terms whose handler raised."""
+
+    @property
+    def group(self) -> str:
+        """The group's name."""
+        return self._core.group
+
+    @property
+    def replica(self) -> str:
+        """This replica's id."""
+        return self._core.replica
+
+    async def run(self, handle: Handle) -> None:
+        """Joins the group and serves its partitions until cancelled (or
+        :meth:`shutdown`); on the way out, leaves gracefully (the others take its
+        partitions at once)."""
+        if not self._started:
+            self._core.start()
+            self._started = True
+        try:
+            while True:
+                lease = await self._core.next_term()
+                if lease is None:
+                    break
+                self.terms += 1
+                task = asyncio.ensure_future(self._serve(lease, handle))
+                self._terms.add(task)
+                task.add_done_callback(self._terms.discard)
+        finally:
+            await asyncio.shield(self._leave())
+
+    async def _serve(self, lease: Lease, handle: Handle) -> bool:
+        partition = lease.partition or ""
+        failed = await run_term(
+            lease, lambda: handle(partition, lease), f"partition {partition!r} of {self.group!r}"
+        )
+        if failed:
+            self.failures += 1
+        return failed
+
+    async def _leave(self) -> None:
+        await self._core.shutdown()
+        if self._terms:
+            await asyncio.wait(set(self._terms))
+
+    def start(self, handle: Handle) -> asyncio.Task[None]:
+        """Serves in the background (a task running :meth:`run`); returns it."""
+        if self._task is not None:
+            from .errors import Stopped
+
+            raise Stopped(f"coordinator of {self.group!r} was already started")
+        self._core.start()
+        self._started = True
+        self._task = asyncio.ensure_future(self.run(handle))
+        return self._task
+
+    async def shutdown(self) -> None:
+        """Leaves the group: every handler is cancelled, every partition released
+        and handed to the other replicas at once. Returns when it has. Idempotent."""
+        await self._leave()
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+
+    def view(self) -> View:
+        """This replica's view of its group now.
+
+        Raises:
+            Stopped: The coordinator was not started.
+        """
+        return View._of(self._core.view())
+
+    async def views(self) -> AsyncIterator[View]:
+        """Every view as it changes (the current one first), until the coordinator
+        stops::
+
+            async for view in coordinator.views():
+                print(view.count, "of", view.partitions, "ready" if view.ready else view.not_ready)
+        """
+        stream = self._core.views()
+        first = True
+        while True:
+            if first:
+                first = False
+                yield self.view()
+            raw = await stream.next()
+            if raw is None:
+                return
+            yield View._of(raw)
+
+    async def ready(self) -> None:
+        """Waits until this replica is ready in its group's sense: joined, settled,
+        granting, not drained, holding at least its floor share (``view().ready``).
+
+        Raises:
+            GroupError: What keeps it from ever being ready (a duplicate replica id).
+        """
+        await self._core.ready()
+
+    @property
+    def is_running(self) -> bool:
+        """Whether the replica runs (started, not shut down, not failed)."""
+        return self._core.is_running
+
+    def admin(self) -> GroupAdmin:
+        """A :class:`GroupAdmin` of this group (its own connections)."""
+        return GroupAdmin._of(self._core.admin())
+
+    async def __aenter__(self) -> Coordinator:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"Coordinator(group={self.group!r}, replica={self.replica!r})"

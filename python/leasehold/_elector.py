@@ -1,0 +1,164 @@
+"""``Elector``: one leader for a duty."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Awaitable, Callable
+
+from ._ids import default_replica
+from ._leasehold import Lease, _Elector
+from ._terms import run_term
+
+Lead = Callable[[Lease], Awaitable[Any]]
+
+
+class Elector:
+    """Campaigns for a duty's fenced lease; runs ``lead(lease)`` while it leads.
+
+    The lease is renewed by the Rust core on a thread of its own: never on this
+    event loop, never with the GIL. A duty that blocks the loop (``time.sleep``, a CPU
+    loop) does not lose the lease for it, and if the term ended meanwhile it sees so
+    on resuming (``lease.check()`` raises :class:`~leasehold.TermOver`).
+
+    Each term runs ``lead(lease)`` as an asyncio task. When the term ends (renewal
+    refused, local deadline passed, :meth:`step_down`, :meth:`shutdown`) the task is
+    **cancelled**. If ``lead`` raises, the term ends as failed: logged on the
+    ``leasehold`` logger, counted in :attr:`failures`, the lease released, and the
+    elector campaigns again after a growing backoff. If it returns, the lease is
+    released and the elector campaigns again.
+
+    Args:
+        url: The Redis URL (``redis://``, ``rediss://``, with user and password).
+        duty: The duty's name (letters, digits, ``-_.:``).
+        replica: This replica's id; default ``<hostname>-<pid>``.
+        lease: The lease in seconds (default 10). Failover after a crash takes at
+            most this long; a loop stall never costs the lease.
+        renew_interval: Seconds between renewals (default lease / 3).
+        grace: Seconds a cancelled duty gets to finish before the lease is released
+            anyway (default 5).
+        key_prefix: Prefix of every Redis key (default ``leasehold``).
+        dedicated: Renew from a thread of its own (default); ``False`` shares the
+            core runtime's two threads (still off the event loop).
+
+    Raises:
+        ConfigError: A bad name, URL or duration.
+
+    Example::
+
+        async def lead(lease):
+            while True:
+                lease.check()             # before each side effect
+                await writer.set("scheduler:last-run", "now", lease.fence)
+                await asyncio.sleep(1)
+
+        async with Elector("redis://127.0.0.1:6379/", "scheduler") as elector:
+            await elector.campaign(lead)  # until cancelled; released on exit
+    """
+
+    def __init__(
+        self,
+        url: str,
+        duty: str,
+        *,
+        replica: str | None = None,
+        lease: float | None = None,
+        renew_interval: float | None = None,
+        grace: float | None = None,
+        key_prefix: str | None = None,
+        dedicated: bool = True,
+    ) -> None:
+        self._core = _Elector(
+            url,
+            duty,
+            replica if replica is not None else default_replica(),
+            lease=lease,
+            renew_interval=renew_interval,
+            grace=grace,
+            key_prefix=key_prefix,
+            dedicated=dedicated,
+        )
+        self._task: asyncio.Task[None] | None = None
+        self._started = False
+        self.terms = 0
+        """Terms this elector has led."""
+        self.failures = 0
+        """Terms whose duty raised."""
+
+    @property
+    def duty(self) -> str:
+        """The duty's name."""
+        return self._core.duty
+
+    @property
+    def replica(self) -> str:
+        """This replica's id."""
+        return self._core.replica
+
+    async def campaign(self, lead: Lead) -> None:
+        """Campaigns and leads until cancelled (or :meth:`shutdown`), then releases.
+
+        Runs ``lead(lease)`` for each term won, as a task that is cancelled when the
+        term ends. Returns once the elector has stopped; cancelling this coroutine
+        cancels the duty and releases the lease before the cancellation propagates.
+        """
+        if not self._started:
+            self._core.start()
+            self._started = True
+        try:
+            while True:
+                lease = await self._core.next_term()
+                if lease is None:
+                    return
+                self.terms += 1
+                if await run_term(lease, lambda: lead(lease), f"duty {self.duty!r}"):
+                    self.failures += 1
+        finally:
+            await asyncio.shield(self._core.shutdown())
+
+    def start(self, lead: Lead) -> asyncio.Task[None]:
+        """Campaigns in the background (a task running :meth:`campaign`); returns it."""
+        if self._task is not None:
+            from .errors import Stopped
+
+            raise Stopped(f"elector {self.duty!r} was already started")
+        self._core.start()
+        self._started = True
+        self._task = asyncio.ensure_future(self.campaign(lead))
+        return self._task
+
+    async def shutdown(self) -> None:
+        """Stops: cancels the duty, releases the lease (a follower takes over at
+        once) and returns when it has. Idempotent."""
+        await self._core.shutdown()
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+
+    async def wait_until_leader(self) -> int:
+        """Waits until this elector leads; returns the term's fence.
+
+        Raises:
+            Stopped: The elector stopped first, or was not started.
+        """
+        return await self._core.wait_until_leader()
+
+    async def step_down(self) -> bool:
+        """If leading: ends the term and releases the lease so another replica leads
+        (this one campaigns again after its backoff). Returns whether it led."""
+        return await self._core.step_down()
+
+    def status(self) -> dict[str, Any]:
+        """The elector's state: ``role`` (``starting``, ``follower``, ``leader``,
+        ``stopped``), ``leader``, ``fence``, ``highest_fence``, ``last_error``,
+        ``last_term`` (``fence``, ``reason``, ``detail``, ``released``), ``stalls``."""
+        return self._core.status()
+
+    async def __aenter__(self) -> Elector:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def __repr__(self) -> str:
+        return f"Elector(duty={self.duty!r}, replica={self.replica!r})"

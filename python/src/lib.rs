@@ -1,0 +1,74 @@
+//! The Rust core of the `leasehold` Python package.
+//!
+//! Python imports this as `leasehold._leasehold`; the package's own modules
+//! (`leasehold/*.py`) build the asyncio API on it: `Elector`, `Coordinator`,
+//! `GroupAdmin`, `FencedWriter`, `Lease` and the exceptions of `leasehold.errors`.
+//!
+//! Renewals never run on Python's event loop and never take the GIL: the electors and
+//! coordinators run on the core runtime or on threads of their own ([`runtime`]);
+//! terms reach Python through channels.
+
+mod admin;
+mod bridge;
+mod coordinator;
+mod elector;
+mod errors;
+mod lease;
+mod runtime;
+mod writer;
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::config;
+
+/// A duration in seconds from Python: finite and above zero.
+pub(crate) fn seconds(what: &str, value: f64) -> PyResult<Duration> {
+    if !(value.is_finite() && value > 0.0) {
+        return Err(config(format!(
+            "{what} must be a finite number of seconds above zero, got {value}"
+        )));
+    }
+    Duration::try_from_secs_f64(value).map_err(|err| config(format!("{what}: {err}")))
+}
+
+/// A serialisable value as Python objects (dicts, lists, strings, numbers).
+pub(crate) fn to_python<'py, T: serde::Serialize>(
+    py: Python<'py>,
+    value: &T,
+) -> PyResult<Bound<'py, PyAny>> {
+    pythonize::pythonize(py, value)
+        .map_err(|err| config(format!("cannot convert to Python: {err}")))
+}
+
+/// The version of the Rust core.
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+/// The script hashes a group's keys are written with (for operators comparing
+/// versions across a mixed fleet).
+#[pyfunction]
+fn protocol<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    dict.set_item("version", env!("CARGO_PKG_VERSION"))?;
+    Ok(dict)
+}
+
+/// The module `leasehold._leasehold`.
+#[pymodule]
+fn _leasehold(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<elector::ElectorCore>()?;
+    module.add_class::<coordinator::CoordinatorCore>()?;
+    module.add_class::<coordinator::ViewStream>()?;
+    module.add_class::<admin::AdminCore>()?;
+    module.add_class::<writer::WriterCore>()?;
+    module.add_class::<lease::Lease>()?;
+    module.add_function(wrap_pyfunction!(version, module)?)?;
+    module.add_function(wrap_pyfunction!(bridge::finalize, module)?)?;
+    module.add_function(wrap_pyfunction!(protocol, module)?)?;
+    Ok(())
+}
