@@ -1,0 +1,111 @@
+"""Bad input and an unreachable Redis: typed exceptions, never a hang or a panic."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+import leasehold
+from leasehold import ConfigError, Coordinator, Elector, FencedWriter, GroupAdmin
+
+from conftest import free_port
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["not a url", "http://127.0.0.1:6379/", "redis://127.0.0.1:notaport/"],
+)
+def test_a_bad_url_is_a_config_error(url):
+    with pytest.raises(ConfigError, match="redis url"):
+        Elector(url, "duty")
+    with pytest.raises(ConfigError):
+        Coordinator(url, "group", ["p1"])
+    with pytest.raises(ConfigError):
+        GroupAdmin(url, "group")
+    with pytest.raises(ConfigError):
+        FencedWriter(url)
+
+
+@pytest.mark.parametrize("lease", [0, -1.0, float("nan"), float("inf")])
+def test_a_bad_lease_is_a_config_error(lease):
+    with pytest.raises(ConfigError, match="lease"):
+        Elector("redis://127.0.0.1/", "duty", lease=lease)
+    with pytest.raises(ConfigError, match="lease"):
+        Coordinator("redis://127.0.0.1/", "group", ["p1"], lease=lease)
+
+
+def test_bad_names_are_config_errors():
+    with pytest.raises(ConfigError):
+        Elector("redis://127.0.0.1/", "")
+    with pytest.raises(ConfigError):
+        Elector("redis://127.0.0.1/", "x" * 10_000)
+    with pytest.raises(ConfigError):
+        Coordinator("redis://127.0.0.1/", "", ["p1"])
+    with pytest.raises(ConfigError):
+        Coordinator("redis://127.0.0.1/", "group", [])
+    with pytest.raises(ConfigError):
+        Coordinator("redis://127.0.0.1/", "group", ["p1", "p1"])
+    with pytest.raises(ConfigError):
+        Coordinator("redis://127.0.0.1/", "group", "p1")
+    with pytest.raises(ConfigError):
+        Elector("redis://127.0.0.1/", "duty", lease=1.0, renew_interval=5.0)
+
+
+def test_wrong_types_are_type_errors():
+    with pytest.raises(TypeError):
+        Elector("redis://127.0.0.1/", 42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        Coordinator("redis://127.0.0.1/", "g", [1, 2])  # type: ignore[list-item]
+
+
+def test_every_exception_is_a_leasehold_error():
+    for cls in (
+        leasehold.ConfigError,
+        leasehold.RedisError,
+        leasehold.TermOver,
+        leasehold.Stopped,
+        leasehold.FenceRejected,
+        leasehold.HandOffError,
+        leasehold.LoadError,
+        leasehold.GroupError,
+    ):
+        assert issubclass(cls, leasehold.LeaseholdError)
+    assert issubclass(leasehold.ConfigError, ValueError)
+    assert issubclass(leasehold.RedisError, ConnectionError)
+
+
+async def test_an_unreachable_redis_raises_redis_error_in_bounded_time():
+    url = f"redis://127.0.0.1:{free_port()}/"  # nothing listens there
+    admin = GroupAdmin(url, "group")
+    started = time.monotonic()
+    with pytest.raises(leasehold.RedisError):
+        await asyncio.wait_for(admin.status(), 30)
+    assert time.monotonic() - started < 30
+    writer = FencedWriter(url)
+    with pytest.raises(leasehold.RedisError):
+        await asyncio.wait_for(writer.set("k", "v", 1), 30)
+
+
+async def test_an_elector_on_an_unreachable_redis_reports_the_error_and_keeps_trying():
+    url = f"redis://127.0.0.1:{free_port()}/"
+    async with Elector(url, "duty", replica="a", lease=1.0) as elector:
+        elector.start(lambda lease: asyncio.sleep(0))
+        deadline = time.monotonic() + 15
+        while elector.status().get("last_error") is None:
+            assert time.monotonic() < deadline, "the error shows in the status"
+            await asyncio.sleep(0.05)
+        assert elector.status()["role"] != "leader"
+
+
+async def test_methods_before_start_raise_stopped():
+    coordinator = Coordinator("redis://127.0.0.1/", "group", ["p1"])
+    with pytest.raises(leasehold.Stopped):
+        coordinator.view()
+    elector = Elector("redis://127.0.0.1/", "duty")
+    with pytest.raises(leasehold.Stopped):
+        await elector.wait_until_leader()
+    await elector.shutdown()  # never started: nothing to release, no error
+    with pytest.raises(leasehold.Stopped):
+        await elector.campaign(lambda lease: asyncio.sleep(0))
