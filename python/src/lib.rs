@@ -20,7 +20,7 @@ mod writer;
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 
 use crate::errors::config;
 
@@ -34,13 +34,36 @@ pub(crate) fn seconds(what: &str, value: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(value).map_err(|err| config(format!("{what}: {err}")))
 }
 
-/// A serialisable value as Python objects (dicts, lists, strings, numbers).
+/// A serialisable value as Python objects (dicts, lists, strings, numbers), with
+/// every duration (serde's `{"secs", "nanos"}`) as a float of seconds.
 pub(crate) fn to_python<'py, T: serde::Serialize>(
     py: Python<'py>,
     value: &T,
 ) -> PyResult<Bound<'py, PyAny>> {
-    pythonize::pythonize(py, value)
-        .map_err(|err| config(format!("cannot convert to Python: {err}")))
+    let value = pythonize::pythonize(py, value)
+        .map_err(|err| config(format!("cannot convert to Python: {err}")))?;
+    seconds_of_durations(value)
+}
+
+/// Replaces every `{"secs": s, "nanos": n}` inside `value` with `s + n / 1e9`.
+fn seconds_of_durations(value: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
+    let py = value.py();
+    if let Ok(dict) = value.cast::<PyDict>() {
+        if dict.len() == 2
+            && let (Some(secs), Some(nanos)) = (dict.get_item("secs")?, dict.get_item("nanos")?)
+        {
+            let seconds = secs.extract::<f64>()? + nanos.extract::<f64>()? / 1e9;
+            return Ok(seconds.into_pyobject(py)?.into_any());
+        }
+        for (key, item) in dict.iter() {
+            dict.set_item(key, seconds_of_durations(item)?)?;
+        }
+    } else if let Ok(list) = value.cast::<PyList>() {
+        for (index, item) in list.iter().enumerate() {
+            list.set_item(index, seconds_of_durations(item)?)?;
+        }
+    }
+    Ok(value)
 }
 
 /// The version of the Rust core.

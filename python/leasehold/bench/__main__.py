@@ -75,6 +75,10 @@ def parser() -> argparse.ArgumentParser:
                    "(default max(30, 6 leases))")
     q.add_argument("--guide-pool", type=_positive_int, default=50,
                    help="connections of each guide replica's redis-py pool (default 50)")
+    q.add_argument("--rust-bench", metavar="PATH",
+                   help="the leasehold-bench binary: also run the group from Rust replicas "
+                   "(its partition-child mode), measured the same way, to compare the Python "
+                   "replicas' Redis cost with theirs")
     q.add_argument("--redis-url", help=url_help)
 
     from . import child
@@ -150,7 +154,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         async def run(url: str) -> dict[str, Any]:
             bench = Partitions(
                 url, args.partitions, args.replicas, args.lease_ms, args.seconds,
-                own_timeout, args.guide_pool,
+                own_timeout, args.guide_pool, args.rust_bench,
             )
             out: dict[str, Any] = {
                 "partitions": args.partitions,

@@ -154,9 +154,11 @@ class Child:
     the process is killed on the way out if it still runs.
     """
 
-    def __init__(self, name: str, args: list[str]) -> None:
+    def __init__(self, name: str, args: list[str], program: list[str] | None = None) -> None:
         self.name = name
         self.args = args
+        # Another program than this module's hidden `_child` (the Rust replica).
+        self.program = program
         self.proc: asyncio.subprocess.Process | None = None
         self.events: list[dict[str, Any]] = []
         self._taken: set[int] = set()
@@ -165,8 +167,9 @@ class Child:
         self.eof = False
 
     async def __aenter__(self) -> Child:
+        program = self.program or [sys.executable, "-m", "leasehold.bench", "_child"]
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "leasehold.bench", "_child", *self.args,
+            *program, *self.args,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
         )
@@ -307,9 +310,31 @@ def header(command: str, url: str, redis_version: str, server: ThrowawayRedis | 
 
     return {
         "command": command,
+        # The whole command line that produced the report.
+        "argv": " ".join(["python -m leasehold.bench", *sys.argv[1:]]),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "redis_version": redis_version,
         "redis": "throwaway redis-server (127.0.0.1, no persistence)" if server else public_url(url),
         "leasehold_version": leasehold.__version__,
         "python": sys.version.split()[0],
     }
+
+
+class RustChild(Child):
+    """A Rust replica: ``leasehold-bench partition-child``, whose lines are `owned` and
+    `released` events; its ``count`` is what they add up to."""
+
+    def latest(self, kind: str) -> dict[str, Any] | None:
+        if kind == "stopped":
+            return super().latest("stopped")
+        if kind != "count":
+            return super().latest(kind)
+        owned: set[str] = set()
+        terms = 0
+        for event in self.events:
+            if event.get("event") == "owned":
+                owned.add(event["partition"])
+                terms += 1
+            elif event.get("event") == "released":
+                owned.discard(event["partition"])
+        return {"event": "count", "owned": len(owned), "terms": terms}

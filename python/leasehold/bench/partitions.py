@@ -19,7 +19,7 @@ import secrets
 import time
 from typing import Any
 
-from ._util import IMPLS, BenchError, Child, progress
+from ._util import IMPLS, BenchError, Child, RustChild, progress
 
 REPORT_EVERY = 0.25
 
@@ -34,6 +34,7 @@ class Partitions:
         seconds: float,
         own_timeout: float,
         guide_pool: int,
+        rust_bench: str | None = None,
     ) -> None:
         import redis.asyncio
 
@@ -44,6 +45,9 @@ class Partitions:
         self.seconds = seconds
         self.own_timeout = own_timeout
         self.guide_pool = guide_pool
+        # With the Rust replica binary: the same group of Rust replicas too, measured
+        # the same way on the same server (the Python replicas' Redis cost against it).
+        self.rust_bench = rust_bench
         self.redis = redis.asyncio.Redis.from_url(url, decode_responses=True)
 
     async def _cpu_and_commands(self) -> tuple[float, float, int]:
@@ -58,18 +62,33 @@ class Partitions:
     async def one(self, impl: str) -> dict[str, Any]:
         suffix = secrets.token_hex(3)
         group = f"bench-{impl}-{suffix}"
-        children = [
-            Child(
-                f"{impl} replica {i}",
-                [
-                    "replica", "--impl", impl, "--url", self.url, "--group", group,
-                    "--partitions", str(self.partitions), "--replica", f"r{i}-{suffix}",
-                    "--lease-ms", str(self.lease_ms), "--report-every", str(REPORT_EVERY),
-                    "--guide-pool", str(self.guide_pool),
-                ],
-            )
-            for i in range(self.replicas)
-        ]
+        if impl == "rust":
+            assert self.rust_bench is not None
+            children: list[Child] = [
+                RustChild(
+                    f"rust replica {i}",
+                    [
+                        "partition-child", "--redis-url", self.url, "--group", group,
+                        "--partitions", str(self.partitions), "--replica", f"r{i}-{suffix}",
+                        "--lease-ms", str(self.lease_ms),
+                    ],
+                    program=[self.rust_bench],
+                )
+                for i in range(self.replicas)
+            ]
+        else:
+            children = [
+                Child(
+                    f"{impl} replica {i}",
+                    [
+                        "replica", "--impl", impl, "--url", self.url, "--group", group,
+                        "--partitions", str(self.partitions), "--replica", f"r{i}-{suffix}",
+                        "--lease-ms", str(self.lease_ms), "--report-every", str(REPORT_EVERY),
+                        "--guide-pool", str(self.guide_pool),
+                    ],
+                )
+                for i in range(self.replicas)
+            ]
         started = time.monotonic()
         try:
             for child in children:
@@ -137,6 +156,11 @@ class Partitions:
             result["design"] = (
                 "leasehold.Coordinator per replica: floor(P/N)..ceil(P/N) per replica"
             )
+        elif impl == "rust":
+            result["design"] = (
+                "leasehold_partitions::Coordinator per replica (leasehold-bench "
+                "partition-child): the same scripts and keys, from Rust"
+            )
         else:
             result["design"] = (
                 "the guide's lead_partitions as written: one Elector per partition and "
@@ -182,7 +206,7 @@ class Partitions:
         return [await child.wait(timeout=15 + 2 * self.lease_ms / 1000) for child in children]
 
     async def _cleanup(self, impl: str, group: str) -> None:
-        pattern = f"leasehold:{{{group}}}*" if impl == "leasehold" else f"leader:{group}:*"
+        pattern = f"leader:{group}:*" if impl == "guide" else f"leasehold:{{{group}}}*"
         try:
             batch: list[str] = []
             async for key in self.redis.scan_iter(match=pattern, count=1000):
@@ -212,13 +236,18 @@ class Partitions:
 
     async def run(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for impl in IMPLS:
-            waited = await self._past_fresh_server() if impl == "leasehold" else 0.0
+        impls = IMPLS + ("rust",) if self.rust_bench else IMPLS
+        for impl in impls:
+            waited = await self._past_fresh_server() if impl != "guide" else 0.0
             progress(f"{impl}: {self.replicas} replicas, {self.partitions} partitions")
             out[impl] = await self.one(impl)
-            if impl == "leasehold":
+            if impl != "guide":
                 out[impl]["waited_for_fresh_redis_s"] = waited
             progress(f"{impl}: {_brief(out[impl])}")
+        if "rust" in out and out["rust"]["redis_cpu_percent"]:
+            out["python_vs_rust_redis_cpu"] = round(
+                out["leasehold"]["redis_cpu_percent"] / out["rust"]["redis_cpu_percent"], 2
+            )
         await self.redis.aclose()
         return out
 
