@@ -9,6 +9,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 from ._admin import GroupAdmin
 from ._ids import default_replica
 from ._leasehold import Lease, _Coordinator
+from ._runner import Runner
 from ._terms import run_term
 
 Handle = Callable[[str, Lease], Awaitable[Any]]
@@ -76,7 +77,7 @@ class View:
         )
 
 
-class Coordinator:
+class Coordinator(Runner):
     """Joins a group of replicas that share its partitions, one owner each.
 
     Each replica holds floor(P/N) or ceil(P/N) of the P partitions (N live
@@ -155,13 +156,8 @@ class Coordinator:
             weights_from_loads=weights_from_loads,
             prepare_moves=prepare_moves,
         )
-        self._task: asyncio.Task[None] | None = None
-        self._started = False
+        self._init_runner()
         self._terms: set[asyncio.Task[bool]] = set()
-        self.terms = 0
-        """Partition terms this replica has held."""
-        self.failures = 0
-        """Partition terms whose handler raised."""
 
     @property
     def group(self) -> str:
@@ -177,9 +173,7 @@ class Coordinator:
         """Joins the group and serves its partitions until cancelled (or
         :meth:`shutdown`); on the way out, leaves gracefully (the others take its
         partitions at once)."""
-        if not self._started:
-            self._core.start()
-            self._started = True
+        self._start_core()
         try:
             while True:
                 lease = await self._core.next_term()
@@ -208,23 +202,12 @@ class Coordinator:
 
     def start(self, handle: Handle) -> asyncio.Task[None]:
         """Serves in the background (a task running :meth:`run`); returns it."""
-        if self._task is not None:
-            from .errors import Stopped
-
-            raise Stopped(f"coordinator of {self.group!r} was already started")
-        self._core.start()
-        self._started = True
-        self._task = asyncio.ensure_future(self.run(handle))
-        return self._task
+        return self._start_task(self.run(handle), f"coordinator of {self.group!r}")
 
     async def shutdown(self) -> None:
         """Leaves the group: every handler is cancelled, every partition released
         and handed to the other replicas at once. Returns when it has. Idempotent."""
-        await self._leave()
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.wait({task})
+        await super().shutdown()
 
     def view(self) -> View:
         """This replica's view of its group now.
@@ -272,9 +255,6 @@ class Coordinator:
 
     async def __aenter__(self) -> Coordinator:
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.shutdown()
 
     def __repr__(self) -> str:
         return f"Coordinator(group={self.group!r}, replica={self.replica!r})"

@@ -7,12 +7,13 @@ from typing import Any, Awaitable, Callable
 
 from ._ids import default_replica
 from ._leasehold import Lease, _Elector
+from ._runner import Runner
 from ._terms import run_term
 
 Lead = Callable[[Lease], Awaitable[Any]]
 
 
-class Elector:
+class Elector(Runner):
     """Campaigns for a duty's fenced lease; runs ``lead(lease)`` while it leads.
 
     The lease is renewed by the Rust core on a thread of its own: never on this
@@ -77,12 +78,7 @@ class Elector:
             key_prefix=key_prefix,
             dedicated=dedicated,
         )
-        self._task: asyncio.Task[None] | None = None
-        self._started = False
-        self.terms = 0
-        """Terms this elector has led."""
-        self.failures = 0
-        """Terms whose duty raised."""
+        self._init_runner()
 
     @property
     def duty(self) -> str:
@@ -101,9 +97,7 @@ class Elector:
         term ends. Returns once the elector has stopped; cancelling this coroutine
         cancels the duty and releases the lease before the cancellation propagates.
         """
-        if not self._started:
-            self._core.start()
-            self._started = True
+        self._start_core()
         try:
             while True:
                 lease = await self._core.next_term()
@@ -117,23 +111,12 @@ class Elector:
 
     def start(self, lead: Lead) -> asyncio.Task[None]:
         """Campaigns in the background (a task running :meth:`campaign`); returns it."""
-        if self._task is not None:
-            from .errors import Stopped
-
-            raise Stopped(f"elector {self.duty!r} was already started")
-        self._core.start()
-        self._started = True
-        self._task = asyncio.ensure_future(self.campaign(lead))
-        return self._task
+        return self._start_task(self.campaign(lead), f"elector {self.duty!r}")
 
     async def shutdown(self) -> None:
         """Stops: cancels the duty, releases the lease (a follower takes over at
         once) and returns when it has. Idempotent."""
-        await self._core.shutdown()
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.wait({task})
+        await super().shutdown()
 
     async def wait_until_leader(self) -> int:
         """Waits until this elector leads; returns the term's fence.
@@ -156,9 +139,6 @@ class Elector:
 
     async def __aenter__(self) -> Elector:
         return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.shutdown()
 
     def __repr__(self) -> str:
         return f"Elector(duty={self.duty!r}, replica={self.replica!r})"

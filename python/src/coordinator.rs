@@ -6,23 +6,19 @@
 
 use std::sync::{Arc, Mutex};
 
-use leasehold_election::DutyResult;
 use leasehold_partitions::{
     Coordinator, CoordinatorHandle, GroupConfig, GroupView, LoadDamping, NotReady, Ownership,
     RedisStore,
 };
 use pyo3::prelude::*;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::watch;
 
 use crate::admin::AdminCore;
-use crate::elector::poisoned;
 use crate::errors::{ErrorOf, Kind, config, error};
 use crate::lease::Lease;
 use crate::runtime::{core, on_core};
+use crate::terms::{Terms, poisoned, run_term};
 use crate::{seconds, to_python};
-
-/// Terms won and not yet taken by Python.
-type Terms = Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Lease>>>;
 
 /// The Rust side of `leasehold.Coordinator` (use that: it runs a handler task per
 /// owned partition and cancels it when the partition's term ends).
@@ -31,9 +27,6 @@ pub struct CoordinatorCore {
     pending: Mutex<Option<(RedisStore, GroupConfig)>>,
     handle: Mutex<Option<CoordinatorHandle<RedisStore>>>,
     terms: Terms,
-    /// Until `start` hands it to the callback: once the callback is dropped (the
-    /// replica stopped), `next_term()` returns `None`.
-    sender: Mutex<Option<mpsc::UnboundedSender<Lease>>>,
     url: String,
     group: String,
     replica: String,
@@ -89,12 +82,10 @@ impl CoordinatorCore {
             let _runtime = core()?.enter();
             RedisStore::connect(url).map_err(ErrorOf::from)?
         };
-        let (sender, receiver) = mpsc::unbounded_channel();
         Ok(Self {
             pending: Mutex::new(Some((store, config))),
             handle: Mutex::new(None),
-            terms: Arc::new(tokio::sync::Mutex::new(receiver)),
-            sender: Mutex::new(Some(sender)),
+            terms: Terms::new(),
             url: url.to_owned(),
             group: group.to_owned(),
             replica: replica.to_owned(),
@@ -123,12 +114,10 @@ impl CoordinatorCore {
                 format!("coordinator of {:?} was already started", self.group),
             ));
         };
-        let Some(sender) = self.sender.lock().map_err(|_| poisoned())?.take() else {
-            return Err(error(Kind::Stopped, "already started"));
-        };
+        let sender = self.terms.sender()?;
         let callback = move |_partition: String, ownership: Ownership| {
             let sender = sender.clone();
-            async move { run_term(ownership, sender).await }
+            run_term(|done| Lease::for_partition(ownership, done), sender)
         };
         let _runtime = core()?.enter();
         let handle = Coordinator::new(store, config, callback).spawn();
@@ -139,11 +128,7 @@ impl CoordinatorCore {
     /// An awaitable of the next partition term won: a `Lease`, or `None` once the
     /// coordinator has stopped.
     fn next_term<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let terms = Arc::clone(&self.terms);
-        crate::bridge::awaitable(py, async move {
-            let lease = terms.lock().await.recv().await;
-            Ok(lease)
-        })
+        self.terms.next(py)
     }
 
     /// An awaitable that leaves the group gracefully: every handler is cancelled, its
@@ -267,16 +252,4 @@ fn view_dict<'py>(py: Python<'py>, view: &GroupView) -> PyResult<Bound<'py, PyAn
     dict.set_item("ready", readiness.is_ok())?;
     dict.set_item("not_ready", readiness.err().map(|why| why.to_string()))?;
     Ok(dict)
-}
-
-/// One partition term: hands it to Python and waits for the handler to end there.
-async fn run_term(ownership: Ownership, sender: mpsc::UnboundedSender<Lease>) -> DutyResult {
-    let (done, outcome) = oneshot::channel();
-    if sender.send(Lease::for_partition(ownership, done)).is_err() {
-        return Ok(());
-    }
-    match outcome.await {
-        Ok(Some(failure)) => Err(failure.into()),
-        Ok(None) | Err(_) => Ok(()),
-    }
 }

@@ -9,19 +9,17 @@
 use std::sync::{Arc, Mutex};
 
 use leasehold_election::{
-    DutyResult, Elector, ElectorConfig, ElectorHandle, Leadership, RedisStore, Role, Status,
+    Elector, ElectorConfig, ElectorHandle, Leadership, RedisStore, Role, Status,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::watch;
 
 use crate::errors::{ErrorOf, Kind, config, error};
 use crate::lease::{Lease, reason_label};
 use crate::runtime::{core, on_core};
 use crate::seconds;
-
-/// Terms won and not yet taken by Python.
-type Terms = Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Lease>>>;
+use crate::terms::{Terms, poisoned, run_term};
 
 /// The Rust side of `leasehold.Elector` (use that: it runs the duty as an asyncio
 /// task and cancels it when the term ends).
@@ -34,9 +32,6 @@ pub struct ElectorCore {
     /// The elector's status, once started (kept after it stops).
     status: Mutex<Option<watch::Receiver<Status>>>,
     terms: Terms,
-    /// Until `start` hands it to the callback: once the callback is dropped (the
-    /// replica stopped), `next_term()` returns `None`.
-    sender: Mutex<Option<mpsc::UnboundedSender<Lease>>>,
     duty: String,
     replica: String,
 }
@@ -74,14 +69,12 @@ impl ElectorCore {
             let _runtime = core()?.enter();
             RedisStore::connect(url).map_err(ErrorOf::from)?
         };
-        let (sender, receiver) = mpsc::unbounded_channel();
         Ok(Self {
             pending: Mutex::new(Some((store, config))),
             dedicated,
             handle: Arc::new(tokio::sync::Mutex::new(None)),
             status: Mutex::new(None),
-            terms: Arc::new(tokio::sync::Mutex::new(receiver)),
-            sender: Mutex::new(Some(sender)),
+            terms: Terms::new(),
             duty: duty.to_owned(),
             replica: replica.to_owned(),
         })
@@ -108,12 +101,10 @@ impl ElectorCore {
                 format!("elector {:?} was already started", self.duty),
             ));
         };
-        let Some(sender) = self.sender.lock().map_err(|_| poisoned())?.take() else {
-            return Err(error(Kind::Stopped, "already started"));
-        };
+        let sender = self.terms.sender()?;
         let duty = move |lead: Leadership| {
             let sender = sender.clone();
-            async move { run_term(lead, sender).await }
+            run_term(|done| Lease::for_duty(lead, done), sender)
         };
         let elector = Elector::new(store, config, duty);
         let _runtime = core()?.enter();
@@ -138,11 +129,7 @@ impl ElectorCore {
     /// An awaitable of the next term won: a `Lease`, or `None` once the elector has
     /// stopped.
     fn next_term<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let terms = Arc::clone(&self.terms);
-        crate::bridge::awaitable(py, async move {
-            let lease = terms.lock().await.recv().await;
-            Ok(lease)
-        })
+        self.terms.next(py)
     }
 
     /// An awaitable that stops the elector: cancels the duty, releases the lease (the
@@ -248,25 +235,4 @@ impl ElectorCore {
             .clone()
             .ok_or_else(|| error(Kind::Stopped, "the elector is not running: start it first"))
     }
-}
-
-/// One term: hands it to Python and waits for the duty to end there. The elector
-/// cancels the term's token when it ends the term; Python then cancels the task and
-/// answers, and the elector releases once this returns (within its grace).
-async fn run_term(lead: Leadership, sender: mpsc::UnboundedSender<Lease>) -> DutyResult {
-    let (done, outcome) = oneshot::channel();
-    if sender.send(Lease::for_duty(lead, done)).is_err() {
-        // Nobody takes terms any more (the Python object is gone): end it.
-        return Ok(());
-    }
-    match outcome.await {
-        Ok(Some(failure)) => Err(failure.into()),
-        // Returned, cancelled, or the lease was dropped unanswered.
-        Ok(None) | Err(_) => Ok(()),
-    }
-}
-
-/// A lock poisoned by a panic elsewhere (cannot happen: nothing panics under them).
-pub(crate) fn poisoned() -> PyErr {
-    error(Kind::Stopped, "leasehold's state lock was poisoned")
 }

@@ -15,6 +15,7 @@ mod elector;
 mod errors;
 mod lease;
 mod runtime;
+mod terms;
 mod writer;
 
 use std::time::Duration;
