@@ -294,6 +294,14 @@ impl Group {
     }
 }
 
+#[cfg(feature = "serde")]
+impl serde::Serialize for MoveCause {
+    /// As its label ([`MoveCause::as_str`]).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,13 +325,5 @@ mod tests {
             "crash".parse::<MoveCause>(),
             Err(UnknownCause("crash".into()))
         );
-    }
-}
-
-#[cfg(feature = "serde")]
-impl serde::Serialize for MoveCause {
-    /// As its label ([`MoveCause::as_str`]).
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
     }
 }
