@@ -5,7 +5,7 @@
 //! `GroupAdmin`, `FencedWriter`, `Lease` and the exceptions of `leasehold.errors`.
 //!
 //! Renewals never run on Python's event loop and never take the GIL: the electors and
-//! coordinators run on the core runtime or on threads of their own ([`runtime`]);
+//! coordinators run on the core runtime or on threads of their own (module `runtime`);
 //! terms reach Python through channels.
 
 mod admin;
