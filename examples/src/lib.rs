@@ -26,6 +26,8 @@ pub mod docs {
     pub struct Partitions;
     #[doc = include_str!("../../docs/partitions-reference.md")]
     pub struct PartitionsReference;
+    #[doc = include_str!("../../docs/python.md")]
+    pub struct Python;
     #[doc = include_str!("../../docs/recipes.md")]
     pub struct Recipes;
     #[doc = include_str!("../../docs/topologies.md")]
