@@ -202,6 +202,11 @@ pub enum BuildError {
         /// The store's call timeout.
         call_timeout: Duration,
     },
+    /// [`client_name`](crate::RedisStoreBuilder::client_name) is empty, or has a
+    /// character Redis refuses in a client name (a space, a newline, anything but
+    /// printable ASCII).
+    #[error("invalid client name {0:?}: use printable ASCII without spaces")]
+    ClientName(String),
     /// The connection pool refused its settings.
     #[error("the connection pool refused its settings: {0}")]
     Pool(#[source] Arc<deadpool::managed::BuildError>),

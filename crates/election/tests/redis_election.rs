@@ -76,6 +76,74 @@ async fn graceful_shutdown_hands_over_without_waiting_for_expiry() {
     terms.assert_no_overlap();
 }
 
+/// A store with a client name names its connections, the one that subscribes to
+/// releases among them (over RESP3), and that subscription still wakes a follower at a
+/// release, long before the lease would have run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_store_names_its_connections_and_still_hears_releases() {
+    let redis = RedisServer::start();
+    let terms = Terms::default();
+    let named = |name: &str| {
+        RedisStore::builder(redis.url())
+            .call_timeout(Duration::from_millis(250))
+            .client_name(name)
+            .build()
+            .unwrap()
+    };
+    let a = terms.spawn(named("replica-a"), config("job", "a", 3_000));
+    timeout(WAIT, a.wait_until_leader()).await.unwrap().unwrap();
+    let b = terms.spawn(named("replica-b"), slow_to_recheck("job", "b", 3_000));
+    follows(&b, "a", WAIT).await;
+    recheck_now(&redis, "job");
+    let clients = redis.redis_cli(&["CLIENT", "LIST"]);
+    let of = |name: &str, sub: &str| {
+        clients
+            .lines()
+            .filter(|l| l.contains(&format!(" name={name} ")) && l.contains(sub))
+            .count()
+    };
+    assert!(of("replica-b", " sub=1 ") == 1, "{clients}");
+    assert!(of("replica-b", " sub=0 ") >= 1, "{clients}");
+    assert!(of("replica-a", " sub=0 ") >= 1, "{clients}");
+    assert!(
+        clients
+            .lines()
+            .all(|l| !l.contains(" name= ") || l.contains(" cmd=client|list")),
+        "an unnamed connection: {clients}"
+    );
+    sleep(Duration::from_millis(50)).await;
+    let start = Instant::now();
+    a.shutdown().await;
+    timeout(Duration::from_secs(2), b.wait_until_leader())
+        .await
+        .expect("b must lead long before a's lease would expire")
+        .unwrap();
+    assert!(
+        start.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        start.elapsed()
+    );
+    terms.assert_no_overlap();
+}
+
+#[test]
+fn a_client_name_redis_would_refuse_is_a_build_error() {
+    for bad in ["", "two words", "new\nline", "é"] {
+        let e = RedisStore::builder("redis://127.0.0.1:6379/")
+            .client_name(bad)
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(&e, leasehold_election::BuildError::ClientName(n) if n == bad),
+            "{e:?}"
+        );
+    }
+    RedisStore::builder("redis://127.0.0.1:6379/")
+        .client_name("leasehold-dashboard")
+        .build()
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn step_down_hands_the_duty_over_and_sits_out_a_retry_interval() {
     let redis = RedisServer::start();

@@ -35,6 +35,7 @@ pub struct RedisStoreBuilder {
     call_timeout: Duration,
     pool_size: usize,
     wait_for_replicas: Option<(usize, Duration)>,
+    client_name: Option<String>,
     #[cfg(feature = "tls")]
     root_ca: Option<Vec<u8>>,
     #[cfg(feature = "tls")]
@@ -54,6 +55,7 @@ impl std::fmt::Debug for RedisStoreBuilder {
             .field("call_timeout", &self.call_timeout)
             .field("pool_size", &self.pool_size)
             .field("wait_for_replicas", &self.wait_for_replicas)
+            .field("client_name", &self.client_name)
             .finish_non_exhaustive()
     }
 }
@@ -65,6 +67,7 @@ impl RedisStoreBuilder {
             call_timeout: Duration::from_secs(1),
             pool_size: 4,
             wait_for_replicas: None,
+            client_name: None,
             #[cfg(feature = "tls")]
             root_ca: None,
             #[cfg(feature = "tls")]
@@ -134,6 +137,28 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Names every connection the store opens (`CLIENT SETNAME`): the pool's, its
+    /// replacements, and the release subscription's, so that `CLIENT LIST` tells this
+    /// process's connections apart. Default: unnamed.
+    ///
+    /// Best effort: a connection whose `CLIENT SETNAME` is refused (an ACL without
+    /// `client|setname`) stays unnamed; the subscription is named only on Redis 6 or
+    /// later (it subscribes over RESP3 to name itself first); on a cluster, a node the
+    /// cluster client connects to later than the pool's connection stays unnamed.
+    ///
+    /// ```
+    /// use leasehold_election::RedisStore;
+    ///
+    /// let store = RedisStore::builder("redis://127.0.0.1:6379/")
+    ///     .client_name("billing-scheduler")
+    ///     .build()?;
+    /// # Ok::<(), leasehold_election::BuildError>(())
+    /// ```
+    pub fn client_name(mut self, name: impl Into<String>) -> Self {
+        self.client_name = Some(name.into());
+        self
+    }
+
     /// Trust this CA (PEM, one or more certificates) instead of the system's roots for
     /// `rediss://` connections.
     #[cfg(feature = "tls")]
@@ -162,7 +187,8 @@ impl RedisStoreBuilder {
     /// [`BuildError::Url`] if a URL is malformed, [`BuildError::TlsNotEnabled`] for a
     /// `rediss://` URL without the `tls` feature, [`BuildError::NoUrls`] if no Sentinel
     /// or Cluster node is given, [`BuildError::ReplicaWait`] if the replication wait
-    /// does not fit in the call timeout.
+    /// does not fit in the call timeout, [`BuildError::ClientName`] for a client name
+    /// Redis would refuse (empty, or with spaces or other than printable ASCII).
     pub fn build(self) -> Result<RedisStore, BuildError> {
         if let Some((replicas, timeout)) = self.wait_for_replicas
             && (replicas == 0 || timeout.is_zero() || timeout >= self.call_timeout)
@@ -172,6 +198,11 @@ impl RedisStoreBuilder {
                 timeout,
                 call_timeout: self.call_timeout,
             });
+        }
+        if let Some(name) = &self.client_name
+            && (name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return Err(BuildError::ClientName(name.clone()));
         }
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.call_timeout))
@@ -234,6 +265,7 @@ impl RedisStoreBuilder {
                 pool_size: self.pool_size,
                 call_timeout: self.call_timeout,
                 wait_for_replicas: self.wait_for_replicas,
+                client_name: self.client_name.as_deref().map(Arc::from),
             },
             Arc::default(),
         )

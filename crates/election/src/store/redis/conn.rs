@@ -161,6 +161,18 @@ impl ConnectionLike for Conn {
 pub(super) struct Manager {
     pub(super) target: Arc<Target>,
     pub(super) config: AsyncConnectionConfig,
+    /// What each new connection is named (`CLIENT SETNAME`), if anything.
+    pub(super) client_name: Option<Arc<str>>,
+}
+
+/// Names `conn` `name` (`CLIENT SETNAME`; on a cluster, its connection to every node
+/// it knows now). Best effort: a server or ACL that refuses leaves it unnamed.
+pub(super) async fn set_name(conn: &mut impl ConnectionLike, name: &str) {
+    let mut cmd = redis::cmd("CLIENT");
+    cmd.arg("SETNAME").arg(name);
+    if let Err(e) = cmd.query_async::<Value>(conn).await {
+        tracing::debug!(error = %e, "CLIENT SETNAME refused; the connection stays unnamed");
+    }
 }
 
 impl deadpool::managed::Manager for Manager {
@@ -168,8 +180,10 @@ impl deadpool::managed::Manager for Manager {
     type Error = RedisError;
 
     async fn create(&self) -> Result<Conn, RedisError> {
-        match &*self.target {
-            Target::Node { manager, .. } => manager.create().await.map(Conn::Node),
+        let mut conn = match &*self.target {
+            Target::Node { manager, .. } => deadpool::managed::Manager::create(manager)
+                .await
+                .map(Conn::Node),
             Target::Sentinel {
                 master,
                 sentinels,
@@ -180,7 +194,11 @@ impl deadpool::managed::Manager for Manager {
             Target::Cluster { client, .. } => {
                 client.get_async_connection().await.map(Conn::Cluster)
             }
+        }?;
+        if let Some(name) = &self.client_name {
+            set_name(&mut conn, name).await;
         }
+        Ok(conn)
     }
 
     async fn recycle(

@@ -83,6 +83,8 @@ struct Settings {
     pool_size: usize,
     call_timeout: Duration,
     wait_for_replicas: Option<(usize, Duration)>,
+    /// What every connection is named (`CLIENT SETNAME`), if anything.
+    client_name: Option<Arc<str>>,
 }
 
 struct Inner {
@@ -226,10 +228,12 @@ impl RedisStore {
             pool_size,
             call_timeout,
             wait_for_replicas,
+            client_name,
         } = settings.clone();
         let manager = Manager {
             target: target.clone(),
             config: config.clone(),
+            client_name: client_name.clone(),
         };
         let mut pool_config = PoolConfig::new(pool_size);
         pool_config.timeouts = Timeouts {
@@ -249,6 +253,7 @@ impl RedisStore {
         let start = Box::pin(subscriber_loop(
             target,
             config,
+            client_name,
             notifiers.clone(),
             rx,
             stop.clone(),

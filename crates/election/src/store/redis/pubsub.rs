@@ -7,12 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use redis::{AsyncConnectionConfig, Value};
+use redis::aio::{MultiplexedConnection, PubSubSink, PubSubStream};
+use redis::{
+    AsyncConnectionConfig, Client, ProtocolVersion, PushInfo, PushKind, RedisError, Value,
+};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::conn::Target;
+use super::conn::{Target, set_name};
 use crate::backoff::Backoff;
 use crate::store::notify::Notifiers;
 
@@ -31,6 +34,7 @@ const RECONNECT_MAX: Duration = Duration::from_millis(100);
 pub(super) async fn subscriber_loop(
     target: Arc<Target>,
     config: AsyncConnectionConfig,
+    name: Option<Arc<str>>,
     notifiers: Arc<Notifiers>,
     mut new_channels: mpsc::UnboundedReceiver<String>,
     stop: CancellationToken,
@@ -54,15 +58,12 @@ pub(super) async fn subscriber_loop(
         attempt = attempt.wrapping_add(1);
         let connected = async {
             let client = target.pubsub_client(attempt, &config).await?;
-            let pubsub = client.get_async_pubsub().await?;
-            let (mut sink, stream) = pubsub.split();
-            sink.subscribe(&channels).await?;
-            Ok::<_, redis::RedisError>((sink, stream))
+            Subscription::open(&client, &config, name.as_deref(), &channels).await
         };
-        let (mut sink, mut stream) = tokio::select! {
+        let mut sub = tokio::select! {
             () = stop.cancelled() => return,
             r = tokio::time::timeout(call_timeout, connected) => match r {
-                Ok(Ok(pair)) => pair,
+                Ok(Ok(sub)) => sub,
                 Ok(Err(e)) => {
                     debug!(error = %e, "release subscription failed; retrying");
                     sleep_or_stop(&stop, &mut backoff).await;
@@ -85,12 +86,9 @@ pub(super) async fn subscriber_loop(
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
-                msg = stream.next() => match msg {
-                    Some(msg) => {
-                        if let Ok(key) = msg.get_payload::<String>() {
-                            notifiers.wake(&key);
-                        }
-                    }
+                msg = sub.next() => match msg {
+                    Some(Some(key)) => notifiers.wake(&key),
+                    Some(None) => {}
                     None => {
                         debug!("release subscription closed; reconnecting");
                         break;
@@ -98,7 +96,7 @@ pub(super) async fn subscriber_loop(
                 },
                 ch = new_channels.recv() => match ch {
                     Some(ch) => {
-                        let ok = tokio::time::timeout(call_timeout, sink.subscribe(&ch)).await;
+                        let ok = tokio::time::timeout(call_timeout, sub.subscribe(&ch)).await;
                         channels.push(ch);
                         if !matches!(ok, Ok(Ok(()))) {
                             break;
@@ -107,7 +105,7 @@ pub(super) async fn subscriber_loop(
                     None => return,
                 },
                 _ = ping.tick() => {
-                    let ok = tokio::time::timeout(call_timeout, sink.ping::<Value>()).await;
+                    let ok = tokio::time::timeout(call_timeout, sub.ping()).await;
                     if !matches!(ok, Ok(Ok(_))) {
                         warn!("release subscription stopped answering; reconnecting");
                         break;
@@ -123,5 +121,102 @@ async fn sleep_or_stop(stop: &CancellationToken, backoff: &mut Backoff) {
     tokio::select! {
         () = stop.cancelled() => {}
         () = tokio::time::sleep(d) => {}
+    }
+}
+
+/// One live subscription: a RESP2 pub/sub connection, or, for a store whose connections
+/// are named, a RESP3 connection (Redis 6 and later), which can name itself before it
+/// subscribes (a RESP2 pub/sub connection of the Redis client cannot).
+enum Subscription {
+    Resp2 {
+        sink: PubSubSink,
+        stream: PubSubStream,
+    },
+    Resp3 {
+        conn: MultiplexedConnection,
+        pushes: mpsc::UnboundedReceiver<PushInfo>,
+    },
+}
+
+impl Subscription {
+    /// Connects with `client` and subscribes to `channels`; named `name` if given and
+    /// the server speaks RESP3 (else unnamed, as without a name).
+    async fn open(
+        client: &Client,
+        config: &AsyncConnectionConfig,
+        name: Option<&str>,
+        channels: &[String],
+    ) -> Result<Self, RedisError> {
+        if let Some(name) = name {
+            match Self::open_named(client, config, name, channels).await {
+                Ok(sub) => return Ok(sub),
+                Err(e) => {
+                    debug!(error = %e, "a named (RESP3) subscription failed; subscribing unnamed")
+                }
+            }
+        }
+        let (mut sink, stream) = client.get_async_pubsub().await?.split();
+        sink.subscribe(channels).await?;
+        Ok(Self::Resp2 { sink, stream })
+    }
+
+    async fn open_named(
+        client: &Client,
+        config: &AsyncConnectionConfig,
+        name: &str,
+        channels: &[String],
+    ) -> Result<Self, RedisError> {
+        let info = client.get_connection_info().clone();
+        let resp3 = info
+            .redis_settings()
+            .clone()
+            .set_protocol(ProtocolVersion::RESP3);
+        let client = Client::open(info.set_redis_settings(resp3))?;
+        let (tx, pushes) = mpsc::unbounded_channel();
+        let config = config.clone().set_push_sender(tx);
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        set_name(&mut conn, name).await;
+        conn.subscribe(channels).await?;
+        Ok(Self::Resp3 { conn, pushes })
+    }
+
+    /// The next message: `Some(Some(payload))`, `Some(None)` for one that is not a
+    /// message or has no text; `None` once the connection is closed.
+    async fn next(&mut self) -> Option<Option<String>> {
+        match self {
+            Self::Resp2 { stream, .. } => {
+                let msg = stream.next().await?;
+                Some(msg.get_payload::<String>().ok())
+            }
+            Self::Resp3 { pushes, .. } => {
+                let push = pushes.recv().await?;
+                match push.kind {
+                    PushKind::Disconnection => None,
+                    PushKind::Message => Some(
+                        push.data
+                            .into_iter()
+                            .nth(1)
+                            .and_then(|v| redis::from_redis_value::<String>(v).ok()),
+                    ),
+                    _ => Some(None),
+                }
+            }
+        }
+    }
+
+    async fn subscribe(&mut self, channel: &str) -> Result<(), RedisError> {
+        match self {
+            Self::Resp2 { sink, .. } => sink.subscribe(channel).await,
+            Self::Resp3 { conn, .. } => conn.subscribe(channel).await,
+        }
+    }
+
+    async fn ping(&mut self) -> Result<Value, RedisError> {
+        match self {
+            Self::Resp2 { sink, .. } => sink.ping::<Value>().await,
+            Self::Resp3 { conn, .. } => redis::cmd("PING").query_async::<Value>(conn).await,
+        }
     }
 }
