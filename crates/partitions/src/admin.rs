@@ -510,6 +510,37 @@ impl<B: GroupStore> GroupAdmin<B> {
         Ok(self.store.moves(&self.keys, after, limit).await?)
     }
 
+    /// The newest `limit` entries of the ledger of moves (or all it keeps, if fewer),
+    /// oldest first: where a view of the recent past starts, without reading the whole
+    /// ledger. Go on from the last one's id with [`moves`](Self::moves).
+    ///
+    /// # Errors
+    /// The store's error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only reads.
+    ///
+    /// # Examples
+    /// The last 100 moves, then every move as it comes:
+    /// ```no_run
+    /// # async fn f(admin: leasehold_partitions::GroupAdmin<leasehold_election::RedisStore>)
+    /// # -> Result<(), leasehold_partitions::PartitionsError> {
+    /// let recent = admin.newest_moves(100).await?;
+    /// let mut last = recent.last().map(|m| m.id.clone());
+    /// loop {
+    ///     let page = admin.moves(last.as_deref(), 1_000).await?;
+    ///     if let Some(newest) = page.last() {
+    ///         last = Some(newest.id.clone());
+    ///     }
+    ///     # break;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn newest_moves(&self, limit: usize) -> Result<Vec<Move>, PartitionsError> {
+        Ok(self.store.newest_moves(&self.keys, limit).await?)
+    }
+
     /// What `change` would do to the group, without doing it: the moves the balancing
     /// rule would make and each replica's count and load after. It reads the group's
     /// status and runs, over it, the same pure rule the replicas run, round after round

@@ -144,6 +144,14 @@ impl GroupKeys {
         }
     }
 
+    /// The message a claim publishes on `channel` when it started terms for partitions
+    /// that change owner (`<notice>\tmoved`): replicas ignore it; it tells readers of
+    /// the ledger of moves, such as `leasehold dashboard`, to read it now rather than at
+    /// their next refresh.
+    pub(crate) fn moved_notice(&self) -> String {
+        format!("{}\tmoved", self.notice)
+    }
+
     /// String, one per partition whose last term handed state off and whose next term
     /// has not taken it yet: `<fence>:<bytes>`, the fence of the term that left it,
     /// with a time to live (`GroupConfigBuilder::hand_off_ttl`; a little more once
@@ -219,5 +227,6 @@ mod tests {
         }
         assert_eq!(k.channel, "lh:released");
         assert_eq!(k.notice, "lh:{tenants}");
+        assert_eq!(k.moved_notice(), "lh:{tenants}\tmoved");
     }
 }

@@ -178,4 +178,56 @@ async fn the_ledger_holds_every_change_of_owner_with_its_cause() {
 
     assert_ledger_matches(&fleet.ledger.terms(), &moves);
     fleet.ledger.assert_no_double_ownership();
+
+    // The newest entries, oldest first, without paging through the rest.
+    let newest = admin.newest_moves(5).await.unwrap();
+    assert_eq!(newest, moves[moves.len() - 5..]);
+    assert_eq!(admin.newest_moves(10_000).await.unwrap(), moves);
+    let none = GroupAdmin::new(store(&redis), "nobody").unwrap();
+    assert!(none.newest_moves(5).await.unwrap().is_empty());
+}
+
+/// A claim that changed owners says so on the prefix's channel (`<notice>\tmoved`), so
+/// that a reader of the ledger need not poll it; a reply to a claim that changed none
+/// (a renewal of a term) says nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_moves_partitions_says_so_on_the_channel() {
+    use futures::StreamExt;
+
+    let redis = RedisServer::start();
+    let client = leasehold_election::redis::Client::open(redis.url()).unwrap();
+    let mut pubsub = client.get_async_pubsub().await.unwrap();
+    pubsub.psubscribe("*").await.unwrap();
+    let mut messages = pubsub.into_on_message();
+    let mut fleet = Fleet::new(store(&redis), 4, LEASE);
+    fleet.start("a");
+    fleet
+        .until("a owns all", LIMIT, |f| f.counts()["a"] == 4)
+        .await;
+    let moved = |m: &str| m.ends_with("{g}\tmoved");
+    let mut seen = Vec::new();
+    let found = tokio::time::timeout(LIMIT, async {
+        while let Some(m) = messages.next().await {
+            let text: String = m.get_payload().unwrap();
+            seen.push(text.clone());
+            if moved(&text) {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(found.is_ok(), "no moved notice among {seen:?}");
+    // Renewals only from now on: nothing more says partitions moved.
+    let quiet = tokio::time::timeout(LEASE * 3, async {
+        while let Some(m) = messages.next().await {
+            let text: String = m.get_payload().unwrap();
+            if moved(&text) {
+                return text;
+            }
+        }
+        String::new()
+    })
+    .await;
+    assert!(quiet.is_err(), "a notice without a move: {quiet:?}");
+    assert_eq!(fleet.counts()["a"], 4);
 }

@@ -556,6 +556,18 @@ impl Protocol for Link {
         .await
     }
 
+    async fn newest_moves(&self, keys: &GroupKeys, limit: usize) -> Result<Vec<Move>, StoreError> {
+        let k = keys.clone();
+        self.call(
+            || format!("newest {limit} moves"),
+            move |s| {
+                let k = k.clone();
+                async move { s.newest_moves(&k, limit).await }
+            },
+        )
+        .await
+    }
+
     async fn take_budget(
         &self,
         keys: &GroupKeys,

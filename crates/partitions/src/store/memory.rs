@@ -166,7 +166,11 @@ impl Protocol for MemoryGroupStore {
     }
 
     async fn claim(&self, keys: &GroupKeys, req: &ClaimRequest) -> Result<ClaimReply, StoreError> {
-        Ok(self.with(keys, |g, now| (g.claim(req, now), false)))
+        let reply = self.with(keys, |g, now| (g.claim(req, now), false));
+        if matches!(&reply, ClaimReply::Claimed { moves, .. } if !moves.is_empty()) {
+            let _ = self.inner.notices.send(keys.moved_notice());
+        }
+        Ok(reply)
     }
 
     async fn release(
@@ -314,6 +318,12 @@ impl Protocol for MemoryGroupStore {
     ) -> Result<Vec<Move>, StoreError> {
         Ok(self
             .read(keys, |g, _| g.moves_after(after, limit))
+            .unwrap_or_default())
+    }
+
+    async fn newest_moves(&self, keys: &GroupKeys, limit: usize) -> Result<Vec<Move>, StoreError> {
+        Ok(self
+            .read(keys, |g, _| g.moves_newest(limit))
             .unwrap_or_default())
     }
 

@@ -302,6 +302,13 @@ pub trait Protocol {
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Move>, StoreError>> + Send;
 
+    /// The newest `limit` entries of the ledger of moves, oldest first.
+    fn newest_moves(
+        &self,
+        keys: &GroupKeys,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Move>, StoreError>> + Send;
+
     /// Takes up to `want` moves out of the group's move budget (`budget` moves per
     /// `window`, on the server's clock); returns how many may be made now.
     fn take_budget(

@@ -170,7 +170,11 @@ impl Protocol for RedisStore {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<Move>, StoreError> {
-        ops::moves::redis(self, keys, after, limit).await
+        ops::moves::redis(self, keys, ops::moves::Page::After(after), limit).await
+    }
+
+    async fn newest_moves(&self, keys: &GroupKeys, limit: usize) -> Result<Vec<Move>, StoreError> {
+        ops::moves::redis(self, keys, ops::moves::Page::Newest, limit).await
     }
 
     async fn take_budget(

@@ -5,7 +5,8 @@
 -- growing), 5 ttl ms, 6 count, 7 fence floor, 8 budget (ended sessions' partitions to
 -- free), 9 room (-1: none), 10 fallback (1/0), 11 the incarnation of the group the
 -- session belongs to, 12 bound (with a room: how much weight it may take of the
--- partitions reserved for it), 13 k, then |k| partitions this replica is preferred
+-- partitions reserved for it), 13 channel, 14 the message that says partitions moved
+-- (published when this claim took any), 15 k, then |k| partitions this replica is preferred
 -- on (k < 0: take only those, a swap's first half), then s,
 -- then s pairs (replica id, room): members that are to take the free partitions
 -- preferred on them, then regrant: name, fence, name, fence...
@@ -25,7 +26,8 @@
 -- drained, in a new term; else it is given back. A drained replica takes nothing.
 -- Every fence is max(last + 1, floor, the group's highest + 1, server µs). Every
 -- partition taken (not regranted) is a change of owner: one entry in the ledger of
--- moves (free.lua's record_moves), in this same script.
+-- moves (free.lua's record_moves), in this same script, and, if there were any, one
+-- message on the channel (GroupKeys::moved_notice; not retried with the reply).
 --
 -- Safe to retry: the reply is kept per process; the same seq again gets it again, an
 -- older one `stale` (it was overtaken).
@@ -67,7 +69,7 @@ local dead = free_ended(tonumber(ARGV[8]))
 local drained = redis.call('HEXISTS', DRAINS, replica) == 1
 local room, bound = tonumber(ARGV[9]), tonumber(ARGV[12])
 local firsts, skip = {}, {}
-local at = 13
+local at = 15
 local only = tonumber(ARGV[at]) < 0
 local k = math.abs(tonumber(ARGV[at]))
 for i = at + 1, at + k do firsts[#firsts + 1] = ARGV[i] end
@@ -256,6 +258,8 @@ if #names > 0 then
     redis.call('HSET', META, 'fmax', int(high))
     if gained > 0 and m.weighted then redis.call('HINCRBY', LOADS, session, gained) end
     moved_info = record_moves(replica, moved, moved_fences, now, m.server)
+    -- For readers of the ledger (a dashboard): replicas ignore it.
+    if #moved > 0 then redis.call('PUBLISH', ARGV[13], ARGV[14]) end
   end
 end
 local reply = {'ok', out, returned, unowned(dead), moved_info, fell_back and 1 or 0}

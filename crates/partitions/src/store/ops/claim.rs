@@ -153,6 +153,7 @@ pub(crate) async fn redis(
         .iter()
         .map(|(_, r)| r.min(&(1 << 52)).to_string())
         .collect();
+    let moved = keys.moved_notice();
     let mut args = vec![
         req.replica.as_str(),
         &req.process,
@@ -166,6 +167,8 @@ pub(crate) async fn redis(
         if req.fallback { "1" } else { "0" },
         &req.incarnation,
         &bound,
+        &keys.channel,
+        &moved,
         &k,
     ];
     args.extend(req.prefer.iter().map(String::as_str));

@@ -148,16 +148,27 @@ pub struct Predecessor {
     pub state_before_server_change: bool,
 }
 
+/// Which entries of the ledger a read wants.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Page<'a> {
+    /// Those after the entry with this id (from the oldest kept if `None`).
+    After(Option<&'a str>),
+    /// The newest.
+    Newest,
+}
+
 pub(crate) async fn redis(
     store: &RedisStore,
     keys: &GroupKeys,
-    after: Option<&str>,
+    page: Page<'_>,
     limit: usize,
 ) -> Result<Vec<Move>, StoreError> {
     let limit = limit.max(1).to_string();
-    let reply = store
-        .eval(&SCRIPT, &keys.all(), &[after.unwrap_or(""), &limit])
-        .await?;
+    let args = match page {
+        Page::After(after) => vec![after.unwrap_or(""), &limit],
+        Page::Newest => vec!["", &limit, "newest"],
+    };
+    let reply = store.eval(&SCRIPT, &keys.all(), &args).await?;
     let items = match reply {
         Value::Nil => return Ok(Vec::new()),
         Value::Array(items) => items,
@@ -291,6 +302,13 @@ impl Group {
             .take(limit.max(1))
             .cloned()
             .collect()
+    }
+
+    /// The newest `limit` entries of the ledger, oldest first (`moves.lua` with
+    /// `newest`).
+    pub(crate) fn moves_newest(&self, limit: usize) -> Vec<Move> {
+        let skip = self.moves.len().saturating_sub(limit.max(1));
+        self.moves.iter().skip(skip).cloned().collect()
     }
 }
 
