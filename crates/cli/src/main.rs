@@ -242,7 +242,8 @@ enum Command {
     /// against share, capacity, drain, state), the partition map, weights,
     /// preferences and the ledger of moves; the alerts of docs/operations.md evaluated
     /// live. The page updates by Server-Sent Events; the dashboard reads Redis only
-    /// while someone watches, at most once per --interval per group. Read-only unless
+    /// while someone watches: a group's status at most once per its renew interval, its
+    /// new moves (announced by the claims) at most once per --interval. Read-only unless
     /// --allow-admin (which needs a token). JSON: /api/groups, /api/groups/GROUP,
     /// /api/groups/GROUP/moves; events: /events?group=GROUP.
     #[command(after_help = SEE_ALSO)]
@@ -271,18 +272,20 @@ enum Command {
         )]
         admin_token: Option<String>,
         /// The shortest time between two reads of a watched group (or of the groups and
-        /// duties): caps what a storm of notices costs; longer saves Redis reads, and
-        /// delays a move on the page by up to as much.
+        /// duties); a group's status is read at most once per its renew interval if
+        /// that is longer (its new moves, which claims announce, once per --interval):
+        /// caps what a storm of notices costs; longer saves Redis reads, and delays a
+        /// move on the page by up to as much.
         #[arg(
             short = 'i',
             long,
             value_name = "DURATION",
-            default_value = "250ms",
+            default_value = "100ms",
             value_parser = usage::duration
         )]
         interval: Duration,
         /// The longest time between two reads of a watched group when no notice comes
-        /// (a join or an expiry publishes none).
+        /// (a join publishes none, nor an expiry until the partitions are claimed).
         #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = usage::duration)]
         refresh: Duration,
     },

@@ -26,11 +26,23 @@ impl Target {
     /// # Errors
     /// [`Error::BadArg`] for the prefix, [`Error::Url`].
     pub fn store(&self) -> Result<RedisStore, Error> {
-        check_name("--prefix", "prefix", &self.prefix)?;
-        RedisStore::builder(self.url.as_str())
-            .call_timeout(self.timeout)
+        self.builder()?.build().map_err(Error::Url)
+    }
+
+    /// As [`store`](Self::store), every connection named `name` (`CLIENT SETNAME`).
+    ///
+    /// # Errors
+    /// As [`store`](Self::store).
+    pub fn named_store(&self, name: &str) -> Result<RedisStore, Error> {
+        self.builder()?
+            .client_name(name)
             .build()
             .map_err(Error::Url)
+    }
+
+    fn builder(&self) -> Result<leasehold_election::RedisStoreBuilder, Error> {
+        check_name("--prefix", "prefix", &self.prefix)?;
+        Ok(RedisStore::builder(self.url.as_str()).call_timeout(self.timeout))
     }
 
     /// Whether the URL asks for TLS (`rediss://`).

@@ -321,6 +321,21 @@ async fn admin_actions_need_the_token_from_the_same_origin() {
         ),
         ("/api/groups/tenants/undrain", r#"{"replica": "a{b}"}"#, 400),
         ("/api/groups/tenants/undrain", r#"{"replica": 5}"#, 422),
+        (
+            "/api/groups/tenants/prefer",
+            r#"{"partition": "nope", "replica": "replica-a"}"#,
+            404,
+        ),
+        (
+            "/api/groups/tenants/prefer",
+            r#"{"partition": "p0", "replica": "a{b}"}"#,
+            400,
+        ),
+        (
+            "/api/groups/tenants/prefer",
+            r#"{"replica": "replica-a"}"#,
+            422,
+        ),
     ] {
         let r = request(&d.addr, "POST", p, &ok_headers, b).await;
         assert_eq!(r.status, status, "{p} {b}: {r:?}");
@@ -337,6 +352,34 @@ async fn admin_actions_need_the_token_from_the_same_origin() {
     assert_eq!(r.status, 200, "{r:?}");
     wait_until(&store, "leasehold", "tenants", "undrained", |s| {
         s.drained.is_empty()
+    })
+    .await;
+    // A preference, then none: the partition goes to its preferred replica.
+    let prefer = r#"{"partition": "p0", "replica": "replica-a"}"#;
+    let prefer_path = "/api/groups/tenants/prefer";
+    let r = request(&d.addr, "POST", prefer_path, &ok_headers, prefer).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["action"], "prefer");
+    wait_until(&store, "leasehold", "tenants", "p0 on replica-a", |s| {
+        s.preferences == [("p0".to_owned(), "replica-a".to_owned())]
+            && s.partitions
+                .iter()
+                .any(|p| p.partition == "p0" && p.owner.as_deref() == Some("replica-a"))
+    })
+    .await;
+    let unprefer = r#"{"partition": "p0", "replica": null}"#;
+    let r = request(&d.addr, "POST", prefer_path, &ok_headers, unprefer).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.json()["action"], "unprefer");
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("was replica-a"),
+        "{r:?}"
+    );
+    wait_until(&store, "leasehold", "tenants", "no preference", |s| {
+        s.preferences.is_empty()
     })
     .await;
     b.shutdown().await;
@@ -363,9 +406,15 @@ async fn a_viewer_is_sent_the_partitions_that_move_and_the_moves() {
     assert_eq!(first["moves"].as_array().unwrap().len(), 4, "{first}");
     let overview = viewer.until("overview", |_| true).await;
     assert_eq!(overview["groups"][0]["group"], "tenants", "{overview}");
-    // The dashboard's connection carries its name.
+    // The dashboard's connections carry its name: the one it reads on, and the one
+    // subscribed to the notices.
     let clients = redis.redis_cli(&["CLIENT", "LIST"]);
-    assert!(clients.contains("name=leasehold-dashboard"), "{clients}");
+    let named: Vec<&str> = clients
+        .lines()
+        .filter(|l| l.contains(" name=leasehold-dashboard "))
+        .collect();
+    assert!(named.iter().any(|l| l.contains(" sub=0 ")), "{clients}");
+    assert!(named.iter().any(|l| l.contains(" sub=1 ")), "{clients}");
 
     let b = replica(&store, "leasehold", "tenants", 4, "replica-b");
     let moved = viewer

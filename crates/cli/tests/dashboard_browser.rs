@@ -121,8 +121,9 @@ async fn fleet_on_the_page(browser: &Session) {
         .collect();
     let even = [("replica-a", 4), ("replica-b", 4), ("replica-c", 4)];
     wait_for_counts(&store, PREFIX, group, &even).await;
-    // A join or an expiry publishes nothing: the page follows them at the refresh.
-    let d = Dashboard::start(&redis.url(), "100ms", "300ms", &[]).await;
+    // The defaults: a refresh (5 s) longer than the take-over's bound, so that the page
+    // can only follow the take-over by the notices the claims publish.
+    let d = Dashboard::start(&redis.url(), "100ms", "5s", &[]).await;
     browser.navigate(&format!("http://{}/#/group/{group}", d.addr));
 
     // (a) Every partition, with the owner Redis has.
@@ -276,7 +277,7 @@ async fn screenshot_for_the_readme() {
         .map(|r| spawn_replica(&redis, group, PARTITIONS, r))
         .collect();
     let billing = spawn_replica(&redis, "billing", 16, "replica-a");
-    let d = Dashboard::start(&redis.url(), "250ms", "1s", &[]).await;
+    let d = Dashboard::start(&redis.url(), "100ms", "5s", &[]).await;
     browser.navigate(&format!("http://{}/#/group/{group}", d.addr));
     // A fourth replica joins; one crashes and comes back.
     fleet.push(spawn_replica(&redis, group, PARTITIONS, "replica-d"));

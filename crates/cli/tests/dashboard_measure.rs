@@ -7,7 +7,7 @@
 //! ```
 //!
 //! A group of P = 1,000 partitions and N = 4 replicas (in this process) on a
-//! redis-server of its own, and the dashboard at its defaults (`--interval 250ms
+//! redis-server of its own, and the dashboard at its defaults (`--interval 100ms
 //! --refresh 5s`; `DASHBOARD_INTERVAL=1s` sets another `--interval`), connected
 //! through a proxy here that counts the commands it sends. With 0, 1 and 10 viewers of
 //! the group (`/events?group=`), over 20 s each: the dashboard's commands per second
@@ -198,7 +198,7 @@ async fn dashboard_cost_and_move_latency() {
     let even: Vec<(&str, usize)> = REPLICAS.iter().map(|r| (*r, PARTITIONS / 4)).collect();
     wait_for_counts(&store, "leasehold", group, &even).await;
     let (proxy, dashboard) = counting_proxy(redis.addr().to_string()).await;
-    let interval = std::env::var("DASHBOARD_INTERVAL").unwrap_or_else(|_| "250ms".to_owned());
+    let interval = std::env::var("DASHBOARD_INTERVAL").unwrap_or_else(|_| "100ms".to_owned());
     let d = Dashboard::start(&format!("redis://{proxy}/"), &interval, "5s", &[]).await;
     let path = format!("/events?group={group}");
 

@@ -1,5 +1,5 @@
-//! The admin actions (`--allow-admin`): drain, undrain, weight, add and remove
-//! partitions, each through the group admin the CLI's commands use, and the guard in
+//! The admin actions (`--allow-admin`): drain, undrain, weight, prefer (and
+//! unprefer), add and remove partitions, each through the group admin the CLI's commands use, and the guard in
 //! front of them: the token in a header, the request from the dashboard's own page.
 
 use axum::Json;
@@ -84,6 +84,14 @@ pub struct ReplicaBody {
 pub struct WeightBody {
     partition: String,
     weight: u64,
+}
+
+/// The body of `prefer`: `replica` absent or `null` removes the preference.
+#[derive(Debug, Deserialize)]
+pub struct PreferBody {
+    partition: String,
+    #[serde(default)]
+    replica: Option<String>,
 }
 
 /// The body of `partitions/add` and `partitions/remove`.
@@ -186,6 +194,52 @@ pub async fn weight(
             "{} of {group}: weight {old} -> {}",
             body.partition, body.weight
         ),
+    }))
+}
+
+pub async fn prefer(
+    State(app): Shared,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Json<PreferBody>, JsonRejection>,
+) -> Result<Json<Done>> {
+    let Path(group) = path?;
+    authorize(&app, &headers)?;
+    let Json(body) = body?;
+    let admin = admin_for(&app, &group)?;
+    name(&app, "partition", "partition name", &body.partition)?;
+    if let Some(r) = &body.replica {
+        name(&app, "replica", "replica id", r)?;
+    }
+    let done = match &body.replica {
+        Some(r) => admin.prefer(&body.partition, r).await,
+        None => admin.unprefer(&body.partition).await,
+    };
+    let old = match done {
+        Ok(old) => old,
+        Err(PartitionsError::UnknownGroup(g)) => {
+            return Err(ApiError::of(&app, &Error::NoGroup(g)));
+        }
+        Err(e) => return Err(change_error(&app, &group, e, Change::Prefer).await),
+    };
+    let was = old.as_deref().unwrap_or("none");
+    let (action, message) = match &body.replica {
+        Some(r) => (
+            "prefer",
+            format!(
+                "{} of {group}: preferred on {r} (was {was})",
+                body.partition
+            ),
+        ),
+        None => (
+            "unprefer",
+            format!("{} of {group}: no preference (was {was})", body.partition),
+        ),
+    };
+    Ok(Json(Done {
+        group,
+        action,
+        message,
     }))
 }
 

@@ -120,6 +120,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/groups/{group}/drain", post(admin::drain))
         .route("/api/groups/{group}/undrain", post(admin::undrain))
         .route("/api/groups/{group}/weight", post(admin::weight))
+        .route("/api/groups/{group}/prefer", post(admin::prefer))
         .route("/api/groups/{group}/partitions/add", post(admin::add))
         .route("/api/groups/{group}/partitions/remove", post(admin::remove))
         .route("/events", get(stream))
@@ -270,9 +271,21 @@ async fn moves(
     if !exists {
         return Err(ApiError::of(&app, &Error::NoGroup(group)));
     }
-    let all = read_after(&admin, &group, None)
-        .await
-        .map_err(|e| ApiError::of(&app, &e))?;
+    let unfiltered = q.partition.is_none() && q.replica.is_none();
+    let read = match q.limit {
+        // The newest only: not the whole ledger.
+        Some(limit) if unfiltered && limit > 0 => {
+            admin
+                .newest_moves(limit)
+                .await
+                .map_err(|error| Error::Group {
+                    group: group.clone(),
+                    error,
+                })
+        }
+        _ => read_after(&admin, &group, None).await,
+    };
+    let all = read.map_err(|e| ApiError::of(&app, &e))?;
     let mut kept: Vec<_> = all
         .into_iter()
         .filter(|m| q.partition.as_ref().is_none_or(|p| &m.partition == p))

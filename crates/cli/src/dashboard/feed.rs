@@ -9,22 +9,28 @@
 //!
 //! A reader reads at once when it starts, then again when a message on the prefix's
 //! pub/sub channel concerns it ([`concerns`]: for a group, its notice: a release, a
-//! leave, a drain, a change of state, weight or partition set; for the overview, a
-//! duty's release), or after `refresh` without one (a join or an expiry publishes
-//! nothing), but never twice within `interval`: many viewers, and a storm of notices,
-//! cost one read per interval.
+//! leave, a drain, a change of state, weight, preference or partition set; for the
+//! overview, a duty's release), or after `refresh` without one. A full read (the
+//! status, and the ledger's new entries) comes at most once per renew interval of the
+//! group (a third of the longest session seen: the library's default ratio), or per
+//! `interval` if that is longer. A claim that moved partitions publishes its own
+//! notice (`<notice>\tmoved`): it calls for a read of the ledger's new entries only,
+//! applied to the last page, at most once per `interval`: a take-over reaches the page
+//! as soon as it is written, and the rest of the page within a renew interval. Many
+//! viewers, and a storm of notices, cost one read per interval.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use leasehold_election::ext::ANY_RELEASE;
-use leasehold_election::{DutyKeys, LeaseStore, RedisStore, redis};
+use leasehold_election::{DutyKeys, LeaseStore, RedisStore};
+use leasehold_partitions::GroupAdmin;
 use tokio::sync::{broadcast, watch};
 use tokio::time::{Instant, sleep_until};
 
 use super::alerts::AlertClock;
-use super::view::{GroupPage, Overview, Source, group_page};
+use super::view::{GroupPage, Overview, Source, group_page, with_moves};
 use crate::commands::read_after;
 use crate::error::Error;
 use crate::output::{self, MoveJson};
@@ -166,7 +172,7 @@ impl Hub {
         if let Some(n) = weak.upgrade() {
             return Some(n);
         }
-        let store = self.source.target.store().ok()?;
+        let store = self.source.target.named_store(CLIENT_NAME).ok()?;
         let notices = Arc::new(Notices {
             store,
             // Only the channel is used: the prefix's, shared by its groups and duties.
@@ -181,28 +187,59 @@ impl Hub {
     async fn read_while_watched(self: Arc<Self>, topic: Topic, slot: Slot) {
         let notices = self.notices();
         let mut events = notices.as_ref().map(|n| n.events());
-        name_connection(&self.source.store).await;
+        let prefix = self.source.target.prefix.clone();
         let mut reader = Reader::new(&topic);
+        let mut wanted = Wanted {
+            full: true,
+            moves: false,
+        };
+        // When the last read (of any kind) and the last full read were made.
+        let mut last: Option<Instant> = None;
+        let mut last_full: Option<Instant> = None;
         loop {
-            let frame = reader.read(&self.source).await;
-            slot.send_replace(Some(frame));
-            let read_at = Instant::now();
-            // A notice for the topic, or the refresh; then at least the interval.
-            let due = async {
-                tokio::select! {
-                    () = sleep_until(read_at + self.pace.refresh) => {}
-                    () = next_notice(events.as_mut(), &self.source.target.prefix, &topic) => {}
-                }
-                sleep_until(read_at + self.pace.interval).await;
+            let now = Instant::now();
+            let pace = reader.interval(self.pace.interval);
+            let after = |t: Option<Instant>, d: Duration| t.map_or(now, |t| t + d);
+            let any_due = after(last, self.pace.interval);
+            let full_due = after(last_full, pace).max(any_due);
+            let refresh_due = after(last_full, self.pace.refresh);
+            if now >= refresh_due {
+                wanted.full = true;
+            }
+            let kind = if wanted.full && now >= full_due {
+                Some(Read::Full)
+            } else if wanted.moves && now >= any_due {
+                Some(Read::Moves)
+            } else {
+                None
             };
-            tokio::pin!(due);
-            loop {
-                tokio::select! {
-                    () = &mut due => break,
-                    () = slot.closed() => {
-                        if self.retire(&topic, &slot) {
-                            return;
-                        }
+            if let Some(kind) = kind {
+                if let Some(frame) = reader.read(&self.source, kind).await {
+                    slot.send_replace(Some(frame));
+                }
+                let at = Instant::now();
+                last = Some(at);
+                if kind == Read::Full {
+                    last_full = Some(at);
+                    wanted.full = false;
+                }
+                wanted.moves = false;
+                continue;
+            }
+            let wake = match (wanted.full, wanted.moves) {
+                (true, _) => full_due,
+                (false, true) => any_due.min(refresh_due),
+                (false, false) => refresh_due,
+            };
+            tokio::select! {
+                () = sleep_until(wake) => {}
+                read = next_notice(events.as_mut(), &prefix, &topic) => match read {
+                    Read::Full => wanted.full = true,
+                    Read::Moves => wanted.moves = true,
+                },
+                () = slot.closed() => {
+                    if self.retire(&topic, &slot) {
+                        return;
                     }
                 }
             }
@@ -210,50 +247,81 @@ impl Hub {
     }
 }
 
-/// Names the store's connection [`CLIENT_NAME`], so that `CLIENT LIST` tells the
-/// dashboard apart. Best effort: an ACL without `client|setname` leaves it unnamed.
-async fn name_connection(store: &RedisStore) {
-    let mut cmd = redis::cmd("CLIENT");
-    cmd.arg("SETNAME").arg(CLIENT_NAME);
-    let _ = store.query(&cmd).await;
+/// What a reader reads next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    /// The topic's whole state: the status (and the ledger's new entries).
+    Full,
+    /// A group's ledger's new entries only, applied to the last page: after a claim's
+    /// notice that partitions moved.
+    Moves,
 }
 
-/// Whether a message on the prefix's release channel concerns `topic`: a duty's
-/// release (its lease key, `<prefix>:{<duty>}:lease`) does the overview, which reads
-/// every group, so the groups' own notices leave it to its refresh; a group's notice
-/// (`<prefix>:{<group>}`, or it and a tab and more) does the group. [`ANY_RELEASE`]
-/// (the subscription was lost a while) concerns all.
-fn concerns(prefix: &str, topic: &Topic, message: &str) -> bool {
+/// The reads a reader owes its viewers.
+#[derive(Debug)]
+struct Wanted {
+    full: bool,
+    moves: bool,
+}
+
+/// Which read a message on the prefix's release channel calls for, if it concerns
+/// `topic`: a duty's release (its lease key, `<prefix>:{<duty>}:lease`) a full read of
+/// the overview, which reads every group, so the groups' own notices leave it to its
+/// refresh; a group's notice (`<prefix>:{<group>}`, or it and a tab and more) a full
+/// read of the group, but a claim's that partitions moved (`<prefix>:{<group>}\tmoved`)
+/// a read of its new moves. [`ANY_RELEASE`] (the subscription was lost a while) calls
+/// for a full read of every topic.
+fn concerns(prefix: &str, topic: &Topic, message: &str) -> Option<Read> {
     if message == ANY_RELEASE {
-        return true;
+        return Some(Read::Full);
     }
     let Topic::Group(group) = topic else {
-        return message.starts_with(prefix) && message.ends_with("}:lease");
+        return (message.starts_with(prefix) && message.ends_with("}:lease")).then_some(Read::Full);
     };
     let notice = format!("{prefix}:{{{group}}}");
-    message
-        .strip_prefix(&notice)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('\t'))
+    match message.strip_prefix(&notice)? {
+        "\tmoved" => Some(Read::Moves),
+        rest if rest.is_empty() || rest.starts_with('\t') => Some(Read::Full),
+        _ => None,
+    }
 }
 
-/// Waits for the next message that concerns `topic` (a lagged receiver may have missed
-/// one: that counts); forever without a subscription.
+/// Waits for the next message that concerns `topic` and says which read it calls for
+/// (a lagged receiver may have missed one: a full read); forever without a
+/// subscription.
 async fn next_notice(
     events: Option<&mut broadcast::Receiver<String>>,
     prefix: &str,
     topic: &Topic,
-) {
+) -> Read {
     let Some(events) = events else {
         return std::future::pending().await;
     };
     loop {
         match events.recv().await {
-            Ok(message) if concerns(prefix, topic, &message) => return,
-            Ok(_) => {}
-            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Ok(message) => {
+                if let Some(read) = concerns(prefix, topic, &message) {
+                    return read;
+                }
+            }
+            Err(broadcast::error::RecvError::Lagged(_)) => return Read::Full,
             Err(broadcast::error::RecvError::Closed) => return std::future::pending().await,
         }
     }
+}
+
+/// The newest [`RECENT_MOVES`] moves of `group`'s ledger, oldest first.
+async fn newest_moves(
+    admin: &GroupAdmin<RedisStore>,
+    group: &str,
+) -> Result<Vec<leasehold_partitions::Move>, Error> {
+    admin
+        .newest_moves(RECENT_MOVES)
+        .await
+        .map_err(|error| Error::Group {
+            group: group.to_owned(),
+            error,
+        })
 }
 
 /// What a reader keeps between reads.
@@ -270,6 +338,8 @@ enum Reader {
         after: Option<String>,
         recent: VecDeque<MoveJson>,
         total: u64,
+        /// The longest session seen left to a member: the group's lease, nearly.
+        lease: Duration,
     },
 }
 
@@ -287,11 +357,24 @@ impl Reader {
                 after: None,
                 recent: VecDeque::new(),
                 total: 0,
+                lease: Duration::ZERO,
             },
         }
     }
 
-    async fn read(&mut self, source: &Source) -> Frame {
+    /// The shortest time to the next read: `floor`, or for a group its renew interval
+    /// if longer (a third of its lease, as replicas renew by default; the group's state
+    /// changes no faster).
+    fn interval(&self, floor: Duration) -> Duration {
+        match self {
+            Self::Overview { .. } => floor,
+            Self::Group { lease, .. } => floor.max(*lease / 3),
+        }
+    }
+
+    /// Reads `kind`; the frame to send, if there is news (a read of the moves that
+    /// found none has none).
+    async fn read(&mut self, source: &Source, kind: Read) -> Option<Frame> {
         let prefix = &source.target.prefix;
         match self {
             Self::Overview { clock, last } => {
@@ -307,7 +390,7 @@ impl Reader {
                 };
                 let frame = Arc::new(frame);
                 *last = Some(frame.clone());
-                Frame::Overview(frame)
+                Some(Frame::Overview(frame))
             }
             Self::Group {
                 group,
@@ -316,19 +399,40 @@ impl Reader {
                 after,
                 recent,
                 total,
+                lease,
             } => {
+                let previous = last.as_ref().and_then(|l| l.page.clone());
+                // Only the moves: on the last page, if there is one to apply them to.
+                let only_moves = kind == Read::Moves && previous.is_some();
                 let read = async {
-                    let status = source.status(group).await?;
+                    let status = if only_moves {
+                        None
+                    } else {
+                        Some(source.status(group).await?)
+                    };
                     let admin = source.admin(group)?;
-                    let new = read_after(&admin, group, after.clone()).await?;
+                    let new = match after {
+                        Some(_) => read_after(&admin, group, after.clone()).await?,
+                        // The first read: the newest only, not the whole ledger.
+                        None => newest_moves(&admin, group).await?,
+                    };
                     Ok::<_, Error>((status, new))
                 };
-                let previous = last.as_ref().and_then(|l| l.page.clone());
                 let (page, error, moved) = match read.await {
-                    Ok((status, new)) => {
+                    Ok((Some(status), new)) => {
+                        let longest = status.members.iter().map(|m| m.session_left).max();
+                        *lease = (*lease).max(longest.unwrap_or_default());
                         let rows = previous.as_ref().map(|p| &p.partitions);
                         let page = group_page(prefix, group, &status, clock, rows);
                         (Some(Arc::new(page)), None, new)
+                    }
+                    Ok((None, new)) if new.is_empty() => return None,
+                    Ok((None, new)) => {
+                        let page = previous
+                            .as_ref()
+                            .and_then(|p| with_moves(p, &new).map(Arc::new))
+                            .or(previous);
+                        (page, None, new)
                     }
                     Err(e) => (
                         previous,
@@ -355,7 +459,7 @@ impl Reader {
                     moves_total: *total,
                 });
                 *last = Some(frame.clone());
-                Frame::Group(frame)
+                Some(Frame::Group(frame))
             }
         }
     }
@@ -368,14 +472,30 @@ mod tests {
     #[test]
     fn a_group_notice_concerns_its_group_only() {
         let g = Topic::Group("tenants".into());
-        assert!(concerns("lh", &g, "lh:{tenants}"));
-        assert!(concerns("lh", &g, "lh:{tenants}\tstep"));
-        assert!(concerns("lh", &g, ANY_RELEASE));
-        assert!(!concerns("lh", &g, "lh:{tenants2}"));
-        assert!(!concerns("lh", &g, "lh:{scheduler}:lease"));
+        let full = Some(Read::Full);
+        assert_eq!(concerns("lh", &g, "lh:{tenants}"), full);
+        assert_eq!(concerns("lh", &g, "lh:{tenants}\tstep"), full);
+        assert_eq!(concerns("lh", &g, ANY_RELEASE), full);
+        assert_eq!(concerns("lh", &g, "lh:{tenants2}"), None);
+        assert_eq!(concerns("lh", &g, "lh:{scheduler}:lease"), None);
         let all = Topic::Overview;
-        assert!(concerns("lh", &all, "lh:{scheduler}:lease"));
-        assert!(concerns("lh", &all, ANY_RELEASE));
-        assert!(!concerns("lh", &all, "lh:{tenants}"), "left to the refresh");
+        assert_eq!(concerns("lh", &all, "lh:{scheduler}:lease"), full);
+        assert_eq!(concerns("lh", &all, ANY_RELEASE), full);
+        assert_eq!(
+            concerns("lh", &all, "lh:{tenants}"),
+            None,
+            "left to the refresh"
+        );
+    }
+
+    #[test]
+    fn a_claims_notice_calls_for_its_groups_moves_only() {
+        let g = Topic::Group("tenants".into());
+        assert_eq!(concerns("lh", &g, "lh:{tenants}\tmoved"), Some(Read::Moves));
+        assert_eq!(concerns("lh", &g, "lh:{tenants2}\tmoved"), None);
+        assert_eq!(
+            concerns("lh", &Topic::Overview, "lh:{tenants}\tmoved"),
+            None
+        );
     }
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use self::api::{App, router};
-use self::feed::{Hub, Pace};
+use self::feed::{CLIENT_NAME, Hub, Pace};
 use self::view::Source;
 use crate::commands::print;
 use crate::error::Error;
@@ -86,7 +86,7 @@ pub async fn run(target: &Target, options: Options) -> Result<(), Error> {
     let token = admin_token(&options)?;
     let source = Source {
         target: target.clone(),
-        store: target.store()?,
+        store: target.named_store(CLIENT_NAME)?,
         admin: token.is_some(),
     };
     let pace = Pace {

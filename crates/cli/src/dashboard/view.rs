@@ -98,8 +98,8 @@ pub struct GroupHead {
 /// owner or weight hands on the same list, and the viewers are not sent it again).
 #[derive(Debug)]
 pub struct GroupPage {
-    /// Everything but the partitions.
-    pub head: GroupHead,
+    /// Everything but the partitions (shared with the pages that only moves changed).
+    pub head: Arc<GroupHead>,
     /// Every partition, in the order they were added.
     pub partitions: Arc<Vec<PartitionRow>>,
 }
@@ -213,7 +213,7 @@ pub fn group_page(
         _ => Arc::new(rows),
     };
     GroupPage {
-        head: GroupHead {
+        head: Arc::new(GroupHead {
             summary: output::summary_json(prefix, group, status),
             read_at: now_text(now),
             preferences: status
@@ -225,7 +225,38 @@ pub fn group_page(
                 })
                 .collect(),
             alerts: clock.stamp(alerts::group_conditions(group, status), now),
-        },
+        }),
         partitions,
     }
+}
+
+/// `page` with `moves` applied to its partitions (each moved partition's owner and
+/// fence as its move says), the head as it was: what a read of the ledger alone shows.
+/// `None` if no move changes a row (the page stays as it is).
+pub fn with_moves(page: &GroupPage, moves: &[leasehold_partitions::Move]) -> Option<GroupPage> {
+    if moves.is_empty() {
+        return None;
+    }
+    let at: std::collections::HashMap<&str, usize> = page
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.partition.as_str(), i))
+        .collect();
+    let mut rows = page.partitions.to_vec();
+    let mut changed = false;
+    for m in moves {
+        let Some(row) = at.get(m.partition.as_str()).map(|&i| &mut rows[i]) else {
+            continue;
+        };
+        if row.fence < m.new_fence.get() {
+            row.owner = Some(m.to.clone());
+            row.fence = m.new_fence.get();
+            changed = true;
+        }
+    }
+    changed.then(|| GroupPage {
+        head: page.head.clone(),
+        partitions: Arc::new(rows),
+    })
 }

@@ -298,9 +298,12 @@ function renderPreferences() {
   const prefs = state.head.preferences || [];
   $("preferences-box").hidden = !prefs.length;
   const owner = new Map(state.partitions.map((p) => [p.partition, p.owner]));
+  const admin = document.body.classList.contains("admin");
   replace($("preferences").tBodies[0], ...prefs.map((p) =>
     el("tr", { "data-partition": p.partition },
-      el("td", {}, p.partition), el("td", {}, p.replica), el("td", {}, owner.get(p.partition) || "–"))));
+      el("td", {}, p.partition), el("td", {}, p.replica), el("td", {}, owner.get(p.partition) || "–"),
+      admin ? el("td", {}, el("button", { type: "button", class: "unprefer",
+        onclick: () => act("prefer", { partition: p.partition, replica: null }) }, "unprefer")) : null)));
 }
 
 function renderMoves() {
@@ -351,6 +354,11 @@ $("weight-form").addEventListener("submit", (e) => {
   e.preventDefault();
   const f = e.target;
   act("weight", { partition: f.partition.value.trim(), weight: Number(f.weight.value) });
+});
+$("prefer-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const f = e.target;
+  act("prefer", { partition: f.partition.value.trim(), replica: f.replica.value.trim() || null });
 });
 $("add-form").addEventListener("submit", (e) => {
   e.preventDefault();
