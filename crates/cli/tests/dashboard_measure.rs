@@ -215,10 +215,21 @@ async fn dashboard_cost_and_move_latency() {
         v.abort();
     }
 
-    // Moves: one viewer, each partition preferred on the next replica.
+    // Moves: one viewer, each partition preferred on the next replica. Its events are
+    // read, and timed, as they arrive (by a task of their own), not when this loop
+    // gets to them.
     let mut viewer = Events::open(&d.addr, &path).await;
     let mut owners = std::collections::HashMap::new();
     let first = viewer.until("group", |g| g["partitions"].is_array()).await;
+    let (tx, mut arrived_events) = tokio::sync::mpsc::unbounded_channel();
+    let reader = tokio::spawn(async move {
+        loop {
+            let (name, event) = viewer.next().await;
+            if tx.send((now_ms(), name, event)).is_err() {
+                return;
+            }
+        }
+    });
     for p in first["partitions"].as_array().unwrap() {
         owners.insert(
             p["partition"].as_str().unwrap().to_owned(),
@@ -240,10 +251,10 @@ async fn dashboard_cost_and_move_latency() {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let (name, event) = timeout(left, viewer.next())
+            let (at, name, event) = timeout(left, arrived_events.recv())
                 .await
-                .unwrap_or_else(|_| panic!("{partition} never showed on {to}"));
-            let at = now_ms();
+                .unwrap_or_else(|_| panic!("{partition} never showed on {to}"))
+                .expect("the viewer's stream ended");
             if name != "group" {
                 continue;
             }
@@ -270,6 +281,14 @@ async fn dashboard_cost_and_move_latency() {
         // Let the group settle before the next move.
         sleep(Duration::from_millis(1500)).await;
     }
+    // The moves that arrived while the last one settled.
+    while let Ok((at, name, event)) = arrived_events.try_recv() {
+        if name == "group" {
+            for m in event["moves"].as_array().into_iter().flatten() {
+                latencies.push(at - epoch_ms(m["started"].as_str().unwrap()));
+            }
+        }
+    }
     latencies.sort_unstable();
     preferred_latencies.sort_unstable();
     let summary = |l: &[i64]| {
@@ -292,7 +311,7 @@ async fn dashboard_cost_and_move_latency() {
             .find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("?").trim(),
     });
     println!("{line}");
-    drop(viewer);
+    reader.abort();
     for f in fleet {
         f.shutdown().await;
     }

@@ -226,11 +226,14 @@ impl Hub {
                 wanted.moves = false;
                 continue;
             }
-            let wake = match (wanted.full, wanted.moves) {
-                (true, _) => full_due,
-                (false, true) => any_due.min(refresh_due),
-                (false, false) => refresh_due,
-            };
+            // The first read owed (moves may come before a full read that must wait).
+            let mut wake = refresh_due;
+            if wanted.full {
+                wake = wake.min(full_due);
+            }
+            if wanted.moves {
+                wake = wake.min(any_due);
+            }
             tokio::select! {
                 () = sleep_until(wake) => {}
                 read = next_notice(events.as_mut(), &prefix, &topic) => match read {
