@@ -555,3 +555,55 @@ async fn no_viewer_costs_redis_nothing_and_ten_cost_what_one_does() {
     wait_until_quiet(&redis).await;
     assert_eq!(commands_during(&redis, window).await, 0, "after they left");
 }
+
+/// A storm of the group's notices costs at most one read of its status per renew
+/// interval (the replicas' lease is 2 s, so about 667 ms), however short `--interval`:
+/// each full read is one `group` event with a new `read_at`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_storm_of_notices_costs_one_status_read_per_renew_interval() {
+    use leasehold_election::redis;
+
+    let redis_server = RedisServer::start();
+    let store = store(&redis_server);
+    let a = replica(&store, "leasehold", "tenants", 4, "replica-a");
+    wait_for_counts(&store, "leasehold", "tenants", &[("replica-a", 4)]).await;
+    // No refresh within the test: only the notices call for reads.
+    let d = Dashboard::start(&redis_server.url(), "100ms", "60s", &[]).await;
+    let mut viewer = Events::open(&d.addr, "/events?group=tenants").await;
+    viewer.until("group", |g| g["partitions"].is_array()).await;
+    // Past the first renew interval, so that the lease is known (sessions seen).
+    sleep(Duration::from_secs(1)).await;
+    let client = redis::Client::open(redis_server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let window = Duration::from_secs(3);
+    let storm = async {
+        let end = tokio::time::Instant::now() + window;
+        while tokio::time::Instant::now() < end {
+            let _: i64 = redis::cmd("PUBLISH")
+                .arg("leasehold:released")
+                .arg("leasehold:{tenants}")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let mut reads = std::collections::BTreeSet::new();
+    let watch = async {
+        loop {
+            let (name, event) = viewer.next().await;
+            if name == "group" {
+                reads.insert(event["read_at"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    };
+    tokio::select! {
+        () = storm => {}
+        () = watch => {}
+    }
+    // 150 notices in 3 s: at most one read per ~667 ms (and one in flight at the start).
+    eprintln!("{} status reads during {window:?} of notices", reads.len());
+    assert!(reads.len() >= 2, "the notices were not read for: {reads:?}");
+    assert!(reads.len() <= 7, "{} reads: {reads:?}", reads.len());
+    a.shutdown().await;
+}
