@@ -139,6 +139,9 @@ pub enum Error {
         /// The hint.
         hint: String,
     },
+    /// The connection flags do not make one topology (several URLs without
+    /// `--sentinel` or `--cluster`).
+    Topology(String),
     /// `leasehold dashboard` refused its options (a non-loopback `--listen` without a
     /// token, `--allow-admin` without one); checked before anything listens.
     Unsafe(String),
@@ -341,7 +344,7 @@ impl Error {
                 f.message.push_str(hint);
                 f
             }
-            Self::Unsafe(why) => Failure::new(EXIT_USAGE, why.clone()),
+            Self::Unsafe(why) | Self::Topology(why) => Failure::new(EXIT_USAGE, why.clone()),
             Self::Listen { addr, error } => {
                 Failure::new(EXIT_OTHER, format!("cannot listen on {addr}: {error}"))
             }
@@ -479,6 +482,8 @@ mod tests {
     fn target() -> Target {
         Target {
             url: "redis://127.0.0.1:1/".to_owned(),
+            more_urls: Vec::new(),
+            topology: crate::target::Topology::Node,
             prefix: "lh".to_owned(),
             timeout: Duration::from_millis(300),
         }

@@ -17,6 +17,9 @@
 //! leasehold dashboard -u ... [--listen 127.0.0.1:9470] [--allow-admin --admin-token T]
 //! ```
 //!
+//! On Sentinel: `--sentinel MASTER -u SENTINEL_URL [-u ...] [--primary-url URL]`; on a
+//! Redis Cluster: `--cluster -u NODE_URL [-u ...]`.
+//!
 //! Every Redis call runs under `--timeout`. Every failure is one line on stderr,
 //! `leasehold: error: ...`, clap's usage errors included. See `docs/operations.md` for
 //! the output and the exit codes.
@@ -36,7 +39,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::commands::Drain;
 use crate::error::{EXIT_OTHER, Error};
-use crate::target::Target;
+use crate::target::{Target, Topology};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -418,10 +421,24 @@ struct RedisArgs {
         long,
         env = "REDIS_URL",
         hide_env_values = true,
+        required = true,
         value_name = "URL",
-        help = "Redis URL: redis://[user:password@]host:6379/0, or rediss://... for TLS"
+        help = "Redis URL: redis://[user:password@]host:6379/0, or rediss://... for TLS; \
+                with --sentinel a Sentinel's, with --cluster a node's (repeat for more)"
     )]
-    redis_url: String,
+    redis_url: Vec<String>,
+    /// The --redis-url are Sentinels: reach the primary they name MASTER, and follow it
+    /// across failovers.
+    #[arg(long, value_name = "MASTER", conflicts_with = "cluster")]
+    sentinel: Option<String>,
+    /// With --sentinel: the primary's URL, for its scheme (rediss:// for TLS), user,
+    /// password and database (its host and port come from the Sentinels).
+    #[arg(long, value_name = "URL", requires = "sentinel")]
+    primary_url: Option<String>,
+    /// The --redis-url are nodes of a Redis Cluster: each call goes to the node that
+    /// owns its keys, and `list` and the dashboard scan every primary.
+    #[arg(long)]
+    cluster: bool,
     /// Key prefix the fleet was configured with.
     #[arg(short = 'p', long, default_value = "leasehold")]
     prefix: String,
@@ -465,8 +482,22 @@ struct ReplicaArgs {
 
 impl RedisArgs {
     fn target(&self) -> Target {
+        let topology = match (&self.sentinel, self.cluster) {
+            (Some(master), _) => Topology::Sentinel {
+                master: master.clone(),
+                primary_url: self.primary_url.clone(),
+            },
+            (None, true) => Topology::Cluster,
+            (None, false) => Topology::Node,
+        };
+        let (url, more) = self.redis_url.split_first().map_or_else(
+            || (String::new(), Vec::new()),
+            |(first, more)| (first.clone(), more.to_vec()),
+        );
         Target {
-            url: self.redis_url.clone(),
+            url,
+            more_urls: more,
+            topology,
             prefix: self.prefix.clone(),
             timeout: self.timeout_ms.map_or(self.timeout, Duration::from_millis),
         }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use leasehold_election::RedisStore;
+use leasehold_election::{RedisStore, RedisStoreBuilder};
 use leasehold_partitions::GroupAdmin;
 
 use crate::error::{Error, check_name};
@@ -11,12 +11,33 @@ use crate::error::{Error, check_name};
 /// Where to read from.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// The Redis URL.
+    /// The Redis URL: the server's; with [`Topology::Sentinel`] a Sentinel's; with
+    /// [`Topology::Cluster`] a seed node's.
     pub url: String,
+    /// More Sentinels, or more seed nodes.
+    pub more_urls: Vec<String>,
+    /// One server, Sentinel or a Cluster.
+    pub topology: Topology,
     /// The key prefix.
     pub prefix: String,
     /// Timeout of every Redis call (and of connecting).
     pub timeout: Duration,
+}
+
+/// How the URLs reach the data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Topology {
+    /// One server (or a proxy in front of one).
+    Node,
+    /// The primary these Sentinels name `master`, followed across failovers.
+    Sentinel {
+        /// The monitored master's name.
+        master: String,
+        /// The primary's URL for its scheme, credentials and database.
+        primary_url: Option<String>,
+    },
+    /// A Redis Cluster, from these seed nodes.
+    Cluster,
 }
 
 impl Target {
@@ -40,16 +61,49 @@ impl Target {
             .map_err(Error::Url)
     }
 
-    fn builder(&self) -> Result<leasehold_election::RedisStoreBuilder, Error> {
-        check_name("--prefix", "prefix", &self.prefix)?;
-        Ok(RedisStore::builder(self.url.as_str()).call_timeout(self.timeout))
+    fn urls(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.url.as_str()).chain(self.more_urls.iter().map(String::as_str))
     }
 
-    /// Whether the URL asks for TLS (`rediss://`).
+    fn builder(&self) -> Result<RedisStoreBuilder, Error> {
+        check_name("--prefix", "prefix", &self.prefix)?;
+        let builder = match &self.topology {
+            Topology::Node if !self.more_urls.is_empty() => {
+                return Err(Error::Topology(
+                    "--redis-url given more than once: add --sentinel MASTER (the URLs are \
+                     Sentinels) or --cluster (the URLs are seed nodes)"
+                        .to_owned(),
+                ));
+            }
+            Topology::Node => RedisStore::builder(self.url.as_str()),
+            Topology::Sentinel {
+                master,
+                primary_url,
+            } => {
+                let b = RedisStore::sentinel_builder(master.as_str(), self.urls());
+                match primary_url {
+                    Some(url) => b.primary_url(url.as_str()),
+                    None => b,
+                }
+            }
+            Topology::Cluster => RedisStore::cluster_builder(self.urls()),
+        };
+        Ok(builder.call_timeout(self.timeout))
+    }
+
+    /// Whether a URL asks for TLS (`rediss://`).
     pub fn is_tls(&self) -> bool {
-        self.url
-            .get(..9)
-            .is_some_and(|s| s.eq_ignore_ascii_case("rediss://"))
+        let primary = match &self.topology {
+            Topology::Sentinel {
+                primary_url: Some(url),
+                ..
+            } => Some(url.as_str()),
+            _ => None,
+        };
+        self.urls().chain(primary).any(|url| {
+            url.get(..9)
+                .is_some_and(|s| s.eq_ignore_ascii_case("rediss://"))
+        })
     }
 
     /// The admin of `group` on `store`.

@@ -35,7 +35,9 @@ pub async fn read_duty(store: &RedisStore, keys: &DutyKeys) -> Result<DutyKeysRe
 
 /// One step of a SCAN over the key space for keys matching `pattern` (a SCAN MATCH
 /// glob): the next cursor (`"0"` once done) and the keys found; `count` is the
-/// server's hint for how many keys a step looks at. Start with cursor `"0"`.
+/// server's hint for how many keys a step looks at. Start with cursor `"0"`. On a
+/// Redis Cluster the scan goes through every primary in turn (its cursor names the
+/// primary: pass it back as it is).
 ///
 /// # Errors
 /// The [`StoreError`] of the call.

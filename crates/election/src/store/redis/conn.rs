@@ -114,6 +114,36 @@ impl Conn {
         }
     }
 
+    /// `cmd` on the `index`-th primary (by address, in order; the one server when not
+    /// a cluster): its reply, `None` past the last primary, and how many there are.
+    pub(super) async fn on_primary(
+        &mut self,
+        index: usize,
+        cmd: &redis::Cmd,
+    ) -> Result<(Option<Value>, usize), RedisError> {
+        let Self::Cluster(c) = self else {
+            let reply = (index == 0).then_some(self.query_one_node(cmd).await?);
+            return Ok((reply, 1));
+        };
+        let slots: Value = c
+            .route_command(
+                redis::cmd("CLUSTER").arg("SLOTS").clone(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary),
+            )
+            .await?;
+        let primaries = primaries(&slots);
+        let Some((host, port)) = primaries.get(index).cloned() else {
+            return Ok((None, primaries.len()));
+        };
+        let reply = c
+            .route_command(
+                cmd.clone(),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port }),
+            )
+            .await?;
+        Ok((Some(reply), primaries.len()))
+    }
+
     /// A command without keys, sent to one node (a random primary on a cluster).
     pub(super) async fn query_one_node(&mut self, cmd: &redis::Cmd) -> Result<Value, RedisError> {
         match self {
@@ -321,6 +351,39 @@ fn crc16(data: &[u8]) -> u16 {
     crc
 }
 
+/// The primaries' addresses in a `CLUSTER SLOTS` reply (each range's first node),
+/// sorted and without repeats.
+fn primaries(slots: &Value) -> Vec<(String, u16)> {
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    };
+    let mut out: Vec<(String, u16)> = match slots {
+        Value::Array(ranges) => ranges
+            .iter()
+            .filter_map(|range| match range {
+                Value::Array(r) => match r.get(2) {
+                    Some(Value::Array(node)) => {
+                        let host = node.first().and_then(text)?;
+                        let port = match node.get(1) {
+                            Some(Value::Int(p)) => u16::try_from(*p).ok(),
+                            _ => None,
+                        }?;
+                        Some((host, port))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    out.sort();
+    out.dedup();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::key_slot;
@@ -337,5 +400,41 @@ mod tests {
             key_slot("leasehold:{jobs}:lease"),
             key_slot("leasehold:{jobs}:fence")
         );
+    }
+
+    #[test]
+    fn the_primaries_of_a_slot_map_are_each_ranges_first_node_once() {
+        use redis::Value;
+        let node = |host: &str, port: i64| {
+            Value::Array(vec![
+                Value::BulkString(host.as_bytes().to_vec()),
+                Value::Int(port),
+                Value::BulkString(b"id".to_vec()),
+            ])
+        };
+        let range = |a: i64, b: i64, nodes: Vec<Value>| {
+            let mut r = vec![Value::Int(a), Value::Int(b)];
+            r.extend(nodes);
+            Value::Array(r)
+        };
+        let slots = Value::Array(vec![
+            range(
+                0,
+                5000,
+                vec![node("10.0.0.2", 7001), node("10.0.0.5", 7004)],
+            ),
+            range(5001, 10000, vec![node("10.0.0.1", 7000)]),
+            range(10001, 12000, vec![node("10.0.0.2", 7001)]),
+            range(12001, 16383, vec![node("10.0.0.3", 7002)]),
+        ]);
+        assert_eq!(
+            super::primaries(&slots),
+            [
+                ("10.0.0.1".to_owned(), 7000),
+                ("10.0.0.2".to_owned(), 7001),
+                ("10.0.0.3".to_owned(), 7002)
+            ]
+        );
+        assert!(super::primaries(&Value::Nil).is_empty());
     }
 }

@@ -91,7 +91,9 @@ impl RedisStore {
     }
 
     /// One step of a SCAN for keys matching `pattern`: the next cursor ("0" once done)
-    /// and the keys found; `count` is the server's hint for the step's size.
+    /// and the keys found; `count` is the server's hint for the step's size. On a
+    /// cluster the scan goes through every primary in turn (by address, in order), its
+    /// cursor `<primary>@<cursor>`.
     pub(crate) async fn scan_step(
         &self,
         cursor: &str,
@@ -99,8 +101,31 @@ impl RedisStore {
         count: usize,
     ) -> Result<(String, Vec<String>), StoreError> {
         let count = count.to_string();
-        let reply = self.eval(&SCAN, &[], &[cursor, pattern, &count]).await?;
-        replies::scan(reply)
+        if !self.is_cluster() {
+            let reply = self.eval(&SCAN, &[], &[cursor, pattern, &count]).await?;
+            return replies::scan(reply);
+        }
+        let (node, at) = match cursor.split_once('@') {
+            None => (0, cursor),
+            Some((node, at)) => (
+                node.parse::<usize>().map_err(|_| {
+                    StoreError::Protocol(format!("scan: not a cluster scan cursor: {cursor:?}"))
+                })?,
+                at,
+            ),
+        };
+        let code = SCAN.eval(&[], &[at, pattern, count.as_str()]);
+        let (reply, primaries) = self.on_primary(node, &code).await?;
+        let Some(reply) = reply else {
+            return Ok(("0".to_owned(), Vec::new()));
+        };
+        let (next, keys) = replies::scan(reply)?;
+        let next = match (next.as_str(), node + 1 < primaries) {
+            ("0", true) => format!("{}@0", node + 1),
+            ("0", false) => "0".to_owned(),
+            (_, _) => format!("{node}@{next}"),
+        };
+        Ok((next, keys))
     }
 
     /// Releases with `token` on the connection its unanswered acquire went out on:

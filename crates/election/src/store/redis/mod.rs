@@ -337,6 +337,31 @@ impl RedisStore {
             .map_err(|e| e.timed_out_after(timeout))
     }
 
+    /// Whether the store is on a Redis Cluster.
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.inner.cluster
+    }
+
+    /// Runs `cmd` on the `index`-th primary of the cluster (by address, in order), under
+    /// the call timeout: its reply (`None` past the last primary) and how many
+    /// primaries there are.
+    pub(crate) async fn on_primary(
+        &self,
+        index: usize,
+        cmd: &redis::Cmd,
+    ) -> Result<(Option<Value>, usize), StoreError> {
+        let timeout = self.inner.call_timeout;
+        let call = async {
+            let (mut conn, flight) = self.conn().await?;
+            let result = conn.on_primary(index, cmd).await;
+            flight.finish(result)
+        };
+        tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| StoreError::Timeout(timeout))?
+            .map_err(|e| e.timed_out_after(timeout))
+    }
+
     fn fault(&self) -> Fault {
         if self.inner.cluster {
             Fault::Discard
