@@ -2,7 +2,7 @@
 
 /// The commands of the minimal rule, exactly as `docs/topologies.md` prints it: enough
 /// for elections, partition groups, release notifications and fenced writes.
-pub const MINIMAL_ACL_COMMANDS: &str = "-@all +evalsha +eval +get +set +del +pexpire +pttl +time +info +publish +zadd +zrem +zcard +zscore +zrange +zrangebyscore +zrangebylex +zlexcount +zpopmin +zmscore +zrevrange +hget +hset +hdel +hmget +hlen +hgetall +hvals +hexists +hincrby +type +xadd +xrange +rpush +ping +subscribe";
+pub const MINIMAL_ACL_COMMANDS: &str = "-@all +evalsha +eval +get +set +del +pexpire +pttl +time +info +publish +zadd +zrem +zcard +zscore +zrange +zrangebyscore +zrangebylex +zlexcount +zpopmin +zmscore +zrevrange +hget +hset +hdel +hmget +hlen +hgetall +hvals +hexists +hincrby +type +xadd +xrange +xrevrange +rpush +ping +subscribe";
 
 /// The key and channel patterns of the minimal rule.
 pub const MINIMAL_ACL_PATTERNS: &str = "~leasehold:* &leasehold:*";
