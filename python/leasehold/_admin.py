@@ -87,6 +87,12 @@ class GroupAdmin:
         owner."""
         return await self._core.moves(after, limit)
 
+    async def newest_moves(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest ``limit`` moves of the group's ledger, oldest first (the same
+        dicts as :meth:`moves`): where a view of the recent past starts, without
+        reading the whole ledger; go on with ``moves(after=newest[-1]["id"])``."""
+        return await self._core.newest_moves(limit)
+
 
 def _names(partitions: Iterable[str]) -> list[str]:
     if isinstance(partitions, (str, bytes)):

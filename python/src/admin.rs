@@ -125,4 +125,11 @@ impl AdminCore {
     ) -> PyResult<Bound<'py, PyAny>> {
         admin_call!(self, py, |admin| admin.moves(after.as_deref(), limit))
     }
+
+    /// The newest `limit` moves of the ledger, oldest first (the same dicts as
+    /// `moves`).
+    #[pyo3(signature = (limit = 100))]
+    fn newest_moves<'py>(&self, py: Python<'py>, limit: usize) -> PyResult<Bound<'py, PyAny>> {
+        admin_call!(self, py, |admin| admin.newest_moves(limit))
+    }
 }

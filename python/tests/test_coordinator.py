@@ -240,6 +240,12 @@ async def test_admin_changes_the_set_drains_and_reads_the_ledger(redis_url, name
         moves = await admin.moves(limit=1000)
         assert {"partition", "from", "to", "cause"} <= set(moves[0])
         assert any(move["cause"] == "drain" for move in moves)
+        # The newest two (b may be taking partitions back meanwhile): consecutive in
+        # the ledger read after them.
+        newest = await admin.newest_moves(2)
+        later = await admin.moves(limit=1000)
+        at = [move["id"] for move in later].index(newest[0]["id"])
+        assert len(newest) == 2 and later[at : at + 2] == newest
 
         assert await admin.set_weight("p01", 5) == 1
         with pytest.raises(leasehold.ConfigError):
