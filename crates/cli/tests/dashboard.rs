@@ -607,3 +607,39 @@ async fn a_storm_of_notices_costs_one_status_read_per_renew_interval() {
     assert!(reads.len() <= 7, "{} reads: {reads:?}", reads.len());
     a.shutdown().await;
 }
+
+/// A group whose renew interval (a third of its lease) is longer than `--refresh`: the
+/// reader waits for it, idle, rather than spinning until it comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_waits_idle_for_a_renew_interval_longer_than_the_refresh() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    let config = leasehold_partitions::GroupConfig::builder("tenants", ["p0", "p1"], "replica-a")
+        .lease(Duration::from_secs(15))
+        .build()
+        .unwrap();
+    let a = leasehold_partitions::Coordinator::new(
+        store.clone(),
+        config,
+        |_p: String, lead: leasehold_partitions::Ownership| async move {
+            lead.cancelled().await;
+            Ok(())
+        },
+    )
+    .spawn();
+    wait_for_counts(&store, "leasehold", "tenants", &[("replica-a", 2)]).await;
+    let d = Dashboard::start(&redis.url(), "100ms", "1s", &[]).await;
+    let mut viewer = Events::open(&d.addr, "/events?group=tenants").await;
+    viewer.until("group", |g| g["partitions"].is_array()).await;
+    // Past the refresh: the next read waits for the renew interval (about 5 s).
+    sleep(Duration::from_millis(1500)).await;
+    let before = d.cpu_time();
+    sleep(Duration::from_secs(3)).await;
+    let used = d.cpu_time() - before;
+    assert!(
+        used < Duration::from_secs(1),
+        "the dashboard used {used:?} of CPU in 3 s"
+    );
+    drop(viewer);
+    a.shutdown().await;
+}

@@ -226,11 +226,9 @@ impl Hub {
                 wanted.moves = false;
                 continue;
             }
-            // The first read owed (moves may come before a full read that must wait).
-            let mut wake = refresh_due;
-            if wanted.full {
-                wake = wake.min(full_due);
-            }
+            // The first read owed (moves may come before a full read that must wait);
+            // each time here is still ahead (else that read would have been made).
+            let mut wake = if wanted.full { full_due } else { refresh_due };
             if wanted.moves {
                 wake = wake.min(any_due);
             }

@@ -243,7 +243,7 @@ async fn status_of(
 
 /// A running `leasehold dashboard` (killed when dropped) and its address.
 pub struct Dashboard {
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
     pub addr: String,
 }
 
@@ -274,9 +274,23 @@ impl Dashboard {
             .and_then(|rest| rest.split('/').next())
             .unwrap_or_else(|| panic!("no address in {line:?}"))
             .to_owned();
-        Self {
-            _child: child,
-            addr,
-        }
+        Self { child, addr }
+    }
+
+    /// The CPU time the dashboard's process has used (user and system), from
+    /// `/proc/<pid>/stat`, in clock ticks of 10 ms.
+    pub fn cpu_time(&self) -> Duration {
+        let pid = self.child.id().expect("the dashboard runs");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // The fields after the command name (which is in parentheses): utime is the
+        // 12th of them, stime the 13th.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+        Duration::from_millis(ticks * 10)
     }
 }
