@@ -51,40 +51,14 @@ elseif tonumber(mode) and m.version ~= tonumber(mode) then
 end
 local names = distinct(tail(8))
 if #names == 0 then return {'ok', 0} end
-local present = redis.call('ZMSCORE', PARTITIONS, unpack(names))
 if mode == 'strict' then
+  local present = redis.call('ZMSCORE', PARTITIONS, unpack(names))
   for j, n in ipairs(names) do
     if present[j] then return {'exists', n} end
   end
 end
-local owners = redis.call('HMGET', OWNERS, unpack(names))
-local nxt = tonumber(redis.call('HGET', META, 'next') or '0')
-local pos, free, added = {}, {}, {}
-for j, n in ipairs(names) do
-  if not present[j] then
-    pos[#pos + 1] = nxt
-    pos[#pos + 1] = n
-    nxt = nxt + 1
-    added[#added + 1] = n
-    if not owners[j] then
-      free[#free + 1] = now
-      free[#free + 1] = n
-    end
-  end
-end
-if #added > 0 then
-  redis.call('ZADD', PARTITIONS, unpack(pos))
-  if #free > 0 then redis.call('ZADD', FREE, unpack(free)) end
-  redis.call('HDEL', REVOKED, unpack(added))
-  redis.call('HINCRBY', META, 'count', #added)
-  redis.call('HSET', META, 'next', nxt)
-  count_names(added, 1)
-  if m.weighted then
-    -- 1 each, unless one removed while held is back with its weight.
-    redis.call('HINCRBY', META, 'total', sum(weights_of(added)))
-  end
-  bump_set()
-  redis.call('PUBLISH', ARGV[5], ARGV[6])
-end
+local added = add_names(m, names, nil, now)
 if #added == 0 then return {'ok', 0} end
+bump_set()
+redis.call('PUBLISH', ARGV[5], ARGV[6])
 return answer({'ok', #added})

@@ -35,31 +35,7 @@ for j, n in ipairs(names) do
 end
 if strict and #gone >= m.count then return {'last'} end
 if #gone == 0 then return {'ok', 0} end
-redis.call('ZREM', PARTITIONS, unpack(gone))
-redis.call('ZREM', FREE, unpack(gone))
-redis.call('HDEL', ENDED, unpack(gone))
-local reserved = {}
-for j, n in ipairs(gone) do reserved[j] = '\2' .. n end
-redis.call('HDEL', ENDED, unpack(reserved))
-redis.call('HDEL', PREFS, unpack(gone))
-local owners = redis.call('HMGET', OWNERS, unpack(gone))
-local revoke, unheld = {}, {}
-for j, n in ipairs(gone) do
-  if owners[j] then
-    revoke[#revoke + 1] = n
-    revoke[#revoke + 1] = 'removed'
-  else
-    unheld[#unheld + 1] = n
-  end
-end
-if #revoke > 0 then redis.call('HSET', REVOKED, unpack(revoke)) end
-if m.weighted then
-  -- A held one keeps its weight (in its owner's load) until it is given back.
-  redis.call('HINCRBY', META, 'total', -sum(weights_of(gone)))
-end
-if #unheld > 0 then redis.call('ZREM', WEIGHTS, unpack(unheld)) end
-redis.call('HINCRBY', META, 'count', -#gone)
-count_names(gone, -1)
+remove_names(m, gone)
 bump_set()
 redis.call('PUBLISH', ARGV[2], ARGV[3])
 return answer({'ok', #gone})

@@ -22,26 +22,8 @@ if not m.exists then return {'nogroup'} end
 if restoring(m, now) then return {'restoring', m.grant_after - now} end
 local n, w = ARGV[1], tonumber(ARGV[2])
 if not redis.call('ZSCORE', PARTITIONS, n) then return {'unknown'} end
--- The weight it has already, in a weighted group: nothing changes.
-if m.weighted and weights_of({n})[1] == w then return {'ok', w} end
-if not m.weighted then make_weighted() end
-local old = weights_of({n})[1]
-if w == 1 then
-  redis.call('ZREM', WEIGHTS, n)
-else
-  redis.call('ZADD', WEIGHTS, w, n)
-end
-if w == 1 and redis.call('ZCARD', WEIGHTS) == 0 then
-  -- Every weight is 1 again (also those removed but still held): unweighted.
-  redis.call('HDEL', META, 'weighted', 'total')
-  redis.call('DEL', LOADS)
-else
-  redis.call('HINCRBY', META, 'total', w - old)
-  local o = redis.call('HGET', OWNERS, n)
-  if o and redis.call('HEXISTS', LOADS, o) == 1 then
-    redis.call('HINCRBY', LOADS, o, w - old)
-  end
-end
+local old, changed = set_weight(m, n, w)
+if not changed then return {'ok', old} end
 redis.call('HINCRBY', META, 'wver', 1)
 bump_set()
 roster_reset()

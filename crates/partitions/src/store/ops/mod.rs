@@ -6,7 +6,8 @@
 //!
 //! Every script starts with the shared libraries in `../lua/lib/`: the keys named once
 //! (`keys.lua`), helpers (`util.lua`), the metadata and weights (`meta.lua`), giving
-//! partitions back (`free.lua`) and sessions (`session.lua`), how long a tick may take
+//! partitions back (`free.lua`), changing the set (`set.lua`) and sessions
+//! (`session.lua`), how long a tick may take
 //! the server's lifetime as read (`server.lua`), and the fence rule and the
 //! granting server's lifetime the election crate uses too
 //! (`leasehold_election::ext::{FENCE_LUA, LIFETIME_LUA}`).
@@ -50,6 +51,7 @@ pub(crate) const LIBRARY: &[&str] = &[
     include_str!("../lua/lib/util.lua"),
     include_str!("../lua/lib/meta.lua"),
     include_str!("../lua/lib/free.lua"),
+    include_str!("../lua/lib/set.lua"),
     include_str!("../lua/lib/session.lua"),
 ];
 
