@@ -16,6 +16,10 @@ pub struct GroupView {
     pub owned: BTreeSet<String>,
     /// Live replicas in the heartbeat set (this one included once it has joined).
     pub live_replicas: Vec<String>,
+    /// Other replicas parked `away` (sticky ones: after a graceful shutdown, or a crash
+    /// within their rejoin grace): their partitions wait for them, unserved, until they
+    /// return or their grace ends. Also in `live_replicas`.
+    pub away_replicas: Vec<String>,
     /// ceil(P/N): the most partitions a replica holds at steady state.
     pub cap: usize,
     /// floor(P/N): the least.

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use leasehold_election::RedisStore;
-use leasehold_partitions::{GroupAdmin, GroupConfig, PartitionsError};
+use leasehold_partitions::{GroupAdmin, GroupConfig, PartitionsError, ReplicaState};
 use leasehold_testkit::{FaultProxy, RedisServer};
 use support::Fleet;
 use tokio::time::{Instant, sleep};
@@ -70,30 +70,46 @@ async fn sticky_restart(fleet: &mut Fleet<RedisStore>, replica: &str, store: Red
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resumed_replica_that_crashes_frees_its_partitions_within_a_lease() {
+async fn a_resumed_replica_that_crashes_and_does_not_return_is_replaced_after_its_grace() {
+    const SHORT: Duration = Duration::from_secs(3);
     let redis = RedisServer::start();
     let mut fleet = Fleet::new(store(&redis.url()), 12, LEASE);
     fleet.start("a");
-    let config = sticky(&fleet, "b");
+    let config = fleet.builder("b").rejoin_grace(SHORT).build().unwrap();
     fleet.start_with(config);
     fleet.converge(LIMIT).await;
-    sticky_restart(&mut fleet, "b", store(&redis.url())).await;
+    fleet.replicas.remove("b").unwrap().shutdown().await;
+    sleep(RENEW).await;
+    let config = fleet.builder("b").rejoin_grace(SHORT).build().unwrap();
+    fleet.start_with(config);
     fleet.converge(LIMIT).await;
     let held = owned(&fleet, "b");
     assert_eq!(held.len(), 6);
 
     let killed = Instant::now();
     fleet.replicas.remove("b").unwrap().abort();
-    // The promise: a killed replica's partitions are owned again within one lease and
-    // one renew interval (bounded generously for a busy machine). Before the fix its
-    // resumed session kept the parking score, park time + rejoin grace.
+    // Its partitions wait for it for its grace after its last heartbeat (at most a
+    // renew interval before the kill), shown as `away`; then they move. Before the
+    // fix of the resumed session's expiry they waited park time + grace; before
+    // crashed sticky sessions were parked at all, a lease.
+    let admin = admin(&redis);
+    sleep(LEASE * 2).await;
+    let status = admin.status().await.unwrap().unwrap();
+    let b = status.members.iter().find(|m| m.replica == "b").unwrap();
+    assert_eq!(b.state, ReplicaState::Away, "{b:?}");
+    assert!(b.session_left <= SHORT, "{b:?}");
     let took = until(LIMIT, "b's partitions owned by a", || {
         held.is_subset(&owned(&fleet, "a"))
     })
     .await;
+    let after = killed.elapsed();
     assert!(
-        killed.elapsed() < LEASE + RENEW + Duration::from_millis(500),
-        "owned again {took:?} after the kill (lease {LEASE:?}, grace {GRACE:?})"
+        after >= SHORT - RENEW - Duration::from_millis(100),
+        "owned again {after:?} after the kill, inside the grace {SHORT:?}"
+    );
+    assert!(
+        after < SHORT + RENEW + Duration::from_millis(800),
+        "owned again {after:?} after the kill ({took:?} after the first look), grace {SHORT:?}"
     );
     fleet.ledger.assert_no_double_ownership();
 }
@@ -287,5 +303,56 @@ async fn a_sticky_replica_killed_and_restarted_within_its_grace_gets_its_own_par
         .cloned()
         .collect();
     assert!(moved.is_empty(), "nothing moved: {moved:?}");
+    fleet.ledger.assert_no_double_ownership();
+}
+
+/// The promise of guarantee 9 as an orchestrator keeps it: a sticky pod killed and
+/// started again within its grace, but after its old session expired (a restart
+/// longer than the lease), gets its own partitions back and nothing moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sticky_replica_restarted_within_its_grace_after_its_session_expired_moves_nothing() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis.url()), 12, LEASE);
+    for r in ["a", "b", "c"] {
+        let config = sticky(&fleet, r);
+        fleet.start_with(config);
+    }
+    fleet.converge(LIMIT).await;
+    let held = owned(&fleet, "b");
+    let killed = Instant::now();
+    fleet.replicas.remove("b").unwrap().abort();
+    // Down for three leases: its session expired long before it is back.
+    sleep(LEASE * 3).await;
+    let taken: Vec<_> = fleet
+        .ledger
+        .terms()
+        .into_iter()
+        .filter(|t| t.replica != "b" && t.start >= killed && held.contains(&t.partition))
+        .collect();
+    assert!(
+        taken.is_empty(),
+        "b's partitions moved while it was away: {taken:?}"
+    );
+    let status = admin(&redis).status().await.unwrap().unwrap();
+    let b = status.members.iter().find(|m| m.replica == "b");
+    assert_eq!(b.map(|m| m.state), Some(ReplicaState::Away), "{b:?}");
+    assert_eq!(b.map(|m| m.held), Some(held.len()), "{b:?}");
+    let config = sticky(&fleet, "b");
+    fleet.start_with(config);
+    fleet.converge(LIMIT).await;
+    assert_eq!(owned(&fleet, "b"), held, "b got its own partitions back");
+    let moved: Vec<_> = fleet
+        .ledger
+        .terms()
+        .into_iter()
+        .filter(|t| t.start >= killed && t.replica != "b")
+        .collect();
+    assert!(moved.is_empty(), "nothing moved: {moved:?}");
+    let ledger = admin(&redis).moves(None, 1_000).await.unwrap();
+    let since: Vec<_> = ledger
+        .iter()
+        .filter(|m| m.to != "b" && m.from.as_deref() == Some("b"))
+        .collect();
+    assert!(since.is_empty(), "the ledger of moves: {since:?}");
     fleet.ledger.assert_no_double_ownership();
 }

@@ -58,6 +58,10 @@ pub struct Report {
     simulated_s: f64,
     events: u64,
     terms: u64,
+    /// Sticky replicas killed and back within their grace whose partitions the
+    /// oracle checked came back to them (reports before 2026-12-07 have none).
+    #[serde(default)]
+    sticky_kills_checked: u64,
     pub violations: u64,
     failures: Vec<Failure>,
     wall_s: f64,
@@ -98,6 +102,7 @@ fn simulate(args: &Args) -> Result<(Report, bool), BoxError> {
     let simulated_ms = AtomicU64::new(0);
     let events = AtomicU64::new(0);
     let terms = AtomicU64::new(0);
+    let sticky = AtomicU64::new(0);
     let done = AtomicU64::new(0);
     let verbose = args.verbose || args.seed.is_some();
     let options = args.faults.clone().unwrap_or_default();
@@ -108,6 +113,7 @@ fn simulate(args: &Args) -> Result<(Report, bool), BoxError> {
         );
         events.fetch_add(r.events, Ordering::Relaxed);
         terms.fetch_add(r.terms as u64, Ordering::Relaxed);
+        sticky.fetch_add(r.sticky_kills_checked as u64, Ordering::Relaxed);
         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
         if !r.violations.is_empty() {
             eprintln!("seed {}: {} violations", r.seed, r.violations.len());
@@ -137,6 +143,7 @@ fn simulate(args: &Args) -> Result<(Report, bool), BoxError> {
         simulated_s: simulated_ms.load(Ordering::Relaxed) as f64 / 1e3,
         events: events.load(Ordering::Relaxed),
         terms: terms.load(Ordering::Relaxed),
+        sticky_kills_checked: sticky.load(Ordering::Relaxed),
         violations,
         failures: failed
             .iter()

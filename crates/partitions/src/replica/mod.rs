@@ -322,7 +322,7 @@ impl ReplicaMachine {
                 ttl,
                 instance: self.s.instance.clone(),
                 capacity: self.s.capacity,
-                sticky: self.s.rejoin_grace.is_some(),
+                grace: self.s.rejoin_grace,
                 incarnation: self.session.incarnation().to_owned(),
                 lifetime: self.lifetime.clone(),
                 roster: self.roster.0.clone(),

@@ -99,6 +99,17 @@ impl ReplicaMachine {
         &self.view.live
     }
 
+    /// Members parked `away` at the last tick (a sticky restart, or a sticky replica's
+    /// session that expired within its grace): their partitions wait for them.
+    pub(crate) fn away(&self) -> Vec<String> {
+        self.roster
+            .1
+            .iter()
+            .filter(|m| m.state == ReplicaState::Away && m.replica != self.s.replica)
+            .map(|m| m.replica.clone())
+            .collect()
+    }
+
     /// The last plan (cap and floor for the view).
     pub(crate) fn plan(&self) -> Option<Plan> {
         self.plan

@@ -8,7 +8,7 @@ use rand::seq::IndexedRandom;
 use tokio::time::Instant;
 
 use super::link::Mode;
-use super::{Ev, FAULTS, LEASE, SHUTDOWN_LIMIT, World};
+use super::{Ev, FAULTS, LEASE, SHUTDOWN_LIMIT, World, oracle};
 use crate::store::protocol::Protocol;
 
 impl World {
@@ -55,6 +55,7 @@ impl World {
         }
         let id = self.pick_replica();
         let grace = self.replicas[&id].grace;
+        self.faults.kind = fault;
         if matches!(fault, "kill" | "stop" | "dup" | "lossy" | "hole") {
             self.faults.faulted.insert(id.clone(), Instant::now());
         }
@@ -69,6 +70,16 @@ impl World {
                         back.as_millis()
                     ));
                     p.handle.abort();
+                    if grace.is_some() {
+                        // Back well within its grace (5 s at least): nothing it held
+                        // moves.
+                        self.faults.sticky_kills.push(oracle::StickyKill {
+                            replica: id.clone(),
+                            at: Instant::now(),
+                            back: Instant::now() + back,
+                            span: self.faults.spans.len(),
+                        });
+                    }
                     self.at(Instant::now() + back, Ev::Start(id));
                     self.span(back.max(LEASE) + LEASE * 3);
                 }
@@ -196,6 +207,7 @@ impl World {
             // Redis restarted without its data.
             _ => self.wipe().await,
         }
+        self.faults.kind = "";
         // Now and then the admin's link is lossy too.
         let admin_mode = if self.options.faults.contains(&"lossy") && self.rng.random_bool(0.2) {
             Mode::Lossy {

@@ -514,6 +514,79 @@ pub(crate) fn check(
     out
 }
 
+/// A sticky replica killed at `at` and started again at `back`, within its grace; its
+/// kill's span is `spans[span]`.
+#[derive(Debug, Clone)]
+pub(crate) struct StickyKill {
+    pub(crate) replica: String,
+    pub(crate) at: Instant,
+    pub(crate) back: Instant,
+    pub(crate) span: usize,
+}
+
+/// The faults whose effects may move a killed sticky replica's partitions although it
+/// comes back within its grace: the set changes (a removal hands one back, a re-add
+/// frees it), a drain, Redis losing the group, a failover that lost its claims.
+const MOVERS: [&str; 4] = ["set", "drain", "wipe", "failover"];
+
+/// Guarantee 9 for crashes: a sticky replica killed and started again within its grace
+/// gets back every partition it served at the kill, and nobody else takes one
+/// meanwhile, when no fault that may move them ([`MOVERS`], or one of another kind
+/// than those the simulation names) is active around it. Returns the violations and
+/// how many kills it checked.
+pub(crate) fn check_sticky_kills(
+    terms: &[TermRec],
+    kills: &[StickyKill],
+    spans: &[(Instant, Instant)],
+    kinds: &[&str],
+    lease: Duration,
+    start: Instant,
+) -> (Vec<String>, usize) {
+    let ms = |t: Instant| t.duration_since(start).as_secs_f64() * 1e3;
+    let mut out = Vec::new();
+    let mut checked = 0;
+    for k in kills {
+        let (from, to) = (k.at.checked_sub(lease).unwrap_or(start), k.back + lease * 3);
+        let moved_by_fault = spans.iter().zip(kinds).enumerate().any(|(i, (s, kind))| {
+            i != k.span
+                && s.0 < to
+                && s.1 > from
+                && (MOVERS.contains(kind) || !super::FAULTS.iter().any(|(f, _)| f == kind))
+        });
+        if moved_by_fault {
+            continue;
+        }
+        checked += 1;
+        let served: BTreeSet<&str> = terms
+            .iter()
+            .filter(|t| {
+                t.replica == k.replica && t.start <= k.at && t.end.is_none_or(|e| e >= k.at)
+            })
+            .map(|t| t.partition.as_str())
+            .collect();
+        for p in served {
+            let next = terms
+                .iter()
+                .filter(|t| t.partition == p && t.start > k.at)
+                .min_by_key(|t| t.start);
+            if let Some(n) = next.filter(|n| n.replica != k.replica && n.start < to) {
+                out.push(format!(
+                    "sticky {} killed at {:.1} ms, back at {:.1} ms within its grace: {p} taken \
+                     by {} (pid {}, fence {}) at {:.1} ms",
+                    k.replica,
+                    ms(k.at),
+                    ms(k.back),
+                    n.replica,
+                    n.pid,
+                    n.fence,
+                    ms(n.start)
+                ));
+            }
+        }
+    }
+    (out, checked)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

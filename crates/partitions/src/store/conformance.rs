@@ -1013,7 +1013,7 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
     let e_ttl = Duration::from_millis(100);
     let sticky = |cx: &Cx, t: &str, join: bool| TickRequest {
         ttl: e_ttl,
-        sticky: true,
+        grace: Some(Duration::from_millis(1)),
         ..tick(cx, "e", t, join, ReplicaState::Active)
     };
     b.tick(k, &sticky(cx, e1, true)).await.unwrap();
@@ -1042,6 +1042,63 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
     log("e's old session expires into away", shape(cx, &r, ranks));
     let r = b.tick(k, &sticky(cx, e2, true)).await.unwrap();
     log("the knocker resumes it", shape(cx, &r, ranks));
+
+    // A sticky replica that crashes and nobody knocks: its session expires into away
+    // for its grace after its last tick, the crashed process's late claim takes
+    // nothing, and a new process of it resumes the session.
+    let f1 = "f:00000000000000000000000000000001";
+    let f2 = "f:00000000000000000000000000000002";
+    let f_ttl = Duration::from_millis(100);
+    let graced = |cx: &Cx, t: &str, join: bool, grace: Duration| TickRequest {
+        ttl: f_ttl,
+        grace: Some(grace),
+        ..tick(cx, "f", t, join, ReplicaState::Active)
+    };
+    let f_claim = |cx: &Cx, t: &str, seq: u64| ClaimRequest {
+        ttl: f_ttl,
+        ..claim(cx, "f", t, seq, 1)
+    };
+    b.tick(k, &graced(cx, f1, true, f_ttl * 6)).await.unwrap();
+    let r = b.claim(k, &f_claim(cx, f1, 1)).await.unwrap();
+    log("f claims 1", format!("{}", fences_of(&r).len()));
+    tokio::time::sleep(f_ttl * 3 / 2).await;
+    let r = b
+        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
+        .await
+        .unwrap();
+    log(
+        "f's crashed session expires into away",
+        shape(cx, &r, ranks),
+    );
+    let r = b.claim(k, &f_claim(cx, f1, 2)).await.unwrap();
+    log("a late claim of the crashed process", claimed(&r, ranks));
+    let r = b.tick(k, &graced(cx, f1, false, f_ttl * 6)).await.unwrap();
+    log(
+        "a late tick of the crashed process",
+        format!("{:?}", r.session),
+    );
+    let r = b.tick(k, &graced(cx, f2, true, f_ttl * 6)).await.unwrap();
+    log("a new process of f resumes it", shape(cx, &r, ranks));
+    // The same again, and nobody comes back: the session ends at its grace.
+    let f3 = "f:00000000000000000000000000000003";
+    let r = b.claim(k, &f_claim(cx, f2, 1)).await.unwrap();
+    log("f claims again", claimed(&r, ranks));
+    // Its grace is the one its join said (6 ttls), whatever later ticks say.
+    b.tick(k, &graced(cx, f2, false, f_ttl * 3)).await.unwrap();
+    tokio::time::sleep(f_ttl * 3 / 2).await;
+    let r = b
+        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
+        .await
+        .unwrap();
+    log("f's second crash parks it too", shape(cx, &r, ranks));
+    tokio::time::sleep(f_ttl * 5).await;
+    let r = b
+        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
+        .await
+        .unwrap();
+    log("f's grace is over", shape(cx, &r, ranks));
+    let r = b.tick(k, &graced(cx, f3, true, f_ttl * 3)).await.unwrap();
+    log("f after its grace starts afresh", shape(cx, &r, ranks));
 
     out
 }
@@ -1728,6 +1785,14 @@ async fn every_section_answers_what_it_claims() {
     expect("e's old session expires into away", r#"("e", Away, 2"#);
     expect("e's old session expires into away", "expired=0");
     expect("the knocker resumes it", "resumed=Some(34)");
+    expect("f's crashed session expires into away", r#"("f", Away, 1"#);
+    expect("a late claim of the crashed process", "Lost");
+    expect("a late tick of the crashed process", "Lost");
+    expect("a new process of f resumes it", "resumed=Some(34)");
+    expect("a new process of f resumes it", r#"("f", Active, 1"#);
+    expect("f's second crash parks it too", r#"("f", Away,"#);
+    expect("f's grace is over", "expired=1");
+    expect("f after its grace starts afresh", "resumed=None");
     expect("a replica without a copy seeds it", "Added(1)");
     expect("a replica with a copy takes over", "true");
     expect("an older copy does not", "false");

@@ -24,7 +24,7 @@ use crate::store::protocol::Reported;
 
 mod group;
 
-pub(crate) use self::group::{Group, Meta, Now, distinct};
+pub(crate) use self::group::{Group, Heir, Meta, Now, distinct};
 
 /// An in-process store for partition groups with the Redis scripts' semantics, on
 /// tokio's clock (so it works under `tokio::time::pause()`). Cheap to clone; clones

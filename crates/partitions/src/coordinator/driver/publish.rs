@@ -111,6 +111,7 @@ where
             None => self.error.clone().map(PartitionsError::from),
         };
         let live = self.state.live();
+        let away = self.state.away();
         let weighted = self.state.weighted();
         let load = self.state.load();
         let share = self.state.share();
@@ -118,6 +119,7 @@ where
         let capacity = self.config.capacity;
         self.view.send_if_modified(|v| {
             let changed = v.live_replicas != live
+                || v.away_replicas != away
                 || v.cap != cap
                 || v.floor != floor
                 || v.weighted != weighted
@@ -136,6 +138,7 @@ where
                     != error.as_ref().map(ToString::to_string);
             if changed {
                 v.live_replicas = live.to_vec();
+                v.away_replicas = away;
                 v.cap = cap;
                 v.floor = floor;
                 v.settling = settling;

@@ -53,6 +53,10 @@ local holder = redis.call('HGET', HOLDERS, replica) or session
 if redis.call('HGET', SESSIONS, replica) ~= session or holder ~= process or until_ms <= now then
   return {'lost'}
 end
+-- A parked session (a sticky restart, or a sticky replica's session that expired) waits
+-- for the next process of its replica: a claim of the process that held it, delivered
+-- late, takes nothing.
+if redis.call('HGET', STATES, replica) == 'away' then return {'lost'} end
 local m = meta()
 -- A session of another incarnation of the group (see tick.lua) gets nothing here.
 if ARGV[11] ~= m.inc then return {'lost'} end

@@ -2,16 +2,17 @@
 --
 -- ARGV: 1 replica, 2 process token, 3 session token (the process's own, or the one it
 -- resumed), 4 join (1/0), 5 state, 6 ttl ms, 7 budget (ended sessions' partitions to
--- free), 8 channel, 9 notice, 10 instance, 11 capacity, 12 sticky (1/0), 13 the
--- incarnation of the group the session belongs to (the join's reply said; '' for a
--- join), 14 the server lifetime the replica's last tick reply named ('' if none),
--- 15 the roster version the replica last read ('' if none).
+-- free), 8 channel, 9 notice, 10 instance, 11 capacity, 12 rejoin grace ms (0: not
+-- sticky), 13 the incarnation of the group the session belongs to (the join's reply
+-- said; '' for a join), 14 the server lifetime the replica's last tick reply named
+-- ('' if none), 15 the roster version the replica last read ('' if none).
 --
--- Ends expired sessions (a sticky one whose replica is knocking is parked for it
--- instead); starts, resumes or extends this replica's session. A session lives in one
--- incarnation of the group: a join finds no group (`nogroup`, nothing started), and a
--- tick of another incarnation (Redis lost the group since, and a late copy of the
--- session's join may have started it again here) is `lost`. A session that has
+-- Ends expired sessions (a sticky replica's is parked for it instead, for its grace:
+-- session.lua's reap); starts, resumes or extends this replica's session, and keeps a
+-- sticky replica's grace with it (HEIRS). A session lives in one incarnation of the
+-- group: a join finds no group (`nogroup`, nothing started), and a tick of another
+-- incarnation (Redis lost the group since, and a late copy of the session's join may
+-- have started it again here) is `lost`. A session that has
 -- ended is never extended again, an `away` one is resumed by the next process to
 -- join (its expiry is then set to one ttl from now, not only raised), and the process
 -- that resumed it gets the same answer again if it asks again (its reply was lost); a
@@ -45,6 +46,7 @@
 -- slot is filled, and the parser that the reply has every slot.
 local replica, process, session = ARGV[1], ARGV[2], ARGV[3]
 local join, state, ttl = ARGV[4] == '1', ARGV[5], tonumber(ARGV[6])
+local grace = tonumber(ARGV[12])
 local now = clock()
 local m = meta()
 local bad = expect(ALL)
@@ -82,27 +84,29 @@ elseif cur and holder == process then
   -- This process resumed the session before; its reply was lost.
   resumed = cur
   redis.call('ZADD', MEMBERS, 'GT', now + ttl, replica)
+  remember_grace(replica, grace, ttl)
   if state == 'settling' then state = 'active' end
 elseif cur and parked then
   -- Back from a sticky restart: this process takes the session over.
   resumed = cur
   if holder then redis.call('HDEL', ACKS, holder) end
   redis.call('HSET', HOLDERS, replica, process)
-  redis.call('HDEL', HEIRS, replica)
   redis.call('ZADD', MEMBERS, now + ttl, replica)
+  remember_grace(replica, grace, ttl)
   if state == 'settling' then state = 'active' end
 elseif cur then
   status = 'duplicate'
-  if ARGV[12] == '1' then
-    -- A restart after a crash knocks: the session goes to it when it expires.
-    redis.call('HSET', HEIRS, replica, process .. '\t' .. int(now + 2 * ttl) .. '\t' .. int(ttl))
+  if grace > 0 then
+    -- A restart after a crash knocks: the session goes to it when it expires, also
+    -- if its grace would not hold it that long.
+    knock(replica, now, ttl)
   end
 else
   roster_changed(replica)
   redis.call('HSET', SESSIONS, replica, process)
   redis.call('HSET', HOLDERS, replica, process)
-  redis.call('HDEL', HEIRS, replica)
   redis.call('ZADD', MEMBERS, now + ttl, replica)
+  remember_grace(replica, grace, ttl)
 end
 local drained, revoked = 0, {}
 if status == 'live' then

@@ -142,8 +142,8 @@ pub(crate) struct Group {
     pub(crate) loads: BTreeMap<String, u64>,
     pub(crate) capacity: BTreeMap<String, u32>,
     pub(crate) holders: BTreeMap<String, String>,
-    /// HEIRS: replica → (process, until, ttl ms).
-    pub(crate) heirs: BTreeMap<String, (String, u64, u64)>,
+    /// HEIRS: a sticky replica's grace, and a knock.
+    pub(crate) heirs: BTreeMap<String, Heir>,
     /// ACKS: process → (seq, reply).
     pub(crate) acks: BTreeMap<String, (u64, ClaimReply)>,
     /// The admin scripts' `op` keys: request id → (expiry, reply).
@@ -166,6 +166,28 @@ pub(crate) struct Group {
     pub(crate) hand_offs: BTreeMap<String, (u64, Vec<u8>, u64)>,
     /// PREFS: partition → the replica id an operator prefers it on.
     pub(crate) prefs: BTreeMap<String, String>,
+}
+
+/// HEIRS' entry of a sticky replica's session (`session.lua`): how long its partitions
+/// wait for it after its last heartbeat, its ttl, and until when a knocking process
+/// (refused while the session lived) is waited for (0: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Heir {
+    pub(crate) grace: u64,
+    pub(crate) ttl: u64,
+    pub(crate) knock_until: u64,
+}
+
+impl Heir {
+    /// `parked_until` in `session.lua`: until when the session that expired at `exp` is
+    /// parked for its replica instead of ended.
+    fn parked_until(self, exp: u64, now: Now) -> Option<u64> {
+        let mut until = (exp + self.grace).saturating_sub(self.ttl);
+        if self.knock_until > now.ms {
+            until = until.max(now.ms + self.ttl);
+        }
+        (until > now.ms).then_some(until)
+    }
 }
 
 /// How many of the last rosters the twin keeps to send changes from.
@@ -247,20 +269,41 @@ impl Group {
         for (r, exp) in gone {
             let token = self.sessions.get(&r).cloned();
             let heir = self.heirs.remove(&r);
-            match (&token, heir) {
-                (Some(_), Some((_, until, ttl))) if until > now.ms => {
-                    self.members.insert(r.clone(), now.ms + ttl);
-                    self.states.insert(r, ReplicaState::Away);
+            let away = self.states.get(&r) == Some(&ReplicaState::Away);
+            let parked = heir
+                .filter(|_| token.is_some() && !away)
+                .and_then(|h| h.parked_until(exp, now));
+            if let Some(until) = parked {
+                self.members.insert(r.clone(), until);
+                self.states.insert(r, ReplicaState::Away);
+            } else {
+                if let Some(t) = &token {
+                    lost += self.held.get(t).map_or(0, BTreeSet::len);
                 }
-                _ => {
-                    if let Some(t) = &token {
-                        lost += self.held.get(t).map_or(0, BTreeSet::len);
-                    }
-                    self.teardown(&r, token.as_deref(), exp);
-                }
+                self.teardown(&r, token.as_deref(), exp);
             }
         }
         lost
+    }
+
+    /// `remember_grace` in `session.lua`.
+    pub(crate) fn remember_grace(&mut self, replica: &str, grace: Option<Duration>, ttl: u64) {
+        match grace {
+            Some(g) => {
+                let grace = u64::try_from(g.as_millis().max(1)).unwrap_or(u64::MAX);
+                self.heirs.insert(
+                    replica.to_owned(),
+                    Heir {
+                        grace,
+                        ttl,
+                        knock_until: 0,
+                    },
+                );
+            }
+            None => {
+                self.heirs.remove(replica);
+            }
+        }
     }
 
     /// `give_back` in `free.lua`: one flag per name, and how many were given back now.

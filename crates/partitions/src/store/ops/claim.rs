@@ -12,7 +12,7 @@ use super::{count, group_script, ms, strings, triples};
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Now};
-use crate::store::protocol::{Granted, Term};
+use crate::store::protocol::{Granted, ReplicaState, Term};
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("claim.lua");
 
@@ -242,6 +242,7 @@ impl Group {
         if self.sessions.get(&req.replica) != Some(&req.session)
             || holder != req.process
             || until <= now.ms
+            || self.states.get(&req.replica) == Some(&ReplicaState::Away)
         {
             return ClaimReply::Lost;
         }

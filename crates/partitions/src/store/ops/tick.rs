@@ -7,10 +7,10 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
 use super::slots::{Reply, Slots, slots};
-use super::{SERVER_LUA, count, group_script, ms, pairs, strings, triples};
+use super::{SERVER_LUA, count, group_script, millis, ms, pairs, strings, triples};
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
-use crate::store::memory::{Group, Now};
+use crate::store::memory::{Group, Heir, Now};
 use crate::store::protocol::{MemberInfo, Origin, ReplicaState, SetInfo};
 
 /// The tick script: the libraries, the names of its reply's slots (`SLOT`, from
@@ -178,9 +178,10 @@ pub struct TickRequest {
     pub instance: String,
     /// This replica's capacity (stored when it joins).
     pub capacity: u32,
-    /// The replica keeps its partitions across restarts (`rejoin_grace`): a join refused
+    /// The replica's rejoin grace, if it is sticky: its partitions wait for it that long
+    /// after its last heartbeat if its session expires (a crash), and a join refused
     /// because its old session still lives claims that session for when it expires.
-    pub sticky: bool,
+    pub grace: Option<Duration>,
     /// The incarnation of the group the session lives in, as its join's reply said
     /// (ignored by a join): a tick of another incarnation is `Lost`.
     pub incarnation: String,
@@ -219,7 +220,7 @@ impl TickRequest {
             ttl,
             instance: format!("host-{replica} 1"),
             capacity: 1,
-            sticky: false,
+            grace: None,
             incarnation: String::new(),
             lifetime: String::new(),
             roster: String::new(),
@@ -553,7 +554,7 @@ async fn run(
         &keys.notice,
         &req.instance,
         &capacity,
-        if req.sticky { "1" } else { "0" },
+        &req.grace.map_or_else(|| "0".to_owned(), millis),
         &req.incarnation,
         &req.lifetime,
         &req.roster,
@@ -688,6 +689,7 @@ impl Group {
                 resumed = Some(c.clone());
                 let exp = self.members.entry(req.replica.clone()).or_insert(0);
                 *exp = (*exp).max(now.ms + ttl);
+                self.remember_grace(&req.replica, req.grace, ttl);
                 if state == ReplicaState::Settling {
                     state = ReplicaState::Active;
                 }
@@ -699,19 +701,21 @@ impl Group {
                 }
                 self.holders
                     .insert(req.replica.clone(), req.process.clone());
-                self.heirs.remove(&req.replica);
                 self.members.insert(req.replica.clone(), now.ms + ttl);
+                self.remember_grace(&req.replica, req.grace, ttl);
                 if state == ReplicaState::Settling {
                     state = ReplicaState::Active;
                 }
             }
             Some(_) => {
                 session = SessionReply::Refused(Conflict::DuplicateReplica);
-                if req.sticky {
-                    self.heirs.insert(
-                        req.replica.clone(),
-                        (req.process.clone(), now.ms + 2 * ttl, ttl),
-                    );
+                if req.grace.is_some() {
+                    let heir = self.heirs.entry(req.replica.clone()).or_insert(Heir {
+                        grace: 0,
+                        ttl,
+                        knock_until: 0,
+                    });
+                    heir.knock_until = now.ms + 2 * ttl;
                 }
             }
             None => {
@@ -719,8 +723,8 @@ impl Group {
                     .insert(req.replica.clone(), req.process.clone());
                 self.holders
                     .insert(req.replica.clone(), req.process.clone());
-                self.heirs.remove(&req.replica);
                 self.members.insert(req.replica.clone(), now.ms + ttl);
+                self.remember_grace(&req.replica, req.grace, ttl);
             }
         }
         let (mut drained, mut revoked, mut changed) = (false, Vec::new(), false);

@@ -35,24 +35,63 @@ local function teardown(r, tok, ended)
   end
 end
 
+-- HEIRS keeps, for each live session of a sticky replica (`rejoin_grace`), how long
+-- its partitions wait for the replica after its last heartbeat, and whether a process
+-- of it knocked: `<grace ms>\t<ttl ms>\t<knock until ms>` (0: no knock). A join writes
+-- it; a process refused while the session lived (a restart after a crash) knocks.
+local function remember_grace(r, grace, ttl)
+  if grace > 0 then
+    redis.call('HSET', HEIRS, r, int(grace) .. '\t' .. int(ttl) .. '\t0')
+  else
+    redis.call('HDEL', HEIRS, r)
+  end
+end
+
+local function knock(r, now, ttl)
+  local g, t = string.match(redis.call('HGET', HEIRS, r) or '', '^(%d+)\t(%d+)\t%d+$')
+  redis.call('HSET', HEIRS, r, (g or '0') .. '\t' .. (t or int(ttl)) .. '\t' .. int(now + 2 * ttl))
+end
+
+-- Until when (server ms) the expired session of replica `r`, which expired at `exp`,
+-- is parked `away` for its replica instead of ended (nil: it ends): a sticky
+-- replica's partitions wait for it until its grace after its last heartbeat (its
+-- expiry less its ttl), and a knocking process (refused while the session lived, at
+-- most two ttls ago) gets one ttl more. An entry written by an older version,
+-- `<process>\t<until>\t<ttl>`, is a knock only.
+local function parked_until(heir, exp, now)
+  if not heir then return nil end
+  local until_ms = 0
+  local g, t, k = string.match(heir, '^(%d+)\t(%d+)\t(%d+)$')
+  if g then
+    until_ms = exp - tonumber(t) + tonumber(g)
+    if tonumber(k) > now then until_ms = math.max(until_ms, now + tonumber(t)) end
+  else
+    local u, ttl = string.match(heir, '^[^\t]*\t(%d+)\t(%d+)$')
+    if u and tonumber(u) > now then until_ms = now + tonumber(ttl) end
+  end
+  if until_ms > now then return until_ms end
+  return nil
+end
+
 -- Ends every session whose expiry has passed, and returns how many partitions they
--- held. A sticky replica's session whose replica id is knocking (another process of
--- it was refused while the session lived: a restart after a crash) is kept for the
--- knocker instead: parked (`away`) for one more of its leases, so it resumes it.
+-- held. A sticky replica's session that expired (a crash, a cut, a pause: not parked
+-- by its replica) is parked (`away`) instead, its partitions held for the replica
+-- until `parked_until`, so that a process of it started again within its grace
+-- resumes it; a parked session that expires ends.
 local function reap(now)
   local gone = redis.call('ZRANGEBYSCORE', MEMBERS, '-inf', now, 'WITHSCORES')
   local lost = 0
   for i = 1, #gone, 2 do
-    local r, exp = gone[i], gone[i + 1]
+    local r, exp = gone[i], tonumber(gone[i + 1])
     local tok = redis.call('HGET', SESSIONS, r)
     local heir = redis.call('HGET', HEIRS, r)
     redis.call('HDEL', HEIRS, r)
-    local until_ms, ttl
-    if heir then
-      until_ms, ttl = string.match(heir, '^[^\t]*\t(%d+)\t(%d+)$')
+    local until_ms = nil
+    if tok and redis.call('HGET', STATES, r) ~= 'away' then
+      until_ms = parked_until(heir, exp, now)
     end
-    if tok and until_ms and tonumber(until_ms) > now then
-      redis.call('ZADD', MEMBERS, now + tonumber(ttl), r)
+    if until_ms then
+      redis.call('ZADD', MEMBERS, until_ms, r)
       redis.call('HSET', STATES, r, 'away')
       roster_changed(r)
     else
@@ -60,7 +99,7 @@ local function reap(now)
         local lo, hi = span(tok)
         lost = lost + redis.call('ZLEXCOUNT', HELD, lo, hi)
       end
-      teardown(r, tok, exp)
+      teardown(r, tok, gone[i + 1])
     end
   end
   return lost
