@@ -13,7 +13,9 @@ use leasehold_election::Fence;
 
 use crate::store::ops::read::set_checksum;
 use crate::store::ops::restore::Restored;
-use crate::store::protocol::{AddReply, Origin, RemoveReply, RestoreStep, SetInfo, SetPage};
+use crate::store::protocol::{
+    AddReply, Adopt, AdoptReply, AdoptStep, Origin, RemoveReply, RestoreStep, SetInfo, SetPage,
+};
 use crate::store::{SET_CHUNK, STATUS_PAGE};
 use crate::view::ListDifference;
 
@@ -57,6 +59,9 @@ pub(crate) enum SetOp {
     },
     /// A step of a restore.
     Restore(RestoreStep),
+    /// A step of adopting this replica's copy into a group seeded again while it was
+    /// away (the set's names are listed with `List`).
+    Adopt(Adopt),
     /// A step of applying a versioned list.
     Begin {
         version: u64,
@@ -90,6 +95,7 @@ pub(crate) enum SetAnswer {
     Removed(RemoveReply),
     Ok(bool),
     Listed(Vec<String>),
+    Adopted(AdoptReply),
     Failed,
 }
 
@@ -108,6 +114,32 @@ enum Job {
     },
     /// Applying a versioned list.
     Apply(Apply),
+    /// Bringing the group, seeded again from a list while this replica was away (its
+    /// life `seeded`), to `copy`, the set this replica saw of its earlier lifetime.
+    Adopt {
+        copy: Arc<SetCopy>,
+        seeded: String,
+        at: Adopting,
+    },
+}
+
+/// Where an adopt is.
+#[derive(Debug, Clone)]
+enum Adopting {
+    Begin,
+    /// The copy's names (with their weights) from this one.
+    Names(usize),
+    /// Listing the set, gathering the names the copy lacks.
+    List {
+        offset: usize,
+        extra: Vec<String>,
+    },
+    /// Removing them, from this one.
+    Remove {
+        extra: Vec<String>,
+        next: usize,
+    },
+    Done,
 }
 
 #[derive(Debug, Clone)]
@@ -156,6 +188,51 @@ fn difference_between(configured: &Configured, copy: &SetCopy) -> Option<ListDif
         configured_version: configured.version,
         group_version: copy.version,
     })
+}
+
+/// An adopt's next step after the answer to step `at` (`None`: it is over, done or
+/// refused; the next tick decides again).
+fn adopted(copy: &SetCopy, at: Adopting, answer: SetAnswer) -> Option<Adopting> {
+    match (at, answer) {
+        (Adopting::Begin, SetAnswer::Adopted(AdoptReply::Done)) => Some(Adopting::Names(0)),
+        (Adopting::Names(from), SetAnswer::Adopted(AdoptReply::Done)) => {
+            let next = from + SET_CHUNK;
+            Some(if next < copy.names.len() {
+                Adopting::Names(next)
+            } else {
+                Adopting::List {
+                    offset: 0,
+                    extra: Vec::new(),
+                }
+            })
+        }
+        (Adopting::List { offset, mut extra }, SetAnswer::Listed(page)) => {
+            if page.is_empty() {
+                return Some(if extra.is_empty() {
+                    Adopting::Done
+                } else {
+                    Adopting::Remove { extra, next: 0 }
+                });
+            }
+            let wanted: BTreeSet<&str> = copy.names.iter().map(|(n, _)| n.as_str()).collect();
+            let n = page.len();
+            extra.extend(page.into_iter().filter(|p| !wanted.contains(p.as_str())));
+            Some(Adopting::List {
+                offset: offset + n,
+                extra,
+            })
+        }
+        (Adopting::Remove { extra, next }, SetAnswer::Adopted(AdoptReply::Done)) => {
+            let next = next + SET_CHUNK;
+            Some(if next < extra.len() {
+                Adopting::Remove { extra, next }
+            } else {
+                Adopting::Done
+            })
+        }
+        // Done, refused midway (an operator ended it after its hold), or failed.
+        _ => None,
+    }
 }
 
 /// This replica's configured list.
@@ -290,7 +367,7 @@ impl SetSync {
             let newer = match set.origin {
                 Origin::Seed => copy.life != set.life,
                 Origin::Restore => copy.life == set.life && copy.set_version > set.set_version,
-                Origin::Unknown => false,
+                Origin::Adopt | Origin::Unknown => false,
             };
             // A restore of this very copy whose replica stopped midway: complete it.
             let unfinished = set.origin == Origin::Restore
@@ -299,6 +376,24 @@ impl SetSync {
                 && set.count < set.restore_count;
             if (window && newer) || unfinished {
                 return Some(self.restore(copy.clone()));
+            }
+            // Seeded again from a list while this replica (and every replica that saw
+            // the set) was away, and granting already: the operator's changes this
+            // copy holds are brought back, as their add and remove would (adopt.lua
+            // refuses if an operator changed the new group since). Or an adopt under
+            // way, or stopped midway: go on with it if it is of this very copy (else
+            // adopt.lua refuses, and this replica reads the group's set).
+            let seeded_over = !window
+                && set.origin == Origin::Seed
+                && copy.life != set.life
+                && copy.version >= set.version;
+            let adopting = !window && set.origin == Origin::Adopt && copy.life != set.life;
+            if seeded_over || adopting {
+                return Some(Job::Adopt {
+                    copy: copy.clone(),
+                    seeded: set.life.clone(),
+                    at: Adopting::Begin,
+                });
             }
         }
         let fresh = self.copy.as_ref().is_some_and(|c| {
@@ -373,6 +468,36 @@ impl SetSync {
                         .collect(),
                 },
             }),
+            Job::Adopt { copy, seeded, at } => {
+                let step = match at {
+                    Adopting::Begin => AdoptStep::Begin {
+                        seeded: seeded.clone(),
+                        version: copy.version,
+                        digest: copy.digest.clone(),
+                        highest_fence: copy.highest_fence.max(self.highest_fence),
+                        drained: copy.drained.clone(),
+                        preferences: copy.preferences.clone(),
+                    },
+                    Adopting::Names(from) => AdoptStep::Names(
+                        copy.names
+                            .iter()
+                            .skip(*from)
+                            .take(SET_CHUNK)
+                            .cloned()
+                            .collect(),
+                    ),
+                    Adopting::List { offset, .. } => return Some(SetOp::List { offset: *offset }),
+                    Adopting::Remove { extra, next } => AdoptStep::Remove(
+                        extra.iter().skip(*next).take(SET_CHUNK).cloned().collect(),
+                    ),
+                    Adopting::Done => AdoptStep::Done,
+                };
+                SetOp::Adopt(Adopt {
+                    life: copy.life.clone(),
+                    set_version: copy.set_version,
+                    step,
+                })
+            }
             Job::Apply(Apply::Begin | Apply::SeedBegin) => SetOp::Begin { version: c.version },
             Job::Apply(Apply::Add(from)) => SetOp::Add {
                 version: c.version,
@@ -505,6 +630,32 @@ impl SetSync {
                 }
             }
             (Job::Restore { .. }, _) => (None, true),
+            (
+                Job::Adopt {
+                    at: Adopting::Begin,
+                    copy,
+                    ..
+                },
+                SetAnswer::Adopted(AdoptReply::Refused(_)),
+            ) => {
+                // The group keeps its set (an operator changed it since its seed, or it
+                // is not the one this replica saw): this copy is history. Read the
+                // group's instead, so that it is not offered again.
+                (
+                    Some(Job::Read {
+                        copy: SetCopy {
+                            lifetime: copy.lifetime.clone(),
+                            ..SetCopy::default()
+                        },
+                        offset: 0,
+                    }),
+                    false,
+                )
+            }
+            (Job::Adopt { copy, seeded, at }, answer) => match adopted(&copy, at, answer) {
+                Some(at) => (Some(Job::Adopt { copy, seeded, at }), true),
+                None => (None, true),
+            },
             (Job::Apply(step), answer) => match self.apply(step, answer) {
                 Some(next) => (Some(Job::Apply(next)), true),
                 None => (None, true),

@@ -329,9 +329,32 @@ impl World {
         Some(names)
     }
 
+    /// The stored group's life, if it exists.
+    async fn stored_life(&self) -> Option<String> {
+        let keys = crate::keys::GroupKeys::new("leasehold", "sim");
+        Protocol::set_page(&self.store, &keys, 0, 1)
+            .await
+            .ok()
+            .flatten()
+            .map(|p| p.life)
+    }
+
     pub(super) async fn after_wipe(&mut self, restorable: bool, at: Instant) {
         if self.faults.last_wipe.is_some_and(|w| w > at) {
             // Wiped again since: that wipe's check decides.
+            return;
+        }
+        // A replica holding a copy of an earlier lifetime may still bring a group seeded
+        // meanwhile back to it (adopt): nothing is sure until no running replica does.
+        let life = self.stored_life().await;
+        let older_copy = life.as_ref().is_some_and(|life| {
+            self.procs
+                .values()
+                .any(|p| p.handle.view().set_copy.is_some_and(|(l, _)| l != *life))
+        });
+        if older_copy {
+            self.listing.unsure_all(at);
+            self.at(Instant::now() + LEASE, Ev::AfterWipe { restorable, at });
             return;
         }
         let Some(now_set) = self.stored_set().await else {

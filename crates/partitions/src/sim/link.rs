@@ -20,9 +20,9 @@ use crate::keys::GroupKeys;
 use crate::store::PartitionOwner;
 use crate::store::protocol::Reported;
 use crate::store::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, Move, PreferReply,
-    Protocol, RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term, TickReply, TickRequest,
-    VersionStep, WeightReply,
+    AddReply, Adopt, AdoptReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted,
+    Move, PreferReply, Protocol, RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term,
+    TickReply, TickRequest, VersionStep, WeightReply,
 };
 
 /// How long a call waits for its reply before it fails as timed out (the store's call
@@ -433,6 +433,18 @@ impl Protocol for Link {
             move |s| {
                 let (k, st) = (k.clone(), st.clone());
                 async move { s.restore(&k, &st).await }
+            },
+        )
+        .await
+    }
+
+    async fn adopt(&self, keys: &GroupKeys, adopt: &Adopt) -> Result<AdoptReply, StoreError> {
+        let (k, a) = (keys.clone(), adopt.clone());
+        self.call(
+            || format!("adopt {adopt:?}"),
+            move |s| {
+                let (k, a) = (k.clone(), a.clone());
+                async move { s.adopt(&k, &a).await }
             },
         )
         .await

@@ -15,8 +15,9 @@ use leasehold_testkit::RedisServer;
 
 use super::ops::restore::Restored;
 use super::protocol::{
-    Change, ClaimReply, ClaimRequest, GivenBack, MemberInfo, Move, MoveCause, Protocol,
-    ReplicaState, RestoreStep, StatusHead, Taken, Term, TickReply, TickRequest, VersionStep,
+    Adopt, AdoptStep, Change, ClaimReply, ClaimRequest, GivenBack, MemberInfo, Move, MoveCause,
+    Protocol, ReplicaState, RestoreStep, StatusHead, Taken, Term, TickReply, TickRequest,
+    VersionStep,
 };
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
@@ -1103,6 +1104,133 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
     out
 }
 
+/// A group seeded from a list (p0, p1, p2) brought to a copy of an earlier lifetime
+/// (p1, p2 at weight 3, x1 new; p0 removed; a drain and a preference): begun, refused
+/// to another copy and to an operator meanwhile, its steps, the set it ends with, and
+/// an adopt refused once an operator changed a seeded group.
+async fn adopt<B: Protocol>(b: &B) -> Vec<String> {
+    let cx = &mut Cx::default();
+    let ranks = &mut Ranks::default();
+    let k = GroupKeys::new("leasehold", "adopted");
+    let mut out = Vec::new();
+    let mut log = |step: &str, what: String| out.push(format!("{step}: {what}"));
+    let seed = Change::Seed {
+        life: "life-seeded".into(),
+        grant_delay: Duration::from_millis(1),
+        lease: TTL,
+        gather: Duration::from_millis(1),
+    };
+    b.add(&k, &seed, &names(&["p0", "p1", "p2"])).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let r1 = "r:00000000000000000000000000000001";
+    join_afresh(cx, b, &k, &[("r", r1)]).await;
+    let r = b.claim(&k, &claim(cx, "r", r1, 1, 3)).await.unwrap();
+    log("r claims the seeded set", claimed(&r, ranks));
+    let step = |sver: u64, step: AdoptStep| Adopt {
+        life: "life-earlier".into(),
+        set_version: sver,
+        step,
+    };
+    let begin = |sver: u64| {
+        step(
+            sver,
+            AdoptStep::Begin {
+                seeded: "life-seeded".into(),
+                version: 0,
+                digest: String::new(),
+                highest_fence: Fence(1),
+                drained: vec!["z".into()],
+                preferences: vec![("p1".into(), "r".into())],
+            },
+        )
+    };
+    log(
+        "begin",
+        format!("{:?}", b.adopt(&k, &begin(7)).await.unwrap()),
+    );
+    log(
+        "begin again",
+        format!("{:?}", b.adopt(&k, &begin(7)).await.unwrap()),
+    );
+    log(
+        "another copy's begin",
+        format!("{:?}", b.adopt(&k, &begin(6)).await.unwrap()),
+    );
+    let held = b.add(&k, &strict("op-1"), &names(&["y"])).await.unwrap();
+    log(
+        "an operator's change meanwhile",
+        without_waits(&format!("{held:?}")),
+    );
+    let ws = vec![("p1".into(), 1), ("p2".into(), 3), ("x1".into(), 1)];
+    log(
+        "names",
+        format!(
+            "{:?}",
+            b.adopt(&k, &step(7, AdoptStep::Names(ws))).await.unwrap()
+        ),
+    );
+    log(
+        "listed",
+        format!("{:?}", b.list_page(&k, 0, 10).await.unwrap()),
+    );
+    log(
+        "remove",
+        format!(
+            "{:?}",
+            b.adopt(&k, &step(7, AdoptStep::Remove(names(&["p0"]))))
+                .await
+                .unwrap()
+        ),
+    );
+    let r = b
+        .tick(&k, &tick(cx, "r", r1, false, ReplicaState::Active))
+        .await
+        .unwrap();
+    log("r is told to give p0 up", shape(cx, &r, ranks));
+    log(
+        "done",
+        format!(
+            "{:?}",
+            b.adopt(&k, &step(7, AdoptStep::Done)).await.unwrap()
+        ),
+    );
+    log(
+        "done again",
+        format!(
+            "{:?}",
+            b.adopt(&k, &step(7, AdoptStep::Done)).await.unwrap()
+        ),
+    );
+    let page = b
+        .set_page(&k, 0, 10)
+        .await
+        .unwrap()
+        .expect("the group exists");
+    log(
+        "the adopted set",
+        format!(
+            "{} {} {:?} {:?} {:?}",
+            page.life, page.set_version, page.names, page.drained, page.preferences
+        ),
+    );
+    let r = b
+        .tick(&k, &tick(cx, "r", r1, false, ReplicaState::Active))
+        .await
+        .unwrap();
+    log("after it", shape(cx, &r, ranks));
+
+    // A seeded group an operator changed keeps its set.
+    let k2 = GroupKeys::new("leasehold", "amended");
+    b.add(&k2, &seed, &names(&["p0"])).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    b.add(&k2, &strict("op-2"), &names(&["p9"])).await.unwrap();
+    log(
+        "a begin after an operator's change",
+        format!("{:?}", b.adopt(&k2, &begin(7)).await.unwrap()),
+    );
+    out
+}
+
 /// The restore steps of `copy` (to run against a store that lost the group).
 async fn restore<B: Protocol>(b: &B) -> Vec<String> {
     let cx = &mut Cx::default();
@@ -1554,6 +1682,7 @@ alike! {
     preferences_answer_alike: prefs,
     reservations_for_named_receivers_answer_alike: reserved,
     server_lifetimes_answer_alike: lifetimes,
+    an_adopt_answers_alike: adopt,
 }
 
 /// The lines of one section from both stores, compared step by step (times coarsely).
@@ -1584,6 +1713,7 @@ async fn every_section_answers_what_it_claims() {
     on_redis.extend(Box::pin(prefs(&store)).await);
     on_redis.extend(Box::pin(reserved(&store)).await);
     on_redis.extend(Box::pin(lifetimes(&store)).await);
+    on_redis.extend(Box::pin(adopt(&store)).await);
     let on_redis: Vec<String> = on_redis.iter().map(|l| without_waits(l)).collect();
     let expect = |step: &str, part: &str| {
         let line = on_redis
@@ -1793,6 +1923,20 @@ async fn every_section_answers_what_it_claims() {
     expect("f's second crash parks it too", r#"("f", Away,"#);
     expect("f's grace is over", "expired=1");
     expect("f after its grace starts afresh", "resumed=None");
+    expect("begin", "Done");
+    expect("begin again", "Done");
+    expect("another copy's begin", "Refused(Other)");
+    expect("an operator's change meanwhile", "Restoring(");
+    expect("names", "Done");
+    expect("listed", r#"["p0", "p1", "p2", "x1"]"#);
+    expect("r is told to give p0 up", r#"revoked=[("p0", "removed")]"#);
+    expect("done", "Done");
+    expect("done again", "Refused(Other)");
+    expect(
+        "the adopted set",
+        r#"life-earlier 8 [("p1", 1), ("p2", 3), ("x1", 1)] ["z"] [("p1", "r")]"#,
+    );
+    expect("a begin after an operator's change", "Refused(Amended)");
     expect("a replica without a copy seeds it", "Added(1)");
     expect("a replica with a copy takes over", "true");
     expect("an older copy does not", "false");

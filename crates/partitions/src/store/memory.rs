@@ -14,9 +14,9 @@ use tokio::time::Instant;
 
 use super::ops::moves::Move;
 use super::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, PreferReply,
-    Protocol, RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term, TickReply, TickRequest,
-    VersionStep, WeightReply,
+    AddReply, Adopt, AdoptReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted,
+    PreferReply, Protocol, RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term, TickReply,
+    TickRequest, VersionStep, WeightReply,
 };
 use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
@@ -254,6 +254,10 @@ impl Protocol for MemoryGroupStore {
 
     async fn restore(&self, keys: &GroupKeys, step: &RestoreStep) -> Result<bool, StoreError> {
         Ok(self.with(keys, |g, now| (g.restore(step, now), false)))
+    }
+
+    async fn adopt(&self, keys: &GroupKeys, adopt: &Adopt) -> Result<AdoptReply, StoreError> {
+        Ok(self.with(keys, |g, now| g.adopt(adopt, now)))
     }
 
     async fn drain(

@@ -10,6 +10,7 @@ use std::time::Duration;
 use leasehold_election::{BackendWarning, Fence, StoreError};
 use tokio::sync::broadcast;
 
+pub use super::ops::adopt::{Adopt, AdoptReply, AdoptStep, NotAdopted};
 pub use super::ops::change::{AddReply, Change, RemoveReply};
 pub use super::ops::claim::{ClaimReply, ClaimRequest};
 pub use super::ops::drain::DrainReply;
@@ -36,6 +37,9 @@ pub enum Origin {
     Seed,
     /// From the set a live replica saw before Redis lost the group.
     Restore,
+    /// Seeded, and being brought to the set a replica saw of an earlier lifetime of it
+    /// (`adopt.lua`); `Restore` once done.
+    Adopt,
     /// Written by an older version of the protocol.
     Unknown,
 }
@@ -45,6 +49,7 @@ impl Origin {
         match s {
             "seed" => Self::Seed,
             "restore" => Self::Restore,
+            "adopt" => Self::Adopt,
             _ => Self::Unknown,
         }
     }
@@ -53,6 +58,7 @@ impl Origin {
         match self {
             Self::Seed => "seed",
             Self::Restore => "restore",
+            Self::Adopt => "adopt",
             Self::Unknown => "",
         }
     }
@@ -237,6 +243,13 @@ pub trait Protocol {
         keys: &GroupKeys,
         step: &RestoreStep,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// A step of bringing a seeded group to a replica's copy of an earlier lifetime.
+    fn adopt(
+        &self,
+        keys: &GroupKeys,
+        adopt: &Adopt,
+    ) -> impl Future<Output = Result<AdoptReply, StoreError>> + Send;
 
     /// Drains (or undrains) `replica`; `op` names an operator's request, whose reply
     /// is kept for a retry.

@@ -17,9 +17,9 @@ use tokio::sync::broadcast;
 
 use super::ops;
 use super::protocol::{
-    AddReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted, Move, PreferReply,
-    Protocol, RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term, TickReply, TickRequest,
-    VersionStep, WeightReply,
+    AddReply, Adopt, AdoptReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted,
+    Move, PreferReply, Protocol, RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term,
+    TickReply, TickRequest, VersionStep, WeightReply,
 };
 use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
@@ -110,6 +110,10 @@ impl Protocol for RedisStore {
 
     async fn restore(&self, keys: &GroupKeys, step: &RestoreStep) -> Result<bool, StoreError> {
         ops::restore::redis(self, keys, step).await
+    }
+
+    async fn adopt(&self, keys: &GroupKeys, adopt: &Adopt) -> Result<AdoptReply, StoreError> {
+        ops::adopt::redis(self, keys, adopt).await
     }
 
     async fn drain(
@@ -223,7 +227,7 @@ impl Protocol for RedisStore {
 
 /// Every group script by name.
 #[cfg(any(test, feature = "testing"))]
-fn scripts() -> [(&'static str, &'static LuaScript); 22] {
+fn scripts() -> [(&'static str, &'static LuaScript); 23] {
     [
         ("tick", &ops::tick::SCRIPT),
         ("heartbeat", &ops::tick::HEARTBEAT),
@@ -237,6 +241,7 @@ fn scripts() -> [(&'static str, &'static LuaScript); 22] {
         ("held", &ops::held::SCRIPT),
         ("set_page", &ops::read::SET_PAGE),
         ("restore", &ops::restore::SCRIPT),
+        ("adopt", &ops::adopt::SCRIPT),
         ("drain", &ops::drain::SCRIPT),
         ("weight", &ops::weight::SCRIPT),
         ("prefer", &ops::prefer::SCRIPT),
@@ -266,6 +271,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
         ("held", include_str!("lua/held.lua")),
         ("set_page", include_str!("lua/set_page.lua")),
         ("restore", include_str!("lua/restore.lua")),
+        ("adopt", include_str!("lua/adopt.lua")),
         ("drain", include_str!("lua/drain.lua")),
         ("weight", include_str!("lua/weight.lua")),
         ("prefer", include_str!("lua/prefer.lua")),
@@ -281,7 +287,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
 
 /// Every group script by name with the SHA1 digest `EVALSHA` names it by, so a
 /// benchmark can tell the scripts apart in `SLOWLOG` (`tick`, `heartbeat`, `claim`, `release`,
-/// `handoff`, `leave`, `add`, `remove`, `version`, `held`, `set_page`, `restore`, `budget`, `report` are the
+/// `handoff`, `leave`, `add`, `remove`, `version`, `held`, `set_page`, `restore`, `adopt`, `budget`, `report` are the
 /// coordination traffic; `drain`, `weight`, `owner`, `moves`, `list`, `status_head`,
 /// `status_page` are an operator's). With the `testing` feature.
 #[cfg(any(test, feature = "testing"))]

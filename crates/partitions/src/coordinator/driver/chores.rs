@@ -11,7 +11,9 @@ use super::Driver;
 use crate::keys::GroupKeys;
 use crate::ownership::Ownership;
 use crate::replica::{Action, Leaving, SetAnswer, SetOp};
-use crate::store::protocol::{Change, Granted, VersionStep};
+use crate::store::protocol::{
+    Adopt, AdoptReply, AdoptStep, Change, Granted, NotAdopted, VersionStep,
+};
 use crate::store::{GroupStore, STATUS_PAGE};
 
 /// The calls that run one at a time beside the tick, claim and release lanes.
@@ -34,7 +36,28 @@ pub(super) fn op_name(op: &SetOp) -> &'static str {
     match op {
         SetOp::Seed { .. } => "seed from this replica's list",
         SetOp::Restore(_) => "restore the set this replica saw",
+        SetOp::Adopt(_) => "bring the group to the set this replica saw",
         _ => "change the set",
+    }
+}
+
+/// What the begin of an adopt answered, for operators: the group was seeded again
+/// from a list while this replica was away, and is brought back to the set this
+/// replica saw (or keeps its own, saying why).
+fn log_adopt(answer: &SetAnswer) {
+    match answer {
+        SetAnswer::Adopted(AdoptReply::Done) => info!(
+            "the group was created again from a configured list while this replica was away: \
+             bringing it back to the set this replica saw (its additions, removals, weights, \
+             drains and preferences)"
+        ),
+        SetAnswer::Adopted(AdoptReply::Refused(NotAdopted::Amended)) => warn!(
+            "the group was created again from a configured list while this replica was away, \
+             and an operator has changed it since: it keeps its set, and the changes made to \
+             the set this replica saw before are not brought back (compare with `leasehold \
+             partitions list`)"
+        ),
+        _ => {}
     }
 }
 
@@ -69,6 +92,7 @@ pub(super) async fn set_op<B: GroupStore>(
             .await
             .map(SetAnswer::Added),
         SetOp::Restore(step) => store.restore(keys, step).await.map(SetAnswer::Ok),
+        SetOp::Adopt(adopt) => store.adopt(keys, adopt).await.map(SetAnswer::Adopted),
         SetOp::Add { version, names } => store
             .add(keys, &Change::Versioned(*version), names)
             .await
@@ -129,6 +153,13 @@ where
                 if let SetOp::Seed { .. } | SetOp::Restore(_) = &op {
                     info!(op = ?op_name(&op), "creating the group, which does not exist");
                 }
+                let begins = matches!(
+                    &op,
+                    SetOp::Adopt(Adopt {
+                        step: AdoptStep::Begin { .. },
+                        ..
+                    })
+                );
                 let call =
                     calls.call(|store, keys| async move { set_op(&store, &keys, &op).await });
                 Box::pin(async move {
@@ -136,6 +167,9 @@ where
                         debug!(error = %e, "a step on the partition set failed");
                         SetAnswer::Failed
                     });
+                    if begins {
+                        log_adopt(&answer);
+                    }
                     Chore::Set(answer)
                 })
             }

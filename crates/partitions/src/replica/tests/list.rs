@@ -323,3 +323,96 @@ fn a_configured_list_unlike_the_groups_set_is_reported_with_counts_and_names() {
     let s = read(configured(4), 3, &group);
     assert_eq!(s.difference(), None);
 }
+
+/// A group seeded again from a list while this replica (with a copy of its earlier
+/// lifetime) was away, and granting already: this replica brings it to its copy, step
+/// by step (begin, the names in chunks, the set listed for the names the copy lacks,
+/// their removal, done); a begin refused (an operator changed the seeded group) makes
+/// it read the group's set instead, never offer its copy again.
+#[test]
+fn a_group_seeded_while_this_replica_was_away_is_brought_to_its_copy() {
+    let mut s = SetSync::new(configured(0));
+    let r = set(4);
+    assert_eq!(
+        s.on_tick(Some(&r), Duration::ZERO, "", || "x".into()),
+        Some(SetOp::Read { offset: 0 })
+    );
+    let names = ["p0", "p1", "x1"].map(String::from);
+    let (next, _) = s.on_answer(SetAnswer::Page(Some(page(1, 0, names.clone()))), 4);
+    assert_eq!(next, None);
+    let seeded = SetInfo {
+        life: "seeded".into(),
+        origin: Origin::Seed,
+        ..set(4)
+    };
+    // In its window, a restore takes it over (a_group_redis_lost_is_restored_...).
+    let op = s.on_tick(Some(&seeded), LEASE, "", || "x".into());
+    assert!(matches!(op, Some(SetOp::Restore(_))), "{op:?}");
+    let _ = s.on_answer(SetAnswer::Ok(false), 4);
+    // Granting: the copy is adopted.
+    let op = s.on_tick(Some(&seeded), Duration::ZERO, "", || "x".into());
+    let Some(SetOp::Adopt(Adopt {
+        life,
+        step: AdoptStep::Begin { seeded: from, .. },
+        ..
+    })) = op
+    else {
+        panic!("{op:?}");
+    };
+    assert_eq!((life.as_str(), from.as_str()), ("life", "seeded"));
+    let done = || SetAnswer::Adopted(AdoptReply::Done);
+    let (next, changed) = s.on_answer(done(), 4);
+    let Some(SetOp::Adopt(Adopt {
+        step: AdoptStep::Names(sent),
+        ..
+    })) = next
+    else {
+        panic!("{next:?}");
+    };
+    assert!(changed);
+    assert_eq!(sent.len(), 3);
+    let (next, _) = s.on_answer(done(), 4);
+    assert_eq!(next, Some(SetOp::List { offset: 0 }));
+    let listed = ["p0", "p1", "p2", "p3"].map(String::from).to_vec();
+    let (next, _) = s.on_answer(SetAnswer::Listed(listed), 4);
+    assert_eq!(next, Some(SetOp::List { offset: 4 }));
+    let (next, _) = s.on_answer(SetAnswer::Listed(Vec::new()), 4);
+    let Some(SetOp::Adopt(Adopt {
+        step: AdoptStep::Remove(gone),
+        ..
+    })) = next
+    else {
+        panic!("{next:?}");
+    };
+    assert_eq!(gone, ["p2", "p3"]);
+    let (next, _) = s.on_answer(done(), 4);
+    assert!(
+        matches!(
+            next,
+            Some(SetOp::Adopt(Adopt {
+                step: AdoptStep::Done,
+                ..
+            }))
+        ),
+        "{next:?}"
+    );
+    let (next, changed) = s.on_answer(done(), 4);
+    assert_eq!(next, None);
+    assert!(changed);
+
+    // Refused at its begin: read the group's set, and do not offer the copy again.
+    let op = s.on_tick(Some(&seeded), Duration::ZERO, "", || "x".into());
+    assert!(matches!(op, Some(SetOp::Adopt(_))), "{op:?}");
+    let refused = SetAnswer::Adopted(AdoptReply::Refused(NotAdopted::Amended));
+    let (next, _) = s.on_answer(refused, 4);
+    assert_eq!(next, Some(SetOp::Read { offset: 0 }));
+    let mine = ["p0", "p1", "p2", "p3"].map(String::from);
+    let mut p = page(1, 0, mine);
+    p.life = "seeded".into();
+    let (next, _) = s.on_answer(SetAnswer::Page(Some(p)), 4);
+    assert_eq!(next, None);
+    assert_eq!(
+        s.on_tick(Some(&seeded), Duration::ZERO, "", || "x".into()),
+        None
+    );
+}

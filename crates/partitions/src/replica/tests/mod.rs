@@ -16,8 +16,8 @@ use super::list::{Configured, SetAnswer, SetOp};
 use super::*;
 use crate::store::CLAIM_BATCH;
 use crate::store::protocol::{
-    AddReply, ClaimReply, Conflict, MemberInfo, Origin, RestoreStep, RosterUpdate, SessionReply,
-    SetInfo, TickReply,
+    AddReply, Adopt, AdoptReply, AdoptStep, ClaimReply, Conflict, MemberInfo, NotAdopted, Origin,
+    RestoreStep, RosterUpdate, SessionReply, SetInfo, TickReply,
 };
 
 const LEASE: Duration = Duration::from_millis(900);

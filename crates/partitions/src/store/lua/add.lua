@@ -14,7 +14,8 @@
 -- data, and every lease an earlier server granted ended before this one began, so no
 -- lease of the group can have been forgotten. A seed goes on only while the group is
 -- the one it created. While a group just created grants nothing yet, its set may still be
--- replaced by a restore: every change but the seed's waits. Strict: nothing if one is
+-- replaced by a restore, and while a replica brings it to its copy (adopt.lua) it is
+-- being replaced: every change but the seed's waits (meta.lua's change_wait). Strict: nothing if one is
 -- already there. The reply of an operator's change that changed the set is kept a
 -- minute under KEYS[26], for a retry (a refusal changes nothing: a retry answers anew).
 --
@@ -44,8 +45,8 @@ if mode == 'seed' then
   end
 elseif not m.exists then
   return {'nogroup'}
-elseif restoring(m, now) then
-  return {'restoring', m.grant_after - now}
+elseif change_wait(m, now) then
+  return {'restoring', change_wait(m, now)}
 elseif tonumber(mode) and m.version ~= tonumber(mode) then
   return {'stale'}
 end

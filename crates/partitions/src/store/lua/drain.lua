@@ -21,7 +21,8 @@ if again then return again end
 local now = clock()
 local m = meta()
 if not m.exists then return {'nogroup'} end
-if restoring(m, now) then return {'restoring', m.grant_after - now} end
+local wait = change_wait(m, now)
+if wait then return {'restoring', wait} end
 local exp = redis.call('ZSCORE', MEMBERS, replica)
 local is_live = exp and tonumber(exp) > now
 if not on then

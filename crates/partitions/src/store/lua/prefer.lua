@@ -20,7 +20,8 @@ if again then return again end
 local now = clock()
 local m = meta()
 if not m.exists then return {'nogroup'} end
-if restoring(m, now) then return {'restoring', m.grant_after - now} end
+local wait = change_wait(m, now)
+if wait then return {'restoring', wait} end
 local n, r = ARGV[1], ARGV[2]
 if not redis.call('ZSCORE', PARTITIONS, n) then return {'unknown'} end
 local old = redis.call('HGET', PREFS, n) or ''

@@ -19,7 +19,8 @@ if again then return again end
 local now = clock()
 local m = meta()
 if not m.exists then return {'nogroup'} end
-if restoring(m, now) then return {'restoring', m.grant_after - now} end
+local wait = change_wait(m, now)
+if wait then return {'restoring', wait} end
 if tonumber(mode) and m.version ~= tonumber(mode) then return {'stale'} end
 local names = distinct(tail(4))
 if #names == 0 then return {'ok', 0} end

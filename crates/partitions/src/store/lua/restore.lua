@@ -42,6 +42,7 @@ if step == 'begin' then
     'fmax', int(math.max(m.fmax, tonumber(ARGV[9]))), 'origin', 'restore', 'total', 0,
     'wver', ARGV[11], 'rcount', ARGV[5],
     'inc', 'r:' .. life .. ':' .. sver .. ':' .. int(now_us), 'server', lifetime, 'ssum', 0)
+  redis.call('HDEL', META, 'amended', 'adopting', 'alife', 'asver')
   if ARGV[10] == '1' then
     redis.call('HSET', META, 'weighted', 1)
   else

@@ -19,7 +19,8 @@ if again then return again end
 local now = clock()
 local m = meta()
 if not m.exists then return {'nogroup'} end
-if restoring(m, now) then return {'restoring', m.grant_after - now} end
+local wait = change_wait(m, now)
+if wait then return {'restoring', wait} end
 local n, w = ARGV[1], tonumber(ARGV[2])
 if not redis.call('ZSCORE', PARTITIONS, n) then return {'unknown'} end
 local old, changed = set_weight(m, n, w)

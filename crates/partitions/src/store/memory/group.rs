@@ -69,6 +69,12 @@ pub(crate) struct Meta {
     /// The move budget's current window, and the moves taken in it (`bwin`, `bused`).
     pub(crate) bwin: Option<u64>,
     pub(crate) bused: usize,
+    /// An operator changed the group (`amended`).
+    pub(crate) amended: bool,
+    /// While a replica brings the group to its copy (origin `Adopt`): the copy's life
+    /// and set version, and until when operator changes wait (`alife`, `asver`,
+    /// `adopting`).
+    pub(crate) adopting: Option<(String, u64, u64)>,
 }
 
 /// The twin of `server.lua`'s `check_window`.
@@ -210,6 +216,19 @@ impl Group {
 
     pub(crate) fn weighted(&self) -> bool {
         self.meta.as_ref().is_some_and(|m| m.weighted)
+    }
+
+    /// How long an operator's change (or a versioned list's) must wait, if it must
+    /// (`change_wait` in `meta.lua`).
+    pub(crate) fn change_wait(&self, now: Now) -> Option<Duration> {
+        self.restoring(now).or_else(|| {
+            self.meta
+                .as_ref()
+                .filter(|m| m.origin == Origin::Adopt)
+                .and_then(|m| m.adopting.as_ref())
+                .filter(|(_, _, until)| *until > now.ms)
+                .map(|(_, _, until)| Duration::from_millis(until - now.ms))
+        })
     }
 
     /// Whether the group grants nothing yet (`restoring` in `meta.lua`).
@@ -562,11 +581,19 @@ impl Group {
             .map(|(_, r)| r.clone())
     }
 
-    /// Keeps an operator's reply a minute (`answer` in `meta.lua`).
+    /// Keeps an operator's reply a minute, and marks the group amended (`answer` in
+    /// `meta.lua`).
     pub(crate) fn answer(&mut self, op: Option<&str>, reply: ops::OpReply, now: Now) {
         if let Some(op) = op {
             self.ops.retain(|_, (until, _)| *until > now.ms);
             self.ops.insert(op.to_owned(), (now.ms + 60_000, reply));
+            if let Some(m) = self.meta.as_mut() {
+                m.amended = true;
+                if m.origin == Origin::Adopt {
+                    m.origin = Origin::Seed;
+                    m.adopting = None;
+                }
+            }
         }
     }
 }

@@ -227,6 +227,8 @@ impl Group {
                     ssum: Some(0),
                     bwin: None,
                     bused: 0,
+                    amended: false,
+                    adopting: None,
                 });
             }
             (Change::Seed { life, .. }, Some(m)) if m.life != *life || m.origin != Origin::Seed => {
@@ -235,8 +237,8 @@ impl Group {
             // The seed goes on, in its own grant window.
             (Change::Seed { .. }, Some(_)) => {}
             (_, None) => return (AddReply::NoGroup, false),
-            (_, Some(_)) if self.restoring(now).is_some() => {
-                let wait = self.restoring(now).unwrap_or_default();
+            (_, Some(_)) if self.change_wait(now).is_some() => {
+                let wait = self.change_wait(now).unwrap_or_default();
                 return (AddReply::Restoring(wait), false);
             }
             (Change::Versioned(v), Some(m)) if m.version != *v => {
@@ -250,28 +252,7 @@ impl Group {
         {
             return (AddReply::Exists(n.clone()), false);
         }
-        let mut added = 0;
-        for n in names {
-            if self.positions.contains_key(&n) {
-                continue;
-            }
-            let w = self.weight(&n);
-            let meta = self.meta.as_mut().expect("the group exists");
-            let pos = meta.next;
-            meta.next += 1;
-            meta.count += 1;
-            if meta.weighted {
-                meta.total += w;
-            }
-            meta.ssum = meta.ssum.map(|s| (s + name_sum(&n)) % SUM_MOD);
-            self.positions.insert(n.clone(), pos);
-            self.order.insert(pos, n.clone());
-            if !self.owners.contains_key(&n) {
-                self.add_free(&n, now.ms);
-            }
-            self.revoked.remove(&n);
-            added += 1;
-        }
+        let added = self.add_names(&names, None, now);
         if added > 0 {
             self.bump_set();
         }
@@ -299,7 +280,7 @@ impl Group {
         let Some(m) = &self.meta else {
             return (RemoveReply::NoGroup, false);
         };
-        if let Some(wait) = self.restoring(now) {
+        if let Some(wait) = self.change_wait(now) {
             return (RemoveReply::Restoring(wait), false);
         }
         match mode {
@@ -326,7 +307,67 @@ impl Group {
         if gone.is_empty() {
             return (RemoveReply::Removed(0), false);
         }
-        for n in &gone {
+        self.remove_names(&gone);
+        self.bump_set();
+        (answer(self, RemoveReply::Removed(gone.len())), true)
+    }
+}
+
+impl Group {
+    /// `add_names` in `lib/set.lua`: adds the `names` (distinct) not in the set yet,
+    /// each free unless still held, with weight `ws[j]` if given; how many it added.
+    pub(crate) fn add_names(&mut self, names: &[String], ws: Option<&[u64]>, now: Now) -> usize {
+        let new: Vec<(String, Option<u64>)> = names
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| !self.positions.contains_key(*n))
+            .map(|(j, n)| (n.clone(), ws.map(|w| w[j])))
+            .collect();
+        if new.is_empty() {
+            return 0;
+        }
+        if new.iter().any(|(_, w)| w.is_some_and(|w| w != 1)) && !self.weighted() {
+            self.make_weighted();
+        }
+        for (n, w) in &new {
+            if let Some(w) = *w {
+                let old = self.weight(n);
+                if old != w
+                    && let Some(owner) = self.owners.get(n).cloned()
+                    && let Some(l) = self.loads.get_mut(&owner)
+                {
+                    *l = u64::try_from((i128::from(*l) + i128::from(w) - i128::from(old)).max(0))
+                        .unwrap_or(0);
+                }
+                if w == 1 {
+                    self.weights.remove(n);
+                } else {
+                    self.weights.insert(n.clone(), w);
+                }
+            }
+            let w = self.weight(n);
+            let meta = self.meta.as_mut().expect("the group exists");
+            let pos = meta.next;
+            meta.next += 1;
+            meta.count += 1;
+            if meta.weighted {
+                meta.total += w;
+            }
+            meta.ssum = meta.ssum.map(|s| (s + name_sum(n)) % SUM_MOD);
+            self.positions.insert(n.clone(), pos);
+            self.order.insert(pos, n.clone());
+            if !self.owners.contains_key(n) {
+                self.add_free(n, now.ms);
+            }
+            self.revoked.remove(n);
+        }
+        new.len()
+    }
+
+    /// `remove_names` in `lib/set.lua`: removes `gone` (distinct names in the set) and
+    /// their preferences; a held one is revoked.
+    pub(crate) fn remove_names(&mut self, gone: &[String]) {
+        for n in gone {
             if let Some(pos) = self.positions.remove(n) {
                 self.order.remove(&pos);
             }
@@ -348,8 +389,6 @@ impl Group {
                 m.ssum = m.ssum.map(|s| (s + SUM_MOD - name_sum(n)) % SUM_MOD);
             }
         }
-        self.bump_set();
-        (answer(self, RemoveReply::Removed(gone.len())), true)
     }
 }
 

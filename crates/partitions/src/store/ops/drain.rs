@@ -78,7 +78,7 @@ impl Group {
         if self.meta.is_none() {
             return (DrainReply::NoGroup, false);
         }
-        if let Some(wait) = self.restoring(now) {
+        if let Some(wait) = self.change_wait(now) {
             return (DrainReply::Restoring(wait), false);
         }
         let is_live = self.members.get(replica).is_some_and(|exp| *exp > now.ms);

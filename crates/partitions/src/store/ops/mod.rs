@@ -20,6 +20,7 @@ use leasehold_election::{Fence, StoreError};
 use super::protocol::MemberInfo;
 use super::protocol::ReplicaState;
 
+pub(crate) mod adopt;
 pub(crate) mod budget;
 pub(crate) mod change;
 pub(crate) mod claim;
@@ -273,6 +274,9 @@ mod tests {
             }),
             ("restore", include_str!("../lua/restore.lua"), |v| {
                 restore::parse(v).map(drop)
+            }),
+            ("adopt", include_str!("../lua/adopt.lua"), |v| {
+                adopt::parse(v).map(drop)
             }),
             ("version", include_str!("../lua/version.lua"), |v| {
                 version::parse(v).map(drop)

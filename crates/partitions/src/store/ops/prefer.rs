@@ -71,7 +71,7 @@ impl Group {
         if self.meta.is_none() {
             return (PreferReply::NoGroup, false);
         }
-        if let Some(wait) = self.restoring(now) {
+        if let Some(wait) = self.change_wait(now) {
             return (PreferReply::Restoring(wait), false);
         }
         if !self.positions.contains_key(partition) {

@@ -194,6 +194,8 @@ impl Group {
                     ssum: Some(0),
                     bwin: None,
                     bused: 0,
+                    amended: false,
+                    adopting: None,
                 });
                 self.drains = drained.iter().cloned().collect();
                 self.prefs = preferences.iter().cloned().collect();

@@ -9,6 +9,7 @@ use redis::Value;
 use super::group_script;
 use crate::keys::GroupKeys;
 use crate::store::memory::Group;
+use crate::store::protocol::Origin;
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("version.lua");
 
@@ -52,6 +53,7 @@ impl Group {
             return false;
         };
         match step {
+            VersionStep::Begin if m.origin == Origin::Adopt => false,
             VersionStep::Begin if m.version < version => {
                 m.version = version;
                 m.digest.clear();

@@ -85,14 +85,29 @@ impl Group {
         if self.meta.is_none() {
             return (WeightReply::NoGroup, false);
         }
-        if let Some(wait) = self.restoring(now) {
+        if let Some(wait) = self.change_wait(now) {
             return (WeightReply::Restoring(wait), false);
         }
         if !self.positions.contains_key(partition) {
             return (WeightReply::Unknown, false);
         }
+        let (old, changed) = self.set_weight_of(partition, weight);
+        if !changed {
+            return (WeightReply::Set(old), false);
+        }
+        if let Some(m) = self.meta.as_mut() {
+            m.wver += 1;
+            m.sver += 1;
+            m.rcount = 0;
+        }
+        (answer(self, WeightReply::Set(old)), true)
+    }
+
+    /// `set_weight` in `lib/set.lua`: sets `partition`'s weight (in the set); the old
+    /// weight, and whether anything changed.
+    pub(crate) fn set_weight_of(&mut self, partition: &str, weight: u64) -> (u64, bool) {
         if self.weighted() && self.weight(partition) == weight {
-            return (WeightReply::Set(weight), false);
+            return (weight, false);
         }
         if !self.weighted() {
             self.make_weighted();
@@ -109,24 +124,18 @@ impl Group {
             if let Some(m) = self.meta.as_mut() {
                 m.weighted = false;
                 m.total = 0;
-                m.wver += 1;
-                m.sver += 1;
-                m.rcount = 0;
             }
-            return (answer(self, WeightReply::Set(old)), true);
+            return (old, true);
         }
         let delta = i128::from(weight) - i128::from(old);
         if let Some(m) = self.meta.as_mut() {
             m.total = u64::try_from((i128::from(m.total) + delta).max(0)).unwrap_or(0);
-            m.wver += 1;
-            m.sver += 1;
-            m.rcount = 0;
         }
         if let Some(owner) = self.owners.get(partition).cloned()
             && let Some(l) = self.loads.get_mut(&owner)
         {
             *l = u64::try_from((i128::from(*l) + delta).max(0)).unwrap_or(0);
         }
-        (answer(self, WeightReply::Set(old)), true)
+        (old, true)
     }
 }

@@ -4,7 +4,7 @@
 local function meta()
   local m = redis.call('HMGET', META, 'count', 'version', 'digest', 'grant_after', 'life',
     'sver', 'lease', 'fmax', 'origin', 'weighted', 'total', 'wver', 'rcount', 'inc',
-    'server', 'server_after', 'rver', 'checked')
+    'server', 'server_after', 'rver', 'checked', 'amended', 'adopting', 'alife', 'asver')
   return {
     exists = m[1] ~= false,
     count = tonumber(m[1] or '0'),
@@ -31,6 +31,14 @@ local function meta()
     rver = m[17] or '0',
     -- When a script last read the server's lifetime and found it `server` (server.lua).
     checked = tonumber(m[18] or ''),
+    -- An operator changed the group (answer): a copy of an earlier lifetime of it no
+    -- longer replaces its set (adopt.lua).
+    amended = m[19] == '1',
+    -- While a replica brings the group to its copy (adopt.lua, origin `adopt`): until
+    -- when operator changes wait, and the copy's life and set version.
+    adopting = tonumber(m[20] or '0'),
+    alife = m[21] or '',
+    asver = tonumber(m[22] or '-1'),
   }
 end
 
@@ -111,6 +119,15 @@ local function restoring(m, now)
   return m.exists and m.grant_after > now
 end
 
+-- How long (ms) an operator's change (or a versioned list's) must wait, if it must
+-- (nil: it need not): while the group grants nothing yet (`restoring`), or while a
+-- replica brings it to its copy of an earlier lifetime (adopt.lua).
+local function change_wait(m, now)
+  if restoring(m, now) then return m.grant_after - now end
+  if m.origin == 'adopt' and m.adopting > now then return m.adopting - now end
+  return nil
+end
+
 -- The set's checksum (`ssum`): the sum, modulo 2^52, of the first 52 bits of each
 -- name's SHA-1, kept by every script that adds or removes names, so that a replica
 -- whose configured list has the same names (the same checksum and count) takes it as
@@ -171,7 +188,16 @@ local function replayed()
 end
 
 -- Keeps an operator's reply a minute for a retry of the same request, and returns it.
+-- The group is then amended: a replica's copy of an earlier lifetime no longer
+-- replaces its set, and an adopt left unfinished past its wait is over (adopt.lua).
 local function answer(reply)
-  if OP then redis.call('SET', OP, cjson.encode(reply), 'PX', 60000) end
+  if OP then
+    redis.call('SET', OP, cjson.encode(reply), 'PX', 60000)
+    redis.call('HSET', META, 'amended', 1)
+    if redis.call('HGET', META, 'origin') == 'adopt' then
+      redis.call('HSET', META, 'origin', 'seed')
+      redis.call('HDEL', META, 'adopting', 'alife', 'asver')
+    end
+  end
   return reply
 end
