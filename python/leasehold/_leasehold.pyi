@@ -36,7 +36,8 @@ class Lease:
     def lost(self) -> Awaitable[None]:
         """Completes when the term is over."""
     def hand_off(self, state: bytes) -> None:
-        """Leaves up to 1 MiB of state for the partition's next owner."""
+        """Leaves up to 1 MiB of state for the partition's next owner; raises
+        ``HandOffError`` once the lease is lost (nothing is kept)."""
     def handed_over(self) -> bytes | None:
         """The state the previous term left, if any."""
     def no_hand_off(self) -> str | None:

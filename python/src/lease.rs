@@ -138,8 +138,9 @@ impl Lease {
     }
 
     /// Leaves `state` (bytes, up to 1 MiB) for this partition's next owner, carried by
-    /// the release that ends this term. Raises `HandOffError` if it is too large or
-    /// the lease is already gone.
+    /// the release that ends this term. Raises `HandOffError` if it is too large, or
+    /// once the lease is lost (a `finally` after a lost lease: nothing is kept) or
+    /// already given back.
     fn hand_off(&self, state: &[u8]) -> PyResult<()> {
         self.ownership()?
             .hand_off(state.to_vec())
