@@ -25,8 +25,9 @@ class Lease:
     def is_lost(self) -> bool: ...
     @property
     def end_reason(self) -> str | None:
-        """Why the term ended (``renewal_refused``, ``shutdown``, ``hand_off``,
-        ``drain``, ``leave``, ...); ``None`` while it lasts."""
+        """Why the term ended (a duty's: ``renewal_refused``, ``shutdown``, ...; a
+        partition's: ``handoff``, ``drain``, ``leave``, ``expiry``, ...); ``None`` while
+        it lasts."""
     @property
     def successor(self) -> str | None: ...
     def remaining(self) -> float:

@@ -114,8 +114,8 @@ impl Lease {
 
     /// Why the term ended, once it has: for a duty a label such as
     /// `"renewal_refused"`, `"deadline_passed"`, `"shutdown"`; for a partition why it
-    /// moved, such as `"hand_off"`, `"drain"`, `"leave"`, `"expired"`. `None` while the
-    /// term lasts.
+    /// moved, such as `"handoff"`, `"drain"`, `"leave"`, `"expiry"` (a lost lease).
+    /// `None` while the term lasts.
     #[getter]
     fn end_reason(&self) -> Option<String> {
         match &self.ownership {
