@@ -23,7 +23,7 @@
 use std::time::Duration;
 
 use leasehold_partitions::{
-    Coordinator, DutyResult, GroupConfig, NoHandOff, Ownership, RedisStore,
+    Coordinator, DutyResult, GroupConfig, HandOffError, NoHandOff, Ownership, RedisStore,
 };
 
 /// How often a stream's consumer takes the next record.
@@ -64,11 +64,22 @@ async fn consume(stream: String, lead: Ownership) -> DutyResult {
         }
     }
     // The term is ending (a hand-off, a drain, a shutdown): leave the offset for the
-    // next owner. It travels with the release; a crash leaves nothing.
-    lead.hand_off(offset.to_string())?;
+    // next owner. It travels with the release; a crash leaves nothing, and so does a
+    // lost lease (whose term is aborted at once: this may not even run).
     let why = lead
         .end_reason()
         .map_or_else(String::new, |r| r.to_string());
+    match lead.hand_off(offset.to_string()) {
+        Ok(()) => {}
+        Err(HandOffError::LeaseLost) => {
+            println!(
+                "{}: {stream} stopped at offset {offset} ({why}): lease lost, nothing handed off",
+                lead.replica_id()
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    }
     match lead.successor() {
         Some(next) => println!(
             "{}: {stream} handed off at offset {offset} ({why}, to {next})",

@@ -88,7 +88,10 @@ class Coordinator(Runner):
     For each partition it owns, ``handle(partition, lease)`` runs as an asyncio task,
     cancelled when the term ends (hand-over, drain, shutdown, lost lease). A handler
     that raises ends that term as failed: logged, counted in :attr:`failures`,
-    released, and its partition is claimed again after a backoff. The leases are
+    released, and its partition is claimed again after a backoff. After a lost lease
+    the term is over (no grace) before the handler's ``finally`` runs:
+    ``lease.hand_off()`` there raises :class:`HandOffError`, which such a ``finally``
+    catches. The leases are
     renewed by the Rust core on its own threads, never on this event loop.
 
     Args:

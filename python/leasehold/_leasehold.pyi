@@ -25,8 +25,9 @@ class Lease:
     def is_lost(self) -> bool: ...
     @property
     def end_reason(self) -> str | None:
-        """Why the term ended (``renewal_refused``, ``shutdown``, ``hand_off``,
-        ``drain``, ``leave``, ...); ``None`` while it lasts."""
+        """Why the term ended (a duty's: ``renewal_refused``, ``shutdown``, ...; a
+        partition's: ``handoff``, ``drain``, ``leave``, ``expiry``, ...); ``None`` while
+        it lasts."""
     @property
     def successor(self) -> str | None: ...
     def remaining(self) -> float:
@@ -36,7 +37,8 @@ class Lease:
     def lost(self) -> Awaitable[None]:
         """Completes when the term is over."""
     def hand_off(self, state: bytes) -> None:
-        """Leaves up to 1 MiB of state for the partition's next owner."""
+        """Leaves up to 1 MiB of state for the partition's next owner; raises
+        ``HandOffError`` once the lease is lost (nothing is kept)."""
     def handed_over(self) -> bytes | None:
         """The state the previous term left, if any."""
     def no_hand_off(self) -> str | None:

@@ -114,8 +114,8 @@ impl Lease {
 
     /// Why the term ended, once it has: for a duty a label such as
     /// `"renewal_refused"`, `"deadline_passed"`, `"shutdown"`; for a partition why it
-    /// moved, such as `"hand_off"`, `"drain"`, `"leave"`, `"expired"`. `None` while the
-    /// term lasts.
+    /// moved, such as `"handoff"`, `"drain"`, `"leave"`, `"expiry"` (a lost lease).
+    /// `None` while the term lasts.
     #[getter]
     fn end_reason(&self) -> Option<String> {
         match &self.ownership {
@@ -138,8 +138,9 @@ impl Lease {
     }
 
     /// Leaves `state` (bytes, up to 1 MiB) for this partition's next owner, carried by
-    /// the release that ends this term. Raises `HandOffError` if it is too large or
-    /// the lease is already gone.
+    /// the release that ends this term. Raises `HandOffError` if it is too large, or
+    /// once the lease is lost (a `finally` after a lost lease: nothing is kept) or
+    /// already given back.
     fn hand_off(&self, state: &[u8]) -> PyResult<()> {
         self.ownership()?
             .hand_off(state.to_vec())

@@ -258,9 +258,10 @@ enum LeaseNow {
 ///     // Resume where the previous owner stopped, if it said.
 ///     let cursor = lease.handed_over().map(<[u8]>::to_vec).unwrap_or_default();
 ///     println!("serving {tenant} from {cursor:?} with fence {}", lease.fence());
-///     lease.cancelled().await;
+///     lease.cancelled().await; // after a lost lease, the callback may end here
 ///     if lease.end_reason() == Some(MoveCause::HandOff) {
-///         lease.hand_off(cursor)?; // for the next owner
+///         // For the next owner; `LeaseLost` if the grace outran the lease.
+///         let _ = lease.hand_off(cursor);
 ///     }
 ///     Ok(())
 /// })
@@ -341,7 +342,10 @@ impl Ownership {
     /// [`handed_over`](Self::handed_over)) only if that term immediately follows this
     /// one. Call it once the term is ending, typically after
     /// [`cancelled`](Leadership::cancelled) completes and before the callback returns
-    /// (within its grace); a later call replaces the state.
+    /// (within its grace); a later call replaces the state. A term whose lease is lost
+    /// gets no grace: its callback is aborted at once and may never get here (put
+    /// cleanup in `Drop`, which runs either way); if it does, this is
+    /// [`HandOffError::LeaseLost`], the end of such a term rather than a failure.
     ///
     /// The state is kept in Redis, tied to this term's fence, until the next owner
     /// takes it or its time to live passes
