@@ -1634,6 +1634,26 @@ async fn lifetimes<B: Protocol>(b: &B) -> Vec<String> {
         }
     }
     assert_eq!(partitions.len(), 2, "{r:?}");
+    // A replica with a longer lease than the group's creator claims: the group's
+    // lease (its hold after a server change) follows it up, and never down.
+    let long = ClaimRequest {
+        ttl: TTL * 3,
+        ..claim(cx, "b", bt, 2, 1)
+    };
+    b.claim(&k, &long).await.unwrap();
+    let short = ClaimRequest {
+        ttl: TTL / 5,
+        ..claim(cx, "b", bt, 3, 1)
+    };
+    b.claim(&k, &short).await.unwrap();
+    let r = b
+        .tick(&k, &tick(cx, "a", a, false, ReplicaState::Active))
+        .await
+        .unwrap();
+    out.push(format!(
+        "lifetimes: the group's lease after claims with 3 and 1/5 of its lease: {:?}",
+        r.set.map(|s| s.lease)
+    ));
     out
 }
 
@@ -1923,6 +1943,10 @@ async fn every_section_answers_what_it_claims() {
     expect("f's second crash parks it too", r#"("f", Away,"#);
     expect("f's grace is over", "expired=1");
     expect("f after its grace starts afresh", "resumed=None");
+    expect(
+        "lifetimes: the group's lease after claims with 3 and 1/5 of its lease",
+        "Some(15s)",
+    );
     expect("begin", "Done");
     expect("begin again", "Done");
     expect("another copy's begin", "Refused(Other)");

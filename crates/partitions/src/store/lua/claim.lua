@@ -60,6 +60,14 @@ if redis.call('HGET', STATES, replica) == 'away' then return {'lost'} end
 local m = meta()
 -- A session of another incarnation of the group (see tick.lua) gets nothing here.
 if ARGV[11] ~= m.inc then return {'lost'} end
+-- The group's lease is the longest any replica claims with, so that the hold after the
+-- granting server changed (meta.lua's follow_server) outlasts every owner's local
+-- deadline, also a replica's whose lease is longer than the group creator's (a deploy
+-- that lengthens the lease). It never shrinks.
+if ttl > m.lease then
+  redis.call('HSET', META, 'lease', ttl)
+  m.lease = ttl
+end
 follow_server(m, now)
 local ack = redis.call('HGET', ACKS, process)
 if ack then

@@ -250,6 +250,8 @@ impl Group {
             return ClaimReply::Lost;
         }
         if let Some(m) = self.meta.as_mut() {
+            let ttl = u64::try_from(req.ttl.as_millis().max(1)).unwrap_or(u64::MAX);
+            m.lease = m.lease.max(ttl);
             m.follow_server(now, false);
         }
         if let Some((seq, reply)) = self.acks.get(&req.process) {
