@@ -26,7 +26,10 @@ impl World {
         for id in &ids {
             self.start_replica(id);
         }
-        for id in std::mem::take(&mut self.drained) {
+        // Every replica, not only those the run drained and did not undrain yet: a
+        // failover that lost an undrain's write brings the drain back.
+        self.drained.clear();
+        for id in ids {
             self.undrain(&id).await;
         }
         // Every fault's effect is over a few leases after the heal (a sticky replica
@@ -58,6 +61,7 @@ impl World {
         self.faults.kind = fault;
         if matches!(fault, "kill" | "stop" | "dup" | "lossy" | "hole") {
             self.faults.faulted.insert(id.clone(), Instant::now());
+            self.faults.striking = Some(id.clone());
         }
         match fault {
             // A crash, then a restart after a while.
@@ -208,6 +212,7 @@ impl World {
             _ => self.wipe().await,
         }
         self.faults.kind = "";
+        self.faults.striking = None;
         // Now and then the admin's link is lossy too.
         let admin_mode = if self.options.faults.contains(&"lossy") && self.rng.random_bool(0.2) {
             Mode::Lossy {

@@ -268,6 +268,10 @@ struct Faulted {
     kinds: Vec<&'static str>,
     /// The kind of fault being thrown (spans made meanwhile are of it).
     kind: &'static str,
+    /// The replica each span's fault struck, if it struck one (a kill, a stop, a
+    /// duplicate, a link's fault), and the one being struck now.
+    struck: Vec<Option<String>>,
+    striking: Option<String>,
     /// Sticky replicas killed, each to be started again within its grace.
     sticky_kills: Vec<oracle::StickyKill>,
     /// Calls that never returned.
@@ -436,6 +440,7 @@ impl World {
         } else {
             self.faults.kind
         });
+        self.faults.struck.push(self.faults.striking.clone());
     }
 
     fn config(&self, r: &Replica) -> GroupConfig {
@@ -642,6 +647,7 @@ impl World {
             &self.faults.sticky_kills,
             &self.faults.spans,
             &self.faults.kinds,
+            &self.faults.struck,
             LEASE,
             self.schedule.start,
         );

@@ -205,7 +205,7 @@ async fn a_tick_takes_the_lifetime_as_read_for_a_window_and_the_hold_counts_from
     let r = tick("", &Seen::default()).await;
     let checked = Instant::now();
     let inc = r.set.as_ref().unwrap().incarnation.clone();
-    let claim = ClaimRequest::of("r0", &token(0), 1, 2, TTL, &inc);
+    let claim = ClaimRequest::of("r0", &token(0), 1, 2, lease, &inc);
     assert!(matches!(
         store.claim(&k, &claim).await.unwrap(),
         ClaimReply::Claimed { .. }
@@ -237,7 +237,7 @@ async fn a_tick_takes_the_lifetime_as_read_for_a_window_and_the_hold_counts_from
         "within the window the tick takes the lifetime as read"
     );
 
-    let claim = ClaimRequest::of("r0", &token(0), 2, 2, TTL, &inc);
+    let claim = ClaimRequest::of("r0", &token(0), 2, 2, lease, &inc);
     let ClaimReply::Wait(wait) = store.claim(&k, &claim).await.unwrap() else {
         panic!("a claim in the new lifetime waits");
     };
@@ -280,7 +280,7 @@ async fn the_twin_takes_the_lifetime_as_read_for_a_window() {
     let r = tick(0, "", &Seen::default()).await;
     let inc = r.set.as_ref().unwrap().incarnation.clone();
     let mut kept = seen(&r);
-    let claim = ClaimRequest::of("r0", &token(0), 1, 2, TTL, &inc);
+    let claim = ClaimRequest::of("r0", &token(0), 1, 2, lease, &inc);
     assert!(matches!(
         store.claim(&k, &claim).await.unwrap(),
         ClaimReply::Claimed { .. }
@@ -295,7 +295,7 @@ async fn the_twin_takes_the_lifetime_as_read_for_a_window() {
         r.lifetime, old,
         "within the window the tick takes the lifetime as read"
     );
-    let claim = ClaimRequest::of("r0", &token(0), 2, 2, TTL, &inc);
+    let claim = ClaimRequest::of("r0", &token(0), 2, 2, lease, &inc);
     assert_eq!(
         store.claim(&k, &claim).await.unwrap(),
         ClaimReply::Wait(lease)
