@@ -36,6 +36,7 @@ pub struct RedisStoreBuilder {
     pool_size: usize,
     wait_for_replicas: Option<(usize, Duration)>,
     client_name: Option<String>,
+    subscription_ping: Option<Duration>,
     #[cfg(feature = "tls")]
     root_ca: Option<Vec<u8>>,
     #[cfg(feature = "tls")]
@@ -56,6 +57,7 @@ impl std::fmt::Debug for RedisStoreBuilder {
             .field("pool_size", &self.pool_size)
             .field("wait_for_replicas", &self.wait_for_replicas)
             .field("client_name", &self.client_name)
+            .field("subscription_ping", &self.subscription_ping)
             .finish_non_exhaustive()
     }
 }
@@ -68,6 +70,7 @@ impl RedisStoreBuilder {
             pool_size: 4,
             wait_for_replicas: None,
             client_name: None,
+            subscription_ping: None,
             #[cfg(feature = "tls")]
             root_ca: None,
             #[cfg(feature = "tls")]
@@ -95,6 +98,21 @@ impl RedisStoreBuilder {
     /// Electors cap their own calls further by the time left on their lease.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = timeout;
+        self
+    }
+
+    /// How often the store's pub/sub connection is checked with a `PING` when nothing
+    /// arrives on it, so that a link that stopped answering is noticed and replaced.
+    /// Default: every second, or every call timeout if that is longer: a follower
+    /// waiting for a release must hear of a dead link well within a lease. A process
+    /// that keeps no lease, only listens (a [`Router`] of a partition group, a
+    /// dashboard), can check far less often: one `PING` a minute costs Redis next to
+    /// nothing per client, and thousands of such clients stay cheap. Never less than
+    /// the call timeout.
+    ///
+    /// [`Router`]: https://docs.rs/leasehold-partitions/latest/leasehold_partitions/struct.Router.html
+    pub fn subscription_ping(mut self, every: Duration) -> Self {
+        self.subscription_ping = Some(every);
         self
     }
 
@@ -266,6 +284,10 @@ impl RedisStoreBuilder {
                 call_timeout: self.call_timeout,
                 wait_for_replicas: self.wait_for_replicas,
                 client_name: self.client_name.as_deref().map(Arc::from),
+                subscription_ping: self
+                    .subscription_ping
+                    .unwrap_or(Duration::from_secs(1))
+                    .max(self.call_timeout),
             },
             Arc::default(),
         )

@@ -29,7 +29,7 @@ use tracing::debug;
 
 use self::conn::{Conn, Manager, Target};
 use self::lease::Unanswered;
-use self::pubsub::subscriber_loop;
+use self::pubsub::{Timing, subscriber_loop};
 use super::BackendWarning;
 use super::notify::Notifiers;
 use crate::error::{BuildError, StoreError};
@@ -85,6 +85,8 @@ struct Settings {
     wait_for_replicas: Option<(usize, Duration)>,
     /// What every connection is named (`CLIENT SETNAME`), if anything.
     client_name: Option<Arc<str>>,
+    /// How often the pub/sub connection is PINGed while quiet.
+    subscription_ping: Duration,
 }
 
 struct Inner {
@@ -229,6 +231,7 @@ impl RedisStore {
             call_timeout,
             wait_for_replicas,
             client_name,
+            subscription_ping,
         } = settings.clone();
         let manager = Manager {
             target: target.clone(),
@@ -257,7 +260,10 @@ impl RedisStore {
             notifiers.clone(),
             rx,
             stop.clone(),
-            call_timeout,
+            Timing {
+                call_timeout,
+                ping_every: subscription_ping,
+            },
         ));
         Ok(Self {
             inner: Arc::new(Inner {

@@ -28,6 +28,13 @@ const RECONNECT_INITIAL: Duration = Duration::from_millis(50);
 /// One attempt per store per 50-100 ms during an outage.
 const RECONNECT_MAX: Duration = Duration::from_millis(100);
 
+/// The subscription's timeouts: of each call, and between PINGs of a quiet link.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Timing {
+    pub(super) call_timeout: Duration,
+    pub(super) ping_every: Duration,
+}
+
 /// Keeps one pub/sub subscription per store alive: reconnects with backoff, resubscribes,
 /// PINGs so a black-holed link is noticed, and wakes every follower after a reconnect
 /// (a release may have been missed; followers then re-check at once).
@@ -38,12 +45,14 @@ pub(super) async fn subscriber_loop(
     notifiers: Arc<Notifiers>,
     mut new_channels: mpsc::UnboundedReceiver<String>,
     stop: CancellationToken,
-    call_timeout: Duration,
+    Timing {
+        call_timeout,
+        ping_every,
+    }: Timing,
 ) {
     let mut channels: Vec<String> = Vec::new();
     let mut attempt = 0usize;
     let mut backoff = Backoff::new(RECONNECT_INITIAL, RECONNECT_MAX);
-    let ping_every = Duration::from_secs(1).max(call_timeout);
     loop {
         // Wait for the first channel before connecting at all.
         if channels.is_empty() {
