@@ -123,6 +123,66 @@ impl<B: GroupStore> GroupAdmin<B> {
         Ok(Self { keys, ..self })
     }
 
+    /// A [`Router`](crate::Router) of this group: its owners and their addresses, kept
+    /// current by the group's move notices.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn router(&self) -> crate::Router {
+        crate::Router::start(self.store.clone(), self.keys.clone())
+    }
+
+    /// The group's notices from now on ([`GroupNotice`](crate::GroupNotice)): every
+    /// change a replica acts on, every move with its ledger ids, load steps, warm-move
+    /// messages, and [`GroupNotice::Missed`](crate::GroupNotice::Missed) when some may
+    /// have been missed (the subscription was lost a while, or this reader fell behind).
+    /// Pub/sub: best effort, for readers that catch up from the ledger of moves
+    /// ([`moves`](Self::moves)) after a `Missed`. A notice of an unknown version or
+    /// kind (a newer replica's) is skipped and counted.
+    ///
+    /// ```no_run
+    /// use futures::StreamExt;
+    /// use leasehold_partitions::{GroupAdmin, GroupNotice, RedisStore};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let admin = GroupAdmin::new(RedisStore::connect("redis://127.0.0.1:6379/")?, "tenants")?;
+    /// let mut notices = std::pin::pin!(admin.notices());
+    /// while let Some(notice) = notices.next().await {
+    ///     if let GroupNotice::Moved(moved) = notice {
+    ///         println!("{} took {:?}", moved.replica, moved.partitions);
+    ///     }
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn notices(&self) -> impl futures::Stream<Item = crate::GroupNotice> + Send + 'static {
+        let rx = self.store.notices(&self.keys);
+        let (tag, group) = (self.keys.notice.clone(), self.keys.group.clone());
+        futures::stream::unfold(rx, move |mut rx| {
+            let (tag, group) = (tag.clone(), group.clone());
+            async move {
+                loop {
+                    let notice = match rx.recv().await {
+                        Ok(m) => match crate::GroupNotice::decode(&tag, &m) {
+                            Some(Ok(n)) => n,
+                            Some(Err(_)) => {
+                                metrics::counter!(crate::metrics::UNKNOWN_NOTICES, "group" => group.clone())
+                                    .increment(1);
+                                continue;
+                            }
+                            None => continue,
+                        },
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            crate::GroupNotice::Missed
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                    };
+                    return Some((notice, rx));
+                }
+            }
+        })
+    }
+
     /// Adds partitions to the group; returns how many were added. More than 250 names
     /// are sent in chunks of 250: if one is refused, the chunks before it stay added.
     ///

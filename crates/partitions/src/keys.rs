@@ -103,7 +103,8 @@ pub struct GroupKeys {
     /// The channel a release or a leave publishes on (shared with single duties under
     /// the same prefix).
     pub channel: String,
-    /// The message published on `channel` when the group's free set grows.
+    /// The group's tag on `channel`: every notice of the group starts with it
+    /// ([`crate::GroupNotice`]); alone, it says something changed (the free set grew).
     pub notice: String,
 }
 
@@ -142,14 +143,6 @@ impl GroupKeys {
             channel: release_channel(prefix),
             notice: format!("{prefix}:{{{group}}}"),
         }
-    }
-
-    /// The message a claim publishes on `channel` when it started terms for partitions
-    /// that change owner (`<notice>\tmoved`): replicas ignore it; it tells readers of
-    /// the ledger of moves, such as `leasehold dashboard`, to read it now rather than at
-    /// their next refresh.
-    pub(crate) fn moved_notice(&self) -> String {
-        format!("{}\tmoved", self.notice)
     }
 
     /// String, one per partition whose last term handed state off and whose next term
@@ -227,6 +220,5 @@ mod tests {
         }
         assert_eq!(k.channel, "lh:released");
         assert_eq!(k.notice, "lh:{tenants}");
-        assert_eq!(k.moved_notice(), "lh:{tenants}\tmoved");
     }
 }

@@ -46,8 +46,10 @@ mod coordinator;
 mod error;
 mod keys;
 pub mod metrics;
+mod notice;
 mod ownership;
 mod replica;
+mod router;
 mod store;
 mod view;
 
@@ -69,7 +71,9 @@ pub use self::config::{
 };
 pub use self::coordinator::{Coordinator, CoordinatorHandle, Prepare};
 pub use self::error::{PartitionsError, Result};
+pub use self::notice::{GroupNotice, Moved, NOTICE_VERSION, WarmMove};
 pub use self::ownership::{HandOffError, LoadError, MAX_HAND_OFF_BYTES, NoHandOff, Ownership};
+pub use self::router::{Route, RouteChange, Router, RouterStatus};
 pub use self::store::memory::{MemoryGroupStore, MemorySnapshot};
 pub use self::store::ops::moves::{LEDGER_LEN, Move, MoveCause, UnknownCause};
 #[cfg(feature = "testing")]

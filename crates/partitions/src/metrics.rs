@@ -26,6 +26,14 @@ pub const HANDOFFS: &str = "leasehold_partition_handoffs_total";
 /// `outcome` (`prepared`: the receiver said it was ready; `timed_out`: the wait was
 /// over first, and the move went to anyone).
 pub const WARM_MOVES: &str = "leasehold_partition_warm_moves_total";
+/// Counter: notices of the group on its channel that this version cannot read (a newer
+/// version's, or an unknown kind), ignored. Labels: `group`, `replica` (a router's:
+/// `group` only).
+pub const UNKNOWN_NOTICES: &str = "leasehold_group_unknown_notices_total";
+/// Counter: requests a replica's handler found were for a partition it does not own
+/// ([`CoordinatorHandle::misrouted`](crate::CoordinatorHandle::misrouted)), and
+/// redirected. Labels: `group`, `replica`.
+pub const MISROUTED: &str = "leasehold_partition_misrouted_requests_total";
 /// Counter: partitions whose owner's session expired while holding them (a crash, a
 /// kill, a pause or a partition from Redis longer than the lease), counted once, by the
 /// replica whose tick found it. Labels: `group`.
@@ -87,6 +95,16 @@ pub(crate) fn describe() {
             "partitions no longer owned, by reason"
         );
         describe_counter!(HANDOFFS, Unit::Count, "partitions handed off to rebalance");
+        describe_counter!(
+            UNKNOWN_NOTICES,
+            Unit::Count,
+            "group notices of an unknown version or kind, ignored"
+        );
+        describe_counter!(
+            MISROUTED,
+            Unit::Count,
+            "requests for a partition this replica does not own"
+        );
         describe_counter!(
             WARM_MOVES,
             Unit::Count,

@@ -385,7 +385,7 @@ async fn a_step_in_load_is_published_to_the_group_and_drift_is_not() {
 
     let redis = RedisServer::start();
     // Every message on every channel of this server: the step messages are the ones
-    // that end in "\tstep".
+    // that end in "\t1\tstep" (version 1 of the group's notices).
     let mut pubsub = redis::Client::open(redis.url())
         .unwrap()
         .get_async_pubsub()
@@ -398,7 +398,7 @@ async fn a_step_in_load_is_published_to_the_group_and_drift_is_not() {
         let mut messages = pubsub.into_on_message();
         while let Some(m) = messages.next().await {
             let payload: String = m.get_payload().unwrap_or_default();
-            if payload.ends_with("\tstep") {
+            if payload.ends_with("\t1\tstep") {
                 seen.lock().unwrap().push(payload);
             }
         }
@@ -444,8 +444,8 @@ async fn a_step_in_load_is_published_to_the_group_and_drift_is_not() {
     }
     let message = steps.lock().unwrap()[0].clone();
     assert!(
-        message.ends_with(":{g}\tstep"),
-        "the group's notice, then \\tstep: {message:?}"
+        message.ends_with(":{g}\t1\tstep"),
+        "the group's tag, the version, then step: {message:?}"
     );
     until(&admin, "the step's weight", |s| {
         s.partitions

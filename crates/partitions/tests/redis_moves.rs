@@ -187,7 +187,8 @@ async fn the_ledger_holds_every_change_of_owner_with_its_cause() {
     assert!(none.newest_moves(5).await.unwrap().is_empty());
 }
 
-/// A claim that changed owners says so on the prefix's channel (`<notice>\tmoved`), so
+/// A claim that changed owners says so on the prefix's channel (its move notice,
+/// `<tag>\t1\tmoved\t...`), so
 /// that a reader of the ledger need not poll it; a reply to a claim that changed none
 /// (a renewal of a term) says nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,7 +205,7 @@ async fn a_claim_that_moves_partitions_says_so_on_the_channel() {
     fleet
         .until("a owns all", LIMIT, |f| f.counts()["a"] == 4)
         .await;
-    let moved = |m: &str| m.ends_with("{g}\tmoved");
+    let moved = |m: &str| m.contains("{g}\t1\tmoved\t");
     let mut seen = Vec::new();
     let found = tokio::time::timeout(LIMIT, async {
         while let Some(m) = messages.next().await {

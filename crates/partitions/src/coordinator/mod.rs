@@ -10,7 +10,7 @@ mod handoff;
 mod loads;
 mod logs;
 mod slots;
-mod warm;
+pub(crate) mod warm;
 
 pub use self::warm::Prepare;
 use self::warm::PrepareFn;
@@ -22,14 +22,15 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold_election::DutyResult;
+use leasehold_election::{DutyResult, Fence};
+use metrics::counter;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{Instrument, info_span, warn};
+use tracing::{Instrument, debug, info_span, warn};
 
-use self::driver::{Driver, Parts};
+use self::driver::{Driver, Parts, Running};
 use crate::config::GroupConfig;
 use crate::error::{PartitionsError, STOPPED};
 use crate::keys::GroupKeys;
@@ -155,6 +156,8 @@ where
         let epoch = Instant::now();
         let roster_bytes = Arc::new(AtomicU64::new(0));
         let (leave_by, leave_by_rx) = watch::channel(None);
+        let running = Running::default();
+        let replica: Arc<str> = self.config.replica_id.as_str().into();
         // The electors' template (its duty is each partition's name in turn): the
         // configuration was checked when it was built, and cannot change since.
         let first = self.config.partitions.first().unwrap_or(&self.config.group);
@@ -172,6 +175,7 @@ where
                     seed: self.seed,
                     roster_bytes: roster_bytes.clone(),
                     prepare: self.prepare,
+                    running: running.clone(),
                 });
                 tokio::spawn(driver.run().instrument(span))
             }
@@ -190,6 +194,8 @@ where
                 store: self.store,
                 keys,
                 roster_bytes,
+                running,
+                replica,
             }),
         }
     }
@@ -223,6 +229,8 @@ struct HandleInner<B> {
     keys: Arc<GroupKeys>,
     #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
     roster_bytes: Arc<AtomicU64>,
+    running: Running,
+    replica: Arc<str>,
 }
 
 impl<B> Drop for HandleInner<B> {
@@ -274,6 +282,55 @@ impl<B: GroupStore> CoordinatorHandle<B> {
             return Err(crate::NotReady::Leaving);
         }
         self.inner.view.borrow().readiness()
+    }
+
+    /// The fence of this replica's running term of `partition`, if it owns it now: for
+    /// a request handler's "is it still mine?" before it serves a request. Local and
+    /// cheap (a map lookup and the term's deadline; no I/O, no await), so it can run on
+    /// every request. `None` once the term has ended, locally (its deadline passed, it
+    /// was cancelled) even before its callback has returned.
+    ///
+    /// A route a client holds ([`Router`](crate::Router)) is a hint; this is the truth
+    /// for this replica. Pass the fence on with the work (a fenced write) to make a
+    /// write of a term that ends meanwhile fail instead of landing.
+    ///
+    /// ```no_run
+    /// # use leasehold_partitions::{CoordinatorHandle, MemoryGroupStore};
+    /// # fn handle(coordinator: &CoordinatorHandle<MemoryGroupStore>, tenant: &str) -> u16 {
+    /// match coordinator.owns(tenant) {
+    ///     Some(fence) => {
+    ///         // serve it, writing with `fence`
+    ///         # let _ = fence;
+    ///         200
+    ///     }
+    ///     None => {
+    ///         coordinator.misrouted(tenant); // counted; redirect to the owner
+    ///         421
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn owns(&self, partition: &str) -> Option<Fence> {
+        let lead = self.inner.running.get(partition)?;
+        (!lead.is_cancelled()).then(|| lead.fence())
+    }
+
+    /// Counts a request for `partition` that reached this replica although it does not
+    /// own it (the `leasehold_partition_misrouted_requests_total` counter), for a
+    /// handler that answers it with a redirect to the owner (see
+    /// [`owns`](Self::owns)). A few during moves are expected: a client's route lags a
+    /// move by the time its notice takes to arrive.
+    pub fn misrouted(&self, partition: &str) {
+        debug!(
+            partition,
+            "a request for a partition this replica does not own"
+        );
+        counter!(
+            m::MISROUTED,
+            "group" => self.inner.keys.group.clone(),
+            "replica" => self.inner.replica.to_string()
+        )
+        .increment(1);
     }
 
     /// The group's admin on this coordinator's store: its status

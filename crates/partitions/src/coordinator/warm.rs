@@ -7,8 +7,8 @@
 //! message) costs the move its wait, and the move goes on as a plain one.
 //!
 //! The two messages travel on the group's notice channel (Redis pub/sub: best
-//! effort). This module holds their encoding and the giver's rule ([`Gate`]), both
-//! pure; the driver sends, receives and runs the receiver's callback.
+//! effort; their encoding is in `crate::notice`). This module holds the giver's rule
+//! ([`Gate`]), pure; the driver sends, receives and runs the receiver's callback.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -56,64 +56,6 @@ pub(crate) enum Warm {
         to: String,
         fence: Fence,
     },
-}
-
-impl Warm {
-    /// The message on the channel: the group's notice, a tab, then the fields (a name
-    /// with a tab or a line break in it is never sent: the move waits out its wait).
-    pub(crate) fn encode(&self, notice: &str) -> Option<String> {
-        let (kind, partition, from, to, fence, within) = match self {
-            Self::Prepare {
-                partition,
-                from,
-                to,
-                fence,
-                within,
-            } => ("prepare", partition, from, to, fence, within.as_millis()),
-            Self::Ready {
-                partition,
-                from,
-                to,
-                fence,
-            } => ("ready", partition, from, to, fence, 0),
-        };
-        let clean = |s: &str| !s.contains(['\t', '\n', '\r']);
-        (clean(partition) && clean(from) && clean(to)).then(|| {
-            format!(
-                "{notice}\twarm\t{kind}\t{partition}\t{from}\t{to}\t{}\t{within}",
-                fence.get()
-            )
-        })
-    }
-
-    /// The message `message` is, if it is one of this group's (`notice`).
-    pub(crate) fn decode(notice: &str, message: &str) -> Option<Self> {
-        let rest = message.strip_prefix(notice)?.strip_prefix("\twarm\t")?;
-        let mut f = rest.split('\t');
-        let (kind, partition, from, to) = (f.next()?, f.next()?, f.next()?, f.next()?);
-        let fence = Fence(f.next()?.parse().ok()?);
-        let within = Duration::from_millis(f.next()?.parse().ok()?);
-        if f.next().is_some() {
-            return None;
-        }
-        let (partition, from, to) = (partition.to_owned(), from.to_owned(), to.to_owned());
-        match kind {
-            "prepare" => Some(Self::Prepare {
-                partition,
-                from,
-                to,
-                fence,
-                within,
-            }),
-            "ready" => Some(Self::Ready {
-                partition,
-                from,
-                to,
-                fence,
-            }),
-            _ => None,
-        }
-    }
 }
 
 /// A term held back while its receiver prepares.
@@ -181,39 +123,6 @@ impl Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const NOTICE: &str = "lh:{g}";
-
-    #[test]
-    fn messages_round_trip_and_other_groups_are_not_ours() {
-        let prepare = Warm::Prepare {
-            partition: "p-1".into(),
-            from: "a".into(),
-            to: "b".into(),
-            fence: Fence(42),
-            within: Duration::from_millis(1500),
-        };
-        let ready = Warm::Ready {
-            partition: "p-1".into(),
-            from: "a".into(),
-            to: "b".into(),
-            fence: Fence(42),
-        };
-        for m in [&prepare, &ready] {
-            let s = m.encode(NOTICE).unwrap();
-            assert_eq!(Warm::decode(NOTICE, &s).as_ref(), Some(m));
-            assert_eq!(Warm::decode("lh:{h}", &s), None, "another group's");
-        }
-        assert_eq!(Warm::decode(NOTICE, NOTICE), None, "a release notice");
-        assert_eq!(Warm::decode(NOTICE, "lh:{g}\twarm\tprepare\tp\ta"), None);
-        let tabbed = Warm::Ready {
-            partition: "p\t1".into(),
-            from: "a".into(),
-            to: "b".into(),
-            fence: Fence(1),
-        };
-        assert_eq!(tabbed.encode(NOTICE), None);
-    }
 
     #[test]
     fn a_held_term_goes_on_when_its_receiver_is_ready_or_its_wait_is_over() {

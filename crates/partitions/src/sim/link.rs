@@ -18,6 +18,7 @@ use tokio::time::{Instant, sleep, timeout};
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::PartitionOwner;
+use crate::store::ops::routes::RouteRead;
 use crate::store::protocol::Reported;
 use crate::store::protocol::{
     AddReply, Adopt, AdoptReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted,
@@ -575,6 +576,23 @@ impl Protocol for Link {
             move |s| {
                 let k = k.clone();
                 async move { s.newest_moves(&k, limit).await }
+            },
+        )
+        .await
+    }
+
+    async fn routes(
+        &self,
+        keys: &GroupKeys,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<RouteRead>, StoreError> {
+        let (k, a) = (keys.clone(), after.map(str::to_owned));
+        self.call(
+            || "routes".to_owned(),
+            move |s| {
+                let (k, a) = (k.clone(), a.clone());
+                async move { s.routes(&k, a.as_deref(), limit).await }
             },
         )
         .await

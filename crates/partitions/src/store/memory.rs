@@ -13,6 +13,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::ops::moves::Move;
+use super::ops::routes::RouteRead;
 use super::protocol::{
     AddReply, Adopt, AdoptReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted,
     PreferReply, Protocol, RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term, TickReply,
@@ -20,6 +21,7 @@ use super::protocol::{
 };
 use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
+use crate::notice::GroupNotice;
 use crate::store::protocol::Reported;
 
 mod group;
@@ -166,9 +168,16 @@ impl Protocol for MemoryGroupStore {
     }
 
     async fn claim(&self, keys: &GroupKeys, req: &ClaimRequest) -> Result<ClaimReply, StoreError> {
-        let reply = self.with(keys, |g, now| (g.claim(req, now), false));
-        if matches!(&reply, ClaimReply::Claimed { moves, .. } if !moves.is_empty()) {
-            let _ = self.inner.notices.send(keys.moved_notice());
+        let (reply, moved) = self.with(keys, |g, now| {
+            let before = g.moves.back().map(|m| m.id.clone());
+            let reply = g.claim(req, now);
+            let moved = matches!(&reply, ClaimReply::Claimed { moves, .. } if !moves.is_empty())
+                .then(|| g.moved_notice(before))
+                .flatten();
+            ((reply, moved), false)
+        });
+        if let Some(message) = moved.and_then(|m| GroupNotice::Moved(m).encode(&keys.notice)) {
+            let _ = self.inner.notices.send(message);
         }
         Ok(reply)
     }
@@ -329,6 +338,17 @@ impl Protocol for MemoryGroupStore {
         Ok(self
             .read(keys, |g, _| g.moves_newest(limit))
             .unwrap_or_default())
+    }
+
+    async fn routes(
+        &self,
+        keys: &GroupKeys,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<RouteRead>, StoreError> {
+        Ok(self
+            .read(keys, |g, now| g.routes(after, limit, now))
+            .flatten())
     }
 
     async fn take_budget(

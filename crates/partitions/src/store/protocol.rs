@@ -20,6 +20,7 @@ pub use super::ops::prefer::PreferReply;
 pub use super::ops::read::{SetPage, StatusHead};
 pub use super::ops::release::GivenBack;
 pub use super::ops::restore::RestoreStep;
+use super::ops::routes::RouteRead;
 pub use super::ops::tick::{Conflict, RosterUpdate, SessionReply, TickReply, TickRequest};
 pub use super::ops::version::VersionStep;
 pub use super::ops::weight::WeightReply;
@@ -321,6 +322,16 @@ pub trait Protocol {
         keys: &GroupKeys,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<Move>, StoreError>> + Send;
+
+    /// What a router reads: every partition's live owner (`after` = `None`), or the
+    /// moves after the ledger entry `after` (at most `limit`); `None` if the group does
+    /// not exist.
+    fn routes(
+        &self,
+        keys: &GroupKeys,
+        after: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Option<RouteRead>, StoreError>> + Send;
 
     /// Takes up to `want` moves out of the group's move budget (`budget` moves per
     /// `window`, on the server's clock); returns how many may be made now.

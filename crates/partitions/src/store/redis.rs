@@ -16,6 +16,7 @@ use leasehold_election::{BackendWarning, LeaseStore, RedisStore, StoreError};
 use tokio::sync::broadcast;
 
 use super::ops;
+use super::ops::routes::RouteRead;
 use super::protocol::{
     AddReply, Adopt, AdoptReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted,
     Move, PreferReply, Protocol, RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term,
@@ -181,6 +182,15 @@ impl Protocol for RedisStore {
         ops::moves::redis(self, keys, ops::moves::Page::Newest, limit).await
     }
 
+    async fn routes(
+        &self,
+        keys: &GroupKeys,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<RouteRead>, StoreError> {
+        ops::routes::redis(self, keys, after, limit).await
+    }
+
     async fn take_budget(
         &self,
         keys: &GroupKeys,
@@ -227,7 +237,7 @@ impl Protocol for RedisStore {
 
 /// Every group script by name.
 #[cfg(any(test, feature = "testing"))]
-fn scripts() -> [(&'static str, &'static LuaScript); 23] {
+fn scripts() -> [(&'static str, &'static LuaScript); 24] {
     [
         ("tick", &ops::tick::SCRIPT),
         ("heartbeat", &ops::tick::HEARTBEAT),
@@ -252,6 +262,7 @@ fn scripts() -> [(&'static str, &'static LuaScript); 23] {
         ("list", &ops::read::LIST),
         ("status_head", &ops::read::STATUS_HEAD),
         ("status_page", &ops::read::STATUS_PAGE),
+        ("routes", &ops::routes::SCRIPT),
     ]
 }
 
@@ -282,6 +293,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
         ("list", include_str!("lua/list.lua")),
         ("status_head", include_str!("lua/status_head.lua")),
         ("status_page", include_str!("lua/status_page.lua")),
+        ("routes", include_str!("lua/routes.lua")),
     ]
 }
 
@@ -289,7 +301,7 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
 /// benchmark can tell the scripts apart in `SLOWLOG` (`tick`, `heartbeat`, `claim`, `release`,
 /// `handoff`, `leave`, `add`, `remove`, `version`, `held`, `set_page`, `restore`, `adopt`, `budget`, `report` are the
 /// coordination traffic; `drain`, `weight`, `owner`, `moves`, `list`, `status_head`,
-/// `status_page` are an operator's). With the `testing` feature.
+/// `status_page` are an operator's; `routes` a router's). With the `testing` feature.
 #[cfg(any(test, feature = "testing"))]
 pub fn script_hashes() -> Vec<(&'static str, String)> {
     scripts()

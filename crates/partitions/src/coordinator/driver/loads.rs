@@ -10,22 +10,9 @@ use tracing::debug;
 
 use super::Driver;
 use crate::metrics as m;
+use crate::notice::GroupNotice;
 use crate::ownership::Ownership;
 use crate::store::GroupStore;
-
-/// The message on the group's channel that says a partition's load stepped (a jump
-/// of its damped average): every replica ticks, as on a release notice, holds
-/// hand-overs until the step's weights are in, then lets the step stand in for a first
-/// ask to hand over. A replica of an older version ignores it (it reads it as a warm
-/// move's message it does not know).
-pub(super) fn step_notice(notice: &str) -> String {
-    format!("{notice}\tstep")
-}
-
-/// Whether `message` on the group's channel `notice` is a step's ([`step_notice`]).
-pub(super) fn is_step(notice: &str, message: &str) -> bool {
-    message.strip_prefix(notice) == Some("\tstep")
-}
 
 impl<B, F, Fut> Driver<B, F>
 where
@@ -72,7 +59,10 @@ where
                     // A step in load: every replica ticks now, not at its next tick,
                     // and holds hand-overs until the step's weights are in.
                     let call = self.calls.call(|store, keys| async move {
-                        store.publish(&keys, &step_notice(&keys.notice)).await
+                        let Some(step) = GroupNotice::LoadStep.encode(&keys.notice) else {
+                            return Ok(());
+                        };
+                        store.publish(&keys, &step).await
                     });
                     self.background.tasks.spawn(async move {
                         let _ = call.await;
@@ -99,27 +89,5 @@ where
             }
         }
         false
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::coordinator::warm::Warm;
-
-    #[test]
-    fn a_step_message_is_told_apart_from_notices_and_other_groups_messages() {
-        let notice = "lh:{g}";
-        assert!(is_step(notice, &step_notice(notice)));
-        assert!(!is_step(notice, notice), "a release notice");
-        assert!(!is_step("lh:{h}", &step_notice(notice)), "another group's");
-        assert!(!is_step(notice, &format!("{notice}\tstep\tmore")));
-        let warm = "lh:{g}\twarm\tready\tp\ta\tb\t7\t0";
-        assert!(!is_step(notice, warm));
-        assert_eq!(
-            Warm::decode(notice, &step_notice(notice)),
-            None,
-            "not a warm move's"
-        );
     }
 }

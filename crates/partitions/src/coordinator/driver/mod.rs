@@ -17,9 +17,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use leasehold_election::ext::ANY_RELEASE;
 use leasehold_election::ext::RenewGrid;
-use leasehold_election::{DutyResult, ElectorConfig, Fence, StoreError};
+use leasehold_election::{DutyResult, ElectorConfig, Fence, Leadership, StoreError};
 use metrics::{counter, gauge, histogram};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -38,6 +37,7 @@ use crate::config::{GroupConfig, MoveBudget};
 use crate::error::{PartitionsError, STOPPED};
 use crate::keys::GroupKeys;
 use crate::metrics as m;
+use crate::notice::GroupNotice;
 use crate::ownership::Ownership;
 use crate::replica::list::Configured;
 use crate::replica::{Action, Claim, ClaimFailure, Renewal, ReplicaMachine, Settings};
@@ -55,7 +55,6 @@ mod releases;
 mod terms;
 
 use self::calls::{Calls, Lanes, next_of};
-use self::loads::is_step;
 use self::names::{Names, instance};
 pub(crate) use self::publish::Labels;
 use self::publish::roster_bytes;
@@ -88,7 +87,14 @@ pub(crate) struct Parts<B, F> {
     pub(crate) roster_bytes: Arc<AtomicU64>,
     /// What this replica runs when asked to prepare for a warm move.
     pub(crate) prepare: Option<PrepareFn>,
+    /// The running terms, by partition (shared with the handle: `owns`).
+    pub(crate) running: Running,
 }
+
+/// The running terms of a replica, by partition: each term's lease, put in when its
+/// callback starts and taken out when it ends
+/// ([`CoordinatorHandle::owns`](super::CoordinatorHandle::owns)).
+pub(crate) type Running = Arc<dashmap::DashMap<Arc<str>, Leadership>>;
 
 pub(crate) struct Driver<B, F> {
     /// The store, the group's keys and the limit of every call.
@@ -131,6 +137,8 @@ struct Terms<F> {
     /// Warm moves: terms kept running while their receivers prepare, by when each
     /// wait is over (an index of deadlines for the loop's timer).
     gate: Gate,
+    /// The running terms, by partition.
+    running: Running,
 }
 
 impl<F> Terms<F> {
@@ -195,6 +203,7 @@ where
             seed,
             roster_bytes,
             prepare,
+            running,
         } = parts;
         let mut rng = match seed {
             Some(seed) => StdRng::seed_from_u64(seed),
@@ -264,6 +273,7 @@ where
                 callback,
                 previous: HashMap::new(),
                 gate: Gate::default(),
+                running,
             },
             background: Background {
                 prepare,
@@ -314,12 +324,11 @@ where
                 Some(_) = self.background.tasks.join_next(), if !self.background.tasks.is_empty() => false,
                 notice = self.notices.recv(), if notices_open => {
                     match notice {
-                        Ok(n) if is_step(&self.calls.keys.notice, &n) => {
-                            self.state.on_step(Instant::now(), &mut self.rng);
-                        }
-                        Ok(n) if n != self.calls.keys.notice && n != ANY_RELEASE => self.on_message(&n),
+                        Ok(n) => self.on_notice(&n),
                         Err(broadcast::error::RecvError::Closed) => notices_open = false,
-                        _ => self.state.on_notice(Instant::now(), &mut self.rng),
+                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                            self.state.on_notice(Instant::now(), &mut self.rng);
+                        }
                     }
                     false
                 }
@@ -392,7 +401,10 @@ where
                 Action::Exit => done = true,
                 Action::Notify => {
                     let call = self.calls.call(|store, keys| async move {
-                        store.publish(&keys, &keys.notice).await
+                        let Some(changed) = GroupNotice::Changed.encode(&keys.notice) else {
+                            return Ok(());
+                        };
+                        store.publish(&keys, &changed).await
                     });
                     self.background.tasks.spawn(async move {
                         let _ = call.await;

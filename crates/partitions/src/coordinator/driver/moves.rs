@@ -5,12 +5,13 @@ use std::future::Future;
 
 use leasehold_election::DutyResult;
 use metrics::counter;
-use tokio::time::timeout;
+use tokio::time::{Instant, timeout};
 use tracing::{Instrument, debug};
 
 use super::Driver;
 use crate::coordinator::warm::{Prepare, Warm};
 use crate::metrics as m;
+use crate::notice::{GroupNotice, WarmMove};
 use crate::ownership::Ownership;
 use crate::store::GroupStore;
 
@@ -20,12 +21,25 @@ where
     F: Fn(String, Ownership) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
-    /// A message on the group's channel that is not a release notice or a step's: a
-    /// warm move's.
-    pub(super) fn on_message(&mut self, message: &str) {
-        let Some(warm) = Warm::decode(&self.calls.keys.notice, message) else {
-            return;
-        };
+    /// A message on the prefix's channel: the group's notices are acted on, anything
+    /// else (another group's, a duty's) ignored, and an unknown one of the group's
+    /// counted.
+    pub(super) fn on_notice(&mut self, message: &str) {
+        match GroupNotice::decode(&self.calls.keys.notice, message) {
+            Some(Ok(GroupNotice::Changed | GroupNotice::Missed)) => {
+                self.state.on_notice(Instant::now(), &mut self.rng);
+            }
+            Some(Ok(GroupNotice::LoadStep)) => self.state.on_step(Instant::now(), &mut self.rng),
+            Some(Ok(GroupNotice::WarmMove(WarmMove(warm)))) => self.on_warm(warm),
+            Some(Ok(GroupNotice::Moved(_))) | None => {}
+            Some(Err(_)) => {
+                counter!(m::UNKNOWN_NOTICES, &self.labels.pair()).increment(1);
+            }
+        }
+    }
+
+    /// A warm move's message on the group's channel.
+    fn on_warm(&mut self, warm: Warm) {
         let me = self.config.replica_id.as_str();
         match warm {
             Warm::Ready {
@@ -72,6 +86,7 @@ where
                             debug!("preparing took longer than the owner waits; not answering");
                             return;
                         }
+                        let ready = GroupNotice::WarmMove(WarmMove(ready));
                         if let Some(m) = ready.encode(&calls.keys.notice) {
                             let _ = calls
                                 .call(|store, keys| async move { store.publish(&keys, &m).await })
@@ -86,8 +101,9 @@ where
     }
 
     /// Sends a warm-move message, in the background.
-    pub(super) fn send(&mut self, warm: &Warm) {
-        let Some(message) = warm.encode(&self.calls.keys.notice) else {
+    pub(super) fn send(&mut self, warm: Warm) {
+        let Some(message) = GroupNotice::WarmMove(WarmMove(warm)).encode(&self.calls.keys.notice)
+        else {
             return;
         };
         let call = self

@@ -50,7 +50,7 @@ where
                 self.terms
                     .gate
                     .hold(i, fence, r.clone(), Instant::now() + within);
-                self.send(&Warm::Prepare {
+                self.send(Warm::Prepare {
                     partition,
                     from: self.config.replica_id.clone(),
                     to: r.clone(),

@@ -1,13 +1,14 @@
 //! Starting a partition's term: its elector, its store, the state it is offered.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use leasehold_election::ext::Grant;
 use leasehold_election::{DutyResult, Elector, Fence, Leadership};
 use tokio::time::Instant;
 use tracing::info_span;
 
-use super::Driver;
+use super::{Driver, Running};
 use crate::coordinator::batch::BatchedStore;
 use crate::coordinator::handoff;
 use crate::ownership::{Ownership, TermShared};
@@ -52,9 +53,11 @@ where
         );
         let labels = self.labels.pair();
         let shared = term.clone();
+        let running = self.terms.running.clone();
         let elector = Elector::new(store, config, move |lead: Leadership| {
             let (callback, partition, inherit) =
                 (callback.clone(), partition.clone(), inherit.clone());
+            let serving = Serving::start(&running, &partition, &lead);
             let lease = Ownership::new(lead, shared.clone());
             let (store, keys, labels, shared) = (
                 group_store.clone(),
@@ -69,7 +72,9 @@ where
                     &lease, &shared, inherit, &store, &keys, &partition, limit, labels,
                 ))
                 .await;
-                callback(partition.to_string(), lease).await
+                let out = callback(partition.to_string(), lease).await;
+                drop(serving);
+                out
             }
         });
         let elector = leasehold_election::ext::granted(elector, grant);
@@ -82,5 +87,32 @@ where
             run,
             info_span!("partition", partition = %name),
         );
+    }
+}
+
+/// A term's entry in the running terms, from its callback's start to its end (also
+/// if the callback is aborted: the entry goes when this is dropped).
+struct Serving {
+    running: Running,
+    partition: Arc<str>,
+    fence: Fence,
+}
+
+impl Serving {
+    fn start(running: &Running, partition: &Arc<str>, lead: &Leadership) -> Self {
+        running.insert(partition.clone(), lead.clone());
+        Self {
+            running: running.clone(),
+            partition: partition.clone(),
+            fence: lead.fence(),
+        }
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let fence = self.fence;
+        self.running
+            .remove_if(&self.partition, |_, lead| lead.fence() == fence);
     }
 }

@@ -5,8 +5,8 @@
 -- growing), 5 ttl ms, 6 count, 7 fence floor, 8 budget (ended sessions' partitions to
 -- free), 9 room (-1: none), 10 fallback (1/0), 11 the incarnation of the group the
 -- session belongs to, 12 bound (with a room: how much weight it may take of the
--- partitions reserved for it), 13 channel, 14 the message that says partitions moved
--- (published when this claim took any), 15 k, then |k| partitions this replica is preferred
+-- partitions reserved for it), 13 channel, 14 the group's notice tag (a claim that
+-- took any partition publishes its move notice, crate::notice), 15 k, then |k| partitions this replica is preferred
 -- on (k < 0: take only those, a swap's first half), then s,
 -- then s pairs (replica id, room): members that are to take the free partitions
 -- preferred on them, then regrant: name, fence, name, fence...
@@ -27,7 +27,9 @@
 -- Every fence is max(last + 1, floor, the group's highest + 1, server µs). Every
 -- partition taken (not regranted) is a change of owner: one entry in the ledger of
 -- moves (free.lua's record_moves), in this same script, and, if there were any, one
--- message on the channel (GroupKeys::moved_notice; not retried with the reply).
+-- move notice on the channel (not retried with the reply): `<tag>\t1\tmoved\t<life>\t
+-- <the ledger's newest id before this claim's>\t<this claim's last id>\t<replica>\t
+-- <its address>\t<partition>\t<fence>...`, read by GroupNotice::decode (notice.rs).
 --
 -- Safe to retry: the reply is kept per process; the same seq again gets it again, an
 -- older one `stale` (it was overtaken).
@@ -269,9 +271,24 @@ if #names > 0 then
     redis.call('HSET', SINCE, unpack(sset))
     redis.call('HSET', META, 'fmax', int(high))
     if gained > 0 and m.weighted then redis.call('HINCRBY', LOADS, session, gained) end
-    moved_info = record_moves(replica, moved, moved_fences, now, m.server)
-    -- For readers of the ledger (a dashboard): replicas ignore it.
-    if #moved > 0 then redis.call('PUBLISH', ARGV[13], ARGV[14]) end
+    local before = ''
+    if #moved > 0 then
+      local newest = redis.call('XREVRANGE', MOVES, '+', '-', 'COUNT', 1)
+      if #newest > 0 then before = newest[1][1] end
+    end
+    local last_id
+    moved_info, last_id = record_moves(replica, moved, moved_fences, now, m.server)
+    -- For routers and readers of the ledger (a dashboard); replicas ignore it.
+    if #moved > 0 then
+      local info = redis.call('HGET', INFO, replica) or ''
+      local address = string.match(info, '^[^\t]*\t(.*)$') or ''
+      local notice = {ARGV[14], '1', 'moved', m.life, before, last_id, replica, address}
+      for j, n in ipairs(moved) do
+        notice[#notice + 1] = n
+        notice[#notice + 1] = moved_fences[j]
+      end
+      redis.call('PUBLISH', ARGV[13], table.concat(notice, '\t'))
+    end
   end
 end
 local reply = {'ok', out, returned, unowned(dead), moved_info, fell_back and 1 or 0}

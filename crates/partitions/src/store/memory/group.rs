@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use leasehold_election::ext::replica_of_token;
 
+use crate::notice::Moved;
 use crate::store::ops;
 use crate::store::ops::moves::{Move, MoveCause};
 use crate::store::protocol::{ClaimReply, MemberInfo, Origin, ReplicaState, RosterUpdate, SetInfo};
@@ -595,5 +596,38 @@ impl Group {
                 }
             }
         }
+    }
+}
+
+impl Group {
+    /// The twin of the move notice `claim.lua` publishes: the ledger entries after
+    /// `before` (this claim's), with the claimer's address.
+    pub(crate) fn moved_notice(&self, before: Option<String>) -> Option<Moved> {
+        let start = match &before {
+            Some(id) => self.moves.iter().position(|m| &m.id == id)? + 1,
+            None => 0,
+        };
+        let taken: Vec<&Move> = self.moves.iter().skip(start).collect();
+        let last = taken.last()?;
+        let address = self
+            .info
+            .get(&last.to)
+            .and_then(|i| i.split_once('\t'))
+            .map(|(_, a)| a.to_owned());
+        Some(Moved {
+            incarnation: self
+                .meta
+                .as_ref()
+                .map(|m| m.life.clone())
+                .unwrap_or_default(),
+            after: before,
+            last: last.id.clone(),
+            replica: last.to.clone(),
+            address,
+            partitions: taken
+                .iter()
+                .map(|m| (m.partition.clone(), m.new_fence))
+                .collect(),
+        })
     }
 }

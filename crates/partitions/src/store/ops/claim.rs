@@ -153,7 +153,6 @@ pub(crate) async fn redis(
         .iter()
         .map(|(_, r)| r.min(&(1 << 52)).to_string())
         .collect();
-    let moved = keys.moved_notice();
     let mut args = vec![
         req.replica.as_str(),
         &req.process,
@@ -168,7 +167,7 @@ pub(crate) async fn redis(
         &req.incarnation,
         &bound,
         &keys.channel,
-        &moved,
+        &keys.notice,
         &k,
     ];
     args.extend(req.prefer.iter().map(String::as_str));

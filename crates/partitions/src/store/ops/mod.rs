@@ -34,6 +34,7 @@ pub(crate) mod read;
 pub(crate) mod release;
 pub(crate) mod report;
 pub(crate) mod restore;
+pub(crate) mod routes;
 pub(crate) mod slots;
 pub(crate) mod tick;
 pub(crate) mod version;

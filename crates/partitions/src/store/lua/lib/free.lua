@@ -124,8 +124,8 @@ end
 -- left in another server lifetime than `server`, never offered), ...}, four slots
 -- per name.
 local function record_moves(replica, names, fences, now, server)
-  local info = {}
-  if #names == 0 then return info end
+  local info, last_id = {}, nil
+  if #names == 0 then return info, last_id end
   local last = redis.call('HMGET', ENDED, unpack(names))
   local now_s = string.format('%.0f', now)
   for j, n in ipairs(names) do
@@ -138,7 +138,7 @@ local function record_moves(replica, names, fences, now, server)
     if ended and ended ~= '' then
       unowned = string.format('%.0f', math.max(0, now - tonumber(ended)))
     end
-    redis.call('XADD', MOVES, 'MAXLEN', '~', LEDGER_LEN, '*', 'partition', n,
+    last_id = redis.call('XADD', MOVES, 'MAXLEN', '~', LEDGER_LEN, '*', 'partition', n,
       'from', from or '', 'to', replica, 'cause', cause or 'new', 'old_fence', fence or '',
       'new_fence', fences[j], 'ended', ended or '', 'started', now_s, 'held_since',
       since or '', 'unowned_ms', unowned, 'state_bytes', size or '')
@@ -158,7 +158,7 @@ local function record_moves(replica, names, fences, now, server)
     fields[#fields + 1] = '\2' .. n
   end
   redis.call('HDEL', ENDED, unpack(fields))
-  return info
+  return info, last_id
 end
 
 -- How many free partitions a look for reservations reads (those held back longest
