@@ -5,6 +5,8 @@ leases in Redis, for asyncio services, on the Rust core of the ``leasehold`` cra
 - :class:`Coordinator`: a group of replicas shares partitions, one owner each;
   ``handle(partition, lease)`` runs per owned partition.
 - :class:`Lease`: a term: its ``fence``, ``check()``, ``remaining()``, ``lost()``.
+- :class:`Router`: which replica owns each partition and where it serves, for
+  clients outside the group; ``owner(partition)`` is a local lookup.
 - :class:`GroupAdmin`, :class:`FencedWriter`, and the exceptions of
   :mod:`leasehold.errors`.
 
@@ -19,7 +21,8 @@ from . import _leasehold
 from ._admin import GroupAdmin
 from ._coordinator import Coordinator, View
 from ._elector import Elector
-from ._leasehold import Lease, version as _core_version
+from ._leasehold import Lease, Route, version as _core_version
+from ._router import RouteChange, RouteChanges, Router, RouterStatus
 from ._writer import FencedWriter
 from .errors import (
     ConfigError,
@@ -31,6 +34,7 @@ from .errors import (
     RedisError,
     Stopped,
     TermOver,
+    Timeout,
 )
 
 __version__: str = _core_version()
@@ -45,6 +49,11 @@ __all__ = [
     "View",
     "Lease",
     "GroupAdmin",
+    "Router",
+    "Route",
+    "RouteChange",
+    "RouteChanges",
+    "RouterStatus",
     "FencedWriter",
     "LeaseholdError",
     "ConfigError",
@@ -55,4 +64,5 @@ __all__ = [
     "HandOffError",
     "LoadError",
     "GroupError",
+    "Timeout",
 ]

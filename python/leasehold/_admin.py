@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ._leasehold import _GroupAdmin
+from ._router import Router
 
 
 class GroupAdmin:
@@ -33,6 +34,10 @@ class GroupAdmin:
         admin = cls.__new__(cls)
         admin._core = core
         return admin
+
+    def router(self) -> Router:
+        """A :class:`Router` of this group on this admin's connections."""
+        return Router._of(self._core.router())
 
     async def add(self, partitions: Iterable[str]) -> int:
         """Adds partitions to the group's set; returns how many were new."""

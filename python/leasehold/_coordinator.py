@@ -9,6 +9,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 from ._admin import GroupAdmin
 from ._ids import default_replica
 from ._leasehold import Lease, _Coordinator
+from ._router import Router
 from ._runner import Runner
 from ._terms import run_term
 
@@ -261,6 +262,39 @@ class Coordinator(Runner):
     def admin(self) -> GroupAdmin:
         """A :class:`GroupAdmin` of this group (its own connections)."""
         return GroupAdmin._of(self._core.admin())
+
+    def owns(self, partition: str) -> int | None:
+        """The fence of this replica's running term of ``partition`` if it owns it
+        now, else ``None`` (also before it starts and after it leaves): a request
+        handler's "is it still mine?" before it serves. A map lookup in Rust, no I/O,
+        no await: cheap enough for every request. ``None`` as soon as the term ends
+        locally (deadline passed, hand-over begun), even before its handler has
+        returned.
+
+        A client's route (:class:`Router`) is a hint; this is the truth for this
+        replica. Pass the fence on with the work (:class:`FencedWriter`) so that a
+        write of a term that ends meanwhile is refused instead of landing::
+
+            fence = coordinator.owns(tenant)
+            if fence is None:
+                coordinator.misrouted(tenant)
+                return redirect_to(router.owner(tenant))   # 421 + the owner's address
+            return await serve(tenant, fence)
+        """
+        return self._core.owns(partition)
+
+    def misrouted(self, partition: str) -> None:
+        """Counts a request for ``partition`` that reached this replica although it
+        does not own it (the ``leasehold_partition_misrouted_requests_total`` counter
+        of the Rust core's metrics), for a handler that answers it with a redirect. A
+        few during moves are expected: a client's route lags a move by the time its
+        notice takes to arrive."""
+        self._core.misrouted(partition)
+
+    def router(self) -> Router:
+        """A :class:`Router` of this group on this coordinator's connections (its
+        pub/sub link is shared): where each partition is served."""
+        return Router._of(self._core.router())
 
     async def __aenter__(self) -> Coordinator:
         return self

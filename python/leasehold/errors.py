@@ -2,7 +2,7 @@
 
 Every one is a :class:`LeaseholdError`; each also refines the built-in exception a
 caller may already catch (``ValueError`` for bad input, ``ConnectionError`` for
-Redis failures).
+Redis failures, ``TimeoutError`` for a wait that ran out).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ __all__ = [
     "HandOffError",
     "LoadError",
     "GroupError",
+    "Timeout",
 ]
 
 
@@ -64,3 +65,8 @@ class LoadError(LeaseholdError, ValueError):
 class GroupError(LeaseholdError):
     """A group refused an operation: no such group, a partition already present or
     not in the set, the last active replica, ..."""
+
+
+class Timeout(LeaseholdError, TimeoutError):
+    """A wait with a timeout ran out: :meth:`Router.ready` before the router's table
+    was read (the message says why: Redis not reached, or no such group yet)."""

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 
 use crate::bridge::Serialized;
 use crate::errors::ErrorOf;
+use crate::router::RouterCore;
 use crate::runtime::{core, on_core};
 
 /// Runs `$call` on the admin on the core runtime and turns its answer into Python.
@@ -26,6 +27,7 @@ macro_rules! admin_call {
 #[pyclass(frozen, module = "leasehold._leasehold", name = "_GroupAdmin")]
 pub struct AdminCore {
     admin: Arc<GroupAdmin<RedisStore>>,
+    group: String,
 }
 
 impl AdminCore {
@@ -39,6 +41,7 @@ impl AdminCore {
         }
         Ok(Self {
             admin: Arc::new(admin),
+            group: group.to_owned(),
         })
     }
 }
@@ -49,6 +52,11 @@ impl AdminCore {
     #[pyo3(signature = (url, group, *, key_prefix = None))]
     fn new(url: &str, group: &str, key_prefix: Option<&str>) -> PyResult<Self> {
         Self::open(url, group, key_prefix)
+    }
+
+    /// A `Router` of this group on this admin's store.
+    fn router(&self) -> PyResult<RouterCore> {
+        RouterCore::of(&self.admin, &self.group)
     }
 
     /// Adds partitions to the group's set; resolves to how many were new.

@@ -7,8 +7,8 @@
 use std::sync::{Arc, Mutex};
 
 use leasehold_partitions::{
-    Coordinator, CoordinatorHandle, GroupConfig, GroupView, LoadDamping, NotReady, Ownership,
-    RedisStore,
+    Coordinator, CoordinatorHandle, GroupAdmin, GroupConfig, GroupView, LoadDamping, NotReady,
+    Ownership, RedisStore,
 };
 use pyo3::prelude::*;
 use tokio::sync::watch;
@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use crate::admin::AdminCore;
 use crate::errors::{ErrorOf, Kind, config, error};
 use crate::lease::Lease;
+use crate::router::RouterCore;
 use crate::runtime::{core, on_core};
 use crate::terms::{Terms, poisoned, run_term};
 use crate::{seconds, to_python};
@@ -27,6 +28,8 @@ pub struct CoordinatorCore {
     pending: Mutex<Option<(RedisStore, GroupConfig)>>,
     handle: Mutex<Option<CoordinatorHandle<RedisStore>>>,
     terms: Terms,
+    /// The coordinator's store, for its routers (they share its subscription).
+    store: RedisStore,
     url: String,
     group: String,
     replica: String,
@@ -87,7 +90,8 @@ impl CoordinatorCore {
             RedisStore::connect(url).map_err(ErrorOf::from)?
         };
         Ok(Self {
-            pending: Mutex::new(Some((store, config))),
+            pending: Mutex::new(Some((store.clone(), config))),
+            store,
             handle: Mutex::new(None),
             terms: Terms::new(),
             url: url.to_owned(),
@@ -190,6 +194,36 @@ impl CoordinatorCore {
             .map_err(|_| poisoned())?
             .as_ref()
             .is_some_and(CoordinatorHandle::is_running))
+    }
+
+    /// The fence of this replica's running term of `partition`, if it owns it now
+    /// (`None` too before `start` and after shutdown). A map lookup: no I/O.
+    fn owns(&self, partition: &str) -> PyResult<Option<u64>> {
+        Ok(self
+            .handle
+            .lock()
+            .map_err(|_| poisoned())?
+            .as_ref()
+            .and_then(|handle| handle.owns(partition))
+            .map(|fence| fence.get()))
+    }
+
+    /// Counts a request for `partition` that reached this replica although it does
+    /// not own it (nothing to count before `start`).
+    fn misrouted(&self, partition: &str) -> PyResult<()> {
+        if let Some(handle) = self.handle.lock().map_err(|_| poisoned())?.as_ref() {
+            handle.misrouted(partition);
+        }
+        Ok(())
+    }
+
+    /// A `Router` of this group on this coordinator's store.
+    fn router(&self) -> PyResult<RouterCore> {
+        let mut admin = GroupAdmin::new(self.store.clone(), &self.group).map_err(ErrorOf::from)?;
+        if let Some(prefix) = &self.key_prefix {
+            admin = admin.with_key_prefix(prefix).map_err(ErrorOf::from)?;
+        }
+        RouterCore::of(&admin, &self.group)
     }
 
     /// A `GroupAdmin` of this group on its own connections.

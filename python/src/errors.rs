@@ -29,6 +29,8 @@ pub(crate) enum Kind {
     Load,
     /// What a group refused: an unknown group, a partition already present, ...
     Group,
+    /// A wait with a timeout ran out (`Router.ready(timeout=...)`).
+    Timeout,
 }
 
 impl Kind {
@@ -42,6 +44,7 @@ impl Kind {
             Self::HandOff => "HandOffError",
             Self::Load => "LoadError",
             Self::Group => "GroupError",
+            Self::Timeout => "Timeout",
         }
     }
 }

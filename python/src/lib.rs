@@ -2,7 +2,7 @@
 //!
 //! Python imports this as `leasehold._leasehold`; the package's own modules
 //! (`leasehold/*.py`) build the asyncio API on it: `Elector`, `Coordinator`,
-//! `GroupAdmin`, `FencedWriter`, `Lease` and the exceptions of `leasehold.errors`.
+//! `GroupAdmin`, `Router`, `FencedWriter`, `Lease` and the exceptions of `leasehold.errors`.
 //!
 //! Renewals never run on Python's event loop and never take the GIL: the electors and
 //! coordinators run on the core runtime or on threads of their own (module `runtime`);
@@ -14,6 +14,7 @@ mod coordinator;
 mod elector;
 mod errors;
 mod lease;
+mod router;
 mod runtime;
 mod terms;
 mod writer;
@@ -89,6 +90,9 @@ fn _leasehold(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<coordinator::CoordinatorCore>()?;
     module.add_class::<coordinator::ViewStream>()?;
     module.add_class::<admin::AdminCore>()?;
+    module.add_class::<router::RouterCore>()?;
+    module.add_class::<router::RouteChanges>()?;
+    module.add_class::<router::PyRoute>()?;
     module.add_class::<writer::WriterCore>()?;
     module.add_class::<lease::Lease>()?;
     module.add_function(wrap_pyfunction!(version, module)?)?;
