@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from typing import Any, Iterable
 
 from ._leasehold import _GroupAdmin
@@ -88,13 +89,15 @@ class GroupAdmin:
         (what it advertises: ``Coordinator(advertise=...)``, or ``None``)."""
         return await self._core.status()
 
-    async def moves(self, after: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    async def moves(
+        self, after: str | None = None, limit: int = 100
+    ) -> builtins.list[dict[str, Any]]:
         """Moves from the group's ledger, oldest first, after the move id ``after``:
         ``partition``, ``from``, ``to``, ``cause``, both fences, the gap without an
         owner."""
         return await self._core.moves(after, limit)
 
-    async def newest_moves(self, limit: int = 100) -> list[dict[str, Any]]:
+    async def newest_moves(self, limit: int = 100) -> builtins.list[dict[str, Any]]:
         """The newest ``limit`` moves of the group's ledger, oldest first (the same
         dicts as :meth:`moves`): where a view of the recent past starts, without
         reading the whole ledger; go on with ``moves(after=newest[-1]["id"])``."""

@@ -130,6 +130,8 @@ class Coordinator(Runner):
             await coordinator.run(handle)  # until cancelled; hands over on exit
     """
 
+    _core: _Coordinator
+
     def __init__(
         self,
         url: str,

@@ -56,6 +56,8 @@ class Elector(Runner):
             await elector.campaign(lead)  # until cancelled; released on exit
     """
 
+    _core: _Elector
+
     def __init__(
         self,
         url: str,

@@ -38,20 +38,20 @@ async def run_term(lease: Lease, start: Callable[[], Awaitable[Any]], what: str)
             # Never raises the duty's exception; a cancellation of this task still
             # propagates (and the lease is finished below all the same).
             await asyncio.wait({duty})
-            exc = None if duty.cancelled() else duty.exception()
-            if isinstance(exc, TermOver):
+            error = None if duty.cancelled() else duty.exception()
+            if isinstance(error, TermOver):
                 # `lease.check()` saw the term over: the way a duty is meant to stop.
-                log.debug("%s stopped: %s", what, exc)
-            elif exc is not None:
+                log.debug("%s stopped: %s", what, error)
+            elif error is not None:
                 log.error(
                     "%s failed (fence %d): %s: %s",
                     what,
                     lease.fence,
-                    type(exc).__name__,
-                    exc,
-                    exc_info=exc,
+                    type(error).__name__,
+                    error,
+                    exc_info=error,
                 )
-                failure = f"{type(exc).__name__}: {exc}"
+                failure = f"{type(error).__name__}: {error}"
         finally:
             lost.cancel()
             lease._finish(failure)
