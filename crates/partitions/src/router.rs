@@ -587,3 +587,120 @@ impl<B: GroupStore> Follower<B> {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemoryGroupStore;
+    use crate::store::protocol::Protocol;
+
+    fn follower() -> Follower<MemoryGroupStore> {
+        let store = MemoryGroupStore::new();
+        let keys = GroupKeys::new("lh", "g");
+        Follower {
+            notices: store.notices(&keys),
+            store,
+            keys,
+            shared: Arc::default(),
+            status: watch::channel(RouterStatus::default()).0,
+            changes: broadcast::channel(16).0,
+            stop: CancellationToken::new(),
+            floors: HashMap::new(),
+            set_by: HashMap::new(),
+            addresses: HashMap::new(),
+        }
+    }
+
+    fn moved(after: Option<&str>, last: &str, replica: &str, fence: u64) -> Moved {
+        Moved {
+            incarnation: "life".into(),
+            after: after.map(str::to_owned),
+            last: last.into(),
+            replica: replica.into(),
+            address: Some(format!("{replica}:80")),
+            partitions: vec![("p".into(), Fence(fence))],
+        }
+    }
+
+    fn read_as(f: &mut Follower<MemoryGroupStore>, last: Option<&str>) {
+        f.status.send_modify(|s| {
+            s.ready = true;
+            s.incarnation = Some("life".into());
+            s.last_move = last.map(str::to_owned);
+        });
+    }
+
+    #[test]
+    fn a_notice_that_follows_the_last_entry_is_applied_and_closes_nothing() {
+        let mut f = follower();
+        read_as(&mut f, Some("1-0"));
+        assert_eq!(
+            f.on_moved(moved(Some("1-0"), "2-0", "a", 10)),
+            Next::Nothing
+        );
+        let route = f.shared.table.get("p").unwrap().clone();
+        assert_eq!((route.replica(), route.fence()), ("a", Fence(10)));
+        assert_eq!(route.address(), Some("a:80"));
+        assert_eq!(f.status.borrow().last_move.as_deref(), Some("2-0"));
+    }
+
+    #[test]
+    fn a_notice_after_a_gap_is_applied_and_the_gap_read_from_the_ledger() {
+        let mut f = follower();
+        read_as(&mut f, Some("1-0"));
+        assert_eq!(
+            f.on_moved(moved(Some("3-0"), "4-0", "b", 12)),
+            Next::CatchUp
+        );
+        assert_eq!(f.shared.table.get("p").unwrap().replica(), "b");
+        assert_eq!(
+            f.status.borrow().last_move.as_deref(),
+            Some("1-0"),
+            "the gap is still open"
+        );
+    }
+
+    #[test]
+    fn an_older_term_is_never_named_after_a_newer_one() {
+        let mut f = follower();
+        read_as(&mut f, Some("1-0"));
+        f.on_moved(moved(Some("1-0"), "2-0", "b", 20));
+        // A late or replayed notice of an earlier term (a catch-up that overlaps it).
+        f.on_moved(moved(None, "1-0", "a", 10));
+        assert_eq!(f.shared.table.get("p").unwrap().fence(), Fence(20));
+        // Once the term was seen and its route dropped (freed), it is not named again.
+        f.unset("p");
+        f.set(
+            "p".into(),
+            Route {
+                replica: "b".into(),
+                address: None,
+                fence: Fence(20),
+            },
+            None,
+        );
+        assert!(f.shared.table.get("p").is_none());
+    }
+
+    #[test]
+    fn another_incarnations_notice_drops_every_route_and_reads_again() {
+        let mut f = follower();
+        read_as(&mut f, Some("1-0"));
+        f.on_moved(moved(Some("1-0"), "2-0", "a", 10));
+        let mut other = moved(None, "1-0", "c", 30);
+        other.incarnation = "another".into();
+        assert_eq!(f.on_moved(other), Next::FullRead);
+        assert!(
+            f.shared.table.is_empty(),
+            "nothing of the old table is kept"
+        );
+        assert!(!f.status.borrow().ready);
+    }
+
+    #[test]
+    fn ledger_ids_order_by_time_then_sequence() {
+        assert!(LedgerId::parse("10-2").unwrap() > LedgerId::parse("10-1").unwrap());
+        assert!(LedgerId::parse("11-0").unwrap() > LedgerId::parse("10-9").unwrap());
+        assert_eq!(LedgerId::parse("x"), None);
+    }
+}

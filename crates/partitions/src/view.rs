@@ -77,9 +77,29 @@ pub struct GroupView {
     /// checks it).
     #[cfg_attr(feature = "serde", serde(skip))]
     pub(crate) set_copy: Option<(String, u64)>,
+    /// This replica has held its floor share (or its share by weight) since it last
+    /// joined, undrained: [`readiness`](Self::readiness) asks for the share only until
+    /// then, so a replica that was ready stays ready while a peer leaves or a load
+    /// report moves the shares (it is taking the difference), and a readiness probe
+    /// does not flap. Cleared when its session ends or it is drained.
+    pub share_reached: bool,
 }
 
 impl GroupView {
+    /// Sets or clears [`share_reached`](Self::share_reached) from the rest of the view;
+    /// whether it changed.
+    pub(crate) fn latch_readiness(&mut self) -> bool {
+        let admitted = self.joined
+            && !self.drained
+            && !self.settling
+            && self.grants_from.is_none()
+            && !self.error.as_ref().is_some_and(PartitionsError::keeps_out);
+        let reached = admitted && (self.share_reached || self.share_held().is_ok());
+        let changed = reached != self.share_reached;
+        self.share_reached = reached;
+        changed
+    }
+
     /// Whether this replica is ready in its group's sense: admitted, settled, granting,
     /// not drained, and holding at least its floor share (by count, floor(P/N); by
     /// weight, its share less the largest weight), or as much as the group lets it take
@@ -105,6 +125,15 @@ impl GroupView {
         if self.grants_from.is_some() {
             return Err(NotReady::GrantHold);
         }
+        if self.share_reached {
+            return Ok(());
+        }
+        self.share_held()
+    }
+
+    /// Whether this replica holds its floor share now (by count), or its share less
+    /// the largest weight (by weight).
+    fn share_held(&self) -> Result<(), NotReady> {
         let owned = self.owned.len();
         match self.share {
             Some(share) if self.weighted => {

@@ -105,3 +105,55 @@ async fn a_replica_is_ready_once_it_holds_its_floor_and_not_while_drained_or_lea
     assert!(!leaving.is_running());
     fleet.ledger.assert_no_double_ownership();
 }
+
+/// A replica that was ready stays ready while a peer leaves: the floor rises (12 / 3 =
+/// 4, then 12 / 2 = 6) a moment before it has claimed the leaver's partitions, and a
+/// readiness probe must not flap then (it did, for under a millisecond).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_replica_stays_ready_while_a_peer_leaves() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 12, LEASE);
+    fleet.start_all(&["a", "b", "c"]);
+    fleet.converge(LIMIT).await;
+    let a = fleet.replicas["a"].clone();
+    let start = Instant::now();
+    while a.readiness().is_err() {
+        assert!(
+            start.elapsed() < LIMIT,
+            "a never ready: {:?}",
+            a.readiness()
+        );
+        sleep(Duration::from_millis(5)).await;
+    }
+    // Every view a publishes while c leaves and a takes its share.
+    let mut views = a.subscribe();
+    let watcher = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while views.changed().await.is_ok() {
+            let v = views.borrow_and_update().clone();
+            let done = v.owned.len() == 6;
+            seen.push((
+                v.owned.len(),
+                v.floor,
+                v.readiness().map_err(|e| e.to_string()),
+            ));
+            if done {
+                break;
+            }
+        }
+        seen
+    });
+    let c = fleet.replicas.remove("c").unwrap();
+    c.shutdown().await;
+    let seen = tokio::time::timeout(LIMIT, watcher).await.unwrap().unwrap();
+    assert!(
+        seen.iter()
+            .any(|(owned, floor, _)| *floor == 6 && *owned < 6),
+        "the test never saw the floor rise before a took its share: {seen:?}"
+    );
+    let flapped: Vec<_> = seen.iter().filter(|(_, _, r)| r.is_err()).collect();
+    assert!(
+        flapped.is_empty(),
+        "readiness flapped: {flapped:?} of {seen:?}"
+    );
+}

@@ -7,25 +7,28 @@
 //! store's connection sits idle, and the pub/sub subscription is closed (its store is
 //! dropped with the last reader, see [`Notices`]).
 //!
-//! A reader reads at once when it starts, then again when a message on the prefix's
-//! pub/sub channel concerns it ([`concerns`]: for a group, its notice: a release, a
-//! leave, a drain, a change of state, weight, preference or partition set; for the
-//! overview, a duty's release), or after `refresh` without one. A full read (the
+//! A reader reads at once when it starts, then again when something calls for it: for a
+//! group, one of its notices ([`GroupAdmin::notices`], [`concerns_group`]: a release, a
+//! leave, a drain, a change of state, weight, preference or partition set); for the
+//! overview, a duty's release on the prefix's channel ([`concerns_overview`]); or after
+//! `refresh` without one. A full read (the
 //! status, and the ledger's new entries) comes at most once per renew interval of the
 //! group (a third of the longest session seen: the library's default ratio), or per
 //! `interval` if that is longer. A claim that moved partitions publishes its own
-//! notice (`<notice>\tmoved`): it calls for a read of the ledger's new entries only,
+//! notice ([`GroupNotice::Moved`]): it calls for a read of the ledger's new entries only,
 //! applied to the last page, at most once per `interval`: a take-over reaches the page
 //! as soon as it is written, and the rest of the page within a renew interval. Many
 //! viewers, and a storm of notices, cost one read per interval.
 
 use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
+use futures::{Stream, StreamExt};
 use leasehold_election::ext::ANY_RELEASE;
 use leasehold_election::{DutyKeys, LeaseStore, RedisStore};
-use leasehold_partitions::GroupAdmin;
+use leasehold_partitions::{GroupAdmin, GroupNotice};
 use tokio::sync::{broadcast, watch};
 use tokio::time::{Instant, sleep_until};
 
@@ -118,9 +121,31 @@ struct Notices {
 }
 
 impl Notices {
-    fn events(&self) -> broadcast::Receiver<String> {
-        self.store.release_events(&self.keys)
+    /// What calls for a read of `topic`: a group's notices
+    /// ([`GroupAdmin::notices`]), or for the overview the duties' releases on the
+    /// prefix's channel.
+    fn events(&self, prefix: &str, topic: &Topic) -> Events {
+        match topic {
+            Topic::Overview => Events::Releases(self.store.release_events(&self.keys)),
+            Topic::Group(group) => match GroupAdmin::new(self.store.clone(), group)
+                .and_then(|a| a.with_key_prefix(prefix))
+            {
+                Ok(admin) => Events::Group(Box::pin(admin.notices())),
+                // A name no group can have: nothing will ever say it changed.
+                Err(_) => Events::Never,
+            },
+        }
     }
+}
+
+/// A reader's source of reasons to read.
+enum Events {
+    /// The prefix's release channel, for the overview (a duty's release).
+    Releases(broadcast::Receiver<String>),
+    /// A group's notices.
+    Group(Pin<Box<dyn Stream<Item = GroupNotice> + Send>>),
+    /// No subscription.
+    Never,
 }
 
 impl Hub {
@@ -186,8 +211,10 @@ impl Hub {
     /// ends once nobody watches.
     async fn read_while_watched(self: Arc<Self>, topic: Topic, slot: Slot) {
         let notices = self.notices();
-        let mut events = notices.as_ref().map(|n| n.events());
         let prefix = self.source.target.prefix.clone();
+        let mut events = notices
+            .as_ref()
+            .map_or(Events::Never, |n| n.events(&prefix, &topic));
         let mut reader = Reader::new(&topic);
         let mut wanted = Wanted {
             full: true,
@@ -234,7 +261,7 @@ impl Hub {
             }
             tokio::select! {
                 () = sleep_until(wake) => {}
-                read = next_notice(events.as_mut(), &prefix, &topic) => match read {
+                read = next_notice(&mut events, &prefix) => match read {
                     Read::Full => wanted.full = true,
                     Read::Moves => wanted.moves = true,
                 },
@@ -265,49 +292,47 @@ struct Wanted {
     moves: bool,
 }
 
-/// Which read a message on the prefix's release channel calls for, if it concerns
-/// `topic`: a duty's release (its lease key, `<prefix>:{<duty>}:lease`) a full read of
-/// the overview, which reads every group, so the groups' own notices leave it to its
-/// refresh; a group's notice (`<prefix>:{<group>}`, or it and a tab and more) a full
-/// read of the group, but a claim's that partitions moved (`<prefix>:{<group>}\tmoved`)
-/// a read of its new moves. [`ANY_RELEASE`] (the subscription was lost a while) calls
-/// for a full read of every topic.
-fn concerns(prefix: &str, topic: &Topic, message: &str) -> Option<Read> {
+/// Which read a message on the prefix's release channel calls for in the overview: a
+/// duty's release (its lease key, `<prefix>:{<duty>}:lease`) a full read (it reads
+/// every group, so the groups' own notices leave it to its refresh); [`ANY_RELEASE`]
+/// (the subscription was lost a while) a full read too.
+fn concerns_overview(prefix: &str, message: &str) -> Option<Read> {
     if message == ANY_RELEASE {
         return Some(Read::Full);
     }
-    let Topic::Group(group) = topic else {
-        return (message.starts_with(prefix) && message.ends_with("}:lease")).then_some(Read::Full);
-    };
-    let notice = format!("{prefix}:{{{group}}}");
-    match message.strip_prefix(&notice)? {
-        "\tmoved" => Some(Read::Moves),
-        rest if rest.is_empty() || rest.starts_with('\t') => Some(Read::Full),
-        _ => None,
+    (message.starts_with(prefix) && message.ends_with("}:lease")).then_some(Read::Full)
+}
+
+/// Which read a group's notice calls for: a claim's move a read of the ledger's new
+/// entries; anything else (a release, a leave, a drain, a change of state, weight,
+/// preference or partition set, a load step, notices missed) a full read.
+fn concerns_group(notice: &GroupNotice) -> Read {
+    match notice {
+        GroupNotice::Moved(_) => Read::Moves,
+        _ => Read::Full,
     }
 }
 
-/// Waits for the next message that concerns `topic` and says which read it calls for
-/// (a lagged receiver may have missed one: a full read); forever without a
-/// subscription.
-async fn next_notice(
-    events: Option<&mut broadcast::Receiver<String>>,
-    prefix: &str,
-    topic: &Topic,
-) -> Read {
-    let Some(events) = events else {
-        return std::future::pending().await;
-    };
-    loop {
-        match events.recv().await {
-            Ok(message) => {
-                if let Some(read) = concerns(prefix, topic, &message) {
-                    return read;
+/// Waits for the next event that calls for a read and says which (a lagged receiver
+/// may have missed one: a full read); forever without a subscription.
+async fn next_notice(events: &mut Events, prefix: &str) -> Read {
+    match events {
+        Events::Never => std::future::pending().await,
+        Events::Group(notices) => match notices.next().await {
+            Some(notice) => concerns_group(&notice),
+            None => std::future::pending().await,
+        },
+        Events::Releases(events) => loop {
+            match events.recv().await {
+                Ok(message) => {
+                    if let Some(read) = concerns_overview(prefix, &message) {
+                        return read;
+                    }
                 }
+                Err(broadcast::error::RecvError::Lagged(_)) => return Read::Full,
+                Err(broadcast::error::RecvError::Closed) => return std::future::pending().await,
             }
-            Err(broadcast::error::RecvError::Lagged(_)) => return Read::Full,
-            Err(broadcast::error::RecvError::Closed) => return std::future::pending().await,
-        }
+        },
     }
 }
 
@@ -471,32 +496,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_group_notice_concerns_its_group_only() {
-        let g = Topic::Group("tenants".into());
+    fn a_duty_release_concerns_the_overview_and_a_groups_notice_does_not() {
         let full = Some(Read::Full);
-        assert_eq!(concerns("lh", &g, "lh:{tenants}"), full);
-        assert_eq!(concerns("lh", &g, "lh:{tenants}\tstep"), full);
-        assert_eq!(concerns("lh", &g, ANY_RELEASE), full);
-        assert_eq!(concerns("lh", &g, "lh:{tenants2}"), None);
-        assert_eq!(concerns("lh", &g, "lh:{scheduler}:lease"), None);
-        let all = Topic::Overview;
-        assert_eq!(concerns("lh", &all, "lh:{scheduler}:lease"), full);
-        assert_eq!(concerns("lh", &all, ANY_RELEASE), full);
+        assert_eq!(concerns_overview("lh", "lh:{scheduler}:lease"), full);
+        assert_eq!(concerns_overview("lh", ANY_RELEASE), full);
         assert_eq!(
-            concerns("lh", &all, "lh:{tenants}"),
+            concerns_overview("lh", "lh:{tenants}"),
             None,
             "left to the refresh"
         );
+        assert_eq!(concerns_overview("lh", "other:{scheduler}:lease"), None);
     }
 
     #[test]
     fn a_claims_notice_calls_for_its_groups_moves_only() {
-        let g = Topic::Group("tenants".into());
-        assert_eq!(concerns("lh", &g, "lh:{tenants}\tmoved"), Some(Read::Moves));
-        assert_eq!(concerns("lh", &g, "lh:{tenants2}\tmoved"), None);
-        assert_eq!(
-            concerns("lh", &Topic::Overview, "lh:{tenants}\tmoved"),
-            None
-        );
+        assert_eq!(concerns_group(&GroupNotice::Changed), Read::Full);
+        assert_eq!(concerns_group(&GroupNotice::LoadStep), Read::Full);
+        assert_eq!(concerns_group(&GroupNotice::Missed), Read::Full);
     }
 }

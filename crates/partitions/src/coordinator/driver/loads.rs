@@ -80,7 +80,7 @@ where
                 self.view.send_if_modified(|v| {
                     let changed = v.load != load;
                     v.load = load;
-                    changed
+                    v.latch_readiness() || changed
                 });
             }
             Err(e) => {

@@ -92,6 +92,7 @@ where
                 v.owned.insert(names.get(i).to_string());
             }
             v.load = load;
+            v.latch_readiness();
         });
         gauge!(m::OWNED, &self.labels.pair()).set(self.state.ledger().owned_count() as f64);
     }
@@ -155,7 +156,7 @@ where
                 v.max_weight = max_weight;
                 v.capacity = capacity;
             }
-            changed
+            v.latch_readiness() || changed
         });
         gauge!(m::LOAD, &self.labels.pair()).set(load as f64);
         gauge!(m::CAPACITY, &self.labels.pair()).set(f64::from(capacity));
