@@ -70,10 +70,12 @@ def test_every_exception_is_a_leasehold_error():
         leasehold.HandOffError,
         leasehold.LoadError,
         leasehold.GroupError,
+        leasehold.Timeout,
     ):
         assert issubclass(cls, leasehold.LeaseholdError)
     assert issubclass(leasehold.ConfigError, ValueError)
     assert issubclass(leasehold.RedisError, ConnectionError)
+    assert issubclass(leasehold.Timeout, TimeoutError)
 
 
 async def test_an_unreachable_redis_raises_redis_error_in_bounded_time():
