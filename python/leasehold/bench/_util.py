@@ -199,9 +199,9 @@ class Child:
             self._new.set()
 
     def latest(self, kind: str) -> dict[str, Any] | None:
-        for event in reversed(self.events):
-            if event.get("event") == kind:
-                return event
+        for seen in reversed(self.events):
+            if seen.get("event") == kind:
+                return dict(seen)
         return None
 
     async def expect(self, kind: str, timeout: float) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any, Callable, Coroutine
 import uuid
 
 log = logging.getLogger("election")
@@ -38,7 +39,7 @@ RELEASE = ("if redis.call('get',KEYS[1])==ARGV[1] then "
 
 
 class Elector:
-    def __init__(self, r, duty: str, ttl_ms: int = 5000, replica: str = "") -> None:
+    def __init__(self, r: Any, duty: str, ttl_ms: int = 5000, replica: str = "") -> None:
         self.r, self.key, self.ttl = r, f"leader:{duty}", ttl_ms
         self.replica = replica or str(uuid.uuid4())[:8]
         self.token: str | None = None
@@ -53,7 +54,7 @@ class Elector:
             return True
         return False
 
-    async def campaign(self, lead) -> None:
+    async def campaign(self, lead: Callable[[int], Coroutine[Any, Any, None]]) -> None:
         while True:
             try:
                 if await self._try_acquire():
@@ -62,11 +63,11 @@ class Elector:
                 log.exception("election error")
             await asyncio.sleep(self.ttl / 1000 / 3)
 
-    async def _lead(self, lead) -> None:
+    async def _lead(self, lead: Callable[[int], Coroutine[Any, Any, None]]) -> None:
         self.is_leader = True
         log.info("%s became leader (fence %d)", self.replica, self.fence)
 
-        async def renew():
+        async def renew() -> None:
             while True:
                 await asyncio.sleep(self.ttl / 1000 / 3)
                 if not await self.r.eval(EXTEND, 1, self.key, self.token, self.ttl):
@@ -75,6 +76,7 @@ class Elector:
 
         try:
             renewer = asyncio.create_task(renew())
+            assert self.fence is not None
             duty = asyncio.create_task(lead(self.fence))
             await asyncio.wait({renewer, duty}, return_when=asyncio.FIRST_COMPLETED)
             for t in (renewer, duty):
@@ -85,13 +87,22 @@ class Elector:
             await self.r.eval(RELEASE, 1, self.key, self.token)   # hand over quickly if still ours
 
 
-async def lead_partitions(r, partitions: list[str], replica: str, handle,
+async def lead_partitions(r: Any, partitions: list[str], replica: str,
+                          handle: Callable[[str, int], Coroutine[Any, Any, None]],
                           ttl_ms: int = 10_000, namespace: str = "partition") -> None:
     electors = [Elector(r, f"{namespace}:{p}", ttl_ms=ttl_ms, replica=replica) for p in partitions]
     if not hasattr(asyncio, "TaskGroup"):  # Python 3.10
-        await asyncio.gather(*(e.campaign(lambda fence, p=p: handle(p, fence))
+        await asyncio.gather(*(e.campaign(_for(handle, p))
                                for e, p in zip(electors, partitions)))
         return
     async with asyncio.TaskGroup() as tg:
         for e, p in zip(electors, partitions):
-            tg.create_task(e.campaign(lambda fence, p=p: handle(p, fence)))
+            tg.create_task(e.campaign(_for(handle, p)))
+
+
+def _for(handle: Callable[[str, int], Coroutine[Any, Any, None]],
+         partition: str) -> Callable[[int], Coroutine[Any, Any, None]]:
+    """`handle` for one partition (the guide's `lambda fence, p=p: handle(p, fence)`)."""
+    def lead(fence: int) -> Coroutine[Any, Any, None]:
+        return handle(partition, fence)
+    return lead

@@ -69,11 +69,11 @@ class Follower:
                 self.url, self.duty, replica=self.replica, lease=self.lease_ms / 1000
             )
 
-            async def lead(lease: leasehold.Lease) -> None:
+            async def lead_lease(lease: leasehold.Lease) -> None:
                 self._record(lease.fence)
                 await lease.lost()
 
-            self._task = self._elector.start(lead)
+            self._task = self._elector.start(lead_lease)
         else:
             import redis.asyncio
 
@@ -82,12 +82,12 @@ class Follower:
             self._redis = redis.asyncio.Redis.from_url(self.url)
             self._elector = guide.Elector(self._redis, self.duty, self.lease_ms, self.replica)
 
-            async def lead(fence: int) -> None:
+            async def lead_fence(fence: int) -> None:
                 self._record(fence)
                 self._duty = asyncio.current_task()
                 await asyncio.Event().wait()
 
-            self._task = asyncio.ensure_future(self._elector.campaign(lead))
+            self._task = asyncio.ensure_future(self._elector.campaign(lead_fence))
 
     async def shutdown(self) -> None:
         """Stops the follower; checks that it did (and, for the guide, cancels what
