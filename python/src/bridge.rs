@@ -13,13 +13,17 @@
 //! twelve after an elector's shutdown.)
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::FutureExt;
 use pyo3::IntoPyObjectExt;
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use tokio_util::sync::CancellationToken;
 
+use crate::errors::ErrorOf;
 use crate::runtime::core;
 
 /// Whether Python is exiting, and how many threads are inside [`with_python`].
@@ -100,10 +104,13 @@ impl Resolve {
 }
 
 /// An awaitable of the running loop that resolves with `future`'s output; `future`
-/// runs on the core runtime.
+/// runs on the core runtime. Its error becomes a Python exception only on the thread
+/// that resolves the awaitable (a blocking-pool thread, with the GIL), never on a
+/// runtime worker; a panic in `future` raises `RuntimeError` instead of leaving the
+/// `await` hanging.
 pub(crate) fn awaitable<'py, F, T>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>
 where
-    F: Future<Output = PyResult<T>> + Send + 'static,
+    F: Future<Output = Result<T, ErrorOf>> + Send + 'static,
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
     let event_loop = py.import("asyncio")?.call_method0("get_running_loop")?;
@@ -122,13 +129,21 @@ where
     let target = py_future.clone().unbind();
     core()?.spawn(async move {
         let output = tokio::select! {
-            output = future => output,
+            output = AssertUnwindSafe(future).catch_unwind() => output,
             () = token.cancelled() => return,
         };
         // The GIL is taken on a blocking-pool thread, never on a runtime worker.
         let _ = tokio::task::spawn_blocking(move || {
             with_python(|py| {
-                let outcome = output.and_then(|value| value.into_py_any(py));
+                let outcome = match output {
+                    Ok(output) => output
+                        .map_err(PyErr::from)
+                        .and_then(|value| value.into_py_any(py)),
+                    Err(panic) => Err(PyRuntimeError::new_err(format!(
+                        "leasehold panicked (a bug: please report it): {}",
+                        panic_message(&*panic)
+                    ))),
+                };
                 let resolve = Resolve {
                     future: target,
                     outcome: Mutex::new(Some(outcome)),
@@ -144,6 +159,27 @@ where
         .await;
     });
     Ok(py_future)
+}
+
+/// What a panic said, if it said it with a string.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
+}
+
+/// An awaitable that panics on the core runtime: for the test that a panic raises
+/// rather than hangs (`leasehold._leasehold._panic_in_awaitable`).
+#[pyfunction]
+pub(crate) fn _panic_in_awaitable(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    awaitable(py, async {
+        if std::hint::black_box(true) {
+            panic!("a test's panic");
+        }
+        Ok(())
+    })
 }
 
 /// A serialisable value that becomes Python objects (dicts, lists, strings, numbers)

@@ -176,10 +176,12 @@ impl CoordinatorCore {
             let settled = views
                 .wait_for(|view| matches!(view.readiness(), Ok(()) | Err(NotReady::Refused(_))))
                 .await
-                .map_err(|_| error(Kind::Stopped, "the coordinator stopped before it was ready"))?
+                .map_err(|_| {
+                    ErrorOf::new(Kind::Stopped, "the coordinator stopped before it was ready")
+                })?
                 .readiness();
             match settled {
-                Err(NotReady::Refused(err)) => Err(ErrorOf::from(err).into()),
+                Err(NotReady::Refused(err)) => Err(ErrorOf::from(err)),
                 _ => Ok(()),
             }
         })

@@ -160,7 +160,7 @@ impl ElectorCore {
                 .and_then(|status| status.fence());
             fence
                 .map(|fence| fence.get())
-                .ok_or_else(|| error(Kind::Stopped, "the elector stopped before it led"))
+                .ok_or_else(|| ErrorOf::new(Kind::Stopped, "the elector stopped before it led"))
         })
     }
 
@@ -171,12 +171,12 @@ impl ElectorCore {
         on_core(py, async move {
             let guard = handle.lock().await;
             let Some(handle) = guard.as_ref() else {
-                return Err(error(Kind::Stopped, "the elector is not running"));
+                return Err(ErrorOf::new(Kind::Stopped, "the elector is not running"));
             };
             handle
                 .step_down()
                 .await
-                .map_err(|err| error(Kind::Stopped, err.to_string()))
+                .map_err(|err| ErrorOf::new(Kind::Stopped, err.to_string()))
         })
     }
 

@@ -72,52 +72,73 @@ pub(crate) fn config(err: impl std::fmt::Display) -> PyErr {
 
 impl From<ErrorOf> for PyErr {
     fn from(err: ErrorOf) -> Self {
-        err.0
+        error(err.kind, err.message)
     }
 }
 
-/// A Rust error turned into its Python exception (`?` in the bindings).
-pub(crate) struct ErrorOf(PyErr);
+/// A Rust error on its way to its Python exception (`?` in the bindings): its class and
+/// message only, no Python object, so that the futures on the core runtime make it
+/// without the GIL; it becomes the exception (`PyErr::from`) where the GIL is held
+/// anyway, on the thread that resolves the awaitable or on the caller's.
+#[derive(Debug, Clone)]
+pub(crate) struct ErrorOf {
+    kind: Kind,
+    message: String,
+}
+
+impl ErrorOf {
+    /// An error of `kind` with `message`.
+    pub(crate) fn new(kind: Kind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    fn config(err: impl std::fmt::Display) -> Self {
+        Self::new(Kind::Config, err.to_string())
+    }
+}
 
 impl From<BuildError> for ErrorOf {
     fn from(err: BuildError) -> Self {
-        Self(config(err))
+        Self::config(err)
     }
 }
 
 impl From<GroupConfigError> for ErrorOf {
     fn from(err: GroupConfigError) -> Self {
-        Self(config(err))
+        Self::config(err)
     }
 }
 
 impl From<leasehold_election::ConfigError> for ErrorOf {
     fn from(err: leasehold_election::ConfigError) -> Self {
-        Self(config(err))
+        Self::config(err)
     }
 }
 
 impl From<StoreError> for ErrorOf {
     fn from(err: StoreError) -> Self {
-        Self(error(Kind::Redis, err.to_string()))
+        Self::new(Kind::Redis, err.to_string())
     }
 }
 
 impl From<TermOver> for ErrorOf {
     fn from(err: TermOver) -> Self {
-        Self(error(Kind::TermOver, err.to_string()))
+        Self::new(Kind::TermOver, err.to_string())
     }
 }
 
 impl From<HandOffError> for ErrorOf {
     fn from(err: HandOffError) -> Self {
-        Self(error(Kind::HandOff, err.to_string()))
+        Self::new(Kind::HandOff, err.to_string())
     }
 }
 
 impl From<LoadError> for ErrorOf {
     fn from(err: LoadError) -> Self {
-        Self(error(Kind::Load, err.to_string()))
+        Self::new(Kind::Load, err.to_string())
     }
 }
 
@@ -128,7 +149,7 @@ impl From<FencedWriteError> for ErrorOf {
             FencedWriteError::Store(_) => Kind::Redis,
             _ => Kind::Config,
         };
-        Self(error(kind, err.to_string()))
+        Self::new(kind, err.to_string())
     }
 }
 
@@ -139,6 +160,6 @@ impl From<PartitionsError> for ErrorOf {
             PartitionsError::Config(_) | PartitionsError::InvalidWeight(_) => Kind::Config,
             _ => Kind::Group,
         };
-        Self(error(kind, err.to_string()))
+        Self::new(kind, err.to_string())
     }
 }

@@ -14,7 +14,7 @@ use pyo3::types::{PyDict, PyString};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::errors::{ErrorOf, Kind, config, error};
+use crate::errors::{ErrorOf, Kind, config};
 use crate::runtime::{core, on_core};
 
 /// How often a router's own store checks its quiet pub/sub link: a router keeps no
@@ -183,7 +183,7 @@ impl RouterCore {
                 return Ok(());
             }
             if waited {
-                return Err(error(
+                return Err(ErrorOf::new(
                     Kind::Stopped,
                     format!("the router of {group:?} was shut down before it was ready"),
                 ));
@@ -195,7 +195,7 @@ impl RouterCore {
             } else {
                 "its table is not read yet"
             };
-            Err(error(
+            Err(ErrorOf::new(
                 Kind::Timeout,
                 format!(
                     "the router of {group:?} was not ready within {:.3} s: {why}",

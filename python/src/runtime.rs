@@ -38,7 +38,7 @@ pub(crate) fn core() -> PyResult<&'static tokio::runtime::Runtime> {
 /// call runs) and resolves with its output.
 pub(crate) fn on_core<'py, F, T>(py: Python<'py>, future: F) -> PyResult<Bound<'py, PyAny>>
 where
-    F: Future<Output = PyResult<T>> + Send + 'static,
+    F: Future<Output = Result<T, crate::errors::ErrorOf>> + Send + 'static,
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
     crate::bridge::awaitable(py, future)

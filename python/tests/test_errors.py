@@ -111,3 +111,44 @@ async def test_methods_before_start_raise_stopped():
     await elector.shutdown()  # never started: nothing to release, no error
     with pytest.raises(leasehold.Stopped):
         await elector.campaign(lambda lease: asyncio.sleep(0))
+
+
+async def test_a_panic_in_an_awaitable_raises_never_hangs():
+    from leasehold import _leasehold
+
+    with pytest.raises(RuntimeError, match="panicked"):
+        await asyncio.wait_for(_leasehold._panic_in_awaitable(), 10)
+
+
+async def test_renewals_stay_on_time_while_python_holds_the_gil_and_calls_fail(
+    redis_url, name
+):
+    """Failing calls make their exceptions off the core runtime: a loop that holds the
+    GIL (a busy handler) while they fail delays no renewal, so a short lease is kept."""
+    held: dict[str, leasehold.Lease] = {}
+
+    async def lead(lease: leasehold.Lease) -> None:
+        held["lease"] = lease
+        await lease.lost()
+
+    async with Elector(redis_url, name, replica="a", lease=0.5) as elector:
+        elector.start(lead)
+        fence = await asyncio.wait_for(elector.wait_until_leader(), 10)
+        # Calls that fail on the runtime: an unknown group, an unreachable Redis.
+        missing = GroupAdmin(redis_url, f"{name}-missing")
+        unreachable = GroupAdmin(f"redis://127.0.0.1:{free_port()}/", name)
+        calls = [asyncio.ensure_future(missing.add(["p"])) for _ in range(50)]
+        calls += [asyncio.ensure_future(unreachable.status()) for _ in range(5)]
+        # Hold the GIL in a busy loop for four leases (the loop gives it up only at
+        # the interpreter's switch interval).
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            pass
+        results = await asyncio.wait_for(
+            asyncio.gather(*calls, return_exceptions=True), 30
+        )
+        assert all(isinstance(r, leasehold.LeaseholdError) for r in results), results
+        lease = held["lease"]
+        assert not lease.is_lost, "the lease was lost while Python held the GIL"
+        assert lease.fence == fence
+        assert elector.status()["fence"] == fence
