@@ -5,8 +5,8 @@ leases in Redis, for asyncio services, on the Rust core of the ``leasehold`` cra
 - :class:`Coordinator`: a group of replicas shares partitions, one owner each;
   ``handle(partition, lease)`` runs per owned partition.
 - :class:`Lease`: a term: its ``fence``, ``check()``, ``remaining()``, ``lost()``.
-- :class:`GroupAdmin`, :class:`FencedWriter`, and the exceptions of
-  :mod:`leasehold.errors`.
+- :class:`GroupAdmin`, :class:`FencedWriter` (and its :class:`FencedBatch`), and the
+  exceptions of :mod:`leasehold.errors`.
 
 Renewals run in Rust, off the event loop and without the GIL.
 """
@@ -20,7 +20,7 @@ from ._admin import GroupAdmin
 from ._coordinator import Coordinator, View
 from ._elector import Elector
 from ._leasehold import Lease, version as _core_version
-from ._writer import FencedWriter
+from ._writer import FencedBatch, FencedWriter
 from .errors import (
     ConfigError,
     FenceRejected,
@@ -46,6 +46,7 @@ __all__ = [
     "Lease",
     "GroupAdmin",
     "FencedWriter",
+    "FencedBatch",
     "LeaseholdError",
     "ConfigError",
     "RedisError",
