@@ -138,3 +138,48 @@ async def test_a_bad_fence_is_a_config_error(fence):
         await writer.batch().set("k{t}", "v").commit(fence)
     with pytest.raises(ConfigError, match="fence"):
         await writer.set("k{t}", "v", fence)
+
+
+TYPED = '''
+import leasehold
+from leasehold import FencedBatch, FencedWriter
+
+
+async def step(writer: FencedWriter, lease: leasehold.Lease, entry: str) -> int:
+    batch: FencedBatch = writer.batch().rpush("out:{t}", entry).set("cursor:{t}", b"x")
+    await batch.hset("state:{t}", "f", entry).raise_fence("other:{t}").commit(lease)
+    await writer.batch().set("k:{t}", "v").commit(lease.fence)
+    return len(batch)
+'''
+
+MISTYPED = '''
+from leasehold import FencedWriter
+
+
+async def step(writer: FencedWriter) -> None:
+    await writer.batch().set("k:{t}", 1).commit("3")
+'''
+
+
+def test_the_batch_is_typed_for_mypy_strict(tmp_path):
+    """The stubs type the batch for ``mypy --strict`` (skipped where mypy is not
+    installed): a correct use checks, a wrong value and fence do not."""
+    pytest.importorskip("mypy")
+    import subprocess
+    import sys
+
+    def mypy(code: str) -> subprocess.CompletedProcess[str]:
+        path = tmp_path / "typed.py"
+        path.write_text(code)
+        return subprocess.run(
+            [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    good = mypy(TYPED)
+    assert good.returncode == 0, good.stdout + good.stderr
+    bad = mypy(MISTYPED)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert bad.stdout.count("error:") == 2, bad.stdout
