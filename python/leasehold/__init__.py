@@ -7,8 +7,8 @@ leases in Redis, for asyncio services, on the Rust core of the ``leasehold`` cra
 - :class:`Lease`: a term: its ``fence``, ``check()``, ``remaining()``, ``lost()``.
 - :class:`Router`: which replica owns each partition and where it serves, for
   clients outside the group; ``owner(partition)`` is a local lookup.
-- :class:`GroupAdmin`, :class:`FencedWriter`, and the exceptions of
-  :mod:`leasehold.errors`.
+- :class:`GroupAdmin`, :class:`FencedWriter` (and its :class:`FencedBatch`), and the
+  exceptions of :mod:`leasehold.errors`.
 
 Renewals run in Rust, off the event loop and without the GIL.
 """
@@ -23,7 +23,7 @@ from ._coordinator import Coordinator, View
 from ._elector import Elector
 from ._leasehold import Lease, Route, version as _core_version
 from ._router import RouteChange, RouteChanges, Router, RouterStatus
-from ._writer import FencedWriter
+from ._writer import FencedBatch, FencedWriter
 from .errors import (
     ConfigError,
     FenceRejected,
@@ -55,6 +55,7 @@ __all__ = [
     "RouteChanges",
     "RouterStatus",
     "FencedWriter",
+    "FencedBatch",
     "LeaseholdError",
     "ConfigError",
     "RedisError",

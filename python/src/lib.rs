@@ -2,7 +2,8 @@
 //!
 //! Python imports this as `leasehold._leasehold`; the package's own modules
 //! (`leasehold/*.py`) build the asyncio API on it: `Elector`, `Coordinator`,
-//! `GroupAdmin`, `Router`, `FencedWriter`, `Lease` and the exceptions of `leasehold.errors`.
+//! `GroupAdmin`, `Router`, `FencedWriter`, `FencedBatch`, `Lease` and the exceptions of
+//! `leasehold.errors`.
 //!
 //! Renewals never run on Python's event loop and never take the GIL: the electors and
 //! coordinators run on the core runtime or on threads of their own (module `runtime`);
@@ -94,6 +95,7 @@ fn _leasehold(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<router::RouteChanges>()?;
     module.add_class::<router::PyRoute>()?;
     module.add_class::<writer::WriterCore>()?;
+    module.add_class::<writer::BatchCore>()?;
     module.add_class::<lease::Lease>()?;
     module.add_function(wrap_pyfunction!(version, module)?)?;
     module.add_function(wrap_pyfunction!(bridge::finalize, module)?)?;

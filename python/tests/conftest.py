@@ -105,3 +105,23 @@ def rust_bench() -> str:
         "`cargo build -p leasehold-bench` (or set LEASEHOLD_BENCH to its path)",
         pytrace=False,
     )
+
+
+@pytest.fixture(scope="session")
+def rust_stream_consumer() -> str:
+    """The Rust example `stream_consumer` (examples/stream_consumer.rs), which the Python
+    example python/examples/stream_consumer.py shares a group with:
+    $LEASEHOLD_STREAM_CONSUMER, or the workspace's target/debug build."""
+    explicit = os.environ.get("LEASEHOLD_STREAM_CONSUMER")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target"))
+    built = os.path.join(target, "debug", "examples", "stream_consumer")
+    for candidate in filter(None, [explicit, built]):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    pytest.fail(
+        "the Rust example stream_consumer was not found: build it with `cargo build -p "
+        "leasehold-example-stream-consumer --example stream_consumer` (or set "
+        "LEASEHOLD_STREAM_CONSUMER to its path)",
+        pytrace=False,
+    )
