@@ -211,7 +211,7 @@ impl BatchCore {
             batch
                 .commit(Fence(fence))
                 .await
-                .map_err(|err| ErrorOf::from(err).into())
+                .map_err(ErrorOf::from)
         })
     }
 }

@@ -235,8 +235,14 @@ async def test_admin_changes_the_set_drains_and_reads_the_ledger(redis_url, name
         assert status is not None and "b" in status["drained"]
         await admin.undrain("b")
 
-        owner = await admin.owner("p01")
+        # A partition b handed over may still be on its way to a (freed, not yet
+        # claimed), and b may be taking some back: wait for p01's owner.
+        deadline = time.monotonic() + 20
+        while (owner := await admin.owner("p01"))["owner"] is None:
+            assert time.monotonic() < deadline, f"p01 never got an owner: {owner}"
+            await asyncio.sleep(0.05)
         assert owner["owner"] in ("a", "b") and owner["fence"] > 0
+        await eventually(lambda: fleet.all_owned(), what="every partition owned again")
         moves = await admin.moves(limit=1000)
         assert {"partition", "from", "to", "cause"} <= set(moves[0])
         assert any(move["cause"] == "drain" for move in moves)
