@@ -242,7 +242,10 @@ async def test_admin_changes_the_set_drains_and_reads_the_ledger(redis_url, name
             assert time.monotonic() < deadline, f"p01 never got an owner: {owner}"
             await asyncio.sleep(0.05)
         assert owner["owner"] in ("a", "b") and owner["fence"] > 0
-        await eventually(lambda: fleet.all_owned(), what="every partition owned again")
+        # The drain's moves are in the ledger once a took what b handed over.
+        while not any(m["cause"] == "drain" for m in await admin.moves(limit=1000)):
+            assert time.monotonic() < deadline, "no drain move in the ledger"
+            await asyncio.sleep(0.05)
         moves = await admin.moves(limit=1000)
         assert {"partition", "from", "to", "cause"} <= set(moves[0])
         assert any(move["cause"] == "drain" for move in moves)

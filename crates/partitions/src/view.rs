@@ -94,7 +94,13 @@ impl GroupView {
             && !self.settling
             && self.grants_from.is_none()
             && !self.error.as_ref().is_some_and(PartitionsError::keeps_out);
-        let reached = admitted && (self.share_reached || self.share_held().is_ok());
+        // A share is known once the plan is (a floor of 0 before it is means nothing).
+        let known = if self.weighted {
+            self.share.is_some()
+        } else {
+            self.cap > 0
+        };
+        let reached = admitted && (self.share_reached || (known && self.share_held().is_ok()));
         let changed = reached != self.share_reached;
         self.share_reached = reached;
         changed
@@ -268,5 +274,42 @@ fn error_text<S: serde::Serializer>(
     match error {
         Some(e) => s.serialize_some(&e.to_string()),
         None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admitted() -> GroupView {
+        GroupView {
+            joined: true,
+            partitions: 12,
+            ..GroupView::default()
+        }
+    }
+
+    #[test]
+    fn readiness_is_latched_only_once_a_known_share_is_held() {
+        // Joined, but no plan yet: a floor of 0 means nothing, and is not latched.
+        let mut v = admitted();
+        assert!(!v.latch_readiness());
+        assert!(!v.share_reached);
+        // The plan: floor 4, and 4 held: latched.
+        v.cap = 4;
+        v.floor = 4;
+        v.owned = (0..4).map(|i| format!("p{i}")).collect();
+        assert!(v.latch_readiness());
+        assert!(v.share_reached);
+        // A peer leaves: the floor rises before the partitions come; still ready.
+        v.cap = 6;
+        v.floor = 6;
+        assert!(!v.latch_readiness());
+        assert!(v.readiness().is_ok(), "{:?}", v.readiness());
+        // Drained: cleared, and not ready.
+        v.drained = true;
+        assert!(v.latch_readiness());
+        assert!(!v.share_reached);
+        assert!(v.readiness().is_err());
     }
 }
