@@ -171,13 +171,23 @@ impl Hub {
         if let Some(slot) = topics.get(&topic) {
             return Some(slot.subscribe());
         }
-        if matches!(topic, Topic::Group(_)) && topics.len() > MAX_GROUPS_WATCHED {
+        let groups = topics
+            .keys()
+            .filter(|t| matches!(t, Topic::Group(_)))
+            .count();
+        if matches!(topic, Topic::Group(_)) && groups >= MAX_GROUPS_WATCHED {
             return None;
         }
         let (slot, rx) = watch::channel(None);
         topics.insert(topic.clone(), slot.clone());
         tokio::spawn(self.clone().read_while_watched(topic, slot));
         Some(rx)
+    }
+
+    /// Whether `topic` has a reader running.
+    pub fn is_watched(&self, topic: &Topic) -> bool {
+        let topics = self.topics.lock().unwrap_or_else(PoisonError::into_inner);
+        topics.contains_key(topic)
     }
 
     /// Forgets `topic`'s reader if nobody watches it (checked under the lock
