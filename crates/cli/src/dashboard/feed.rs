@@ -64,6 +64,8 @@ pub struct OverviewFrame {
     pub overview: Option<Arc<Overview>>,
     /// Why the last read failed, if it did.
     pub error: Option<String>,
+    /// Its event's data, serialized once for every viewer.
+    pub json: std::sync::OnceLock<String>,
 }
 
 /// The last read of a group, with the moves of its ledger seen since the reader
@@ -418,10 +420,12 @@ impl Reader {
                     Ok(o) => OverviewFrame {
                         overview: Some(Arc::new(o)),
                         error: None,
+                        json: std::sync::OnceLock::new(),
                     },
                     Err(e) => OverviewFrame {
                         overview: last.as_ref().and_then(|l| l.overview.clone()),
                         error: Some(e.failure(&source.target).message),
+                        json: std::sync::OnceLock::new(),
                     },
                 };
                 let frame = Arc::new(frame);

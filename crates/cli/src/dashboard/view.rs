@@ -3,7 +3,7 @@
 //! through the commands' own reads (`list`'s inventory, the group admin's status and
 //! ledger), so the dashboard and the CLI never disagree.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use leasehold_election::RedisStore;
@@ -107,6 +107,28 @@ pub struct GroupPage {
     pub head: Arc<GroupHead>,
     /// Every partition, in the order they were added.
     pub partitions: Arc<Vec<PartitionRow>>,
+    /// The partitions as JSON, made once for every viewer that is sent them
+    /// ([`GroupPage::partitions_json`]): at 100,000 partitions, some 8 MB.
+    partitions_json: OnceLock<String>,
+}
+
+impl GroupPage {
+    /// A page of `head` and `partitions`.
+    pub fn new(head: Arc<GroupHead>, partitions: Arc<Vec<PartitionRow>>) -> Self {
+        Self {
+            head,
+            partitions,
+            partitions_json: OnceLock::new(),
+        }
+    }
+
+    /// The partitions as a JSON array, serialized the first time it is asked for and
+    /// shared by every viewer after.
+    pub fn partitions_json(&self) -> &str {
+        self.partitions_json.get_or_init(|| {
+            serde_json::to_string(&*self.partitions).unwrap_or_else(|_| "[]".to_owned())
+        })
+    }
 }
 
 /// The JSON of a group's page (`GET /api/groups/{group}`, and each `group` event, which
@@ -239,8 +261,8 @@ pub fn group_page(
         Some(last) if **last == rows => last.clone(),
         _ => Arc::new(rows),
     };
-    GroupPage {
-        head: Arc::new(GroupHead {
+    GroupPage::new(
+        Arc::new(GroupHead {
             summary: output::summary_json(prefix, group, status),
             read_at: now_text(now),
             preferences: status
@@ -254,7 +276,7 @@ pub fn group_page(
             alerts: clock.stamp(alerts::group_conditions(group, status), now),
         }),
         partitions,
-    }
+    )
 }
 
 /// `page` with `moves` applied to its partitions (each moved partition's owner and
@@ -282,8 +304,5 @@ pub fn with_moves(page: &GroupPage, moves: &[leasehold_partitions::Move]) -> Opt
             changed = true;
         }
     }
-    changed.then(|| GroupPage {
-        head: page.head.clone(),
-        partitions: Arc::new(rows),
-    })
+    changed.then(|| GroupPage::new(page.head.clone(), Arc::new(rows)))
 }
