@@ -14,7 +14,7 @@
 //! leasehold drain|undrain -u ... -g tenants -r replica-c
 //! leasehold plan -u ... -g tenants [--add-replica ID[:CAPACITY]] [--remove-replica ID]
 //!                [--drain ID] [--weight PARTITION=WEIGHT] [-o json]
-//! leasehold dashboard -u ... [--listen 127.0.0.1:9470] [--allow-admin --admin-token T]
+//! leasehold dashboard -u ... [--listen 127.0.0.1:9470] [--allow-admin --admin-token-file F] [--tls-cert C --tls-key K]
 //! ```
 //!
 //! On Sentinel: `--sentinel MASTER -u SENTINEL_URL [-u ...] [--primary-url URL]`; on a
