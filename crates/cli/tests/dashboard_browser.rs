@@ -106,6 +106,48 @@ async fn the_page_follows_a_fleet_of_processes_and_draws_ten_thousand_partitions
     fleet_on_the_page(&browser).await;
     ten_thousand_partitions(&browser).await;
     a_hundred_thousand_partitions_and_preferences(&browser).await;
+    the_page_signs_in_when_reads_need_a_token(&browser).await;
+}
+
+/// (f) Reads behind a token (`--read-token`): the page asks for it, says so when it is
+/// wrong, and with the right one gets its session cookie and connects.
+async fn the_page_signs_in_when_reads_need_a_token(browser: &Session) {
+    const TOKEN: &str = "a-read-token-of-some-length";
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    support::create_group(&store, PREFIX, "tenants", 2).await;
+    let d = Dashboard::start(&redis.url(), "100ms", "5s", &["--read-token", TOKEN]).await;
+    browser.navigate(&format!("http://{}/", d.addr));
+    browser.wait_for(
+        "the sign-in form",
+        Duration::from_secs(10),
+        "return !document.getElementById('sign-in').hidden;",
+    );
+    let submit = |token: &str| {
+        browser.execute(
+            "const f = document.getElementById('sign-in-form');\
+             f.token.value = arguments[0]; f.requestSubmit();",
+            &[json!(token)],
+        );
+    };
+    submit("not-the-token-at-all");
+    browser.wait_for(
+        "the refusal on the page",
+        Duration::from_secs(10),
+        "const e = document.getElementById('sign-in-error').textContent;\
+         return e.includes('401') && e;",
+    );
+    submit(TOKEN);
+    browser.wait_for(
+        "the overview, live",
+        Duration::from_secs(10),
+        "return document.getElementById('sign-in').hidden\
+           && document.querySelectorAll('#groups li[data-group]').length === 1\
+           && document.getElementById('conn').dataset.state === 'live';",
+    );
+    // The session is a cookie the page cannot read (HttpOnly), never the token.
+    let cookies = browser.execute("return document.cookie;", &[]);
+    assert_eq!(cookies, "", "{cookies}");
 }
 
 /// (a) every partition with its owner; (b) a SIGKILLed replica's partitions on the
