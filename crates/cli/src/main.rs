@@ -275,9 +275,10 @@ enum Command {
             long,
             env = "LEASEHOLD_ADMIN_TOKEN",
             hide_env_values = true,
-            value_name = "TOKEN"
+            value_name = "TOKEN",
+            value_parser = usage::secret
         )]
-        admin_token: Option<String>,
+        admin_token: Option<usage::SecretArg>,
         /// A file whose content (without its final line break) is the admin token.
         #[arg(long, value_name = "PATH")]
         admin_token_file: Option<std::path::PathBuf>,
@@ -288,9 +289,10 @@ enum Command {
             long,
             env = "LEASEHOLD_READ_TOKEN",
             hide_env_values = true,
-            value_name = "TOKEN"
+            value_name = "TOKEN",
+            value_parser = usage::secret
         )]
-        read_token: Option<String>,
+        read_token: Option<usage::SecretArg>,
         /// A file whose content (without its final line break) is the read token.
         #[arg(long, value_name = "PATH")]
         read_token_file: Option<std::path::PathBuf>,
@@ -704,9 +706,9 @@ async fn run(target: &Target, command: Command) -> Result<(), Error> {
             let options = dashboard::Options {
                 listen,
                 allow_admin,
-                admin_token,
+                admin_token: admin_token.map(|t| t.0),
                 admin_token_file,
-                read_token,
+                read_token: read_token.map(|t| t.0),
                 read_token_file,
                 allow_hosts,
                 tls_cert,
