@@ -522,6 +522,38 @@ mod tests {
         assert_eq!(concerns_overview("lh", "other:{scheduler}:lease"), None);
     }
 
+    #[tokio::test]
+    async fn the_overview_does_not_count_among_the_groups_watched() {
+        let target = crate::target::Target {
+            url: "redis://127.0.0.1:1/".into(),
+            more_urls: Vec::new(),
+            topology: crate::target::Topology::Node,
+            prefix: "lh".into(),
+            timeout: Duration::from_millis(50),
+        };
+        let source = Source {
+            store: target.store().unwrap(),
+            target,
+            admin: false,
+        };
+        let pace = Pace {
+            interval: Duration::from_secs(1),
+            refresh: Duration::from_secs(5),
+        };
+        let hub = Hub::new(source, pace);
+        let mut held = vec![hub.watch(Topic::Overview).unwrap()];
+        for i in 0..MAX_GROUPS_WATCHED {
+            let rx = hub.watch(Topic::Group(format!("g{i}")));
+            held.push(rx.unwrap_or_else(|| panic!("group {i} refused")));
+        }
+        assert!(hub.watch(Topic::Group("one-more".into())).is_none());
+        assert!(
+            hub.watch(Topic::Group("g0".into())).is_some(),
+            "watched already"
+        );
+        assert!(hub.watch(Topic::Overview).is_some());
+    }
+
     #[test]
     fn a_claims_notice_calls_for_its_groups_moves_only() {
         assert_eq!(concerns_group(&GroupNotice::Changed), Read::Full);
