@@ -440,3 +440,23 @@ async fn https_serves_the_token_encrypted() {
         "no data in clear"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_overview_requests_costs_one_read_per_interval() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    create_group(&store, "leasehold", "tenants", 2).await;
+    let d = Dashboard::start(&redis.url(), "2s", "5s", &[]).await;
+    let reads: Vec<_> = futures::future::join_all((0..20).map(|_| get(&d.addr, "/api/groups")))
+        .await
+        .into_iter()
+        .map(|r| {
+            assert_eq!(r.status, 200, "{r:?}");
+            r.json()["read_at"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert!(reads.iter().all(|r| *r == reads[0]), "one read: {reads:?}");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let later = get(&d.addr, "/api/groups").await.json();
+    assert_ne!(later["read_at"], reads[0], "read again after the interval");
+}

@@ -46,6 +46,8 @@ pub struct App {
     pub sessions: Sessions,
     /// The wait imposed on clients that sent wrong tokens.
     pub backoff: Backoff,
+    /// The last `GET /api/groups` answer, and when it was read.
+    pub overview: tokio::sync::Mutex<Option<(tokio::time::Instant, Arc<str>)>>,
 }
 
 pub type Shared = State<Arc<App>>;
@@ -210,15 +212,33 @@ pub fn group_name(app: &App, group: &str) -> Result<()> {
     name(app, "group", "group", group)
 }
 
-/// `GET /api/groups`: read now (not from the readers, which run only for viewers).
+/// `GET /api/groups`: read now (not from the readers, which run only for viewers),
+/// unless a read less than `--interval` old is at hand: requests that come together
+/// wait for the read in flight, so a flood of them costs one SCAN per interval.
 async fn groups(State(app): Shared) -> Result<Response> {
-    let overview = app
-        .hub
-        .source()
-        .overview(&mut AlertClock::default())
-        .await
-        .map_err(|e| ApiError::of(&app, &e))?;
-    Ok(Json(overview).into_response())
+    let mut last = app.overview.lock().await;
+    let fresh = last
+        .as_ref()
+        .filter(|(at, _)| at.elapsed() < app.hub.pace().interval);
+    let json = match fresh {
+        Some((_, json)) => json.clone(),
+        None => {
+            let overview = app
+                .hub
+                .source()
+                .overview(&mut AlertClock::default())
+                .await
+                .map_err(|e| ApiError::of(&app, &e))?;
+            let json: Arc<str> = serde_json::to_string(&overview)
+                .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?
+                .into();
+            *last = Some((tokio::time::Instant::now(), json.clone()));
+            json
+        }
+    };
+    drop(last);
+    let content_type = HeaderValue::from_static("application/json");
+    Ok(([(CONTENT_TYPE, content_type)], json.to_string()).into_response())
 }
 
 /// `GET /api/groups/{group}`: the page, every partition included.

@@ -161,6 +161,11 @@ impl Hub {
         })
     }
 
+    /// How often readers read.
+    pub fn pace(&self) -> Pace {
+        self.pace
+    }
+
     /// The source every read goes to.
     pub fn source(&self) -> &Source {
         &self.source

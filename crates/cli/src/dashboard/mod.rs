@@ -264,6 +264,7 @@ pub async fn run(target: &Target, options: Options) -> Result<(), Error> {
         access,
         sessions: Sessions::default(),
         backoff: Backoff::default(),
+        overview: tokio::sync::Mutex::new(None),
     });
     let addr = options.listen;
     let listener = TcpListener::bind(addr)
@@ -423,6 +424,7 @@ mod tests {
             access: access.clone(),
             sessions: Sessions::default(),
             backoff: Backoff::default(),
+            overview: tokio::sync::Mutex::new(None),
         };
         let printed = format!(
             "{o:?} {access:?} {target:?} {source:?} {app:?} {:?}",
