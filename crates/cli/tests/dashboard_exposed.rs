@@ -47,8 +47,10 @@ async fn off_loopback_every_read_needs_the_token_and_the_right_host() {
     )
     .await;
     assert!(
-        d.line
-            .contains("reachable from other machines; reads need a token; read-only"),
+        d.line.contains(
+            "reachable from other machines in plain HTTP (--insecure-http: TLS must end in \
+             front of it); reads need a token; read-only"
+        ),
         "{}",
         d.line
     );
@@ -399,6 +401,12 @@ async fn https_serves_the_token_encrypted() {
     )
     .await;
     assert!(d.line.contains("https://"), "{}", d.line);
+    assert!(
+        d.line
+            .contains("(reachable from other machines; reads need a token; read-only;"),
+        "{}",
+        d.line
+    );
     let port = d.addr.rsplit(':').next().unwrap();
     let mut roots = rustls::RootCertStore::empty();
     use rustls::pki_types::pem::PemObject;

@@ -213,10 +213,13 @@ pub fn access(options: &Options) -> Result<Access, Error> {
 /// What the startup line says is exposed: who can reach it, what reads need, what
 /// admin allows, the names it answers to.
 fn exposure(access: &Access) -> String {
-    let reach = if access.hosts.loopback {
-        "loopback only"
-    } else {
-        "reachable from other machines"
+    let reach = match (access.hosts.loopback, access.tls) {
+        (true, _) => "loopback only",
+        (false, true) => "reachable from other machines",
+        (false, false) => {
+            "reachable from other machines in plain HTTP (--insecure-http: TLS must end \
+             in front of it)"
+        }
     };
     let reads = match (access.reads_need_token(), access.hosts.loopback) {
         (true, _) => "reads need a token",
@@ -380,12 +383,15 @@ mod tests {
     fn the_startup_line_says_what_is_exposed() {
         let mut o = options("0.0.0.0:9470", true, Some(TOKEN));
         o.allow_hosts = vec!["Dash.Example".into()];
-        let line = exposure(&access(&o).unwrap());
+        let mut a = access(&o).unwrap();
+        a.tls = true;
         assert_eq!(
-            line,
+            exposure(&a),
             "reachable from other machines; reads need a token; admin actions allowed \
              with the admin token; answers to IP addresses, localhost, dash.example"
         );
+        a.tls = false;
+        assert!(exposure(&a).starts_with("reachable from other machines in plain HTTP"));
         let line = exposure(&access(&options("127.0.0.1:9470", false, None)).unwrap());
         assert_eq!(
             line,
