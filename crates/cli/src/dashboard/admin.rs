@@ -1,6 +1,8 @@
 //! The admin actions (`--allow-admin`): drain, undrain, weight, prefer (and
-//! unprefer), add and remove partitions, each through the group admin the CLI's commands use, and the guard in
-//! front of them: the token in a header, the request from the dashboard's own page.
+//! unprefer), add and remove partitions, each through the group admin the CLI's
+//! commands use, and the guard in front of them ([`authorize`], a layer that runs
+//! before the body is read): the admin token in a header, the request from the
+//! dashboard's own page.
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};

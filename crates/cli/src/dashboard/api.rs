@@ -2,8 +2,10 @@
 //! admin actions ([`super::admin`]).
 //!
 //! Every failure is a JSON object `{"error": "...", "status": N}` with a 4xx or 5xx
-//! status: a bad name or body is 400, a missing group 404, a refused admin action
-//! 401/403, Redis unreachable 503, anything else Redis said 502.
+//! status: a bad name, body or limit is 400, a missing group 404, a missing or wrong
+//! token 401, a refused host, site or admin action 403, a body too large 413, a client
+//! that must wait after wrong tokens 429; Redis unreachable 503, anything else Redis
+//! said 502 (never a client's mistake).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;

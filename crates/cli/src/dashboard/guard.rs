@@ -272,8 +272,8 @@ impl Sessions {
 }
 
 /// The address of the client that sent `request` (the accept loop puts it there).
-pub fn client(headers_of: &Request) -> IpAddr {
-    headers_of
+pub fn client(request: &Request) -> IpAddr {
+    request
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |c| c.0.ip())
