@@ -8,7 +8,7 @@
 //! - [`api`]: the routes and the JSON errors; [`admin`]: the admin actions and their
 //!   guard.
 //! - [`guard`]: who may ask what (host names, other sites' pages, tokens, sessions),
-//!   and the security headers of every response; [`serve`]: the accept loop (HTTPS,
+//!   and the security headers of every response; [`mod@serve`]: the accept loop (HTTPS,
 //!   connection caps, timeouts).
 //!
 //! Its threat model is in `docs/operations.md` ("The dashboard's threat model").
