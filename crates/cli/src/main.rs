@@ -14,7 +14,7 @@
 //! leasehold drain|undrain -u ... -g tenants -r replica-c
 //! leasehold plan -u ... -g tenants [--add-replica ID[:CAPACITY]] [--remove-replica ID]
 //!                [--drain ID] [--weight PARTITION=WEIGHT] [-o json]
-//! leasehold dashboard -u ... [--listen 127.0.0.1:9470] [--allow-admin --admin-token T]
+//! leasehold dashboard -u ... [--listen 127.0.0.1:9470] [--allow-admin --admin-token-file F] [--tls-cert C --tls-key K]
 //! ```
 //!
 //! On Sentinel: `--sentinel MASTER -u SENTINEL_URL [-u ...] [--primary-url URL]`; on a
@@ -250,12 +250,15 @@ enum Command {
     /// while someone watches: a group's status at most once per its renew interval, its
     /// new moves (announced by the claims) at most once per --interval. Read-only unless
     /// --allow-admin (which needs a token). JSON: /api/groups, /api/groups/GROUP,
-    /// /api/groups/GROUP/moves; events: /events?group=GROUP.
+    /// /api/groups/GROUP/partitions?offset=N&limit=M, /api/groups/GROUP/moves; events:
+    /// /events?group=GROUP. Off loopback every read needs a token; see the threat model
+    /// in docs/operations.md.
     #[command(after_help = SEE_ALSO)]
     Dashboard {
         #[command(flatten)]
         redis: RedisArgs,
-        /// Address to listen on; one that is not loopback needs an admin token.
+        /// Address to listen on; one that is not loopback needs a token (reads need it
+        /// there) and HTTPS (--tls-cert, --tls-key) or --insecure-http.
         #[arg(
             short = 'l',
             long,
@@ -267,15 +270,48 @@ enum Command {
         /// needs the admin token).
         #[arg(long)]
         allow_admin: bool,
-        /// The admin token (at least 16 characters), sent by the page in a header;
-        /// prefer the environment variable (a flag shows in `ps`).
+        /// The admin token (at least 16 characters), sent by the page in a header; it
+        /// lets a client read too. Prefer --admin-token-file or the environment
+        /// variable (a flag shows in `ps`).
         #[arg(
             long,
             env = "LEASEHOLD_ADMIN_TOKEN",
             hide_env_values = true,
-            value_name = "TOKEN"
+            value_name = "TOKEN",
+            value_parser = usage::secret
         )]
-        admin_token: Option<String>,
+        admin_token: Option<usage::SecretArg>,
+        /// A file whose content (without its final line break) is the admin token.
+        #[arg(long, value_name = "PATH")]
+        admin_token_file: Option<std::path::PathBuf>,
+        /// A token (at least 16 characters) that lets a client read but not change
+        /// anything: to share the page without the admin token. Reads need a token off
+        /// loopback (this one or the admin token), and on loopback once this is set.
+        #[arg(
+            long,
+            env = "LEASEHOLD_READ_TOKEN",
+            hide_env_values = true,
+            value_name = "TOKEN",
+            value_parser = usage::secret
+        )]
+        read_token: Option<usage::SecretArg>,
+        /// A file whose content (without its final line break) is the read token.
+        #[arg(long, value_name = "PATH")]
+        read_token_file: Option<std::path::PathBuf>,
+        /// A host name the dashboard may be reached by (repeat for more); addresses and
+        /// `localhost` always may. Any other `Host` is refused (DNS rebinding).
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
+        /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
+        #[arg(long, value_name = "PATH", requires = "tls_key")]
+        tls_cert: Option<std::path::PathBuf>,
+        /// The private key (PEM) of --tls-cert.
+        #[arg(long, value_name = "PATH", requires = "tls_cert")]
+        tls_key: Option<std::path::PathBuf>,
+        /// Serve plain HTTP on an address that is not loopback: only behind a proxy on
+        /// a trusted network that ends HTTPS (tokens cross the network in clear).
+        #[arg(long, conflicts_with = "tls_cert")]
+        insecure_http: bool,
         /// The shortest time between two reads of a watched group (or of the groups and
         /// duties); a group's status is read at most once per its renew interval if
         /// that is longer (its new moves, which claims announce, once per --interval):
@@ -415,7 +451,8 @@ impl OutputArgs {
     }
 }
 
-#[derive(Debug, Args)]
+/// Its `Debug` prints no URL: a URL may carry a password.
+#[derive(Args)]
 struct RedisArgs {
     // Not a doc comment: rustdoc would read `[:password@]` as a link.
     #[arg(
@@ -462,6 +499,23 @@ struct RedisArgs {
         conflicts_with = "timeout"
     )]
     timeout_ms: Option<u64>,
+}
+
+impl std::fmt::Debug for RedisArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisArgs")
+            .field("redis_url", &format!("<{} redacted>", self.redis_url.len()))
+            .field("sentinel", &self.sentinel)
+            .field(
+                "primary_url",
+                &self.primary_url.as_ref().map(|_| "<redacted>"),
+            )
+            .field("cluster", &self.cluster)
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
 }
 
 #[derive(Debug, Args)]
@@ -640,6 +694,13 @@ async fn run(target: &Target, command: Command) -> Result<(), Error> {
             listen,
             allow_admin,
             admin_token,
+            admin_token_file,
+            read_token,
+            read_token_file,
+            allow_hosts,
+            tls_cert,
+            tls_key,
+            insecure_http,
             interval,
             refresh,
             ..
@@ -647,7 +708,14 @@ async fn run(target: &Target, command: Command) -> Result<(), Error> {
             let options = dashboard::Options {
                 listen,
                 allow_admin,
-                admin_token,
+                admin_token: admin_token.map(|t| t.0),
+                admin_token_file,
+                read_token: read_token.map(|t| t.0),
+                read_token_file,
+                allow_hosts,
+                tls_cert,
+                tls_key,
+                insecure_http,
                 interval,
                 refresh,
             };

@@ -8,8 +8,8 @@ use leasehold_partitions::GroupAdmin;
 
 use crate::error::{Error, check_name};
 
-/// Where to read from.
-#[derive(Debug, Clone)]
+/// Where to read from. Its `Debug` prints no URL (a URL may carry a password).
+#[derive(Clone)]
 pub struct Target {
     /// The Redis URL: the server's; with [`Topology::Sentinel`] a Sentinel's; with
     /// [`Topology::Cluster`] a seed node's.
@@ -24,8 +24,20 @@ pub struct Target {
     pub timeout: Duration,
 }
 
-/// How the URLs reach the data.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("url", &"<redacted>")
+            .field("more_urls", &self.more_urls.len())
+            .field("topology", &self.topology)
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// How the URLs reach the data. Its `Debug` prints no URL.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Topology {
     /// One server (or a proxy in front of one).
     Node,
@@ -38,6 +50,23 @@ pub enum Topology {
     },
     /// A Redis Cluster, from these seed nodes.
     Cluster,
+}
+
+impl std::fmt::Debug for Topology {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Node => f.write_str("Node"),
+            Self::Sentinel {
+                master,
+                primary_url,
+            } => f
+                .debug_struct("Sentinel")
+                .field("master", master)
+                .field("primary_url", &primary_url.as_ref().map(|_| "<redacted>"))
+                .finish(),
+            Self::Cluster => f.write_str("Cluster"),
+        }
+    }
 }
 
 impl Target {

@@ -185,3 +185,25 @@ fn the_exit_codes_are_in_the_top_level_help_only() {
     assert!(!help.contains("0  success"), "{help}");
     assert!(help.contains("Exit codes: `leasehold --help`"), "{help}");
 }
+
+#[test]
+fn a_parsed_command_prints_no_url_or_token() {
+    let cli = Cli::try_parse_from([
+        "leasehold",
+        "dashboard",
+        "-u",
+        "redis://user:url-secret@h:26379/",
+        "--sentinel",
+        "m",
+        "--primary-url",
+        "rediss://user:url-secret@p/0",
+        "--admin-token",
+        "token-secret-0123456789",
+        "--read-token",
+        "token-secret-9876543210",
+    ])
+    .unwrap();
+    let printed = format!("{cli:?}");
+    assert!(!printed.contains("secret"), "{printed}");
+    assert!(printed.contains("<redacted>"), "{printed}");
+}

@@ -23,6 +23,25 @@ pub fn duration(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A secret from the command line or the environment (a token): its `Debug` prints no
+/// value, so a parsed command can be printed whole.
+#[derive(Clone)]
+pub struct SecretArg(pub String);
+
+impl std::fmt::Debug for SecretArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Parses a secret (any text).
+///
+/// # Errors
+/// Never; a `Result` for clap's `value_parser`.
+pub fn secret(text: &str) -> Result<SecretArg, String> {
+    Ok(SecretArg(text.to_owned()))
+}
+
 /// Ends a run whose arguments clap refused: help and version as clap prints them (exit
 /// 0), anything else in one line on stderr, exit code 2.
 pub fn fail(e: &clap::Error) -> ExitCode {

@@ -221,11 +221,7 @@ async fn bad_input_is_a_json_4xx() {
 async fn unsafe_options_are_refused_before_listening() {
     let url = "redis://127.0.0.1:1/";
     let r = run(&["dashboard", "--redis-url", url, "--listen", "0.0.0.0:0"]).await;
-    support::assert_failed(
-        &r,
-        2,
-        "refusing to listen on 0.0.0.0:0 without an admin token",
-    );
+    support::assert_failed(&r, 2, "refusing to listen on 0.0.0.0:0 without a token");
     let r = run(&["dashboard", "--redis-url", url, "--allow-admin"]).await;
     support::assert_failed(&r, 2, "--allow-admin needs an admin token");
     let r = run(&[
@@ -644,4 +640,45 @@ async fn a_reader_waits_idle_for_a_renew_interval_longer_than_the_refresh() {
     );
     drop(viewer);
     a.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_unreadable_group_is_its_own_row_and_the_rest_still_show() {
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    create_group(&store, "leasehold", "tenants", 3).await;
+    create_group(&store, "leasehold", "broken", 2).await;
+    // Any Redis client can write a key of the wrong type, or half a group.
+    redis.redis_cli(&["DEL", "leasehold:{broken}:partitions"]);
+    redis.redis_cli(&["SET", "leasehold:{broken}:partitions", "junk"]);
+    redis.redis_cli(&["SET", "leasehold:{half}:meta", "junk"]);
+    let d = start(&redis.url(), &[]).await;
+    let r = get(&d.addr, "/api/groups").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let o = r.json();
+    let row = |name: &str| {
+        o["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["group"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {o}"))
+            .clone()
+    };
+    let tenants = row("tenants");
+    assert_eq!(tenants["partitions"], 3, "{o}");
+    assert!(tenants.get("error").is_none(), "{o}");
+    for bad in ["broken", "half"] {
+        let g = row(bad);
+        assert_eq!(g["health"], "page", "{o}");
+        assert!(g["error"].as_str().is_some_and(|e| !e.is_empty()), "{o}");
+    }
+    // The stream too: the overview keeps coming, and the broken group's page says why.
+    let mut events = Events::open(&d.addr, "/events?group=broken").await;
+    let g = events.until("group", |g| g["group"] == "broken").await;
+    assert!(g["error"].is_string(), "{g}");
+    let o = events.until("overview", |o| o["groups"].is_array()).await;
+    assert!(o.get("error").is_none(), "{o}");
+    // Another group's page is untouched.
+    assert_eq!(get(&d.addr, "/api/groups/tenants").await.status, 200);
 }

@@ -105,6 +105,49 @@ async fn the_page_follows_a_fleet_of_processes_and_draws_ten_thousand_partitions
     let browser = driver.session();
     fleet_on_the_page(&browser).await;
     ten_thousand_partitions(&browser).await;
+    a_hundred_thousand_partitions_and_preferences(&browser).await;
+    the_page_signs_in_when_reads_need_a_token(&browser).await;
+}
+
+/// (f) Reads behind a token (`--read-token`): the page asks for it, says so when it is
+/// wrong, and with the right one gets its session cookie and connects.
+async fn the_page_signs_in_when_reads_need_a_token(browser: &Session) {
+    const TOKEN: &str = "a-read-token-of-some-length";
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    support::create_group(&store, PREFIX, "tenants", 2).await;
+    let d = Dashboard::start(&redis.url(), "100ms", "5s", &["--read-token", TOKEN]).await;
+    browser.navigate(&format!("http://{}/", d.addr));
+    browser.wait_for(
+        "the sign-in form",
+        Duration::from_secs(10),
+        "return !document.getElementById('sign-in').hidden;",
+    );
+    let submit = |token: &str| {
+        browser.execute(
+            "const f = document.getElementById('sign-in-form');\
+             f.token.value = arguments[0]; f.requestSubmit();",
+            &[json!(token)],
+        );
+    };
+    submit("not-the-token-at-all");
+    browser.wait_for(
+        "the refusal on the page",
+        Duration::from_secs(10),
+        "const e = document.getElementById('sign-in-error').textContent;\
+         return e.includes('401') && e;",
+    );
+    submit(TOKEN);
+    browser.wait_for(
+        "the overview, live",
+        Duration::from_secs(10),
+        "return document.getElementById('sign-in').hidden\
+           && document.querySelectorAll('#groups li[data-group]').length === 1\
+           && document.getElementById('conn').dataset.state === 'live';",
+    );
+    // The session is a cookie the page cannot read (HttpOnly), never the token.
+    let cookies = browser.execute("return document.cookie;", &[]);
+    assert_eq!(cookies, "", "{cookies}");
 }
 
 /// (a) every partition with its owner; (b) a SIGKILLed replica's partitions on the
@@ -256,6 +299,73 @@ async fn ten_thousand_partitions(browser: &Session) {
             "the map of 10,000 partitions was drawn {at} ms after navigation ({what}), over {limit} ms"
         );
     }
+}
+
+/// (e) A group of 100,000 partitions, each with a preference: the page draws its
+/// first page of cells and of preferences (no call spreads 100,000 arguments), pages on,
+/// and a malformed link (`#/group/%`) is an error on the page, not a page that never
+/// connects.
+async fn a_hundred_thousand_partitions_and_preferences(browser: &Session) {
+    const PARTITIONS: usize = 100_000;
+    let redis = RedisServer::start();
+    let store = store(&redis);
+    let group = "huge";
+    // Created with one partition; the rest added as `partitions add` does.
+    support::create_group(&store, PREFIX, group, 1).await;
+    let admin = leasehold_partitions::GroupAdmin::new(store.clone(), group)
+        .unwrap()
+        .with_key_prefix(PREFIX)
+        .unwrap();
+    let added = admin
+        .add((1..PARTITIONS).map(|i| format!("p{i}")))
+        .await
+        .unwrap();
+    assert_eq!(added, PARTITIONS - 1);
+    // A preference for each (written as `prefer` does, but in bulk).
+    let prefs = format!("{PREFIX}:{{{group}}}:prefs");
+    for chunk in (0..PARTITIONS).collect::<Vec<_>>().chunks(10_000) {
+        let mut args = vec!["HSET".to_owned(), prefs.clone()];
+        for i in chunk {
+            args.push(format!("p{i}"));
+            args.push(format!("replica-{}", i % 1000));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        redis.redis_cli(&args);
+    }
+    let d = Dashboard::start(&redis.url(), "1s", "5s", &[]).await;
+    browser.navigate(&format!("http://{}/#/group/{group}", d.addr));
+    let shown = browser.wait_for(
+        "the map and preferences of 100,000 partitions",
+        Duration::from_secs(60),
+        "const rows = document.querySelectorAll('#preferences tbody tr').length;\
+         const cells = document.querySelectorAll('#map .cell').length;\
+         const count = document.getElementById('map-count').textContent;\
+         return rows > 0 && cells > 0 && { rows, cells, count, \
+           page: document.getElementById('prefs-page').textContent };",
+    );
+    eprintln!("100,000 partitions: {shown}");
+    assert_eq!(shown["cells"], 1024, "{shown}");
+    assert_eq!(shown["rows"], 100, "{shown}");
+    assert_eq!(shown["count"], "100000", "{shown}");
+    assert_eq!(shown["page"], "1–100 of 100000", "{shown}");
+    browser.execute("document.getElementById('prefs-next').click();", &[]);
+    let page = browser.execute(
+        "return [document.getElementById('prefs-page').textContent, \
+           document.querySelector('#preferences tbody tr').dataset.partition];",
+        &[],
+    );
+    assert_eq!(page[0], "101–200 of 100000", "{page}");
+    // A malformed link: an error on the page, and the overview still comes.
+    browser.navigate("about:blank");
+    browser.navigate(&format!("http://{}/#/group/%", d.addr));
+    let broken = browser.wait_for(
+        "the malformed link's error, and the overview",
+        Duration::from_secs(20),
+        "const e = document.getElementById('route-error');\
+         const groups = document.querySelectorAll('#groups li[data-group]').length;\
+         return !e.hidden && groups === 1 && e.textContent;",
+    );
+    assert!(broken.as_str().unwrap().contains("malformed"), "{broken}");
 }
 
 /// The README's picture, `docs/img/dashboard.png`: a group of 64 partitions on four

@@ -69,15 +69,39 @@ pub async fn read_inventory(
     target: &Target,
     store: &RedisStore,
 ) -> Result<(Vec<(String, GroupStatus)>, Vec<output::DutyEntry>), Error> {
+    let (groups, duties) = read_inventory_each(target, store).await?;
+    let groups = groups
+        .into_iter()
+        .map(|(group, read)| read.map(|status| (group, status)))
+        .collect::<Result<_, _>>()?;
+    Ok((groups, duties))
+}
+
+/// As [`read_inventory`], each group's read on its own: a group that cannot be read (a
+/// key of another type, a half-written group) is its own error, and the others are
+/// read all the same.
+///
+/// # Errors
+/// The scan's, or a duty's read that fails.
+pub async fn read_inventory_each(
+    target: &Target,
+    store: &RedisStore,
+) -> Result<(GroupReads, Vec<output::DutyEntry>), Error> {
     let found = reads::inventory(store, &target.prefix).await?;
     let mut groups = Vec::with_capacity(found.groups.len());
     for group in found.groups {
         let admin = target.admin(store, &group)?;
         match admin.status().await {
-            Ok(Some(status)) => groups.push((group, status)),
+            Ok(Some(status)) => groups.push((group, Ok(status))),
             // Deleted since the scan found it.
             Ok(None) => {}
-            Err(error) => return Err(Error::Group { group, error }),
+            Err(error) => {
+                let e = Error::Group {
+                    group: group.clone(),
+                    error,
+                };
+                groups.push((group, Err(e)));
+            }
         }
     }
     let mut duties = Vec::with_capacity(found.duties.len());
@@ -92,6 +116,9 @@ pub async fn read_inventory(
     }
     Ok((groups, duties))
 }
+
+/// Each group found, and its status or why it could not be read.
+pub type GroupReads = Vec<(String, Result<GroupStatus, Error>)>;
 
 /// `leasehold list`: the groups and duties under the prefix (found with SCAN), each
 /// read once.

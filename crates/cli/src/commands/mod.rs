@@ -15,7 +15,7 @@ use leasehold_election::RedisStore;
 use leasehold_partitions::{GroupAdmin, PartitionsError};
 
 pub use self::admin::{Drain, add, drain, list_partitions, prefer, remove, set_weight};
-pub use self::duty::{leader, list, read_inventory};
+pub use self::duty::{leader, list, read_inventory_each};
 pub use self::group::{owner, status, watch};
 pub use self::moves::{moves, read_after};
 pub use self::plan::{PlanArgs, plan};

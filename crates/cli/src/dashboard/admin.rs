@@ -1,63 +1,62 @@
 //! The admin actions (`--allow-admin`): drain, undrain, weight, prefer (and
-//! unprefer), add and remove partitions, each through the group admin the CLI's commands use, and the guard in
-//! front of them: the token in a header, the request from the dashboard's own page.
+//! unprefer), add and remove partitions, each through the group admin the CLI's
+//! commands use, and the guard in front of them ([`authorize`], a layer that runs
+//! before the body is read): the admin token in a header, the request from the
+//! dashboard's own page.
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection};
-use axum::extract::{Path, State};
-use axum::http::header::{HOST, ORIGIN};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use leasehold_election::RedisStore;
 use leasehold_partitions::{GroupAdmin, MAX_WEIGHT, PartitionsError};
 use serde::{Deserialize, Serialize};
 
 use super::api::{ApiError, App, Result, Shared, group_name, name};
+use super::guard::{self, TOKEN_HEADER};
 use crate::commands::group_error;
 use crate::error::{Change, Error};
 
-/// The header that carries the admin token.
-pub const TOKEN_HEADER: &str = "x-leasehold-token";
-
-/// Whether `a` and `b` are equal, in a time that does not depend on where they differ.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+/// Lets an admin action through, before its body is read, only if admin is on, the
+/// request comes from the dashboard's own page (or a tool: no `Origin`, no
+/// `Sec-Fetch-Site`), and it carries the admin token in [`TOKEN_HEADER`] (a header,
+/// never a cookie: a browser does not add it to a request another site makes). A
+/// client that sent wrong tokens waits first ([`guard::Backoff`]).
+pub async fn authorize(State(app): Shared, request: Request, next: Next) -> Response {
+    match check(&app, &request) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused.into_response(),
+    }
 }
 
-/// Lets an admin action through only if admin is on, the request comes from the
-/// dashboard's own page (or a tool: no `Origin`, no `Sec-Fetch-Site`), and it carries
-/// the token in [`TOKEN_HEADER`] (a header, never a cookie: a browser does not add it
-/// to a request another site makes).
-fn authorize(app: &App, headers: &HeaderMap) -> Result<()> {
+fn check(app: &App, request: &Request) -> Result<()> {
     let forbidden = |m: &str| ApiError::new(StatusCode::FORBIDDEN, m);
-    let Some(token) = &app.token else {
+    let Some(token) = &app.access.admin else {
         return Err(forbidden(
-            "this dashboard is read-only: start it with --allow-admin and --admin-token \
+            "this dashboard is read-only: start it with --allow-admin and an admin token \
              to change groups",
         ));
     };
-    let site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
-    if site.is_some_and(|s| s != "same-origin" && s != "none") {
-        return Err(forbidden("cross-site request refused"));
-    }
-    if let Some(origin) = headers.get(ORIGIN) {
-        let host = headers.get(HOST).and_then(|h| h.to_str().ok());
-        let origin_host = origin
-            .to_str()
-            .ok()
-            .and_then(|o| o.split_once("://"))
-            .map(|(_, rest)| rest);
-        if host.is_none() || origin_host != host {
-            return Err(forbidden("cross-origin request refused"));
-        }
-    }
-    let given = headers.get(TOKEN_HEADER).map(HeaderValue::as_bytes);
-    match given {
-        Some(given) if same_secret(given, token.as_bytes()) => Ok(()),
-        Some(_) => Err(ApiError::new(StatusCode::UNAUTHORIZED, "wrong admin token")),
-        None => Err(ApiError::new(
+    let headers = request.headers();
+    guard::same_origin(headers)?;
+    let Some(given) = headers.get(TOKEN_HEADER).map(HeaderValue::as_bytes) else {
+        return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             format!("an admin action needs the token in the {TOKEN_HEADER} header"),
-        )),
+        ));
+    };
+    let client = guard::client(request);
+    if let Some(wait) = app.backoff.wait(client) {
+        return Err(guard::too_many_tries(wait));
+    }
+    if token.matches(given) {
+        app.backoff.right(client);
+        Ok(())
+    } else {
+        app.backoff.wrong(client);
+        Err(ApiError::new(StatusCode::UNAUTHORIZED, "wrong admin token"))
     }
 }
 
@@ -144,36 +143,30 @@ async fn set_drain(app: &App, group: &str, body: ReplicaBody, on: bool) -> Resul
 
 pub async fn drain(
     State(app): Shared,
-    headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
     body: Result<Json<ReplicaBody>, JsonRejection>,
 ) -> Result<Json<Done>> {
     let Path(group) = path?;
-    authorize(&app, &headers)?;
     let Json(body) = body?;
     set_drain(&app, &group, body, true).await
 }
 
 pub async fn undrain(
     State(app): Shared,
-    headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
     body: Result<Json<ReplicaBody>, JsonRejection>,
 ) -> Result<Json<Done>> {
     let Path(group) = path?;
-    authorize(&app, &headers)?;
     let Json(body) = body?;
     set_drain(&app, &group, body, false).await
 }
 
 pub async fn weight(
     State(app): Shared,
-    headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
     body: Result<Json<WeightBody>, JsonRejection>,
 ) -> Result<Json<Done>> {
     let Path(group) = path?;
-    authorize(&app, &headers)?;
     let Json(body) = body?;
     let admin = admin_for(&app, &group)?;
     name(&app, "partition", "partition name", &body.partition)?;
@@ -199,12 +192,10 @@ pub async fn weight(
 
 pub async fn prefer(
     State(app): Shared,
-    headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
     body: Result<Json<PreferBody>, JsonRejection>,
 ) -> Result<Json<Done>> {
     let Path(group) = path?;
-    authorize(&app, &headers)?;
     let Json(body) = body?;
     let admin = admin_for(&app, &group)?;
     name(&app, "partition", "partition name", &body.partition)?;
@@ -280,37 +271,20 @@ async fn change_partitions(
 
 pub async fn add(
     State(app): Shared,
-    headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
     body: Result<Json<PartitionsBody>, JsonRejection>,
 ) -> Result<Json<Done>> {
     let Path(group) = path?;
-    authorize(&app, &headers)?;
     let Json(body) = body?;
     change_partitions(&app, &group, body, Change::Add).await
 }
 
 pub async fn remove(
     State(app): Shared,
-    headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
     body: Result<Json<PartitionsBody>, JsonRejection>,
 ) -> Result<Json<Done>> {
     let Path(group) = path?;
-    authorize(&app, &headers)?;
     let Json(body) = body?;
     change_partitions(&app, &group, body, Change::Remove).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secrets_compare_whole() {
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abc", b"abd"));
-        assert!(!same_secret(b"abc", b"abcd"));
-        assert!(!same_secret(b"", b"a"));
-    }
 }

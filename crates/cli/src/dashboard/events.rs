@@ -12,7 +12,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 
 use super::feed::{Frame, GroupFrame, OverviewFrame};
-use super::view::{Overview, PageJson, PartitionRow};
+use super::view::{GroupPage, Overview, PageJson, PartitionRow};
 
 type Rx = watch::Receiver<Option<Frame>>;
 
@@ -100,7 +100,12 @@ impl Viewer {
 
     fn group_event(&mut self, frame: &GroupFrame) -> Event {
         match self.group_update(frame) {
-            Ok(page) => event("group", &page),
+            Ok(update) => match &frame.page {
+                Some(page) => Event::default()
+                    .event("group")
+                    .data(group_json(update, page)),
+                None => event("group", &update),
+            },
             Err(error) => event("group", &error),
         }
     }
@@ -133,12 +138,34 @@ impl Viewer {
     }
 }
 
+/// The data of a `group` event: `update` serialized but for its partitions, which
+/// `page` serialized once for every viewer ([`GroupPage::partitions_json`]) and which
+/// are added to the object as they are.
+fn group_json(mut update: PageJson<'_>, page: &GroupPage) -> String {
+    let with_partitions = update.partitions.take().is_some();
+    let mut json = serde_json::to_string(&update).unwrap_or_else(|_| "{}".to_owned());
+    if with_partitions && json.ends_with('}') {
+        json.pop();
+        if !json.ends_with('{') {
+            json.push(',');
+        }
+        json.push_str("\"partitions\":");
+        json.push_str(page.partitions_json());
+        json.push('}');
+    }
+    json
+}
+
+/// The `overview` event of `frame`, its data serialized once for every viewer.
 fn overview_event(frame: &OverviewFrame) -> Event {
-    let json = OverviewJson {
-        overview: frame.overview.as_deref(),
-        error: frame.error.as_deref(),
-    };
-    event("overview", &json)
+    let data = frame.json.get_or_init(|| {
+        let json = OverviewJson {
+            overview: frame.overview.as_deref(),
+            error: frame.error.as_deref(),
+        };
+        serde_json::to_string(&json).unwrap_or_else(|_| "{}".to_owned())
+    });
+    Event::default().event("overview").data(data.as_str())
 }
 
 #[cfg(test)]
@@ -235,6 +262,28 @@ mod tests {
         // A viewer that fell behind more than the reader keeps gets those it kept.
         let u = v.group_update(&f4).unwrap();
         assert_eq!(fences(&u).len(), 500);
+    }
+
+    #[test]
+    fn the_partitions_are_serialized_once_and_spliced_into_each_viewers_event() {
+        let f = frame(&["a", "b"], None, 2, 2);
+        let page = f.page.as_ref().unwrap();
+        let mut v = viewer();
+        let whole = serde_json::to_value(v.group_update(&f).unwrap()).unwrap();
+        let mut w = viewer();
+        let spliced = group_json(w.group_update(&f).unwrap(), page);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&spliced).unwrap(),
+            whole
+        );
+        let once = page.partitions_json().as_ptr();
+        let mut x = viewer();
+        let _ = group_json(x.group_update(&f).unwrap(), page);
+        assert_eq!(page.partitions_json().as_ptr(), once, "serialized once");
+        // Without partitions (unchanged since the viewer's last): no key at all.
+        let again = group_json(x.group_update(&f).unwrap(), page);
+        let again: serde_json::Value = serde_json::from_str(&again).unwrap();
+        assert!(again.get("partitions").is_none(), "{again}");
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub struct OverviewFrame {
     pub overview: Option<Arc<Overview>>,
     /// Why the last read failed, if it did.
     pub error: Option<String>,
+    /// Its event's data, serialized once for every viewer.
+    pub json: std::sync::OnceLock<String>,
 }
 
 /// The last read of a group, with the moves of its ledger seen since the reader
@@ -159,6 +161,11 @@ impl Hub {
         })
     }
 
+    /// How often readers read.
+    pub fn pace(&self) -> Pace {
+        self.pace
+    }
+
     /// The source every read goes to.
     pub fn source(&self) -> &Source {
         &self.source
@@ -171,13 +178,23 @@ impl Hub {
         if let Some(slot) = topics.get(&topic) {
             return Some(slot.subscribe());
         }
-        if matches!(topic, Topic::Group(_)) && topics.len() > MAX_GROUPS_WATCHED {
+        let groups = topics
+            .keys()
+            .filter(|t| matches!(t, Topic::Group(_)))
+            .count();
+        if matches!(topic, Topic::Group(_)) && groups >= MAX_GROUPS_WATCHED {
             return None;
         }
         let (slot, rx) = watch::channel(None);
         topics.insert(topic.clone(), slot.clone());
         tokio::spawn(self.clone().read_while_watched(topic, slot));
         Some(rx)
+    }
+
+    /// Whether `topic` has a reader running.
+    pub fn is_watched(&self, topic: &Topic) -> bool {
+        let topics = self.topics.lock().unwrap_or_else(PoisonError::into_inner);
+        topics.contains_key(topic)
     }
 
     /// Forgets `topic`'s reader if nobody watches it (checked under the lock
@@ -408,10 +425,12 @@ impl Reader {
                     Ok(o) => OverviewFrame {
                         overview: Some(Arc::new(o)),
                         error: None,
+                        json: std::sync::OnceLock::new(),
                     },
                     Err(e) => OverviewFrame {
                         overview: last.as_ref().and_then(|l| l.overview.clone()),
                         error: Some(e.failure(&source.target).message),
+                        json: std::sync::OnceLock::new(),
                     },
                 };
                 let frame = Arc::new(frame);
@@ -506,6 +525,38 @@ mod tests {
             "left to the refresh"
         );
         assert_eq!(concerns_overview("lh", "other:{scheduler}:lease"), None);
+    }
+
+    #[tokio::test]
+    async fn the_overview_does_not_count_among_the_groups_watched() {
+        let target = crate::target::Target {
+            url: "redis://127.0.0.1:1/".into(),
+            more_urls: Vec::new(),
+            topology: crate::target::Topology::Node,
+            prefix: "lh".into(),
+            timeout: Duration::from_millis(50),
+        };
+        let source = Source {
+            store: target.store().unwrap(),
+            target,
+            admin: false,
+        };
+        let pace = Pace {
+            interval: Duration::from_secs(1),
+            refresh: Duration::from_secs(5),
+        };
+        let hub = Hub::new(source, pace);
+        let mut held = vec![hub.watch(Topic::Overview).unwrap()];
+        for i in 0..MAX_GROUPS_WATCHED {
+            let rx = hub.watch(Topic::Group(format!("g{i}")));
+            held.push(rx.unwrap_or_else(|| panic!("group {i} refused")));
+        }
+        assert!(hub.watch(Topic::Group("one-more".into())).is_none());
+        assert!(
+            hub.watch(Topic::Group("g0".into())).is_some(),
+            "watched already"
+        );
+        assert!(hub.watch(Topic::Overview).is_some());
     }
 
     #[test]

@@ -117,10 +117,15 @@ pub struct Events {
 impl Events {
     /// Opens `path` (`/events?...`); it must answer 200 with `text/event-stream`.
     pub async fn open(addr: &str, path: &str) -> Self {
+        Self::open_with(addr, path, &[]).await
+    }
+
+    /// As [`open`](Self::open), with these headers.
+    pub async fn open_with(addr: &str, path: &str, headers: &[(&str, &str)]) -> Self {
         let stream = TcpStream::connect(addr).await.unwrap();
         let (read, mut write) = stream.into_split();
         write
-            .write_all(head("GET", addr, path, &[], "").as_bytes())
+            .write_all(head("GET", addr, path, headers, "").as_bytes())
             .await
             .unwrap();
         let mut reader = BufReader::new(read);

@@ -259,18 +259,32 @@ async fn status_of(
 pub struct Dashboard {
     child: tokio::process::Child,
     pub addr: String,
+    /// The line it printed when it started listening.
+    pub line: String,
 }
 
 impl Dashboard {
     /// Starts `leasehold dashboard` on a free loopback port, reading every `interval`
     /// at most and every `refresh` without a notice, and waits until it listens.
     pub async fn start(url: &str, interval: &str, refresh: &str, extra: &[&str]) -> Self {
+        Self::start_on("127.0.0.1:0", url, interval, refresh, extra).await
+    }
+
+    /// As [`start`](Self::start), listening on `listen`.
+    pub async fn start_on(
+        listen: &str,
+        url: &str,
+        interval: &str,
+        refresh: &str,
+        extra: &[&str],
+    ) -> Self {
         use tokio::io::{AsyncBufReadExt, BufReader};
         let mut child = leasehold()
-            .args(["dashboard", "--redis-url", url, "--listen", "127.0.0.1:0"])
+            .args(["dashboard", "--redis-url", url, "--listen", listen])
             .args(["--interval", interval, "--refresh", refresh])
             .args(extra)
             .env_remove("LEASEHOLD_ADMIN_TOKEN")
+            .env_remove("LEASEHOLD_READ_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -283,12 +297,12 @@ impl Dashboard {
             .unwrap()
             .expect("the dashboard ended");
         let addr = line
-            .split("http://")
+            .split("://")
             .nth(1)
             .and_then(|rest| rest.split('/').next())
             .unwrap_or_else(|| panic!("no address in {line:?}"))
             .to_owned();
-        Self { child, addr }
+        Self { child, addr, line }
     }
 
     /// The CPU time the dashboard's process has used (user and system), from

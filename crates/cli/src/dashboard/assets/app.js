@@ -5,6 +5,7 @@
 const PAGE = 1024;        // partition cells per page of the map
 const LABELLED = 64;      // up to this many partitions, cells show their names
 const MOVES_SHOWN = 500;  // moves kept on the page
+const PREFS_PAGE = 100;   // preferences per page of their table
 
 const $ = (id) => document.getElementById(id);
 
@@ -17,7 +18,10 @@ const state = {
   partitions: [],     // its partitions (sent only when they change)
   moves: [],          // its moves, oldest first
   mapPage: 0,
+  prefsPage: 0,
+  ownerOf: { rows: null, map: new Map() },  // owner by partition, for `partitions`
   source: null,
+  signIn: false,      // the sign-in form is shown
 };
 
 function el(tag, attrs, ...children) {
@@ -37,8 +41,12 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
-function replace(node, ...children) {
-  node.replaceChildren(...children.filter((c) => c !== null && c !== undefined));
+// Replaces `node`'s children with `children` (an array, of any length: never spread
+// into a call's arguments, which throws past about 100,000).
+function replace(node, children) {
+  const f = document.createDocumentFragment();
+  for (const c of children || []) if (c !== null && c !== undefined) f.append(c);
+  node.replaceChildren(f);
 }
 
 // A colour per replica id: a hue from its name, moved on by the golden angle while it
@@ -52,7 +60,7 @@ function hueDistance(a, b) {
   return Math.min(d, 360 - d);
 }
 function assignColours(ids) {
-  for (const id of [...new Set(ids)].filter(Boolean).sort()) {
+  for (const id of Array.from(new Set(ids)).filter(Boolean).sort()) {
     if (colours.has(id)) continue;
     let h = 2166136261;
     for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 16777619);
@@ -102,6 +110,8 @@ function connect() {
   source.onerror = () => {
     $("conn").dataset.state = "reconnecting";
     $("conn").textContent = "reconnecting";
+    // A session that expired (or a dashboard restarted) needs the token again.
+    checkSession();
   };
   source.addEventListener("overview", (e) => {
     state.overview = JSON.parse(e.data);
@@ -113,8 +123,10 @@ function connect() {
     if (data.group !== state.group) return;
     const changed = !!data.partitions;
     if (changed) state.partitions = data.partitions;
-    assignColours([...(data.replicas || []).map((r) => r.replica),
-      ...state.partitions.map((p) => p.owner)]);
+    if (changed || data.replicas) {
+      assignColours((data.replicas || []).map((r) => r.replica)
+        .concat(state.partitions.map((p) => p.owner)));
+    }
     if (data.moves && data.moves.length) {
       state.moves = state.moves.concat(data.moves).slice(-MOVES_SHOWN);
       renderMoves();
@@ -127,18 +139,35 @@ function connect() {
   });
 }
 
+// The group a hash route names; `undefined` if it is malformed (`#/group/%`).
+function routeGroup(hash) {
+  const m = hash.match(/^#\/group\/(.+)$/);
+  if (!m) return null;
+  try {
+    return decodeURIComponent(m[1]);
+  } catch (e) {
+    return undefined;
+  }
+}
+
 function route() {
-  const m = location.hash.match(/^#\/group\/(.+)$/);
-  const group = m ? decodeURIComponent(m[1]) : null;
+  if (state.signIn) return;
+  let group = routeGroup(location.hash);
+  const bad = group === undefined;
+  $("route-error").hidden = !bad;
+  $("route-error").textContent = bad
+    ? "This link does not name a group (it is malformed): pick one on the left." : "";
+  if (bad) group = null;
   if (group === state.group && state.source) return;
   state.group = group;
   state.head = null;
   state.partitions = [];
   state.moves = [];
   state.mapPage = 0;
+  state.prefsPage = 0;
   $("pick").hidden = !!group;
   $("group").hidden = !group;
-  replace($("moves"));
+  replace($("moves"), []);
   connect();
   renderOverview();
 }
@@ -154,13 +183,14 @@ function renderOverview() {
   $("mode").textContent = o.admin ? "admin" : "read-only";
   if (o.error) $("read-at").textContent += ` (error: ${o.error})`;
   renderAlerts();
-  replace($("groups"), ...(o.groups || []).map((g) =>
-    el("li", { "data-group": g.group },
+  replace($("groups"), (o.groups || []).map((g) =>
+    el("li", { "data-group": g.group, "data-error": g.error ? "" : null },
       el("a", { href: `#/group/${encodeURIComponent(g.group)}`, "aria-current": g.group === state.group ? "page" : null },
         el("span", {}, el("span", { class: "dot", "data-health": g.health, title: g.health }), g.group),
-        el("span", { class: "counts" },
+        el("span", { class: g.error ? "counts error" : "counts", title: g.error || null },
+          g.error ? `unreadable: ${g.error}` :
           `${g.owned}/${g.partitions} owned · ${g.live_replicas} ${g.live_replicas === 1 ? "replica" : "replicas"}`)))));
-  if (!(o.groups || []).length) replace($("groups"), el("li", { class: "muted" }, "no groups"));
+  if (!(o.groups || []).length) replace($("groups"), [el("li", { class: "muted" }, "no groups")]);
   renderDuties();
 }
 
@@ -172,12 +202,12 @@ function renderDuties() {
       el("td", {}, el("span", { class: "dot", "data-health": d.state === "led" ? "ok" : "page" }), d.duty),
       el("td", { title: d.fence ? `fence ${d.fence}` : null }, d.leader || (d.state === "nobody" ? "nobody" : d.state)),
       el("td", { class: "num", "data-countdown": "" }, ms(left(d.lease_left_ms, state.overviewAt)))));
-  replace($("duties").tBodies[0], ...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 3, class: "muted" }, "no duties"))]));
+  replace($("duties").tBodies[0], rows.length ? rows : [el("tr", {}, el("td", { colspan: 3, class: "muted" }, "no duties"))]);
 }
 
 function renderAlerts() {
-  const alerts = [...((state.overview && state.overview.alerts) || [])];
-  replace($("alerts"), ...alerts.map((a) =>
+  const alerts = (state.overview && state.overview.alerts) || [];
+  replace($("alerts"), alerts.map((a) =>
     el("div", { class: "alert", "data-severity": a.severity, "data-firing": String(a.firing), "data-alert": a.alert },
       el("b", {}, a.firing ? a.severity.toUpperCase() : "pending"),
       el("span", {}, a.summary), " ",
@@ -197,7 +227,7 @@ function renderGroup(changed) {
   err.textContent = h.error || "";
   if (h.partition_count === undefined) return; // an error before any read
   const health = (h.alerts || []).some((a) => a.severity === "page") ? "page" : (h.alerts || []).length ? "warn" : "ok";
-  replace($("group-health"), el("span", { class: "dot", "data-health": health }), health);
+  replace($("group-health"), [el("span", { class: "dot", "data-health": health }), health]);
   $("group-summary").textContent =
     `${h.partition_count} partitions, ${h.owned} owned, ${h.unowned} unowned · ` +
     `${h.live_replicas} live replicas · spread ${h.spread}` +
@@ -214,9 +244,10 @@ function renderGroup(changed) {
 
 function renderReplicas() {
   const h = state.head;
-  const scale = Math.max(1, ...h.replicas.map((r) => Math.max(r.load, r.share)));
+  let scale = 1;
+  for (const r of h.replicas) scale = Math.max(scale, r.load, r.share || 0);
   const admin = document.body.classList.contains("admin");
-  replace($("replicas").tBodies[0], ...h.replicas.map((r) => {
+  replace($("replicas").tBodies[0], h.replicas.map((r) => {
     const share = r.share || 0;
     const title = `load ${r.load}, share ${share.toFixed(1)}`;
     return el("tr", { "data-replica": r.replica, "data-state": r.state, "data-drained": String(r.drained) },
@@ -251,8 +282,8 @@ function renderMap() {
   // The ownership bar: one segment per owner, sized by count (any group size).
   const counts = new Map();
   for (const p of all) counts.set(p.owner || "", (counts.get(p.owner || "") || 0) + 1);
-  const owners = [...counts.entries()].sort((a, b) => (a[0] === "") - (b[0] === "") || a[0].localeCompare(b[0]));
-  replace($("ownership"), ...owners.map(([owner, n]) =>
+  const owners = Array.from(counts.entries()).sort((a, b) => (a[0] === "") - (b[0] === "") || a[0].localeCompare(b[0]));
+  replace($("ownership"), owners.map(([owner, n]) =>
     el("div", { "data-replica": owner, "data-count": n, title: `${owner || "unowned"}: ${n}`,
       style: `flex:${n};background:${owner ? colour(owner) : "var(--unowned)"}` })));
   const shown = filteredPartitions();
@@ -267,7 +298,7 @@ function renderMap() {
     ? `${from + 1}–${from + slice.length} of ${shown.length}` : "none";
   $("map-prev").disabled = state.mapPage === 0;
   $("map-next").disabled = state.mapPage >= pages - 1;
-  replace($("map"), ...slice.map((p) => el("div", {
+  replace($("map"), slice.map((p) => el("div", {
     class: "cell",
     "data-partition": p.partition,
     "data-owner": p.owner || "",
@@ -287,20 +318,31 @@ function renderWeights() {
   $("weights-box").hidden = !h.weighted;
   if (!h.weighted) return;
   // The heaviest 20; of a group with a few weights set, only those (not a list of 1s).
-  const all = [...state.partitions].sort((a, b) => b.weight - a.weight);
-  const above = all.filter((p) => p.weight > all[all.length - 1].weight);
+  const all = state.partitions.slice().sort((a, b) => b.weight - a.weight);
+  const above = all.length ? all.filter((p) => p.weight > all[all.length - 1].weight) : [];
   const heavy = (above.length ? above : all).slice(0, 20);
-  replace($("weights").tBodies[0], ...heavy.map((p) =>
+  replace($("weights").tBodies[0], heavy.map((p) =>
     el("tr", { "data-partition": p.partition },
       el("td", {}, p.partition), el("td", { class: "num" }, p.weight), el("td", {}, p.owner || "–"))));
 }
 
+// The preferences, a page of PREFS_PAGE at a time: only the rows shown are built.
 function renderPreferences() {
   const prefs = state.head.preferences || [];
   $("preferences-box").hidden = !prefs.length;
-  const owner = new Map(state.partitions.map((p) => [p.partition, p.owner]));
+  const pages = Math.max(1, Math.ceil(prefs.length / PREFS_PAGE));
+  state.prefsPage = Math.min(state.prefsPage, pages - 1);
+  const from = state.prefsPage * PREFS_PAGE;
+  const shown = prefs.slice(from, from + PREFS_PAGE);
+  $("prefs-page").textContent = prefs.length ? `${from + 1}–${from + shown.length} of ${prefs.length}` : "";
+  $("prefs-prev").disabled = state.prefsPage === 0;
+  $("prefs-next").disabled = state.prefsPage >= pages - 1;
+  if (state.ownerOf.rows !== state.partitions) {
+    state.ownerOf = { rows: state.partitions, map: new Map(state.partitions.map((p) => [p.partition, p.owner])) };
+  }
+  const owner = state.ownerOf.map;
   const admin = document.body.classList.contains("admin");
-  replace($("preferences").tBodies[0], ...prefs.map((p) =>
+  replace($("preferences").tBodies[0], shown.map((p) =>
     el("tr", { "data-partition": p.partition },
       el("td", {}, p.partition), el("td", {}, p.replica), el("td", {}, owner.get(p.partition) || "–"),
       admin ? el("td", {}, el("button", { type: "button", class: "unprefer",
@@ -314,7 +356,7 @@ function renderMoves() {
     (!part || m.partition.includes(part)) &&
     (!rep || m.to.includes(rep) || (m.from || "").includes(rep)));
   $("moves-count").textContent = `${shown.length} of the last ${state.moves.length}`;
-  replace($("moves"), ...shown.slice().reverse().map((m) =>
+  replace($("moves"), shown.slice().reverse().map((m) =>
     el("li", { "data-partition": m.partition, "data-from": m.from || "", "data-to": m.to, "data-cause": m.cause },
       el("time", { datetime: m.started, title: m.started }, m.started.slice(11, 23)),
       el("span", { class: "mono" }, m.partition),
@@ -371,11 +413,62 @@ $("remove-form").addEventListener("submit", (e) => {
   if (confirm(`Remove ${names.length} partitions from ${state.group}?`)) act("partitions/remove", { partitions: names });
 });
 
+// ---- sign-in (when reads need a token) ---------------------------------------------
+
+// Shows the sign-in form if this dashboard needs a token and the page has no session.
+async function checkSession() {
+  try {
+    const r = await fetch("/api/session", { credentials: "same-origin" });
+    const s = await r.json();
+    if (s.token_needed && !s.signed_in) showSignIn(true);
+  } catch (e) {
+    // Unreachable: the EventSource keeps trying, and says so.
+  }
+}
+
+function showSignIn(on) {
+  state.signIn = on;
+  $("sign-in").hidden = !on;
+  $("layout").hidden = on;
+  if (on && state.source) {
+    state.source.close();
+    state.source = null;
+    $("conn").dataset.state = "signed-out";
+    $("conn").textContent = "signed out";
+  }
+}
+
+$("sign-in-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const out = $("sign-in-error");
+  try {
+    const r = await fetch("/api/session", {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ token: e.target.token.value }),
+    });
+    const json = await r.json();
+    if (!r.ok) {
+      out.textContent = `${r.status}: ${json.error}`;
+      return;
+    }
+    e.target.token.value = "";
+    out.textContent = "";
+    showSignIn(false);
+    route();
+  } catch (err) {
+    out.textContent = String(err);
+  }
+});
+
 // ---- wiring -----------------------------------------------------------------------
 
 $("map-filter").addEventListener("input", () => { state.mapPage = 0; renderMap(); });
 $("map-prev").addEventListener("click", () => { state.mapPage--; renderMap(); });
 $("map-next").addEventListener("click", () => { state.mapPage++; renderMap(); });
+$("prefs-prev").addEventListener("click", () => { state.prefsPage--; renderPreferences(); });
+$("prefs-next").addEventListener("click", () => { state.prefsPage++; renderPreferences(); });
 $("moves-partition").addEventListener("input", renderMoves);
 $("moves-replica").addEventListener("input", renderMoves);
 $("token").value = sessionStorage.getItem("leasehold-token") || "";
@@ -385,4 +478,7 @@ setInterval(() => {
   renderDuties();
   if (state.head && state.head.replicas) renderReplicas();
 }, 1000);
-route();
+(async () => {
+  await checkSession();
+  route();
+})();
