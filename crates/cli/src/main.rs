@@ -74,8 +74,9 @@ enum Command {
     /// A group's partitions with their owners, and its live replicas.
     ///
     /// Every partition with its owner, fence, lease left and how long it has been held;
-    /// then each live replica's state, drain, partitions owned, session left and
-    /// instance (host pid); then the spread and the list version. `--summary` leaves the
+    /// then each live replica's state, drain, partitions owned, session left, instance
+    /// (host pid) and the address it advertises (`-` if none); then the spread and the
+    /// list version. `--summary` leaves the
     /// partitions out: one line of counts, then one line per replica.
     #[command(after_help = SEE_ALSO)]
     Status {
@@ -132,8 +133,9 @@ enum Command {
     },
     /// One partition's owner.
     ///
-    /// The replica, its instance (host pid), fence, lease left and how long it has held
-    /// the partition (since when, by this machine's clock).
+    /// The replica, its instance (host pid) and the address it advertises (if any),
+    /// fence, lease left and how long it has held the partition (since when, by this
+    /// machine's clock).
     #[command(after_help = SEE_ALSO)]
     Owner {
         #[command(flatten)]

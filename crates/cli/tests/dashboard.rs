@@ -71,6 +71,8 @@ async fn the_api_shows_groups_duties_partitions_replicas_and_moves() {
         assert_eq!(r["share"], 2.0, "{r}");
         assert_eq!(r["state"], "active", "{r}");
         assert!(r["replica"].is_string() && r["capacity"] == 1, "{r}");
+        // Shown under the replica when it advertises one; these do not.
+        assert_eq!(r.get("address"), Some(&serde_json::Value::Null), "{r}");
     }
     assert_eq!(page["unowned"], 0, "{page}");
     assert!(page["preferences"].as_array().unwrap().is_empty(), "{page}");

@@ -7,7 +7,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use leasehold_testkit::RedisServer;
-use support::{leasehold, replica, run, run_json, store, this_instance, wait_for_counts};
+use support::{
+    leasehold, replica, replica_at, run, run_json, store, this_instance, wait_for_counts,
+};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::timeout;
 
@@ -78,6 +80,7 @@ async fn status_json_of_one_replica_matches_the_golden_file() {
     let left = r0["session_left_ms"].as_u64().unwrap();
     assert!(left > 0 && left <= 2_000, "{r0}");
     assert_eq!(r0["instance"], this_instance());
+    assert_eq!(r0["address"], serde_json::Value::Null);
     a.shutdown().await;
 }
 
@@ -86,7 +89,16 @@ async fn status_of_two_balanced_replicas_shows_two_each_and_no_spread() {
     let redis = RedisServer::start();
     let store = store(&redis);
     let a = replica(&store, "ops", "tenants", 4, "replica-a");
-    let b = replica(&store, "ops", "tenants", 4, "replica-b");
+    // b advertises an address (ADDRESS, `address`); a does not (`-`, null).
+    let b = replica_at(
+        &store,
+        "ops",
+        "tenants",
+        4,
+        "replica-b",
+        Some("10.0.0.7:8080"),
+    );
+    let addresses = ["-", "10.0.0.7:8080"];
     let balanced = [("replica-a", 2), ("replica-b", 2)];
     wait_for_counts(&store, "ops", "tenants", &balanced).await;
     let url = redis.url();
@@ -121,20 +133,28 @@ async fn status_of_two_balanced_replicas_shows_two_each_and_no_spread() {
         assert!(cols[2].parse::<u64>().unwrap() > 0, "{line}");
         assert!(cols[3].ends_with('s') && cols[4].ends_with('s'), "{line}");
     }
+    let instance = this_instance();
     assert_eq!(
         lines[7..9],
         [
             "",
-            "REPLICA    STATE   DRAINED  OWNED  SESSION LEFT  INSTANCE"
+            &format!(
+                "REPLICA    STATE   DRAINED  OWNED  SESSION LEFT  {:<w$}  ADDRESS",
+                "INSTANCE",
+                w = instance.len().max("INSTANCE".len())
+            ),
         ],
         "{}",
         r.stdout
     );
-    for (line, replica) in lines[9..11].iter().zip(["replica-a", "replica-b"]) {
+    let rows = lines[9..11].iter().zip(["replica-a", "replica-b"]);
+    for ((line, replica), address) in rows.zip(addresses) {
         let cols: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(cols[..4], [replica, "active", "no", "2"], "{line}");
         assert!(cols[4].ends_with('s'), "{line}");
-        assert_eq!(cols[5..].join(" "), this_instance(), "{line}");
+        let (last, process) = cols[5..].split_last().unwrap();
+        assert_eq!(process.join(" "), instance, "{line}");
+        assert_eq!(*last, address, "{line}");
     }
     assert_eq!(
         lines[11..],
@@ -156,8 +176,14 @@ async fn status_of_two_balanced_replicas_shows_two_each_and_no_spread() {
     assert_eq!(json["list_version"], 0);
     let replicas = json["replicas"].as_array().unwrap();
     assert_eq!(replicas.len(), 2, "{json}");
-    for (r, id) in replicas.iter().zip(["replica-a", "replica-b"]) {
+    let addresses = [serde_json::Value::Null, "10.0.0.7:8080".into()];
+    for ((r, id), address) in replicas
+        .iter()
+        .zip(["replica-a", "replica-b"])
+        .zip(addresses)
+    {
         assert_eq!(r["replica"], id);
+        assert_eq!(r["address"], address);
         assert_eq!(r["owned"], 2);
         assert_eq!(r["settling"], false);
         assert_eq!(r["state"], "active");

@@ -46,6 +46,55 @@ pub enum GroupConfigError {
     /// The wait for a warm move's receiver is zero or longer than the lease.
     #[error("the wait for a receiver to prepare must be between 1 ms and the lease, got {0:?}")]
     PrepareWaitOutOfRange(Duration),
+    /// The advertised address ([`GroupConfigBuilder::advertise`]) is empty, longer than
+    /// [`MAX_ADDRESS_LEN`] bytes, or holds a control character.
+    #[error("invalid advertised address: {reason}")]
+    InvalidAddress {
+        /// What is wrong with it.
+        reason: AddressError,
+    },
+}
+
+/// Why an advertised address ([`GroupConfigBuilder::advertise`]) was refused
+/// ([`GroupConfigError::InvalidAddress`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum AddressError {
+    /// The address is empty (leave it unset to advertise none).
+    #[error("it is empty")]
+    Empty,
+    /// The address is longer than [`MAX_ADDRESS_LEN`] bytes.
+    #[error("it is {len} bytes long, more than {MAX_ADDRESS_LEN}")]
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The address holds a control character (tab and newline included: the group
+    /// stores it after a tab, and operators read it on one line).
+    #[error("it holds a control character at byte {at}")]
+    ControlCharacter {
+        /// The byte offset of the first one.
+        at: usize,
+    },
+}
+
+/// The longest address a replica may advertise ([`GroupConfigBuilder::advertise`]), in
+/// bytes.
+pub const MAX_ADDRESS_LEN: usize = 256;
+
+/// Checks an address a replica advertises: not empty, at most [`MAX_ADDRESS_LEN`] bytes,
+/// no control character.
+fn validate_address(address: &str) -> Result<(), AddressError> {
+    if address.is_empty() {
+        return Err(AddressError::Empty);
+    }
+    if address.len() > MAX_ADDRESS_LEN {
+        return Err(AddressError::TooLong { len: address.len() });
+    }
+    if let Some((at, _)) = address.char_indices().find(|(_, c)| c.is_control()) {
+        return Err(AddressError::ControlCharacter { at });
+    }
+    Ok(())
 }
 
 /// The largest capacity a replica may have ([`GroupConfigBuilder::capacity`]).
@@ -113,6 +162,9 @@ pub struct GroupConfig {
     /// before it ends its term (see [`GroupConfigBuilder::prepare_moves`]). Default:
     /// none (a hand-over ends the term at once).
     pub(crate) prepare_moves: Option<Duration>,
+    /// Where this replica serves requests, as it advertises it to the group (see
+    /// [`GroupConfigBuilder::advertise`]). Default: none.
+    pub(crate) advertise: Option<String>,
 }
 
 /// A group's move budget ([`GroupConfigBuilder::move_budget`]): how much a group hands
@@ -333,9 +385,14 @@ impl GroupConfig {
         self.prepare_moves
     }
 
+    /// Where this replica serves requests, if it advertises it.
+    pub fn advertise(&self) -> Option<&str> {
+        self.advertise.as_deref()
+    }
+
     /// Starts a builder: every setting but the group, the list and the replica id has a
     /// default. The builder's methods come in groups, most-set first: the lease and key
-    /// prefix; timing; deploys; balance; moves; replication.
+    /// prefix; timing; deploys; balance; moves; replication; the advertised address.
     pub fn builder(
         group: impl Into<String>,
         partitions: impl IntoIterator<Item = impl Into<String>>,
@@ -359,6 +416,7 @@ impl GroupConfig {
             hand_off_ttl: DEFAULT_HAND_OFF_TTL,
             load_damping: None,
             prepare_moves: None,
+            advertise: None,
         }
     }
 
@@ -410,6 +468,7 @@ pub struct GroupConfigBuilder {
     hand_off_ttl: Duration,
     load_damping: Option<LoadDamping>,
     prepare_moves: Option<Duration>,
+    advertise: Option<String>,
 }
 
 /// The essentials: the lease and where the keys live.
@@ -624,6 +683,41 @@ impl GroupConfigBuilder {
     }
 }
 
+/// Discovery: where this replica serves.
+impl GroupConfigBuilder {
+    /// Advertises where this replica serves requests: a free-form string (`host:port`,
+    /// a URL), not empty, at most [`MAX_ADDRESS_LEN`] bytes, without control characters
+    /// (tab and newline included). The replica stores it with its membership when it
+    /// joins (its steady heartbeats cost nothing more), and operators see it beside the
+    /// replica in [`GroupAdmin::status`](crate::GroupAdmin::status)
+    /// ([`ReplicaStatus::address`](crate::ReplicaStatus::address)), `leasehold status`
+    /// and `leasehold owner`. Leasehold only stores and shows it: it never connects to
+    /// it. Default: none.
+    ///
+    /// *Set it when you need it* (to find a partition's owner from another process).
+    ///
+    /// ```
+    /// # use leasehold_partitions::{AddressError, GroupConfig, GroupConfigError};
+    /// let config = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
+    ///     .advertise("10.0.0.7:8080")
+    ///     .build()?;
+    /// assert_eq!(config.advertise(), Some("10.0.0.7:8080"));
+    ///
+    /// let refused = GroupConfig::builder("tenants", ["t1", "t2"], "replica-1")
+    ///     .advertise("10.0.0.7:8080\n")
+    ///     .build();
+    /// assert_eq!(
+    ///     refused.unwrap_err(),
+    ///     GroupConfigError::InvalidAddress { reason: AddressError::ControlCharacter { at: 13 } }
+    /// );
+    /// # Ok::<(), GroupConfigError>(())
+    /// ```
+    pub fn advertise(mut self, address: impl Into<String>) -> Self {
+        self.advertise = Some(address.into());
+        self
+    }
+}
+
 impl GroupConfigBuilder {
     /// Validates and fills in defaults.
     ///
@@ -689,6 +783,10 @@ impl GroupConfigBuilder {
         {
             return Err(GroupConfigError::PrepareWaitOutOfRange(w));
         }
+        if let Some(address) = &self.advertise {
+            validate_address(address)
+                .map_err(|reason| GroupConfigError::InvalidAddress { reason })?;
+        }
         let config = GroupConfig {
             prepare_moves: self.prepare_moves,
             capacity: self.capacity,
@@ -707,6 +805,7 @@ impl GroupConfigBuilder {
             move_budget: self.move_budget,
             hand_off_ttl: self.hand_off_ttl,
             load_damping: self.load_damping,
+            advertise: self.advertise,
         };
         // Every election rule (intervals, margin, prefix) is checked once here.
         config.elector(&config.partitions[0], tokio::time::Instant::now())?;

@@ -66,8 +66,8 @@ pub use leasehold_election::{
 pub use self::admin::{GroupAdmin, MAX_WEIGHT};
 pub use self::balance::whatif::{PlannedChange, PlannedLoad, PlannedMove, PlannedRole, WhatIf};
 pub use self::config::{
-    DEFAULT_HAND_OFF_TTL, GroupConfig, GroupConfigBuilder, GroupConfigError, LoadDamping,
-    MAX_CAPACITY, MoveBudget,
+    AddressError, DEFAULT_HAND_OFF_TTL, GroupConfig, GroupConfigBuilder, GroupConfigError,
+    LoadDamping, MAX_ADDRESS_LEN, MAX_CAPACITY, MoveBudget,
 };
 pub use self::coordinator::{Coordinator, CoordinatorHandle, Prepare};
 pub use self::error::{PartitionsError, Result};

@@ -288,6 +288,59 @@ async fn a_duplicate_replica_id_is_refused_and_an_unversioned_other_list_follows
     fleet.ledger.assert_no_double_ownership();
 }
 
+/// Issue 57: a replica that advertises an address shows it in the group's status, one
+/// that does not shows none, and the group stores it after a tab in the replica's
+/// `INFO` field (`host pid\t<address>`), where other readers find it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_advertised_address_is_in_the_status_and_after_a_tab_in_info() {
+    let redis = RedisServer::start();
+    let mut fleet = Fleet::new(store(&redis), 8, LEASE);
+    let advertised = fleet
+        .builder("a")
+        .advertise("10.0.0.7:8080")
+        .build()
+        .unwrap();
+    fleet.start_with(advertised);
+    fleet.start("b");
+    fleet.converge(LIMIT).await;
+    let status = leasehold_partitions::GroupAdmin::new(fleet.store.clone(), "g")
+        .unwrap()
+        .status()
+        .await
+        .unwrap()
+        .unwrap();
+    let member = |r: &str| {
+        status
+            .members
+            .iter()
+            .find(|m| m.replica == r)
+            .unwrap_or_else(|| panic!("{r} is a member: {:?}", status.members))
+    };
+    let pid = std::process::id().to_string();
+    assert_eq!(member("a").address.as_deref(), Some("10.0.0.7:8080"));
+    assert!(
+        member("a").instance.ends_with(&format!(" {pid}")),
+        "{:?}",
+        member("a")
+    );
+    assert_eq!(member("b").address, None);
+    assert!(
+        member("b").instance.ends_with(&format!(" {pid}")),
+        "{:?}",
+        member("b")
+    );
+    let info = |r: &str| redis.redis_cli(&["HGET", "leasehold:{g}:info", r]);
+    assert_eq!(
+        info("a"),
+        format!("{}\t10.0.0.7:8080", member("a").instance)
+    );
+    assert_eq!(info("b"), member("b").instance);
+    for h in fleet.replicas.values() {
+        h.shutdown().await;
+    }
+    fleet.ledger.assert_no_double_ownership();
+}
+
 /// Client requests (round trips) so far: script calls and PINGs. Commands that the
 /// scripts run inside Redis are not requests and are not counted.
 fn commands(redis: &RedisServer) -> u64 {

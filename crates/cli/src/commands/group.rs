@@ -36,8 +36,8 @@ pub async fn status(target: &Target, group: &str, json: bool, summary: bool) -> 
     })
 }
 
-/// `leasehold owner`: one partition's owner, with its instance from the group's
-/// members.
+/// `leasehold owner`: one partition's owner, with its instance and address from the
+/// group's members.
 pub async fn owner(target: &Target, group: &str, partition: &str, json: bool) -> Result<(), Error> {
     let store = target.store()?;
     let admin = target.admin(&store, group)?;
@@ -46,7 +46,7 @@ pub async fn owner(target: &Target, group: &str, partition: &str, json: bool) ->
         Ok(owner) => owner,
         Err(e) => return Err(group_error(target, &store, group, e, None).await),
     };
-    let instance = match &owner.owner {
+    let member = match &owner.owner {
         Some(replica) => admin
             .status()
             .await
@@ -54,13 +54,7 @@ pub async fn owner(target: &Target, group: &str, partition: &str, json: bool) ->
                 group: group.to_owned(),
                 error,
             })?
-            .and_then(|s| {
-                s.members
-                    .into_iter()
-                    .find(|m| &m.replica == replica)
-                    .map(|m| m.instance)
-            })
-            .filter(|i| !i.is_empty()),
+            .and_then(|s| s.members.into_iter().find(|m| &m.replica == replica)),
         None => None,
     };
     let now = SystemTime::now();
@@ -69,11 +63,11 @@ pub async fn owner(target: &Target, group: &str, partition: &str, json: bool) ->
             &target.prefix,
             group,
             &owner,
-            instance.as_deref(),
+            member.as_ref(),
             now,
         ))
     } else {
-        output::owner_text(&owner, instance.as_deref(), now)
+        output::owner_text(&owner, member.as_ref(), now)
     })
 }
 

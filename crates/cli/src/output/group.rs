@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use leasehold_election::Fence;
-use leasehold_partitions::{GroupStatus, PartitionOwner, ReplicaState};
+use leasehold_partitions::{GroupStatus, PartitionOwner, ReplicaState, ReplicaStatus};
 use serde::Serialize;
 
 use super::{header, human, millis, plural, since, state_name, table};
@@ -76,6 +76,9 @@ pub struct ReplicaJson {
     pub session_left_ms: Option<u64>,
     /// The process using it, `host pid`; `null` if it did not say.
     pub instance: Option<String>,
+    /// Where it serves requests, as it advertised when it joined; `null` if it
+    /// advertises nothing.
+    pub address: Option<String>,
     /// The weights of the partitions it holds, summed (`owned` unless weighted).
     pub load: u64,
     /// Its capacity.
@@ -136,6 +139,9 @@ pub struct OwnerJson {
     pub held_since: Option<String>,
     /// The owner's process, `host pid`; `null` when unowned or unknown.
     pub instance: Option<String>,
+    /// Where the owner serves requests, as it advertised; `null` when unowned, unknown
+    /// or it advertises nothing.
+    pub address: Option<String>,
     /// Its weight (1 unless set).
     pub weight: u64,
 }
@@ -159,6 +165,7 @@ struct Row {
     drained: bool,
     session_left: Option<Duration>,
     instance: Option<String>,
+    address: Option<String>,
     load: u64,
     capacity: u32,
     share: f64,
@@ -225,6 +232,7 @@ fn rows(status: &GroupStatus) -> Vec<Row> {
                 drained,
                 session_left: member.map(|m| m.session_left),
                 instance: member.map(|m| m.instance.clone()).filter(|i| !i.is_empty()),
+                address: member.and_then(|m| m.address.clone()),
                 load: member.map_or(owned as u64, |m| m.load),
                 capacity,
                 share,
@@ -264,6 +272,7 @@ fn replicas_json(status: &GroupStatus) -> Vec<ReplicaJson> {
             drained: r.drained,
             session_left_ms: r.session_left.map(millis),
             instance: r.instance,
+            address: r.address,
             load: r.load,
             capacity: r.capacity,
             share: (r.share * 1000.0).round() / 1000.0,
@@ -435,7 +444,7 @@ pub fn status_text(prefix: &str, group: &str, status: &GroupStatus) -> String {
     if weighted {
         head.extend(["LOAD", "CAPACITY", "SHARE"]);
     }
-    head.extend(["SESSION LEFT", "INSTANCE"]);
+    head.extend(["SESSION LEFT", "INSTANCE", "ADDRESS"]);
     let mut table_rows = vec![header(&head)];
     for r in self::rows(status) {
         let mut row = vec![
@@ -454,6 +463,7 @@ pub fn status_text(prefix: &str, group: &str, status: &GroupStatus) -> String {
         row.extend([
             cell(r.session_left, human),
             r.instance.unwrap_or_else(|| "-".to_owned()),
+            r.address.unwrap_or_else(|| "-".to_owned()),
         ]);
         table_rows.push(row);
     }
@@ -474,16 +484,32 @@ pub fn status_text(prefix: &str, group: &str, status: &GroupStatus) -> String {
     out
 }
 
-/// The JSON form of one partition's owner; `instance` is its owner's, `now` this
-/// machine's clock.
+/// The owner's process (`host pid`) and address, from its member details (`member`:
+/// the owner's, if it is a live member), for an owned partition only.
+fn owner_process<'a>(
+    owner: &PartitionOwner,
+    member: Option<&'a ReplicaStatus>,
+) -> (Option<&'a str>, Option<&'a str>) {
+    match (&owner.owner, member) {
+        (Some(_), Some(m)) => (
+            Some(m.instance.as_str()).filter(|i| !i.is_empty()),
+            m.address.as_deref(),
+        ),
+        _ => (None, None),
+    }
+}
+
+/// The JSON form of one partition's owner; `member` is its owner's details (its
+/// instance and address), `now` this machine's clock.
 pub fn owner_json(
     prefix: &str,
     group: &str,
     owner: &PartitionOwner,
-    instance: Option<&str>,
+    member: Option<&ReplicaStatus>,
     now: SystemTime,
 ) -> OwnerJson {
     let (left, held) = owned_times(owner);
+    let (instance, address) = owner_process(owner, member);
     OwnerJson {
         group: group.to_owned(),
         prefix: prefix.to_owned(),
@@ -493,13 +519,19 @@ pub fn owner_json(
         lease_left_ms: left.map(millis),
         held_for_ms: held.map(millis),
         held_since: held.map(|d| since(now, d)),
-        instance: owner.owner.as_ref().and(instance).map(str::to_owned),
+        instance: instance.map(str::to_owned),
+        address: address.map(str::to_owned),
         weight: owner.weight,
     }
 }
 
-/// The human form of one partition's owner, one line.
-pub fn owner_text(owner: &PartitionOwner, instance: Option<&str>, now: SystemTime) -> String {
+/// The human form of one partition's owner, one line; `member` is its owner's details
+/// (its instance and address).
+pub fn owner_text(
+    owner: &PartitionOwner,
+    member: Option<&ReplicaStatus>,
+    now: SystemTime,
+) -> String {
     let name = &owner.partition;
     let Some(replica) = &owner.owner else {
         return if owner.fence == Fence(0) {
@@ -510,8 +542,17 @@ pub fn owner_text(owner: &PartitionOwner, instance: Option<&str>, now: SystemTim
     };
     let (left, held) = owned_times(owner);
     let mut line = format!("{name}: owned by {replica}");
-    if let Some(instance) = instance {
-        let _ = write!(line, " (instance {instance})");
+    match owner_process(owner, member) {
+        (Some(instance), Some(address)) => {
+            let _ = write!(line, " (instance {instance}, address {address})");
+        }
+        (Some(instance), None) => {
+            let _ = write!(line, " (instance {instance})");
+        }
+        (None, Some(address)) => {
+            let _ = write!(line, " (address {address})");
+        }
+        (None, None) => {}
     }
     let _ = write!(
         line,
@@ -591,6 +632,7 @@ pub(super) mod tests {
             member("a", ReplicaState::Active, false),
             member("c", ReplicaState::Settling, false),
         ];
+        g.members[1].address = Some("10.0.0.7:8080".into());
         g.list_version = 3;
         g.total_weight = 5;
         g.drained = vec!["b".into(), "z".into()];
@@ -610,10 +652,10 @@ p2         -      7                 -           -
 p3         -      -                 -           -
 p4         a      12                10.0s       1m 40s
 
-REPLICA  STATE     DRAINED  OWNED  SESSION LEFT  INSTANCE
-a        active    no       2      9.6s          host-a 41
-b        draining  yes      1      9.6s          host-b 41
-c        settling  no       0      9.6s          host-c 41
+REPLICA  STATE     DRAINED  OWNED  SESSION LEFT  INSTANCE   ADDRESS
+a        active    no       2      9.6s          host-a 41  10.0.0.7:8080
+b        draining  yes      1      9.6s          host-b 41  -
+c        settling  no       0      9.6s          host-c 41  -
 
 live replicas: 3, unowned partitions: 2, spread: 2, list version: 3
 drained, not live (drained again when they return): z
@@ -658,6 +700,7 @@ drained, not live (drained again when they return): z
             serde_json::json!({
                 "replica": r, "owned": owned, "settling": state == "settling", "state": state,
                 "drained": drained, "session_left_ms": 9600, "instance": format!("host-{r} 41"),
+                "address": (r == "a").then_some("10.0.0.7:8080"),
                 "load": 0, "capacity": 1, "share": share,
             })
         };
@@ -694,11 +737,11 @@ drained, not live (drained again when they return): z
         status.members.clear();
         let text = status_text("lh", "g", &status);
         assert!(
-            text.contains("\nb        active    no       1      -             -\n"),
+            text.contains("\nb        active    no       1      -             -         -\n"),
             "{text}"
         );
         assert!(
-            text.contains("\nc        settling  no       0      -             -\n"),
+            text.contains("\nc        settling  no       0      -             -         -\n"),
             "{text}"
         );
     }
@@ -759,28 +802,40 @@ drained, not live (drained again when they return): z
             text.ends_with("live replicas: 0, unowned partitions: 1, spread: 0, list version: 0\n"),
             "{text}"
         );
-        assert!(text.contains("INSTANCE\n\n"), "{text}");
+        assert!(text.contains("INSTANCE  ADDRESS\n\n"), "{text}");
     }
 
     #[test]
     fn owner_line_and_json() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let p = part("p1", Some("a"), 42, 1_500);
+        let a = member("a", ReplicaState::Active, false);
         assert_eq!(
-            owner_text(&p, Some("host-a 41"), now),
+            owner_text(&p, Some(&a), now),
             "p1: owned by a (instance host-a 41), fence 42, lease left 1.5s, held for 15.0s \
              (since 2027-01-15T07:59:45.000Z)\n"
         );
-        let json = serde_json::to_value(owner_json("lh", "g", &p, Some("host-a 41"), now)).unwrap();
+        let json = serde_json::to_value(owner_json("lh", "g", &p, Some(&a), now)).unwrap();
         assert_eq!(
             json,
             serde_json::json!({
                 "group": "g", "prefix": "lh", "partition": "p1", "owner": "a", "fence": 42,
                 "lease_left_ms": 1500, "held_for_ms": 15000,
                 "held_since": "2027-01-15T07:59:45.000Z", "instance": "host-a 41",
-                "weight": 1,
+                "address": null, "weight": 1,
             })
         );
+        // An owner that advertises an address: beside its instance.
+        let mut advertised = a.clone();
+        advertised.address = Some("10.0.0.7:8080".into());
+        assert_eq!(
+            owner_text(&p, Some(&advertised), now),
+            "p1: owned by a (instance host-a 41, address 10.0.0.7:8080), fence 42, lease left \
+             1.5s, held for 15.0s (since 2027-01-15T07:59:45.000Z)\n"
+        );
+        let json = serde_json::to_value(owner_json("lh", "g", &p, Some(&advertised), now)).unwrap();
+        assert_eq!(json["address"], "10.0.0.7:8080");
+        assert_eq!(json["instance"], "host-a 41");
         let free = part("p2", None, 7, 0);
         assert_eq!(
             owner_text(&free, None, now),
@@ -790,9 +845,11 @@ drained, not live (drained again when they return): z
             owner_text(&part("p3", None, 0, 0), None, now),
             "p3: nobody owns it now (never leased)\n"
         );
-        let json = serde_json::to_value(owner_json("lh", "g", &free, Some("x 1"), now)).unwrap();
+        let json =
+            serde_json::to_value(owner_json("lh", "g", &free, Some(&advertised), now)).unwrap();
         assert_eq!(json["owner"], serde_json::Value::Null);
         assert_eq!(json["instance"], serde_json::Value::Null);
+        assert_eq!(json["address"], serde_json::Value::Null);
         assert_eq!(json["held_since"], serde_json::Value::Null);
     }
 }

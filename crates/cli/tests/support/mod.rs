@@ -146,12 +146,26 @@ pub fn replica(
     partitions: usize,
     replica: &str,
 ) -> CoordinatorHandle<RedisStore> {
-    let config = GroupConfig::builder(group, (0..partitions).map(|i| format!("p{i}")), replica)
-        .lease(LEASE)
-        .key_prefix(prefix)
-        .build()
-        .unwrap();
-    Coordinator::new(store.clone(), config, hold).spawn()
+    replica_at(store, prefix, group, partitions, replica, None)
+}
+
+/// [`replica`], advertising `address` if it is given.
+pub fn replica_at(
+    store: &RedisStore,
+    prefix: &str,
+    group: &str,
+    partitions: usize,
+    replica: &str,
+    address: Option<&str>,
+) -> CoordinatorHandle<RedisStore> {
+    let mut builder =
+        GroupConfig::builder(group, (0..partitions).map(|i| format!("p{i}")), replica)
+            .lease(LEASE)
+            .key_prefix(prefix);
+    if let Some(address) = address {
+        builder = builder.advertise(address);
+    }
+    Coordinator::new(store.clone(), builder.build().unwrap(), hold).spawn()
 }
 
 /// Creates `group` (partitions `p0..p{n-1}`) under `prefix` the way a fleet does, by

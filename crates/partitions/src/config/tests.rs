@@ -108,6 +108,17 @@ async fn every_setter_at_its_limits_builds_or_is_a_typed_error() {
             GroupConfig::builder("g", [name], "a"),
         ));
     }
+    let longest = "a".repeat(crate::MAX_ADDRESS_LEN);
+    let too_long = "a".repeat(crate::MAX_ADDRESS_LEN + 1);
+    for address in [
+        "",
+        "a\tb",
+        "10.0.0.7:8080",
+        longest.as_str(),
+        too_long.as_str(),
+    ] {
+        builders.push((format!("advertise {address:?}"), base().advertise(address)));
+    }
     builders.push((
         "no partitions".to_owned(),
         GroupConfig::builder("g", Vec::<String>::new(), "a"),
@@ -215,4 +226,65 @@ fn digest_depends_on_the_list_and_its_order() {
     assert_eq!(d(&["a", "b"]), d(&["a", "b"]));
     assert_ne!(d(&["a", "b"]), d(&["b", "a"]));
     assert_ne!(d(&["a", "b"]), d(&["a", "b", "c"]));
+}
+
+#[test]
+fn an_advertised_address_is_one_short_line() {
+    let b = |address: &str| {
+        GroupConfig::builder("g", ["x"], "a")
+            .advertise(address)
+            .build()
+    };
+    let refused = |address: &str| match b(address).unwrap_err() {
+        GroupConfigError::InvalidAddress { reason } => reason,
+        other => panic!("{address:?}: {other:?}"),
+    };
+    assert_eq!(refused(""), AddressError::Empty);
+    let too_long = "a".repeat(MAX_ADDRESS_LEN + 1);
+    assert_eq!(
+        refused(&too_long),
+        AddressError::TooLong {
+            len: MAX_ADDRESS_LEN + 1
+        }
+    );
+    // Bytes, not characters: 129 two-byte characters are 258 bytes.
+    assert_eq!(
+        refused(&"é".repeat(129)),
+        AddressError::TooLong { len: 258 }
+    );
+    for (address, at) in [
+        ("10.0.0.7:8080\n", 13),
+        ("\t10.0.0.7", 0),
+        ("host\r:1", 4),
+        ("a\u{7f}", 1),
+        ("é\u{85}", 2),
+        ("\0", 0),
+    ] {
+        assert_eq!(
+            refused(address),
+            AddressError::ControlCharacter { at },
+            "{address:?}"
+        );
+    }
+    let err = b("").unwrap_err().to_string();
+    assert!(err.contains("advertised address"), "{err}");
+
+    let longest = "a".repeat(MAX_ADDRESS_LEN);
+    for address in [
+        "10.0.0.7:8080",
+        "https://replica-1.example.com:8443/api",
+        "[::1]:80",
+        "host with spaces",
+        "émoji 🦀",
+        longest.as_str(),
+    ] {
+        assert_eq!(b(address).unwrap().advertise(), Some(address));
+    }
+    assert_eq!(
+        GroupConfig::builder("g", ["x"], "a")
+            .build()
+            .unwrap()
+            .advertise(),
+        None
+    );
 }

@@ -102,7 +102,8 @@ pub(crate) struct Settings {
     pub(crate) settle: Duration,
     /// Keep the session (and every partition) this long across a graceful restart.
     pub(crate) rejoin_grace: Option<Duration>,
-    /// This process, for operators (`host pid`).
+    /// This process, for operators: `host pid`, then a tab and the address the replica
+    /// advertises, if it does (its field in the group's `INFO` hash).
     pub(crate) instance: String,
     /// This replica's capacity: its share of a weighted group's load is in proportion.
     pub(crate) capacity: u32,

@@ -19,6 +19,8 @@ mod roster_check;
 pub(crate) mod status;
 
 pub(crate) use self::status::read_status;
+#[cfg(test)]
+pub(crate) use self::status::split_info;
 pub use self::status::{GroupStatus, PartitionOwner, ReplicaState, ReplicaStatus};
 
 // Batch sizes bound how long one script runs in Redis (every other client of that

@@ -105,6 +105,9 @@ pub struct ReplicaStatus {
     pub session_left: Duration,
     /// The process using it (`host pid`), as it said when it joined.
     pub instance: String,
+    /// Where it serves requests, as it advertised when it joined
+    /// ([`crate::GroupConfigBuilder::advertise`]); `None` if it advertises nothing.
+    pub address: Option<String>,
     /// Whether an operator drained it.
     pub drained: bool,
     /// The weights of its partitions, summed (its partition count in an unweighted
@@ -197,6 +200,15 @@ pub struct PartitionOwner {
     pub weight: u64,
 }
 
+/// A replica's field of the group's `INFO` hash, split at its first tab: the process
+/// (`host pid`) and the address the replica advertises, if any (an empty one is none).
+pub(crate) fn split_info(value: &str) -> (&str, Option<&str>) {
+    match value.split_once('\t') {
+        Some((instance, address)) => (instance, Some(address).filter(|a| !a.is_empty())),
+        None => (value, None),
+    }
+}
+
 /// Reads the whole group: the head, then the partitions page by page.
 pub(crate) async fn read_status<B: GroupStore>(
     store: &B,
@@ -223,12 +235,17 @@ pub(crate) async fn read_status<B: GroupStore>(
                 .iter()
                 .chain(std::iter::repeat(&String::new())),
         )
-        .map(|(m, instance)| ReplicaStatus {
+        .map(|(m, info)| {
+            let (instance, address) = split_info(info);
+            (m, instance.to_owned(), address.map(str::to_owned))
+        })
+        .map(|(m, instance, address)| ReplicaStatus {
             replica: m.replica.clone(),
             state: m.state,
             held: m.held,
             session_left: m.left,
-            instance: instance.clone(),
+            instance,
+            address,
             drained: head.drained.contains(&m.replica),
             load: m.load,
             capacity: m.capacity,

@@ -221,7 +221,8 @@ function renderReplicas() {
     const title = `load ${r.load}, share ${share.toFixed(1)}`;
     return el("tr", { "data-replica": r.replica, "data-state": r.state, "data-drained": String(r.drained) },
       el("td", {}, el("span", { class: "swatch", style: `background:${colour(r.replica)}` }), r.replica,
-        r.instance ? el("div", { class: "muted mono" }, r.instance) : null),
+        r.instance ? el("div", { class: "muted mono" }, r.instance) : null,
+        r.address ? el("div", { class: "muted mono address", title: "advertised address" }, r.address) : null),
       el("td", {}, r.state + (r.drained ? " (drained)" : "")),
       el("td", { class: "num" }, r.owned),
       el("td", { title },

@@ -225,7 +225,7 @@ where
                 retry_interval: config.retry_interval,
                 settle: config.settle,
                 rejoin_grace: config.rejoin_grace,
-                instance: instance(),
+                instance: instance(config.advertise()),
                 capacity: config.capacity,
                 move_budget: config.move_budget.map(MoveBudget::per_interval),
                 budget_by_weight: matches!(config.move_budget, Some(MoveBudget::Weight(_))),

@@ -69,7 +69,8 @@ pub(crate) const SUM_MOD: u64 = 1 << 52;
 pub struct StatusHead {
     pub set: SetInfo,
     pub members: Vec<MemberInfo>,
-    /// Each member's process (`host pid`), in the order of `members`.
+    /// Each member's field of the group's `INFO` hash (`host pid`, then a tab and its
+    /// advertised address if it has one), in the order of `members`.
     pub instances: Vec<String>,
     /// Every drained replica id (live or not).
     pub drained: Vec<String>,

@@ -174,7 +174,8 @@ pub struct TickRequest {
     /// Session time-to-live: the lease (the rejoin grace for the parking tick before a
     /// sticky restart).
     pub ttl: Duration,
-    /// The process, for operators (`host pid`).
+    /// The process, for operators (stored when it joins): `host pid`, then a tab and
+    /// the address the replica advertises, if it does.
     pub instance: String,
     /// This replica's capacity (stored when it joins).
     pub capacity: u32,
