@@ -78,7 +78,9 @@ class GroupAdmin:
 
     async def status(self) -> dict[str, Any] | None:
         """The whole group: every partition's owner, every replica's state, count
-        and load; ``None`` if no replica ever created the group."""
+        and load; ``None`` if no replica ever created the group. Each of
+        ``members`` has the replica's ``instance`` (``host pid``) and ``address``
+        (what it advertises: ``Coordinator(advertise=...)``, or ``None``)."""
         return await self._core.status()
 
     async def moves(self, after: str | None = None, limit: int = 100) -> list[dict[str, Any]]:

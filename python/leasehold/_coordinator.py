@@ -110,9 +110,13 @@ class Coordinator(Runner):
         weights_from_loads: Balance by the loads handlers report
             (``lease.report_load``).
         prepare_moves: Seconds a hand-over waits for its receiver to prepare.
+        advertise: Where this replica serves requests (``"10.0.0.7:8080"``, a
+            URL): stored with its membership, shown as ``address`` in
+            :meth:`GroupAdmin.status` and by ``leasehold status`` / ``owner``. Not
+            empty, at most 256 bytes, no control characters (default: none).
 
     Raises:
-        ConfigError: A bad name, URL, list or duration.
+        ConfigError: A bad name, URL, list, duration or address.
 
     Example::
 
@@ -140,6 +144,7 @@ class Coordinator(Runner):
         list_version: int | None = None,
         weights_from_loads: bool = False,
         prepare_moves: float | None = None,
+        advertise: str | None = None,
     ) -> None:
         if isinstance(partitions, (str, bytes)):
             from .errors import ConfigError
@@ -158,6 +163,7 @@ class Coordinator(Runner):
             list_version=list_version,
             weights_from_loads=weights_from_loads,
             prepare_moves=prepare_moves,
+            advertise=advertise,
         )
         self._init_runner()
         self._terms: set[asyncio.Task[bool]] = set()

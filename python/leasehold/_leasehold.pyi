@@ -90,6 +90,7 @@ class _Coordinator:
         list_version: int | None = None,
         weights_from_loads: bool = False,
         prepare_moves: float | None = None,
+        advertise: str | None = None,
     ) -> None: ...
     @property
     def group(self) -> str: ...

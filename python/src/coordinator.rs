@@ -36,7 +36,7 @@ pub struct CoordinatorCore {
 #[pymethods]
 impl CoordinatorCore {
     #[new]
-    #[pyo3(signature = (url, group, partitions, replica, *, lease = None, renew_interval = None, key_prefix = None, capacity = None, rejoin_grace = None, list_version = None, weights_from_loads = false, prepare_moves = None))]
+    #[pyo3(signature = (url, group, partitions, replica, *, lease = None, renew_interval = None, key_prefix = None, capacity = None, rejoin_grace = None, list_version = None, weights_from_loads = false, prepare_moves = None, advertise = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         url: &str,
@@ -51,6 +51,7 @@ impl CoordinatorCore {
         list_version: Option<u64>,
         weights_from_loads: bool,
         prepare_moves: Option<f64>,
+        advertise: Option<String>,
     ) -> PyResult<Self> {
         let mut builder = GroupConfig::builder(group, partitions, replica);
         if let Some(lease) = lease {
@@ -76,6 +77,9 @@ impl CoordinatorCore {
         }
         if let Some(within) = prepare_moves {
             builder = builder.prepare_moves(seconds("prepare_moves", within)?);
+        }
+        if let Some(address) = advertise {
+            builder = builder.advertise(address);
         }
         let config = builder.build().map_err(config)?;
         let store = {

@@ -270,3 +270,27 @@ async def test_fenced_writes_refuse_an_older_term(redis_url, name):
     await writer.raise_fence(f"{name}:k", 20)
     with pytest.raises(leasehold.FenceRejected):
         await writer.set(f"{name}:k", "stale", 19)
+
+
+async def test_an_advertised_address_is_in_the_status(redis_url, name):
+    fleet = Fleet(redis_url, name, partitions=["p00", "p01", "p02", "p03"], lease=2.0)
+    fleet.start("a", advertise="10.0.0.7:8080")
+    fleet.start("b")
+    try:
+        await eventually(lambda: fleet.all_owned() and len(fleet.counts()) == 2, timeout=20)
+        status = await GroupAdmin(redis_url, name).status()
+        assert status is not None
+        members = {m["replica"]: m for m in status["members"]}
+        assert members["a"]["address"] == "10.0.0.7:8080"
+        assert members["b"]["address"] is None
+        # The instance stays the process alone: `host pid`.
+        assert "\t" not in members["a"]["instance"]
+        assert members["a"]["instance"] == members["b"]["instance"]
+    finally:
+        await fleet.stop()
+
+
+@pytest.mark.parametrize("address", ["", "x" * 257, "10.0.0.7:8080\n", "a\tb"])
+def test_an_invalid_address_is_a_config_error(address):
+    with pytest.raises(leasehold.ConfigError, match="advertised address"):
+        Coordinator("redis://127.0.0.1:1/", "g", ["p0"], replica="a", advertise=address)
