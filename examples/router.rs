@@ -66,7 +66,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use leasehold_partitions::{
-    Coordinator, CoordinatorHandle, GroupConfig, Ownership, PartitionsError, RedisStore, Router,
+    Coordinator, CoordinatorHandle, GroupConfig, Ownership, PartitionsError, RedisStore, Route,
+    Router,
 };
 use serde_json::json;
 use tokio::time::Instant;
@@ -519,6 +520,8 @@ pub enum Unavailable {
 #[derive(Clone, Debug)]
 pub struct Caller {
     http: Client<HttpConnector, Empty<Bytes>>,
+    /// How long a request whose tenant has no known owner waits for one.
+    await_route: Duration,
 }
 
 impl Default for Caller {
@@ -539,13 +542,55 @@ impl Caller {
         let http = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build(connector);
-        Self { http }
+        Self {
+            http,
+            await_route: Duration::ZERO,
+        }
+    }
+
+    /// Has a request whose tenant has no known owner wait up to `wait` for the router
+    /// to learn one (a claim in flight) before it counts as unavailable. Default: no
+    /// wait.
+    pub fn await_route(mut self, wait: Duration) -> Self {
+        self.await_route = wait;
+        self
+    }
+
+    /// The route of `tenant`, waiting up to [`await_route`](Self::await_route) for one.
+    async fn route(&self, router: &Router, tenant: &str) -> Option<Route> {
+        if self.await_route.is_zero() {
+            return router.owner(tenant);
+        }
+        // Subscribed before the look, so that no change is missed.
+        let mut changes = router.changes();
+        if let Some(route) = router.owner(tenant) {
+            return Some(route);
+        }
+        tokio::time::timeout(self.await_route, async {
+            loop {
+                match changes.recv().await {
+                    Ok(change) if change.partition == tenant && change.route.is_some() => {
+                        return change.route;
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        if let Some(route) = router.owner(tenant) {
+                            return Some(route);
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })
+        .await
+        .ok()
+        .flatten()
     }
 
     /// Sends a request for `tenant` to its owner as `router` names it, following at
     /// most one redirect.
     pub async fn call(&self, router: &Router, tenant: &str) -> Outcome {
-        let Some(route) = router.owner(tenant) else {
+        let Some(route) = self.route(router, tenant).await else {
             return Outcome::Unavailable(Unavailable::NoOwner);
         };
         let Some(address) = route.address() else {
