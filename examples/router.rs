@@ -315,6 +315,7 @@ async fn tenant(State(http): State<Http>, Path(params): Path<HashMap<String, Str
     let mut changes = http.router.changes();
     let mut view = http.coordinator.subscribe();
     let until = Instant::now() + SETTLE;
+    let mut stopped = false;
     loop {
         if let Some(fence) = http.coordinator.owns(tenant) {
             return Json(json!({
@@ -324,9 +325,15 @@ async fn tenant(State(http): State<Http>, Path(params): Path<HashMap<String, Str
             }))
             .into_response();
         }
+        // Claimed here and not running yet, or ending here: `owned` holds a partition
+        // from the claim that won it until its release. Its route may still name the
+        // previous owner (the claim's notice not heard yet), which would send the
+        // client back there: wait for the term to start, or to end, first.
+        let settling = view.borrow().owned.contains(tenant);
+        let late = Instant::now() >= until;
         match http.router.owner(tenant) {
             // Another replica owns it: send the client there.
-            Some(route) if route.replica() != &*http.replica => {
+            Some(route) if route.replica() != &*http.replica && (!settling || late) => {
                 http.coordinator.misrouted(tenant);
                 let Some(owner) = route.address() else {
                     return unavailable("the owner advertises no address");
@@ -341,20 +348,22 @@ async fn tenant(State(http): State<Http>, Path(params): Path<HashMap<String, Str
                 }
                 return response;
             }
+            _ if late => break,
             // Named here but not running here: a term whose notice came before its
             // start here, or one ending here (released, not yet claimed elsewhere). Or
             // no owner now. Either settles within moments: wait for it.
             _ => {}
         }
-        let more = tokio::select! {
+        tokio::select! {
             changed = changes.recv() => {
-                !matches!(changed, Err(tokio::sync::broadcast::error::RecvError::Closed))
+                if matches!(changed, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                    break;
+                }
             }
-            changed = view.changed() => changed.is_ok(),
-            () = tokio::time::sleep_until(until) => false,
-        };
-        if !more {
-            break;
+            // Once the coordinator has stopped (this replica leaving), only the router
+            // changes.
+            changed = view.changed(), if !stopped => stopped = changed.is_err(),
+            () = tokio::time::sleep_until(until) => {}
         }
     }
     http.coordinator.misrouted(tenant);
