@@ -58,6 +58,9 @@ declare -A runs=(
   [rebalance-handoff-warm]="rebalance --partitions 64 --replicas 4 --lease-ms 2000 --runs 5 --hand-off-bytes 4096 --prepare"
   [rebalance-10k-handoff]="rebalance --partitions 10000 --replicas 10 --lease-ms 2000 --replica-nice 10 --hand-off-bytes 4096"
   [add]="add --partitions 64 --replicas 4 --lease-ms 2000 --adds 20"
+  # Routers (issue 57): a client's table of owners, kept by push, under faults.
+  [route-100]="route --partitions 64 --replicas 4 --lease-ms 2000 --routers 100 --seconds 60"
+  [route-1000]="route --partitions 64 --replicas 4 --lease-ms 2000 --routers 1000 --seconds 60"
   [stall]="stall --lease-ms 1000"
   [chaos]="chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 600 --seed 42"
   [simulate]="simulate --seeds 20000"

@@ -46,6 +46,7 @@
 //! leasehold-bench chaos --replicas 5 --partitions 32 --lease-ms 1000 --seconds 60 --seed 42 [--hand-off-bytes N]
 //! leasehold-bench simulate --seeds 20000
 //! leasehold-bench stall --lease-ms 1000 [--block-leases 2.5] [--topology T | --redis-url URL]
+//! leasehold-bench route --partitions 64 --replicas 4 --lease-ms 2000 --routers 100 --seconds 60 [--await-route-ms N]
 //! ```
 //!
 //! The spellings from before `rebalance-load`, `rebalance-lossy` and `failover-lossy`
@@ -60,6 +61,7 @@ mod group;
 mod overlap;
 mod proc_stats;
 mod redis_stats;
+mod route;
 mod scenarios;
 mod stats;
 mod store;
@@ -89,7 +91,7 @@ fn main() -> ExitCode {
     // expected here, so the elector's own warnings are off unless RUST_LOG asks for them.
     // Partition replicas under faults warn about every failed tick: errors only.
     let default_filter = match cli.command {
-        Command::PartitionChild(_) => "error",
+        Command::PartitionChild(_) | Command::RouteReplica(_) | Command::RouteClient(_) => "error",
         // Thousands of simulated replicas under faults: their logs are noise.
         Command::Simulate(_) => "off",
         _ => "warn,leasehold_election::elector=error",

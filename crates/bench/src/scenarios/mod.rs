@@ -35,6 +35,12 @@ macro_rules! registry {
             /// Run one partition coordinator and report its events as JSON lines.
             #[command(hide = true)]
             PartitionChild(crate::args::PartitionChildArgs),
+            /// Run one replica of `route`: `examples/router.rs`'s `serve`.
+            #[command(hide = true)]
+            RouteReplica(crate::route::ReplicaArgs),
+            /// Run routers and requests through them for `route`.
+            #[command(hide = true)]
+            RouteClient(crate::route::client::ClientArgs),
         }
 
         impl Command {
@@ -48,6 +54,8 @@ macro_rules! registry {
                     Self::Tables(args) => crate::tables::check(&args),
                     Self::Child(args) => block_on(crate::duty::child::run(&args)),
                     Self::PartitionChild(args) => block_on(crate::group::child::run(&args)),
+                    Self::RouteReplica(args) => block_on(crate::route::replica(&args)),
+                    Self::RouteClient(args) => block_on(crate::route::client::run(&args)),
                 }
             }
         }
@@ -90,6 +98,10 @@ registry! {
     Simulate => simulate,
     /// A duty blocking its runtime: the default elector against the dedicated one.
     Stall => stall,
+    /// Routers in client processes and requests through them to the replicas that own
+    /// the tenants, through a kill, a join, a leave and a rolling restart: lookup cost,
+    /// staleness, requests served, a still group's cost per router.
+    Route => route,
 }
 
 /// Runs `scenario` on a multi-threaded runtime of its own.
