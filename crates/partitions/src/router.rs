@@ -45,27 +45,44 @@ const CHANGES: usize = 4_096;
 /// owner's term. A route is a hint: the owner's own check
 /// ([`CoordinatorHandle::owns`](crate::CoordinatorHandle::owns)) is the truth.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
+pub struct Route(Arc<RouteInner>);
+
+/// A route's parts, behind one `Arc`: a lookup clones one pointer.
+#[derive(Debug, PartialEq, Eq)]
+struct RouteInner {
     replica: Arc<str>,
     address: Option<Arc<str>>,
     fence: Fence,
 }
 
 impl Route {
+    fn new(replica: Arc<str>, address: Option<Arc<str>>, fence: Fence) -> Self {
+        Self(Arc::new(RouteInner {
+            replica,
+            address,
+            fence,
+        }))
+    }
+
     /// The owner's replica id.
     pub fn replica(&self) -> &str {
-        &self.replica
+        &self.0.replica
     }
 
     /// Where the owner serves ([`GroupConfigBuilder::advertise`](crate::GroupConfigBuilder::advertise)),
     /// if it advertises an address.
     pub fn address(&self) -> Option<&str> {
-        self.address.as_deref()
+        self.0.address.as_deref()
     }
 
     /// The fence of the owner's term.
     pub fn fence(&self) -> Fence {
-        self.fence
+        self.0.fence
+    }
+
+    /// The same route at another address.
+    fn at(&self, address: Option<Arc<str>>) -> Self {
+        Self::new(self.0.replica.clone(), address, self.0.fence)
     }
 }
 
@@ -136,7 +153,9 @@ pub struct Router {
 
 #[derive(Debug, Default)]
 struct Shared {
-    table: DashMap<String, Route>,
+    /// Hashed with foldhash (seeded per process): with SipHash, hashing the name was
+    /// most of a lookup's cost.
+    table: DashMap<String, Route, foldhash::fast::RandomState>,
 }
 
 impl Drop for Router {
@@ -360,11 +379,7 @@ impl<B: GroupStore> Follower<B> {
         let id = LedgerId::parse(&moved.last);
         let replica: Arc<str> = moved.replica.as_str().into();
         for (partition, fence) in moved.partitions {
-            let route = Route {
-                replica: replica.clone(),
-                address: address.clone(),
-                fence,
-            };
+            let route = Route::new(replica.clone(), address.clone(), fence);
             self.set(partition, route, id);
         }
         let follows = moved.after == last;
@@ -417,11 +432,7 @@ impl<B: GroupStore> Follower<B> {
         for (partition, replica, fence) in rows {
             let address = self.addresses.get(&replica).cloned().flatten();
             seen.insert(partition.clone(), ());
-            let route = Route {
-                replica: replica.into(),
-                address,
-                fence,
-            };
+            let route = Route::new(replica.into(), address, fence);
             self.set(partition, route, None);
         }
         // Routes the read did not find (freed, removed), unless set by a move newer
@@ -483,11 +494,7 @@ impl<B: GroupStore> Follower<B> {
         let mut newest = None;
         for (partition, replica, fence, id) in entries {
             let address = self.addresses.get(&replica).cloned().flatten();
-            let route = Route {
-                replica: replica.into(),
-                address,
-                fence,
-            };
+            let route = Route::new(replica.into(), address, fence);
             self.set(partition, route, LedgerId::parse(&id));
             newest = Some(id);
         }
@@ -501,19 +508,19 @@ impl<B: GroupStore> Follower<B> {
     /// Sets `partition`'s route if its fence is above every fence seen for it.
     fn set(&mut self, partition: String, route: Route, by: Option<LedgerId>) {
         let floor = self.floors.get(&partition).copied();
-        if floor.is_some_and(|f| route.fence < f) {
+        if floor.is_some_and(|f| route.fence() < f) {
             return;
         }
-        if floor == Some(route.fence)
+        if floor == Some(route.fence())
             && self.shared.table.get(&partition).as_deref() == Some(&route)
         {
             return;
         }
-        if floor == Some(route.fence) && !self.shared.table.contains_key(&partition) {
+        if floor == Some(route.fence()) && !self.shared.table.contains_key(&partition) {
             // The term was seen and has ended since: not named again.
             return;
         }
-        self.floors.insert(partition.clone(), route.fence);
+        self.floors.insert(partition.clone(), route.fence());
         self.set_by.insert(partition.clone(), by);
         self.shared.table.insert(partition.clone(), route.clone());
         let _ = self.changes.send(RouteChange {
@@ -542,12 +549,8 @@ impl<B: GroupStore> Follower<B> {
             .shared
             .table
             .iter()
-            .filter(|e| &*e.value().replica == replica)
-            .map(|e| {
-                let mut r = e.value().clone();
-                r.address = address.clone();
-                (e.key().clone(), r)
-            })
+            .filter(|e| e.value().replica() == replica)
+            .map(|e| (e.key().clone(), e.value().at(address.clone())))
             .collect();
         for (partition, route) in moved {
             self.shared.table.insert(partition.clone(), route.clone());
@@ -670,15 +673,7 @@ mod tests {
         assert_eq!(f.shared.table.get("p").unwrap().fence(), Fence(20));
         // Once the term was seen and its route dropped (freed), it is not named again.
         f.unset("p");
-        f.set(
-            "p".into(),
-            Route {
-                replica: "b".into(),
-                address: None,
-                fence: Fence(20),
-            },
-            None,
-        );
+        f.set("p".into(), Route::new("b".into(), None, Fence(20)), None);
         assert!(f.shared.table.get("p").is_none());
     }
 
