@@ -9,6 +9,7 @@ from ._ids import default_replica
 from ._leasehold import Lease, _Elector
 from ._runner import Runner
 from ._terms import run_term
+from .types import ElectorStatus
 
 Lead = Callable[[Lease], Awaitable[Any]]
 
@@ -133,11 +134,11 @@ class Elector(Runner):
         (this one campaigns again after its backoff). Returns whether it led."""
         return await self._core.step_down()
 
-    def status(self) -> dict[str, Any]:
-        """The elector's state: ``role`` (``starting``, ``follower``, ``leader``,
-        ``stopped``), ``leader``, ``fence``, ``highest_fence``, ``last_error``,
-        ``last_term`` (``fence``, ``reason``, ``detail``, ``released``), ``stalls``."""
-        return self._core.status()
+    def status(self) -> ElectorStatus:
+        """The elector's state now: its ``role`` (:class:`~leasehold.Role`),
+        ``leader``, ``fence``, ``highest_fence``, ``last_error``, ``last_term``
+        (``fence``, ``reason``, ``detail``, ``released``) and ``stalls``."""
+        return ElectorStatus._of(self._core.status())
 
     async def __aenter__(self) -> Elector:
         return self

@@ -208,10 +208,7 @@ impl BatchCore {
     fn commit<'py>(&self, py: Python<'py>, fence: u64) -> PyResult<Bound<'py, PyAny>> {
         let batch = self.build();
         on_core(py, async move {
-            batch
-                .commit(Fence(fence))
-                .await
-                .map_err(ErrorOf::from)
+            batch.commit(Fence(fence)).await.map_err(ErrorOf::from)
         })
     }
 }
