@@ -194,3 +194,54 @@ async def test_campaign_cancelled_releases_the_lease(redis_url, redis_server, na
     assert redis_server.command("EXISTS", lease_key(name)) == b":0\r\n", "released on the way out"
     assert elector.status().role is leasehold.Role.STOPPED
 
+
+async def test_leading_is_a_scope_that_releases_on_exit(redis_url, name):
+    a = Elector(redis_url, name, replica="a", lease=3.0)
+    b = Elector(redis_url, name, replica="b", lease=3.0)
+    async with a.leading() as lease:
+        assert a.status().role is leasehold.Role.LEADER
+        assert a.status().fence == lease.fence
+        b.start(lambda lease: asyncio.Event().wait())
+        await asyncio.sleep(0.3)
+        assert b.status().role is leasehold.Role.FOLLOWER
+    # Left the block: a is stopped and released, b leads at once (no 3 s expiry).
+    assert a.status().role is leasehold.Role.STOPPED
+    assert lease.end_reason is not None and lease.end_reason.is_planned
+    fence = await asyncio.wait_for(b.wait_until_leader(), 1.5)
+    assert fence > lease.fence
+    with pytest.raises(leasehold.Stopped):
+        async with a.leading():
+            pass  # one term per elector
+    await b.shutdown()
+
+
+async def test_leading_cancels_the_block_and_raises_term_over_when_the_term_ends(
+    redis_url, redis_server, name
+):
+    elector = Elector(redis_url, name, replica="a", lease=1.0)
+    cancelled = False
+    with pytest.raises(TermOver):
+        async with elector.leading() as lease:
+            # Another writer takes the key away: the next renewal is refused.
+            redis_server.command("SET", lease_key(name), "someone-else", "PX", "60000")
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                cancelled = True
+                raise
+    assert cancelled
+    assert lease.end_reason is leasehold.EndReason.RENEWAL_REFUSED
+    current = asyncio.current_task()
+    assert current is not None and current.cancelling() == 0, "the scope's own cancel is taken back"
+
+
+async def test_an_exception_in_the_leading_block_propagates_and_counts_as_a_failure(
+    redis_url, name
+):
+    elector = Elector(redis_url, name, replica="a", lease=2.0)
+    with pytest.raises(ValueError, match="the duty broke"):
+        async with elector.leading():
+            raise ValueError("the duty broke")
+    assert elector.failures == 1
+    last = elector.status().last_term
+    assert last is not None and last.reason is leasehold.EndReason.DUTY_FAILED
