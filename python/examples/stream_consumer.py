@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import redis.asyncio as aredis
-from redis.exceptions import RedisError as RedisPyError
+from redis.exceptions import RedisError
 
 from leasehold import (
     Coordinator,
@@ -145,7 +145,7 @@ async def commit_whole(batch: FencedBatch, lease: Lease) -> bool:
             await asyncio.wait({commit})
         except asyncio.CancelledError:
             cancelled = True
-    commit.result()  # FenceRejected, RedisError, ...
+    commit.result()  # FenceRejected, StoreError, ...
     return cancelled
 
 
@@ -171,7 +171,7 @@ class Arrivals:
             return
         try:
             length = int(await redis.xlen(stream))
-        except RedisPyError:
+        except RedisError:
             return  # measured at the next read
         if self.last is not None:
             at, before = self.last
@@ -241,7 +241,7 @@ class Consumer:
                 try:
                     ids = await self.read_after(keys.stream, cursor)
                     read_failing = False
-                except RedisPyError as e:
+                except RedisError as e:
                     # A read changes nothing: try again in a moment.
                     if not read_failing:
                         say(f"{me}: {tenant}: reading the stream failed ({e}); retrying")
@@ -451,7 +451,7 @@ async def produce(args: argparse.Namespace, tenants: list[str]) -> None:
             await asyncio.sleep(next_at - time.monotonic())
             try:
                 await client.xadd(stream, {"n": appended[tenant] + 1})
-            except RedisPyError as e:
+            except RedisError as e:
                 if not failing:
                     say(f"producer: {tenant}: waiting for Redis ({e})")
                 failing = True

@@ -9,6 +9,9 @@ leases in Redis, for asyncio services, on the Rust core of the ``leasehold`` cra
   clients outside the group; ``owner(partition)`` is a local lookup.
 - :class:`GroupAdmin`, :class:`FencedWriter` (and its :class:`FencedBatch`), and the
   exceptions of :mod:`leasehold.errors`.
+- The typed results of :mod:`leasehold.types`: :class:`GroupStatus`, :class:`Move`,
+  :class:`ElectorStatus`, ... and the enums :class:`EndReason`, :class:`MoveCause`,
+  :class:`ReplicaState`, :class:`Role`. Durations are float seconds.
 
 Renewals run in Rust, off the event loop and without the GIL.
 """
@@ -24,6 +27,18 @@ from ._elector import Elector
 from ._leasehold import Lease, Route, version as _core_version
 from ._router import RouteChange, RouteChanges, Router, RouterStatus
 from ._writer import FencedBatch, FencedWriter
+from .types import (
+    ElectorStatus,
+    EndReason,
+    GroupStatus,
+    LastTerm,
+    Move,
+    MoveCause,
+    PartitionOwner,
+    ReplicaState,
+    ReplicaStatus,
+    Role,
+)
 from .errors import (
     ConfigError,
     FenceRejected,
@@ -33,6 +48,8 @@ from .errors import (
     LoadError,
     RedisError,
     Stopped,
+    StoreError,
+    StoreUnavailable,
     TermOver,
     Timeout,
 )
@@ -56,8 +73,20 @@ __all__ = [
     "RouterStatus",
     "FencedWriter",
     "FencedBatch",
+    "EndReason",
+    "MoveCause",
+    "ReplicaState",
+    "Role",
+    "GroupStatus",
+    "ReplicaStatus",
+    "PartitionOwner",
+    "Move",
+    "ElectorStatus",
+    "LastTerm",
     "LeaseholdError",
     "ConfigError",
+    "StoreError",
+    "StoreUnavailable",
     "RedisError",
     "TermOver",
     "Stopped",

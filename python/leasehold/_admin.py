@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import builtins
-from typing import Any, Iterable
+from typing import Iterable
 
 from ._leasehold import _GroupAdmin
 from ._router import Router
+from .types import GroupStatus, Move, PartitionOwner
 
 
 class GroupAdmin:
     """Administers a partition group from anywhere (a replica, a script, a job).
 
-    Every method is a coroutine and raises :class:`~leasehold.RedisError` when Redis
-    cannot be reached in time, :class:`~leasehold.GroupError` when the group refuses
+    Every method is a coroutine and raises :class:`~leasehold.StoreError` when Redis
+    cannot be reached in time or answers with an error, :class:`~leasehold.GroupError` when the group refuses
     (no such group, a partition already present, ...) and
     :class:`~leasehold.ConfigError` for a bad name.
 
@@ -24,7 +25,7 @@ class GroupAdmin:
         await admin.drain("replica-b")      # before maintenance
         status = await admin.status()
         for move in await admin.moves(limit=10):
-            print(move["partition"], move["from"], "->", move["to"], move["cause"])
+            print(move.partition, move.from_, "->", move.to, move.cause)
     """
 
     def __init__(self, url: str, group: str, *, key_prefix: str | None = None) -> None:
@@ -77,31 +78,31 @@ class GroupAdmin:
         """Removes a partition's preference; returns it."""
         return await self._core.unprefer(partition)
 
-    async def owner(self, partition: str) -> dict[str, Any]:
-        """A partition's owner: a dict with ``partition``, ``owner`` (a replica id, or
-        ``None``), ``fence``, ``remaining``, ``held_for`` and ``weight``."""
-        return await self._core.owner(partition)
+    async def owner(self, partition: str) -> PartitionOwner:
+        """A partition's owner: its ``owner`` (a replica id, or ``None``), ``fence``,
+        ``remaining`` and ``held_for`` (float seconds) and ``weight``."""
+        return PartitionOwner._of(await self._core.owner(partition))
 
-    async def status(self) -> dict[str, Any] | None:
+    async def status(self) -> GroupStatus | None:
         """The whole group: every partition's owner, every replica's state, count
         and load; ``None`` if no replica ever created the group. Each of
-        ``members`` has the replica's ``instance`` (``host pid``) and ``address``
-        (what it advertises: ``Coordinator(advertise=...)``, or ``None``)."""
-        return await self._core.status()
+        ``members`` (:class:`~leasehold.ReplicaStatus`) has the replica's
+        ``instance`` (``host pid``) and ``address`` (what it advertises:
+        ``Coordinator(advertise=...)``, or ``None``)."""
+        raw = await self._core.status()
+        return None if raw is None else GroupStatus._of(raw)
 
-    async def moves(
-        self, after: str | None = None, limit: int = 100
-    ) -> builtins.list[dict[str, Any]]:
+    async def moves(self, after: str | None = None, limit: int = 100) -> builtins.list[Move]:
         """Moves from the group's ledger, oldest first, after the move id ``after``:
-        ``partition``, ``from``, ``to``, ``cause``, both fences, the gap without an
-        owner."""
-        return await self._core.moves(after, limit)
+        ``partition``, ``from_``, ``to``, ``cause`` (:class:`~leasehold.MoveCause`),
+        both fences, the gap without an owner."""
+        return [Move._of(raw) for raw in await self._core.moves(after, limit)]
 
-    async def newest_moves(self, limit: int = 100) -> builtins.list[dict[str, Any]]:
-        """The newest ``limit`` moves of the group's ledger, oldest first (the same
-        dicts as :meth:`moves`): where a view of the recent past starts, without
-        reading the whole ledger; go on with ``moves(after=newest[-1]["id"])``."""
-        return await self._core.newest_moves(limit)
+    async def newest_moves(self, limit: int = 100) -> builtins.list[Move]:
+        """The newest ``limit`` moves of the group's ledger, oldest first (as
+        :meth:`moves`): where a view of the recent past starts, without reading the
+        whole ledger; go on with ``moves(after=newest[-1].id)``."""
+        return [Move._of(raw) for raw in await self._core.newest_moves(limit)]
 
 
 def _names(partitions: Iterable[str]) -> list[str]:

@@ -12,18 +12,26 @@ from ._leasehold import Lease, _Coordinator
 from ._router import Router
 from ._runner import Runner
 from ._terms import run_term
+from .types import _Fields
 
 Handle = Callable[[str, Lease], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
 class View:
-    """This replica's view of its group, as of its last group tick."""
+    """This replica's view of its group, as of its last group tick.
+
+    Every field is the Rust core's; a field it did not report raises
+    :class:`~leasehold.LeaseholdError` (a package and core of different versions),
+    never a silent default."""
 
     owned: frozenset[str]
     """Partitions this replica holds."""
     live_replicas: list[str]
     """Live replicas of the group (this one included once joined)."""
+    away_replicas: list[str]
+    """Replicas whose sessions lapsed but whose partitions are kept for them
+    (``rejoin_grace``)."""
     partitions: int
     """Partitions in the group's set (P)."""
     cap: int
@@ -42,6 +50,8 @@ class View:
     settling: bool
     drained: bool
     weighted: bool
+    list_differs: bool
+    """This replica's ``partitions`` differ from the group's set."""
     capacity: int
     handoffs: int
     """Partitions handed over so an under-loaded replica could take them."""
@@ -57,23 +67,26 @@ class View:
 
     @classmethod
     def _of(cls, raw: dict[str, Any]) -> View:
+        f = _Fields(raw, "view")
         return cls(
-            owned=frozenset(raw.get("owned") or ()),
-            live_replicas=list(raw.get("live_replicas") or ()),
-            partitions=raw.get("partitions", 0),
-            cap=raw.get("cap", 0),
-            floor=raw.get("floor", 0),
-            share=raw.get("share"),
-            load=raw.get("load", 0),
-            ready=bool(raw.get("ready")),
-            not_ready=raw.get("not_ready"),
-            joined=bool(raw.get("joined")),
-            settling=bool(raw.get("settling")),
-            drained=bool(raw.get("drained")),
-            weighted=bool(raw.get("weighted")),
-            capacity=raw.get("capacity", 1),
-            handoffs=raw.get("handoffs", 0),
-            error=raw.get("error"),
+            owned=frozenset(f["owned"]),
+            live_replicas=list(f["live_replicas"]),
+            away_replicas=list(f["away_replicas"]),
+            partitions=f["partitions"],
+            cap=f["cap"],
+            floor=f["floor"],
+            share=f["share"],
+            load=f["load"],
+            ready=f["ready"],
+            not_ready=f["not_ready"],
+            joined=f["joined"],
+            settling=f["settling"],
+            drained=f["drained"],
+            weighted=f["weighted"],
+            list_differs=f["list_differs"],
+            capacity=f["capacity"],
+            handoffs=f["handoffs"],
+            error=f["error"],
             raw=raw,
         )
 

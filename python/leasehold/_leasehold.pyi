@@ -4,6 +4,8 @@
 import builtins
 from typing import Any, Awaitable, final
 
+from .types import EndReason
+
 def version() -> str: ...
 def protocol() -> dict[str, Any]: ...
 def finalize() -> None:
@@ -25,10 +27,10 @@ class Lease:
     @property
     def is_lost(self) -> bool: ...
     @property
-    def end_reason(self) -> str | None:
-        """Why the term ended (a duty's: ``renewal_refused``, ``shutdown``, ...; a
-        partition's: ``handoff``, ``drain``, ``leave``, ``expiry``, ...); ``None`` while
-        it lasts."""
+    def end_reason(self) -> EndReason | None:
+        """Why the term ended (a duty's: ``RENEWAL_REFUSED``, ``SHUTDOWN``, ...; a
+        partition's: ``HANDOFF``, ``DRAIN``, ``LEAVE``, ``EXPIRY``, ...); ``None``
+        while it lasts."""
     @property
     def successor(self) -> str | None: ...
     def remaining(self) -> float:

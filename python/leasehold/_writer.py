@@ -102,7 +102,7 @@ class FencedBatch:
     def rpush(self, key: str, value: str | bytes) -> FencedBatch:
         """Adds ``RPUSH key value``. A batch holding one is never sent twice: if the
         connection breaks after the request went out, :meth:`commit` raises
-        :class:`~leasehold.RedisError` and the batch may or may not have been written
+        :class:`~leasehold.StoreError` and the batch may or may not have been written
         (committing it again could append twice)."""
         self._core.rpush(key, value)
         return self
@@ -130,7 +130,7 @@ class FencedBatch:
                 it): nothing was written; the caller is deposed.
             ConfigError: An empty batch, an empty key, or keys in different Redis
                 Cluster slots: nothing was sent.
-            RedisError: Redis failed or could not be reached (a key of the wrong
+            StoreError: Redis failed or could not be reached (a key of the wrong
                 type: nothing was written).
         """
         await self._core.commit(_fence(fence))

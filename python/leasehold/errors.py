@@ -1,8 +1,13 @@
 """The exceptions leasehold raises.
 
-Every one is a :class:`LeaseholdError`; each also refines the built-in exception a
-caller may already catch (``ValueError`` for bad input, ``ConnectionError`` for
-Redis failures, ``TimeoutError`` for a wait that ran out).
+Every one is a :class:`LeaseholdError`; most also refine the built-in exception a
+caller may already catch (``ValueError`` for bad input, ``ConnectionError`` for a
+Redis that cannot be reached, ``TimeoutError`` for a wait that ran out).
+
+The names do not clash with redis-py's: Redis failures are :class:`StoreError`
+(``retryable`` says whether the same call may succeed again) and its subclass
+:class:`StoreUnavailable` (the retryable ones). ``RedisError`` is a deprecated alias
+of :class:`StoreError`.
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from __future__ import annotations
 __all__ = [
     "LeaseholdError",
     "ConfigError",
+    "StoreError",
+    "StoreUnavailable",
     "RedisError",
     "TermOver",
     "Stopped",
@@ -32,8 +39,36 @@ class ConfigError(LeaseholdError, ValueError):
     """
 
 
-class RedisError(LeaseholdError, ConnectionError):
-    """Redis could not be reached in time, or answered with an error."""
+class StoreError(LeaseholdError):
+    """Redis answered with an error, or could not be reached in time.
+
+    Attributes:
+        retryable: Whether the same call may succeed without anyone changing
+            anything (a timeout, a lost connection, a server that cannot serve right
+            now): then it is a :class:`StoreUnavailable`. ``False`` for a key of the
+            wrong type (``WRONGTYPE``), a refused command (ACL, ``NOPERM``), a reply
+            of the wrong shape: retrying cannot fix those.
+    """
+
+    retryable: bool
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class StoreUnavailable(StoreError, ConnectionError):
+    """Redis could not be reached in time, or cannot serve right now (``LOADING``,
+    ``READONLY`` from a demoted primary, ``CLUSTERDOWN``, too few replicas
+    acknowledged): retryable (:attr:`retryable` is ``True``)."""
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message, retryable=retryable)
+
+
+RedisError = StoreError
+"""Deprecated: the old name of :class:`StoreError` (it shared its name with
+redis-py's base exception)."""
 
 
 class TermOver(LeaseholdError):
@@ -51,7 +86,21 @@ class FenceRejected(LeaseholdError):
     """A fenced write was refused: the key has accepted a write of a newer term.
 
     The writer is a deposed owner and must stop.
+
+    Attributes:
+        fence: The fence the write carried.
+        highest: The highest fence the key (of a batch: its keys) has seen.
     """
+
+    fence: int | None
+    highest: int | None
+
+    def __init__(
+        self, message: str, *, fence: int | None = None, highest: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.fence = fence
+        self.highest = highest
 
 
 class HandOffError(LeaseholdError, ValueError):

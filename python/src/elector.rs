@@ -188,9 +188,17 @@ impl ElectorCore {
         let status = match self.status.lock().map_err(|_| poisoned())?.as_ref() {
             Some(status) => status.borrow().clone(),
             None => {
+                // Every field, as a started elector reports them: the package reads
+                // them all and a missing one is an error there.
                 let dict = PyDict::new(py);
                 let stopped = self.pending.lock().map_err(|_| poisoned())?.is_none();
                 dict.set_item("role", if stopped { "stopped" } else { "starting" })?;
+                dict.set_item("leader", py.None())?;
+                dict.set_item("fence", py.None())?;
+                dict.set_item("highest_fence", 0u64)?;
+                dict.set_item("last_error", py.None())?;
+                dict.set_item("last_term", py.None())?;
+                dict.set_item("stalls", 0u64)?;
                 return Ok(dict);
             }
         };

@@ -1,22 +1,27 @@
 //! Rust errors as the package's typed Python exceptions.
 //!
 //! The exception classes are defined in Python (`leasehold/errors.py`: they inherit
-//! from both `LeaseholdError` and the built-in each one refines, `ValueError` or
-//! `ConnectionError`); this module raises them by name.
+//! from `LeaseholdError` and the built-in each one refines, such as `ValueError` or
+//! `ConnectionError`); this module raises them by name, with their attributes
+//! (`StoreError.retryable`, `FenceRejected.fence` and `.highest`) as keyword
+//! arguments.
 
 use leasehold_election::{BuildError, FencedWriteError, StoreError, TermOver};
 use leasehold_partitions::{GroupConfigError, HandOffError, LoadError, PartitionsError};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::PyType;
+use pyo3::types::{PyDict, PyType};
 
 /// The exception classes of `leasehold.errors` this module raises.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Kind {
     /// A bad argument: a name, a URL, a duration, a configuration.
     Config,
-    /// Redis could not be reached or answered with an error.
-    Redis,
+    /// Redis answered with an error retrying cannot fix (WRONGTYPE, ACL, a bad
+    /// reply).
+    Store,
+    /// Redis could not be reached in time, or cannot serve now: retryable.
+    Unavailable,
     /// The term is over (`Lease.check`).
     TermOver,
     /// The elector or coordinator has stopped, or was never started.
@@ -37,7 +42,8 @@ impl Kind {
     fn class_name(self) -> &'static str {
         match self {
             Self::Config => "ConfigError",
-            Self::Redis => "RedisError",
+            Self::Store => "StoreError",
+            Self::Unavailable => "StoreUnavailable",
             Self::TermOver => "TermOver",
             Self::Stopped => "Stopped",
             Self::FenceRejected => "FenceRejected",
@@ -51,18 +57,26 @@ impl Kind {
 
 /// A `leasehold.errors` exception of `kind` with `message`.
 pub(crate) fn error(kind: Kind, message: impl Into<String>) -> PyErr {
-    let message = message.into();
-    Python::attach(|py| {
-        let class = py
-            .import("leasehold.errors")
-            .and_then(|module| module.getattr(kind.class_name()))
-            .and_then(|class| class.cast_into::<PyType>().map_err(PyErr::from));
-        match class {
-            Ok(class) => PyErr::from_type(class, message),
-            // The package's own module is missing: say so rather than panic.
-            Err(err) => PyRuntimeError::new_err(format!("{message} (leasehold.errors: {err})")),
-        }
-    })
+    ErrorOf::new(kind, message).into()
+}
+
+/// The exception `err` describes, with its attributes; the caller holds the GIL.
+fn exception(py: Python<'_>, err: &ErrorOf) -> PyResult<PyErr> {
+    let class = py
+        .import("leasehold.errors")?
+        .getattr(err.kind.class_name())?
+        .cast_into::<PyType>()
+        .map_err(PyErr::from)?;
+    let kwargs = PyDict::new(py);
+    if let Kind::Store | Kind::Unavailable = err.kind {
+        kwargs.set_item("retryable", matches!(err.kind, Kind::Unavailable))?;
+    }
+    if let Some((fence, highest)) = err.fences {
+        kwargs.set_item("fence", fence)?;
+        kwargs.set_item("highest", highest)?;
+    }
+    let value = class.call((err.message.as_str(),), Some(&kwargs))?;
+    Ok(PyErr::from_value(value))
 }
 
 /// A configuration error.
@@ -72,18 +86,26 @@ pub(crate) fn config(err: impl std::fmt::Display) -> PyErr {
 
 impl From<ErrorOf> for PyErr {
     fn from(err: ErrorOf) -> Self {
-        error(err.kind, err.message)
+        Python::attach(|py| {
+            exception(py, &err).unwrap_or_else(|why| {
+                // The package's own module is missing or broken: say so rather than
+                // panic.
+                PyRuntimeError::new_err(format!("{} (leasehold.errors: {why})", err.message))
+            })
+        })
     }
 }
 
-/// A Rust error on its way to its Python exception (`?` in the bindings): its class and
-/// message only, no Python object, so that the futures on the core runtime make it
-/// without the GIL; it becomes the exception (`PyErr::from`) where the GIL is held
-/// anyway, on the thread that resolves the awaitable or on the caller's.
+/// A Rust error on its way to its Python exception (`?` in the bindings): its class,
+/// message and attributes only, no Python object, so that the futures on the core
+/// runtime make it without the GIL; it becomes the exception (`PyErr::from`) where the
+/// GIL is held anyway, on the thread that resolves the awaitable or on the caller's.
 #[derive(Debug, Clone)]
 pub(crate) struct ErrorOf {
     kind: Kind,
     message: String,
+    /// A refused fenced write's fence and the highest the resource has seen.
+    fences: Option<(u64, u64)>,
 }
 
 impl ErrorOf {
@@ -92,11 +114,22 @@ impl ErrorOf {
         Self {
             kind,
             message: message.into(),
+            fences: None,
         }
     }
 
     fn config(err: impl std::fmt::Display) -> Self {
         Self::new(Kind::Config, err.to_string())
+    }
+
+    /// A Redis failure: retryable (`StoreUnavailable`) or not (`StoreError`).
+    fn store(err: &StoreError) -> Self {
+        let kind = if err.is_retryable() {
+            Kind::Unavailable
+        } else {
+            Kind::Store
+        };
+        Self::new(kind, err.to_string())
     }
 }
 
@@ -120,7 +153,7 @@ impl From<leasehold_election::ConfigError> for ErrorOf {
 
 impl From<StoreError> for ErrorOf {
     fn from(err: StoreError) -> Self {
-        Self::new(Kind::Redis, err.to_string())
+        Self::store(&err)
     }
 }
 
@@ -144,19 +177,29 @@ impl From<LoadError> for ErrorOf {
 
 impl From<FencedWriteError> for ErrorOf {
     fn from(err: FencedWriteError) -> Self {
-        let kind = match err {
-            FencedWriteError::Stale { .. } => Kind::FenceRejected,
-            FencedWriteError::Store(_) => Kind::Redis,
-            _ => Kind::Config,
-        };
-        Self::new(kind, err.to_string())
+        match &err {
+            FencedWriteError::Stale { fence, highest } => Self {
+                fences: Some((fence.get(), highest.get())),
+                ..Self::new(Kind::FenceRejected, err.to_string())
+            },
+            FencedWriteError::Store(store) => Self {
+                message: err.to_string(),
+                ..Self::store(store)
+            },
+            _ => Self::config(err),
+        }
     }
 }
 
 impl From<PartitionsError> for ErrorOf {
     fn from(err: PartitionsError) -> Self {
         let kind = match &err {
-            PartitionsError::Store(_) => Kind::Redis,
+            PartitionsError::Store(store) => {
+                return Self {
+                    message: err.to_string(),
+                    ..Self::store(store)
+                };
+            }
             PartitionsError::Config(_) | PartitionsError::InvalidWeight(_) => Kind::Config,
             _ => Kind::Group,
         };

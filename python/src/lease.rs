@@ -112,21 +112,22 @@ impl Lease {
         })
     }
 
-    /// Why the term ended, once it has: for a duty a label such as
-    /// `"renewal_refused"`, `"deadline_passed"`, `"shutdown"`; for a partition why it
-    /// moved, such as `"handoff"`, `"drain"`, `"leave"`, `"expiry"` (a lost lease).
-    /// `None` while the term lasts.
+    /// Why the term ended, once it has, as a `leasehold.EndReason`: for a duty
+    /// `RENEWAL_REFUSED`, `DEADLINE_PASSED`, `SHUTDOWN`, ...; for a partition why it
+    /// moved: `HANDOFF`, `DRAIN`, `LEAVE`, `EXPIRY` (a lost lease), ... `None` while
+    /// the term lasts.
     #[getter]
-    fn end_reason(&self) -> Option<String> {
-        match &self.ownership {
-            Some(ownership) => ownership
-                .end_reason()
-                .map(|cause| cause.as_str().to_owned()),
-            None => self
-                .lead
-                .end_reason()
-                .map(|reason| reason_label(&reason).to_owned()),
-        }
+    fn end_reason<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let label = match &self.ownership {
+            Some(ownership) => ownership.end_reason().map(|cause| cause.as_str()),
+            None => self.lead.end_reason().map(|reason| reason_label(&reason)),
+        };
+        let Some(label) = label else {
+            return Ok(None);
+        };
+        // A getter: the caller's thread, which holds the GIL.
+        let class = py.import("leasehold.types")?.getattr("EndReason")?;
+        Ok(Some(class.call1((label,))?))
     }
 
     /// The replica named to take this partition when this term hands it over, if any.

@@ -45,8 +45,9 @@ async def test_a_stale_batch_writes_nothing(redis_url, name, client):
     # A newer term raises one of the two keys only: the old term's batch is refused
     # whole, its output too.
     await writer.raise_fence(cursor, 4)
-    with pytest.raises(FenceRejected, match="stale fence 3"):
+    with pytest.raises(FenceRejected, match="stale fence 3") as raised:
         await writer.batch().rpush(out, "2-0").set(cursor, "2-0").commit(3)
+    assert raised.value.fence == 3 and raised.value.highest == 4
     assert await client.lrange(out, 0, -1) == ["1-0"]
     assert await client.get(cursor) == "1-0"
 
@@ -69,8 +70,11 @@ async def test_a_key_of_the_wrong_type_fails_the_batch_with_nothing_written(
     writer = FencedWriter(redis_url)
     out, cursor = f"out:{{{name}}}", f"cursor:{{{name}}}"
     await client.set(out, "a string, not a list")
-    with pytest.raises(leasehold.RedisError):
+    with pytest.raises(leasehold.StoreError) as raised:
         await writer.batch().set(cursor, "1-0").rpush(out, "1-0").commit(1)
+    # WRONGTYPE: not retryable, not a ConnectionError.
+    assert raised.value.retryable is False
+    assert not isinstance(raised.value, ConnectionError)
     assert await client.get(cursor) is None
 
 

@@ -11,7 +11,7 @@ from collections import defaultdict
 import pytest
 
 import leasehold
-from leasehold import Coordinator, FencedWriter, GroupAdmin
+from leasehold import Coordinator, FencedWriter, GroupAdmin, MoveCause
 
 from test_elector import eventually
 
@@ -100,7 +100,7 @@ async def test_a_graceful_leave_hands_its_partitions_over_at_once(redis_url, nam
         assert took < 5.0 / 2, f"took {took:.2f}s with a 5 s lease: not a wait for expiry"
         assert fleet.overlaps == []
         moves = await fleet.coordinators["a"].admin().moves(limit=1000)
-        assert any(move["from"] == "c" and move["cause"] == "leave" for move in moves)
+        assert any(move.from_ == "c" and move.cause is MoveCause.LEAVE for move in moves)
     finally:
         await fleet.stop()
 
@@ -125,7 +125,7 @@ async def test_a_handler_that_raises_ends_its_term_as_failed_and_the_partition_i
 
 async def test_state_handed_off_reaches_the_next_owner(redis_url, name):
     received: dict[str, bytes | None] = {}
-    reasons: dict[str, str | None] = {}
+    reasons: dict[str, leasehold.EndReason | None] = {}
 
     async def giver(partition: str, lease: leasehold.Lease) -> None:
         try:
@@ -148,7 +148,7 @@ async def test_state_handed_off_reaches_the_next_owner(redis_url, name):
     b = Coordinator(redis_url, name, ["p00", "p01"], replica="b", lease=2.0)
     try:
         await a.shutdown()
-        assert set(reasons.values()) == {"leave"}
+        assert set(reasons.values()) == {leasehold.EndReason.LEAVE}
         b.start(taker)
         await eventually(lambda: len(received) == 2, timeout=15, what="b to own both")
         for partition, state in received.items():
@@ -232,28 +232,36 @@ async def test_admin_changes_the_set_drains_and_reads_the_ledger(redis_url, name
         await admin.drain("b")
         await eventually(lambda: fleet.counts().get("b", 0) == 0, what="b to hand everything over")
         status = await admin.status()
-        assert status is not None and "b" in status["drained"]
+        assert status is not None and "b" in status.drained
+        member = status.member("b")
+        assert member is not None and member.drained
+        assert isinstance(member.state, leasehold.ReplicaState)
+        assert isinstance(member.session_left, float)
         await admin.undrain("b")
 
         # A partition b handed over may still be on its way to a (freed, not yet
         # claimed), and b may be taking some back: wait for p01's owner.
         deadline = time.monotonic() + 20
-        while (owner := await admin.owner("p01"))["owner"] is None:
+        while (owner := await admin.owner("p01")).owner is None:
             assert time.monotonic() < deadline, f"p01 never got an owner: {owner}"
             await asyncio.sleep(0.05)
-        assert owner["owner"] in ("a", "b") and owner["fence"] > 0
+        assert owner.owner in ("a", "b") and owner.fence > 0
+        assert owner.partition == "p01" and owner.weight == 1
+        assert owner.remaining is not None and owner.remaining > 0
         # The drain's moves are in the ledger once a took what b handed over.
-        while not any(m["cause"] == "drain" for m in await admin.moves(limit=1000)):
+        while not any(m.cause is MoveCause.DRAIN for m in await admin.moves(limit=1000)):
             assert time.monotonic() < deadline, "no drain move in the ledger"
             await asyncio.sleep(0.05)
         moves = await admin.moves(limit=1000)
-        assert {"partition", "from", "to", "cause"} <= set(moves[0])
-        assert any(move["cause"] == "drain" for move in moves)
+        assert all(isinstance(move, leasehold.Move) for move in moves)
+        assert moves[0].cause is MoveCause.NEW and moves[0].from_ is None
+        assert any(move.cause is MoveCause.DRAIN for move in moves)
+        assert all(move.started_at.tzinfo is not None for move in moves)
         # The newest two (b may be taking partitions back meanwhile): consecutive in
         # the ledger read after them.
         newest = await admin.newest_moves(2)
         later = await admin.moves(limit=1000)
-        at = [move["id"] for move in later].index(newest[0]["id"])
+        at = [move.id for move in later].index(newest[0].id)
         assert len(newest) == 2 and later[at : at + 2] == newest
 
         assert await admin.set_weight("p01", 5) == 1
@@ -272,8 +280,9 @@ async def test_admin_changes_the_set_drains_and_reads_the_ledger(redis_url, name
 async def test_fenced_writes_refuse_an_older_term(redis_url, name):
     writer = FencedWriter(redis_url)
     await writer.set(f"{name}:k", "new", 10)
-    with pytest.raises(leasehold.FenceRejected):
+    with pytest.raises(leasehold.FenceRejected) as raised:
         await writer.set(f"{name}:k", "old", 9)
+    assert (raised.value.fence, raised.value.highest) == (9, 10)
     await writer.rpush(f"{name}:l", "x", 10)
     await writer.hset(f"{name}:h", "f", "v", 11)
     await writer.raise_fence(f"{name}:k", 20)
@@ -289,12 +298,12 @@ async def test_an_advertised_address_is_in_the_status(redis_url, name):
         await eventually(lambda: fleet.all_owned() and len(fleet.counts()) == 2, timeout=20)
         status = await GroupAdmin(redis_url, name).status()
         assert status is not None
-        members = {m["replica"]: m for m in status["members"]}
-        assert members["a"]["address"] == "10.0.0.7:8080"
-        assert members["b"]["address"] is None
+        members = {m.replica: m for m in status.members}
+        assert members["a"].address == "10.0.0.7:8080"
+        assert members["b"].address is None
         # The instance stays the process alone: `host pid`.
-        assert "\t" not in members["a"]["instance"]
-        assert members["a"]["instance"] == members["b"]["instance"]
+        assert "\t" not in members["a"].instance
+        assert members["a"].instance == members["b"].instance
     finally:
         await fleet.stop()
 

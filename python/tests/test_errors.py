@@ -63,7 +63,8 @@ def test_wrong_types_are_type_errors():
 def test_every_exception_is_a_leasehold_error():
     for cls in (
         leasehold.ConfigError,
-        leasehold.RedisError,
+        leasehold.StoreError,
+        leasehold.StoreUnavailable,
         leasehold.TermOver,
         leasehold.Stopped,
         leasehold.FenceRejected,
@@ -74,7 +75,9 @@ def test_every_exception_is_a_leasehold_error():
     ):
         assert issubclass(cls, leasehold.LeaseholdError)
     assert issubclass(leasehold.ConfigError, ValueError)
-    assert issubclass(leasehold.RedisError, ConnectionError)
+    assert issubclass(leasehold.StoreUnavailable, ConnectionError)
+    assert not issubclass(leasehold.StoreError, ConnectionError)
+    assert leasehold.RedisError is leasehold.StoreError, "the deprecated alias"
     assert issubclass(leasehold.Timeout, TimeoutError)
 
 
@@ -82,12 +85,15 @@ async def test_an_unreachable_redis_raises_redis_error_in_bounded_time():
     url = f"redis://127.0.0.1:{free_port()}/"  # nothing listens there
     admin = GroupAdmin(url, "group")
     started = time.monotonic()
-    with pytest.raises(leasehold.RedisError):
+    with pytest.raises(leasehold.StoreUnavailable) as raised:
         await asyncio.wait_for(admin.status(), 30)
+    assert raised.value.retryable is True
+    assert isinstance(raised.value, ConnectionError)
     assert time.monotonic() - started < 30
     writer = FencedWriter(url)
-    with pytest.raises(leasehold.RedisError):
+    with pytest.raises(leasehold.StoreError) as raised:
         await asyncio.wait_for(writer.set("k", "v", 1), 30)
+    assert raised.value.retryable is True
 
 
 async def test_an_elector_on_an_unreachable_redis_reports_the_error_and_keeps_trying():
@@ -95,10 +101,10 @@ async def test_an_elector_on_an_unreachable_redis_reports_the_error_and_keeps_tr
     async with Elector(url, "duty", replica="a", lease=1.0) as elector:
         elector.start(lambda lease: asyncio.sleep(0))
         deadline = time.monotonic() + 15
-        while elector.status().get("last_error") is None:
+        while elector.status().last_error is None:
             assert time.monotonic() < deadline, "the error shows in the status"
             await asyncio.sleep(0.05)
-        assert elector.status()["role"] != "leader"
+        assert elector.status().role is not leasehold.Role.LEADER
 
 
 async def test_methods_before_start_raise_stopped():
@@ -151,4 +157,4 @@ async def test_renewals_stay_on_time_while_python_holds_the_gil_and_calls_fail(
         lease = held["lease"]
         assert not lease.is_lost, "the lease was lost while Python held the GIL"
         assert lease.fence == fence
-        assert elector.status()["fence"] == fence
+        assert elector.status().fence == fence

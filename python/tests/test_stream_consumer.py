@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import redis
 
-from leasehold import FenceRejected, FencedWriter, GroupAdmin
+from leasehold import FenceRejected, FencedWriter, GroupAdmin, GroupStatus
 
 from conftest import RedisServer, free_port
 
@@ -159,7 +159,7 @@ class Probe:
         self.client.close()
         self.loop.close()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> GroupStatus:
         status = self.loop.run_until_complete(self.admin.status())
         assert status is not None, "the group exists"
         return status
@@ -167,9 +167,9 @@ class Probe:
     def owners(self) -> dict[str, tuple[str, int]]:
         """Tenant → (owner, fence), for the owned ones."""
         return {
-            p["partition"]: (p["owner"], p["fence"])
-            for p in self.status()["partitions"]
-            if p.get("owner")
+            p.partition: (p.owner, p.fence)
+            for p in self.status().partitions
+            if p.owner
         }
 
     def held_by(self, replica: str) -> dict[str, int]:

@@ -23,6 +23,7 @@ import secrets
 import time
 from typing import Any
 
+from ..types import Role
 from ._util import (
     IMPLS,
     BenchError,
@@ -96,8 +97,8 @@ class Follower:
             return
         if self.impl == "leasehold":
             await self._elector.shutdown()
-            role = self._elector.status().get("role")
-            if not self._task.done() or role != "stopped":
+            role = self._elector.status().role
+            if not self._task.done() or role is not Role.STOPPED:
                 raise BenchError(f"the leasehold follower did not stop (role {role!r})")
         else:
             self.cancels = await cancel_until_done(self._task)
