@@ -100,7 +100,7 @@ class Replica:
         # On the coordinator's connections: the two share one subscription.
         self.router = self.coordinator.router()
 
-        async def handle(tenant: str, lease: leasehold.Lease) -> None:
+        async def handle(tenant: str, lease: leasehold.PartitionLease) -> None:
             # The tenant's work would run here; requests only ask `owns`.
             await lease.lost()
 

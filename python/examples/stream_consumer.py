@@ -55,8 +55,8 @@ from leasehold import (
     FencedBatch,
     FencedWriter,
     HandOffError,
-    Lease,
     LeaseholdError,
+    PartitionLease,
     Stopped,
     TermOver,
 )
@@ -126,7 +126,7 @@ class Counters:
         return "\n".join(lines) + "\n"
 
 
-async def commit_whole(batch: FencedBatch, lease: Lease) -> bool:
+async def commit_whole(batch: FencedBatch, lease: PartitionLease) -> bool:
     """Commits ``batch`` to its end, even if this task is cancelled meanwhile (the
     library cancels a handler when its term ends); returns whether it was, for the
     caller to cancel itself again once it has recorded the commit.
@@ -161,7 +161,7 @@ class Arrivals:
         self.last: tuple[float, int] | None = None
 
     async def report(
-        self, redis: aredis.Redis, stream: str, tenant: str, lease: Lease, counters: Counters
+        self, redis: aredis.Redis, stream: str, tenant: str, lease: PartitionLease, counters: Counters
     ) -> None:
         """Samples ``XLEN`` once per ``REPORT_EVERY`` and reports the rate since the last
         sample. (These streams are never trimmed; a trimmed stream would sample
@@ -196,7 +196,7 @@ class Consumer:
         )
         self.counters = Counters()
 
-    async def serve(self, tenant: str, lease: Lease) -> None:
+    async def serve(self, tenant: str, lease: PartitionLease) -> None:
         """One tenant, for one term of this replica's ownership."""
         me, keys, fence = self.replica, Keys.of(tenant), lease.fence
 
@@ -277,7 +277,7 @@ class Consumer:
         finally:
             self.counters.arrivals.pop(tenant, None)
 
-    def hand_off(self, tenant: str, lease: Lease, cursor: str) -> None:
+    def hand_off(self, tenant: str, lease: PartitionLease, cursor: str) -> None:
         me, why = self.replica, lease.end_reason or ""
         try:
             lease.hand_off(cursor.encode())
@@ -289,7 +289,7 @@ class Consumer:
         else:
             say(f"{me}: {tenant}: handed off at {cursor} ({why})")
 
-    def deposed(self, tenant: str, lease: Lease, e: FenceRejected) -> None:
+    def deposed(self, tenant: str, lease: PartitionLease, e: FenceRejected) -> None:
         """A newer term owns the tenant and has written or raised its keys: stop
         quietly."""
         self.counters.deposed += 1

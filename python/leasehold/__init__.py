@@ -4,7 +4,9 @@ leases in Redis, for asyncio services, on the Rust core of the ``leasehold`` cra
 - :class:`Elector`: one leader for a duty; ``lead(lease)`` runs while it leads.
 - :class:`Coordinator`: a group of replicas shares partitions, one owner each;
   ``handle(partition, lease)`` runs per owned partition.
-- :class:`Lease`: a term: its ``fence``, ``check()``, ``remaining()``, ``lost()``.
+- :class:`Lease`: a term: its ``fence``, ``check()``, ``remaining()``, ``lost()``;
+  :class:`PartitionLease`, a partition's, adds ``partition``, ``hand_off``,
+  ``handed_over``, ``report_load``.
 - :class:`Router`: which replica owns each partition and where it serves, for
   clients outside the group; ``owner(partition)`` is a local lookup.
 - :class:`GroupAdmin`, :class:`FencedWriter` (and its :class:`FencedBatch`), and the
@@ -24,7 +26,7 @@ from . import _leasehold
 from ._admin import GroupAdmin
 from ._coordinator import Coordinator, View
 from ._elector import Elector
-from ._leasehold import Lease, Route, version as _core_version
+from ._leasehold import Lease, PartitionLease, Route, version as _core_version
 from ._router import RouteChange, RouteChanges, Router, RouterStatus
 from ._writer import FencedBatch, FencedWriter
 from .types import (
@@ -65,6 +67,7 @@ __all__ = [
     "Coordinator",
     "View",
     "Lease",
+    "PartitionLease",
     "GroupAdmin",
     "Router",
     "Route",

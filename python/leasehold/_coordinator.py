@@ -8,13 +8,13 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 
 from ._admin import GroupAdmin
 from ._ids import default_replica
-from ._leasehold import Lease, _Coordinator
+from ._leasehold import PartitionLease, _Coordinator
 from ._router import Router
 from ._runner import Runner
 from ._terms import run_term
 from .types import _Fields
 
-Handle = Callable[[str, Lease], Awaitable[Any]]
+Handle = Callable[[str, PartitionLease], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ class Coordinator(Runner):
         finally:
             await asyncio.shield(self._leave())
 
-    async def _serve(self, lease: Lease, handle: Handle) -> bool:
+    async def _serve(self, lease: PartitionLease, handle: Handle) -> bool:
         partition = lease.partition or ""
         failed = await run_term(
             lease, lambda: handle(partition, lease), f"partition {partition!r} of {self.group!r}"

@@ -12,7 +12,8 @@ def finalize() -> None:
     """Stops Rust threads from taking the GIL (the package's atexit hook)."""
 
 class Lease:
-    """One term of a duty or a partition, held by this replica."""
+    """One term of a duty (a partition's term is a ``PartitionLease``), held by this
+    replica."""
 
     @property
     def fence(self) -> int:
@@ -22,23 +23,29 @@ class Lease:
     @property
     def duty(self) -> str: ...
     @property
-    def partition(self) -> str | None:
-        """The partition this term owns; ``None`` for a duty's lease."""
-    @property
     def is_lost(self) -> bool: ...
     @property
     def end_reason(self) -> EndReason | None:
         """Why the term ended (a duty's: ``RENEWAL_REFUSED``, ``SHUTDOWN``, ...; a
         partition's: ``HANDOFF``, ``DRAIN``, ``LEAVE``, ``EXPIRY``, ...); ``None``
         while it lasts."""
-    @property
-    def successor(self) -> str | None: ...
     def remaining(self) -> float:
         """Seconds until the local deadline (0.0 once passed)."""
     def check(self) -> None:
         """Raises ``TermOver`` once the term is over or its deadline has passed."""
     def lost(self) -> Awaitable[None]:
         """Completes when the term is over."""
+    def _finish(self, error: str | None = None) -> None: ...
+
+class PartitionLease(Lease):
+    """A partition's term: a ``Lease`` with what only a partition has."""
+
+    @property
+    def partition(self) -> str:
+        """The partition this term owns."""
+    @property
+    def successor(self) -> str | None:
+        """The replica named to take the partition when this term hands it over."""
     def hand_off(self, state: bytes) -> None:
         """Leaves up to 1 MiB of state for the partition's next owner; raises
         ``HandOffError`` once the lease is lost (nothing is kept)."""
@@ -48,7 +55,6 @@ class Lease:
         """Why ``handed_over()`` returns ``None``."""
     def report_load(self, load: float) -> None:
         """Reports the partition's load (finite, ≥ 0)."""
-    def _finish(self, error: str | None = None) -> None: ...
 
 class _Elector:
     def __init__(
@@ -102,7 +108,7 @@ class _Coordinator:
     @property
     def is_running(self) -> bool: ...
     def start(self) -> None: ...
-    def next_term(self) -> Awaitable[Lease | None]: ...
+    def next_term(self) -> Awaitable[PartitionLease | None]: ...
     def shutdown(self) -> Awaitable[None]: ...
     def view(self) -> dict[str, Any]: ...
     def views(self) -> _ViewStream: ...

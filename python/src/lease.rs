@@ -22,7 +22,7 @@ pub(crate) type Outcome = Option<String>;
 /// each side effect: it raises `TermOver` once the local deadline has passed, even
 /// while Redis cannot be asked. `await lease.lost()` returns when the term is over;
 /// the library then cancels the task running the duty or the handler.
-#[pyclass(frozen, module = "leasehold")]
+#[pyclass(frozen, subclass, module = "leasehold")]
 pub struct Lease {
     lead: Leadership,
     ownership: Option<Ownership>,
@@ -56,6 +56,19 @@ impl Lease {
             )
         })
     }
+
+    /// As Python gets it: a `Lease` for a duty, a `PartitionLease` for a partition.
+    pub(crate) fn into_python(self, py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+        if self.ownership.is_some() {
+            Ok(Bound::new(
+                py,
+                PyClassInitializer::from(self).add_subclass(PartitionLease),
+            )?
+            .into_any())
+        } else {
+            Ok(Bound::new(py, self)?.into_any())
+        }
+    }
 }
 
 #[pymethods]
@@ -76,12 +89,6 @@ impl Lease {
     #[getter]
     fn duty(&self) -> &str {
         self.lead.duty()
-    }
-
-    /// The partition this term owns, or `None` for a duty's lease.
-    #[getter]
-    fn partition(&self) -> Option<&str> {
-        self.ownership.as_ref().map(Ownership::partition)
     }
 
     /// Seconds until the local deadline (0.0 once it has passed). The deadline is
@@ -130,53 +137,6 @@ impl Lease {
         Ok(Some(class.call1((label,))?))
     }
 
-    /// The replica named to take this partition when this term hands it over, if any.
-    #[getter]
-    fn successor(&self) -> Option<String> {
-        self.ownership
-            .as_ref()
-            .and_then(|own| own.successor().map(str::to_owned))
-    }
-
-    /// Leaves `state` (bytes, up to 1 MiB) for this partition's next owner, carried by
-    /// the release that ends this term. Raises `HandOffError` if it is too large, or
-    /// once the lease is lost (a `finally` after a lost lease: nothing is kept) or
-    /// already given back.
-    fn hand_off(&self, state: &[u8]) -> PyResult<()> {
-        self.ownership()?
-            .hand_off(state.to_vec())
-            .map_err(|err| ErrorOf::from(err).into())
-    }
-
-    /// The state the previous owner left with `hand_off`, if the term just before this
-    /// one left any; `None` otherwise (`no_hand_off` says why).
-    fn handed_over<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        Ok(self
-            .ownership()?
-            .handed_over()
-            .ok()
-            .map(|state| PyBytes::new(py, state)))
-    }
-
-    /// Why `handed_over()` returns `None`: `None` if it returns state, otherwise a
-    /// sentence (the first term of a partition, the previous term ended without
-    /// leaving state, the state expired, ...).
-    fn no_hand_off(&self) -> PyResult<Option<String>> {
-        Ok(self
-            .ownership()?
-            .handed_over()
-            .err()
-            .map(|why: NoHandOff| why.to_string()))
-    }
-
-    /// Reports this partition's current load (a finite number ≥ 0) for groups that
-    /// take their weights from measured load. Raises `LoadError` for a bad number.
-    fn report_load(&self, load: f64) -> PyResult<()> {
-        self.ownership()?
-            .report_load(load)
-            .map_err(|err| ErrorOf::from(err).into())
-    }
-
     /// Tells the library how the Python side ended the term (the package calls this).
     #[pyo3(name = "_finish", signature = (error = None))]
     fn finish(&self, error: Option<String>) {
@@ -187,7 +147,7 @@ impl Lease {
     }
 
     fn __repr__(&self) -> String {
-        match self.partition() {
+        match self.ownership.as_ref().map(Ownership::partition) {
             Some(partition) => format!(
                 "Lease(partition={partition:?}, fence={}, replica={:?})",
                 self.fence(),
@@ -200,6 +160,73 @@ impl Lease {
                 self.replica()
             ),
         }
+    }
+}
+
+/// A partition's term: a [`Lease`] with what only a partition has (its name, the
+/// state handed from the term before and to the next, load reports). What
+/// `handle(partition, lease)` gets.
+#[pyclass(frozen, extends = Lease, module = "leasehold")]
+pub struct PartitionLease;
+
+impl PartitionLease {
+    fn own<'a>(slf: &'a Bound<'_, Self>) -> PyResult<&'a Ownership> {
+        slf.as_super().get().ownership()
+    }
+}
+
+#[pymethods]
+impl PartitionLease {
+    /// The partition this term owns.
+    #[getter]
+    fn partition(slf: &Bound<'_, Self>) -> PyResult<String> {
+        Ok(Self::own(slf)?.partition().to_owned())
+    }
+
+    /// The replica named to take this partition when this term hands it over, if any.
+    #[getter]
+    fn successor(slf: &Bound<'_, Self>) -> PyResult<Option<String>> {
+        Ok(Self::own(slf)?.successor().map(str::to_owned))
+    }
+
+    /// Leaves `state` (bytes, up to 1 MiB) for this partition's next owner, carried by
+    /// the release that ends this term. Raises `HandOffError` if it is too large, or
+    /// once the lease is lost (a `finally` after a lost lease: nothing is kept) or
+    /// already given back.
+    fn hand_off(slf: &Bound<'_, Self>, state: &[u8]) -> PyResult<()> {
+        Self::own(slf)?
+            .hand_off(state.to_vec())
+            .map_err(|err| ErrorOf::from(err).into())
+    }
+
+    /// The state the previous owner left with `hand_off`, if the term just before this
+    /// one left any; `None` otherwise (`no_hand_off` says why).
+    fn handed_over<'py>(
+        slf: &Bound<'py, Self>,
+        py: Python<'py>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        Ok(Self::own(slf)?
+            .handed_over()
+            .ok()
+            .map(|state| PyBytes::new(py, state)))
+    }
+
+    /// Why `handed_over()` returns `None`: `None` if it returns state, otherwise a
+    /// sentence (the first term of a partition, the previous term ended without
+    /// leaving state, the state expired, ...).
+    fn no_hand_off(slf: &Bound<'_, Self>) -> PyResult<Option<String>> {
+        Ok(Self::own(slf)?
+            .handed_over()
+            .err()
+            .map(|why: NoHandOff| why.to_string()))
+    }
+
+    /// Reports this partition's current load (a finite number ≥ 0) for groups that
+    /// take their weights from measured load. Raises `LoadError` for a bad number.
+    fn report_load(slf: &Bound<'_, Self>, load: f64) -> PyResult<()> {
+        Self::own(slf)?
+            .report_load(load)
+            .map_err(|err| ErrorOf::from(err).into())
     }
 }
 

@@ -97,6 +97,7 @@ fn _leasehold(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<writer::WriterCore>()?;
     module.add_class::<writer::BatchCore>()?;
     module.add_class::<lease::Lease>()?;
+    module.add_class::<lease::PartitionLease>()?;
     module.add_function(wrap_pyfunction!(version, module)?)?;
     module.add_function(wrap_pyfunction!(bridge::finalize, module)?)?;
     module.add_function(wrap_pyfunction!(bridge::_panic_in_awaitable, module)?)?;

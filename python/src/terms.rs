@@ -40,10 +40,13 @@ impl Terms {
             .ok_or_else(|| error(Kind::Stopped, "already started"))
     }
 
-    /// An awaitable of the next term: a `Lease`, or `None` once the duty is gone.
+    /// An awaitable of the next term: a `Lease` (a `PartitionLease` for a partition),
+    /// or `None` once the duty is gone.
     pub(crate) fn next<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let receiver = Arc::clone(&self.receiver);
-        awaitable(py, async move { Ok(receiver.lock().await.recv().await) })
+        awaitable(py, async move {
+            Ok(receiver.lock().await.recv().await.map(Term))
+        })
     }
 }
 
@@ -70,4 +73,17 @@ pub(crate) async fn run_term(
 /// A lock poisoned by a panic elsewhere (cannot happen: nothing panics under them).
 pub(crate) fn poisoned() -> PyErr {
     error(Kind::Stopped, "leasehold's state lock was poisoned")
+}
+
+/// A term on its way to Python: becomes a `Lease` or a `PartitionLease`.
+pub(crate) struct Term(Lease);
+
+impl<'py> IntoPyObject<'py> for Term {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.0.into_python(py)
+    }
 }

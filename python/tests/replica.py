@@ -40,7 +40,7 @@ async def main() -> None:
     partitions = [f"p{i:04}" for i in range(args.partitions)]
     writer = leasehold.FencedWriter(args.redis_url)
 
-    async def handle(partition: str, lease: leasehold.Lease) -> None:
+    async def handle(partition: str, lease: leasehold.PartitionLease) -> None:
         emit(event="owned", partition=partition, fence=lease.fence, at_us=now_us())
         writes = 0
         try:

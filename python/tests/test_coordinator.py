@@ -28,8 +28,9 @@ class Fleet:
         self.coordinators: dict[str, Coordinator] = {}
 
     def handler(self, replica: str):
-        async def handle(partition: str, lease: leasehold.Lease) -> None:
+        async def handle(partition: str, lease: leasehold.PartitionLease) -> None:
             assert lease.partition == partition
+            assert isinstance(lease, leasehold.PartitionLease)
             if self.holders[partition]:
                 self.overlaps.append(f"{partition}: {replica} while {self.holders[partition]}")
             self.holders[partition].add(replica)
@@ -110,7 +111,7 @@ async def test_a_handler_that_raises_ends_its_term_as_failed_and_the_partition_i
 ):
     starts: dict[str, int] = defaultdict(int)
 
-    async def handle(partition: str, lease: leasehold.Lease) -> None:
+    async def handle(partition: str, lease: leasehold.PartitionLease) -> None:
         starts[partition] += 1
         if partition == "p00" and starts[partition] == 1:
             raise RuntimeError("bad tenant data")
@@ -127,14 +128,14 @@ async def test_state_handed_off_reaches_the_next_owner(redis_url, name):
     received: dict[str, bytes | None] = {}
     reasons: dict[str, leasehold.EndReason | None] = {}
 
-    async def giver(partition: str, lease: leasehold.Lease) -> None:
+    async def giver(partition: str, lease: leasehold.PartitionLease) -> None:
         try:
             await lease.lost()
         finally:
             lease.hand_off(f"{partition}@{lease.fence}".encode())
             reasons[partition] = lease.end_reason
 
-    async def taker(partition: str, lease: leasehold.Lease) -> None:
+    async def taker(partition: str, lease: leasehold.PartitionLease) -> None:
         received[partition] = lease.handed_over()
         await asyncio.Event().wait()
 
@@ -161,7 +162,7 @@ async def test_state_handed_off_reaches_the_next_owner(redis_url, name):
 async def test_the_first_owner_is_told_why_nothing_was_handed_over(redis_url, name):
     why: list[object] = []
 
-    async def handle(partition: str, lease: leasehold.Lease) -> None:
+    async def handle(partition: str, lease: leasehold.PartitionLease) -> None:
         why.append((lease.handed_over(), lease.no_hand_off()))
         await asyncio.Event().wait()
 
@@ -176,7 +177,7 @@ async def test_loads_and_hand_offs_refuse_bad_input_with_typed_errors(redis_url,
     errors: list[type] = []
     done = asyncio.Event()
 
-    async def handle(partition: str, lease: leasehold.Lease) -> None:
+    async def handle(partition: str, lease: leasehold.PartitionLease) -> None:
         lease.report_load(3.5)
         for bad in (-1.0, math.nan, math.inf):
             try:
@@ -199,7 +200,7 @@ async def test_loads_and_hand_offs_refuse_bad_input_with_typed_errors(redis_url,
 
 
 async def test_views_follow_the_replica(redis_url, name):
-    async def handle(partition: str, lease: leasehold.Lease) -> None:
+    async def handle(partition: str, lease: leasehold.PartitionLease) -> None:
         await asyncio.Event().wait()
 
     async with Coordinator(redis_url, name, PARTITIONS, replica="a", lease=1.0) as c:

@@ -80,6 +80,9 @@ async def test_the_duty_is_cancelled_when_the_lease_is_lost_and_check_raises(
         await eventually(lambda: "lease" in seen)
         lease = seen["lease"]
         assert isinstance(lease, leasehold.Lease)
+        # A duty's lease is not a partition's: no hand-off, no load, no partition.
+        assert not isinstance(lease, leasehold.PartitionLease)
+        assert not hasattr(lease, "hand_off") and not hasattr(lease, "partition")
         lease.check()
         assert 0 < lease.remaining() <= 1.0
         # Another writer takes the key away: the next renewal is refused.
