@@ -249,7 +249,7 @@ pub async fn serve(
             signal = &mut shutdown => {
                 println!(
                     "{replica}: {signal}: leaving; handing {} tenants over",
-                    coordinator.view().owned.len()
+                    coordinator.status().owned.len()
                 );
                 break;
             }
@@ -268,7 +268,7 @@ pub async fn serve(
             }
         }
     }
-    let held = coordinator.view().owned;
+    let held = coordinator.status().owned;
     // Every lease released: the others claim the tenants at once.
     coordinator.shutdown().await;
     // Requests still come, from clients whose routers have not heard of the new owners
@@ -418,7 +418,7 @@ async fn client(
     let router = router_of(url, "leasehold-router")?;
     println!("client: reading the owners of group '{GROUP}' on {url}");
     tokio::select! {
-        () = router.ready() => {}
+        () = router.wait_until_ready() => {}
         signal = &mut shutdown => {
             println!("client: {signal}: stopping before the first request");
             return Ok(());

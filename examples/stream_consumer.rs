@@ -246,7 +246,7 @@ async fn consume(
             signal = &mut shutdown => {
                 println!(
                     "{replica}: {signal}: leaving; handing {} tenants over",
-                    coordinator.view().owned.len()
+                    coordinator.status().owned.len()
                 );
                 break;
             }
@@ -522,7 +522,7 @@ async fn readyz(State(http): State<Http>) -> impl IntoResponse {
 
 /// The tenants this replica owns, as a JSON list.
 async fn owned(State(http): State<Http>) -> Json<Vec<String>> {
-    Json(http.coordinator.view().owned.iter().cloned().collect())
+    Json(http.coordinator.status().owned.iter().cloned().collect())
 }
 
 /// Every metric, Leasehold's and this example's, in Prometheus's text format.

@@ -77,7 +77,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
             signal = &mut shutdown => {
                 println!(
                     "{replica}: {signal}: leaving; handing {} tenants over at once",
-                    coordinator.view().owned.len()
+                    coordinator.status().owned.len()
                 );
                 break;
             }
@@ -110,7 +110,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             () = &mut settle, if settling => {
                 settling = false;
-                let v = coordinator.view();
+                let v = coordinator.status();
                 if v.owned != shown {
                     show(&replica, &v);
                     shown = v.owned;

@@ -347,7 +347,7 @@ where
 
 /// The tenants `replica` owns.
 fn owned_of(replica: &CoordinatorHandle<RedisStore>) -> BTreeSet<String> {
-    replica.view().owned.into_iter().collect()
+    replica.status().owned.into_iter().collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -154,7 +154,7 @@ impl CoordinatorCore {
 
     /// This replica's view of its group now (a dict; see `leasehold.View`).
     fn view<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let view = self.handle()?.view();
+        let view = self.handle()?.status();
         view_dict(py, &view)
     }
 

@@ -173,10 +173,12 @@ impl RouterCore {
         on_core(py, async move {
             let waited = match limit {
                 None => {
-                    router.ready().await;
+                    router.wait_until_ready().await;
                     true
                 }
-                Some(limit) => tokio::time::timeout(limit, router.ready()).await.is_ok(),
+                Some(limit) => tokio::time::timeout(limit, router.wait_until_ready())
+                    .await
+                    .is_ok(),
             };
             let status = router.status();
             if status.ready {

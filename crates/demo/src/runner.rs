@@ -344,7 +344,7 @@ impl<B: GroupStore> Demo<B> {
 
     /// Why the fleet is not balanced yet, as its replicas and the store tell it.
     fn why_waiting(&self) -> Option<String> {
-        let views: Vec<_> = self.members.iter().map(|(_, h)| h.view()).collect();
+        let views: Vec<_> = self.members.iter().map(|(_, h)| h.status()).collect();
         let now = Instant::now();
         if let Some(at) = views
             .iter()
@@ -386,7 +386,7 @@ impl<B: GroupStore> Demo<B> {
     fn views(&self) -> Vec<(String, BTreeSet<String>)> {
         self.members
             .iter()
-            .map(|(id, h)| (id.clone(), h.view().owned))
+            .map(|(id, h)| (id.clone(), h.status().owned))
             .collect()
     }
 
@@ -394,7 +394,7 @@ impl<B: GroupStore> Demo<B> {
         self.members
             .iter()
             .map(|(id, h)| {
-                let v = h.view();
+                let v = h.status();
                 ReplicaRow {
                     id: id.clone(),
                     owned: v.owned.into_iter().collect(),

@@ -709,3 +709,37 @@ async fn stop_by_hurries_a_duty_already_in_its_grace() {
     assert!(took >= Duration::from_millis(40), "{took:?}");
     assert!(took < Duration::from_millis(50), "{took:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_within_aborts_the_duty_before_the_deadline_and_releases() {
+    let store = MemoryStore::new();
+    let h = stubborn_leader(store.clone()).await;
+    let start = Instant::now();
+    let within = Duration::from_millis(500);
+    assert!(
+        h.shutdown_within(within).await,
+        "a 10 s grace is cut to fit 500 ms"
+    );
+    let took = start.elapsed();
+    assert!(took < within, "stopped within its deadline: {took:?}");
+    // A fifth of `within` is kept for the release: the duty was aborted at 400 ms.
+    assert!(took >= Duration::from_millis(400), "{took:?}");
+    let end = h.status().last_term.unwrap();
+    assert!(end.grace_overrun, "the duty ran to the cut");
+    assert!(end.released, "then the lease was released");
+    let b = spawn(store, "b");
+    timeout(Duration::from_millis(100), b.wait_until_leader())
+        .await
+        .expect("b leads without waiting for the lease")
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_takes_the_handle_by_reference_from_every_holder() {
+    let h = std::sync::Arc::new(stubborn_leader(MemoryStore::new()).await);
+    let other = h.clone();
+    let waiter = tokio::spawn(async move { other.shutdown_within(Duration::from_secs(1)).await });
+    h.shutdown().await;
+    assert_eq!(h.status().role, Role::Stopped);
+    assert!(waiter.await.unwrap(), "the second waiter sees the stop too");
+}

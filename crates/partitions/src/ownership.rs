@@ -3,12 +3,13 @@
 //! plus what only a partition term has: state handed from term to term, its load, the
 //! member a planned move hands it to, and why it ended.
 
-use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
-use leasehold_election::{Leadership, StoreError, TermEndReason};
+use leasehold_election::{Fence, Leadership, StoreError, TermEndReason, TermOver};
 use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
 use crate::store::ops::moves::MoveCause;
 
@@ -241,9 +242,10 @@ enum LeaseNow {
 /// One term of this replica's ownership of a partition: what the callback given to
 /// [`Coordinator::new`](crate::Coordinator::new) receives.
 ///
-/// It derefs to the duty's [`Leadership`]: [`fence`](Leadership::fence) for every
-/// write, [`cancelled`](Leadership::cancelled) to stop when the term ends,
-/// [`check`](Leadership::check) before each side effect. Beside it, what only a
+/// What every term has: [`fence`](Self::fence) for every write,
+/// [`cancelled`](Self::cancelled) to stop when the term ends, [`check`](Self::check)
+/// before each side effect (the duty's [`Leadership`] is
+/// [`leadership`](Self::leadership), for code written for duties). Beside it, what only a
 /// partition term has: the state the previous owner [`hand_off`](Self::hand_off)ed
 /// ([`handed_over`](Self::handed_over)), the partition's load
 /// ([`report_load`](Self::report_load)), and, once the term ends, why
@@ -278,14 +280,6 @@ pub struct Ownership {
     term: Arc<TermShared>,
 }
 
-impl Deref for Ownership {
-    type Target = Leadership;
-
-    fn deref(&self) -> &Leadership {
-        &self.lead
-    }
-}
-
 impl Ownership {
     pub(crate) fn new(lead: Leadership, term: Arc<TermShared>) -> Self {
         Self { lead, term }
@@ -296,10 +290,63 @@ impl Ownership {
         self.lead.duty()
     }
 
-    /// The duty's view of this term (also reachable through `Deref`): its
+    /// The term as a duty sees it, for code written for duties: its
     /// [`Leadership::end_reason`] says in the elector's terms why the lease ended.
     pub fn leadership(&self) -> &Leadership {
         &self.lead
+    }
+
+    /// This term's fencing token: pass it with every write
+    /// ([`FencedWriter`](crate::FencedWriter)).
+    pub fn fence(&self) -> Fence {
+        self.lead.fence()
+    }
+
+    /// This replica's id.
+    pub fn replica_id(&self) -> &str {
+        self.lead.replica_id()
+    }
+
+    /// Completes when the term ends (a move, a lost lease, a shutdown). It fires at the
+    /// local deadline at the latest *if the coordinator's task runs*; on a blocked
+    /// runtime it fires late, so also [`check`](Self::check) before each side effect.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping it and calling again waits for the same event.
+    pub fn cancelled(&self) -> WaitForCancellationFuture<'_> {
+        self.lead.cancelled()
+    }
+
+    /// Whether the term has ended: ended by the coordinator, or past its local
+    /// deadline (whether or not the coordinator's task has run since).
+    pub fn is_cancelled(&self) -> bool {
+        self.lead.is_cancelled()
+    }
+
+    /// `Ok` while this replica still owns the partition; [`TermOver`] once the term has
+    /// ended (as [`is_cancelled`](Self::is_cancelled)). Cheap: no I/O, no await, no
+    /// lock. Call it right before each side effect, typically as `lease.check()?`.
+    ///
+    /// # Errors
+    /// [`TermOver`] once the term is over.
+    pub fn check(&self) -> Result<(), TermOver> {
+        self.lead.check()
+    }
+
+    /// A token that fires when the term ends (to pass into other tasks).
+    pub fn token(&self) -> CancellationToken {
+        self.lead.token()
+    }
+
+    /// The local validity deadline: the instant after which this replica no longer
+    /// believes it owns the partition, unless a renewal moves it.
+    pub fn deadline(&self) -> Instant {
+        self.lead.deadline()
+    }
+
+    /// Time left until [`deadline`](Self::deadline); zero once the term has ended.
+    pub fn remaining(&self) -> Duration {
+        self.lead.remaining()
     }
 
     /// Why the term ended; `None` while it runs. Known before

@@ -135,7 +135,7 @@ pub struct RouterStatus {
 ///     .subscription_ping(std::time::Duration::from_secs(60))
 ///     .build()?;
 /// let router = Router::new(store, "tenants")?;
-/// router.ready().await;
+/// router.wait_until_ready().await;
 /// if let Some(route) = router.owner("tenant-7") {
 ///     println!("send to {} at {:?}", route.replica(), route.address());
 /// }
@@ -166,7 +166,7 @@ impl Drop for Router {
 
 impl Router {
     /// A router of `group` (under the default key prefix) on `store`, reading the
-    /// table in the background: see [`ready`](Self::ready).
+    /// table in the background: see [`wait_until_ready`](Self::wait_until_ready).
     ///
     /// # Errors
     /// [`PartitionsError::Config`](crate::PartitionsError::Config) for an invalid group
@@ -232,7 +232,7 @@ impl Router {
     /// Waits until the table holds a full read of the group (at once if it does).
     /// Waits on while Redis cannot be reached or the group does not exist: bound it
     /// with a timeout. Returns at once if the router was shut down.
-    pub async fn ready(&self) {
+    pub async fn wait_until_ready(&self) {
         let mut status = self.status.clone();
         let _ = status.wait_for(|s| s.ready).await;
     }

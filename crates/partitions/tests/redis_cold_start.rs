@@ -70,7 +70,7 @@ async fn on_a_server_older_than_a_lease_a_new_group_is_served_after_one_renew_in
     assert!(fleet.balanced(), "{:?}", fleet.counts());
     let terms = fleet.ledger.terms();
     assert_eq!(terms.len(), 12, "a partition changed owner: {terms:?}");
-    let handoffs: u64 = fleet.replicas.values().map(|h| h.view().handoffs).sum();
+    let handoffs: u64 = fleet.replicas.values().map(|h| h.status().handoffs).sum();
     assert_eq!(handoffs, 0);
     fleet.ledger.assert_no_double_ownership();
 }
@@ -86,7 +86,7 @@ async fn on_a_server_that_just_started_a_new_group_grants_nothing_for_a_lease() 
         took >= LEASE * 9 / 10,
         "all owned after {took:?}: a lease granted before the restart may still be held"
     );
-    let handoffs: u64 = fleet.replicas.values().map(|h| h.view().handoffs).sum();
+    let handoffs: u64 = fleet.replicas.values().map(|h| h.status().handoffs).sum();
     assert_eq!(handoffs, 0);
     fleet.ledger.assert_no_double_ownership();
 }

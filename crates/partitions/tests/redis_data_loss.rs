@@ -134,7 +134,7 @@ async fn fences_keep_growing_after_a_data_loss_for_replicas_that_never_saw_them(
     fleet.converge(LIMIT).await;
     // b's partitions were granted by a server whose clock ran far ahead: their fences
     // are far above anything a's own claims ever saw. Restart b so its terms carry them.
-    let b = fleet.replicas["b"].view().owned;
+    let b = fleet.replicas["b"].status().owned;
     for p in &b {
         redis.redis_cli(&["HSET", "leasehold:{g}:fences", p, "9000000000000000"]);
     }

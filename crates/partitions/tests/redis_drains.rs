@@ -47,11 +47,11 @@ async fn a_drain_outlasts_a_lost_session() {
     sleep(LEASE * 5 / 2).await;
     proxy.pass();
     let back = Instant::now();
-    while !fleet.replicas["b"].view().joined || back.elapsed() < LEASE * 3 {
+    while !fleet.replicas["b"].status().joined || back.elapsed() < LEASE * 3 {
         assert!(back.elapsed() < LIMIT);
         sleep(Duration::from_millis(20)).await;
     }
-    let view = fleet.replicas["b"].view();
+    let view = fleet.replicas["b"].status();
     assert!(view.drained && view.owned.is_empty(), "{view:?}");
     let status = admin.status().await.unwrap().unwrap();
     let b = status.members.iter().find(|m| m.replica == "b").unwrap();

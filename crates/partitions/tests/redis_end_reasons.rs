@@ -75,7 +75,7 @@ async fn a_callback_learns_whether_its_term_was_moved_or_lost() {
 
     // A removal.
     let mark = Instant::now();
-    let gone = fleet.replicas["a"].view().owned.first().unwrap().clone();
+    let gone = fleet.replicas["a"].status().owned.first().unwrap().clone();
     assert_eq!(admin.remove([gone.as_str()]).await.unwrap(), 1);
     fleet.partitions.retain(|p| *p != gone);
     assert_eq!(ended(&fleet, mark, "a", 1).await, [Some("removal")].into());
@@ -83,7 +83,7 @@ async fn a_callback_learns_whether_its_term_was_moved_or_lost() {
 
     // A drain.
     let mark = Instant::now();
-    let held = fleet.replicas["b"].view().owned.len();
+    let held = fleet.replicas["b"].status().owned.len();
     admin.drain("b").await.unwrap();
     assert_eq!(ended(&fleet, mark, "b", held).await, [Some("drain")].into());
     admin.undrain("b").await.unwrap();
@@ -91,7 +91,7 @@ async fn a_callback_learns_whether_its_term_was_moved_or_lost() {
 
     // A lost session: b is cut off from Redis.
     let mark = Instant::now();
-    let held = fleet.replicas["b"].view().owned.len();
+    let held = fleet.replicas["b"].status().owned.len();
     assert!(held > 0);
     proxy.blackhole();
     let lost = ended(&fleet, mark, "b", held).await;
@@ -101,7 +101,7 @@ async fn a_callback_learns_whether_its_term_was_moved_or_lost() {
 
     // A graceful shutdown.
     let mark = Instant::now();
-    let held = fleet.replicas["a"].view().owned.len();
+    let held = fleet.replicas["a"].status().owned.len();
     fleet.replicas.remove("a").unwrap().shutdown().await;
     assert_eq!(ended(&fleet, mark, "a", held).await, [Some("leave")].into());
     fleet.ledger.assert_no_double_ownership();

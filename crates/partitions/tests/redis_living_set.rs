@@ -52,7 +52,7 @@ async fn a_partition_added_at_runtime_is_claimed_at_once_by_the_fair_share_rule(
         fleet
             .replicas
             .values()
-            .any(|h| h.view().owned.contains("tenant-new"))
+            .any(|h| h.status().owned.contains("tenant-new"))
     })
     .await;
     // The change publishes a notice: it is claimed at once, not a tick later. Bounded
@@ -64,7 +64,7 @@ async fn a_partition_added_at_runtime_is_claimed_at_once_by_the_fair_share_rule(
     fleet.partitions.push("tenant-new".to_owned());
     fleet.converge(LIMIT).await;
     assert_eq!(fleet.counts().values().copied().max(), Some(4));
-    assert!(fleet.replicas.values().all(|h| h.view().partitions == 12));
+    assert!(fleet.replicas.values().all(|h| h.status().partitions == 12));
     let listed = admin.list().await.unwrap();
     assert_eq!(listed.len(), 12);
     assert_eq!(listed.last().map(String::as_str), Some("tenant-new"));
@@ -93,7 +93,7 @@ async fn a_removed_partition_is_cancelled_released_and_never_claimed_again() {
     .await;
     fleet.partitions.retain(|p| !gone.contains(p));
     fleet.converge(LIMIT).await;
-    assert!(fleet.replicas.values().all(|h| h.view().partitions == 10));
+    assert!(fleet.replicas.values().all(|h| h.status().partitions == 10));
     for p in &gone {
         assert!(matches!(
             admin.owner(p).await,
@@ -223,7 +223,7 @@ async fn a_rolling_deploy_of_a_newer_list_refuses_nobody_and_leaves_no_old_parti
         fleet.start_with(config);
         sleep(Duration::from_millis(300)).await;
         for (id, h) in &fleet.replicas {
-            assert!(h.view().error.is_none(), "{id}: {:?}", h.view().error);
+            assert!(h.status().error.is_none(), "{id}: {:?}", h.status().error);
         }
     }
     fleet.partitions = new.clone();
@@ -261,7 +261,7 @@ async fn a_sticky_restart_within_the_rejoin_grace_moves_nothing_and_gets_new_fen
     }
     fleet.converge(LIMIT).await;
     let before = fleet.ledger.terms();
-    let held: Vec<String> = fleet.replicas["b"].view().owned.into_iter().collect();
+    let held: Vec<String> = fleet.replicas["b"].status().owned.into_iter().collect();
     assert_eq!(held.len(), 4);
 
     fleet.replicas.remove("b").unwrap().shutdown().await;
@@ -282,7 +282,7 @@ async fn a_sticky_restart_within_the_rejoin_grace_moves_nothing_and_gets_new_fen
     let config = sticky(&fleet, "b");
     fleet.start_with(config);
     fleet.converge(LIMIT).await;
-    let mut back: Vec<String> = fleet.replicas["b"].view().owned.into_iter().collect();
+    let mut back: Vec<String> = fleet.replicas["b"].status().owned.into_iter().collect();
     back.sort();
     let mut expected = held.clone();
     expected.sort();
@@ -344,7 +344,7 @@ async fn a_drained_replica_hands_everything_over_and_takes_its_share_back_when_u
         counts["b"] == 0 && counts["a"] == 6 && counts["c"] == 6 && fleet.all_owned_once()
     })
     .await;
-    assert!(fleet.replicas["b"].view().drained);
+    assert!(fleet.replicas["b"].status().drained);
     let status = admin.status().await.unwrap().unwrap();
     let drained: Vec<&str> = status
         .members
@@ -362,7 +362,7 @@ async fn a_drained_replica_hands_everything_over_and_takes_its_share_back_when_u
     admin.undrain("b").await.unwrap();
     fleet.converge(LIMIT).await;
     assert_eq!(fleet.counts()["b"], 4);
-    assert!(!fleet.replicas["b"].view().drained);
+    assert!(!fleet.replicas["b"].status().drained);
     let status = admin.status().await.unwrap().unwrap();
     assert!(status.members.iter().all(|m| !m.drained), "{status:?}");
     fleet.ledger.assert_no_double_ownership();
@@ -428,7 +428,7 @@ async fn overlapping_deploys_of_two_list_versions_end_with_the_newer_list() {
     assert_eq!(listed, expected, "the newest list wins, whatever the order");
     assert_eq!(admin.status().await.unwrap().unwrap().list_version, 3);
     assert!(
-        fleet.replicas.values().all(|h| h.view().error.is_none()),
+        fleet.replicas.values().all(|h| h.status().error.is_none()),
         "nobody is refused"
     );
     fleet.ledger.assert_no_double_ownership();
@@ -442,8 +442,8 @@ async fn a_replica_configured_with_another_list_says_so_and_serves_the_groups_se
     fleet.start("a");
     fleet.converge(LIMIT).await;
     let a = &fleet.replicas["a"];
-    assert!(!a.view().list_differs);
-    assert_eq!(a.view().list_difference, None);
+    assert!(!a.status().list_differs);
+    assert_eq!(a.status().list_difference, None);
 
     // A newcomer's replica, with the README's list under the same group name.
     let other: Vec<String> = (0..8).map(|i| format!("p{i:04}")).collect();
@@ -458,7 +458,7 @@ async fn a_replica_configured_with_another_list_says_so_and_serves_the_groups_se
     })
     .await;
     fleet.converge(LIMIT).await;
-    let view = fleet.replicas["b"].view();
+    let view = fleet.replicas["b"].status();
     let d = view.list_difference.expect("which partitions differ");
     assert_eq!((d.only_in_group, d.only_here), (32, 8));
     assert_eq!(d.only_here_sample, ["p0000", "p0001", "p0002"]);
@@ -470,6 +470,6 @@ async fn a_replica_configured_with_another_list_says_so_and_serves_the_groups_se
     assert!(view.owned.iter().all(|p| p.starts_with("tenant-")));
     assert_eq!(view.partitions, 32);
     // The replica whose list is the group's still says nothing.
-    assert!(!fleet.replicas["a"].view().list_differs);
+    assert!(!fleet.replicas["a"].status().list_differs);
     fleet.ledger.assert_no_double_ownership();
 }

@@ -77,5 +77,5 @@ async fn every_weight_written_from_loads_is_counted() {
         (8..=4 * intervals).contains(&written),
         "{written} weights written in {intervals} intervals"
     );
-    assert_eq!(fleet.replicas["a"].view().load, 200);
+    assert_eq!(fleet.replicas["a"].status().load, 200);
 }

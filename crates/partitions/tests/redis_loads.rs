@@ -190,7 +190,7 @@ async fn reported_loads_become_weights_and_rebalance_the_group() {
     .await;
     assert!(status.weighted);
     for h in fleet.replicas.values() {
-        assert!(h.view().error.is_none(), "{:?}", h.view().error);
+        assert!(h.status().error.is_none(), "{:?}", h.status().error);
     }
     fleet.ledger.assert_no_double_ownership();
     for (_, h) in std::mem::take(&mut fleet.replicas) {

@@ -47,7 +47,7 @@ async fn sixty_four_partitions_on_four_replicas_sixteen_each() {
     );
     assert_eq!(status.spread(), 0);
     assert_eq!(status.owned_counts().len(), 4);
-    let handoffs: u64 = fleet.replicas.values().map(|h| h.view().handoffs).sum();
+    let handoffs: u64 = fleet.replicas.values().map(|h| h.status().handoffs).sum();
     assert_eq!(
         handoffs, 0,
         "replicas started together settle without hand-offs"
@@ -92,7 +92,7 @@ async fn a_crashed_replicas_partitions_are_owned_again_within_a_lease_and_a_rene
     let mut fleet = Fleet::new(store(&redis), 30, LEASE);
     fleet.start_all(&["a", "b", "c"]);
     fleet.converge(LIMIT).await;
-    let orphans = fleet.replicas["c"].view().owned;
+    let orphans = fleet.replicas["c"].status().owned;
     assert_eq!(orphans.len(), 10);
     let killed = Instant::now();
     fleet.replicas.remove("c").unwrap().abort();
@@ -204,7 +204,7 @@ async fn wrong_type(name: &str) {
     // Every script refuses to run before writing anything; every elector steps down.
     let start = Instant::now();
     loop {
-        let views: Vec<_> = fleet.replicas.values().map(|h| h.view()).collect();
+        let views: Vec<_> = fleet.replicas.values().map(|h| h.status()).collect();
         let typed = views.iter().all(|v| {
             matches!(
                 &v.error,
@@ -228,7 +228,7 @@ async fn wrong_type(name: &str) {
     }
     redis.redis_cli(&["DEL", &key]);
     fleet.converge(LIMIT).await;
-    assert!(fleet.replicas.values().all(|h| h.view().error.is_none()));
+    assert!(fleet.replicas.values().all(|h| h.status().error.is_none()));
     fleet.ledger.assert_no_double_ownership();
 }
 
@@ -244,7 +244,7 @@ async fn a_duplicate_replica_id_is_refused_and_an_unversioned_other_list_follows
     };
     // Same id, another process (another instance).
     let dup = Coordinator::new(store(&redis), fleet.config("a"), noop).spawn();
-    let err = tokio::time::timeout(LIMIT, dup.ready())
+    let err = tokio::time::timeout(LIMIT, dup.wait_until_ready())
         .await
         .unwrap()
         .unwrap_err();
@@ -253,7 +253,7 @@ async fn a_duplicate_replica_id_is_refused_and_an_unversioned_other_list_follows
         "{err}"
     );
     sleep(LEASE).await;
-    assert!(dup.view().owned.is_empty(), "a duplicate claims nothing");
+    assert!(dup.status().owned.is_empty(), "a duplicate claims nothing");
     dup.abort();
     // Another replica whose (unversioned) list differs: the group's set wins, and it
     // takes its share of the group's partitions, never its own.
@@ -262,7 +262,7 @@ async fn a_duplicate_replica_id_is_refused_and_an_unversioned_other_list_follows
         .build()
         .unwrap();
     let b = Coordinator::new(store(&redis), other, noop).spawn();
-    tokio::time::timeout(LIMIT, b.ready())
+    tokio::time::timeout(LIMIT, b.wait_until_ready())
         .await
         .unwrap()
         .unwrap();
@@ -272,11 +272,11 @@ async fn a_duplicate_replica_id_is_refused_and_an_unversioned_other_list_follows
         .expect("b takes half of the group's eight")
         .unwrap();
     assert!(
-        b.view().owned.iter().all(|p| p.starts_with('p')),
+        b.status().owned.iter().all(|p| p.starts_with('p')),
         "{:?}",
-        b.view().owned
+        b.status().owned
     );
-    assert_eq!(b.view().partitions, 8);
+    assert_eq!(b.status().partitions, 8);
     let status = leasehold_partitions::GroupAdmin::new(fleet.store.clone(), "g")
         .unwrap()
         .status()

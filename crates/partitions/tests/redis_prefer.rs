@@ -33,7 +33,7 @@ fn admin(redis: &RedisServer) -> GroupAdmin<RedisStore> {
 /// Whether `replica` runs the callbacks of all of `partitions` (per its view).
 fn holds(fleet: &Fleet<RedisStore>, replica: &str, partitions: &[String]) -> bool {
     fleet.replicas.get(replica).is_some_and(|h| {
-        let owned = h.view().owned;
+        let owned = h.status().owned;
         partitions.iter().all(|p| owned.contains(p))
     })
 }
@@ -111,7 +111,7 @@ async fn a_partition_moves_back_to_its_replica_when_the_bound_allows() {
     let (light, _) = counts.iter().find(|(_, n)| **n == 3).unwrap();
     let (full, light) = (full.clone(), light.clone());
     let p = fleet.replicas[&full]
-        .view()
+        .status()
         .owned
         .iter()
         .next()
@@ -135,7 +135,7 @@ async fn in_an_exactly_balanced_group_a_preference_is_met_by_a_swap() {
     fleet.start_all(&["a", "b", "c"]);
     fleet.converge(LIMIT).await;
     let theirs: Vec<String> = fleet.replicas["a"]
-        .view()
+        .status()
         .owned
         .iter()
         .take(2)

@@ -39,7 +39,7 @@ async fn a_replica_is_ready_once_it_holds_its_floor_and_not_while_drained_or_lea
     let c = fleet.replicas["c"].clone();
     let start = Instant::now();
     loop {
-        let owned = c.view().owned.len();
+        let owned = c.status().owned.len();
         match c.readiness() {
             Ok(()) => {
                 assert!(owned >= 4, "ready with {owned} partitions");

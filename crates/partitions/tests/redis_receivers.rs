@@ -98,7 +98,7 @@ async fn a_hand_over_names_the_member_with_room_and_that_member_takes_it() {
 
     // A graceful shutdown moves partitions to whoever claims them: no name.
     let mark = Instant::now();
-    let held = fleet.replicas["a"].view().owned.len();
+    let held = fleet.replicas["a"].status().owned.len();
     fleet.replicas.remove("a").unwrap().shutdown().await;
     let gone = ended(&fleet, mark, "leave", held).await;
     assert!(gone.iter().all(|t| t.successor.is_none()), "{gone:#?}");

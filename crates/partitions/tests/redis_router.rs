@@ -90,7 +90,9 @@ async fn a_router_follows_a_kill_a_join_and_a_leave_and_never_names_an_older_ter
     let mut changes = router.changes();
     fleet.start_all(&["a", "b", "c"]);
     fleet.converge(LIMIT).await;
-    tokio::time::timeout(LIMIT, router.ready()).await.unwrap();
+    tokio::time::timeout(LIMIT, router.wait_until_ready())
+        .await
+        .unwrap();
     until_routed(&router, &admin, 12).await;
     let reads = router.status().full_reads;
 

@@ -58,7 +58,7 @@ async fn five_thousand_partitions_on_three_replicas_converge_from_a_cold_start()
     eprintln!("5,000 partitions on 3 replicas: balanced {took:?} after the start");
     assert!(fleet.balanced());
     assert!(start.elapsed() >= LEASE, "nobody claims before settling");
-    let handoffs: u64 = fleet.replicas.values().map(|h| h.view().handoffs).sum();
+    let handoffs: u64 = fleet.replicas.values().map(|h| h.status().handoffs).sum();
     assert_eq!(handoffs, 0, "a cold start claims fair shares at once");
     for (_, h) in std::mem::take(&mut fleet.replicas) {
         h.shutdown().await;

@@ -102,7 +102,7 @@ async fn callbacks_that_outrun_the_deadline_are_aborted_and_their_partitions_rel
     // Owned is published when a term's elector starts; its callback runs a moment
     // later (on a loaded machine, after the shutdown could begin): wait for all six.
     until("a runs all 6 callbacks", || {
-        a.view().owned.len() == 6 && running.load(Ordering::SeqCst) == 6
+        a.status().owned.len() == 6 && running.load(Ordering::SeqCst) == 6
     })
     .await;
 
@@ -121,7 +121,7 @@ async fn callbacks_that_outrun_the_deadline_are_aborted_and_their_partitions_rel
     // Released, not left to expire: a new replica owns them well before a's last
     // renewals would have expired.
     let b = polite(&redis, "b");
-    let waited = until("b owns all 6", || b.view().owned.len() == 6).await;
+    let waited = until("b owns all 6", || b.status().owned.len() == 6).await;
     assert!(waited < LEASE / 4, "{waited:?}");
     b.shutdown().await;
 }
@@ -132,7 +132,7 @@ async fn callbacks_that_return_hand_over_at_once_and_the_deadline_is_not_waited_
     let a = polite(&redis, "a");
     let b = polite(&redis, "b");
     until("3 each", || {
-        a.view().owned.len() == 3 && b.view().owned.len() == 3
+        a.status().owned.len() == 3 && b.status().owned.len() == 3
     })
     .await;
 
@@ -140,7 +140,7 @@ async fn callbacks_that_return_hand_over_at_once_and_the_deadline_is_not_waited_
     assert!(a.shutdown_within(Duration::from_secs(8)).await);
     let took = start.elapsed();
     assert!(took < Duration::from_secs(4), "{took:?}");
-    let moved = until("b owns all 6", || b.view().owned.len() == 6).await;
+    let moved = until("b owns all 6", || b.status().owned.len() == 6).await;
     assert!(moved < LEASE / 4, "{moved:?}");
     b.shutdown().await;
 }

@@ -57,7 +57,7 @@ async fn warm(store: RedisStore) -> RedisStore {
 }
 
 fn owned(fleet: &Fleet<RedisStore>, replica: &str) -> BTreeSet<String> {
-    fleet.replicas[replica].view().owned
+    fleet.replicas[replica].status().owned
 }
 
 /// Parks `replica` (a sticky shutdown), then starts it again on `store`; waits until
@@ -140,7 +140,7 @@ async fn a_resume_whose_reply_is_held_past_its_timeout_is_not_refused_for_the_gr
         || owned(&fleet, "b") == held,
     )
     .await;
-    let view = fleet.replicas["b"].view();
+    let view = fleet.replicas["b"].status();
     assert!(
         !matches!(view.error, Some(PartitionsError::DuplicateReplica(_))),
         "{view:?}"
@@ -236,7 +236,7 @@ async fn a_replica_drained_while_away_takes_nothing_back_when_it_resumes() {
         b_terms.is_empty(),
         "a drained replica started terms: {b_terms:?}"
     );
-    assert!(fleet.replicas["b"].view().drained);
+    assert!(fleet.replicas["b"].status().drained);
     admin.undrain("b").await.unwrap();
     fleet.converge(LIMIT).await;
     fleet.ledger.assert_no_double_ownership();

@@ -135,7 +135,7 @@ async fn settled(
         let views_agree = fleet
             .replicas
             .iter()
-            .all(|(r, h)| h.view().load == loads.get(r).copied().unwrap_or(0));
+            .all(|(r, h)| h.status().load == loads.get(r).copied().unwrap_or(0));
         let members_agree = status.members.len() == fleet.replicas.len()
             && status
                 .members
@@ -160,7 +160,7 @@ async fn settled(
             fleet
                 .replicas
                 .iter()
-                .map(|(r, h)| (r.clone(), h.view().load))
+                .map(|(r, h)| (r.clone(), h.status().load))
                 .collect::<Vec<_>>()
         );
         sleep(Duration::from_millis(20)).await;
@@ -176,7 +176,7 @@ async fn zipf_tenants_on_four_replicas_stay_within_share_plus_the_largest_weight
     let loads = settled(&admin, &fleet).await;
     let total: u64 = weights.iter().sum();
     assert_eq!(loads.values().sum::<u64>(), total);
-    assert!(fleet.replicas.values().all(|h| h.view().weighted));
+    assert!(fleet.replicas.values().all(|h| h.status().weighted));
     // Stable membership and weights: nothing moves.
     let terms = fleet.ledger.terms().len();
     sleep(LEASE * 3).await;
@@ -231,7 +231,7 @@ async fn capacities_one_one_two_two_take_shares_in_proportion() {
     assert!(status.weighted, "capacities differ: balanced by load");
     assert!(
         fleet.replicas["c"]
-            .view()
+            .status()
             .share
             .is_some_and(|s| (s - 20.0).abs() < 1e-9)
     );
@@ -341,7 +341,7 @@ async fn a_heavy_tenant_alone_on_one_replica_leaves_the_other_33_to_the_other_tw
     );
     let heavy = admin.owner("p00002").await.unwrap().owner.unwrap();
     for (r, h) in &fleet.replicas {
-        let share = h.view().share.unwrap();
+        let share = h.status().share.unwrap();
         if *r == heavy {
             assert!((share - 250.0).abs() < 1e-9, "{r}: share {share}");
         } else {
@@ -383,7 +383,7 @@ async fn weights_set_back_to_one_make_the_group_unweighted_again() {
         let views = fleet
             .replicas
             .values()
-            .map(|h| h.view())
+            .map(|h| h.status())
             .collect::<Vec<_>>();
         let unweighted = views
             .iter()
@@ -416,6 +416,6 @@ async fn weights_set_back_to_one_make_the_group_unweighted_again() {
     assert_eq!(status.total_weight, 13);
     let loads = settled(&admin, &fleet).await;
     assert_eq!(loads.values().sum::<u64>(), 13);
-    assert!(fleet.replicas.values().all(|h| h.view().weighted));
+    assert!(fleet.replicas.values().all(|h| h.status().weighted));
     fleet.ledger.assert_no_double_ownership();
 }

@@ -40,7 +40,7 @@ async fn hundred_replicas_ten_thousand_partitions_through_kills_and_joins() {
             0 => {
                 // A killed replica's partitions are owned again within one lease and
                 // one renew interval (the default, lease / 3).
-                let orphans = fleet.replicas[&victim].view().owned;
+                let orphans = fleet.replicas[&victim].status().owned;
                 fleet.replicas.remove(&victim).unwrap().abort();
                 let took = fleet.reowned(&orphans, Duration::from_secs(30)).await;
                 let bound = LEASE + LEASE / 3;

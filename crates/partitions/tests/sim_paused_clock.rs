@@ -41,7 +41,7 @@ fn assert_balanced_without_handoffs(fleet: &Fleet<MemoryGroupStore>) {
         "{:?}",
         fleet.counts()
     );
-    let handoffs: u64 = fleet.replicas.values().map(|h| h.view().handoffs).sum();
+    let handoffs: u64 = fleet.replicas.values().map(|h| h.status().handoffs).sum();
     assert_eq!(handoffs, 0);
     fleet.ledger.assert_no_double_ownership();
 }
@@ -85,7 +85,7 @@ async fn a_dead_replicas_partitions_move_within_a_lease_and_a_renew_interval() {
     let mut fleet = Fleet::new(MemoryGroupStore::new(), 30, LEASE);
     fleet.start_all(&["a", "b", "c"]);
     fleet.converge(Duration::from_secs(10)).await;
-    let orphans = fleet.replicas["c"].view().owned;
+    let orphans = fleet.replicas["c"].status().owned;
     let killed = tokio::time::Instant::now();
     fleet.replicas.remove("c").unwrap().abort();
     let took = fleet.reowned(&orphans, Duration::from_secs(10)).await;
@@ -119,7 +119,7 @@ async fn a_dead_replicas_partitions_move_within_a_lease_in_a_weighted_group_too(
     tokio::time::sleep(LEASE * 5).await;
     for victim in ["a", "b"] {
         fleet.settle(Duration::from_secs(20)).await;
-        let orphans = fleet.replicas[victim].view().owned;
+        let orphans = fleet.replicas[victim].status().owned;
         assert!(!orphans.is_empty(), "{victim} holds something");
         fleet.replicas.remove(victim).unwrap().abort();
         let took = fleet.reowned(&orphans, Duration::from_secs(10)).await;

@@ -51,7 +51,7 @@ fn spawn_group(
 }
 
 fn balanced(group: &BTreeMap<String, CoordinatorHandle<RedisStore>>, partitions: usize) -> bool {
-    let counts: Vec<usize> = group.values().map(|h| h.view().owned.len()).collect();
+    let counts: Vec<usize> = group.values().map(|h| h.status().owned.len()).collect();
     counts.iter().sum::<usize>() == partitions
         && counts.iter().max().unwrap_or(&0) - counts.iter().min().unwrap_or(&0) <= 1
 }
@@ -241,7 +241,7 @@ async fn a_slot_migration_shorter_than_a_lease_loses_no_session() {
         "(integer) 1"
     );
     // And the group works there: a crash's partitions move as usual.
-    let orphans = fleet.replicas["c"].view().owned;
+    let orphans = fleet.replicas["c"].status().owned;
     fleet.replicas.remove("c").unwrap().abort();
     fleet.reowned(&orphans, LIMIT).await;
     fleet.converge(LIMIT).await;

@@ -303,7 +303,7 @@ async fn watch<B: GroupStore>(
     // The group's set as last reported: (P, list differs); P 0 until the first tick.
     let mut set = (0, false);
     let (mut watching, mut waiting_ready) = (true, true);
-    let ready = handle.ready();
+    let ready = handle.wait_until_ready();
     tokio::pin!(ready);
     loop {
         {

@@ -132,7 +132,7 @@ pub async fn run(args: &ClientArgs) -> Result<(), BoxError> {
         arrivals.push(log);
     }
     for router in &routers {
-        router.ready().await;
+        router.wait_until_ready().await;
     }
     let ready_us = now_us();
     println!(r#"{{"ready":{}}}"#, routers.len());

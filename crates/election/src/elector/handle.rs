@@ -1,6 +1,7 @@
 //! The handle a caller keeps: status, waits, step-down and shutdown.
 
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -26,13 +27,26 @@ pub struct ElectorHandle {
 }
 
 /// Requests from the handle that end a term without a plain shutdown.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Control {
     /// Bumped by every `step_down()`; a term started before the bump ends.
     pub(super) step_downs: watch::Sender<u64>,
     /// The latest instant a duty being stopped may run to (set by `stop_by`): its
     /// grace ends then if it would end later.
     pub(super) stop_by: watch::Sender<Option<Instant>>,
+    /// The renew interval: a shutdown with a deadline keeps up to half of it for the
+    /// release.
+    pub(super) renew_interval: Duration,
+}
+
+impl Control {
+    pub(super) fn new(renew_interval: Duration) -> Self {
+        Self {
+            step_downs: watch::Sender::new(0),
+            stop_by: watch::Sender::new(None),
+            renew_interval,
+        }
+    }
 }
 
 /// How a spawned elector runs.
@@ -90,21 +104,15 @@ impl ElectorHandle {
 
     /// Asks the elector to stop gracefully as [`stop`](Self::stop) does, its duty
     /// aborted at `deadline` if the grace would let it run longer (then the lease is
-    /// released): for a shutdown that must end by a deadline, such as a pod's
-    /// `terminationGracePeriodSeconds`. A duty already stopping is hurried too; an
-    /// earlier deadline given before stands.
-    ///
-    /// ```no_run
-    /// # async fn f(handle: leasehold_election::ElectorHandle) {
-    /// use std::time::Duration;
-    /// use tokio::time::Instant;
-    ///
-    /// // SIGTERM: the duty gets its grace, but no more than 2 s.
-    /// handle.stop_by(Instant::now() + Duration::from_secs(2));
-    /// handle.shutdown().await;
-    /// # }
-    /// ```
+    /// released), without waiting. An earlier deadline given before stands.
+    /// Prefer [`shutdown_within`](Self::shutdown_within), which waits too.
     pub fn stop_by(&self, deadline: Instant) {
+        self.hurry(deadline);
+    }
+
+    /// Sets the latest instant a stopping duty may run to (an earlier one given before
+    /// stands) and stops.
+    fn hurry(&self, deadline: Instant) {
         self.control.stop_by.send_if_modified(|by| match by {
             Some(at) if *at <= deadline => false,
             _ => {
@@ -157,7 +165,7 @@ impl ElectorHandle {
     /// # Cancel safety
     /// Dropping the future does not stop the shutdown: the elector keeps stopping (and
     /// releasing) in the background; only the wait for it is cancelled.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(&self) {
         self.shutdown.cancel();
         let task = self
             .task
@@ -178,6 +186,43 @@ impl ElectorHandle {
                 let _ = rx.wait_for(|s| s.role == Role::Stopped).await;
             }
         }
+    }
+
+    /// Stops gracefully as [`shutdown`](Self::shutdown) does, but over by `within`: the
+    /// duty is cancelled at once with its grace, aborted if it still runs shortly before
+    /// the deadline (a fifth of `within`, at most half a renew interval, is kept for the
+    /// release), and the lease released. Returns `true` if the elector had stopped by the
+    /// deadline; `false` if not (Redis out of reach: it keeps stopping in the background,
+    /// and the lease expires on its own). The same shape as
+    /// `CoordinatorHandle::shutdown_within` in `leasehold-partitions`.
+    ///
+    /// Give it a little less than the orchestrator's grace period (Kubernetes'
+    /// `terminationGracePeriodSeconds`), so the process exits before it is killed:
+    ///
+    /// ```no_run
+    /// # async fn f(handle: leasehold_election::ElectorHandle) {
+    /// use std::time::Duration;
+    ///
+    /// // SIGTERM: the duty gets its grace, but the whole shutdown no more than 2 s.
+    /// if !handle.shutdown_within(Duration::from_secs(2)).await {
+    ///     eprintln!("stopped late: the lease expires on its own");
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    /// Never.
+    ///
+    /// # Cancel safety
+    /// Dropping the future does not stop the shutdown: the elector keeps stopping (by the
+    /// same deadline) in the background.
+    pub async fn shutdown_within(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        let reserve = (within / 5).min(self.control.renew_interval / 2);
+        self.hurry(deadline - reserve);
+        tokio::time::timeout_at(deadline, self.shutdown())
+            .await
+            .is_ok()
     }
 }
 

@@ -215,7 +215,7 @@ where
             .config
             .renew_grid
             .map(|epoch| RenewGrid::new(epoch, self.config.renew_interval));
-        let control = Arc::new(Control::default());
+        let control = Arc::new(Control::new(self.config.renew_interval));
         let runner = Runner {
             keys,
             grid,

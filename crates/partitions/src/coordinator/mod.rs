@@ -240,13 +240,16 @@ impl<B> Drop for HandleInner<B> {
 }
 
 impl<B: GroupStore> CoordinatorHandle<B> {
-    /// A receiver of view changes.
+    /// A receiver of changes of [`status`](Self::status).
     pub fn subscribe(&self) -> watch::Receiver<GroupView> {
         self.inner.view.clone()
     }
 
-    /// The view now.
-    pub fn view(&self) -> GroupView {
+    /// This replica's view of its group now: what it owns, its share, its readiness,
+    /// the last error. Local and cheap (no I/O). For the whole group as Redis holds it
+    /// (every replica's partitions and addresses), read
+    /// [`admin().status()`](crate::GroupAdmin::status).
+    pub fn status(&self) -> GroupView {
         self.inner.view.borrow().clone()
     }
 
@@ -351,7 +354,8 @@ impl<B: GroupStore> CoordinatorHandle<B> {
         self.inner.roster_bytes.load(Ordering::Relaxed)
     }
 
-    /// Waits until this replica has been admitted to its group.
+    /// Waits until this replica has been admitted to its group (for readiness in the
+    /// group's sense, holding its share, see [`readiness`](Self::readiness)).
     ///
     /// # Errors
     /// The conflict that keeps this replica out of the group (duplicate replica id,
@@ -360,7 +364,7 @@ impl<B: GroupStore> CoordinatorHandle<B> {
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub async fn ready(&self) -> Result<(), PartitionsError> {
+    pub async fn wait_until_ready(&self) -> Result<(), PartitionsError> {
         let mut rx = self.inner.view.clone();
         let v = rx
             .wait_for(|v| v.joined || v.error.as_ref().is_some_and(PartitionsError::keeps_out))
@@ -375,6 +379,13 @@ impl<B: GroupStore> CoordinatorHandle<B> {
     /// The token that stops this coordinator gracefully.
     pub fn shutdown_token(&self) -> CancellationToken {
         self.inner.shutdown.clone()
+    }
+
+    /// Asks the coordinator to leave gracefully, without waiting (the same as
+    /// cancelling [`shutdown_token`](Self::shutdown_token));
+    /// [`shutdown`](Self::shutdown) waits for it.
+    pub fn stop(&self) {
+        self.inner.shutdown.cancel();
     }
 
     /// Stops at once without releasing anything, as a crash would: the callbacks are

@@ -244,7 +244,7 @@ impl World {
             .filter(|(id, p)| {
                 self.replicas[id.as_str()].link.is_clean()
                     && current.is_some()
-                    && p.handle.view().set_copy == current
+                    && p.handle.status().set_copy == current
             })
             .map(|(id, _)| id.clone())
             .collect();
@@ -355,7 +355,7 @@ impl World {
         let older_copy = life.as_ref().is_some_and(|life| {
             self.procs
                 .values()
-                .any(|p| p.handle.view().set_copy.is_some_and(|(l, _)| l != *life))
+                .any(|p| p.handle.status().set_copy.is_some_and(|(l, _)| l != *life))
         });
         if older_copy {
             self.listing.unsure_all(at);

@@ -309,7 +309,7 @@ impl<B: GroupStore> Fleet<B> {
     pub fn counts(&self) -> BTreeMap<String, usize> {
         self.replicas
             .iter()
-            .map(|(r, h)| (r.clone(), h.view().owned.len()))
+            .map(|(r, h)| (r.clone(), h.status().owned.len()))
             .collect()
     }
 
@@ -317,7 +317,7 @@ impl<B: GroupStore> Fleet<B> {
     pub fn all_owned_once(&self) -> bool {
         let mut owners: HashMap<String, usize> = HashMap::new();
         for h in self.replicas.values() {
-            for p in h.view().owned {
+            for p in h.status().owned {
                 *owners.entry(p).or_default() += 1;
             }
         }
@@ -342,7 +342,7 @@ impl<B: GroupStore> Fleet<B> {
             running.insert(t.partition, t.replica);
         }
         self.replicas.iter().all(|(r, h)| {
-            h.view()
+            h.status()
                 .owned
                 .iter()
                 .all(|p| running.get(p).is_some_and(|owner| owner == r))
@@ -397,7 +397,7 @@ impl<B: GroupStore> Fleet<B> {
                 let owners: Vec<&String> = self
                     .replicas
                     .iter()
-                    .filter(|(_, h)| h.view().owned.contains(p))
+                    .filter(|(_, h)| h.status().owned.contains(p))
                     .map(|(r, _)| r)
                     .collect();
                 owners.len() == 1
