@@ -32,8 +32,7 @@ pub enum PartitionsError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A name or duration broke one of the rules (an empty name, a control character,
-    /// a hash-tag brace, a duplicate in one call...), or the configuration's public
-    /// fields were changed after it was built, to values the builder rejects.
+    /// a hash-tag brace, a duplicate in one call...).
     #[error("invalid group configuration: {0}")]
     Config(#[from] GroupConfigError),
     /// The same partition was named twice in one call.
