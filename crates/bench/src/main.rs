@@ -48,10 +48,6 @@
 //! leasehold-bench stall --lease-ms 1000 [--block-leases 2.5] [--topology T | --redis-url URL]
 //! leasehold-bench route --partitions 64 --replicas 4 --lease-ms 2000 --routers 100 --seconds 60 [--await-route-ms N]
 //! ```
-//!
-//! The spellings from before `rebalance-load`, `rebalance-lossy` and `failover-lossy`
-//! were scenarios of their own (`rebalance --load M`, `rebalance-lossy`,
-//! `failover-lossy`), which the committed reports quote, still run them.
 
 mod args;
 mod chaos;
@@ -86,7 +82,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse_from(scenarios::modern(std::env::args_os().collect()));
+    let cli = Cli::parse();
     // Every elector warns at start that the throwaway server has no persistence; that is
     // expected here, so the elector's own warnings are off unless RUST_LOG asks for them.
     // Partition replicas under faults warn about every failed tick: errors only.
