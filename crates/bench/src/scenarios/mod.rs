@@ -103,6 +103,18 @@ registry! {
     Route => route,
 }
 
+/// The group settings of the `rebalance` scenarios' shared options.
+pub fn group_settings(args: &crate::args::GroupArgs) -> crate::group::GroupSettings {
+    crate::group::GroupSettings {
+        partitions: args.partitions,
+        replicas: args.replicas,
+        lease_ms: args.lease.lease_ms,
+        settle_ms: args.settle_ms,
+        replica_nice: args.replica_nice,
+        target: args.target.clone(),
+    }
+}
+
 /// Runs `scenario` on a multi-threaded runtime of its own.
 ///
 /// # Errors
