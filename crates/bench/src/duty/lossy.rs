@@ -37,8 +37,7 @@ use crate::duty::harness::{CHILD_START, summary};
 use crate::duty::process::{ChildMode, LeaderProcess};
 use crate::overlap::{self, Term};
 use crate::stats::{Summary, round3};
-use crate::store::TargetArgs;
-use crate::store::{self, BoxError, Servers, Topology};
+use crate::store::{self, BoxError, Servers, TargetArgs, Topology};
 
 /// How much longer than a lease the servers must have been up before the cut: the
 /// acquire script counts a server's uptime in whole seconds and takes one off.

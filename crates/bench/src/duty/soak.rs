@@ -15,8 +15,7 @@ use crate::clock::now_us;
 use crate::duty::event::Event;
 use crate::duty::process::{ChildMode, LeaderProcess};
 use crate::stats::{Percentiles, round3};
-use crate::store::TargetArgs;
-use crate::store::{BoxError, Servers, Topology};
+use crate::store::{BoxError, Servers, TargetArgs, Topology};
 
 /// Longest a child may take to exit after SIGTERM.
 const EXIT: Duration = Duration::from_secs(10);

@@ -19,8 +19,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep, timeout};
 
 use crate::stats::round3;
-use crate::store::TargetArgs;
-use crate::store::{self, BoxError, Servers, Topology};
+use crate::store::{self, BoxError, Servers, TargetArgs, Topology};
 
 /// Worker threads of the application's runtime.
 const WORKERS: usize = 2;

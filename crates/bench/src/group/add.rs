@@ -26,8 +26,7 @@ use crate::group::ownership::Progress;
 use crate::group::rebalance::poll_interval;
 use crate::group::status::PREFIX;
 use crate::stats::Percentiles;
-use crate::store::TargetArgs;
-use crate::store::{self, BoxError, Topology};
+use crate::store::{self, BoxError, TargetArgs, Topology};
 
 /// The last line of `add`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

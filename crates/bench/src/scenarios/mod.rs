@@ -115,6 +115,16 @@ pub fn group_settings(args: &crate::args::GroupArgs) -> crate::group::GroupSetti
     }
 }
 
+/// The single-duty settings of `failover`'s and `handover`'s shared options.
+pub fn duty_settings(args: &crate::args::DutyArgs) -> crate::duty::harness::Settings {
+    crate::duty::harness::Settings {
+        lease_ms: args.lease.lease_ms,
+        dedicated: args.dedicated,
+        min_replicas_acked: args.min_replicas_acked,
+        target: args.target.clone(),
+    }
+}
+
 /// Runs `scenario` on a multi-threaded runtime of its own.
 ///
 /// # Errors

@@ -45,8 +45,7 @@ use crate::print_last;
 use crate::proc_stats::{self, ProcSample};
 use crate::redis_stats::{self, REQUESTS, SLOWLOG_MAX_LEN, ServerSample, Stat};
 use crate::stats::{Percentiles, max_of, round3};
-use crate::store::BoxError;
-use crate::store::TargetArgs;
+use crate::store::{BoxError, TargetArgs};
 
 pub use self::report::{LoadReport, LoadSetup, RunReport, SummaryReport, Ticks};
 

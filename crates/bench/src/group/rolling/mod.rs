@@ -43,8 +43,7 @@ use crate::group::ownership::{OwnerChanges, Progress};
 use crate::group::rebalance::poll_interval;
 use crate::group::status::{counts, describe};
 use crate::stats::round3;
-use crate::store::TargetArgs;
-use crate::store::{BoxError, Topology};
+use crate::store::{BoxError, TargetArgs, Topology};
 
 pub use self::books::{Refusal, Start, Unowned, refusals};
 
