@@ -41,7 +41,6 @@ use crate::group::event::PartitionEvent;
 use crate::group::harness::{Fleet, convergence_limit};
 use crate::group::ownership::Progress;
 use crate::group::status::{balanced, counts, describe};
-use crate::print_last;
 use crate::proc_stats::{self, ProcSample};
 use crate::redis_stats::{self, REQUESTS, SLOWLOG_MAX_LEN, ServerSample, Stat};
 use crate::stats::{Percentiles, max_of, round3};
@@ -103,7 +102,7 @@ pub async fn run(settings: &Settings) -> Result<(), BoxError> {
             let report = one_run(settings, case).await.map_err(|e| {
                 format!("{partitions} partitions on {replicas} replicas, run {run}: {e}")
             })?;
-            print_last(&report)?;
+            println!("{}", serde_json::to_string(&report)?);
             reports.push(report);
         }
         let mut summary = report::summarize(&reports)?;
@@ -111,7 +110,7 @@ pub async fn run(settings: &Settings) -> Result<(), BoxError> {
         if i + 1 == cases.len() && summaries.len() > 1 {
             summary.comparison = Some(report::compare(&summaries));
         }
-        print_last(&summary)?;
+        println!("{}", serde_json::to_string(&summary)?);
     }
     Ok(())
 }
