@@ -194,7 +194,7 @@ pub struct PartitionChildArgs {
     /// The replica's capacity (see `GroupConfigBuilder::capacity`).
     #[arg(long, default_value_t = 1)]
     pub capacity: u32,
-    /// The group's move budget (`GroupConfigBuilder::max_moves_per_interval`).
+    /// The group's move budget (`GroupConfigBuilder::move_budget(MoveBudget::Moves(K))`).
     #[arg(long)]
     pub move_budget: Option<u32>,
     /// Bytes of state every callback hands off when its term ends (0: none).

@@ -21,15 +21,18 @@
 //! one line per run and per partition and replica count before it, `rebalance` one
 //! line per run when it makes several, `rebalance-lossy` always).
 //!
-//! The code follows that split: `scenarios/` (one module per scenario, and the
-//! registry), `duty/` (the single-duty machinery and the child leader), `group/` (the
-//! partition machinery and the `partition-child` replica), `chaos/`, and what they
-//! share: `args.rs` (`--lease-ms` and the other shared arguments), `store.rs` (the
-//! Redis set-ups and the one place a store is built; `store/failover.rs`, the servers'
-//! own failovers), `overlap.rs` (two owners at once, by local deadlines), `clock.rs`
-//! (the wall clock every process of a run shares), `stats.rs`, `proc_stats.rs` and
-//! `redis_stats.rs` (measuring); `tables.rs` regenerates the docs' tables from the
-//! committed reports.
+//! The code follows that split, in three layers, each using only those below it:
+//! `scenarios/` (one module per scenario, and the registry; each turns its command
+//! line into the plain `Settings` of the machinery below) and `tables.rs` (the docs'
+//! tables, regenerated from the committed reports); the machinery, `duty/` (the
+//! single-duty runners and the child leader), `group/` (the partition runners and the
+//! `partition-child` replica), `chaos/` and `route/`, which never name the scenarios;
+//! and what they all share: `args.rs` (`--lease-ms`, the other shared arguments, the
+//! child modes' options), `store.rs` (the Redis set-ups and the one place a store is
+//! built; `store/failover.rs`, the servers' own failovers), `overlap.rs` (two owners
+//! at once, by local deadlines), `clock.rs` (the wall clock every process of a run
+//! shares), `stats.rs`, `proc_stats.rs` and `redis_stats.rs` (measuring). See
+//! `crates/bench/README.md`.
 //!
 //! ```text
 //! leasehold-bench failover --lease-ms 1000 --runs 10 [--dedicated] [--topology T | --redis-url URL]
@@ -48,10 +51,6 @@
 //! leasehold-bench stall --lease-ms 1000 [--block-leases 2.5] [--topology T | --redis-url URL]
 //! leasehold-bench route --partitions 64 --replicas 4 --lease-ms 2000 --routers 100 --seconds 60 [--await-route-ms N]
 //! ```
-//!
-//! The spellings from before `rebalance-load`, `rebalance-lossy` and `failover-lossy`
-//! were scenarios of their own (`rebalance --load M`, `rebalance-lossy`,
-//! `failover-lossy`), which the committed reports quote, still run them.
 
 mod args;
 mod chaos;
@@ -86,7 +85,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse_from(scenarios::modern(std::env::args_os().collect()));
+    let cli = Cli::parse();
     // Every elector warns at start that the throwaway server has no persistence; that is
     // expected here, so the elector's own warnings are off unless RUST_LOG asks for them.
     // Partition replicas under faults warn about every failed tick: errors only.

@@ -37,7 +37,6 @@ use crate::group::event::{PartitionEvent, ledger_key, partition_names};
 use crate::group::handoffs::{HandOffs, Staleness, Term, Terms, terms};
 use crate::group::process::{EventLog, ReplicaSpec};
 use crate::group::status::{GroupWatch, balanced, counts, describe, spread_of};
-use crate::scenarios::chaos::Args as ChaosArgs;
 use crate::stats::round3;
 use crate::store::{self, BoxError, StoreSpec};
 
@@ -194,28 +193,47 @@ struct Timeline {
     grew: Vec<Vec<u64>>,
 }
 
+/// What `chaos` runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Replica processes.
+    pub replicas: usize,
+    /// Partitions.
+    pub partitions: usize,
+    /// The lease of every partition, in milliseconds.
+    pub lease_ms: u64,
+    /// How long the faults go on, in seconds.
+    pub seconds: u64,
+    /// The seed of the fault schedule.
+    pub seed: u64,
+    /// How often a callback appends a ledger record, in milliseconds.
+    pub write_every_ms: u64,
+    /// Bytes of state every callback hands off (0: none).
+    pub hand_off_bytes: usize,
+}
+
 /// Runs the scenario.
 ///
 /// # Errors
 /// If a server or process cannot be started, or Redis cannot be read. Violations are
 /// reported, not errors.
-pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
-    let lease = Duration::from_millis(args.lease.lease_ms);
-    let log = EventLog::new(args.partitions);
-    let group = format!("chaos-{}", args.seed);
+pub async fn run(settings: &Settings) -> Result<ChaosReport, BoxError> {
+    let lease = Duration::from_millis(settings.lease_ms);
+    let log = EventLog::new(settings.partitions);
+    let group = format!("chaos-{}", settings.seed);
     let spec = ReplicaSpec {
         exe: std::env::current_exe()?,
         group: group.clone(),
-        partitions: args.partitions,
-        lease_ms: args.lease.lease_ms,
+        partitions: settings.partitions,
+        lease_ms: settings.lease_ms,
         settle_ms: None,
-        write_every_ms: args.write_every_ms,
+        write_every_ms: settings.write_every_ms,
         nice: 0,
         list_version: 0,
         rejoin_grace_ms: None,
         capacity: 1,
         move_budget: None,
-        hand_off_bytes: args.hand_off_bytes,
+        hand_off_bytes: settings.hand_off_bytes,
         leave_within_ms: None,
         prepare: None,
         load: None,
@@ -226,8 +244,8 @@ pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
         &group,
         Duration::from_millis(20),
     );
-    let plan = schedule(args.seed, args.seconds, args.replicas, lease);
-    eprintln!("seed {}: {} faults", args.seed, plan.len());
+    let plan = schedule(settings.seed, settings.seconds, settings.replicas, lease);
+    eprintln!("seed {}: {} faults", settings.seed, plan.len());
     for f in &plan {
         eprintln!(
             "  at {:>7.2} s: {:<13} replica index {} for {:.2} s{}",
@@ -243,7 +261,7 @@ pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
         );
     }
 
-    let driven = drive(&mut cluster, &watch, &log, &plan, args).await;
+    let driven = drive(&mut cluster, &watch, &log, &plan, settings).await;
     let stopped = cluster.stop_all().await;
     let mut timeline = driven?;
     if let Err(e) = stopped {
@@ -251,8 +269,8 @@ pub async fn run(args: &ChaosArgs) -> Result<ChaosReport, BoxError> {
             .liveness
             .push(format!("liveness: stopping the replicas at the end: {e}"));
     }
-    let ledgers = read_ledgers(&cluster.resource_url(), args.partitions).await?;
-    Ok(report(args, &timeline, &ledgers, &log))
+    let ledgers = read_ledgers(&cluster.resource_url(), settings.partitions).await?;
+    Ok(report(settings, &timeline, &ledgers, &log))
 }
 
 /// Starts the replicas, runs the schedule, heals, and waits for the group to balance.
@@ -261,11 +279,11 @@ async fn drive(
     watch: &GroupWatch,
     log: &EventLog,
     plan: &[Fault],
-    args: &ChaosArgs,
+    settings: &Settings,
 ) -> Result<Timeline, BoxError> {
-    let lease = Duration::from_millis(args.lease.lease_ms);
+    let lease = Duration::from_millis(settings.lease_ms);
     let limit = Duration::from_secs(10) + lease * 30;
-    for i in 1..=args.replicas {
+    for i in 1..=settings.replicas {
         cluster.add(&format!("replica-{i}")).await?;
     }
     let live = cluster.replicas();
@@ -274,7 +292,7 @@ async fn drive(
         .await?;
     eprintln!("warm-up: balanced ({})", describe(&status));
 
-    let sampler = Sampler::start(&cluster.resource_url(), args.partitions, SAMPLE)?;
+    let sampler = Sampler::start(&cluster.resource_url(), settings.partitions, SAMPLE)?;
     let start = Instant::now();
     let mut t = Timeline {
         start_us: now_us(),
@@ -314,7 +332,7 @@ async fn drive(
             end_us: now_us(),
         });
     }
-    sleep_until(start + Duration::from_secs(args.seconds)).await;
+    sleep_until(start + Duration::from_secs(settings.seconds)).await;
     cluster.heal().await?;
     let live = cluster.replicas();
     match watch
@@ -389,9 +407,14 @@ async fn read_ledgers(url: &str, partitions: usize) -> Result<Vec<Vec<String>>, 
 }
 
 /// Checks the ledgers and the event log against the timeline.
-fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLog) -> ChaosReport {
-    let threshold_us = (args.write_every_ms * 10_000).max(100_000);
-    let names = partition_names(args.partitions);
+fn report(
+    settings: &Settings,
+    t: &Timeline,
+    ledgers: &[Vec<String>],
+    log: &EventLog,
+) -> ChaosReport {
+    let threshold_us = (settings.write_every_ms * 10_000).max(100_000);
+    let names = partition_names(settings.partitions);
     let checks: Vec<LedgerCheck> = names
         .iter()
         .zip(ledgers)
@@ -409,7 +432,7 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
     let hand_offs = HandOffs::of_terms(&log, &terms);
     eprintln!(
         "hand-offs of {} bytes: {} terms offered state; {}",
-        args.hand_off_bytes,
+        settings.hand_off_bytes,
         hand_offs.offered,
         hand_offs.describe()
     );
@@ -419,7 +442,7 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
 
     let mut details: Vec<String> = t.liveness.clone();
     details.extend(checks.iter().flat_map(|c| c.violations.iter().cloned()));
-    let lease_us = args.lease.lease_ms * 1000;
+    let lease_us = settings.lease_ms * 1000;
     details.extend(stale.iter().map(|d| stale_sentence(d, &terms, t, lease_us)));
     for d in &details {
         eprintln!("VIOLATION {d}");
@@ -478,11 +501,11 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
         .unwrap_or(0.0);
     ChaosReport {
         scenario: "chaos".to_owned(),
-        seed: args.seed,
-        seconds: args.seconds,
-        replicas: args.replicas,
-        partitions: args.partitions,
-        lease_ms: args.lease.lease_ms,
+        seed: settings.seed,
+        seconds: settings.seconds,
+        replicas: settings.replicas,
+        partitions: settings.partitions,
+        lease_ms: settings.lease_ms,
         faults,
         writes_accepted: checks.iter().map(|c| c.writes).sum(),
         stale_rejected,
@@ -500,7 +523,7 @@ fn report(args: &ChaosArgs, t: &Timeline, ledgers: &[Vec<String>], log: &EventLo
         spread: spread_of(&t.final_counts),
         final_counts: t.final_counts.clone(),
         state: ChaosState {
-            hand_off_bytes: args.hand_off_bytes,
+            hand_off_bytes: settings.hand_off_bytes,
             hand_offs: ChaosHandOffs::new(&hand_offs, stale.len()),
         },
     }

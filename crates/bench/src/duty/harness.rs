@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use leasehold_election::RedisStore;
 
-use crate::args::DutyArgs as ScenarioArgs;
 use crate::clock::{micros, now_us};
 use crate::duty::follower::Follower;
 use crate::duty::process::{ChildMode, LeaderProcess, Leading};
@@ -50,15 +49,28 @@ pub struct Pair {
     pub follower: Follower,
 }
 
+/// What the single-duty runs share: the lease, how each elector runs, the servers.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The lease, in milliseconds.
+    pub lease_ms: u64,
+    /// Every elector on a thread and runtime of its own.
+    pub dedicated: bool,
+    /// Every elector's `min_replicas_acked` (0: off).
+    pub min_replicas_acked: usize,
+    /// The Redis set-up.
+    pub target: crate::store::TargetArgs,
+}
+
 impl Harness {
-    /// Starts the servers of `args`' topology unless `args` names a server, and the
+    /// Starts the servers of `settings`' topology unless it names a server, and the
     /// follower's store.
     ///
     /// # Errors
     /// If the servers cannot start, or the URL or lease is invalid.
-    pub fn start(args: &ScenarioArgs) -> Result<Self, BoxError> {
-        let lease = Duration::from_millis(args.lease.lease_ms);
-        let servers = Servers::start(&args.target)?;
+    pub fn start(settings: &Settings) -> Result<Self, BoxError> {
+        let lease = Duration::from_millis(settings.lease_ms);
+        let servers = Servers::start(&settings.target)?;
         let renew_interval = store::config("probe", "probe", lease)?.renew_interval();
         Ok(Self {
             exe: std::env::current_exe()?,
@@ -66,8 +78,8 @@ impl Harness {
             spec_arg: servers.spec.to_arg()?,
             lease,
             renew_interval,
-            dedicated: args.dedicated,
-            acked: args.min_replicas_acked,
+            dedicated: settings.dedicated,
+            acked: settings.min_replicas_acked,
             tag: format!("{}-{}", std::process::id(), now_us() / 1000),
             servers,
         })

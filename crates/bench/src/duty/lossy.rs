@@ -36,9 +36,8 @@ use crate::duty::follower::Follower;
 use crate::duty::harness::{CHILD_START, summary};
 use crate::duty::process::{ChildMode, LeaderProcess};
 use crate::overlap::{self, Term};
-use crate::scenarios::failover_lossy::Args as ScenarioArgs;
 use crate::stats::{Summary, round3};
-use crate::store::{self, BoxError, Servers, Topology};
+use crate::store::{self, BoxError, Servers, TargetArgs, Topology};
 
 /// How much longer than a lease the servers must have been up before the cut: the
 /// acquire script counts a server's uptime in whole seconds and takes one off.
@@ -124,17 +123,30 @@ pub struct LossyReport {
     pub runs: Vec<LossyRun>,
 }
 
-/// Runs `args.runs` lossy failovers, each on a fresh topology.
+/// What `failover-lossy` runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The lease, in milliseconds.
+    pub lease_ms: u64,
+    /// Runs, each on a fresh topology.
+    pub runs: u64,
+    /// Electors on a thread and runtime of their own.
+    pub dedicated: bool,
+    /// The Redis set-up (with replicas: sentinel or cluster).
+    pub target: TargetArgs,
+}
+
+/// Runs `settings.runs` lossy failovers, each on a fresh topology.
 ///
 /// # Errors
 /// On a topology without replicas, or the first run that fails.
-pub async fn run(args: &ScenarioArgs) -> Result<LossyReport, BoxError> {
-    store::check_lossy_target(&args.target)?;
-    let runs = usize::try_from(args.runs)?;
+pub async fn run(settings: &Settings) -> Result<LossyReport, BoxError> {
+    store::check_lossy_target(&settings.target)?;
+    let runs = usize::try_from(settings.runs)?;
     let tag = format!("{}-{}", std::process::id(), now_us() / 1000);
     let mut all = Vec::with_capacity(runs);
     for i in 1..=runs {
-        let r = one(args, &tag, i)
+        let r = one(settings, &tag, i)
             .await
             .map_err(|e| format!("run {i}: {e}"))?;
         eprintln!(
@@ -154,9 +166,9 @@ pub async fn run(args: &ScenarioArgs) -> Result<LossyReport, BoxError> {
     Ok(LossyReport {
         scenario: "failover",
         lose_writes: true,
-        topology: args.target.topology,
-        lease_ms: args.lease.lease_ms,
-        dedicated: args.dedicated,
+        topology: settings.target.topology,
+        lease_ms: settings.lease_ms,
+        dedicated: settings.dedicated,
         overlaps: all.iter().filter(|r| r.overlap).count(),
         fence_repeats: all.iter().filter(|r| r.fence_repeat).count(),
         grants_replicated: all.iter().filter(|r| r.grant_on_replica).count(),
@@ -168,14 +180,14 @@ pub async fn run(args: &ScenarioArgs) -> Result<LossyReport, BoxError> {
     })
 }
 
-async fn one(args: &ScenarioArgs, tag: &str, run: usize) -> Result<LossyRun, BoxError> {
-    let lease = Duration::from_millis(args.lease.lease_ms);
+async fn one(settings: &Settings, tag: &str, run: usize) -> Result<LossyRun, BoxError> {
+    let lease = Duration::from_millis(settings.lease_ms);
     let renew_interval = store::config("probe", "probe", lease)?.renew_interval();
-    let mut servers = block_in_place(|| Servers::start_with(&args.target, true))?;
+    let mut servers = block_in_place(|| Servers::start_with(&settings.target, true))?;
     // Every node had started by now: their uptime is at least the time since.
     let up_since = Instant::now();
     let result = lossy_failover(
-        args,
+        settings,
         &mut servers,
         up_since,
         tag,
@@ -189,7 +201,7 @@ async fn one(args: &ScenarioArgs, tag: &str, run: usize) -> Result<LossyRun, Box
 }
 
 async fn lossy_failover(
-    args: &ScenarioArgs,
+    settings: &Settings,
     servers: &mut Servers,
     up_since: Instant,
     tag: &str,
@@ -204,7 +216,7 @@ async fn lossy_failover(
 
     let primary = block_in_place(|| servers.cut_replication(&key))?;
     let mode = ChildMode {
-        dedicated: args.dedicated,
+        dedicated: settings.dedicated,
         one_term: true,
         ..ChildMode::default()
     };
@@ -222,7 +234,7 @@ async fn lossy_failover(
         tracing::warn!(?copies, "the grant reached a replica after the cut");
     }
     let config = store::config(&duty, "follower", lease)?;
-    let follower = Follower::spawn(store, config, args.dedicated)?;
+    let follower = Follower::spawn(store, config, settings.dedicated)?;
     follower.wait_following(lease * 3).await?;
 
     // A random point of the renew cycle, so the old leader's deadline varies.

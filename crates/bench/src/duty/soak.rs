@@ -14,9 +14,8 @@ use tokio::time::{Instant, sleep};
 use crate::clock::now_us;
 use crate::duty::event::Event;
 use crate::duty::process::{ChildMode, LeaderProcess};
-use crate::scenarios::soak::Args as SoakArgs;
 use crate::stats::{Percentiles, round3};
-use crate::store::{BoxError, Servers, Topology};
+use crate::store::{BoxError, Servers, TargetArgs, Topology};
 
 /// Longest a child may take to exit after SIGTERM.
 const EXIT: Duration = Duration::from_secs(10);
@@ -59,35 +58,52 @@ pub struct SoakReport {
     pub leaderless_ms_max: f64,
 }
 
+/// What `soak` runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The lease, in milliseconds.
+    pub lease_ms: u64,
+    /// How long the replicas run, in seconds.
+    pub seconds: u64,
+    /// Replica processes campaigning for the one duty.
+    pub replicas: usize,
+    /// Electors on a thread and runtime of their own.
+    pub dedicated: bool,
+    /// Keep every application runtime busy.
+    pub saturate: bool,
+    /// The Redis set-up.
+    pub target: TargetArgs,
+}
+
 /// Runs the soak and reports.
 ///
 /// # Errors
 /// If the servers or a child cannot start, nobody leads within a few leases, or a
 /// child does not exit cleanly.
-pub async fn run(args: &SoakArgs) -> Result<SoakReport, BoxError> {
-    let lease = Duration::from_millis(args.lease.lease_ms);
-    let servers = Servers::start(&args.target)?;
+pub async fn run(settings: &Settings) -> Result<SoakReport, BoxError> {
+    let lease = Duration::from_millis(settings.lease_ms);
+    let servers = Servers::start(&settings.target)?;
     let spec = servers.spec.to_arg()?;
     let exe = std::env::current_exe()?;
     let duty = format!("bench-soak-{}-{}", std::process::id(), now_us() / 1000);
     let mode = ChildMode {
-        dedicated: args.dedicated,
-        saturate: args.saturate,
+        dedicated: settings.dedicated,
+        saturate: settings.saturate,
         soak: true,
         ..ChildMode::default()
     };
-    let mut children = (0..args.replicas)
+    let mut children = (0..settings.replicas)
         .map(|i| LeaderProcess::spawn(&exe, &spec, &duty, &format!("replica-{i}"), lease, mode))
         .collect::<Result<Vec<_>, _>>()?;
     let start = Instant::now();
-    let end = start + Duration::from_secs(args.seconds);
+    let end = start + Duration::from_secs(settings.seconds);
     while Instant::now() < end {
         sleep(PROGRESS.min(end - Instant::now())).await;
         let events: Vec<Event> = children.iter().flat_map(LeaderProcess::events).collect();
         eprintln!(
             "soak {:.0}/{} s: {} terms, {} spurious",
             start.elapsed().as_secs_f64(),
-            args.seconds,
+            settings.seconds,
             count(&events, |e| matches!(e, Event::Leading { .. })),
             count(&events, |e| matches!(
                 e,
@@ -107,7 +123,7 @@ pub async fn run(args: &SoakArgs) -> Result<SoakReport, BoxError> {
         }
         all.push(c.events());
     }
-    let report = summarise(args, servers.topology, &all, stop_us)?;
+    let report = summarise(settings, servers.topology, &all, stop_us)?;
     Ok(report)
 }
 
@@ -117,7 +133,7 @@ fn count(events: &[Event], f: impl Fn(&Event) -> bool) -> usize {
 
 /// The report from every child's events, in order per child.
 fn summarise(
-    args: &SoakArgs,
+    settings: &Settings,
     topology: Topology,
     children: &[Vec<Event>],
     stop_us: u64,
@@ -165,11 +181,11 @@ fn summarise(
     Ok(SoakReport {
         scenario: "soak".to_owned(),
         topology,
-        lease_ms: args.lease.lease_ms,
-        seconds: args.seconds,
-        replicas: args.replicas,
-        dedicated: args.dedicated,
-        saturate: args.saturate,
+        lease_ms: settings.lease_ms,
+        seconds: settings.seconds,
+        replicas: settings.replicas,
+        dedicated: settings.dedicated,
+        saturate: settings.saturate,
         terms: terms.len(),
         spurious_failovers: spurious_reasons.values().sum(),
         spurious_reasons,
@@ -207,14 +223,18 @@ fn leaderless(terms: &[(u64, u64)], stop_us: u64) -> (u64, u64) {
 mod tests {
     use super::*;
 
-    fn args() -> SoakArgs {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            soak: SoakArgs,
+    fn settings() -> Settings {
+        Settings {
+            lease_ms: 250,
+            seconds: 10,
+            replicas: 3,
+            dedicated: false,
+            saturate: false,
+            target: TargetArgs {
+                topology: Topology::Single,
+                redis_url: None,
+            },
         }
-        Cli::parse_from(["soak", "--seconds", "10"]).soak
     }
 
     fn leading(at_us: u64) -> Event {
@@ -246,7 +266,7 @@ mod tests {
             Event::RenewRtt { us: 500 },
         ];
         let b = vec![leading(150), ended(1_100, true, "shutdown")];
-        let r = summarise(&args(), Topology::Single, &[a, b], 1_000).unwrap();
+        let r = summarise(&settings(), Topology::Single, &[a, b], 1_000).unwrap();
         assert_eq!(r.terms, 2);
         assert_eq!(r.spurious_failovers, 1);
         assert_eq!(r.spurious_reasons.get("deadline passed"), Some(&1));

@@ -18,9 +18,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, sleep, timeout};
 
-use crate::scenarios::stall::Args as StallArgs;
 use crate::stats::round3;
-use crate::store::{self, BoxError, Servers, Topology};
+use crate::store::{self, BoxError, Servers, TargetArgs, Topology};
 
 /// Worker threads of the application's runtime.
 const WORKERS: usize = 2;
@@ -72,14 +71,25 @@ pub struct StallReport {
     pub cases: Vec<StallCase>,
 }
 
+/// What `stall` runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The lease, in milliseconds.
+    pub lease_ms: u64,
+    /// How long the duty blocks, in leases.
+    pub block_leases: f64,
+    /// The Redis set-up.
+    pub target: TargetArgs,
+}
+
 /// Runs the four cases one after another, each on a fresh duty.
 ///
 /// # Errors
 /// If the servers cannot start or a case does not get going in time.
-pub async fn run(args: &StallArgs) -> Result<StallReport, BoxError> {
-    let lease = Duration::from_millis(args.lease.lease_ms);
-    let block = lease.mul_f64(args.block_leases.max(0.0));
-    let servers = Arc::new(Servers::start(&args.target)?);
+pub async fn run(settings: &Settings) -> Result<StallReport, BoxError> {
+    let lease = Duration::from_millis(settings.lease_ms);
+    let block = lease.mul_f64(settings.block_leases.max(0.0));
+    let servers = Arc::new(Servers::start(&settings.target)?);
     let tag = format!("{}", std::process::id());
     let mut cases = Vec::new();
     for (dedicated, every_worker) in [(false, false), (false, true), (true, false), (true, true)] {
@@ -117,7 +127,7 @@ pub async fn run(args: &StallArgs) -> Result<StallReport, BoxError> {
     Ok(StallReport {
         scenario: "stall".to_owned(),
         topology: servers.topology,
-        lease_ms: args.lease.lease_ms,
+        lease_ms: settings.lease_ms,
         block_ms: u64::try_from(block.as_millis()).unwrap_or(u64::MAX),
         workers: WORKERS,
         cases,

@@ -25,9 +25,8 @@ use crate::group::harness::{Fleet, convergence_limit};
 use crate::group::ownership::Progress;
 use crate::group::rebalance::poll_interval;
 use crate::group::status::PREFIX;
-use crate::scenarios::add::Args as AddArgs;
 use crate::stats::Percentiles;
-use crate::store::{self, BoxError, Topology};
+use crate::store::{self, BoxError, TargetArgs, Topology};
 
 /// The last line of `add`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -58,33 +57,52 @@ pub struct AddReport {
     pub final_counts: std::collections::BTreeMap<String, usize>,
 }
 
+/// What `add` runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Partitions before the additions.
+    pub partitions: usize,
+    /// Replicas.
+    pub replicas: usize,
+    /// The lease of every partition, in milliseconds.
+    pub lease_ms: u64,
+    /// Partitions to add, one at a time.
+    pub adds: usize,
+    /// Pause after each addition is owned, in milliseconds.
+    pub gap_ms: u64,
+    /// Every replica's niceness.
+    pub replica_nice: u8,
+    /// The Redis set-up.
+    pub target: TargetArgs,
+}
+
 /// Runs the scenario.
 ///
 /// # Errors
 /// If the servers or replicas cannot start, or an addition is not owned within a
 /// lease.
-pub async fn run(args: &AddArgs) -> Result<AddReport, BoxError> {
+pub async fn run(settings: &Settings) -> Result<AddReport, BoxError> {
     let mut fleet = Fleet::start(
-        &args.target,
+        &settings.target,
         "add",
-        args.partitions,
-        args.lease.lease_ms,
+        settings.partitions,
+        settings.lease_ms,
         None,
-        poll_interval(args.partitions + args.adds),
-        args.replica_nice,
+        poll_interval(settings.partitions + settings.adds),
+        settings.replica_nice,
     )?;
-    let result = phases(&mut fleet, args).await;
+    let result = phases(&mut fleet, settings).await;
     let stopped = fleet.shutdown().await;
     let report = result?;
     stopped?;
     Ok(report)
 }
 
-async fn phases(fleet: &mut Fleet, args: &AddArgs) -> Result<AddReport, BoxError> {
+async fn phases(fleet: &mut Fleet, settings: &Settings) -> Result<AddReport, BoxError> {
     let lease = fleet.lease();
     let since = Instant::now();
-    let limit = convergence_limit(args.partitions, lease);
-    for i in 1..=args.replicas {
+    let limit = convergence_limit(settings.partitions, lease);
+    for i in 1..=settings.replicas {
         fleet.spawn(&format!("replica-{i}"))?;
     }
     let p = fleet
@@ -96,11 +114,11 @@ async fn phases(fleet: &mut Fleet, args: &AddArgs) -> Result<AddReport, BoxError
 
     let store = store::build_store(&fleet.servers.spec, lease)?;
     let admin = GroupAdmin::new(store, &fleet.spec.group)?.with_key_prefix(PREFIX)?;
-    let names = partition_names(args.partitions + args.adds);
+    let names = partition_names(settings.partitions + settings.adds);
     let renew = lease / 3;
     let (mut owned_ms, mut call_ms, mut within) = (Vec::new(), Vec::new(), 0);
-    for (k, name) in names[args.partitions..].iter().enumerate() {
-        fleet.log.expect_partitions(args.partitions + k + 1);
+    for (k, name) in names[settings.partitions..].iter().enumerate() {
+        fleet.log.expect_partitions(settings.partitions + k + 1);
         let from = fleet.log.len();
         let sent = now_us();
         admin.add([name.as_str()]).await?;
@@ -113,7 +131,7 @@ async fn phases(fleet: &mut Fleet, args: &AddArgs) -> Result<AddReport, BoxError
         }
         owned_ms.push(owned);
         call_ms.push(call);
-        sleep(Duration::from_millis(args.gap_ms)).await;
+        sleep(Duration::from_millis(settings.gap_ms)).await;
     }
     let end = fleet
         .wait_events(
@@ -126,12 +144,12 @@ async fn phases(fleet: &mut Fleet, args: &AddArgs) -> Result<AddReport, BoxError
     let progress = fleet.log.progress();
     Ok(AddReport {
         scenario: "add".to_owned(),
-        topology: args.target.topology,
-        partitions: args.partitions,
-        replicas: args.replicas,
-        lease_ms: args.lease.lease_ms,
+        topology: settings.target.topology,
+        partitions: settings.partitions,
+        replicas: settings.replicas,
+        lease_ms: settings.lease_ms,
         renew_interval_ms: renew.as_secs_f64() * 1e3,
-        adds: args.adds,
+        adds: settings.adds,
         owned_ms: Percentiles::of(&owned_ms),
         add_call_ms: Percentiles::of(&call_ms),
         within_target: within,

@@ -1,5 +1,5 @@
 //! A group of `partition-child` processes on one Redis set-up, watched from the bench
-//! through the children's own event lines and (when asked) `group_status` reads: what
+//! through the children's own event lines and (when asked) `GroupAdmin::status` reads: what
 //! the `rebalance` and `load` scenarios share.
 
 use std::collections::HashSet;
@@ -39,7 +39,7 @@ pub struct Fleet {
     pub spec: ReplicaSpec,
     /// The coordination servers (ours unless a URL was given; killed on drop).
     pub servers: Servers,
-    /// `group_status` polls.
+    /// `GroupAdmin::status` polls.
     pub watch: GroupWatch,
     /// Every event of every replica.
     pub log: EventLog,

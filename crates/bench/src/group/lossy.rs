@@ -34,6 +34,7 @@ use tokio::task::block_in_place;
 use tokio::time::{Instant, sleep};
 
 use crate::clock::{micros, now_us, span_ms};
+use crate::group::GroupSettings;
 use crate::group::event::{PartitionEvent, planned_end};
 use crate::group::harness::{Fleet, convergence_limit};
 use crate::group::ownership::{Balance, OwnerChanges};
@@ -41,7 +42,6 @@ use crate::group::process::Logged;
 use crate::group::rebalance::{confirm, converge, poll_interval};
 use crate::group::status::PREFIX;
 use crate::overlap::{self, FenceRepeat, Overlap, Term};
-use crate::scenarios::rebalance_lossy::Args as RebalanceArgs;
 use crate::stats::{Summary, round3};
 use crate::store::{self, BoxError, Servers, Topology};
 
@@ -171,19 +171,28 @@ pub struct LossyRebalanceReport {
     pub runs: Vec<LossyRebalanceRun>,
 }
 
-/// Runs `args.runs` lossy failovers of a group, each on a fresh topology.
+/// What `rebalance-lossy` runs: the group, and how many runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The group (its `target` must have replicas: sentinel or cluster).
+    pub group: GroupSettings,
+    /// Runs, each on a fresh topology.
+    pub runs: u64,
+}
+
+/// Runs `settings.runs` lossy failovers of a group, each on a fresh topology.
 ///
 /// # Errors
 /// On a topology without replicas, or the first run that fails.
-pub async fn run(args: &RebalanceArgs) -> Result<LossyRebalanceReport, BoxError> {
-    store::check_lossy_target(&args.group.target)?;
+pub async fn run(settings: &Settings) -> Result<LossyRebalanceReport, BoxError> {
+    store::check_lossy_target(&settings.group.target)?;
     let mut all = Vec::new();
-    for i in 1..=args.runs {
-        let r = one(args).await.map_err(|e| format!("run {i}: {e}"))?;
+    for i in 1..=settings.runs {
+        let r = one(settings).await.map_err(|e| format!("run {i}: {e}"))?;
         eprintln!(
             "run {i}/{}: {} grants lost; detection {:.1} ms, all owned again {:.1} ms after \
              the kill; {} overlaps on {} partitions, {} fence repeats",
-            args.runs,
+            settings.runs,
             r.grants_lost,
             r.kill.detection_ms,
             r.kill.all_owned_ms,
@@ -201,10 +210,10 @@ pub async fn run(args: &RebalanceArgs) -> Result<LossyRebalanceReport, BoxError>
     Ok(LossyRebalanceReport {
         scenario: "rebalance",
         lose_writes: true,
-        topology: args.group.target.topology,
-        partitions: args.group.partitions,
-        replicas: args.group.replicas,
-        lease_ms: args.group.lease.lease_ms,
+        topology: settings.group.target.topology,
+        partitions: settings.group.partitions,
+        replicas: settings.group.replicas,
+        lease_ms: settings.group.lease_ms,
         overlaps: all.iter().map(|r| r.overlaps).sum(),
         fence_repeats: all.iter().map(|r| r.fence_repeats).sum(),
         grants_lost: over(|r| r.grants_lost as f64)?,
@@ -218,18 +227,18 @@ pub async fn run(args: &RebalanceArgs) -> Result<LossyRebalanceReport, BoxError>
 }
 
 /// One run on a fresh topology.
-async fn one(args: &RebalanceArgs) -> Result<LossyRebalanceRun, BoxError> {
-    let servers = block_in_place(|| Servers::start_with(&args.group.target, true))?;
+async fn one(settings: &Settings) -> Result<LossyRebalanceRun, BoxError> {
+    let servers = block_in_place(|| Servers::start_with(&settings.group.target, true))?;
     let mut fleet = Fleet::on(
         servers,
         "rebalance-lossy",
-        args.group.partitions,
-        args.group.lease.lease_ms,
-        args.group.settle_ms,
-        poll_interval(args.group.partitions),
-        args.group.replica_nice,
+        settings.group.partitions,
+        settings.group.lease_ms,
+        settings.group.settle_ms,
+        poll_interval(settings.group.partitions),
+        settings.group.replica_nice,
     )?;
-    let result = phases(&mut fleet, args).await;
+    let result = phases(&mut fleet, settings).await;
     if let Err(e) = fleet.shutdown().await {
         tracing::warn!(error = %e, "a replica did not stop cleanly after the failover");
     }
@@ -237,11 +246,11 @@ async fn one(args: &RebalanceArgs) -> Result<LossyRebalanceRun, BoxError> {
     result
 }
 
-async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<LossyRebalanceRun, BoxError> {
+async fn phases(fleet: &mut Fleet, settings: &Settings) -> Result<LossyRebalanceRun, BoxError> {
     let lease = fleet.lease();
     let renew_interval = store::config("probe", "probe", lease)?.renew_interval();
-    let limit = convergence_limit(args.group.partitions, lease);
-    let n = args.group.replicas;
+    let limit = convergence_limit(settings.group.partitions, lease);
+    let n = settings.group.replicas;
 
     // Cold start.
     let start_us = now_us();
@@ -297,7 +306,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<LossyRebalanc
     let end_us = fleet.log.progress().clock_us.max(now_us());
     let lease_us = micros(lease);
     let terms = terms(&log, lease_us);
-    let all_owned_us = owned_again(&terms, args.group.partitions, kill_us, end_us)?;
+    let all_owned_us = owned_again(&terms, settings.group.partitions, kill_us, end_us)?;
     let mut overlaps = Vec::new();
     let mut repeats = Vec::new();
     for (partition, ts) in &terms {

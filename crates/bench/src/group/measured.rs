@@ -41,6 +41,7 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::clock::{now_us, span_ms};
+use crate::group::GroupSettings;
 use crate::group::event::{PartitionEvent, partition_names};
 use crate::group::feedback::{Feedback, Report};
 use crate::group::harness::{Fleet, convergence_limit};
@@ -50,7 +51,6 @@ use crate::group::process::{LoadReports, Logged};
 use crate::group::rebalance::poll_interval;
 use crate::group::status::PREFIX;
 use crate::group::tenants::{LoadMode, Schedule, max_over_share, partition_index};
-use crate::scenarios::rebalance_load::Args as RebalanceArgs;
 use crate::stats::{percentile, round3};
 use crate::store::{BoxError, Topology};
 
@@ -315,7 +315,7 @@ pub struct LoadBalanceReport {
     /// The tenants, the damping and the sampling (their fields are the report's own
     /// in the JSON).
     #[serde(flatten)]
-    pub settings: Settings,
+    pub settings: Asked,
     /// Shifts inside the window.
     pub shifts: u64,
     /// Hot ranks that changed partition at those shifts.
@@ -334,7 +334,7 @@ pub struct LoadBalanceReport {
 
 /// What a `rebalance-load` run was asked for, in [`LoadBalanceReport`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Settings {
+pub struct Asked {
     /// Length of each mode's measured window.
     pub seconds: u64,
     /// Spawn → the window, in seconds.
@@ -370,41 +370,80 @@ pub struct Settings {
     pub sample_ms: u64,
 }
 
+/// What `rebalance-load` runs (see its options for each field's meaning).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The group.
+    pub group: GroupSettings,
+    /// Length of each mode's measured window, in seconds.
+    pub seconds: u64,
+    /// Spawn → the measured window, in seconds.
+    pub settle_secs: u64,
+    /// The balancing modes to run, in order.
+    pub modes: Vec<Mode>,
+    /// The seed of the tenants' ranks, shifts and noise.
+    pub seed: u64,
+    /// The Zipf exponent of the tenants' loads.
+    pub load_zipf_s: f64,
+    /// `shifting`: how many top ranks move at each shift.
+    pub hot: usize,
+    /// `shifting`: time between shifts, in seconds.
+    pub shift_secs: u64,
+    /// Noise on every load, in percent (`None`: the load mode's default).
+    pub noise_percent: Option<u32>,
+    /// The damping's half-life, in milliseconds.
+    pub half_life_ms: u64,
+    /// The damping's threshold.
+    pub threshold_percent: u32,
+    /// How often every callback reports its load, in milliseconds.
+    pub report_every_ms: u64,
+    /// How often the placement is sampled, in milliseconds.
+    pub sample_ms: u64,
+    /// The `load` mode starts from weight 1.
+    pub unseeded: bool,
+    /// Every mode's report gains `series`.
+    pub series: bool,
+    /// `feedback`: what the callbacks report (`None`: throughput).
+    pub report: Option<Report>,
+    /// `feedback`: an owner's service rate over the mean arrival rate, at most.
+    pub service_factor: f64,
+}
+
 /// Runs every mode of `--modes` in turn and prints the report.
 ///
 /// # Errors
 /// A fleet that cannot start, a replica that exits, a cold start slower than
 /// `--settle-secs`; `--report` without `--load feedback`.
-pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanceReport, BoxError> {
+pub async fn run(settings: &Settings, load_mode: LoadMode) -> Result<LoadBalanceReport, BoxError> {
     let feedback = load_mode == LoadMode::Feedback;
-    if args.report.is_some() && !feedback {
+    if settings.report.is_some() && !feedback {
         return Err("--report is for --load feedback".into());
     }
-    let report = feedback.then(|| args.report.unwrap_or(Report::Throughput));
-    let noise_percent = args.noise_percent.unwrap_or(match load_mode {
+    let report = feedback.then(|| settings.report.unwrap_or(Report::Throughput));
+    let noise_percent = settings.noise_percent.unwrap_or(match load_mode {
         LoadMode::Shifting => 0,
         LoadMode::Stationary | LoadMode::Feedback => 20,
     });
     let mut template = Schedule {
         mode: load_mode,
-        partitions: args.group.partitions,
-        seed: args.seed,
-        zipf_s: args.load_zipf_s,
+        partitions: settings.group.partitions,
+        seed: settings.seed,
+        zipf_s: settings.load_zipf_s,
         scale: SCALE,
-        hot: args.hot,
-        shift_ms: args.shift_secs.saturating_mul(1000),
+        hot: settings.hot,
+        shift_ms: settings.shift_secs.saturating_mul(1000),
         noise_percent,
         epoch_us: 0,
     };
-    let minutes = args.seconds as f64 / 60.0;
-    let shifts = template.shift_at(args.seconds.saturating_mul(1_000_000).saturating_sub(1));
+    let minutes = settings.seconds as f64 / 60.0;
+    let shifts = template.shift_at(settings.seconds.saturating_mul(1_000_000).saturating_sub(1));
     let hot_changes: usize = (1..=shifts).map(|k| template.hot_changes(k)).sum();
     let mut under_test = None;
     let mut baselines = BTreeMap::new();
     let mut topology = Topology::Single;
-    for mode in dedup(&args.modes) {
+    for mode in dedup(&settings.modes) {
         eprintln!("== {} balancing, {} loads", mode.label(), load_mode.label());
-        let (report, t) = run_mode(args, mode, &mut template, report).await?;
+        let (report, t) = run_mode(settings, mode, &mut template, report).await?;
         topology = t;
         eprintln!(
             "{}: max load / share p50 {} p95 {} max {}; {} moves ({:.2}/min) [{:?}], {} after the first minute; {} hand-offs, unowned p50 {} p99 {} max {} ms, {} self-moves",
@@ -433,26 +472,26 @@ pub async fn run(args: &RebalanceArgs, load_mode: LoadMode) -> Result<LoadBalanc
     Ok(LoadBalanceReport {
         scenario: "rebalance-load".to_owned(),
         topology,
-        partitions: args.group.partitions,
-        replicas: args.group.replicas,
-        lease_ms: args.group.lease.lease_ms,
+        partitions: settings.group.partitions,
+        replicas: settings.group.replicas,
+        lease_ms: settings.group.lease_ms,
         load_mode: load_mode.label().to_owned(),
-        settings: Settings {
-            seconds: args.seconds,
-            settle_secs: args.settle_secs,
-            seed: args.seed,
-            zipf_s: args.load_zipf_s,
+        settings: Asked {
+            seconds: settings.seconds,
+            settle_secs: settings.settle_secs,
+            seed: settings.seed,
+            zipf_s: settings.load_zipf_s,
             scale: SCALE,
-            hot: args.hot,
-            shift_secs: args.shift_secs,
+            hot: settings.hot,
+            shift_secs: settings.shift_secs,
             noise_percent,
-            half_life_ms: args.half_life_ms,
-            threshold_percent: args.threshold_percent,
-            report_every_ms: args.report_every_ms,
-            seeded_weights: !args.unseeded,
+            half_life_ms: settings.half_life_ms,
+            threshold_percent: settings.threshold_percent,
+            report_every_ms: settings.report_every_ms,
+            seeded_weights: !settings.unseeded,
             report: report.map(|r| r.label().to_owned()),
-            service_factor: feedback.then_some(args.service_factor),
-            sample_ms: args.sample_ms,
+            service_factor: feedback.then_some(settings.service_factor),
+            sample_ms: settings.sample_ms,
         },
         shifts,
         hot_changes,
@@ -480,24 +519,24 @@ fn dedup(modes: &[Mode]) -> Vec<Mode> {
 /// One mode on a fleet of its own; `template`'s epoch is set for it. With `report`
 /// (`--load feedback`), its `load` mode serves queues and reports `report`.
 async fn run_mode(
-    args: &RebalanceArgs,
+    settings: &Settings,
     mode: Mode,
     template: &mut Schedule,
     report: Option<Report>,
 ) -> Result<(ModeReport, Topology), BoxError> {
     let mut fleet = Fleet::start(
-        &args.group.target,
+        &settings.group.target,
         &format!("rebalance-load-{}", mode.label().replace('_', "-")),
-        args.group.partitions,
-        args.group.lease.lease_ms,
-        args.group.settle_ms,
-        poll_interval(args.group.partitions),
-        args.group.replica_nice,
+        settings.group.partitions,
+        settings.group.lease_ms,
+        settings.group.settle_ms,
+        poll_interval(settings.group.partitions),
+        settings.group.replica_nice,
     )?;
     // The queues' commits (`--load feedback`), kept until the replicas have stopped.
     let commits = report.map(|_| tempfile::tempdir()).transpose()?;
     let serving = report.zip(commits.as_ref().map(tempfile::TempDir::path));
-    let result = measure(&mut fleet, args, mode, template, serving).await;
+    let result = measure(&mut fleet, settings, mode, template, serving).await;
     let stopped = fleet.shutdown().await;
     drop(commits);
     let report = result?;
@@ -507,12 +546,12 @@ async fn run_mode(
 
 async fn measure(
     fleet: &mut Fleet,
-    args: &RebalanceArgs,
+    settings: &Settings,
     mode: Mode,
     template: &mut Schedule,
     serving: Option<(Report, &Path)>,
 ) -> Result<ModeReport, BoxError> {
-    let names = partition_names(args.group.partitions);
+    let names = partition_names(settings.group.partitions);
     // The weights, before the measured replicas start (the epoch is not known yet, but
     // the loads before it are those of shift 0 whatever it is).
     let initial = Schedule {
@@ -521,7 +560,7 @@ async fn measure(
     }
     .loads(0);
     let seeded = match mode {
-        Mode::Load => !args.unseeded,
+        Mode::Load => !settings.unseeded,
         Mode::StaticWeights => true,
         Mode::CountOnly => false,
     };
@@ -529,7 +568,7 @@ async fn measure(
         set_weights(fleet, &names, &initial).await?;
     }
     let start_us = now_us();
-    template.epoch_us = start_us + args.settle_secs.saturating_mul(1_000_000);
+    template.epoch_us = start_us + settings.settle_secs.saturating_mul(1_000_000);
     let schedule = template.clone();
     // Only the mode under test reports loads, and so serves queues.
     let serving = serving.filter(|_| mode == Mode::Load);
@@ -537,7 +576,7 @@ async fn measure(
         let feedback = serving
             .map(|(report, dir)| {
                 serde_json::to_string(&Feedback {
-                    service_factor: args.service_factor,
+                    service_factor: settings.service_factor,
                     report,
                     origin_us: start_us,
                     commit_dir: dir.to_path_buf(),
@@ -546,16 +585,16 @@ async fn measure(
             .transpose()?;
         fleet.spec.load = Some(LoadReports {
             schedule: serde_json::to_string(&schedule)?,
-            every_ms: args.report_every_ms,
-            half_life_ms: args.half_life_ms,
-            threshold_percent: args.threshold_percent,
+            every_ms: settings.report_every_ms,
+            half_life_ms: settings.half_life_ms,
+            threshold_percent: settings.threshold_percent,
             feedback,
         });
     }
-    for i in 1..=args.group.replicas {
+    for i in 1..=settings.group.replicas {
         fleet.spawn(&format!("replica-{i}"))?;
     }
-    let limit = convergence_limit(args.group.partitions, fleet.lease());
+    let limit = convergence_limit(settings.group.partitions, fleet.lease());
     let p = fleet
         .wait_events("cold start: all owned", Instant::now(), limit, |p| {
             p.milestones.all_owned_us.is_some()
@@ -566,14 +605,14 @@ async fn measure(
     eprintln!(
         "{}: every partition owned after {cold_start_all_owned_ms:.1} ms; the window starts {} s after the spawn",
         mode.label(),
-        args.settle_secs
+        settings.settle_secs
     );
-    let end_us = schedule.epoch_us + args.seconds.saturating_mul(1_000_000);
+    let end_us = schedule.epoch_us + settings.seconds.saturating_mul(1_000_000);
     if now_us() >= schedule.epoch_us {
         return Err(format!(
             "{}: the cold start outlasted --settle-secs {}",
             mode.label(),
-            args.settle_secs
+            settings.settle_secs
         )
         .into());
     }
@@ -602,14 +641,14 @@ async fn measure(
     let log = fleet.log.snapshot();
     let live = fleet.live();
     let times: Vec<u64> = (0..)
-        .map(|i| schedule.epoch_us + i * args.sample_ms.max(1) * 1000)
+        .map(|i| schedule.epoch_us + i * settings.sample_ms.max(1) * 1000)
         .take_while(|t| *t < end_us)
         .collect();
     let placements = placements(&log, &times);
     let mut ratios = Vec::with_capacity(times.len());
     let mut samples_with_unowned = 0;
     for (t, owners) in times.iter().zip(&placements) {
-        if owners.len() < args.group.partitions {
+        if owners.len() < settings.group.partitions {
             samples_with_unowned += 1;
         }
         ratios.push(max_over_share(&schedule.loads(*t), owners, &live));
@@ -636,13 +675,13 @@ async fn measure(
             recovery_secs: recovery(&times, &ratios, &shift_times(&schedule, end_us)),
         },
         moves,
-        moves_per_min: round3(moves as f64 / (args.seconds as f64 / 60.0)),
+        moves_per_min: round3(moves as f64 / (settings.seconds as f64 / 60.0)),
         moves_by_minute: by_minute(&log, schedule.epoch_us, end_us),
         cold_start_all_owned_ms: round3(cold_start_all_owned_ms),
         settle_moves,
         ledger_matches_observed: ledger.matches_observed,
         final_counts: fleet.log.progress().counts(),
-        series: args
+        series: settings
             .series
             .then(|| ratios.iter().copied().map(round3).collect()),
         hand_offs,

@@ -2,7 +2,7 @@
 //! hidden `partition-child` mode, [`child`]), followed through its own JSON lines
 //! ([`event`], logged by [`process`], the bench's side of each child, gathered by the
 //! [`harness`]'s fleet and folded into who owns what by [`ownership`]) and, where
-//! asked, through `group_status` reads ([`status`]). The [duty scenarios](crate::duty)
+//! asked, through `GroupAdmin::status` reads ([`status`]). The [duty scenarios](crate::duty)
 //! are laid out the same way.
 //!
 //! - [`rebalance`]: cold start, SIGKILL of one replica, a join (weighted too:
@@ -39,3 +39,20 @@ pub mod status;
 pub mod tenants;
 pub mod warm;
 pub mod weights;
+
+/// A partition group as a scenario starts it: the settings the group scenarios share.
+#[derive(Debug, Clone)]
+pub struct GroupSettings {
+    /// Partitions.
+    pub partitions: usize,
+    /// Replicas at the start.
+    pub replicas: usize,
+    /// The lease of every partition, in milliseconds.
+    pub lease_ms: u64,
+    /// Settle time of a starting replica, in milliseconds (`None`: one lease).
+    pub settle_ms: Option<u64>,
+    /// Every replica's niceness (`nice -n`).
+    pub replica_nice: u8,
+    /// The Redis set-up.
+    pub target: crate::store::TargetArgs,
+}

@@ -1,5 +1,5 @@
 //! `rebalance`: partition replicas as separate OS processes, followed through their own
-//! event lines (the precise instants) and `group_status` reads (what Redis says,
+//! event lines (the precise instants) and `GroupAdmin::status` reads (what Redis says,
 //! membership included) on the bench's clock.
 //!
 //! 1. Cold start: every replica spawned at once; time from the first spawn until every
@@ -19,7 +19,7 @@
 //! went to it ([`Receivers`]); with `--prepare` (warm moves), whether the receivers
 //! prepared before the old terms ended ([`Warm`]).
 //!
-//! Each phase also waits until a `group_status` read agrees (`confirmed_ms`: the
+//! Each phase also waits until a `GroupAdmin::status` read agrees (`confirmed_ms`: the
 //! killed replica must also have left the heartbeat set). Those reads cost Redis a
 //! scan of the group, so they come at most every [`poll_interval`]: P × 10 µs, within
 //! 5..=100 ms.
@@ -35,6 +35,7 @@ use tokio::time::Instant;
 
 use crate::args::WeightsArg;
 use crate::clock::{micros, now_us, span_ms};
+use crate::group::GroupSettings;
 use crate::group::event::{PartitionEvent, partition_names};
 use crate::group::handoffs::HandOffs;
 use crate::group::harness::{self, Fleet, convergence_limit};
@@ -44,7 +45,6 @@ use crate::group::process::{Logged, WarmMoves};
 use crate::group::status::{PREFIX, balanced_by, counts, describe, spread_of};
 use crate::group::warm::{Receivers, Warm};
 use crate::group::weights::{self, LoadReport};
-use crate::scenarios::rebalance::Args as RebalanceArgs;
 use crate::stats::{Summary, round3};
 use crate::store::{BoxError, Topology};
 
@@ -69,7 +69,7 @@ pub struct ColdStart {
     pub all_owned_ms: f64,
     /// First spawn → balanced.
     pub balanced_ms: f64,
-    /// First spawn → the first `group_status` read that shows it balanced.
+    /// First spawn → the first `GroupAdmin::status` read that shows it balanced.
     pub confirmed_ms: f64,
     /// Partitions that changed owner after first being owned, until one lease after
     /// balance.
@@ -88,11 +88,11 @@ pub struct Kill {
     pub all_owned_ms: f64,
     /// SIGKILL → balanced among the survivors.
     pub balanced_ms: f64,
-    /// SIGKILL → the first `group_status` read that shows it balanced among the
+    /// SIGKILL → the first `GroupAdmin::status` read that shows it balanced among the
     /// survivors (its heartbeat gone too).
     pub confirmed_ms: f64,
     /// SIGKILL → the victim's session (and with it every lease it holds) expires, from
-    /// its time left in a `group_status` read just before the kill (taken as of the
+    /// its time left in a `GroupAdmin::status` read just before the kill (taken as of the
     /// read's start, so it errs early): the least any take-over can take.
     pub expiry_ms: f64,
     /// `all_owned_ms - expiry_ms`: the library's share.
@@ -106,7 +106,7 @@ pub struct Join {
     pub replica: String,
     /// Spawn → balanced with the newcomer.
     pub balanced_ms: f64,
-    /// Spawn → the first `group_status` read that shows it balanced.
+    /// Spawn → the first `GroupAdmin::status` read that shows it balanced.
     pub confirmed_ms: f64,
     /// Owner changes (`owned` lines) from the spawn until one lease after balance.
     pub moved: u64,
@@ -188,76 +188,153 @@ pub struct Handed {
     pub warm: Option<Warm>,
 }
 
-/// The warm moves `args` ask for (`--prepare`, `--prepare-ms`).
-pub fn warm_moves(args: &RebalanceArgs) -> Option<WarmMoves> {
-    (args.prepare || args.prepare_ms.is_some()).then_some(WarmMoves {
-        within_ms: args.prepare_ms,
-        work_ms: args.prepare_work_ms,
-    })
+/// The last line after several runs: the last run's report and `over_runs`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LastLine {
+    /// The last run's report.
+    #[serde(flatten)]
+    pub report: RebalanceReport,
+    /// Over every run (absent after a single run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_runs: Option<OverRuns>,
 }
 
-/// Runs the scenario `--runs` times, printing each run's report (and, over several,
-/// a last line with `over_runs`).
-///
-/// # Errors
-/// If a phase does not complete in time, or a replica misbehaves.
-pub async fn run_all(args: &RebalanceArgs) -> Result<(), BoxError> {
-    let mut reports = Vec::new();
-    for _ in 0..args.runs {
-        let report = serde_json::to_value(run(args).await?)?;
-        println!("{report}");
-        reports.push(report);
-    }
-    if args.runs > 1 {
-        let over = |path: &[&str]| {
+/// {min, median, max} of a run's figures over every run, in [`LastLine`]; `None` where
+/// no run has the figure (older reports lack some).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OverRuns {
+    /// How many runs.
+    pub runs: u64,
+    /// First spawn → every partition owned.
+    pub cold_all_owned_ms: Option<Summary>,
+    /// Kill → every partition owned again.
+    pub kill_all_owned_ms: Option<Summary>,
+    /// The kill's overshoot past the victim's expiry.
+    pub kill_overshoot_ms: Option<Summary>,
+    /// Join → balanced.
+    pub join_balanced_ms: Option<Summary>,
+    /// Partitions moved by the join.
+    pub join_moved: Option<Summary>,
+    /// Hand-offs that named their receiver.
+    pub receivers_named: Option<Summary>,
+    /// Of those, the ones the named receiver took.
+    pub receivers_taken_by_named: Option<Summary>,
+    /// With warm moves (its fields are `over_runs`' own in the JSON).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub warm: Option<WarmOverRuns>,
+}
+
+/// The warm moves' figures over every run, in [`OverRuns`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WarmOverRuns {
+    /// Receivers that prepared before the old term ended.
+    pub warm_prepared: Option<Summary>,
+    /// Preparations that timed out.
+    pub warm_timed_out: Option<Summary>,
+    /// The median time without an owner across a warm move.
+    pub warm_unowned_p50_ms: Option<Summary>,
+    /// The longest time without an owner across a warm move.
+    pub warm_unowned_max_ms: Option<Summary>,
+}
+
+impl OverRuns {
+    /// The figures of `reports` (in a report that has `warm`, with warm moves).
+    pub fn of(reports: &[RebalanceReport], warm: bool) -> Self {
+        // As a JSON report shows them: a figure that is not finite is `null`, skipped.
+        let over = |f: &dyn Fn(&RebalanceReport) -> Option<f64>| {
             let values: Vec<f64> = reports
                 .iter()
-                .filter_map(|r| path.iter().try_fold(r, |v, k| v.get(k))?.as_f64())
+                .filter_map(f)
+                .filter(|v| v.is_finite())
                 .collect();
             Summary::of(&values)
         };
-        let mut last = reports.last().cloned().unwrap_or_default();
-        last["over_runs"] = serde_json::json!({
-            "runs": args.runs,
-            "cold_all_owned_ms": over(&["cold_start", "all_owned_ms"]),
-            "kill_all_owned_ms": over(&["kill", "all_owned_ms"]),
-            "kill_overshoot_ms": over(&["kill", "overshoot_ms"]),
-            "join_balanced_ms": over(&["join", "balanced_ms"]),
-            "join_moved": over(&["join", "moved"]),
-            "receivers_named": over(&["receivers", "named"]),
-            "receivers_taken_by_named": over(&["receivers", "taken_by_named"]),
-        });
-        if warm_moves(args).is_some() {
-            last["over_runs"]["warm_prepared"] = serde_json::json!(over(&["warm", "prepared"]));
-            last["over_runs"]["warm_timed_out"] = serde_json::json!(over(&["warm", "timed_out"]));
-            last["over_runs"]["warm_unowned_p50_ms"] =
-                serde_json::json!(over(&["warm", "unowned_ms", "p50"]));
-            last["over_runs"]["warm_unowned_max_ms"] =
-                serde_json::json!(over(&["warm", "unowned_ms", "max"]));
+        let warm_over = |f: fn(&Warm) -> f64| over(&|r| r.handed.warm.as_ref().map(f));
+        Self {
+            runs: reports.len() as u64,
+            cold_all_owned_ms: over(&|r| Some(r.cold_start.all_owned_ms)),
+            kill_all_owned_ms: over(&|r| Some(r.kill.all_owned_ms)),
+            kill_overshoot_ms: over(&|r| Some(r.kill.overshoot_ms)),
+            join_balanced_ms: over(&|r| Some(r.join.balanced_ms)),
+            join_moved: over(&|r| Some(r.join.moved as f64)),
+            receivers_named: over(&|r| Some(r.handed.receivers.named as f64)),
+            receivers_taken_by_named: over(&|r| Some(r.handed.receivers.taken_by_named as f64)),
+            warm: warm.then(|| WarmOverRuns {
+                warm_prepared: warm_over(|w| w.prepared as f64),
+                warm_timed_out: warm_over(|w| w.timed_out as f64),
+                warm_unowned_p50_ms: warm_over(|w| w.unowned_ms.p50),
+                warm_unowned_max_ms: warm_over(|w| w.unowned_ms.max),
+            }),
         }
-        println!("{last}");
+    }
+}
+
+/// Runs the scenario `settings.runs` times, printing each run's report (and, over
+/// several, a last line with `over_runs`).
+///
+/// # Errors
+/// If a phase does not complete in time, or a replica misbehaves.
+pub async fn run_all(settings: &Settings) -> Result<(), BoxError> {
+    let mut reports = Vec::new();
+    for _ in 0..settings.runs {
+        let report = run(settings).await?;
+        // Through `Value`: its keys print sorted, as every committed report has them.
+        println!("{}", serde_json::to_value(&report)?);
+        reports.push(report);
+    }
+    if let Some(report) = reports.last().filter(|_| settings.runs > 1) {
+        let last = LastLine {
+            report: report.clone(),
+            over_runs: Some(OverRuns::of(&reports, settings.warm.is_some())),
+        };
+        println!("{}", serde_json::to_value(&last)?);
     }
     Ok(())
+}
+
+/// What `rebalance` runs (see its options for each field's meaning).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The group (one more replica joins at the end).
+    pub group: GroupSettings,
+    /// Tenant sizes drawn from a law, if any.
+    pub weights: Option<WeightsArg>,
+    /// The Zipf exponent of `weights`.
+    pub zipf_s: f64,
+    /// The seed of `weights`.
+    pub weight_seed: u64,
+    /// Draw the weights but balance by count.
+    pub count_only: bool,
+    /// Each starting replica's capacity, in order.
+    pub capacities: Option<Vec<u32>>,
+    /// Runs, each on a fresh group.
+    pub runs: u64,
+    /// Every replica's move budget.
+    pub move_budget: Option<u32>,
+    /// Bytes of state every callback hands off (0: none).
+    pub hand_off_bytes: usize,
+    /// Warm moves, if asked for.
+    pub warm: Option<WarmMoves>,
 }
 
 /// One run of the scenario.
 ///
 /// # Errors
 /// A fleet that cannot start, or a phase that does not converge in time.
-pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
+pub async fn run(settings: &Settings) -> Result<RebalanceReport, BoxError> {
     let mut fleet = Fleet::start(
-        &args.group.target,
+        &settings.group.target,
         "rebalance",
-        args.group.partitions,
-        args.group.lease.lease_ms,
-        args.group.settle_ms,
-        poll_interval(args.group.partitions),
-        args.group.replica_nice,
+        settings.group.partitions,
+        settings.group.lease_ms,
+        settings.group.settle_ms,
+        poll_interval(settings.group.partitions),
+        settings.group.replica_nice,
     )?;
-    fleet.spec.move_budget = args.move_budget;
-    fleet.spec.hand_off_bytes = args.hand_off_bytes;
-    fleet.spec.prepare = warm_moves(args);
-    let result = phases(&mut fleet, args).await;
+    fleet.spec.move_budget = settings.move_budget;
+    fleet.spec.hand_off_bytes = settings.hand_off_bytes;
+    fleet.spec.prepare = settings.warm;
+    let result = phases(&mut fleet, settings).await;
     let stopped = fleet.shutdown().await;
     let report = result?;
     stopped?;
@@ -265,16 +342,16 @@ pub async fn run(args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
 }
 
 /// The weights and capacities of a run, and how balance is judged.
-async fn setup_loads(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<Option<Loads>, BoxError> {
-    if args.weights.is_none() && args.capacities.is_none() {
+async fn setup_loads(fleet: &mut Fleet, settings: &Settings) -> Result<Option<Loads>, BoxError> {
+    if settings.weights.is_none() && settings.capacities.is_none() {
         return Ok(None);
     }
-    let names = partition_names(args.group.partitions);
-    let weights = match args.weights {
-        Some(WeightsArg::Zipf) => weights::zipf(&names, args.zipf_s, args.weight_seed),
+    let names = partition_names(settings.group.partitions);
+    let weights = match settings.weights {
+        Some(WeightsArg::Zipf) => weights::zipf(&names, settings.zipf_s, settings.weight_seed),
         None => HashMap::new(),
     };
-    let capacities: HashMap<String, u32> = args
+    let capacities: HashMap<String, u32> = settings
         .capacities
         .iter()
         .flatten()
@@ -290,7 +367,7 @@ async fn setup_loads(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<Option<L
         weights,
         capacities,
     };
-    if args.weights.is_some() && !args.count_only {
+    if settings.weights.is_some() && !settings.count_only {
         // The group, with its weights, before the measured replicas start: nothing
         // moves for them. A first replica creates it (an admin never does) and leaves
         // within its grant window, before anything could be granted to it.
@@ -318,11 +395,11 @@ async fn setup_loads(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<Option<L
     Ok(Some(loads))
 }
 
-async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceReport, BoxError> {
+async fn phases(fleet: &mut Fleet, settings: &Settings) -> Result<RebalanceReport, BoxError> {
     let lease = fleet.lease();
-    let limit = convergence_limit(args.group.partitions, lease);
-    let n = args.group.replicas;
-    if let Some(caps) = &args.capacities
+    let limit = convergence_limit(settings.group.partitions, lease);
+    let n = settings.group.replicas;
+    if let Some(caps) = &settings.capacities
         && caps.len() != n
     {
         return Err(format!(
@@ -331,12 +408,12 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         )
         .into());
     }
-    let loads = setup_loads(fleet, args).await?;
-    let by_load = args
+    let loads = setup_loads(fleet, settings).await?;
+    let by_load = settings
         .capacities
         .as_ref()
         .is_some_and(|c| c.iter().any(|x| *x != 1))
-        || (args.weights.is_some() && !args.count_only);
+        || (settings.weights.is_some() && !settings.count_only);
     let balance = match (&loads, by_load) {
         (Some(l), true) => Balance::Load(Arc::new(l.clone())),
         _ => Balance::Count,
@@ -350,7 +427,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     let start_us = now_us();
     for i in 1..=n {
         let mut spec = fleet.spec.clone();
-        spec.capacity = args.capacities.as_ref().map_or(1, |c| c[i - 1]);
+        spec.capacity = settings.capacities.as_ref().map_or(1, |c| c[i - 1]);
         fleet.spawn_with(&spec, &format!("replica-{i}"), 1)?;
     }
     let (all_owned_ms, balanced_ms) = converge(fleet, "cold start", start_us, limit).await?;
@@ -438,7 +515,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     }
     let log = fleet.log.snapshot();
     let moved = OwnerChanges::count(&log, join_us, now_us());
-    let moved_weight = loads.as_ref().and(args.weights).map(|_| {
+    let moved_weight = loads.as_ref().and(settings.weights).map(|_| {
         let l = loads.as_ref().expect("weights");
         moved_since(&log, join_us).iter().map(|p| l.weight(p)).sum()
     });
@@ -458,7 +535,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         ledger.causes,
         ledger.observed,
         ledger.matches_observed,
-        args.hand_off_bytes,
+        settings.hand_off_bytes,
         ledger.state_matches,
         ledger.state_mismatches,
         ledger.state_mismatched
@@ -466,7 +543,7 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     let hand_offs = HandOffs::of(&fleet.log.snapshot());
     eprintln!(
         "hand-offs of {} bytes: {}",
-        args.hand_off_bytes,
+        settings.hand_off_bytes,
         hand_offs.describe()
     );
     for e in &hand_offs.examples {
@@ -474,11 +551,11 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     }
     let receivers = Receivers::of(&fleet.log.snapshot());
     eprintln!("named receivers: {}", receivers.describe());
-    let warm = warm_moves(args).map(|w| {
+    let warm = settings.warm.map(|w| {
         // The child's default wait: the renew interval, lease / 3.
         let within_ms = w
             .within_ms
-            .map_or(args.group.lease.lease_ms as f64 / 3.0, |ms| ms as f64);
+            .map_or(settings.group.lease_ms as f64 / 3.0, |ms| ms as f64);
         Warm::of(&fleet.log.snapshot(), round3(within_ms), w.work_ms)
     });
     if let Some(w) = &warm {
@@ -499,10 +576,10 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
     Ok(RebalanceReport {
         scenario: "rebalance".to_owned(),
         topology: fleet.servers.topology,
-        partitions: args.group.partitions,
+        partitions: settings.group.partitions,
         replicas: n,
-        lease_ms: args.group.lease.lease_ms,
-        poll_ms: round3(poll_interval(args.group.partitions).as_secs_f64() * 1000.0),
+        lease_ms: settings.group.lease_ms,
+        poll_ms: round3(poll_interval(settings.group.partitions).as_secs_f64() * 1000.0),
         cold_start,
         kill: Kill {
             replica: victim,
@@ -521,9 +598,9 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
         },
         spread: spread_of(&final_counts),
         final_counts,
-        weights: args.weights.map(|_| "zipf".to_owned()),
-        count_only: args.count_only,
-        capacities: args.capacities.clone(),
+        weights: settings.weights.map(|_| "zipf".to_owned()),
+        count_only: settings.count_only,
+        capacities: settings.capacities.clone(),
         load: loads.as_ref().map(|l| {
             let owners: BTreeMap<String, String> = status
                 .partitions
@@ -532,11 +609,13 @@ async fn phases(fleet: &mut Fleet, args: &RebalanceArgs) -> Result<RebalanceRepo
                 .collect();
             weights::report(l, &owners, &live)
         }),
-        move_budget: args.move_budget,
-        max_moves_per_interval: args.move_budget.map(|_| ledger.max_handoffs_per_interval),
+        move_budget: settings.move_budget,
+        max_moves_per_interval: settings
+            .move_budget
+            .map(|_| ledger.max_handoffs_per_interval),
         ledger,
         handed: Handed {
-            hand_off_bytes: args.hand_off_bytes,
+            hand_off_bytes: settings.hand_off_bytes,
             hand_offs,
             receivers,
             warm,
@@ -569,7 +648,7 @@ pub async fn converge(
     Ok((span_ms(from_us, owned_us), span_ms(from_us, balanced_us)))
 }
 
-/// Polls `group_status` (every [`poll_interval`]) until Redis shows the live replicas
+/// Polls `GroupAdmin::status` (every [`poll_interval`]) until Redis shows the live replicas
 /// balanced; returns when, in ms after `from_us`.
 pub async fn confirm(
     fleet: &Fleet,

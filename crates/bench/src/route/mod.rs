@@ -37,7 +37,6 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 
 use crate::group::process::signal;
-use crate::scenarios::route::Args;
 use crate::stats::{Percentiles, percentile, round3};
 use crate::store::BoxError;
 
@@ -232,7 +231,7 @@ impl Proc {
 struct Fleet {
     exe: PathBuf,
     url: String,
-    args: Args,
+    settings: Settings,
     running: BTreeMap<String, (u16, Proc)>,
 }
 
@@ -243,13 +242,13 @@ impl Fleet {
             "--redis-url",
             &self.url,
             "--tenants",
-            &self.args.partitions.to_string(),
+            &self.settings.partitions.to_string(),
             "--replica",
             id,
             "--port",
             &port.to_string(),
             "--lease-ms",
-            &self.args.lease.lease_ms.to_string(),
+            &self.settings.lease_ms.to_string(),
         ]
         .map(str::to_owned)
         .into();
@@ -382,35 +381,58 @@ async fn monitor(port: u16, from: &HashSet<String>, window: Duration) -> Result<
     Ok(count)
 }
 
+/// What `route` runs (see its options for each field's meaning).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Partitions (tenants).
+    pub partitions: usize,
+    /// Replica processes.
+    pub replicas: usize,
+    /// The lease of every partition, in milliseconds.
+    pub lease_ms: u64,
+    /// Routers, in all.
+    pub routers: usize,
+    /// Routers per client process.
+    pub routers_per_process: usize,
+    /// Length of each phase, in seconds.
+    pub seconds: u64,
+    /// Requests per second through every router.
+    pub requests_per_s: f64,
+    /// Length of the still group's window, in seconds.
+    pub still_seconds: u64,
+    /// How long a request waits for a route, in milliseconds.
+    pub await_route_ms: u64,
+}
+
 /// Runs the scenario.
 ///
 /// # Errors
 /// A process that does not start or report, or a group that does not settle.
-pub async fn run(args: &Args) -> Result<RouteReport, BoxError> {
+pub async fn run(settings: &Settings) -> Result<RouteReport, BoxError> {
     let redis = RedisServer::start_with_args(&["--maxclients", "10000"]);
     let url = redis.url();
     let exe = std::env::current_exe()?;
     let mut fleet = Fleet {
         exe: exe.clone(),
         url: url.clone(),
-        args: args.clone(),
+        settings: settings.clone(),
         running: BTreeMap::new(),
     };
-    for i in 0..args.replicas {
+    for i in 0..settings.replicas {
         fleet.start(&format!("r{i}"), free_port()?).await?;
     }
     let probe = example::router_of(&url, "leasehold-bench-probe").map_err(|e| e.to_string())?;
-    routed(&probe, args.partitions, &fleet.ids(), None, "routed").await?;
+    routed(&probe, settings.partitions, &fleet.ids(), None, "routed").await?;
     eprintln!(
         "route: {} replicas serve {} tenants",
-        args.replicas, args.partitions
+        settings.replicas, settings.partitions
     );
 
     // The clients: every router reads its table before the load starts.
-    let processes = args.routers.div_ceil(args.routers_per_process);
+    let processes = settings.routers.div_ceil(settings.routers_per_process);
     let mut clients = Vec::new();
     for i in 0..processes {
-        let routers = args.routers / processes + usize::from(i < args.routers % processes);
+        let routers = settings.routers / processes + usize::from(i < settings.routers % processes);
         let client_args: Vec<String> = [
             "route-client".to_owned(),
             "--redis-url".to_owned(),
@@ -418,11 +440,11 @@ pub async fn run(args: &Args) -> Result<RouteReport, BoxError> {
             "--routers".to_owned(),
             routers.to_string(),
             "--tenants".to_owned(),
-            args.partitions.to_string(),
+            settings.partitions.to_string(),
             "--requests-per-s".to_owned(),
-            (args.requests_per_s / processes as f64).to_string(),
+            (settings.requests_per_s / processes as f64).to_string(),
             "--await-route-ms".to_owned(),
-            args.await_route_ms.to_string(),
+            settings.await_route_ms.to_string(),
         ]
         .into();
         clients.push(Proc::spawn(&exe, &format!("client-{i}"), &client_args)?);
@@ -432,7 +454,7 @@ pub async fn run(args: &Args) -> Result<RouteReport, BoxError> {
     }
     eprintln!(
         "route: {} routers ready in {processes} processes",
-        args.routers
+        settings.routers
     );
 
     let mut stats = crate::redis_stats::connect(&url).await?;
@@ -441,7 +463,7 @@ pub async fn run(args: &Args) -> Result<RouteReport, BoxError> {
         client.say("go").await?;
     }
     let started = Instant::now();
-    let at = |share: f64| started + Duration::from_secs_f64(args.seconds as f64 * share);
+    let at = |share: f64| started + Duration::from_secs_f64(settings.seconds as f64 * share);
 
     // A kill: nothing released; its tenants move once its lease runs out.
     sleep_until(at(0.1)).await;
@@ -452,7 +474,7 @@ pub async fn run(args: &Args) -> Result<RouteReport, BoxError> {
     killed.exit(EXIT).await?;
     routed(
         &probe,
-        args.partitions,
+        settings.partitions,
         &fleet.ids(),
         None,
         "routed after the kill",
@@ -461,12 +483,12 @@ pub async fn run(args: &Args) -> Result<RouteReport, BoxError> {
 
     // A join.
     sleep_until(at(0.3)).await;
-    let joiner = format!("r{}", args.replicas);
+    let joiner = format!("r{}", settings.replicas);
     eprintln!("route: join {joiner}");
     fleet.start(&joiner, free_port()?).await?;
     routed(
         &probe,
-        args.partitions,
+        settings.partitions,
         &fleet.ids(),
         Some(&joiner),
         "routed after the join",
@@ -485,7 +507,7 @@ pub async fn run(args: &Args) -> Result<RouteReport, BoxError> {
     }
     routed(
         &probe,
-        args.partitions,
+        settings.partitions,
         &fleet.ids(),
         None,
         "routed after the leave",
@@ -507,7 +529,7 @@ pub async fn run(args: &Args) -> Result<RouteReport, BoxError> {
         fleet.start(&id, port).await?;
         routed(
             &probe,
-            args.partitions,
+            settings.partitions,
             &fleet.ids(),
             Some(&id),
             "routed after a restart",
@@ -545,13 +567,13 @@ pub async fn run(args: &Args) -> Result<RouteReport, BoxError> {
     // The still window: the routers' own commands.
     still(&probe).await?;
     let routers_at = router_addresses(&mut stats).await?;
-    let window = Duration::from_secs(args.still_seconds);
+    let window = Duration::from_secs(settings.still_seconds);
     let commands = monitor(redis.port(), &routers_at, window).await?;
     eprintln!(
         "route: {commands} commands from {} router connections over {window:?}",
         routers_at.len()
     );
-    let idle = commands as f64 / args.routers as f64 / window.as_secs_f64();
+    let idle = commands as f64 / settings.routers as f64 / window.as_secs_f64();
 
     // Each client's staleness and lookup samples.
     let mut staleness = Vec::new();
@@ -601,7 +623,7 @@ pub async fn run(args: &Args) -> Result<RouteReport, BoxError> {
     );
     lookups.sort_by(f64::total_cmp);
     Ok(RouteReport {
-        routers: args.routers,
+        routers: settings.routers,
         lookup_ns: Quantiles {
             p50: percentile(&lookups, 0.5).unwrap_or(0.0),
             p99: percentile(&lookups, 0.99).unwrap_or(0.0),

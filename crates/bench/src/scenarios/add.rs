@@ -36,6 +36,21 @@ pub struct Args {
     pub target: TargetArgs,
 }
 
+impl Args {
+    /// The settings `add` runs with.
+    pub fn settings(&self) -> add::Settings {
+        add::Settings {
+            partitions: self.partitions,
+            replicas: self.replicas,
+            lease_ms: self.lease.lease_ms,
+            adds: self.adds,
+            gap_ms: self.gap_ms,
+            replica_nice: self.replica_nice,
+            target: self.target.clone(),
+        }
+    }
+}
+
 /// The report.
 pub use crate::group::add::AddReport as Report;
 
@@ -45,7 +60,7 @@ pub use crate::group::add::AddReport as Report;
 /// A group that does not start, or an addition that is not owned in time.
 pub fn run(args: Args) -> Result<(), BoxError> {
     block_on(async move {
-        let report: Report = add::run(&args).await?;
+        let report: Report = add::run(&args.settings()).await?;
         print_last(&report)
     })
 }

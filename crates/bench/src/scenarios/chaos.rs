@@ -41,6 +41,21 @@ pub struct Args {
     pub hand_off_bytes: usize,
 }
 
+impl Args {
+    /// The settings `crate::chaos` runs with.
+    pub fn settings(&self) -> crate::chaos::Settings {
+        crate::chaos::Settings {
+            replicas: self.replicas,
+            partitions: self.partitions,
+            lease_ms: self.lease.lease_ms,
+            seconds: self.seconds,
+            seed: self.seed,
+            write_every_ms: self.write_every_ms,
+            hand_off_bytes: self.hand_off_bytes,
+        }
+    }
+}
+
 /// The report.
 pub use crate::chaos::ChaosReport as Report;
 
@@ -50,7 +65,7 @@ pub use crate::chaos::ChaosReport as Report;
 /// Servers or replicas that cannot start, or violations.
 pub fn run(args: Args) -> Result<(), BoxError> {
     block_on(async move {
-        let report: Report = crate::chaos::run(&args).await?;
+        let report: Report = crate::chaos::run(&args.settings()).await?;
         print_last(&report)?;
         match report.violations {
             0 => Ok(()),

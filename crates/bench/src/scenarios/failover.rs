@@ -26,7 +26,7 @@ pub use crate::duty::failover::FailoverReport as Report;
 /// Servers that cannot start, or a run that fails.
 pub fn run(args: Args) -> Result<(), BoxError> {
     block_on(async move {
-        let harness = Harness::start(&args)?;
+        let harness = Harness::start(&super::duty_settings(&args))?;
         let report: Report = failover::run(&harness, usize::try_from(args.runs)?).await?;
         print_last(&report)
     })

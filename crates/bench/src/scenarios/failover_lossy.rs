@@ -37,6 +37,18 @@ pub struct Args {
     pub target: TargetArgs,
 }
 
+impl Args {
+    /// The settings `lossy` runs with.
+    pub fn settings(&self) -> lossy::Settings {
+        lossy::Settings {
+            lease_ms: self.lease.lease_ms,
+            runs: self.runs,
+            dedicated: self.dedicated,
+            target: self.target.clone(),
+        }
+    }
+}
+
 /// The report.
 pub use crate::duty::lossy::LossyReport as Report;
 
@@ -46,7 +58,7 @@ pub use crate::duty::lossy::LossyReport as Report;
 /// A topology that cannot lose writes, or a run that fails.
 pub fn run(args: Args) -> Result<(), BoxError> {
     block_on(async move {
-        let report: Report = lossy::run(&args).await?;
+        let report: Report = lossy::run(&args.settings()).await?;
         print_last(&report)
     })
 }

@@ -59,12 +59,29 @@ pub struct Args {
     pub target: TargetArgs,
 }
 
+impl Args {
+    /// The settings `load` runs with.
+    pub fn settings(&self) -> load::Settings {
+        load::Settings {
+            partitions: self.partitions.clone(),
+            replicas: self.replicas.clone(),
+            replicas_per_process: self.replicas_per_process,
+            lease_ms: self.lease.lease_ms,
+            seconds: self.seconds,
+            runs: self.runs,
+            limit_secs: self.limit_secs,
+            replica_nice: self.replica_nice,
+            target: self.target.clone(),
+        }
+    }
+}
+
 /// Runs every case and prints the reports.
 ///
 /// # Errors
 /// A group that does not start or balance in time.
 pub fn run(args: Args) -> Result<(), BoxError> {
-    block_on(async move { load::run(&args).await })
+    block_on(async move { load::run(&args.settings()).await })
 }
 
 /// The summary line of a partition and replica count (the last one adds the

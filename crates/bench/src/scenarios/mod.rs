@@ -9,7 +9,6 @@
 //! The registry line makes it a subcommand (its name is the variant's, in kebab case)
 //! and gives `tables` its generators.
 
-use std::ffi::OsString;
 use std::future::Future;
 
 use clap::Subcommand;
@@ -104,6 +103,28 @@ registry! {
     Route => route,
 }
 
+/// The group settings of the `rebalance` scenarios' shared options.
+pub fn group_settings(args: &crate::args::GroupArgs) -> crate::group::GroupSettings {
+    crate::group::GroupSettings {
+        partitions: args.partitions,
+        replicas: args.replicas,
+        lease_ms: args.lease.lease_ms,
+        settle_ms: args.settle_ms,
+        replica_nice: args.replica_nice,
+        target: args.target.clone(),
+    }
+}
+
+/// The single-duty settings of `failover`'s and `handover`'s shared options.
+pub fn duty_settings(args: &crate::args::DutyArgs) -> crate::duty::harness::Settings {
+    crate::duty::harness::Settings {
+        lease_ms: args.lease.lease_ms,
+        dedicated: args.dedicated,
+        min_replicas_acked: args.min_replicas_acked,
+        target: args.target.clone(),
+    }
+}
+
 /// Runs `scenario` on a multi-threaded runtime of its own.
 ///
 /// # Errors
@@ -113,69 +134,4 @@ pub fn block_on(scenario: impl Future<Output = Result<(), BoxError>>) -> Result<
         .enable_all()
         .build()?
         .block_on(scenario)
-}
-
-/// The command line with the spellings from before `rebalance-load`,
-/// `rebalance-lossy` and `failover-lossy` were scenarios of their own (the committed
-/// reports in `docs/bench/` quote them) turned into the new ones:
-/// `rebalance --load M ...` runs `rebalance-load --load M ...`, and
-/// `rebalance|failover --lose-writes ...` runs `rebalance-lossy|failover-lossy ...`.
-pub fn modern(mut argv: Vec<OsString>) -> Vec<OsString> {
-    let Some(command) = argv.get(1).and_then(|c| c.to_str()).map(str::to_owned) else {
-        return argv;
-    };
-    let lose_writes = argv.iter().skip(2).position(|a| a == "--lose-writes");
-    let load = argv
-        .iter()
-        .skip(2)
-        .any(|a| a == "--load" || a.to_str().is_some_and(|a| a.starts_with("--load=")));
-    let renamed = match (command.as_str(), lose_writes, load) {
-        ("failover", Some(_), _) => "failover-lossy",
-        ("rebalance", Some(_), _) => "rebalance-lossy",
-        ("rebalance", None, true) => "rebalance-load",
-        _ => return argv,
-    };
-    if let Some(at) = lose_writes {
-        argv.remove(at + 2);
-    }
-    argv[1] = renamed.into();
-    argv
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn modernized(line: &str) -> String {
-        let argv = line.split(' ').map(OsString::from).collect();
-        let out: Vec<String> = modern(argv)
-            .into_iter()
-            .map(|a| a.into_string().expect("utf-8"))
-            .collect();
-        out.join(" ")
-    }
-
-    #[test]
-    fn the_old_spellings_run_the_scenarios_of_their_own() {
-        assert_eq!(
-            modernized("b rebalance --partitions 64 --load shifting --seconds 300"),
-            "b rebalance-load --partitions 64 --load shifting --seconds 300"
-        );
-        assert_eq!(
-            modernized("b rebalance --lose-writes --topology sentinel --runs 2"),
-            "b rebalance-lossy --topology sentinel --runs 2"
-        );
-        assert_eq!(
-            modernized("b failover --topology cluster --lose-writes"),
-            "b failover-lossy --topology cluster"
-        );
-        for same in [
-            "b rebalance --partitions 8",
-            "b failover --runs 2",
-            "b",
-            "b load --seconds 1",
-        ] {
-            assert_eq!(modernized(same), same);
-        }
-    }
 }

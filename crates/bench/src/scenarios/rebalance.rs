@@ -1,5 +1,5 @@
 //! `rebalance`: partition replicas as child processes (hidden `partition-child` mode),
-//! followed through their event lines and `group_status` reads (at most every 100 ms
+//! followed through their event lines and `GroupAdmin::status` reads (at most every 100 ms
 //! for large groups): a cold start, the SIGKILL of one replica, the join of a new one.
 //! Weighted (`--weights zipf`, `--capacities`), with a move budget, with state handed
 //! off (`--hand-off-bytes`) or warm moves (`--prepare`). With `--runs R`, one line per
@@ -11,9 +11,9 @@
 use std::fmt::Write as _;
 
 use clap::Args as ClapArgs;
-use serde::Deserialize;
 
 use crate::args::{GroupArgs, WeightsArg, parse_hand_off_bytes};
+use crate::group::process::WarmMoves;
 use crate::group::rebalance;
 use crate::scenarios::block_on;
 use crate::stats::Summary;
@@ -51,7 +51,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
     pub runs: u64,
     /// Every replica runs with this move budget
-    /// (`GroupConfigBuilder::max_moves_per_interval`): at most K hand-offs to even
+    /// (`GroupConfigBuilder::move_budget(MoveBudget::Moves(K))`): at most K hand-offs to even
     /// out the group per renew interval. The report gains `move_budget` and
     /// `max_moves_per_interval` (the most hand-offs released in one renew interval,
     /// from the ledger's server times).
@@ -81,30 +81,29 @@ pub struct Args {
     pub prepare_work_ms: u64,
 }
 
+impl Args {
+    /// The settings `rebalance` runs with.
+    pub fn settings(&self) -> rebalance::Settings {
+        rebalance::Settings {
+            group: super::group_settings(&self.group),
+            weights: self.weights,
+            zipf_s: self.zipf_s,
+            weight_seed: self.weight_seed,
+            count_only: self.count_only,
+            capacities: self.capacities.clone(),
+            runs: self.runs,
+            move_budget: self.move_budget,
+            hand_off_bytes: self.hand_off_bytes,
+            warm: (self.prepare || self.prepare_ms.is_some()).then_some(WarmMoves { within_ms: self.prepare_ms, work_ms: self.prepare_work_ms }),
+        }
+    }
+}
+
 /// The report of each run.
 pub use crate::group::rebalance::RebalanceReport as Report;
 
 /// The last line: the last run's report, and after several runs `over_runs`.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Last {
-    /// The last run's report.
-    #[serde(flatten)]
-    pub report: Report,
-    /// Over every run (absent after a single run).
-    pub over_runs: Option<OverRuns>,
-}
-
-/// The figures over several runs the tables quote (`group::rebalance::run_all` adds
-/// more).
-#[derive(Debug, Clone, Deserialize)]
-pub struct OverRuns {
-    /// How many runs.
-    pub runs: u64,
-    /// Kill → every partition owned again.
-    pub kill_all_owned_ms: Option<Summary>,
-    /// Join → balanced.
-    pub join_balanced_ms: Option<Summary>,
-}
+pub use crate::group::rebalance::{LastLine as Last, OverRuns};
 
 /// A time in seconds: over several runs, the median and the range of `over`'s pick,
 /// else the one run's `single`.
@@ -125,7 +124,7 @@ pub fn secs_over(last: &Last, pick: fn(&OverRuns) -> Option<Summary>, single: f6
 /// # Errors
 /// A phase that does not complete in time, or a replica that misbehaves.
 pub fn run(args: Args) -> Result<(), BoxError> {
-    block_on(async move { rebalance::run_all(&args).await })
+    block_on(async move { rebalance::run_all(&args.settings()).await })
 }
 
 /// The docs' tables of `rebalance` reports.

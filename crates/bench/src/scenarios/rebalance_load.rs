@@ -101,6 +101,31 @@ pub struct Args {
     pub service_factor: f64,
 }
 
+impl Args {
+    /// The settings `measured` runs with.
+    pub fn settings(&self) -> measured::Settings {
+        measured::Settings {
+            group: super::group_settings(&self.group),
+            seconds: self.seconds,
+            settle_secs: self.settle_secs,
+            modes: self.modes.clone(),
+            seed: self.seed,
+            load_zipf_s: self.load_zipf_s,
+            hot: self.hot,
+            shift_secs: self.shift_secs,
+            noise_percent: self.noise_percent,
+            half_life_ms: self.half_life_ms,
+            threshold_percent: self.threshold_percent,
+            report_every_ms: self.report_every_ms,
+            sample_ms: self.sample_ms,
+            unseeded: self.unseeded,
+            series: self.series,
+            report: self.report,
+            service_factor: self.service_factor,
+        }
+    }
+}
+
 /// The report.
 pub use crate::group::measured::LoadBalanceReport as Report;
 
@@ -110,7 +135,7 @@ pub use crate::group::measured::LoadBalanceReport as Report;
 /// Inconsistent options, or a group that does not start or settle.
 pub fn run(args: Args) -> Result<(), BoxError> {
     block_on(async move {
-        let report: Report = measured::run(&args, args.load).await?;
+        let report: Report = measured::run(&args.settings(), args.load).await?;
         print_last(&report)
     })
 }

@@ -29,6 +29,16 @@ pub struct Args {
     pub runs: u64,
 }
 
+impl Args {
+    /// The settings `lossy` runs with.
+    pub fn settings(&self) -> lossy::Settings {
+        lossy::Settings {
+            group: super::group_settings(&self.group),
+            runs: self.runs,
+        }
+    }
+}
+
 /// The report.
 pub use crate::group::lossy::LossyRebalanceReport as Report;
 
@@ -38,7 +48,7 @@ pub use crate::group::lossy::LossyRebalanceReport as Report;
 /// A topology that cannot lose writes, or a run that fails.
 pub fn run(args: Args) -> Result<(), BoxError> {
     block_on(async move {
-        let report: Report = lossy::run(&args).await?;
+        let report: Report = lossy::run(&args.settings()).await?;
         print_last(&report)
     })
 }

@@ -75,6 +75,28 @@ pub struct Args {
     pub target: TargetArgs,
 }
 
+impl Args {
+    /// The settings `rolling` runs with.
+    pub fn settings(&self) -> rolling::Settings {
+        rolling::Settings {
+            partitions: self.partitions,
+            replicas: self.replicas,
+            lease_ms: self.lease.lease_ms,
+            sticky: self.sticky,
+            rejoin_grace_ms: self.rejoin_grace_ms,
+            add_partitions: self.add_partitions,
+            gap_ms: self.gap_ms,
+            paced: self.paced,
+            settle_ms: self.settle_ms,
+            limit_secs: self.limit_secs,
+            hand_off_bytes: self.hand_off_bytes,
+            leave_within_ms: self.leave_within_ms,
+            replica_nice: self.replica_nice,
+            target: self.target.clone(),
+        }
+    }
+}
+
 /// The report.
 pub use crate::group::rolling::RollingReport as Report;
 
@@ -84,7 +106,7 @@ pub use crate::group::rolling::RollingReport as Report;
 /// A group that does not start, or a replica that misbehaves.
 pub fn run(args: Args) -> Result<(), BoxError> {
     block_on(async move {
-        let report: Report = rolling::run(&args).await?;
+        let report: Report = rolling::run(&args.settings()).await?;
         print_last(&report)
     })
 }

@@ -46,6 +46,23 @@ pub struct Args {
     pub await_route_ms: u64,
 }
 
+impl Args {
+    /// The settings `crate::route` runs with.
+    pub fn settings(&self) -> crate::route::Settings {
+        crate::route::Settings {
+            partitions: self.partitions,
+            replicas: self.replicas,
+            lease_ms: self.lease.lease_ms,
+            routers: self.routers,
+            routers_per_process: self.routers_per_process,
+            seconds: self.seconds,
+            requests_per_s: self.requests_per_s,
+            still_seconds: self.still_seconds,
+            await_route_ms: self.await_route_ms,
+        }
+    }
+}
+
 /// The report.
 pub use crate::route::RouteReport as Report;
 
@@ -56,7 +73,7 @@ pub use crate::route::RouteReport as Report;
 /// not settle.
 pub fn run(args: Args) -> Result<(), BoxError> {
     block_on(async move {
-        let report: Report = crate::route::run(&args).await?;
+        let report: Report = crate::route::run(&args.settings()).await?;
         print_last(&report)
     })
 }

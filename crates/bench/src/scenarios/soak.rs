@@ -38,6 +38,20 @@ pub struct Args {
     pub target: TargetArgs,
 }
 
+impl Args {
+    /// The settings `soak` runs with.
+    pub fn settings(&self) -> soak::Settings {
+        soak::Settings {
+            lease_ms: self.lease.lease_ms,
+            seconds: self.seconds,
+            replicas: self.replicas,
+            dedicated: self.dedicated,
+            saturate: self.saturate,
+            target: self.target.clone(),
+        }
+    }
+}
+
 /// The report.
 pub use crate::duty::soak::SoakReport as Report;
 
@@ -47,7 +61,7 @@ pub use crate::duty::soak::SoakReport as Report;
 /// Servers or replicas that cannot start.
 pub fn run(args: Args) -> Result<(), BoxError> {
     block_on(async move {
-        let report: Report = soak::run(&args).await?;
+        let report: Report = soak::run(&args.settings()).await?;
         print_last(&report)
     })
 }

@@ -26,6 +26,17 @@ pub struct Args {
     pub target: TargetArgs,
 }
 
+impl Args {
+    /// The settings `stall` runs with.
+    pub fn settings(&self) -> stall::Settings {
+        stall::Settings {
+            lease_ms: self.lease.lease_ms,
+            block_leases: self.block_leases,
+            target: self.target.clone(),
+        }
+    }
+}
+
 /// The report.
 pub use crate::duty::stall::StallReport as Report;
 
@@ -35,7 +46,7 @@ pub use crate::duty::stall::StallReport as Report;
 /// Servers that cannot start, or a case that fails.
 pub fn run(args: Args) -> Result<(), BoxError> {
     block_on(async move {
-        let report: Report = stall::run(&args).await?;
+        let report: Report = stall::run(&args.settings()).await?;
         print_last(&report)
     })
 }

@@ -15,7 +15,7 @@
 //!    of every node, `/proc` of every replica process, and the roster bytes the
 //!    processes report (their `roster_bytes` lines) at its start and end.
 //! 5. After it: the slow log (scripts before and inside the window; the tick's inside
-//!    it are `tick_us`), the settings put back, and one `group_status` read to check
+//!    it are `tick_us`), the settings put back, and one `GroupAdmin::status` read to check
 //!    that Redis agrees with the replicas.
 //!
 //! `--replicas-per-process K` runs the N replicas as N / K processes of K coordinators
@@ -41,14 +41,35 @@ use crate::group::event::PartitionEvent;
 use crate::group::harness::{Fleet, convergence_limit};
 use crate::group::ownership::Progress;
 use crate::group::status::{balanced, counts, describe};
-use crate::print_last;
 use crate::proc_stats::{self, ProcSample};
 use crate::redis_stats::{self, REQUESTS, SLOWLOG_MAX_LEN, ServerSample, Stat};
-use crate::scenarios::load::Args as LoadArgs;
 use crate::stats::{Percentiles, max_of, round3};
-use crate::store::BoxError;
+use crate::store::{BoxError, TargetArgs};
 
 pub use self::report::{LoadReport, LoadSetup, RunReport, SummaryReport, Ticks};
+
+/// What `load` runs (see its options for each field's meaning).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Partition counts, one case each (with `replicas`).
+    pub partitions: Vec<usize>,
+    /// Replica counts, one case each (with `partitions`).
+    pub replicas: Vec<usize>,
+    /// Replicas per child process.
+    pub replicas_per_process: usize,
+    /// The lease of every partition, in milliseconds.
+    pub lease_ms: u64,
+    /// Length of the steady window, in seconds.
+    pub seconds: u64,
+    /// Runs of each case.
+    pub runs: u64,
+    /// How long the cold start may take, in seconds (`None`: from the group's size).
+    pub limit_secs: Option<u64>,
+    /// Every replica's niceness.
+    pub replica_nice: u8,
+    /// The Redis set-up.
+    pub target: TargetArgs,
+}
 
 /// Runs the scenario for each (partition count, replica count) pair and run, printing
 /// one JSON line per run and one summary line per pair (the last one compares the
@@ -57,13 +78,17 @@ pub use self::report::{LoadReport, LoadSetup, RunReport, SummaryReport, Ticks};
 /// # Errors
 /// If a replica count is not a multiple of `--replicas-per-process`, a run does not
 /// converge in time, a replica misbehaves, or Redis cannot be read.
-pub async fn run(args: &LoadArgs) -> Result<(), BoxError> {
-    let runs = usize::try_from(args.runs)?;
-    let cases = cases(&args.partitions, &args.replicas, args.replicas_per_process)?;
+pub async fn run(settings: &Settings) -> Result<(), BoxError> {
+    let runs = usize::try_from(settings.runs)?;
+    let cases = cases(
+        &settings.partitions,
+        &settings.replicas,
+        settings.replicas_per_process,
+    )?;
     let mut summaries: Vec<SummaryReport> = Vec::new();
     for (i, &(partitions, replicas)) in cases.iter().enumerate() {
         let mut reports = Vec::new();
-        let k = args.replicas_per_process;
+        let k = settings.replicas_per_process;
         for run in 1..=runs {
             eprintln!(
                 "load: {partitions} partitions on {replicas} replicas ({} processes of {k}), run {run}/{runs}",
@@ -74,10 +99,10 @@ pub async fn run(args: &LoadArgs) -> Result<(), BoxError> {
                 replicas,
                 run,
             };
-            let report = one_run(args, case).await.map_err(|e| {
+            let report = one_run(settings, case).await.map_err(|e| {
                 format!("{partitions} partitions on {replicas} replicas, run {run}: {e}")
             })?;
-            print_last(&report)?;
+            println!("{}", serde_json::to_string(&report)?);
             reports.push(report);
         }
         let mut summary = report::summarize(&reports)?;
@@ -85,7 +110,7 @@ pub async fn run(args: &LoadArgs) -> Result<(), BoxError> {
         if i + 1 == cases.len() && summaries.len() > 1 {
             summary.comparison = Some(report::compare(&summaries));
         }
-        print_last(&summary)?;
+        println!("{}", serde_json::to_string(&summary)?);
     }
     Ok(())
 }
@@ -138,26 +163,30 @@ struct Case {
 }
 
 /// One cold start and steady window on fresh servers and replicas.
-async fn one_run(args: &LoadArgs, case: Case) -> Result<RunReport, BoxError> {
+async fn one_run(settings: &Settings, case: Case) -> Result<RunReport, BoxError> {
     let partitions = case.partitions;
     let mut fleet = Fleet::start(
-        &args.target,
+        &settings.target,
         "load",
         partitions,
-        args.lease.lease_ms,
+        settings.lease_ms,
         None,
         Duration::from_millis(50),
-        args.replica_nice,
+        settings.replica_nice,
     )?;
-    let result = measure(&mut fleet, args, case).await;
+    let result = measure(&mut fleet, settings, case).await;
     let stopped = fleet.shutdown().await;
     let report = result?;
     stopped?;
     Ok(report)
 }
 
-async fn measure(fleet: &mut Fleet, args: &LoadArgs, case: Case) -> Result<RunReport, BoxError> {
-    let window = Duration::from_secs(args.seconds);
+async fn measure(
+    fleet: &mut Fleet,
+    settings: &Settings,
+    case: Case,
+) -> Result<RunReport, BoxError> {
+    let window = Duration::from_secs(settings.seconds);
     let mut conns = Vec::new();
     for url in &fleet.servers.stats_urls {
         conns.push(redis_stats::connect(url).await?);
@@ -172,7 +201,7 @@ async fn measure(fleet: &mut Fleet, args: &LoadArgs, case: Case) -> Result<RunRe
         background.cpu_pct()
     );
     let saved = redis_stats::start_slowlog(&mut conns).await?;
-    let measured = steady(fleet, &mut conns, args, case).await;
+    let measured = steady(fleet, &mut conns, settings, case).await;
     let restored = redis_stats::restore_slowlog(&mut conns, &saved).await;
     let steady = measured?;
     restored?;
@@ -189,7 +218,7 @@ async fn measure(fleet: &mut Fleet, args: &LoadArgs, case: Case) -> Result<RunRe
         )
         .into());
     }
-    Ok(steady.report(args, fleet, case, &background))
+    Ok(steady.report(settings, fleet, case, &background))
 }
 
 /// What one run measured from the spawn to the end of the steady window.
@@ -222,17 +251,17 @@ struct Steady {
 async fn steady(
     fleet: &mut Fleet,
     conns: &mut [MultiplexedConnection],
-    args: &LoadArgs,
+    settings: &Settings,
     case: Case,
 ) -> Result<Steady, BoxError> {
     let partitions = case.partitions;
     let lease = fleet.lease();
-    let limit = args
+    let limit = settings
         .limit_secs
         .map_or_else(|| convergence_limit(partitions, lease), Duration::from_secs);
     let since = Instant::now();
     let start_us = now_us();
-    for (name, replicas) in processes(case.replicas, args.replicas_per_process) {
+    for (name, replicas) in processes(case.replicas, settings.replicas_per_process) {
         fleet.spawn_many(&name, &replicas)?;
     }
     let p = fleet
@@ -273,7 +302,7 @@ async fn steady(
     let from_line = fleet.log.len();
     let pids = fleet.pids();
     let cold_roster_bytes = fleet.log.roster_bytes();
-    let window = Window::measure(conns, &pids, Duration::from_secs(args.seconds)).await?;
+    let window = Window::measure(conns, &pids, Duration::from_secs(settings.seconds)).await?;
     let steady_roster_bytes = fleet.log.roster_bytes().saturating_sub(cold_roster_bytes);
     let progress = fleet.log.progress();
     let moves = fleet
@@ -345,7 +374,13 @@ async fn steady(
 const TICKS: [&str; 2] = ["tick", "heartbeat"];
 
 impl Steady {
-    fn report(&self, args: &LoadArgs, fleet: &Fleet, case: Case, background: &Window) -> RunReport {
+    fn report(
+        &self,
+        settings: &Settings,
+        fleet: &Fleet,
+        case: Case,
+        background: &Window,
+    ) -> RunReport {
         let w = &self.window;
         let rate = (w.calls_per_sec() - background.calls_per_sec()).max(0.0);
         let cmd_cpu = (w.usec_per_sec() - background.usec_per_sec()).max(0.0) / 1e6 * 100.0;
@@ -368,11 +403,11 @@ impl Steady {
                     topology: fleet.servers.topology,
                     partitions: case.partitions,
                     replicas,
-                    replicas_per_process: args.replicas_per_process,
+                    replicas_per_process: settings.replicas_per_process,
                     processes: w.clients.len(),
-                    lease_ms: args.lease.lease_ms,
-                    seconds: args.seconds,
-                    replica_nice: args.replica_nice,
+                    lease_ms: settings.lease_ms,
+                    seconds: settings.seconds,
+                    replica_nice: settings.replica_nice,
                 },
                 all_owned_ms: round3(self.all_owned_ms),
                 balanced_ms: round3(self.balanced_ms),

@@ -15,7 +15,7 @@
 //!    group's set.
 //! 3. After the last restart: wait until balanced again (all P + K owned, every
 //!    replica joined, spread ≤ 1), one lease more and balanced again, or a limit; then
-//!    report what was seen either way, and read `group_status` once to see whether
+//!    report what was seen either way, and read `GroupAdmin::status` once to see whether
 //!    Redis agrees.
 //!
 //! Measured on the children's clocks, from the start of the rolling phase to its end:
@@ -42,9 +42,8 @@ use crate::group::ledger::{self, LedgerCheck};
 use crate::group::ownership::{OwnerChanges, Progress};
 use crate::group::rebalance::poll_interval;
 use crate::group::status::{counts, describe};
-use crate::scenarios::rolling::Args as RollingArgs;
 use crate::stats::round3;
-use crate::store::{BoxError, Topology};
+use crate::store::{BoxError, TargetArgs, Topology};
 
 pub use self::books::{Refusal, Start, Unowned, refusals};
 
@@ -102,7 +101,7 @@ pub struct RollingReport {
     pub deploy_ms: f64,
     /// P: the old list.
     pub partitions_before: usize,
-    /// The group's partition count at the end, by `group_status`.
+    /// The group's partition count at the end, by `GroupAdmin::status`.
     pub partitions_after: usize,
     /// Owner changes during the rolling phase (by replica id).
     pub moved: u64,
@@ -141,7 +140,7 @@ pub struct RollingSetup {
     pub added: usize,
     /// The list versions of the old and the new processes (0: unversioned).
     pub list_versions: [u64; 2],
-    /// The group's list version at the end, by `group_status`.
+    /// The group's list version at the end, by `GroupAdmin::status`.
     pub group_list_version: u64,
 }
 
@@ -170,7 +169,7 @@ pub struct RollingDetail {
     pub restarts: Vec<Restart>,
     /// Partitions per live replica at the end, by their lines.
     pub final_counts: BTreeMap<String, usize>,
-    /// Partitions per live replica at the end, by `group_status`.
+    /// Partitions per live replica at the end, by `GroupAdmin::status`.
     pub redis_counts: BTreeMap<String, usize>,
     /// The group's ledger of moves against the owner changes the replicas' lines
     /// showed, from the cold start on.
@@ -192,41 +191,78 @@ pub struct RollingDetail {
     pub leave_ms: f64,
 }
 
+/// What `rolling` runs (see its options for each field's meaning).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Partitions (before `add_partitions`).
+    pub partitions: usize,
+    /// Replicas.
+    pub replicas: usize,
+    /// The lease of every partition, in milliseconds.
+    pub lease_ms: u64,
+    /// Restarted replicas rejoin within their grace.
+    pub sticky: bool,
+    /// The grace of `sticky`, in milliseconds (`None`: the default).
+    pub rejoin_grace_ms: Option<u64>,
+    /// Partitions the deploy adds.
+    pub add_partitions: usize,
+    /// Pause between restarts, in milliseconds.
+    pub gap_ms: u64,
+    /// Each restart waits for the group to be balanced first.
+    pub paced: bool,
+    /// Settle time of a starting replica, in milliseconds (`None`: one lease).
+    pub settle_ms: Option<u64>,
+    /// How long a phase may take, in seconds (`None`: from the group's size).
+    pub limit_secs: Option<u64>,
+    /// Bytes of state every callback hands off (0: none).
+    pub hand_off_bytes: usize,
+    /// A stopping replica leaves within this many milliseconds.
+    pub leave_within_ms: Option<u64>,
+    /// Every replica's niceness.
+    pub replica_nice: u8,
+    /// The Redis set-up.
+    pub target: TargetArgs,
+}
+
 /// Runs the scenario.
 ///
 /// # Errors
 /// If the servers or a process cannot start, the cold start does not balance in
 /// time, a replica exits on its own or does not leave cleanly after SIGTERM, or Redis
 /// cannot be read. A rolling phase that ends unbalanced is reported, not an error.
-pub async fn run(args: &RollingArgs) -> Result<RollingReport, BoxError> {
-    let before = args.partitions;
+pub async fn run(settings: &Settings) -> Result<RollingReport, BoxError> {
+    let before = settings.partitions;
     let mut fleet = Fleet::start(
-        &args.target,
+        &settings.target,
         "rolling",
         before,
-        args.lease.lease_ms,
-        args.settle_ms,
-        poll_interval(before + args.add_partitions),
-        args.replica_nice,
+        settings.lease_ms,
+        settings.settle_ms,
+        poll_interval(before + settings.add_partitions),
+        settings.replica_nice,
     )?;
-    fleet.spec.list_version = u64::from(args.add_partitions > 0);
-    fleet.spec.rejoin_grace_ms = args.sticky.then(|| {
-        args.rejoin_grace_ms
-            .unwrap_or_else(|| default_rejoin_grace_ms(args.lease.lease_ms))
+    fleet.spec.list_version = u64::from(settings.add_partitions > 0);
+    fleet.spec.rejoin_grace_ms = settings.sticky.then(|| {
+        settings
+            .rejoin_grace_ms
+            .unwrap_or_else(|| default_rejoin_grace_ms(settings.lease_ms))
     });
-    fleet.spec.hand_off_bytes = args.hand_off_bytes;
-    fleet.spec.leave_within_ms = args.leave_within_ms;
-    let result = phases(&mut fleet, args).await;
+    fleet.spec.hand_off_bytes = settings.hand_off_bytes;
+    fleet.spec.leave_within_ms = settings.leave_within_ms;
+    let result = phases(&mut fleet, settings).await;
     let stopped = fleet.shutdown().await;
     let report = result?;
     stopped?;
     Ok(report)
 }
 
-async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, BoxError> {
+async fn phases(fleet: &mut Fleet, settings: &Settings) -> Result<RollingReport, BoxError> {
     let lease = fleet.lease();
-    let (before, after) = (args.partitions, args.partitions + args.add_partitions);
-    let ids: Vec<String> = (1..=args.replicas)
+    let (before, after) = (
+        settings.partitions,
+        settings.partitions + settings.add_partitions,
+    );
+    let ids: Vec<String> = (1..=settings.replicas)
         .map(|i| format!("replica-{i}"))
         .collect();
     let mut starts = Vec::new();
@@ -259,18 +295,18 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
 
     // Rolling phase.
     let mut new = old.clone();
-    if args.add_partitions > 0 {
+    if settings.add_partitions > 0 {
         new.partitions = after;
         new.list_version = 2;
     }
-    let gap = Duration::from_millis(args.gap_ms);
+    let gap = Duration::from_millis(settings.gap_ms);
     let rolling_us = now_us();
     let mut restarts = Vec::new();
     let mut terms_us = Vec::new();
     let mut set_from = Some(fleet.log.len());
-    let mut fresh = args.replicas;
+    let mut fresh = settings.replicas;
     for (i, id) in ids.iter().enumerate() {
-        if args.paced {
+        if settings.paced {
             // The replacement first, under a new id; the old one leaves once it is ready.
             fresh += 1;
             let next = format!("replica-{fresh}");
@@ -351,7 +387,7 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
     // Balanced again, or the limit.
     fleet.log.expect_partitions(after);
     let last_start_us = restarts.last().map_or(rolling_us, |r| r.at_us);
-    let limit = args
+    let limit = settings
         .limit_secs
         .map_or_else(|| convergence_limit(after, lease), Duration::from_secs);
     let deadline = Instant::now() + limit;
@@ -431,14 +467,14 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
         ledger.causes,
         ledger.observed,
         ledger.matches_observed,
-        args.hand_off_bytes,
+        settings.hand_off_bytes,
         ledger.state_matches,
         ledger.state_mismatches,
         ledger.state_mismatched
     );
     eprintln!(
         "rolling: hand-offs of {} bytes: {}",
-        args.hand_off_bytes,
+        settings.hand_off_bytes,
         hand_offs.describe()
     );
     for e in &hand_offs.examples {
@@ -453,8 +489,8 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
     }
     Ok(RollingReport {
         scenario: "rolling".to_owned(),
-        sticky: args.sticky,
-        paced: args.paced,
+        sticky: settings.sticky,
+        paced: settings.paced,
         moves_per_partition: round3(moved.changes as f64 / before.max(1) as f64),
         moved_more_than_once: moved.per_partition.values().filter(|n| **n > 1).count(),
         deploy_ms: round3(span_ms(rolling_us, deployed_us)),
@@ -468,11 +504,11 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
         spread: progress.spread(),
         setup: RollingSetup {
             topology: fleet.servers.topology,
-            replicas: args.replicas,
-            lease_ms: args.lease.lease_ms,
-            gap_ms: args.gap_ms,
+            replicas: settings.replicas,
+            lease_ms: settings.lease_ms,
+            gap_ms: settings.gap_ms,
             rejoin_grace_ms: old.rejoin_grace_ms,
-            added: args.add_partitions,
+            added: settings.add_partitions,
             list_versions: [old.list_version, new.list_version],
             group_list_version: status.list_version,
         },
@@ -491,9 +527,9 @@ async fn phases(fleet: &mut Fleet, args: &RollingArgs) -> Result<RollingReport, 
             final_counts: progress.counts(),
             redis_counts,
             ledger,
-            hand_off_bytes: args.hand_off_bytes,
+            hand_off_bytes: settings.hand_off_bytes,
             hand_offs,
-            leave_within_ms: args.leave_within_ms,
+            leave_within_ms: settings.leave_within_ms,
             leave_ms,
         },
     })
