@@ -8,7 +8,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::group_script;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now, distinct};
 use crate::store::protocol::Origin;
@@ -219,5 +221,17 @@ impl Group {
             *until = now.ms + HOLD_MS;
         }
         (AdoptReply::Done, changed)
+    }
+}
+
+impl Op for Adopt {
+    type Reply = AdoptReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<AdoptReply, StoreError> {
+        redis(store, keys, self).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> AdoptReply {
+        store.with(keys, |g, now| g.adopt(self, now))
     }
 }

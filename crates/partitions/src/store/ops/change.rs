@@ -7,8 +7,10 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::read::{SUM_MOD, name_sum};
 use super::{OpReply, count, group_script, keys_with_op, ms};
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Meta, Now, distinct};
 use crate::store::protocol::Origin;
@@ -394,4 +396,42 @@ impl Group {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis().max(1)).unwrap_or(u64::MAX)
+}
+
+/// Adds partitions to the set (see [`Change`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Add {
+    pub(crate) mode: Change,
+    pub(crate) names: Vec<String>,
+}
+
+impl Op for Add {
+    type Reply = AddReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<AddReply, StoreError> {
+        add(store, keys, &self.mode, &self.names).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> AddReply {
+        store.with(keys, |g, now| g.add(&self.mode, &self.names, now))
+    }
+}
+
+/// Removes partitions from the set; their owners are told to give them up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Remove {
+    pub(crate) mode: Change,
+    pub(crate) names: Vec<String>,
+}
+
+impl Op for Remove {
+    type Reply = RemoveReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<RemoveReply, StoreError> {
+        remove(store, keys, &self.mode, &self.names).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> RemoveReply {
+        store.with(keys, |g, now| g.remove(&self.mode, &self.names, now))
+    }
 }

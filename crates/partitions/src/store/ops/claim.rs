@@ -7,9 +7,12 @@ use std::time::Duration;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
+use super::Op;
 use super::moves::{MoveCause, Predecessor};
 use super::{count, group_script, ms, strings, triples};
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
+use crate::notice::GroupNotice;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::{Granted, ReplicaState, Term};
@@ -529,6 +532,31 @@ impl Group {
         };
         self.acks
             .insert(req.process.clone(), (req.seq, reply.clone()));
+        reply
+    }
+}
+
+impl Op for ClaimRequest {
+    type Reply = ClaimReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<ClaimReply, StoreError> {
+        redis(store, keys, self).await
+    }
+
+    /// The claim's twin; a claim that moved partitions tells their previous owners
+    /// (`GroupNotice::Moved`).
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> ClaimReply {
+        let (reply, moved) = store.with(keys, |g, now| {
+            let before = g.moves.back().map(|m| m.id.clone());
+            let reply = g.claim(self, now);
+            let moved = matches!(&reply, ClaimReply::Claimed { moves, .. } if !moves.is_empty())
+                .then(|| g.moved_notice(before))
+                .flatten();
+            ((reply, moved), false)
+        });
+        if let Some(message) = moved.and_then(|m| GroupNotice::Moved(m).encode(&keys.notice)) {
+            store.notify(message);
+        }
         reply
     }
 }

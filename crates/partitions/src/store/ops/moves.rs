@@ -11,7 +11,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::group_script;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::Group;
 
@@ -317,6 +319,50 @@ impl serde::Serialize for MoveCause {
     /// As its label ([`MoveCause::as_str`]).
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
+    }
+}
+
+/// Up to `limit` entries of the ledger of moves after the one with id `after` (from
+/// the oldest kept if `None`), oldest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Moves {
+    pub(crate) after: Option<String>,
+    pub(crate) limit: usize,
+}
+
+impl Op for Moves {
+    type Reply = Vec<Move>;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<Vec<Move>, StoreError> {
+        redis(store, keys, Page::After(self.after.as_deref()), self.limit).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<Move> {
+        store
+            .read(keys, |g, _| {
+                g.moves_after(self.after.as_deref(), self.limit)
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The newest `limit` entries of the ledger of moves, oldest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NewestMoves {
+    pub(crate) limit: usize,
+}
+
+impl Op for NewestMoves {
+    type Reply = Vec<Move>;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<Vec<Move>, StoreError> {
+        redis(store, keys, Page::Newest, self.limit).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<Move> {
+        store
+            .read(keys, |g, _| g.moves_newest(self.limit))
+            .unwrap_or_default()
     }
 }
 

@@ -10,7 +10,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::{count, group_script, loads, ms, pairs, roster, strings};
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::{MemberInfo, SetInfo};
@@ -326,6 +328,118 @@ impl Group {
             .take(limit.max(1))
             .map(|name| self.owner_of(name, now))
             .collect()
+    }
+}
+
+/// Up to `limit` partition names from position `offset` of the set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ListPage {
+    pub(crate) offset: usize,
+    pub(crate) limit: usize,
+}
+
+impl Op for ListPage {
+    type Reply = Vec<String>;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<Vec<String>, StoreError> {
+        list(store, keys, self.offset, self.limit).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<String> {
+        store
+            .read(keys, |g, _| g.list_page(self.offset, self.limit))
+            .unwrap_or_default()
+    }
+}
+
+/// The set as a replica keeps it (names with weights, drains, versions), a page;
+/// `None` if the group does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadSetPage {
+    pub(crate) offset: usize,
+    pub(crate) limit: usize,
+}
+
+impl Op for ReadSetPage {
+    type Reply = Option<SetPage>;
+
+    async fn redis(
+        &self,
+        store: &RedisStore,
+        keys: &GroupKeys,
+    ) -> Result<Option<SetPage>, StoreError> {
+        set_page(store, keys, self.offset, self.limit).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Option<SetPage> {
+        store
+            .read(keys, |g, _| g.set_page(self.offset, self.limit))
+            .flatten()
+    }
+}
+
+/// One partition's owner; `None` if it is not in the set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Owner(pub(crate) String);
+
+impl Op for Owner {
+    type Reply = Option<PartitionOwner>;
+
+    async fn redis(
+        &self,
+        store: &RedisStore,
+        keys: &GroupKeys,
+    ) -> Result<Option<PartitionOwner>, StoreError> {
+        owner(store, keys, &self.0).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Option<PartitionOwner> {
+        store.read(keys, |g, now| g.owner(&self.0, now)).flatten()
+    }
+}
+
+/// The group without its partitions; `None` if it does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadStatusHead;
+
+impl Op for ReadStatusHead {
+    type Reply = Option<StatusHead>;
+
+    async fn redis(
+        &self,
+        store: &RedisStore,
+        keys: &GroupKeys,
+    ) -> Result<Option<StatusHead>, StoreError> {
+        status_head(store, keys).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Option<StatusHead> {
+        store.read(keys, |g, now| g.status_head(now)).flatten()
+    }
+}
+
+/// Up to `limit` partitions from position `offset`, with their owners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StatusPage {
+    pub(crate) offset: usize,
+    pub(crate) limit: usize,
+}
+
+impl Op for StatusPage {
+    type Reply = Vec<PartitionOwner>;
+
+    async fn redis(
+        &self,
+        store: &RedisStore,
+        keys: &GroupKeys,
+    ) -> Result<Vec<PartitionOwner>, StoreError> {
+        status_page(store, keys, self.offset, self.limit).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<PartitionOwner> {
+        store
+            .read(keys, |g, now| g.status_page(self.offset, self.limit, now))
+            .unwrap_or_default()
     }
 }
 

@@ -8,7 +8,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::group_script;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::{MoveCause, Term};
@@ -151,5 +153,39 @@ impl Group {
             }
         }
         (flags, gone > 0)
+    }
+}
+
+/// Gives back `session`'s terms among `terms`, keeping the state each leaves its
+/// successor for `state_ttl` and reserving each one handed to a named receiver for it
+/// for `hold`; one flag per term (true: no term of the session holds it and no later
+/// one was granted). Safe to retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Release {
+    pub(crate) session: String,
+    pub(crate) terms: Vec<GivenBack>,
+    pub(crate) state_ttl: Duration,
+    pub(crate) hold: Duration,
+}
+
+impl Op for Release {
+    type Reply = Vec<bool>;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<Vec<bool>, StoreError> {
+        redis(
+            store,
+            keys,
+            &self.session,
+            &self.terms,
+            self.state_ttl,
+            self.hold,
+        )
+        .await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<bool> {
+        store.with(keys, |g, now| {
+            g.release(&self.session, &self.terms, self.state_ttl, self.hold, now)
+        })
     }
 }

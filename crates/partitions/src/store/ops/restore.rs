@@ -8,7 +8,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::group_script;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Meta, Now};
 use crate::store::protocol::Origin;
@@ -240,4 +242,16 @@ impl Group {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis().max(1)).unwrap_or(u64::MAX)
+}
+
+impl Op for RestoreStep {
+    type Reply = bool;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<bool, StoreError> {
+        redis(store, keys, self).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> bool {
+        store.with(keys, |g, now| (g.restore(self, now), false))
+    }
 }

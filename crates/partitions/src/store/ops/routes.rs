@@ -7,7 +7,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::group_script;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 
@@ -141,5 +143,34 @@ impl Group {
             addresses,
             body,
         })
+    }
+}
+
+/// What a router reads: every partition's live owner (`after` = `None`), or the moves
+/// after the ledger entry `after` (at most `limit`); `None` if the group does not
+/// exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Routes {
+    pub(crate) after: Option<String>,
+    pub(crate) limit: usize,
+}
+
+impl Op for Routes {
+    type Reply = Option<RouteRead>;
+
+    async fn redis(
+        &self,
+        store: &RedisStore,
+        keys: &GroupKeys,
+    ) -> Result<Option<RouteRead>, StoreError> {
+        redis(store, keys, self.after.as_deref(), self.limit).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Option<RouteRead> {
+        store
+            .read(keys, |g, now| {
+                g.routes(self.after.as_deref(), self.limit, now)
+            })
+            .flatten()
     }
 }

@@ -6,8 +6,10 @@ use std::time::Duration;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
+use super::Op;
 use super::slots::{Reply, Slots, slots};
 use super::{SERVER_LUA, count, group_script, millis, ms, pairs, strings, triples};
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Heir, Now};
@@ -781,6 +783,18 @@ impl Group {
             },
         };
         (reply, changed)
+    }
+}
+
+impl Op for TickRequest {
+    type Reply = TickReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<TickReply, StoreError> {
+        redis(store, keys, self).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> TickReply {
+        store.with(keys, |g, now| g.tick(self, now))
     }
 }
 

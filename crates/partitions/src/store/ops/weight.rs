@@ -7,7 +7,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::{OpReply, eval_with_op, group_script, ms};
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 
@@ -137,5 +139,30 @@ impl Group {
             *l = u64::try_from((i128::from(*l) + delta).max(0)).unwrap_or(0);
         }
         (old, true)
+    }
+}
+
+/// Sets a partition's weight (the group balances by weight from then on); the owner's
+/// load follows at once. `op`: the operator's request id, for a retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SetWeight {
+    pub(crate) op: Option<String>,
+    pub(crate) partition: String,
+    pub(crate) weight: u64,
+}
+
+impl Op for SetWeight {
+    type Reply = WeightReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<WeightReply, StoreError> {
+        let op = self.op.as_deref();
+        redis(store, keys, op, &self.partition, self.weight).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> WeightReply {
+        let op = self.op.as_deref();
+        store.with(keys, |g, now| {
+            g.set_weight(op, &self.partition, self.weight, now)
+        })
     }
 }
