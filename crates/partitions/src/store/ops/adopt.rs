@@ -177,7 +177,7 @@ impl Group {
                     m.fmax = m.fmax.max(highest_fence.get());
                     m.rcount = 0;
                     self.drains = drained.iter().cloned().collect();
-                    self.prefs = preferences.iter().cloned().collect();
+                    self.set.prefs = preferences.iter().cloned().collect();
                 }
                 !mine
             }
@@ -187,7 +187,7 @@ impl Group {
                 let mut new = Vec::new();
                 let mut ws = Vec::new();
                 for (n, w) in names {
-                    if self.positions.contains_key(n) {
+                    if self.set.positions.contains_key(n) {
                         if self.weight(n) != *w {
                             self.set_weight_of(n, *w);
                             changed = true;
@@ -202,7 +202,7 @@ impl Group {
             AdoptStep::Remove(names) => {
                 let gone: Vec<String> = distinct(names)
                     .into_iter()
-                    .filter(|n| self.positions.contains_key(n))
+                    .filter(|n| self.set.positions.contains_key(n))
                     .collect();
                 self.remove_names(&gone);
                 !gone.is_empty()

@@ -237,6 +237,7 @@ impl Group {
     pub(crate) fn claim(&mut self, req: &ClaimRequest, now: Now) -> ClaimReply {
         let until = self.members.get(&req.replica).copied().unwrap_or(0);
         let holder = self
+            .replicas
             .holders
             .get(&req.replica)
             .cloned()
@@ -244,7 +245,7 @@ impl Group {
         if self.sessions.get(&req.replica) != Some(&req.session)
             || holder != req.process
             || until <= now.ms
-            || self.states.get(&req.replica) == Some(&ReplicaState::Away)
+            || self.replicas.states.get(&req.replica) == Some(&ReplicaState::Away)
         {
             return ClaimReply::Lost;
         }
@@ -284,7 +285,10 @@ impl Group {
             let (mut take, mut back, mut back_fences) = (Vec::new(), Vec::new(), Vec::new());
             for (n, f) in &req.regrant {
                 if self.owners.get(n) == Some(&req.session) && self.fences.get(n) == Some(&f.0) {
-                    if self.positions.contains_key(n) && !self.revoked.contains_key(n) && !drained {
+                    if self.set.positions.contains_key(n)
+                        && !self.revoked.contains_key(n)
+                        && !drained
+                    {
                         take.push(n.clone());
                     } else {
                         back.push(n.clone());
@@ -309,7 +313,7 @@ impl Group {
             take
         } else if req.count == 0 || drained {
             Vec::new()
-        } else if !self.prefs.is_empty() || req.only_preferred {
+        } else if !self.set.prefs.is_empty() || req.only_preferred {
             let candidates = self.preferred_order(req, now);
             let first: Vec<String> = candidates.into_iter().take(req.count).collect();
             let chosen = match req.room {
@@ -366,7 +370,7 @@ impl Group {
             high = high.max(fence);
             self.fences.insert(name.clone(), fence);
             self.owners.insert(name.clone(), req.session.clone());
-            self.since.insert(name.clone(), now.ms);
+            self.replicas.since.insert(name.clone(), now.ms);
             self.held
                 .entry(req.session.clone())
                 .or_default()
@@ -451,7 +455,7 @@ impl Group {
         self.free
             .range((now.ms + 1, String::new())..)
             .take(RESERVED_SCAN)
-            .filter(|(_, n)| self.reserved.get(n).is_some_and(|r| r == replica))
+            .filter(|(_, n)| self.ends.reserved.get(n).is_some_and(|r| r == replica))
             .map(|(_, n)| n.clone())
             .collect()
     }
@@ -505,7 +509,7 @@ impl Group {
                 continue;
             }
             let w = self.weight(n);
-            let to = self.prefs.get(n).and_then(|r| left.get_mut(r.as_str()));
+            let to = self.set.prefs.get(n).and_then(|r| left.get_mut(r.as_str()));
             match to {
                 Some(room) if w <= *room => *room -= w,
                 _ => out.push(n.clone()),
@@ -547,7 +551,7 @@ impl Op for ClaimRequest {
     /// (`GroupNotice::Moved`).
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> ClaimReply {
         let (reply, moved) = store.with(keys, |g, now| {
-            let before = g.moves.back().map(|m| m.id.clone());
+            let before = g.log.moves.back().map(|m| m.id.clone());
             let reply = g.claim(self, now);
             let moved = matches!(&reply, ClaimReply::Claimed { moves, .. } if !moves.is_empty())
                 .then(|| g.moved_notice(before))

@@ -105,7 +105,7 @@ impl Group {
                 .filter(|(r, exp)| **exp > now.ms && r.as_str() != replica)
                 .filter(|(r, _)| {
                     !matches!(
-                        self.states.get(*r),
+                        self.replicas.states.get(*r),
                         Some(ReplicaState::Leaving | ReplicaState::Draining)
                     ) && !self.drains.contains(*r)
                 })

@@ -68,9 +68,9 @@ impl Group {
             .iter()
             .map(|(n, want)| {
                 let want = want.get();
-                match self.hand_offs.get_mut(n) {
+                match self.ends.hand_offs.get_mut(n) {
                     Some((_, _, expires)) if *expires <= now.ms => {
-                        self.hand_offs.remove(n);
+                        self.ends.hand_offs.remove(n);
                         Taken::Gone
                     }
                     None => Taken::Gone,
@@ -80,7 +80,7 @@ impl Group {
                     }
                     Some((fence, _, _)) => {
                         if *fence < want {
-                            self.hand_offs.remove(n);
+                            self.ends.hand_offs.remove(n);
                         }
                         Taken::Stale
                     }

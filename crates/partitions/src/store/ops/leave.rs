@@ -38,6 +38,7 @@ impl Group {
     /// The twin of `lua/leave.lua`; whether the session ended (and the notice goes out).
     pub(crate) fn leave(&mut self, replica: &str, process: &str, session: &str, now: Now) -> bool {
         let holder = self
+            .replicas
             .holders
             .get(replica)
             .cloned()
@@ -46,7 +47,8 @@ impl Group {
             return false;
         }
         self.teardown(replica, Some(session), now.ms);
-        self.ended_sessions
+        self.ends
+            .ended_sessions
             .insert(session.to_owned(), MoveCause::Leave);
         self.free_ended(REAP_BUDGET);
         true

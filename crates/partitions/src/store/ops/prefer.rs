@@ -76,15 +76,15 @@ impl Group {
         if let Some(wait) = self.change_wait(now) {
             return (PreferReply::Restoring(wait), false);
         }
-        if !self.positions.contains_key(partition) {
+        if !self.set.positions.contains_key(partition) {
             return (PreferReply::Unknown, false);
         }
-        let old = self.prefs.get(partition).cloned();
+        let old = self.set.prefs.get(partition).cloned();
         let changed = old.as_deref() != replica;
         if changed {
             match replica {
-                Some(r) => self.prefs.insert(partition.to_owned(), r.to_owned()),
-                None => self.prefs.remove(partition),
+                Some(r) => self.set.prefs.insert(partition.to_owned(), r.to_owned()),
+                None => self.set.prefs.remove(partition),
             };
             self.bump_set();
         }

@@ -230,7 +230,8 @@ fn parse_owner(name: Option<String>, p: &mut Parse) -> Result<PartitionOwner, St
 impl Group {
     /// The twin of `lua/owner.lua`.
     pub(crate) fn owner(&self, name: &str, now: Now) -> Option<PartitionOwner> {
-        self.positions
+        self.set
+            .positions
             .contains_key(name)
             .then(|| self.owner_of(name, now))
     }
@@ -247,7 +248,8 @@ impl Group {
             owner: live.map(|(t, _)| replica_of_token(t).to_owned()),
             remaining: live.map(|(_, exp)| Duration::from_millis(exp - now.ms)),
             held_for: live.and_then(|_| {
-                self.since
+                self.replicas
+                    .since
                     .get(name)
                     .map(|s| Duration::from_millis(now.ms.saturating_sub(*s)))
             }),
@@ -257,7 +259,8 @@ impl Group {
 
     /// The twin of `lua/list.lua`.
     pub(crate) fn list_page(&self, offset: usize, limit: usize) -> Vec<String> {
-        self.order
+        self.set
+            .order
             .values()
             .skip(offset)
             .take(limit.max(1))
@@ -289,7 +292,8 @@ impl Group {
             count: m.count,
             checksum: m.ssum,
             preferences: if offset == 0 {
-                self.prefs
+                self.set
+                    .prefs
                     .iter()
                     .map(|(p, r)| (p.clone(), r.clone()))
                     .collect()
@@ -305,7 +309,13 @@ impl Group {
         let members = self.roster(now);
         let instances = members
             .iter()
-            .map(|m| self.info.get(&m.replica).cloned().unwrap_or_default())
+            .map(|m| {
+                self.replicas
+                    .info
+                    .get(&m.replica)
+                    .cloned()
+                    .unwrap_or_default()
+            })
             .collect();
         Some(StatusHead {
             set,
@@ -313,6 +323,7 @@ impl Group {
             instances,
             drained: self.drains.iter().cloned().collect(),
             preferences: self
+                .set
                 .prefs
                 .iter()
                 .map(|(p, r)| (p.clone(), r.clone()))
@@ -322,7 +333,8 @@ impl Group {
 
     /// The twin of `lua/status_page.lua`.
     pub(crate) fn status_page(&self, offset: usize, limit: usize, now: Now) -> Vec<PartitionOwner> {
-        self.order
+        self.set
+            .order
             .values()
             .skip(offset)
             .take(limit.max(1))

@@ -136,6 +136,7 @@ impl Group {
             // Only for a term whose end ENDED notes now (so free, and not followed).
             let last = *flag
                 && self
+                    .ends
                     .ended
                     .get(&t.term.0)
                     .is_some_and(|l| l.fence == t.term.1.get());
@@ -144,12 +145,13 @@ impl Group {
             }
             if let Some(state) = &t.state {
                 let expires = now.ms.saturating_add(ms(state_ttl));
-                self.hand_offs
+                self.ends
+                    .hand_offs
                     .insert(t.term.0.clone(), (t.term.1.get(), state.clone(), expires));
             }
             if let Some(to) = &t.to {
                 self.add_free(&t.term.0, now.ms.saturating_add(ms(hold).max(1)));
-                self.reserved.insert(t.term.0.clone(), to.clone());
+                self.ends.reserved.insert(t.term.0.clone(), to.clone());
             }
         }
         (flags, gone > 0)

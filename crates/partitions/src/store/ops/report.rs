@@ -60,7 +60,7 @@ impl Group {
             let holds = self.owners.get(n).map(String::as_str) == Some(session)
                 && self.fences.get(n).copied() == Some(fence.get())
                 && !self.revoked.contains_key(n)
-                && self.positions.contains_key(n);
+                && self.set.positions.contains_key(n);
             if !holds {
                 continue;
             }
@@ -74,9 +74,9 @@ impl Group {
                 switched = true;
             }
             if *w == 1 {
-                self.weights.remove(n);
+                self.set.weights.remove(n);
             } else {
-                self.weights.insert(n.clone(), *w);
+                self.set.weights.insert(n.clone(), *w);
             }
             delta += i128::from(*w) - i128::from(old);
         }

@@ -109,6 +109,7 @@ impl Group {
     pub(crate) fn routes(&self, after: Option<&str>, limit: usize, now: Now) -> Option<RouteRead> {
         let meta = self.meta.as_ref()?;
         let addresses = self
+            .replicas
             .info
             .iter()
             .map(|(r, i)| (r.clone(), address_of(i)))
@@ -126,9 +127,10 @@ impl Group {
                     })
                     .collect(),
             ),
-            Some(id) => match self.moves.iter().position(|m| m.id == id) {
-                Some(i) if self.moves.len() - i - 1 <= limit.max(1) => RouteBody::After(
-                    self.moves
+            Some(id) => match self.log.moves.iter().position(|m| m.id == id) {
+                Some(i) if self.log.moves.len() - i - 1 <= limit.max(1) => RouteBody::After(
+                    self.log
+                        .moves
                         .iter()
                         .skip(i + 1)
                         .map(|m| (m.partition.clone(), m.to.clone(), m.new_fence, m.id.clone()))
@@ -139,7 +141,7 @@ impl Group {
         };
         Some(RouteRead {
             life: meta.life.clone(),
-            last: self.moves.back().map(|m| m.id.clone()),
+            last: self.log.moves.back().map(|m| m.id.clone()),
             addresses,
             body,
         })

@@ -57,7 +57,7 @@ pub(super) fn parse(reply: Value) -> Result<WeightReply, StoreError> {
 impl Group {
     /// The twin of `make_weighted` in `lib/meta.lua`: the group's first weight.
     pub(crate) fn make_weighted(&mut self) {
-        let count = self.positions.len() as u64;
+        let count = self.set.positions.len() as u64;
         let tokens: Vec<String> = self.sessions.values().cloned().collect();
         for t in tokens {
             let n = self.held.get(&t).map_or(0, |s| s.len()) as u64;
@@ -90,7 +90,7 @@ impl Group {
         if let Some(wait) = self.change_wait(now) {
             return (WeightReply::Restoring(wait), false);
         }
-        if !self.positions.contains_key(partition) {
+        if !self.set.positions.contains_key(partition) {
             return (WeightReply::Unknown, false);
         }
         let (old, changed) = self.set_weight_of(partition, weight);
@@ -116,11 +116,11 @@ impl Group {
         }
         let old = self.weight(partition);
         if weight == 1 {
-            self.weights.remove(partition);
+            self.set.weights.remove(partition);
         } else {
-            self.weights.insert(partition.to_owned(), weight);
+            self.set.weights.insert(partition.to_owned(), weight);
         }
-        if weight == 1 && self.weights.is_empty() {
+        if weight == 1 && self.set.weights.is_empty() {
             // Every weight is 1 again: unweighted.
             self.loads.clear();
             if let Some(m) = self.meta.as_mut() {
