@@ -5,10 +5,13 @@
 //!
 //! One test per section (a group's life, a restore, the move budget, load reports,
 //! preferences, reservations, server lifetimes), each with its own [`Cx`]; one more
-//! checks that the sections answer what they claim.
+//! checks that the sections answer what they claim. Every operation has a test of its
+//! own besides, comparing its typed replies: [`ops`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+mod ops;
 
 use leasehold_election::{Fence, RedisStore};
 use leasehold_testkit::RedisServer;

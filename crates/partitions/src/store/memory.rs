@@ -6,23 +6,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use leasehold_election::{BackendWarning, StoreError};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-use super::ops::moves::Move;
-use super::ops::routes::RouteRead;
-use super::protocol::{
-    AddReply, Adopt, AdoptReply, Change, ClaimReply, ClaimRequest, DrainReply, GivenBack, Granted,
-    PreferReply, Protocol, RemoveReply, RestoreStep, SetPage, StatusHead, Taken, Term, TickReply,
-    TickRequest, VersionStep, WeightReply,
-};
-use super::status::PartitionOwner;
+use super::ops::Op;
+use super::protocol::Protocol;
 use crate::keys::GroupKeys;
-use crate::notice::GroupNotice;
-use crate::store::protocol::Reported;
 
 mod group;
 
@@ -140,8 +131,12 @@ impl MemoryGroupStore {
     }
 
     /// Runs `f` on the group of `keys` (created empty if missing) at the store's clock;
-    /// publishes the group's notice if `f` says so.
-    fn with<T>(&self, keys: &GroupKeys, f: impl FnOnce(&mut Group, Now) -> (T, bool)) -> T {
+    /// publishes the group's notice if `f` says so. What an operation's twin runs in.
+    pub(crate) fn with<T>(
+        &self,
+        keys: &GroupKeys,
+        f: impl FnOnce(&mut Group, Now) -> (T, bool),
+    ) -> T {
         let now = self.now();
         let (out, notify) = {
             let mut groups = self.lock();
@@ -154,232 +149,26 @@ impl MemoryGroupStore {
         out
     }
 
-    /// As [`with`](Self::with) for a read.
-    fn read<T>(&self, keys: &GroupKeys, f: impl FnOnce(&Group, Now) -> T) -> Option<T> {
+    /// As [`with`](Self::with) for a read: `None` if the group does not exist.
+    pub(crate) fn read<T>(&self, keys: &GroupKeys, f: impl FnOnce(&Group, Now) -> T) -> Option<T> {
         let now = self.now();
         let groups = self.lock();
         groups.get(&keys.notice).map(|g| f(g, now))
     }
+
+    /// Sends `message` to every listener of the store's notices.
+    pub(crate) fn notify(&self, message: String) {
+        let _ = self.inner.notices.send(message);
+    }
 }
 
 impl Protocol for MemoryGroupStore {
-    async fn tick(&self, keys: &GroupKeys, req: &TickRequest) -> Result<TickReply, StoreError> {
-        Ok(self.with(keys, |g, now| g.tick(req, now)))
-    }
-
-    async fn claim(&self, keys: &GroupKeys, req: &ClaimRequest) -> Result<ClaimReply, StoreError> {
-        let (reply, moved) = self.with(keys, |g, now| {
-            let before = g.moves.back().map(|m| m.id.clone());
-            let reply = g.claim(req, now);
-            let moved = matches!(&reply, ClaimReply::Claimed { moves, .. } if !moves.is_empty())
-                .then(|| g.moved_notice(before))
-                .flatten();
-            ((reply, moved), false)
-        });
-        if let Some(message) = moved.and_then(|m| GroupNotice::Moved(m).encode(&keys.notice)) {
-            let _ = self.inner.notices.send(message);
-        }
-        Ok(reply)
-    }
-
-    async fn release(
-        &self,
-        keys: &GroupKeys,
-        session: &str,
-        terms: &[GivenBack],
-        state_ttl: Duration,
-        hold: Duration,
-    ) -> Result<Vec<bool>, StoreError> {
-        Ok(self.with(keys, |g, now| {
-            g.release(session, terms, state_ttl, hold, now)
-        }))
-    }
-
-    async fn take_hand_offs(
-        &self,
-        keys: &GroupKeys,
-        terms: &[Term],
-    ) -> Result<Vec<Taken>, StoreError> {
-        Ok(self.with(keys, |g, now| (g.take_hand_offs(terms, now), false)))
-    }
-
-    async fn leave(
-        &self,
-        keys: &GroupKeys,
-        replica: &str,
-        process: &str,
-        session: &str,
-    ) -> Result<(), StoreError> {
-        self.with(keys, |g, now| ((), g.leave(replica, process, session, now)));
-        Ok(())
-    }
-
-    async fn add(
-        &self,
-        keys: &GroupKeys,
-        mode: &Change,
-        names: &[String],
-    ) -> Result<AddReply, StoreError> {
-        Ok(self.with(keys, |g, now| g.add(mode, names, now)))
-    }
-
-    async fn remove(
-        &self,
-        keys: &GroupKeys,
-        mode: &Change,
-        names: &[String],
-    ) -> Result<RemoveReply, StoreError> {
-        Ok(self.with(keys, |g, now| g.remove(mode, names, now)))
-    }
-
-    async fn list_page(
-        &self,
-        keys: &GroupKeys,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Vec<String>, StoreError> {
-        Ok(self
-            .read(keys, |g, _| g.list_page(offset, limit))
-            .unwrap_or_default())
-    }
-
-    async fn set_page(
-        &self,
-        keys: &GroupKeys,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Option<SetPage>, StoreError> {
-        Ok(self.read(keys, |g, _| g.set_page(offset, limit)).flatten())
-    }
-
-    async fn set_version(
-        &self,
-        keys: &GroupKeys,
-        version: u64,
-        step: VersionStep<'_>,
-    ) -> Result<bool, StoreError> {
-        Ok(self.with(keys, |g, _| (g.set_version(version, step), false)))
-    }
-
-    async fn restore(&self, keys: &GroupKeys, step: &RestoreStep) -> Result<bool, StoreError> {
-        Ok(self.with(keys, |g, now| (g.restore(step, now), false)))
-    }
-
-    async fn adopt(&self, keys: &GroupKeys, adopt: &Adopt) -> Result<AdoptReply, StoreError> {
-        Ok(self.with(keys, |g, now| g.adopt(adopt, now)))
-    }
-
-    async fn drain(
-        &self,
-        keys: &GroupKeys,
-        op: Option<&str>,
-        replica: &str,
-        on: bool,
-        force: bool,
-    ) -> Result<DrainReply, StoreError> {
-        Ok(self.with(keys, |g, now| g.drain(op, replica, on, force, now)))
-    }
-
-    async fn held(&self, keys: &GroupKeys, session: &str) -> Result<Vec<Granted>, StoreError> {
-        Ok(self
-            .read(keys, |g, _| g.held_by(session))
-            .unwrap_or_default())
-    }
-
-    async fn report(
-        &self,
-        keys: &GroupKeys,
-        session: &str,
-        weights: &[Reported],
-    ) -> Result<Vec<bool>, StoreError> {
-        Ok(self.with(keys, |g, now| g.report(session, weights, now)))
-    }
-
-    async fn set_weight(
-        &self,
-        keys: &GroupKeys,
-        op: Option<&str>,
-        partition: &str,
-        weight: u64,
-    ) -> Result<WeightReply, StoreError> {
-        Ok(self.with(keys, |g, now| g.set_weight(op, partition, weight, now)))
-    }
-
-    async fn prefer(
-        &self,
-        keys: &GroupKeys,
-        op: Option<&str>,
-        partition: &str,
-        replica: Option<&str>,
-    ) -> Result<PreferReply, StoreError> {
-        Ok(self.with(keys, |g, now| g.prefer(op, partition, replica, now)))
-    }
-
-    async fn owner(
-        &self,
-        keys: &GroupKeys,
-        partition: &str,
-    ) -> Result<Option<PartitionOwner>, StoreError> {
-        Ok(self.read(keys, |g, now| g.owner(partition, now)).flatten())
-    }
-
-    async fn moves(
-        &self,
-        keys: &GroupKeys,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<Move>, StoreError> {
-        Ok(self
-            .read(keys, |g, _| g.moves_after(after, limit))
-            .unwrap_or_default())
-    }
-
-    async fn newest_moves(&self, keys: &GroupKeys, limit: usize) -> Result<Vec<Move>, StoreError> {
-        Ok(self
-            .read(keys, |g, _| g.moves_newest(limit))
-            .unwrap_or_default())
-    }
-
-    async fn routes(
-        &self,
-        keys: &GroupKeys,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Option<RouteRead>, StoreError> {
-        Ok(self
-            .read(keys, |g, now| g.routes(after, limit, now))
-            .flatten())
-    }
-
-    async fn take_budget(
-        &self,
-        keys: &GroupKeys,
-        want: usize,
-        budget: u32,
-        window: Duration,
-    ) -> Result<usize, StoreError> {
-        Ok(self.with(keys, |g, now| {
-            (g.take_budget(want, budget, window, now), false)
-        }))
-    }
-
-    async fn status_head(&self, keys: &GroupKeys) -> Result<Option<StatusHead>, StoreError> {
-        Ok(self.read(keys, |g, now| g.status_head(now)).flatten())
-    }
-
-    async fn status_page(
-        &self,
-        keys: &GroupKeys,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Vec<PartitionOwner>, StoreError> {
-        Ok(self
-            .read(keys, |g, now| g.status_page(offset, limit, now))
-            .unwrap_or_default())
+    async fn run<O: Op>(&self, keys: &GroupKeys, op: &O) -> Result<O::Reply, StoreError> {
+        Ok(op.memory(self, keys))
     }
 
     async fn publish(&self, _keys: &GroupKeys, message: &str) -> Result<(), StoreError> {
-        let _ = self.inner.notices.send(message.to_owned());
+        self.notify(message.to_owned());
         Ok(())
     }
 

@@ -24,6 +24,7 @@ use super::ops::routes::RouteRead;
 pub use super::ops::tick::{Conflict, RosterUpdate, SessionReply, TickReply, TickRequest};
 pub use super::ops::version::VersionStep;
 pub use super::ops::weight::WeightReply;
+use super::ops::{self, Op};
 use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
 
@@ -149,213 +150,19 @@ pub type Granted = (String, Fence, u64);
 /// fence, the weight.
 pub type Reported = (String, Fence, u64);
 
-pub trait Protocol {
-    /// Heartbeat: start, resume or extend the session, reap ended sessions, read the
-    /// group. Safe to retry.
-    fn tick(
+/// The protocol a group store speaks: one entry point for every operation
+/// ([`Protocol::run`], each operation a type in [`super::ops`] that knows its script,
+/// its reply and its in-memory twin), and the three things that are not scripts
+/// (publishing, listening, the server's warnings). The provided methods are the
+/// operations under their old names, kept for the call sites.
+pub trait Protocol: Sync {
+    /// Runs `op`: its script on Redis, its twin in memory, behind the simulation's
+    /// faults on a simulated link.
+    fn run<O: Op>(
         &self,
         keys: &GroupKeys,
-        req: &TickRequest,
-    ) -> impl Future<Output = Result<TickReply, StoreError>> + Send;
-
-    /// Takes up to `count` free partitions (or regrants terms the session holds), and
-    /// extends the session. Safe to retry with the same seq.
-    fn claim(
-        &self,
-        keys: &GroupKeys,
-        req: &ClaimRequest,
-    ) -> impl Future<Output = Result<ClaimReply, StoreError>> + Send;
-
-    /// Gives back the terms of `session` among `terms`, keeping the state each leaves
-    /// its successor for `state_ttl` and reserving each one handed to a named receiver
-    /// for it for `hold`; one flag per term (true: no term of the session holds it and
-    /// no later one was granted). Safe to retry.
-    fn release(
-        &self,
-        keys: &GroupKeys,
-        session: &str,
-        terms: &[GivenBack],
-        state_ttl: Duration,
-        hold: Duration,
-    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
-
-    /// Takes the state each named term (partition, fence of the previous term) left
-    /// for the next one. Safe to retry for a while ([`Taken`]).
-    fn take_hand_offs(
-        &self,
-        keys: &GroupKeys,
-        terms: &[Term],
-    ) -> impl Future<Output = Result<Vec<Taken>, StoreError>> + Send;
-
-    /// Ends `replica`'s session `session` (if it is the current one and `process` holds
-    /// it) and frees what it still holds. Safe to retry.
-    fn leave(
-        &self,
-        keys: &GroupKeys,
-        replica: &str,
-        process: &str,
-        session: &str,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
-
-    /// Adds partitions to the set (see [`Change`]).
-    fn add(
-        &self,
-        keys: &GroupKeys,
-        mode: &Change,
-        names: &[String],
-    ) -> impl Future<Output = Result<AddReply, StoreError>> + Send;
-
-    /// Removes partitions from the set; their owners are told to give them up.
-    fn remove(
-        &self,
-        keys: &GroupKeys,
-        mode: &Change,
-        names: &[String],
-    ) -> impl Future<Output = Result<RemoveReply, StoreError>> + Send;
-
-    /// Up to `limit` partition names from position `offset` of the set.
-    fn list_page(
-        &self,
-        keys: &GroupKeys,
-        offset: usize,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
-
-    /// The set as a replica keeps it (names with weights, drains, versions), a page;
-    /// `None` if the group does not exist.
-    fn set_page(
-        &self,
-        keys: &GroupKeys,
-        offset: usize,
-        limit: usize,
-    ) -> impl Future<Output = Result<Option<SetPage>, StoreError>> + Send;
-
-    /// A step of applying a versioned list.
-    fn set_version(
-        &self,
-        keys: &GroupKeys,
-        version: u64,
-        step: VersionStep<'_>,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-
-    /// A step of restoring a group Redis lost; false if another restore (or seed) won.
-    fn restore(
-        &self,
-        keys: &GroupKeys,
-        step: &RestoreStep,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
-
-    /// A step of bringing a seeded group to a replica's copy of an earlier lifetime.
-    fn adopt(
-        &self,
-        keys: &GroupKeys,
-        adopt: &Adopt,
-    ) -> impl Future<Output = Result<AdoptReply, StoreError>> + Send;
-
-    /// Drains (or undrains) `replica`; `op` names an operator's request, whose reply
-    /// is kept for a retry.
-    fn drain(
-        &self,
-        keys: &GroupKeys,
-        op: Option<&str>,
-        replica: &str,
-        on: bool,
-        force: bool,
-    ) -> impl Future<Output = Result<DrainReply, StoreError>> + Send;
-
-    /// Sets the weights `session` reports for the terms it holds (its damped loads);
-    /// one flag per weight (true: the partition now has it; false: the session no
-    /// longer holds that term). Safe to retry.
-    fn report(
-        &self,
-        keys: &GroupKeys,
-        session: &str,
-        weights: &[Reported],
-    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send;
-
-    /// The terms the session holds, with their weights.
-    fn held(
-        &self,
-        keys: &GroupKeys,
-        session: &str,
-    ) -> impl Future<Output = Result<Vec<Granted>, StoreError>> + Send;
-
-    /// Sets a partition's weight (the group balances by weight from then on); the
-    /// owner's load follows at once. `op`: the operator's request id, for a retry.
-    fn set_weight(
-        &self,
-        keys: &GroupKeys,
-        op: Option<&str>,
-        partition: &str,
-        weight: u64,
-    ) -> impl Future<Output = Result<WeightReply, StoreError>> + Send;
-
-    /// Prefers `partition` on `replica` (`None`: removes its preference); replicas
-    /// read it with the set. `op`: the operator's request id, for a retry.
-    fn prefer(
-        &self,
-        keys: &GroupKeys,
-        op: Option<&str>,
-        partition: &str,
-        replica: Option<&str>,
-    ) -> impl Future<Output = Result<PreferReply, StoreError>> + Send;
-
-    /// One partition's owner; `None` if it is not in the set.
-    fn owner(
-        &self,
-        keys: &GroupKeys,
-        partition: &str,
-    ) -> impl Future<Output = Result<Option<PartitionOwner>, StoreError>> + Send;
-
-    /// Up to `limit` entries of the ledger of moves after the one with id `after`
-    /// (from the oldest kept if `None`), oldest first.
-    fn moves(
-        &self,
-        keys: &GroupKeys,
-        after: Option<&str>,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<Move>, StoreError>> + Send;
-
-    /// The newest `limit` entries of the ledger of moves, oldest first.
-    fn newest_moves(
-        &self,
-        keys: &GroupKeys,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<Move>, StoreError>> + Send;
-
-    /// What a router reads: every partition's live owner (`after` = `None`), or the
-    /// moves after the ledger entry `after` (at most `limit`); `None` if the group does
-    /// not exist.
-    fn routes(
-        &self,
-        keys: &GroupKeys,
-        after: Option<&str>,
-        limit: usize,
-    ) -> impl Future<Output = Result<Option<RouteRead>, StoreError>> + Send;
-
-    /// Takes up to `want` moves out of the group's move budget (`budget` moves per
-    /// `window`, on the server's clock); returns how many may be made now.
-    fn take_budget(
-        &self,
-        keys: &GroupKeys,
-        want: usize,
-        budget: u32,
-        window: Duration,
-    ) -> impl Future<Output = Result<usize, StoreError>> + Send;
-
-    /// The group without its partitions; `None` if it does not exist.
-    fn status_head(
-        &self,
-        keys: &GroupKeys,
-    ) -> impl Future<Output = Result<Option<StatusHead>, StoreError>> + Send;
-
-    /// Up to `limit` partitions from position `offset`, with their owners.
-    fn status_page(
-        &self,
-        keys: &GroupKeys,
-        offset: usize,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<PartitionOwner>, StoreError>> + Send;
+        op: &O,
+    ) -> impl Future<Output = Result<O::Reply, StoreError>> + Send;
 
     /// Sends `message` to every replica listening to the group's notices
     /// ([`Protocol::notices`]), best effort (Redis pub/sub): the messages of warm moves.
@@ -372,4 +179,304 @@ pub trait Protocol {
 
     /// Server settings that weaken the guarantees (logged once per store).
     fn warnings(&self) -> impl Future<Output = Result<Vec<BackendWarning>, StoreError>> + Send;
+
+    /// [`TickRequest`].
+    fn tick(
+        &self,
+        keys: &GroupKeys,
+        req: &TickRequest,
+    ) -> impl Future<Output = Result<TickReply, StoreError>> + Send {
+        self.run(keys, req)
+    }
+
+    /// [`ClaimRequest`].
+    fn claim(
+        &self,
+        keys: &GroupKeys,
+        req: &ClaimRequest,
+    ) -> impl Future<Output = Result<ClaimReply, StoreError>> + Send {
+        self.run(keys, req)
+    }
+
+    /// [`ops::release::Release`].
+    fn release(
+        &self,
+        keys: &GroupKeys,
+        session: &str,
+        terms: &[GivenBack],
+        state_ttl: Duration,
+        hold: Duration,
+    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send {
+        let op = ops::release::Release {
+            session: session.to_owned(),
+            terms: terms.to_vec(),
+            state_ttl,
+            hold,
+        };
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::handoff::TakeHandOffs`].
+    fn take_hand_offs(
+        &self,
+        keys: &GroupKeys,
+        terms: &[Term],
+    ) -> impl Future<Output = Result<Vec<Taken>, StoreError>> + Send {
+        let op = ops::handoff::TakeHandOffs(terms.to_vec());
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::leave::Leave`].
+    fn leave(
+        &self,
+        keys: &GroupKeys,
+        replica: &str,
+        process: &str,
+        session: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let op = ops::leave::Leave {
+            replica: replica.to_owned(),
+            process: process.to_owned(),
+            session: session.to_owned(),
+        };
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::change::Add`].
+    fn add(
+        &self,
+        keys: &GroupKeys,
+        mode: &Change,
+        names: &[String],
+    ) -> impl Future<Output = Result<AddReply, StoreError>> + Send {
+        let op = ops::change::Add {
+            mode: mode.clone(),
+            names: names.to_vec(),
+        };
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::change::Remove`].
+    fn remove(
+        &self,
+        keys: &GroupKeys,
+        mode: &Change,
+        names: &[String],
+    ) -> impl Future<Output = Result<RemoveReply, StoreError>> + Send {
+        let op = ops::change::Remove {
+            mode: mode.clone(),
+            names: names.to_vec(),
+        };
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::read::ListPage`].
+    fn list_page(
+        &self,
+        keys: &GroupKeys,
+        offset: usize,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {
+        async move { self.run(keys, &ops::read::ListPage { offset, limit }).await }
+    }
+
+    /// [`ops::read::ReadSetPage`].
+    fn set_page(
+        &self,
+        keys: &GroupKeys,
+        offset: usize,
+        limit: usize,
+    ) -> impl Future<Output = Result<Option<SetPage>, StoreError>> + Send {
+        async move {
+            self.run(keys, &ops::read::ReadSetPage { offset, limit })
+                .await
+        }
+    }
+
+    /// [`ops::version::SetVersion`].
+    fn set_version(
+        &self,
+        keys: &GroupKeys,
+        version: u64,
+        step: VersionStep<'_>,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let op = ops::version::SetVersion::new(version, step);
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`RestoreStep`].
+    fn restore(
+        &self,
+        keys: &GroupKeys,
+        step: &RestoreStep,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        self.run(keys, step)
+    }
+
+    /// [`Adopt`].
+    fn adopt(
+        &self,
+        keys: &GroupKeys,
+        adopt: &Adopt,
+    ) -> impl Future<Output = Result<AdoptReply, StoreError>> + Send {
+        self.run(keys, adopt)
+    }
+
+    /// [`ops::drain::Drain`].
+    fn drain(
+        &self,
+        keys: &GroupKeys,
+        op: Option<&str>,
+        replica: &str,
+        on: bool,
+        force: bool,
+    ) -> impl Future<Output = Result<DrainReply, StoreError>> + Send {
+        let op = ops::drain::Drain {
+            op: op.map(str::to_owned),
+            replica: replica.to_owned(),
+            on,
+            force,
+        };
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::report::Report`].
+    fn report(
+        &self,
+        keys: &GroupKeys,
+        session: &str,
+        weights: &[Reported],
+    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send {
+        let op = ops::report::Report {
+            session: session.to_owned(),
+            weights: weights.to_vec(),
+        };
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::held::Held`].
+    fn held(
+        &self,
+        keys: &GroupKeys,
+        session: &str,
+    ) -> impl Future<Output = Result<Vec<Granted>, StoreError>> + Send {
+        let op = ops::held::Held(session.to_owned());
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::weight::SetWeight`].
+    fn set_weight(
+        &self,
+        keys: &GroupKeys,
+        op: Option<&str>,
+        partition: &str,
+        weight: u64,
+    ) -> impl Future<Output = Result<WeightReply, StoreError>> + Send {
+        let op = ops::weight::SetWeight {
+            op: op.map(str::to_owned),
+            partition: partition.to_owned(),
+            weight,
+        };
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::prefer::Prefer`].
+    fn prefer(
+        &self,
+        keys: &GroupKeys,
+        op: Option<&str>,
+        partition: &str,
+        replica: Option<&str>,
+    ) -> impl Future<Output = Result<PreferReply, StoreError>> + Send {
+        let op = ops::prefer::Prefer {
+            op: op.map(str::to_owned),
+            partition: partition.to_owned(),
+            replica: replica.map(str::to_owned),
+        };
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::read::Owner`].
+    fn owner(
+        &self,
+        keys: &GroupKeys,
+        partition: &str,
+    ) -> impl Future<Output = Result<Option<PartitionOwner>, StoreError>> + Send {
+        let op = ops::read::Owner(partition.to_owned());
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::moves::Moves`].
+    fn moves(
+        &self,
+        keys: &GroupKeys,
+        after: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Move>, StoreError>> + Send {
+        let op = ops::moves::Moves {
+            after: after.map(str::to_owned),
+            limit,
+        };
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::moves::NewestMoves`].
+    fn newest_moves(
+        &self,
+        keys: &GroupKeys,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<Move>, StoreError>> + Send {
+        async move { self.run(keys, &ops::moves::NewestMoves { limit }).await }
+    }
+
+    /// [`ops::routes::Routes`].
+    fn routes(
+        &self,
+        keys: &GroupKeys,
+        after: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Option<RouteRead>, StoreError>> + Send {
+        let op = ops::routes::Routes {
+            after: after.map(str::to_owned),
+            limit,
+        };
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::budget::TakeBudget`].
+    fn take_budget(
+        &self,
+        keys: &GroupKeys,
+        want: usize,
+        budget: u32,
+        window: Duration,
+    ) -> impl Future<Output = Result<usize, StoreError>> + Send {
+        let op = ops::budget::TakeBudget {
+            want,
+            budget,
+            window,
+        };
+        async move { self.run(keys, &op).await }
+    }
+
+    /// [`ops::read::ReadStatusHead`].
+    fn status_head(
+        &self,
+        keys: &GroupKeys,
+    ) -> impl Future<Output = Result<Option<StatusHead>, StoreError>> + Send {
+        self.run(keys, &ops::read::ReadStatusHead)
+    }
+
+    /// [`ops::read::StatusPage`].
+    fn status_page(
+        &self,
+        keys: &GroupKeys,
+        offset: usize,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<PartitionOwner>, StoreError>> + Send {
+        async move {
+            self.run(keys, &ops::read::StatusPage { offset, limit })
+                .await
+        }
+    }
 }

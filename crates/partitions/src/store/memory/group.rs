@@ -120,16 +120,19 @@ impl Meta {
     }
 }
 
-/// One group, field for field the keys of [`GroupKeys`] (scores in server ms).
+/// One group, field for field the keys of [`GroupKeys`] (scores in server ms), the
+/// keys that belong together in a part of their own: the set ([`SetKeys`]), the
+/// members' particulars ([`ReplicaKeys`]), how terms and sessions ended ([`Ends`]),
+/// and the ledger of moves ([`MoveLog`]).
+///
+/// [`GroupKeys`]: crate::keys::GroupKeys
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Group {
     pub(crate) members: BTreeMap<String, u64>,
     pub(crate) sessions: BTreeMap<String, String>,
-    pub(crate) states: BTreeMap<String, ReplicaState>,
     pub(crate) meta: Option<Meta>,
-    /// PARTITIONS: name → position, and position → name.
-    pub(crate) positions: BTreeMap<String, u64>,
-    pub(crate) order: BTreeMap<u64, String>,
+    pub(crate) set: SetKeys,
+    pub(crate) replicas: ReplicaKeys,
     /// FREE: (since, name), and name → since.
     pub(crate) free: BTreeSet<(u64, String)>,
     pub(crate) free_since: BTreeMap<String, u64>,
@@ -137,20 +140,10 @@ pub(crate) struct Group {
     pub(crate) fences: BTreeMap<String, u64>,
     /// HELD: token → names.
     pub(crate) held: BTreeMap<String, BTreeSet<String>>,
-    /// DEAD: (ended, token).
-    pub(crate) dead: BTreeSet<(u64, String)>,
     pub(crate) revoked: BTreeMap<String, String>,
     pub(crate) drains: BTreeSet<String>,
-    pub(crate) since: BTreeMap<String, u64>,
-    pub(crate) info: BTreeMap<String, String>,
-    /// Partition → weight, for weights other than 1.
-    pub(crate) weights: BTreeMap<String, u64>,
     /// Session token → its partitions' weights summed (kept once weighted).
     pub(crate) loads: BTreeMap<String, u64>,
-    pub(crate) capacity: BTreeMap<String, u32>,
-    pub(crate) holders: BTreeMap<String, String>,
-    /// HEIRS: a sticky replica's grace, and a knock.
-    pub(crate) heirs: BTreeMap<String, Heir>,
     /// ACKS: process → (seq, reply).
     pub(crate) acks: BTreeMap<String, (u64, ClaimReply)>,
     /// The admin scripts' `op` keys: request id → (expiry, reply).
@@ -158,6 +151,38 @@ pub(crate) struct Group {
     /// ROSTER and CHANGES: the last rosters a tick named (version, members by replica
     /// id), to send a replica only what changed since the one it read.
     pub(crate) rosters: VecDeque<(String, Vec<MemberInfo>)>,
+    pub(crate) ends: Ends,
+    pub(crate) log: MoveLog,
+}
+
+/// The set: PARTITIONS, weights and preferences.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SetKeys {
+    /// PARTITIONS: name → position, and position → name.
+    pub(crate) positions: BTreeMap<String, u64>,
+    pub(crate) order: BTreeMap<u64, String>,
+    /// Partition → weight, for weights other than 1.
+    pub(crate) weights: BTreeMap<String, u64>,
+    /// PREFS: partition → the replica id an operator prefers it on.
+    pub(crate) prefs: BTreeMap<String, String>,
+}
+
+/// What the group keeps of each member besides its session: STATES, SINCE, INFO,
+/// capacities, HOLDERS (replica → the process holding its session) and HEIRS.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ReplicaKeys {
+    pub(crate) states: BTreeMap<String, ReplicaState>,
+    pub(crate) since: BTreeMap<String, u64>,
+    pub(crate) info: BTreeMap<String, String>,
+    pub(crate) capacity: BTreeMap<String, u32>,
+    pub(crate) holders: BTreeMap<String, String>,
+    /// HEIRS: a sticky replica's grace, and a knock.
+    pub(crate) heirs: BTreeMap<String, Heir>,
+}
+
+/// How terms and sessions ended: ENDED, its reservations, DEAD and the hand-off keys.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Ends {
     /// ENDED: free partition → how its last term ended; and ended session token →
     /// why it ended (`leave`; none: it expired).
     pub(crate) ended: BTreeMap<String, ops::moves::LastTerm>,
@@ -165,14 +190,18 @@ pub(crate) struct Group {
     /// receiver (its FREE score is the end of the hold).
     pub(crate) reserved: BTreeMap<String, String>,
     pub(crate) ended_sessions: BTreeMap<String, MoveCause>,
-    /// MOVES: the ledger, oldest first, and the last entry id's parts (ms, seq).
+    /// DEAD: (ended, token).
+    pub(crate) dead: BTreeSet<(u64, String)>,
+    /// The hand-off keys: partition → (fence of the term that left it, state, expiry).
+    pub(crate) hand_offs: BTreeMap<String, (u64, Vec<u8>, u64)>,
+}
+
+/// MOVES: the ledger of moves, oldest first, and the last entry id's parts (ms, seq).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct MoveLog {
     pub(crate) moves: VecDeque<Move>,
     pub(crate) move_ms: u64,
     pub(crate) move_seq: u64,
-    /// The hand-off keys: partition → (fence of the term that left it, state, expiry).
-    pub(crate) hand_offs: BTreeMap<String, (u64, Vec<u8>, u64)>,
-    /// PREFS: partition → the replica id an operator prefers it on.
-    pub(crate) prefs: BTreeMap<String, String>,
 }
 
 /// HEIRS' entry of a sticky replica's session (`session.lua`): how long its partitions
@@ -212,7 +241,7 @@ pub(crate) fn distinct(names: &[String]) -> Vec<String> {
 
 impl Group {
     pub(crate) fn weight(&self, name: &str) -> u64 {
-        self.weights.get(name).copied().unwrap_or(1)
+        self.set.weights.get(name).copied().unwrap_or(1)
     }
 
     pub(crate) fn weighted(&self) -> bool {
@@ -262,18 +291,18 @@ impl Group {
 
     /// `teardown` in `session.lua`.
     pub(crate) fn teardown(&mut self, replica: &str, token: Option<&str>, ended: u64) {
-        let holder = self.holders.remove(replica);
+        let holder = self.replicas.holders.remove(replica);
         self.members.remove(replica);
         self.sessions.remove(replica);
-        self.states.remove(replica);
-        self.info.remove(replica);
-        self.capacity.remove(replica);
+        self.replicas.states.remove(replica);
+        self.replicas.info.remove(replica);
+        self.replicas.capacity.remove(replica);
         if let Some(h) = holder {
             self.acks.remove(&h);
         }
         if let Some(t) = token {
-            self.dead.retain(|(_, d)| d != t);
-            self.dead.insert((ended, t.to_owned()));
+            self.ends.dead.retain(|(_, d)| d != t);
+            self.ends.dead.insert((ended, t.to_owned()));
         }
     }
 
@@ -288,14 +317,14 @@ impl Group {
         let mut lost = 0;
         for (r, exp) in gone {
             let token = self.sessions.get(&r).cloned();
-            let heir = self.heirs.remove(&r);
-            let away = self.states.get(&r) == Some(&ReplicaState::Away);
+            let heir = self.replicas.heirs.remove(&r);
+            let away = self.replicas.states.get(&r) == Some(&ReplicaState::Away);
             let parked = heir
                 .filter(|_| token.is_some() && !away)
                 .and_then(|h| h.parked_until(exp, now));
             if let Some(until) = parked {
                 self.members.insert(r.clone(), until);
-                self.states.insert(r, ReplicaState::Away);
+                self.replicas.states.insert(r, ReplicaState::Away);
             } else {
                 if let Some(t) = &token {
                     lost += self.held.get(t).map_or(0, BTreeSet::len);
@@ -311,7 +340,7 @@ impl Group {
         match grace {
             Some(g) => {
                 let grace = u64::try_from(g.as_millis().max(1)).unwrap_or(u64::MAX);
-                self.heirs.insert(
+                self.replicas.heirs.insert(
                     replica.to_owned(),
                     Heir {
                         grace,
@@ -321,7 +350,7 @@ impl Group {
                 );
             }
             None => {
-                self.heirs.remove(replica);
+                self.replicas.heirs.remove(replica);
             }
         }
     }
@@ -356,8 +385,8 @@ impl Group {
                     set.remove(n);
                 }
                 self.revoked.remove(n);
-                let since = self.since.remove(n).unwrap_or(at);
-                if self.positions.contains_key(n) {
+                let since = self.replicas.since.remove(n).unwrap_or(at);
+                if self.set.positions.contains_key(n) {
                     self.add_free(n, at);
                     let (cause, state) = ended_as(j);
                     let last = ops::moves::LastTerm {
@@ -368,9 +397,9 @@ impl Group {
                         since,
                         state,
                     };
-                    self.ended.insert(n.clone(), last);
+                    self.ends.ended.insert(n.clone(), last);
                 } else {
-                    self.weights.remove(n);
+                    self.set.weights.remove(n);
                 }
             } else if (seen.contains(n) || owner.is_none()) && f.is_some() && current == f {
                 out.push(true);
@@ -388,7 +417,7 @@ impl Group {
     pub(crate) fn free_ended(&mut self, budget: usize) -> usize {
         let mut moved = 0;
         let mut left_over = 0;
-        let dead: Vec<(u64, String)> = self.dead.iter().cloned().collect();
+        let dead: Vec<(u64, String)> = self.ends.dead.iter().cloned().collect();
         for (ended, token) in dead {
             let left = budget.saturating_sub(moved);
             if left == 0 {
@@ -401,14 +430,15 @@ impl Group {
                 .map(|set| set.iter().take(left).cloned().collect())
                 .unwrap_or_default();
             let why = self
+                .ends
                 .ended_sessions
                 .get(&token)
                 .copied()
                 .unwrap_or(MoveCause::Expiry);
             if names.len() < left {
-                self.dead.remove(&(ended, token.clone()));
+                self.ends.dead.remove(&(ended, token.clone()));
                 self.loads.remove(&token);
-                self.ended_sessions.remove(&token);
+                self.ends.ended_sessions.remove(&token);
             } else {
                 left_over += 1;
             }
@@ -446,6 +476,7 @@ impl Group {
     /// `unowned` in `free.lua`.
     pub(crate) fn unowned(&self) -> usize {
         let ending: usize = self
+            .ends
             .dead
             .iter()
             .map(|(_, t)| self.held.get(t).map_or(0, BTreeSet::len))
@@ -476,6 +507,7 @@ impl Group {
                     MemberInfo {
                         replica: r.clone(),
                         state: self
+                            .replicas
                             .states
                             .get(r)
                             .copied()
@@ -483,7 +515,7 @@ impl Group {
                         left: Duration::from_millis(exp - now.ms),
                         held,
                         load,
-                        capacity: self.capacity.get(r).copied().unwrap_or(1),
+                        capacity: self.replicas.capacity.get(r).copied().unwrap_or(1),
                     },
                 )
             })
@@ -558,7 +590,7 @@ impl Group {
             weighted: m.weighted,
             total_weight: if m.weighted { m.total } else { m.count as u64 },
             max_weight: if m.weighted {
-                self.weights.values().copied().max().unwrap_or(1).max(1)
+                self.set.weights.values().copied().max().unwrap_or(1).max(1)
             } else {
                 1
             },
@@ -604,12 +636,13 @@ impl Group {
     /// `before` (this claim's), with the claimer's address.
     pub(crate) fn moved_notice(&self, before: Option<String>) -> Option<Moved> {
         let start = match &before {
-            Some(id) => self.moves.iter().position(|m| &m.id == id)? + 1,
+            Some(id) => self.log.moves.iter().position(|m| &m.id == id)? + 1,
             None => 0,
         };
-        let taken: Vec<&Move> = self.moves.iter().skip(start).collect();
+        let taken: Vec<&Move> = self.log.moves.iter().skip(start).collect();
         let last = taken.last()?;
         let address = self
+            .replicas
             .info
             .get(&last.to)
             .and_then(|i| i.split_once('\t'))

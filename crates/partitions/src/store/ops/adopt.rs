@@ -8,7 +8,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::group_script;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now, distinct};
 use crate::store::protocol::Origin;
@@ -175,7 +177,7 @@ impl Group {
                     m.fmax = m.fmax.max(highest_fence.get());
                     m.rcount = 0;
                     self.drains = drained.iter().cloned().collect();
-                    self.prefs = preferences.iter().cloned().collect();
+                    self.set.prefs = preferences.iter().cloned().collect();
                 }
                 !mine
             }
@@ -185,7 +187,7 @@ impl Group {
                 let mut new = Vec::new();
                 let mut ws = Vec::new();
                 for (n, w) in names {
-                    if self.positions.contains_key(n) {
+                    if self.set.positions.contains_key(n) {
                         if self.weight(n) != *w {
                             self.set_weight_of(n, *w);
                             changed = true;
@@ -200,7 +202,7 @@ impl Group {
             AdoptStep::Remove(names) => {
                 let gone: Vec<String> = distinct(names)
                     .into_iter()
-                    .filter(|n| self.positions.contains_key(n))
+                    .filter(|n| self.set.positions.contains_key(n))
                     .collect();
                 self.remove_names(&gone);
                 !gone.is_empty()
@@ -219,5 +221,17 @@ impl Group {
             *until = now.ms + HOLD_MS;
         }
         (AdoptReply::Done, changed)
+    }
+}
+
+impl Op for Adopt {
+    type Reply = AdoptReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<AdoptReply, StoreError> {
+        redis(store, keys, self).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> AdoptReply {
+        store.with(keys, |g, now| g.adopt(self, now))
     }
 }

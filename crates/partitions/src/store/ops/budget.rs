@@ -8,7 +8,9 @@ use leasehold_election::ext::LuaScript;
 use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::group_script;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 
@@ -62,5 +64,31 @@ impl Group {
             meta.bused = used + grant;
         }
         grant
+    }
+}
+
+/// Takes up to `want` moves out of the group's move budget (`budget` moves per
+/// `window`, on the server's clock); replies how many may be made now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TakeBudget {
+    pub(crate) want: usize,
+    pub(crate) budget: u32,
+    pub(crate) window: Duration,
+}
+
+impl Op for TakeBudget {
+    type Reply = usize;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<usize, StoreError> {
+        redis(store, keys, self.want, self.budget, self.window).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> usize {
+        store.with(keys, |g, now| {
+            (
+                g.take_budget(self.want, self.budget, self.window, now),
+                false,
+            )
+        })
     }
 }

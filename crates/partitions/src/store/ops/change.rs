@@ -7,8 +7,10 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::read::{SUM_MOD, name_sum};
 use super::{OpReply, count, group_script, keys_with_op, ms};
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Meta, Now, distinct};
 use crate::store::protocol::Origin;
@@ -248,7 +250,7 @@ impl Group {
         }
         let names = distinct(names);
         if matches!(mode, Change::Strict { .. })
-            && let Some(n) = names.iter().find(|n| self.positions.contains_key(*n))
+            && let Some(n) = names.iter().find(|n| self.set.positions.contains_key(*n))
         {
             return (AddReply::Exists(n.clone()), false);
         }
@@ -295,13 +297,13 @@ impl Group {
         let strict = matches!(mode, Change::Strict { .. });
         let mut gone = Vec::new();
         for n in &names {
-            if self.positions.contains_key(n) {
+            if self.set.positions.contains_key(n) {
                 gone.push(n.clone());
             } else if strict {
                 return (RemoveReply::Unknown(n.clone()), false);
             }
         }
-        if strict && gone.len() >= self.positions.len() {
+        if strict && gone.len() >= self.set.positions.len() {
             return (RemoveReply::Last, false);
         }
         if gone.is_empty() {
@@ -320,7 +322,7 @@ impl Group {
         let new: Vec<(String, Option<u64>)> = names
             .iter()
             .enumerate()
-            .filter(|(_, n)| !self.positions.contains_key(*n))
+            .filter(|(_, n)| !self.set.positions.contains_key(*n))
             .map(|(j, n)| (n.clone(), ws.map(|w| w[j])))
             .collect();
         if new.is_empty() {
@@ -340,9 +342,9 @@ impl Group {
                         .unwrap_or(0);
                 }
                 if w == 1 {
-                    self.weights.remove(n);
+                    self.set.weights.remove(n);
                 } else {
-                    self.weights.insert(n.clone(), w);
+                    self.set.weights.insert(n.clone(), w);
                 }
             }
             let w = self.weight(n);
@@ -354,8 +356,8 @@ impl Group {
                 meta.total += w;
             }
             meta.ssum = meta.ssum.map(|s| (s + name_sum(n)) % SUM_MOD);
-            self.positions.insert(n.clone(), pos);
-            self.order.insert(pos, n.clone());
+            self.set.positions.insert(n.clone(), pos);
+            self.set.order.insert(pos, n.clone());
             if !self.owners.contains_key(n) {
                 self.add_free(n, now.ms);
             }
@@ -368,18 +370,18 @@ impl Group {
     /// their preferences; a held one is revoked.
     pub(crate) fn remove_names(&mut self, gone: &[String]) {
         for n in gone {
-            if let Some(pos) = self.positions.remove(n) {
-                self.order.remove(&pos);
+            if let Some(pos) = self.set.positions.remove(n) {
+                self.set.order.remove(&pos);
             }
             self.remove_free(n);
-            self.ended.remove(n);
-            self.reserved.remove(n);
-            self.prefs.remove(n);
+            self.ends.ended.remove(n);
+            self.ends.reserved.remove(n);
+            self.set.prefs.remove(n);
             let w = self.weight(n);
             if self.owners.contains_key(n) {
                 self.revoked.insert(n.clone(), "removed".into());
             } else {
-                self.weights.remove(n);
+                self.set.weights.remove(n);
             }
             if let Some(m) = self.meta.as_mut() {
                 m.count = m.count.saturating_sub(1);
@@ -394,4 +396,42 @@ impl Group {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis().max(1)).unwrap_or(u64::MAX)
+}
+
+/// Adds partitions to the set (see [`Change`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Add {
+    pub(crate) mode: Change,
+    pub(crate) names: Vec<String>,
+}
+
+impl Op for Add {
+    type Reply = AddReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<AddReply, StoreError> {
+        add(store, keys, &self.mode, &self.names).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> AddReply {
+        store.with(keys, |g, now| g.add(&self.mode, &self.names, now))
+    }
+}
+
+/// Removes partitions from the set; their owners are told to give them up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Remove {
+    pub(crate) mode: Change,
+    pub(crate) names: Vec<String>,
+}
+
+impl Op for Remove {
+    type Reply = RemoveReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<RemoveReply, StoreError> {
+        remove(store, keys, &self.mode, &self.names).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> RemoveReply {
+        store.with(keys, |g, now| g.remove(&self.mode, &self.names, now))
+    }
 }

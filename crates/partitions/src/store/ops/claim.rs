@@ -7,9 +7,12 @@ use std::time::Duration;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
+use super::Op;
 use super::moves::{MoveCause, Predecessor};
 use super::{count, group_script, ms, strings, triples};
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
+use crate::notice::GroupNotice;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::{Granted, ReplicaState, Term};
@@ -234,6 +237,7 @@ impl Group {
     pub(crate) fn claim(&mut self, req: &ClaimRequest, now: Now) -> ClaimReply {
         let until = self.members.get(&req.replica).copied().unwrap_or(0);
         let holder = self
+            .replicas
             .holders
             .get(&req.replica)
             .cloned()
@@ -241,7 +245,7 @@ impl Group {
         if self.sessions.get(&req.replica) != Some(&req.session)
             || holder != req.process
             || until <= now.ms
-            || self.states.get(&req.replica) == Some(&ReplicaState::Away)
+            || self.replicas.states.get(&req.replica) == Some(&ReplicaState::Away)
         {
             return ClaimReply::Lost;
         }
@@ -281,7 +285,10 @@ impl Group {
             let (mut take, mut back, mut back_fences) = (Vec::new(), Vec::new(), Vec::new());
             for (n, f) in &req.regrant {
                 if self.owners.get(n) == Some(&req.session) && self.fences.get(n) == Some(&f.0) {
-                    if self.positions.contains_key(n) && !self.revoked.contains_key(n) && !drained {
+                    if self.set.positions.contains_key(n)
+                        && !self.revoked.contains_key(n)
+                        && !drained
+                    {
                         take.push(n.clone());
                     } else {
                         back.push(n.clone());
@@ -306,7 +313,7 @@ impl Group {
             take
         } else if req.count == 0 || drained {
             Vec::new()
-        } else if !self.prefs.is_empty() || req.only_preferred {
+        } else if !self.set.prefs.is_empty() || req.only_preferred {
             let candidates = self.preferred_order(req, now);
             let first: Vec<String> = candidates.into_iter().take(req.count).collect();
             let chosen = match req.room {
@@ -363,7 +370,7 @@ impl Group {
             high = high.max(fence);
             self.fences.insert(name.clone(), fence);
             self.owners.insert(name.clone(), req.session.clone());
-            self.since.insert(name.clone(), now.ms);
+            self.replicas.since.insert(name.clone(), now.ms);
             self.held
                 .entry(req.session.clone())
                 .or_default()
@@ -448,7 +455,7 @@ impl Group {
         self.free
             .range((now.ms + 1, String::new())..)
             .take(RESERVED_SCAN)
-            .filter(|(_, n)| self.reserved.get(n).is_some_and(|r| r == replica))
+            .filter(|(_, n)| self.ends.reserved.get(n).is_some_and(|r| r == replica))
             .map(|(_, n)| n.clone())
             .collect()
     }
@@ -502,7 +509,7 @@ impl Group {
                 continue;
             }
             let w = self.weight(n);
-            let to = self.prefs.get(n).and_then(|r| left.get_mut(r.as_str()));
+            let to = self.set.prefs.get(n).and_then(|r| left.get_mut(r.as_str()));
             match to {
                 Some(room) if w <= *room => *room -= w,
                 _ => out.push(n.clone()),
@@ -529,6 +536,31 @@ impl Group {
         };
         self.acks
             .insert(req.process.clone(), (req.seq, reply.clone()));
+        reply
+    }
+}
+
+impl Op for ClaimRequest {
+    type Reply = ClaimReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<ClaimReply, StoreError> {
+        redis(store, keys, self).await
+    }
+
+    /// The claim's twin; a claim that moved partitions tells their previous owners
+    /// (`GroupNotice::Moved`).
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> ClaimReply {
+        let (reply, moved) = store.with(keys, |g, now| {
+            let before = g.log.moves.back().map(|m| m.id.clone());
+            let reply = g.claim(self, now);
+            let moved = matches!(&reply, ClaimReply::Claimed { moves, .. } if !moves.is_empty())
+                .then(|| g.moved_notice(before))
+                .flatten();
+            ((reply, moved), false)
+        });
+        if let Some(message) = moved.and_then(|m| GroupNotice::Moved(m).encode(&keys.notice)) {
+            store.notify(message);
+        }
         reply
     }
 }

@@ -7,7 +7,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::{OpReply, eval_with_op, group_script, ms};
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::ReplicaState;
@@ -103,7 +105,7 @@ impl Group {
                 .filter(|(r, exp)| **exp > now.ms && r.as_str() != replica)
                 .filter(|(r, _)| {
                     !matches!(
-                        self.states.get(*r),
+                        self.replicas.states.get(*r),
                         Some(ReplicaState::Leaving | ReplicaState::Draining)
                     ) && !self.drains.contains(*r)
                 })
@@ -117,5 +119,31 @@ impl Group {
         }
         self.answer(op, OpReply::Drain(DrainReply::Done), now);
         (DrainReply::Done, true)
+    }
+}
+
+/// Drains (or undrains) `replica`; `op` names an operator's request, whose reply is
+/// kept for a retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Drain {
+    pub(crate) op: Option<String>,
+    pub(crate) replica: String,
+    pub(crate) on: bool,
+    pub(crate) force: bool,
+}
+
+impl Op for Drain {
+    type Reply = DrainReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<DrainReply, StoreError> {
+        let op = self.op.as_deref();
+        redis(store, keys, op, &self.replica, self.on, self.force).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> DrainReply {
+        let op = self.op.as_deref();
+        store.with(keys, |g, now| {
+            g.drain(op, &self.replica, self.on, self.force, now)
+        })
     }
 }

@@ -7,6 +7,8 @@ use std::time::Duration;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 
+use super::Op;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::Term;
@@ -66,9 +68,9 @@ impl Group {
             .iter()
             .map(|(n, want)| {
                 let want = want.get();
-                match self.hand_offs.get_mut(n) {
+                match self.ends.hand_offs.get_mut(n) {
                     Some((_, _, expires)) if *expires <= now.ms => {
-                        self.hand_offs.remove(n);
+                        self.ends.hand_offs.remove(n);
                         Taken::Gone
                     }
                     None => Taken::Gone,
@@ -78,13 +80,30 @@ impl Group {
                     }
                     Some((fence, _, _)) => {
                         if *fence < want {
-                            self.hand_offs.remove(n);
+                            self.ends.hand_offs.remove(n);
                         }
                         Taken::Stale
                     }
                 }
             })
             .collect()
+    }
+}
+
+/// Takes the state each named term (partition, fence of the previous term) left for
+/// the next one. Safe to retry for a while ([`Taken`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TakeHandOffs(pub(crate) Vec<Term>);
+
+impl Op for TakeHandOffs {
+    type Reply = Vec<Taken>;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<Vec<Taken>, StoreError> {
+        redis(store, keys, &self.0).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<Taken> {
+        store.with(keys, |g, now| (g.take_hand_offs(&self.0, now), false))
     }
 }
 

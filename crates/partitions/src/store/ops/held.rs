@@ -6,7 +6,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::{group_script, triples};
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::Group;
 use crate::store::protocol::Granted;
@@ -37,5 +39,27 @@ impl Group {
                 })
                 .collect()
         })
+    }
+}
+
+/// The terms a session holds, with their weights.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Held(pub(crate) String);
+
+impl Op for Held {
+    type Reply = Vec<Granted>;
+
+    async fn redis(
+        &self,
+        store: &RedisStore,
+        keys: &GroupKeys,
+    ) -> Result<Vec<Granted>, StoreError> {
+        redis(store, keys, &self.0).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<Granted> {
+        store
+            .read(keys, |g, _| g.held_by(&self.0))
+            .unwrap_or_default()
     }
 }

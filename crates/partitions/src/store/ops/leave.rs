@@ -5,8 +5,10 @@ use std::sync::LazyLock;
 use leasehold_election::ext::LuaScript;
 use leasehold_election::{RedisStore, StoreError};
 
+use super::Op;
 use super::group_script;
 use super::moves::MoveCause;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Now};
@@ -36,6 +38,7 @@ impl Group {
     /// The twin of `lua/leave.lua`; whether the session ended (and the notice goes out).
     pub(crate) fn leave(&mut self, replica: &str, process: &str, session: &str, now: Now) -> bool {
         let holder = self
+            .replicas
             .holders
             .get(replica)
             .cloned()
@@ -44,9 +47,36 @@ impl Group {
             return false;
         }
         self.teardown(replica, Some(session), now.ms);
-        self.ended_sessions
+        self.ends
+            .ended_sessions
             .insert(session.to_owned(), MoveCause::Leave);
         self.free_ended(REAP_BUDGET);
         true
+    }
+}
+
+/// Ends `replica`'s session `session` (if it is the current one and `process` holds
+/// it) and frees what it still holds. Safe to retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Leave {
+    pub(crate) replica: String,
+    pub(crate) process: String,
+    pub(crate) session: String,
+}
+
+impl Op for Leave {
+    type Reply = ();
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<(), StoreError> {
+        redis(store, keys, &self.replica, &self.process, &self.session).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) {
+        store.with(keys, |g, now| {
+            (
+                (),
+                g.leave(&self.replica, &self.process, &self.session, now),
+            )
+        });
     }
 }

@@ -1,21 +1,26 @@
-//! One module per operation of the group protocol, each holding all of it: its request
-//! and reply, the script that runs it on Redis (`../lua/<op>.lua`, whose header says
-//! what it takes and replies) with the arguments it is sent and the parser of its
-//! reply, and its in-memory twin (a method on [`super::memory::Group`], the same rules
-//! step for step). A change to an operation is a change to one module and its script.
+//! One module per operation of the group protocol, each holding all of it: the
+//! operation as a type implementing [`Op`] (its request), its reply, the script that
+//! runs it on Redis (`../lua/<op>.lua`, whose header says what it takes and replies)
+//! with the arguments it is sent and the parser of its reply, and its in-memory twin (a
+//! method on [`super::memory::Group`], the same rules step for step). The stores and
+//! the simulation's fault link run any [`Op`] through one entry point
+//! ([`super::protocol::Protocol::run`]), so adding an operation touches its module, its
+//! script (and [`super::redis`]'s list of scripts) and its conformance test
+//! (`../conformance/ops.rs`), nothing else.
 //!
 //! Every script starts with the shared libraries in `../lua/lib/`: the keys named once
 //! (`keys.lua`), helpers (`util.lua`), the metadata and weights (`meta.lua`), giving
 //! partitions back (`free.lua`), changing the set (`set.lua`) and sessions
-//! (`session.lua`), how long a tick may take
-//! the server's lifetime as read (`server.lua`), and the fence rule and the
-//! granting server's lifetime the election crate uses too
+//! (`session.lua`), the server's lifetime as read (`server.lua`), and the fence rule and
+//! the granting server's lifetime the election crate uses too
 //! (`leasehold_election::ext::{FENCE_LUA, LIFETIME_LUA}`).
 
+use std::fmt::Debug;
+use std::future::Future;
 use std::time::Duration;
 
 use leasehold_election::ext::Parse;
-use leasehold_election::{Fence, StoreError};
+use leasehold_election::{Fence, RedisStore, StoreError};
 
 use super::protocol::MemberInfo;
 use super::protocol::ReplicaState;
@@ -39,6 +44,28 @@ pub(crate) mod slots;
 pub(crate) mod tick;
 pub(crate) mod version;
 pub(crate) mod weight;
+
+/// An operation of the group protocol: its request (the fields of the implementing
+/// type), the script that runs it on Redis with the parser of its reply, and its twin in
+/// process memory. The stores and the simulation's fault link run every operation
+/// through [`super::protocol::Protocol::run`]. Not reachable from outside the crate.
+#[allow(unreachable_pub)]
+pub trait Op: Debug + Clone + Send + Sync + 'static {
+    /// What the operation replies.
+    type Reply: Debug + Send + 'static;
+
+    /// Runs the operation's script on Redis and parses its reply.
+    fn redis(
+        &self,
+        store: &RedisStore,
+        keys: &crate::keys::GroupKeys,
+    ) -> impl Future<Output = Result<Self::Reply, StoreError>> + Send;
+
+    /// Runs the operation's twin on the in-memory store (on the group of `keys`, at
+    /// the store's clock).
+    fn memory(&self, store: &crate::MemoryGroupStore, keys: &crate::keys::GroupKeys)
+    -> Self::Reply;
+}
 
 /// How a group follows the server's lifetime (`../lua/lib/server.lua`): the tick puts
 /// it in front with the lifetime's library, before its quiet part.

@@ -11,7 +11,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::group_script;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::Group;
 
@@ -244,16 +246,16 @@ impl Group {
         let server = self.meta.as_ref().map_or(0, |m| m.server);
         let mut info = Vec::with_capacity(taken.len());
         for (n, fence) in taken {
-            let last = self.ended.remove(n);
-            self.reserved.remove(n);
-            self.move_seq = if self.move_ms == now {
-                self.move_seq + 1
+            let last = self.ends.ended.remove(n);
+            self.ends.reserved.remove(n);
+            self.log.move_seq = if self.log.move_ms == now {
+                self.log.move_seq + 1
             } else {
                 0
             };
-            self.move_ms = self.move_ms.max(now);
-            let id = format!("{}-{}", self.move_ms, self.move_seq);
-            self.moves.push_back(Move {
+            self.log.move_ms = self.log.move_ms.max(now);
+            let id = format!("{}-{}", self.log.move_ms, self.log.move_seq);
+            self.log.moves.push_back(Move {
                 id,
                 partition: n.clone(),
                 from: last.as_ref().map(|l| l.replica.clone()),
@@ -273,7 +275,7 @@ impl Group {
                 .as_ref()
                 .and_then(|l| l.state)
                 .is_some_and(|(_, life)| life != server);
-            if let Some(m) = self.moves.back() {
+            if let Some(m) = self.log.moves.back() {
                 info.push(Predecessor {
                     cause: m.cause,
                     unowned: m.unowned,
@@ -282,8 +284,8 @@ impl Group {
                     state_before_server_change: elsewhere,
                 });
             }
-            if self.moves.len() > LEDGER_LEN {
-                self.moves.pop_front();
+            if self.log.moves.len() > LEDGER_LEN {
+                self.log.moves.pop_front();
             }
         }
         info
@@ -296,7 +298,8 @@ impl Group {
             (a.parse().unwrap_or(0), b.parse().unwrap_or(0))
         };
         let from = after.map(key);
-        self.moves
+        self.log
+            .moves
             .iter()
             .filter(|m| from.is_none_or(|f| key(&m.id) > f))
             .take(limit.max(1))
@@ -307,8 +310,8 @@ impl Group {
     /// The newest `limit` entries of the ledger, oldest first (`moves.lua` with
     /// `newest`).
     pub(crate) fn moves_newest(&self, limit: usize) -> Vec<Move> {
-        let skip = self.moves.len().saturating_sub(limit.max(1));
-        self.moves.iter().skip(skip).cloned().collect()
+        let skip = self.log.moves.len().saturating_sub(limit.max(1));
+        self.log.moves.iter().skip(skip).cloned().collect()
     }
 }
 
@@ -317,6 +320,50 @@ impl serde::Serialize for MoveCause {
     /// As its label ([`MoveCause::as_str`]).
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
+    }
+}
+
+/// Up to `limit` entries of the ledger of moves after the one with id `after` (from
+/// the oldest kept if `None`), oldest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Moves {
+    pub(crate) after: Option<String>,
+    pub(crate) limit: usize,
+}
+
+impl Op for Moves {
+    type Reply = Vec<Move>;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<Vec<Move>, StoreError> {
+        redis(store, keys, Page::After(self.after.as_deref()), self.limit).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<Move> {
+        store
+            .read(keys, |g, _| {
+                g.moves_after(self.after.as_deref(), self.limit)
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The newest `limit` entries of the ledger of moves, oldest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NewestMoves {
+    pub(crate) limit: usize,
+}
+
+impl Op for NewestMoves {
+    type Reply = Vec<Move>;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<Vec<Move>, StoreError> {
+        redis(store, keys, Page::Newest, self.limit).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<Move> {
+        store
+            .read(keys, |g, _| g.moves_newest(self.limit))
+            .unwrap_or_default()
     }
 }
 

@@ -7,7 +7,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::{OpReply, eval_with_op, group_script, ms};
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 
@@ -74,20 +76,43 @@ impl Group {
         if let Some(wait) = self.change_wait(now) {
             return (PreferReply::Restoring(wait), false);
         }
-        if !self.positions.contains_key(partition) {
+        if !self.set.positions.contains_key(partition) {
             return (PreferReply::Unknown, false);
         }
-        let old = self.prefs.get(partition).cloned();
+        let old = self.set.prefs.get(partition).cloned();
         let changed = old.as_deref() != replica;
         if changed {
             match replica {
-                Some(r) => self.prefs.insert(partition.to_owned(), r.to_owned()),
-                None => self.prefs.remove(partition),
+                Some(r) => self.set.prefs.insert(partition.to_owned(), r.to_owned()),
+                None => self.set.prefs.remove(partition),
             };
             self.bump_set();
         }
         let r = PreferReply::Set(old);
         self.answer(op, OpReply::Prefer(r.clone()), now);
         (r, changed)
+    }
+}
+
+/// Prefers `partition` on `replica` (`None`: removes its preference); replicas read it
+/// with the set. `op`: the operator's request id, for a retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Prefer {
+    pub(crate) op: Option<String>,
+    pub(crate) partition: String,
+    pub(crate) replica: Option<String>,
+}
+
+impl Op for Prefer {
+    type Reply = PreferReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<PreferReply, StoreError> {
+        let (op, replica) = (self.op.as_deref(), self.replica.as_deref());
+        redis(store, keys, op, &self.partition, replica).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> PreferReply {
+        let (op, replica) = (self.op.as_deref(), self.replica.as_deref());
+        store.with(keys, |g, now| g.prefer(op, &self.partition, replica, now))
     }
 }

@@ -10,7 +10,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::{count, group_script, loads, ms, pairs, roster, strings};
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::{MemberInfo, SetInfo};
@@ -228,7 +230,8 @@ fn parse_owner(name: Option<String>, p: &mut Parse) -> Result<PartitionOwner, St
 impl Group {
     /// The twin of `lua/owner.lua`.
     pub(crate) fn owner(&self, name: &str, now: Now) -> Option<PartitionOwner> {
-        self.positions
+        self.set
+            .positions
             .contains_key(name)
             .then(|| self.owner_of(name, now))
     }
@@ -245,7 +248,8 @@ impl Group {
             owner: live.map(|(t, _)| replica_of_token(t).to_owned()),
             remaining: live.map(|(_, exp)| Duration::from_millis(exp - now.ms)),
             held_for: live.and_then(|_| {
-                self.since
+                self.replicas
+                    .since
                     .get(name)
                     .map(|s| Duration::from_millis(now.ms.saturating_sub(*s)))
             }),
@@ -255,7 +259,8 @@ impl Group {
 
     /// The twin of `lua/list.lua`.
     pub(crate) fn list_page(&self, offset: usize, limit: usize) -> Vec<String> {
-        self.order
+        self.set
+            .order
             .values()
             .skip(offset)
             .take(limit.max(1))
@@ -287,7 +292,8 @@ impl Group {
             count: m.count,
             checksum: m.ssum,
             preferences: if offset == 0 {
-                self.prefs
+                self.set
+                    .prefs
                     .iter()
                     .map(|(p, r)| (p.clone(), r.clone()))
                     .collect()
@@ -303,7 +309,13 @@ impl Group {
         let members = self.roster(now);
         let instances = members
             .iter()
-            .map(|m| self.info.get(&m.replica).cloned().unwrap_or_default())
+            .map(|m| {
+                self.replicas
+                    .info
+                    .get(&m.replica)
+                    .cloned()
+                    .unwrap_or_default()
+            })
             .collect();
         Some(StatusHead {
             set,
@@ -311,6 +323,7 @@ impl Group {
             instances,
             drained: self.drains.iter().cloned().collect(),
             preferences: self
+                .set
                 .prefs
                 .iter()
                 .map(|(p, r)| (p.clone(), r.clone()))
@@ -320,12 +333,125 @@ impl Group {
 
     /// The twin of `lua/status_page.lua`.
     pub(crate) fn status_page(&self, offset: usize, limit: usize, now: Now) -> Vec<PartitionOwner> {
-        self.order
+        self.set
+            .order
             .values()
             .skip(offset)
             .take(limit.max(1))
             .map(|name| self.owner_of(name, now))
             .collect()
+    }
+}
+
+/// Up to `limit` partition names from position `offset` of the set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ListPage {
+    pub(crate) offset: usize,
+    pub(crate) limit: usize,
+}
+
+impl Op for ListPage {
+    type Reply = Vec<String>;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<Vec<String>, StoreError> {
+        list(store, keys, self.offset, self.limit).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<String> {
+        store
+            .read(keys, |g, _| g.list_page(self.offset, self.limit))
+            .unwrap_or_default()
+    }
+}
+
+/// The set as a replica keeps it (names with weights, drains, versions), a page;
+/// `None` if the group does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadSetPage {
+    pub(crate) offset: usize,
+    pub(crate) limit: usize,
+}
+
+impl Op for ReadSetPage {
+    type Reply = Option<SetPage>;
+
+    async fn redis(
+        &self,
+        store: &RedisStore,
+        keys: &GroupKeys,
+    ) -> Result<Option<SetPage>, StoreError> {
+        set_page(store, keys, self.offset, self.limit).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Option<SetPage> {
+        store
+            .read(keys, |g, _| g.set_page(self.offset, self.limit))
+            .flatten()
+    }
+}
+
+/// One partition's owner; `None` if it is not in the set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Owner(pub(crate) String);
+
+impl Op for Owner {
+    type Reply = Option<PartitionOwner>;
+
+    async fn redis(
+        &self,
+        store: &RedisStore,
+        keys: &GroupKeys,
+    ) -> Result<Option<PartitionOwner>, StoreError> {
+        owner(store, keys, &self.0).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Option<PartitionOwner> {
+        store.read(keys, |g, now| g.owner(&self.0, now)).flatten()
+    }
+}
+
+/// The group without its partitions; `None` if it does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadStatusHead;
+
+impl Op for ReadStatusHead {
+    type Reply = Option<StatusHead>;
+
+    async fn redis(
+        &self,
+        store: &RedisStore,
+        keys: &GroupKeys,
+    ) -> Result<Option<StatusHead>, StoreError> {
+        status_head(store, keys).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Option<StatusHead> {
+        store.read(keys, |g, now| g.status_head(now)).flatten()
+    }
+}
+
+/// Up to `limit` partitions from position `offset`, with their owners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StatusPage {
+    pub(crate) offset: usize,
+    pub(crate) limit: usize,
+}
+
+impl Op for StatusPage {
+    type Reply = Vec<PartitionOwner>;
+
+    async fn redis(
+        &self,
+        store: &RedisStore,
+        keys: &GroupKeys,
+    ) -> Result<Vec<PartitionOwner>, StoreError> {
+        status_page(store, keys, self.offset, self.limit).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<PartitionOwner> {
+        store
+            .read(keys, |g, now| g.status_page(self.offset, self.limit, now))
+            .unwrap_or_default()
     }
 }
 

@@ -8,7 +8,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::group_script;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::{MoveCause, Term};
@@ -134,6 +136,7 @@ impl Group {
             // Only for a term whose end ENDED notes now (so free, and not followed).
             let last = *flag
                 && self
+                    .ends
                     .ended
                     .get(&t.term.0)
                     .is_some_and(|l| l.fence == t.term.1.get());
@@ -142,14 +145,49 @@ impl Group {
             }
             if let Some(state) = &t.state {
                 let expires = now.ms.saturating_add(ms(state_ttl));
-                self.hand_offs
+                self.ends
+                    .hand_offs
                     .insert(t.term.0.clone(), (t.term.1.get(), state.clone(), expires));
             }
             if let Some(to) = &t.to {
                 self.add_free(&t.term.0, now.ms.saturating_add(ms(hold).max(1)));
-                self.reserved.insert(t.term.0.clone(), to.clone());
+                self.ends.reserved.insert(t.term.0.clone(), to.clone());
             }
         }
         (flags, gone > 0)
+    }
+}
+
+/// Gives back `session`'s terms among `terms`, keeping the state each leaves its
+/// successor for `state_ttl` and reserving each one handed to a named receiver for it
+/// for `hold`; one flag per term (true: no term of the session holds it and no later
+/// one was granted). Safe to retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Release {
+    pub(crate) session: String,
+    pub(crate) terms: Vec<GivenBack>,
+    pub(crate) state_ttl: Duration,
+    pub(crate) hold: Duration,
+}
+
+impl Op for Release {
+    type Reply = Vec<bool>;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<Vec<bool>, StoreError> {
+        redis(
+            store,
+            keys,
+            &self.session,
+            &self.terms,
+            self.state_ttl,
+            self.hold,
+        )
+        .await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<bool> {
+        store.with(keys, |g, now| {
+            g.release(&self.session, &self.terms, self.state_ttl, self.hold, now)
+        })
     }
 }

@@ -6,7 +6,9 @@ use std::sync::LazyLock;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 
+use super::Op;
 use super::group_script;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 use crate::store::protocol::Reported;
@@ -58,7 +60,7 @@ impl Group {
             let holds = self.owners.get(n).map(String::as_str) == Some(session)
                 && self.fences.get(n).copied() == Some(fence.get())
                 && !self.revoked.contains_key(n)
-                && self.positions.contains_key(n);
+                && self.set.positions.contains_key(n);
             if !holds {
                 continue;
             }
@@ -72,9 +74,9 @@ impl Group {
                 switched = true;
             }
             if *w == 1 {
-                self.weights.remove(n);
+                self.set.weights.remove(n);
             } else {
-                self.weights.insert(n.clone(), *w);
+                self.set.weights.insert(n.clone(), *w);
             }
             delta += i128::from(*w) - i128::from(old);
         }
@@ -94,6 +96,27 @@ impl Group {
             self.bump_set();
         }
         (out, switched)
+    }
+}
+
+/// Sets the weights `session` reports for the terms it holds (its damped loads); one
+/// flag per weight (true: the partition now has it; false: the session no longer holds
+/// that term). Safe to retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Report {
+    pub(crate) session: String,
+    pub(crate) weights: Vec<Reported>,
+}
+
+impl Op for Report {
+    type Reply = Vec<bool>;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<Vec<bool>, StoreError> {
+        redis(store, keys, &self.session, &self.weights).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<bool> {
+        store.with(keys, |g, now| g.report(&self.session, &self.weights, now))
     }
 }
 

@@ -8,7 +8,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::group_script;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Meta, Now};
 use crate::store::protocol::Origin;
@@ -154,11 +156,11 @@ impl Group {
                         if !(self.restoring(now).is_some() && older) {
                             return false;
                         }
-                        self.positions.clear();
-                        self.order.clear();
+                        self.set.positions.clear();
+                        self.set.order.clear();
                         self.free.clear();
                         self.free_since.clear();
-                        self.weights.clear();
+                        self.set.weights.clear();
                         self.revoked.clear();
                         // A group of another server lifetime keeps its hold.
                         let mut followed = m.clone();
@@ -198,7 +200,7 @@ impl Group {
                     adopting: None,
                 });
                 self.drains = drained.iter().cloned().collect();
-                self.prefs = preferences.iter().cloned().collect();
+                self.set.prefs = preferences.iter().cloned().collect();
                 self.restore_names(names, now);
                 true
             }
@@ -217,7 +219,7 @@ impl Group {
 
     fn restore_names(&mut self, names: &[(String, u64)], now: Now) {
         for (n, w) in names {
-            if self.positions.contains_key(n) {
+            if self.set.positions.contains_key(n) {
                 continue;
             }
             let m = self.meta.as_mut().expect("the group exists");
@@ -228,11 +230,11 @@ impl Group {
             m.ssum = m
                 .ssum
                 .map(|s| (s + super::read::name_sum(n)) % super::read::SUM_MOD);
-            self.positions.insert(n.clone(), pos);
-            self.order.insert(pos, n.clone());
+            self.set.positions.insert(n.clone(), pos);
+            self.set.order.insert(pos, n.clone());
             self.add_free(n, now.ms);
             if *w != 1 {
-                self.weights.insert(n.clone(), *w);
+                self.set.weights.insert(n.clone(), *w);
             }
         }
     }
@@ -240,4 +242,16 @@ impl Group {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis().max(1)).unwrap_or(u64::MAX)
+}
+
+impl Op for RestoreStep {
+    type Reply = bool;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<bool, StoreError> {
+        redis(store, keys, self).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> bool {
+        store.with(keys, |g, now| (g.restore(self, now), false))
+    }
 }

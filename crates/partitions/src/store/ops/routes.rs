@@ -7,7 +7,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::group_script;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 
@@ -107,6 +109,7 @@ impl Group {
     pub(crate) fn routes(&self, after: Option<&str>, limit: usize, now: Now) -> Option<RouteRead> {
         let meta = self.meta.as_ref()?;
         let addresses = self
+            .replicas
             .info
             .iter()
             .map(|(r, i)| (r.clone(), address_of(i)))
@@ -124,9 +127,10 @@ impl Group {
                     })
                     .collect(),
             ),
-            Some(id) => match self.moves.iter().position(|m| m.id == id) {
-                Some(i) if self.moves.len() - i - 1 <= limit.max(1) => RouteBody::After(
-                    self.moves
+            Some(id) => match self.log.moves.iter().position(|m| m.id == id) {
+                Some(i) if self.log.moves.len() - i - 1 <= limit.max(1) => RouteBody::After(
+                    self.log
+                        .moves
                         .iter()
                         .skip(i + 1)
                         .map(|m| (m.partition.clone(), m.to.clone(), m.new_fence, m.id.clone()))
@@ -137,9 +141,38 @@ impl Group {
         };
         Some(RouteRead {
             life: meta.life.clone(),
-            last: self.moves.back().map(|m| m.id.clone()),
+            last: self.log.moves.back().map(|m| m.id.clone()),
             addresses,
             body,
         })
+    }
+}
+
+/// What a router reads: every partition's live owner (`after` = `None`), or the moves
+/// after the ledger entry `after` (at most `limit`); `None` if the group does not
+/// exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Routes {
+    pub(crate) after: Option<String>,
+    pub(crate) limit: usize,
+}
+
+impl Op for Routes {
+    type Reply = Option<RouteRead>;
+
+    async fn redis(
+        &self,
+        store: &RedisStore,
+        keys: &GroupKeys,
+    ) -> Result<Option<RouteRead>, StoreError> {
+        redis(store, keys, self.after.as_deref(), self.limit).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Option<RouteRead> {
+        store
+            .read(keys, |g, now| {
+                g.routes(self.after.as_deref(), self.limit, now)
+            })
+            .flatten()
     }
 }

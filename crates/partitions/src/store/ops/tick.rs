@@ -6,8 +6,10 @@ use std::time::Duration;
 use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{Fence, RedisStore, StoreError};
 
+use super::Op;
 use super::slots::{Reply, Slots, slots};
 use super::{SERVER_LUA, count, group_script, millis, ms, pairs, strings, triples};
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::REAP_BUDGET;
 use crate::store::memory::{Group, Heir, Now};
@@ -662,12 +664,13 @@ impl Group {
         let mut state = req.state;
         let cur = self.sessions.get(&req.replica).cloned();
         let holder = self
+            .replicas
             .holders
             .get(&req.replica)
             .cloned()
             .or_else(|| cur.clone());
         let mine = holder.as_deref() == Some(req.process.as_str());
-        let parked = self.states.get(&req.replica) == Some(&ReplicaState::Away);
+        let parked = self.replicas.states.get(&req.replica) == Some(&ReplicaState::Away);
         let inc = self.meta.as_ref().map_or("", |m| m.inc.as_str());
         let foreign = !req.join && req.incarnation != inc;
         match &cur {
@@ -700,7 +703,8 @@ impl Group {
                 if let Some(h) = holder {
                     self.acks.remove(&h);
                 }
-                self.holders
+                self.replicas
+                    .holders
                     .insert(req.replica.clone(), req.process.clone());
                 self.members.insert(req.replica.clone(), now.ms + ttl);
                 self.remember_grace(&req.replica, req.grace, ttl);
@@ -711,18 +715,23 @@ impl Group {
             Some(_) => {
                 session = SessionReply::Refused(Conflict::DuplicateReplica);
                 if req.grace.is_some() {
-                    let heir = self.heirs.entry(req.replica.clone()).or_insert(Heir {
-                        grace: 0,
-                        ttl,
-                        knock_until: 0,
-                    });
+                    let heir = self
+                        .replicas
+                        .heirs
+                        .entry(req.replica.clone())
+                        .or_insert(Heir {
+                            grace: 0,
+                            ttl,
+                            knock_until: 0,
+                        });
                     heir.knock_until = now.ms + 2 * ttl;
                 }
             }
             None => {
                 self.sessions
                     .insert(req.replica.clone(), req.process.clone());
-                self.holders
+                self.replicas
+                    .holders
                     .insert(req.replica.clone(), req.process.clone());
                 self.members.insert(req.replica.clone(), now.ms + ttl);
                 self.remember_grace(&req.replica, req.grace, ttl);
@@ -731,10 +740,13 @@ impl Group {
         let (mut drained, mut revoked, mut changed) = (false, Vec::new(), false);
         if session == SessionReply::Live {
             let token = resumed.clone().unwrap_or_else(|| req.session.clone());
-            changed = self.states.insert(req.replica.clone(), state) != Some(state);
+            changed = self.replicas.states.insert(req.replica.clone(), state) != Some(state);
             if req.join {
-                self.info.insert(req.replica.clone(), req.instance.clone());
-                self.capacity
+                self.replicas
+                    .info
+                    .insert(req.replica.clone(), req.instance.clone());
+                self.replicas
+                    .capacity
                     .insert(req.replica.clone(), req.capacity.max(1));
             }
             drained = self.drains.contains(&req.replica);
@@ -781,6 +793,18 @@ impl Group {
             },
         };
         (reply, changed)
+    }
+}
+
+impl Op for TickRequest {
+    type Reply = TickReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<TickReply, StoreError> {
+        redis(store, keys, self).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> TickReply {
+        store.with(keys, |g, now| g.tick(self, now))
     }
 }
 

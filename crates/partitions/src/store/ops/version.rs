@@ -6,7 +6,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::group_script;
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::Group;
 use crate::store::protocol::Origin;
@@ -72,5 +74,44 @@ impl Group {
             }
             VersionStep::Done(_) => false,
         }
+    }
+}
+
+/// A step of applying a versioned list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SetVersion {
+    pub(crate) version: u64,
+    /// `None`: [`VersionStep::Begin`]; the digest: [`VersionStep::Done`].
+    pub(crate) done: Option<String>,
+}
+
+impl SetVersion {
+    /// The step `step` of applying list `version`.
+    pub(crate) fn new(version: u64, step: VersionStep<'_>) -> Self {
+        let done = match step {
+            VersionStep::Begin => None,
+            VersionStep::Done(digest) => Some(digest.to_owned()),
+        };
+        Self { version, done }
+    }
+
+    fn step(&self) -> VersionStep<'_> {
+        self.done
+            .as_deref()
+            .map_or(VersionStep::Begin, VersionStep::Done)
+    }
+}
+
+impl Op for SetVersion {
+    type Reply = bool;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<bool, StoreError> {
+        redis(store, keys, self.version, self.step()).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> bool {
+        store.with(keys, |g, _| {
+            (g.set_version(self.version, self.step()), false)
+        })
     }
 }

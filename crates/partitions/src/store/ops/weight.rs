@@ -7,7 +7,9 @@ use leasehold_election::ext::{LuaScript, Parse};
 use leasehold_election::{RedisStore, StoreError};
 use redis::Value;
 
+use super::Op;
 use super::{OpReply, eval_with_op, group_script, ms};
+use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
 use crate::store::memory::{Group, Now};
 
@@ -55,7 +57,7 @@ pub(super) fn parse(reply: Value) -> Result<WeightReply, StoreError> {
 impl Group {
     /// The twin of `make_weighted` in `lib/meta.lua`: the group's first weight.
     pub(crate) fn make_weighted(&mut self) {
-        let count = self.positions.len() as u64;
+        let count = self.set.positions.len() as u64;
         let tokens: Vec<String> = self.sessions.values().cloned().collect();
         for t in tokens {
             let n = self.held.get(&t).map_or(0, |s| s.len()) as u64;
@@ -88,7 +90,7 @@ impl Group {
         if let Some(wait) = self.change_wait(now) {
             return (WeightReply::Restoring(wait), false);
         }
-        if !self.positions.contains_key(partition) {
+        if !self.set.positions.contains_key(partition) {
             return (WeightReply::Unknown, false);
         }
         let (old, changed) = self.set_weight_of(partition, weight);
@@ -114,11 +116,11 @@ impl Group {
         }
         let old = self.weight(partition);
         if weight == 1 {
-            self.weights.remove(partition);
+            self.set.weights.remove(partition);
         } else {
-            self.weights.insert(partition.to_owned(), weight);
+            self.set.weights.insert(partition.to_owned(), weight);
         }
-        if weight == 1 && self.weights.is_empty() {
+        if weight == 1 && self.set.weights.is_empty() {
             // Every weight is 1 again: unweighted.
             self.loads.clear();
             if let Some(m) = self.meta.as_mut() {
@@ -137,5 +139,30 @@ impl Group {
             *l = u64::try_from((i128::from(*l) + delta).max(0)).unwrap_or(0);
         }
         (old, true)
+    }
+}
+
+/// Sets a partition's weight (the group balances by weight from then on); the owner's
+/// load follows at once. `op`: the operator's request id, for a retry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SetWeight {
+    pub(crate) op: Option<String>,
+    pub(crate) partition: String,
+    pub(crate) weight: u64,
+}
+
+impl Op for SetWeight {
+    type Reply = WeightReply;
+
+    async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<WeightReply, StoreError> {
+        let op = self.op.as_deref();
+        redis(store, keys, op, &self.partition, self.weight).await
+    }
+
+    fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> WeightReply {
+        let op = self.op.as_deref();
+        store.with(keys, |g, now| {
+            g.set_weight(op, &self.partition, self.weight, now)
+        })
     }
 }
