@@ -35,6 +35,20 @@ pub(super) struct Control {
     pub(super) stop_by: watch::Sender<Option<Instant>>,
 }
 
+impl Control {
+    /// A duty being stopped runs to `deadline` at the latest (an earlier deadline
+    /// given before stands).
+    pub(super) fn hurry(&self, deadline: Instant) {
+        self.stop_by.send_if_modified(|by| match by {
+            Some(at) if *at <= deadline => false,
+            _ => {
+                *by = Some(deadline);
+                true
+            }
+        });
+    }
+}
+
 /// How a spawned elector runs.
 #[derive(Debug)]
 pub(super) enum Worker {
@@ -105,13 +119,7 @@ impl ElectorHandle {
     /// # }
     /// ```
     pub fn stop_by(&self, deadline: Instant) {
-        self.control.stop_by.send_if_modified(|by| match by {
-            Some(at) if *at <= deadline => false,
-            _ => {
-                *by = Some(deadline);
-                true
-            }
-        });
+        self.control.hurry(deadline);
         self.shutdown.cancel();
     }
 
