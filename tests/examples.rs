@@ -188,7 +188,7 @@ fn stop_with(process: &mut ExampleProcess, signal: &str) {
 
 /// Whether the duty's lease key exists.
 fn lease_exists(redis: &RedisServer, duty: &str) -> bool {
-    let key = DutyKeys::new("leasehold", duty).lease;
+    let key = DutyKeys::new("leasehold", duty).lease().to_owned();
     match redis.redis_cli(&["EXISTS", &key]).as_str() {
         "(integer) 1" => true,
         "(integer) 0" => false,

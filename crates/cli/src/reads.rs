@@ -91,7 +91,7 @@ pub async fn duty_key_of_wrong_type(
     keys: &DutyKeys,
 ) -> Result<Option<(usize, String)>, StoreError> {
     let reply = store
-        .eval(&KEY_TYPES, &[&keys.lease, &keys.fence], &[])
+        .eval(&KEY_TYPES, &[keys.lease(), keys.fence()], &[])
         .await?;
     let mut p = Parse::new("key types", reply);
     for i in 0..2 {

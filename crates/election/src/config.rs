@@ -173,13 +173,6 @@ pub struct ElectorConfig {
     pub(crate) follower_jitter: Duration,
     /// Prefix of every Redis key and channel. Default: `leasehold`.
     pub(crate) key_prefix: String,
-    /// Group whose Redis Cluster hash tag the keys use instead of the duty's own
-    /// (`<prefix>:{<group>}:<duty>:lease`), so a whole group can be renewed in one
-    /// script. Default: none.
-    pub(crate) group: Option<String>,
-    /// Epoch of a renew grid: renewals happen at `epoch + k × renew_interval` (never
-    /// later than one renew interval after the last). Default: none.
-    pub(crate) renew_grid: Option<tokio::time::Instant>,
     /// Replicas that must acknowledge a grant or renewal before it counts (`WAIT k
     /// timeout` after it, timeout half the call timeout): a failover to any of them
     /// then keeps the lease, and a primary cut off from its replicas cannot keep a
@@ -268,8 +261,6 @@ impl ElectorConfig {
             backoff_max: Duration::from_secs(2),
             follower_jitter: None,
             key_prefix: DEFAULT_KEY_PREFIX.to_owned(),
-            group: None,
-            renew_grid: None,
             min_replicas_acked: None,
         }
     }
@@ -291,8 +282,6 @@ pub struct ElectorConfigBuilder {
     backoff_max: Duration,
     follower_jitter: Option<Duration>,
     key_prefix: String,
-    group: Option<String>,
-    renew_grid: Option<tokio::time::Instant>,
     min_replicas_acked: Option<usize>,
 }
 
@@ -351,14 +340,6 @@ impl ElectorConfigBuilder {
         self
     }
 
-    /// Puts the keys under `group`'s hash tag and aligns renewals to a grid starting at
-    /// `epoch`: [`crate::ext::group_member`].
-    pub(crate) fn group_member(mut self, group: String, epoch: tokio::time::Instant) -> Self {
-        self.group = Some(group);
-        self.renew_grid = Some(epoch);
-        self
-    }
-
     /// Counts a grant or renewal only once `replicas` replicas acknowledge it (see
     /// [`ElectorConfig::min_replicas_acked`]); 0 turns it off.
     ///
@@ -383,9 +364,6 @@ impl ElectorConfigBuilder {
         validate_name("duty name", &self.duty)?;
         validate_name("replica id", &self.replica_id)?;
         validate_name("key prefix", &self.key_prefix)?;
-        if let Some(group) = &self.group {
-            validate_name("group name", group)?;
-        }
         validate_lease(self.lease)?;
         let lease = self.lease;
         let renew_interval = self.renew_interval.unwrap_or(lease / 3);
@@ -471,8 +449,6 @@ impl ElectorConfigBuilder {
             backoff_max: self.backoff_max,
             follower_jitter,
             key_prefix: self.key_prefix,
-            group: self.group,
-            renew_grid: self.renew_grid,
             min_replicas_acked: self.min_replicas_acked,
         })
     }

@@ -1,13 +1,12 @@
 //! Plumbing shared with Leasehold's sibling crates (the partition coordinator, the CLI,
-//! the bench): the reply parser, scripts (run with [`RedisStore::eval`]), raw reads of
-//! a duty's keys and of the key space, name and lease checks, tokens, grants and the
-//! renew grid.
+//! the bench): the reply parser, scripts (run with `RedisStore::eval`), raw reads of
+//! a duty's keys and of the key space, name and lease checks, tokens, the runner of a
+//! granted term and the renew grid.
 //!
-//! For Leasehold's own crates (the partition coordinator, the CLI, the bench): public
-//! and documented so that they can use it, with **no semver promise**: anything here may
-//! change in any release. An application has no need of it.
+//! Hidden from the docs, with **no semver promise**: anything here may change in any
+//! release. An application has no need of it.
 
-pub use crate::elector::Grant;
+pub use crate::elector::{Grant, GrantedTerm, TermCalls, TermConfig, TermHandle};
 pub use crate::grid::RenewGrid;
 pub use crate::keys::release_channel;
 pub use crate::store::ANY_RELEASE;
@@ -15,7 +14,6 @@ pub use crate::store::redis::{DutyKeysRead, FENCE_LUA, LIFETIME_LUA, LuaScript, 
 pub use crate::token::{new_token, replica_of_token, token_with};
 pub use crate::validate::{validate_lease, validate_name};
 
-use crate::Elector;
 use crate::error::StoreError;
 use crate::keys::DutyKeys;
 use crate::store::RedisStore;
@@ -53,6 +51,17 @@ pub async fn scan_step(
     store.scan_step(cursor, pattern, count).await
 }
 
+/// The release notifications published on `channel` (a partition group's notices
+/// share their prefix's release channel), as
+/// [`LeaseStore::release_events`](crate::LeaseStore::release_events) gives them.
+pub fn release_events(
+    store: &RedisStore,
+    channel: &str,
+) -> tokio::sync::broadcast::Receiver<String> {
+    use crate::LeaseStore as _;
+    store.release_events(&DutyKeys::of_channel(channel))
+}
+
 /// A term's [`Leadership`](crate::Leadership) with fence 7, replica `a`, duty `duty` and
 /// local deadline `deadline`, not run by any elector: for Leasehold's own unit tests of
 /// what wraps it.
@@ -64,37 +73,6 @@ pub fn term_for_tests(duty: &str, deadline: tokio::time::Instant) -> crate::Lead
         tokio_util::sync::CancellationToken::new(),
         deadline,
     )
-}
-
-/// `elector` leads the term of `grant` at once instead of campaigning (a lease someone
-/// took on its behalf: a coordinator's batch claim), and stops once that term has
-/// ended (after the release).
-pub fn granted<S, F, Fut>(elector: Elector<S, F>, grant: Grant) -> Elector<S, F>
-where
-    S: crate::LeaseStore,
-    F: Fn(crate::Leadership) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = crate::DutyResult> + Send + 'static,
-{
-    elector.granted(grant)
-}
-
-/// `builder` for an elector of a group of electors that renew together: its keys under
-/// the group's hash tag (`<prefix>:{<group>}:<duty>:lease`), its renewals on the group's
-/// renew grid
-/// starting at `epoch` (never later than one renew interval after the last).
-pub fn group_member(
-    builder: crate::ElectorConfigBuilder,
-    group: impl Into<String>,
-    epoch: tokio::time::Instant,
-) -> crate::ElectorConfigBuilder {
-    builder.group_member(group.into(), epoch)
-}
-
-/// `config` for another duty (a group's template, for one of its duties).
-pub fn with_duty(config: &crate::ElectorConfig, duty: &str) -> crate::ElectorConfig {
-    let mut config = config.clone();
-    config.duty = duty.to_owned();
-    config
 }
 
 /// The error of a Leasehold component that has stopped, naming it (`"coordinator"`).

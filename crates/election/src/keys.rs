@@ -12,21 +12,20 @@
 //! Release notifications go to the channel `<prefix>:released` with the lease key as
 //! the message.
 
-/// The Redis names of one duty.
+/// The Redis names of one duty: its lease key, fence counter, boot marker and the
+/// release-notification channel. Build them with [`DutyKeys::new`]; read them with the
+/// getters (to look at a duty's keys with `redis-cli`, say).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct DutyKeys {
     /// The lease key.
-    pub lease: String,
+    pub(crate) lease: String,
     /// The fence counter key.
-    pub fence: String,
+    pub(crate) fence: String,
     /// The boot marker: which server lifetime wrote the duty's keys, and since when it
-    /// counts; after a restart nothing is granted until one lease after that. `None`
-    /// for the keys of a group's partition unless asked for with
-    /// [`DutyKeys::with_boot_marker`] (a partition group holds its grants back after a
-    /// restart its own way: a group created again grants nothing for one lease).
-    pub boot: Option<String>,
+    /// counts; after a restart nothing is granted until one lease after that.
+    pub(crate) boot: Option<String>,
     /// The release-notification channel (shared by every duty under one prefix).
-    pub channel: String,
+    pub(crate) channel: String,
 }
 
 impl DutyKeys {
@@ -39,26 +38,39 @@ impl DutyKeys {
             channel: release_channel(prefix),
         }
     }
-}
 
-impl DutyKeys {
-    /// The keys of `name` inside `group`: they carry the group's hash tag, so every
-    /// key of a group lives in one Redis Cluster slot.
-    pub fn grouped(prefix: &str, group: &str, name: &str) -> Self {
+    /// The keys of a release channel alone (a partition group's notices share the
+    /// channel of their prefix): no duty's lease, fence or boot marker.
+    pub(crate) fn of_channel(channel: &str) -> Self {
         Self {
-            lease: format!("{prefix}:{{{group}}}:{name}:lease"),
-            fence: format!("{prefix}:{{{group}}}:{name}:fence"),
+            lease: channel.to_owned(),
+            fence: channel.to_owned(),
             boot: None,
-            channel: release_channel(prefix),
+            channel: channel.to_owned(),
         }
     }
 
-    /// The same keys with a boot marker next to the lease (`...:boot`, same hash tag):
-    /// acquires then grant nothing for one lease after a restart.
-    pub fn with_boot_marker(mut self) -> Self {
-        let base = self.lease.strip_suffix(":lease").unwrap_or(&self.lease);
-        self.boot = Some(format!("{base}:boot"));
-        self
+    /// The lease key (`<prefix>:{<duty>}:lease`): a string holding the leader's token,
+    /// with the lease's time to live.
+    pub fn lease(&self) -> &str {
+        &self.lease
+    }
+
+    /// The fence counter key (`<prefix>:{<duty>}:fence`): the last fence issued.
+    pub fn fence(&self) -> &str {
+        &self.fence
+    }
+
+    /// The boot marker key (`<prefix>:{<duty>}:boot`): which server lifetime wrote
+    /// the duty's keys, and since when it counts.
+    pub fn boot(&self) -> &str {
+        self.boot.as_deref().unwrap_or_default()
+    }
+
+    /// The release-notification channel (`<prefix>:released`, shared by every duty
+    /// under one prefix).
+    pub fn channel(&self) -> &str {
+        &self.channel
     }
 }
 
@@ -76,13 +88,7 @@ mod tests {
         let k = DutyKeys::new("lh", "scheduler");
         assert_eq!(k.lease, "lh:{scheduler}:lease");
         assert_eq!(k.fence, "lh:{scheduler}:fence");
-        assert_eq!(k.boot.as_deref(), Some("lh:{scheduler}:boot"));
-        let g = DutyKeys::grouped("lh", "tenants", "t1");
-        assert_eq!(g.boot, None);
-        assert_eq!(
-            g.with_boot_marker().boot.as_deref(),
-            Some("lh:{tenants}:t1:boot")
-        );
-        assert_eq!(k.channel, "lh:released");
+        assert_eq!(k.boot(), "lh:{scheduler}:boot");
+        assert_eq!(k.channel(), "lh:released");
     }
 }

@@ -6,6 +6,9 @@ mod backoff;
 mod config;
 mod elector;
 mod error;
+// Plumbing for Leasehold's own crates (the partition coordinator, the CLI, the bench),
+// hidden from the docs and outside the semver promise.
+#[doc(hidden)]
 pub mod ext;
 mod fence;
 mod grid;

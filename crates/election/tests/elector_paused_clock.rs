@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use leasehold_election::ext::Grant;
+use leasehold_election::ext::{Grant, GrantedTerm, TermCalls, TermConfig, TermHandle};
 use leasehold_election::{
-    Acquire, DutyKeys, Elector, ElectorConfig, ElectorHandle, Fence, LeaderInfo, Leadership,
-    LeaseStore, MemoryStore, Role, StoreError, TermEndReason,
+    Acquire, BackendWarning, DutyKeys, Elector, ElectorConfig, ElectorHandle, Fence, LeaderInfo,
+    Leadership, LeaseStore, MemoryStore, Role, StoreError, TermEndReason,
 };
 use tokio::sync::Notify;
 use tokio::time::{Instant, sleep, timeout};
@@ -288,51 +288,142 @@ async fn hung_renewal_steps_down_at_the_local_deadline_before_the_lease_expires(
     assert!(lead.deadline() <= stepped_down);
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_granted_elector_leads_at_once_from_the_grants_send_time_and_never_campaigns() {
-    let inner = MemoryStore::new();
-    let keys = DutyKeys::new("leasehold", "job");
-    // A batch claim taken on the elector's behalf, sent 100 ms before the elector starts.
+/// A granted term's calls: the in-memory store with one duty's keys, whose renewals
+/// and releases hang while `hang` is set.
+struct HangingCalls {
+    inner: MemoryStore,
+    keys: DutyKeys,
+    hang: Arc<AtomicBool>,
+}
+
+impl TermCalls for HangingCalls {
+    async fn renew(&self, token: &str, lease: Duration) -> Result<bool, StoreError> {
+        if self.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.inner.renew(&self.keys, token, lease).await
+    }
+    async fn release(&self, token: &str) -> Result<bool, StoreError> {
+        if self.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.inner.release(&self.keys, token).await
+    }
+    async fn self_check(&self) -> Result<Vec<BackendWarning>, StoreError> {
+        Ok(Vec::new())
+    }
+}
+
+/// A lease taken on a term's behalf with token `a:granted`.
+async fn grant(inner: &MemoryStore, keys: &DutyKeys) -> Grant {
     let sent = Instant::now();
     let Acquire::Won { fence, .. } = inner
-        .acquire(&keys, "a:granted", LEASE, Fence(1))
+        .acquire(keys, "a:granted", LEASE, Fence(1))
         .await
         .unwrap()
     else {
         panic!("the lease was free");
     };
+    Grant {
+        fence,
+        sent,
+        token: "a:granted".into(),
+    }
+}
+
+/// The fence and instant of each time a duty saw its term start or end.
+type Seen = Arc<std::sync::Mutex<Vec<(Fence, Instant)>>>;
+
+/// A granted term on `calls`: its handle, its future, and when its duty saw the term
+/// start and end.
+fn granted_term(
+    calls: HangingCalls,
+    grant: Grant,
+) -> (TermHandle, impl std::future::Future<Output = ()>, Seen) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let terms = TermConfig::new(config("a"), "tenants", Instant::now()).unwrap();
+    let (handle, run) = GrantedTerm::new(&terms, "p1", grant, calls, move |lead: Leadership| {
+        let record = record.clone();
+        async move {
+            record.lock().unwrap().push((lead.fence(), Instant::now()));
+            // Seen by a task of its own: a duty whose lease may be lost is aborted at
+            // once, with no grace to record anything.
+            let (fence, token) = (lead.fence(), lead.token());
+            tokio::spawn(async move {
+                token.cancelled().await;
+                record.lock().unwrap().push((fence, Instant::now()));
+            });
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    })
+    .pair();
+    (handle, run, seen)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_granted_term_leads_at_once_and_steps_down_at_the_local_deadline_of_the_grant() {
+    let inner = MemoryStore::new();
+    let keys = DutyKeys::new("leasehold", "job");
+    // A batch claim taken on the term's behalf, sent 100 ms before the term starts.
+    let grant = grant(&inner, &keys).await;
+    let (fence, sent) = (grant.fence, grant.sent);
     sleep(Duration::from_millis(100)).await;
-    let store = HangingRenew {
+    let calls = HangingCalls {
         inner: inner.clone(),
+        keys: keys.clone(),
         hang: Arc::new(AtomicBool::new(true)),
     };
-    let elector = Elector::new(store, config("a"), |lead: Leadership| async move {
-        lead.cancelled().await;
-        Ok(())
-    });
-    let h = leasehold_election::ext::granted(
-        elector,
-        Grant {
-            fence,
-            sent,
-            token: "a:granted".into(),
-        },
-    )
-    .spawn();
-    assert_eq!(h.wait_until_leader().await.unwrap(), fence, "no campaign");
-    let mut rx = h.subscribe();
-    rx.wait_for(|s| !s.is_leader()).await.unwrap();
+    let (handle, run, seen) = granted_term(calls, grant);
+    let started = Instant::now();
+    run.await;
     // Renewals hang: the deadline is the grant's send time + lease - margin, not the
-    // elector's start + lease.
+    // term's start + lease.
     let margin = config("a").safety_margin();
-    assert_eq!(Instant::now(), sent + LEASE - margin);
-    rx.wait_for(|s| s.role == Role::Stopped).await.unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [(fence, started), (fence, sent + LEASE - margin)],
+        "led at once (no campaign), cancelled at the local deadline"
+    );
+    let end = handle.ended().expect("the term ended");
+    assert!(matches!(end.reason, TermEndReason::DeadlinePassed));
+    assert!(!end.released, "its release hung, and was given up");
     sleep(LEASE).await;
     assert_eq!(
         inner.leader(&keys).await.unwrap(),
         None,
-        "after its one term the elector never campaigned again"
+        "after its one term the runner never campaigned again"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_granted_term_releases_its_lease_once_its_duty_has_ended() {
+    let inner = MemoryStore::new();
+    let keys = DutyKeys::new("leasehold", "job");
+    let grant = grant(&inner, &keys).await;
+    let fence = grant.fence;
+    let calls = HangingCalls {
+        inner: inner.clone(),
+        keys: keys.clone(),
+        hang: Arc::new(AtomicBool::new(false)),
+    };
+    let (handle, run, seen) = granted_term(calls, grant);
+    let run = tokio::spawn(run);
+    // Renewed past the first lease.
+    sleep(LEASE * 2).await;
+    assert_eq!(inner.leader(&keys).await.unwrap().unwrap().fence, fence);
+    assert!(handle.ended().is_none(), "still running");
+    handle.stop();
+    timeout(LEASE, run)
+        .await
+        .expect("the term ends at once")
+        .unwrap();
+    assert_eq!(seen.lock().unwrap().len(), 2, "the duty ended");
+    let end = handle.ended().expect("the term ended");
+    assert!(matches!(end.reason, TermEndReason::Shutdown));
+    assert!(end.released);
+    assert_eq!(inner.leader(&keys).await.unwrap(), None, "released");
 }
 
 #[tokio::test(start_paused = true)]

@@ -237,10 +237,10 @@ async fn deleted_or_overwritten_lease_ends_the_term() {
     let s = store(&redis.url());
     let keys = DutyKeys::new("leasehold", "job");
     for (step, action) in [
-        ("deleted", vec!["DEL", keys.lease.as_str()]),
+        ("deleted", vec!["DEL", keys.lease()]),
         (
             "overwritten",
-            vec!["SET", keys.lease.as_str(), "intruder:1", "PX", "60000"],
+            vec!["SET", keys.lease(), "intruder:1", "PX", "60000"],
         ),
     ] {
         let h = Elector::new(
@@ -268,7 +268,7 @@ async fn deleted_or_overwritten_lease_ends_the_term() {
         );
         assert!(!end.released, "{step}: nothing of ours to release");
         h.shutdown().await;
-        redis.redis_cli(&["DEL", &keys.lease]);
+        redis.redis_cli(&["DEL", keys.lease()]);
     }
 }
 
@@ -356,7 +356,7 @@ async fn redis_down_at_start_then_up_elects_a_leader() {
 async fn wrong_key_type_is_a_typed_error_in_the_status() {
     let redis = RedisServer::start();
     let keys = DutyKeys::new("leasehold", "job");
-    redis.redis_cli(&["HSET", &keys.fence, "not", "a counter"]);
+    redis.redis_cli(&["HSET", keys.fence(), "not", "a counter"]);
     let a = Elector::new(
         store(&redis.url()),
         config("job", "a", 300),
@@ -379,7 +379,7 @@ async fn wrong_key_type_is_a_typed_error_in_the_status() {
     );
     assert!(!st.is_leader());
     // The operator fixes the key: the elector recovers by itself.
-    redis.redis_cli(&["DEL", &keys.fence]);
+    redis.redis_cli(&["DEL", keys.fence()]);
     timeout(WAIT, a.wait_until_leader())
         .await
         .expect("recovers")
@@ -414,7 +414,7 @@ async fn current_leader_reports_holder_fence_and_lease_left() {
         "{left:?}"
     );
     // GET on the lease key tells an operator who leads.
-    let raw = redis.redis_cli(&["GET", &DutyKeys::new("leasehold", "job").lease]);
+    let raw = redis.redis_cli(&["GET", DutyKeys::new("leasehold", "job").lease()]);
     assert!(raw.starts_with("replica-a:"), "{raw}");
     a.shutdown().await;
     assert_eq!(
@@ -514,7 +514,7 @@ fn a_store_built_outside_a_runtime_connects_on_first_use() {
             .await
             .expect("notified")
             .unwrap();
-        assert_eq!(released, keys.lease);
+        assert_eq!(released, keys.lease());
     });
 }
 

@@ -33,7 +33,7 @@ fn cluster_store(cluster: &RedisCluster) -> RedisStore {
 fn duty_on(cluster: &RedisCluster, node: usize, prefix: &str) -> DutyKeys {
     (0..)
         .map(|i| DutyKeys::new("leasehold", &format!("{prefix}-{i}")))
-        .find(|k| cluster.primary_for_key(&k.lease) == node)
+        .find(|k| cluster.primary_for_key(k.lease()) == node)
         .unwrap()
 }
 
@@ -43,7 +43,7 @@ fn duties_on_distinct_primaries(cluster: &RedisCluster, n: usize) -> Vec<(String
     let mut out = Vec::new();
     for i in 0.. {
         let duty = format!("duty-{i}");
-        let node = cluster.primary_for_key(&DutyKeys::new("leasehold", &duty).lease);
+        let node = cluster.primary_for_key(DutyKeys::new("leasehold", &duty).lease());
         if seen.insert(node) {
             out.push((duty, node));
         }
@@ -77,7 +77,7 @@ async fn duties_spread_over_primaries_and_hand_over_by_notification() {
     for (duty, node) in &duties {
         let keys = DutyKeys::new("leasehold", duty);
         assert_ne!(
-            cluster.nodes()[*node].redis_cli(&["GET", &keys.lease]),
+            cluster.nodes()[*node].redis_cli(&["GET", keys.lease()]),
             "(nil)"
         );
         let leader = current_leader(&store_b, "leasehold", duty)
@@ -265,7 +265,7 @@ async fn electors_recover_after_their_primary_fails_over() {
     .await;
     let promoted = tokio::task::block_in_place(|| {
         cluster.wait_until_healthy();
-        cluster.primary_for_key(&DutyKeys::new("leasehold", &victim_duty).lease)
+        cluster.primary_for_key(DutyKeys::new("leasehold", &victim_duty).lease())
     });
     assert_ne!(promoted, victim);
     for e in electors {
@@ -281,7 +281,7 @@ async fn electors_recover_after_their_primary_fails_over() {
 async fn a_slot_failover_that_lost_the_grant_never_yields_two_leaders() {
     let mut cluster = tokio::task::block_in_place(|| RedisCluster::start(3, 1));
     let keys = DutyKeys::new("leasehold", "lossy");
-    let primary = tokio::task::block_in_place(|| cluster.primary_for_key(&keys.lease));
+    let primary = tokio::task::block_in_place(|| cluster.primary_for_key(keys.lease()));
     let store = cluster_store(&cluster);
     let lease = Duration::from_secs(4);
     // An earlier term, replicated, then released.
@@ -294,7 +294,7 @@ async fn a_slot_failover_that_lost_the_grant_never_yields_two_leaders() {
     let b = cluster_store(&cluster);
     let (won, b_fence) = granted(&b, &keys, "b", lease, FAILOVER).await;
     assert_ne!(
-        tokio::task::block_in_place(|| cluster.primary_for_key(&keys.lease)),
+        tokio::task::block_in_place(|| cluster.primary_for_key(keys.lease())),
         primary
     );
     assert!(

@@ -44,7 +44,7 @@ async fn electors_follow_a_sentinel_failover_to_the_promoted_replica() {
     let keys = DutyKeys::new("leasehold", "job");
     // The lease reached the replica.
     eventually("the lease is replicated", WAIT, || {
-        set.nodes()[1].redis_cli(&["EXISTS", &keys.lease]) == "(integer) 1"
+        set.nodes()[1].redis_cli(&["EXISTS", keys.lease()]) == "(integer) 1"
     })
     .await;
 
@@ -62,7 +62,7 @@ async fn electors_follow_a_sentinel_failover_to_the_promoted_replica() {
     let recovered = killed.elapsed();
     eprintln!("sentinel failover: a leader again {recovered:?} after the primary was killed");
     assert!(
-        set.nodes()[1].redis_cli(&["GET", &keys.lease]) != "(nil)",
+        set.nodes()[1].redis_cli(&["GET", keys.lease()]) != "(nil)",
         "the lease lives on the promoted primary"
     );
     // Fences are floored at the server's TIME, so they grow across the failover even if
@@ -196,8 +196,7 @@ async fn a_failover_that_lost_the_grant_never_yields_two_leaders() {
             let (_, _) = granted(&store, &keys, &token, lease, FAILOVER).await;
             store.release(&keys, &token).await.unwrap();
             eventually("the boot marker is replicated", WAIT, || {
-                set.nodes()[1].redis_cli(&["EXISTS", keys.boot.as_deref().unwrap()])
-                    == "(integer) 1"
+                set.nodes()[1].redis_cli(&["EXISTS", keys.boot()]) == "(integer) 1"
             })
             .await;
         }
@@ -213,7 +212,7 @@ async fn a_failover_that_lost_the_grant_never_yields_two_leaders() {
         assert_eq!(promoted, 1);
         assert_eq!(
             set.nodes()[1]
-                .redis_cli(&["GET", &keys.lease])
+                .redis_cli(&["GET", keys.lease()])
                 .trim_matches('"'),
             "b",
             "b's lease is on the promoted replica"

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use leasehold_election::DEFAULT_KEY_PREFIX;
-use leasehold_election::ext::{validate_lease, validate_name};
+use leasehold_election::ext::{TermConfig, validate_lease, validate_name};
 use leasehold_election::{ConfigError, ElectorConfig};
 use thiserror::Error;
 
@@ -420,19 +420,21 @@ impl GroupConfig {
         }
     }
 
-    /// The elector configuration of one partition.
-    pub(crate) fn elector(
+    /// The settings of this replica's partition terms (`partition`: any partition's
+    /// name, to check it), renewing on the grid that starts at `epoch`.
+    pub(crate) fn terms(
         &self,
         partition: &str,
-        grid: tokio::time::Instant,
-    ) -> Result<ElectorConfig, ConfigError> {
-        let builder = ElectorConfig::builder(partition, self.replica_id.as_str())
+        epoch: tokio::time::Instant,
+    ) -> Result<TermConfig, ConfigError> {
+        let elector = ElectorConfig::builder(partition, self.replica_id.as_str())
             .lease(self.lease)
             .renew_interval(self.renew_interval)
             .retry_interval(self.retry_interval)
             .grace(self.grace)
-            .key_prefix(self.key_prefix.as_str());
-        leasehold_election::ext::group_member(builder, self.group.as_str(), grid).build()
+            .key_prefix(self.key_prefix.as_str())
+            .build()?;
+        TermConfig::new(elector, self.group.as_str(), epoch)
     }
 
     /// A digest of the partition list, to detect replicas configured differently.
@@ -808,7 +810,7 @@ impl GroupConfigBuilder {
             advertise: self.advertise,
         };
         // Every election rule (intervals, margin, prefix) is checked once here.
-        config.elector(&config.partitions[0], tokio::time::Instant::now())?;
+        config.terms(&config.partitions[0], tokio::time::Instant::now())?;
         Ok(config)
     }
 }

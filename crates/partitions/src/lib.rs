@@ -57,10 +57,13 @@ mod view;
 pub mod sim;
 
 // What a partitions user touches of the election crate, so that this crate is the one
-// dependency they add: the store, a term's lease, the callback's result, fenced writes.
+// dependency they add: the store, a term's lease, the callback's result, fenced writes,
+// and the errors this crate's own errors wrap (`GroupConfigError::Invalid` holds a
+// `ConfigError`, `PartitionsError::Stopped` a `Stopped`).
 pub use leasehold_election::{
-    BuildError, DutyError, DutyResult, Fence, FencedBatch, FencedWriteError, FencedWriter,
-    Leadership, RedisStore, RedisStoreBuilder, StoreError, TermEndReason, TermOver, redis,
+    BuildError, ConfigError, DutyError, DutyResult, Fence, FencedBatch, FencedWriteError,
+    FencedWriter, Leadership, RedisStore, RedisStoreBuilder, Stopped, StoreError, TermEndReason,
+    TermOver, redis,
 };
 
 pub use self::admin::{GroupAdmin, MAX_WEIGHT};

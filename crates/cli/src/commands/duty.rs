@@ -28,7 +28,7 @@ pub async fn leader(target: &Target, duty: &str, json: bool) -> Result<(), Error
         Duty::NeverElected => return Err(Error::NoDuty(duty.to_owned())),
         Duty::Foreign(value) => {
             return Err(Error::ForeignLease {
-                key: DutyKeys::new(&target.prefix, duty).lease,
+                key: DutyKeys::new(&target.prefix, duty).lease().to_owned(),
                 value,
             });
         }
@@ -54,7 +54,7 @@ async fn wrong_type(store: &RedisStore, target: &Target, duty: &str) -> Error {
         .ok()
         .flatten();
     Error::DutyKeyType {
-        keys: [keys.lease, keys.fence],
+        keys: [keys.lease().to_owned(), keys.fence().to_owned()],
         found,
     }
 }

@@ -9,7 +9,7 @@ use tokio::time::{Instant, sleep_until, timeout};
 use tracing::{debug, info, warn};
 
 use super::rules::{self, AfterTerm};
-use super::{DutyResult, Runner};
+use super::{DutyResult, Keyed, Runner};
 use crate::backoff::Backoff;
 use crate::error::StoreError;
 use crate::fence::Fence;
@@ -19,7 +19,7 @@ use crate::status::Role;
 use crate::store::{Acquire, LeaseStore};
 use crate::token::new_token;
 
-impl<S, F, Fut> Runner<S, F>
+impl<S, F, Fut> Runner<Keyed<S>, F>
 where
     S: LeaseStore,
     F: Fn(Leadership) -> Fut + Send + Sync + 'static,
@@ -27,7 +27,7 @@ where
 {
     /// Campaigns, leads and campaigns again until shut down.
     pub(super) async fn campaign(&self) {
-        let notify = self.store.release_notifier(&self.keys);
+        let notify = self.store.store.release_notifier(&self.store.keys);
         let cfg = self.config.clone();
         let mut backoff = Backoff::new(cfg.backoff_initial, cfg.backoff_max);
         let mut token = new_token(&cfg.replica_id);
@@ -48,7 +48,7 @@ where
                 () = self.shutdown.cancelled() => None,
                 r = timeout(
                     cfg.call_timeout,
-                    self.store.acquire(&self.keys, &token, cfg.lease, floor),
+                    self.store.store.acquire(&self.store.keys, &token, cfg.lease, floor),
                 ) => Some(r.unwrap_or(Err(StoreError::Timeout(cfg.call_timeout)))),
             };
             let Some(result) = result else {
@@ -211,7 +211,7 @@ where
     /// Releases whatever an acquire with `token` of unknown outcome may hold, waiting
     /// up to `limit` for the store to confirm; `true` once confirmed.
     async fn abandon(&self, token: &str, limit: Duration) -> bool {
-        match timeout(limit, self.store.abandon(&self.keys, token)).await {
+        match timeout(limit, self.store.store.abandon(&self.store.keys, token)).await {
             Ok(Ok(())) => true,
             Ok(Err(e)) => {
                 debug!(error = %e, "release after an unanswered acquire not confirmed yet");

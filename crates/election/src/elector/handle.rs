@@ -49,6 +49,20 @@ impl Control {
     }
 }
 
+impl Control {
+    /// A duty being stopped runs to `deadline` at the latest (an earlier deadline
+    /// given before stands).
+    pub(super) fn hurry(&self, deadline: Instant) {
+        self.stop_by.send_if_modified(|by| match by {
+            Some(at) if *at <= deadline => false,
+            _ => {
+                *by = Some(deadline);
+                true
+            }
+        });
+    }
+}
+
 /// How a spawned elector runs.
 #[derive(Debug)]
 pub(super) enum Worker {
@@ -107,19 +121,7 @@ impl ElectorHandle {
     /// released), without waiting. An earlier deadline given before stands.
     /// Prefer [`shutdown_within`](Self::shutdown_within), which waits too.
     pub fn stop_by(&self, deadline: Instant) {
-        self.hurry(deadline);
-    }
-
-    /// Sets the latest instant a stopping duty may run to (an earlier one given before
-    /// stands) and stops.
-    fn hurry(&self, deadline: Instant) {
-        self.control.stop_by.send_if_modified(|by| match by {
-            Some(at) if *at <= deadline => false,
-            _ => {
-                *by = Some(deadline);
-                true
-            }
-        });
+        self.control.hurry(deadline);
         self.shutdown.cancel();
     }
 
@@ -219,7 +221,8 @@ impl ElectorHandle {
     pub async fn shutdown_within(&self, within: Duration) -> bool {
         let deadline = Instant::now() + within;
         let reserve = (within / 5).min(self.control.renew_interval / 2);
-        self.hurry(deadline - reserve);
+        self.control.hurry(deadline - reserve);
+        self.shutdown.cancel();
         tokio::time::timeout_at(deadline, self.shutdown())
             .await
             .is_ok()

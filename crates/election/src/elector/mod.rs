@@ -4,13 +4,17 @@
 //! - `handle`: the [`ElectorHandle`] a caller keeps;
 //! - `campaign`: ask for the lease, follow the holder, resolve unknown acquires;
 //! - `term`: run the duty, renew, step down, release;
+//! - `granted`: one term granted by someone else (a partition coordinator's claim),
+//!   run without an elector: the same term code, no campaign;
 //! - `rules`: every decision of the two, as pure, unit-tested functions.
 
 mod campaign;
+mod granted;
 mod handle;
 mod rules;
 mod term;
 
+pub use self::granted::{Grant, GrantedTerm, TermCalls, TermConfig, TermHandle};
 pub use self::handle::ElectorHandle;
 use self::handle::{Control, Worker};
 
@@ -75,22 +79,6 @@ pub struct Elector<S, F> {
     config: Arc<ElectorConfig>,
     duty: F,
     shutdown: CancellationToken,
-    grant: Option<Grant>,
-}
-
-/// A lease already taken for this elector by someone else on its behalf (a partition
-/// coordinator's batch claim): the elector leads that one term at once, without
-/// campaigning, and stops when the term ends.
-///
-/// For Leasehold's own crates ([`crate::ext::granted`]); no semver promise.
-#[derive(Debug, Clone)]
-pub struct Grant {
-    /// The term's fence.
-    pub fence: Fence,
-    /// When the call that took the lease was *sent*: the local deadline is anchored here.
-    pub sent: Instant,
-    /// The token the lease is held with (renewals and the release use it).
-    pub token: String,
 }
 
 impl<S, F> std::fmt::Debug for Elector<S, F> {
@@ -118,15 +106,7 @@ where
             config: Arc::new(config),
             duty,
             shutdown: CancellationToken::new(),
-            grant: None,
         }
-    }
-
-    /// Leads the term of `grant` at once instead of campaigning, and stops once that
-    /// term has ended (after the release): [`crate::ext::granted`].
-    pub(crate) fn granted(mut self, grant: Grant) -> Self {
-        self.grant = Some(grant);
-        self
     }
 
     /// Stops gracefully when `token` is cancelled (in addition to
@@ -207,21 +187,15 @@ where
         let shutdown = self.shutdown.clone();
         let span =
             info_span!("elector", duty = %self.config.duty, replica = %self.config.replica_id);
-        let keys = match &self.config.group {
-            Some(group) => DutyKeys::grouped(&self.config.key_prefix, group, &self.config.duty),
-            None => DutyKeys::new(&self.config.key_prefix, &self.config.duty),
-        };
-        let grid = self
-            .config
-            .renew_grid
-            .map(|epoch| RenewGrid::new(epoch, self.config.renew_interval));
+        let keys = DutyKeys::new(&self.config.key_prefix, &self.config.duty);
         let control = Arc::new(Control::new(self.config.renew_interval));
         let runner = Runner {
-            keys,
-            grid,
-            grant: self.grant,
-            labels: Labels::new(&self.config),
-            store: self.store,
+            grid: None,
+            labels: Labels::new(&self.config, None),
+            store: Keyed {
+                store: self.store,
+                keys,
+            },
             config: self.config,
             duty: self.duty,
             status: tx,
@@ -255,11 +229,13 @@ impl Labels {
         !self.group.is_empty()
     }
 
-    fn new(c: &ElectorConfig) -> Self {
+    /// The labels of an elector configured by `c`, in `group` if it runs a partition's
+    /// term.
+    fn new(c: &ElectorConfig, group: Option<&str>) -> Self {
         Self {
             duty: c.duty.clone(),
             replica: c.replica_id.clone(),
-            group: c.group.clone().unwrap_or_default(),
+            group: group.unwrap_or_default().to_owned(),
         }
     }
 
@@ -277,14 +253,40 @@ impl Labels {
     }
 }
 
+/// A lease store with the keys of one duty: the calls of an elector's terms.
+struct Keyed<S> {
+    store: S,
+    keys: DutyKeys,
+}
+
+impl<S: LeaseStore> TermCalls for Keyed<S> {
+    fn renew(
+        &self,
+        token: &str,
+        lease: Duration,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        self.store.renew(&self.keys, token, lease)
+    }
+
+    fn release(&self, token: &str) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        self.store.release(&self.keys, token)
+    }
+
+    fn self_check(
+        &self,
+    ) -> impl Future<Output = Result<Vec<crate::store::BackendWarning>, StoreError>> + Send {
+        self.store.self_check()
+    }
+}
+
+/// What runs an elector's campaign and terms (`S`: [`Keyed`]), or one granted term
+/// (`S`: the [`TermCalls`] of its grant).
 struct Runner<S, F> {
+    /// The store's calls.
     store: S,
     config: Arc<ElectorConfig>,
-    keys: DutyKeys,
-    /// Renewals fall on this grid when set (see [`ElectorConfig::renew_grid`]).
+    /// Renewals fall on this grid when set (a partition group's terms renew together).
     grid: Option<RenewGrid>,
-    /// A term to lead at once, instead of campaigning (see [`Elector::granted`]).
-    grant: Option<Grant>,
     duty: F,
     status: watch::Sender<Status>,
     shutdown: CancellationToken,
@@ -294,27 +296,36 @@ struct Runner<S, F> {
     control: Arc<Control>,
 }
 
-impl<S, F, Fut> Runner<S, F>
+impl<S, F, Fut> Runner<Keyed<S>, F>
 where
     S: LeaseStore,
     F: Fn(Leadership) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
-    async fn run(mut self) {
+    async fn run(self) {
+        self.started().await;
+        self.campaign().await;
+        self.stopped();
+    }
+}
+
+impl<S, F, Fut> Runner<S, F>
+where
+    S: TermCalls,
+    F: Fn(Leadership) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = DutyResult> + Send + 'static,
+{
+    /// Exports the series and checks the backend, before the first campaign or term.
+    async fn started(&self) {
         // Export the series from the start, so "nobody leads" sums to 0 rather than
         // to nothing, and `increase()` sees a replica's first term.
         gauge!(m::IS_LEADER, &self.labels.pair()).set(0.0);
         counter!(m::TERMS_STARTED, &self.labels.pair()).increment(0);
         self.self_check().await;
-        if let Some(grant) = self.grant.take() {
-            self.observe_fence(grant.fence, false);
-            if !self.shutdown.is_cancelled() {
-                self.lead(grant.fence, grant.sent, &grant.token, self.config.lease)
-                    .await;
-            }
-        } else {
-            self.campaign().await;
-        }
+    }
+
+    /// Reports the elector (or the granted term's runner) stopped.
+    fn stopped(&self) {
         self.status.send_modify(|s| s.role = Role::Stopped);
         gauge!(m::IS_LEADER, &self.labels.pair()).set(0.0);
         detail!(self, info, "elector stopped");

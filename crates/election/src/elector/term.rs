@@ -17,11 +17,12 @@ use crate::fence::Fence;
 use crate::leadership::Leadership;
 use crate::metrics as m;
 use crate::status::{Role, TermEnd, TermEndReason};
-use crate::store::LeaseStore;
+
+use super::TermCalls;
 
 impl<S, F, Fut> Runner<S, F>
 where
-    S: LeaseStore,
+    S: TermCalls,
     F: Fn(Leadership) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
@@ -93,7 +94,7 @@ where
                     let renewed = tokio::select! {
                         biased;
                         () = self.shutdown.cancelled() => break TermEndReason::Shutdown,
-                        r = timeout(limit, self.store.renew(&self.keys, token, cfg.lease)) => {
+                        r = timeout(limit, self.store.renew(token, cfg.lease)) => {
                             r.unwrap_or(Err(StoreError::Timeout(limit)))
                         }
                     };
@@ -191,7 +192,7 @@ where
         let released = if !rules::releases(&reason) {
             false
         } else {
-            match timeout(cfg.call_timeout, self.store.release(&self.keys, token)).await {
+            match timeout(cfg.call_timeout, self.store.release(token)).await {
                 Ok(Ok(released)) => released,
                 Ok(Err(e)) => {
                     self.record_error(e, "release");

@@ -138,7 +138,7 @@ pub fn slow_to_recheck(duty: &str, replica: &str, lease_ms: u64) -> ElectorConfi
 /// that is still held: each then sleeps until the holder's lease runs out, at least
 /// lease − renew interval away.
 pub fn recheck_now(redis: &RedisServer, duty: &str) {
-    let lease = DutyKeys::new("leasehold", duty).lease;
+    let lease = DutyKeys::new("leasehold", duty).lease().to_owned();
     redis.redis_cli(&["PUBLISH", "leasehold:released", &lease]);
 }
 

@@ -1,25 +1,24 @@
-//! Both ends of the batch between a coordinator and its partition electors.
+//! Both ends of the batch between a coordinator and its partition terms.
 //!
-//! Electors see an ordinary [`LeaseStore`] ([`BatchedStore`]). Their renewals wait for
-//! the next group tick *sent after they asked* and take its answer: one heartbeat of
-//! the replica's session extends every partition it holds, so there is no per-renewal
-//! queue at all, only the latest tick's outcome and a `Notify` that wakes every waiting
-//! renewal in the order they asked (a `watch` would wake them in an order of its own
-//! choosing, which a seeded simulation could not replay). Their releases are queued
-//! and sent together, one script per batch. Acquisitions never happen here: the
-//! coordinator claims partitions in batches and grants each elector its term.
+//! Each partition term's runner makes its calls through [`BatchedTerm`]. Its renewals
+//! wait for the next group tick *sent after they asked* and take its answer: one
+//! heartbeat of the replica's session extends every partition it holds, so there is no
+//! per-renewal queue at all, only the latest tick's outcome and a `Notify` that wakes
+//! every waiting renewal in the order they asked (a `watch` would wake them in an order
+//! of its own choosing, which a seeded simulation could not replay). Their releases are
+//! queued and sent together, one script per batch. Acquisitions never happen here: the
+//! coordinator claims partitions in batches and grants each term its lease.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use leasehold_election::DutyKeys;
-use leasehold_election::{Acquire, BackendWarning, Fence, LeaderInfo, LeaseStore, StoreError};
-use tokio::sync::{Notify, broadcast, oneshot};
+use leasehold_election::ext::TermCalls;
+use leasehold_election::{BackendWarning, Fence, StoreError};
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tracing::Span;
 
-use crate::keys::GroupKeys;
 use crate::ownership::TermShared;
 use crate::store::GroupStore;
 
@@ -28,7 +27,7 @@ pub(crate) fn stopped() -> StoreError {
     StoreError::Stopped(crate::error::STOPPED)
 }
 
-/// The latest tick's outcome, as the electors see it.
+/// The latest tick's outcome, as the terms see it.
 #[derive(Debug, Clone)]
 pub(crate) struct Outcome {
     /// When the tick was sent: it answers renewals asked for at or before then.
@@ -46,17 +45,17 @@ pub(crate) struct PendingRelease {
     /// The state the term leaves for its successor (`Ownership::hand_off`).
     pub(crate) state: Option<Vec<u8>>,
     pub(crate) reply: oneshot::Sender<Result<bool, StoreError>>,
-    /// The elector's span, so the batch's work is traced to it.
+    /// The term's span, so the batch's work is traced to it.
     pub(crate) span: Span,
 }
 
-/// What the coordinator and its electors share.
+/// What the coordinator and its terms share.
 #[derive(Debug)]
 pub(crate) struct Shared {
     outcome: Mutex<Option<Outcome>>,
     /// Woken (all waiters, first asked first) when `outcome` changes or at close.
     answered: Notify,
-    /// An elector is waiting for a renewal.
+    /// A term is waiting for a renewal.
     pub(crate) wanted: Notify,
     releases: Mutex<Vec<PendingRelease>>,
     /// A release was queued.
@@ -190,12 +189,11 @@ impl Shared {
     }
 }
 
-/// The store one partition elector (of one term) uses: renewals and releases through
-/// the batch.
-#[derive(Debug, Clone)]
-pub(crate) struct BatchedStore<B> {
+/// The calls of one partition term: renewals and the release through the batch.
+#[derive(Debug)]
+pub(crate) struct BatchedTerm<B> {
+    /// The group store, for the self-check when the term starts.
     pub(crate) store: B,
-    pub(crate) keys: Arc<GroupKeys>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) partition: Arc<str>,
     /// The term's fence: its release names it.
@@ -204,31 +202,14 @@ pub(crate) struct BatchedStore<B> {
     pub(crate) term: Arc<TermShared>,
 }
 
-impl<B: GroupStore> LeaseStore for BatchedStore<B> {
-    async fn acquire(
-        &self,
-        _keys: &DutyKeys,
-        _token: &str,
-        _lease: Duration,
-        _floor: Fence,
-    ) -> Result<Acquire, StoreError> {
-        Err(StoreError::Protocol(
-            "partition electors are granted their leases by the coordinator".into(),
-        ))
-    }
-
-    async fn renew(
-        &self,
-        _keys: &DutyKeys,
-        token: &str,
-        _lease: Duration,
-    ) -> Result<bool, StoreError> {
+impl<B: GroupStore> TermCalls for BatchedTerm<B> {
+    async fn renew(&self, token: &str, _lease: Duration) -> Result<bool, StoreError> {
         self.shared.renew(&self.term, token).await
     }
 
     /// Releases the term with the state its callback left for the next one (the
-    /// elector releases only once the callback has ended, so the state is final).
-    async fn release(&self, _keys: &DutyKeys, token: &str) -> Result<bool, StoreError> {
+    /// runner releases only once the callback has ended, so the state is final).
+    async fn release(&self, token: &str) -> Result<bool, StoreError> {
         let state = self.term.seal();
         self.shared
             .queue_release(self.partition.clone(), self.fence, token, state)
@@ -236,26 +217,9 @@ impl<B: GroupStore> LeaseStore for BatchedStore<B> {
             .unwrap_or_else(|_| Err(stopped()))
     }
 
-    // The store's own futures are boxed here: awaited inline, a Redis call's state
-    // would be part of every partition elector's future (kilobytes each, times the
-    // partitions a replica holds), though it runs at most once per term.
-    async fn leader(&self, _keys: &DutyKeys) -> Result<Option<LeaderInfo>, StoreError> {
-        let owner = Box::pin(self.store.owner(&self.keys, &self.partition)).await?;
-        Ok(owner.and_then(|o| {
-            o.owner
-                .map(|replica| LeaderInfo::new(replica, o.fence, o.remaining))
-        }))
-    }
-
-    fn release_notifier(&self, _keys: &DutyKeys) -> Arc<Notify> {
-        // Granted electors never follow, so nothing ever waits on this.
-        Arc::new(Notify::new())
-    }
-
-    fn release_events(&self, _keys: &DutyKeys) -> broadcast::Receiver<String> {
-        broadcast::channel(1).1
-    }
-
+    // Boxed: awaited inline, a Redis call's state would be part of every partition
+    // term's future (kilobytes each, times the partitions a replica holds), though it
+    // runs once per term.
     async fn self_check(&self) -> Result<Vec<BackendWarning>, StoreError> {
         Box::pin(self.store.warnings()).await
     }

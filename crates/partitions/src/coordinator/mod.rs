@@ -1,8 +1,8 @@
 //! The coordinator: the replica's pure decision state machine
 //! ([`ReplicaMachine`](crate::replica::ReplicaMachine)), the driver that performs its
-//! actions ([`driver`]), one granted elector per owned partition inside a `JoinSet`
-//! ([`slots`]), the batch between them and the electors ([`batch`]), and one log line
-//! per group event ([`logs`]).
+//! actions ([`driver`]), one granted term's runner per owned partition inside a
+//! `JoinSet` ([`slots`]), the batch between them and the terms ([`batch`]), and one
+//! log line per group event ([`logs`]).
 
 mod batch;
 mod driver;
@@ -158,10 +158,10 @@ where
         let (leave_by, leave_by_rx) = watch::channel(None);
         let running = Running::default();
         let replica: Arc<str> = self.config.replica_id.as_str().into();
-        // The electors' template (its duty is each partition's name in turn): the
-        // configuration was checked when it was built, and cannot change since.
+        // The terms' settings: the configuration was checked when it was built, and
+        // cannot change since.
         let first = self.config.partitions.first().unwrap_or(&self.config.group);
-        let task = match self.config.elector(first, epoch) {
+        let task = match self.config.terms(first, epoch) {
             Ok(template) => {
                 let driver = Driver::new(Parts {
                     store: self.store.clone(),

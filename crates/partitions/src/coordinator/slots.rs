@@ -14,7 +14,8 @@ use std::future::Future;
 
 use std::sync::Arc;
 
-use leasehold_election::{ElectorHandle, Fence, TermEndReason};
+use leasehold_election::ext::TermHandle;
+use leasehold_election::{Fence, TermEndReason};
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -40,7 +41,7 @@ pub(crate) struct Ended {
 #[derive(Debug)]
 struct Term {
     fence: Fence,
-    handle: ElectorHandle,
+    handle: TermHandle,
     /// What the term shares with its callback and its store.
     shared: Arc<TermShared>,
     /// Why this replica asked the term to end, and whom it named to take it on: what
@@ -65,7 +66,7 @@ impl Slots {
         &mut self,
         index: usize,
         fence: Fence,
-        handle: ElectorHandle,
+        handle: TermHandle,
         term: Arc<TermShared>,
         run: impl Future<Output = ()> + Send + 'static,
         span: tracing::Span,
@@ -189,7 +190,7 @@ impl Slots {
             let Some(term) = self.running.remove(&index) else {
                 continue;
             };
-            let reason = term.handle.status().last_term.map(|t| t.reason);
+            let reason = term.handle.ended().map(|t| t.reason);
             let cause = term.shared.ended_for();
             return Ended {
                 index,

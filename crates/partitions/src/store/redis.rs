@@ -9,7 +9,6 @@
 //! [`super::REAP_BUDGET`], adding or removing k partitions is O(k log P). Nothing in a
 //! steady tick reads or writes per-partition state.
 
-use leasehold_election::DutyKeys;
 #[cfg(any(test, feature = "testing"))]
 use leasehold_election::ext::LuaScript;
 use leasehold_election::{BackendWarning, LeaseStore, RedisStore, StoreError};
@@ -32,13 +31,8 @@ impl Protocol for RedisStore {
     }
 
     fn notices(&self, keys: &GroupKeys) -> broadcast::Receiver<String> {
-        // The release channel of the prefix; the lease and fence names are unused.
-        self.release_events(&DutyKeys {
-            lease: keys.notice.clone(),
-            fence: keys.notice.clone(),
-            boot: None,
-            channel: keys.channel.clone(),
-        })
+        // The release channel of the prefix.
+        leasehold_election::ext::release_events(self, &keys.channel)
     }
 
     async fn warnings(&self) -> Result<Vec<BackendWarning>, StoreError> {

@@ -329,7 +329,7 @@ impl RedisStore {
     /// Never; outside a tokio runtime the call fails.
     ///
     /// # Cancel safety
-    /// As [`eval`](Self::eval): the command may or may not have run.
+    /// If the future is dropped, the command may or may not have run.
     pub async fn query(&self, cmd: &redis::Cmd) -> Result<Value, StoreError> {
         let timeout = self.inner.call_timeout;
         let call = async {
@@ -456,6 +456,9 @@ impl RedisStore {
     /// # Cancel safety
     /// Dropping the future hands the connection back for a health check; the script
     /// may or may not have run.
+    // Hidden: its script type is plumbing (`ext::LuaScript`) for Leasehold's own
+    // crates, not part of the public API.
+    #[doc(hidden)]
     pub async fn eval(
         &self,
         script: &LuaScript,

@@ -17,8 +17,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use leasehold_election::ext::RenewGrid;
-use leasehold_election::{DutyResult, ElectorConfig, Fence, Leadership, StoreError};
+use leasehold_election::ext::{RenewGrid, TermConfig};
+use leasehold_election::{DutyResult, Fence, Leadership, StoreError};
 use metrics::{counter, gauge, histogram};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -71,8 +71,8 @@ async fn sleep_until_opt(at: Option<Instant>) {
 pub(crate) struct Parts<B, F> {
     pub(crate) store: B,
     pub(crate) config: GroupConfig,
-    /// Every partition elector's configuration but its duty name.
-    pub(crate) template: ElectorConfig,
+    /// The settings of every partition term.
+    pub(crate) template: TermConfig,
     pub(crate) callback: Arc<F>,
     pub(crate) view: watch::Sender<GroupView>,
     pub(crate) shutdown: CancellationToken,
@@ -127,8 +127,8 @@ pub(crate) struct Driver<B, F> {
 /// How this replica's terms start, and what the driver knows of a term before its
 /// elector runs or beside its record in the slots ([`Slots`]) while it does.
 struct Terms<F> {
-    /// Every partition elector's configuration but its duty name.
-    template: ElectorConfig,
+    /// The settings of every partition term.
+    template: TermConfig,
     callback: Arc<F>,
     /// What the claim that granted a term said of the partition's previous term, until
     /// the term's elector starts (it decides what the term is offered of the state the

@@ -1,15 +1,15 @@
-//! Starting a partition's term: its elector, its store, the state it is offered.
+//! Starting a partition's term: its runner, its calls, the state it is offered.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use leasehold_election::ext::Grant;
-use leasehold_election::{DutyResult, Elector, Fence, Leadership};
+use leasehold_election::ext::{Grant, GrantedTerm};
+use leasehold_election::{DutyResult, Fence, Leadership};
 use tokio::time::Instant;
 use tracing::info_span;
 
 use super::{Driver, Running};
-use crate::coordinator::batch::BatchedStore;
+use crate::coordinator::batch::BatchedTerm;
 use crate::coordinator::handoff;
 use crate::ownership::{Ownership, TermShared};
 use crate::store::GroupStore;
@@ -20,19 +20,17 @@ where
     F: Fn(String, Ownership) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
-    /// Starts the elector of term `fence` of partition `i`.
+    /// Starts the runner of term `fence` of partition `i`.
     pub(super) fn start(&mut self, i: usize, fence: Fence, sent: Instant) {
         let name = self.names.get(i);
-        let config = leasehold_election::ext::with_duty(&self.terms.template, &name);
         let weight = self.state.ledger().held(i).map_or(1, |h| h.weight);
         let load = self
             .loads
             .as_mut()
             .map(|l| l.start((i, fence), weight, Instant::now()));
         let term = TermShared::new(load);
-        let store = BatchedStore {
+        let calls = BatchedTerm {
             store: self.calls.store.clone(),
-            keys: self.calls.keys.clone(),
             shared: self.shared.clone(),
             partition: name.clone(),
             fence,
@@ -54,7 +52,7 @@ where
         let labels = self.labels.pair();
         let shared = term.clone();
         let running = self.terms.running.clone();
-        let elector = Elector::new(store, config, move |lead: Leadership| {
+        let duty = move |lead: Leadership| {
             let (callback, partition, inherit) =
                 (callback.clone(), partition.clone(), inherit.clone());
             let serving = Serving::start(&running, &partition, &lead);
@@ -76,9 +74,9 @@ where
                 drop(serving);
                 out
             }
-        });
-        let elector = leasehold_election::ext::granted(elector, grant);
-        let (handle, run) = elector.pair();
+        };
+        let (handle, run) =
+            GrantedTerm::new(&self.terms.template, &name, grant, calls, duty).pair();
         self.slots.start(
             i,
             fence,
