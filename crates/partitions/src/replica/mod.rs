@@ -24,6 +24,8 @@
 //! - [`claim`]: claims, one in flight, their replies, and reconciling with the store.
 //! - [`handover`]: what a replica over its share gives up, to whom, within the budget.
 //! - [`prefer`]: preferences, taken in from the set's first page.
+//! - [`warm`]: warm moves, the giver's side: hand-overs held while their receivers
+//!   prepare, let go when ready or when the wait is over.
 //! - [`view`]: what the state says of itself, for the driver and the view.
 //!
 //! This file holds the state, its construction and `poll`, and routes the driver's
@@ -66,6 +68,7 @@ pub(crate) mod session;
 mod tests;
 mod tick;
 mod view;
+pub(crate) mod warm;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -87,6 +90,7 @@ use self::policy::Policy;
 use self::prefer::Prefs;
 use self::session::Session;
 use self::view::View;
+use self::warm::{Gate, Hold};
 use crate::balance::plan::Plan;
 use crate::balance::weighted::WeightedPlan;
 use crate::store::ops::moves::MoveCause;
@@ -112,6 +116,9 @@ pub(crate) struct Settings {
     pub(crate) move_budget: Option<u32>,
     /// The budget counts the weights of the partitions handed over, not how many.
     pub(crate) budget_by_weight: bool,
+    /// Warm moves: how long a term handed to a named receiver is held while the
+    /// receiver prepares (`None`: moves are not warm).
+    pub(crate) prepare_moves: Option<Duration>,
 }
 
 /// Something for the driver to do.
@@ -130,10 +137,21 @@ pub(crate) enum Action {
     },
     /// Hand these partitions over gracefully (cancel, grace, release), those named in
     /// `to` to that replica (reserved for it for a while: [`crate::balance::receive`]).
+    /// Those in `held` are not stopped yet (a warm move): their receiver is asked to
+    /// prepare, and each is stopped at its [`Action::LetGo`].
     Stop {
         indices: Vec<usize>,
         reason: MoveCause,
         to: BTreeMap<usize, String>,
+        held: BTreeMap<usize, Hold>,
+    },
+    /// Stop term `fence` of partition `index`, held for a warm move, if its elector
+    /// still runs: named for its receiver if it is `ready`, else to anyone (its wait
+    /// is over: a plain move).
+    LetGo {
+        index: usize,
+        fence: Fence,
+        ready: bool,
     },
     /// Stop every elector (leaving; with `keep`, without releasing).
     StopAll { keep: bool },
@@ -252,6 +270,8 @@ pub(crate) struct ReplicaMachine {
     last_tick: LastTick,
     /// Preferences, as the set's first page carried them.
     prefs: Prefs,
+    /// Hand-overs held while their receivers prepare (warm moves).
+    warm: Gate,
 }
 
 impl ReplicaMachine {
@@ -284,6 +304,7 @@ impl ReplicaMachine {
             roster: (String::new(), Vec::new()),
             last_tick: LastTick::default(),
             prefs: Prefs::default(),
+            warm: Gate::default(),
         }
     }
 
@@ -291,7 +312,7 @@ impl ReplicaMachine {
 
     /// The clock reached [`ReplicaMachine::wake_at`].
     pub(crate) fn poll(&mut self, now: Instant) -> Vec<Action> {
-        let mut actions = Vec::new();
+        let mut actions: Vec<Action> = self.holds_due(now).collect();
         if let Some(p) = &mut self.claims.pending
             && p.resend_at.is_some_and(|at| at <= now)
         {
@@ -345,6 +366,7 @@ impl ReplicaMachine {
 
     /// The elector of term `fence` of partition `i` has ended (after its release).
     pub(crate) fn on_stopped(&mut self, i: usize, fence: Fence, now: Instant) -> Vec<Action> {
+        self.warm.forget((i, fence));
         let mut actions = Vec::new();
         if let Some(Effect::Start(i, fence, sent)) = self.ledger.ended(i, fence) {
             if self.leaving == Leaving::No {

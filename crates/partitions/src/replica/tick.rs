@@ -188,6 +188,7 @@ impl ReplicaMachine {
             indices: stop,
             reason: MoveCause::Removal,
             to: BTreeMap::new(),
+            held: BTreeMap::new(),
         }]
     }
 

@@ -59,7 +59,7 @@ impl ReplicaMachine {
     pub(crate) fn wake_at(&self) -> Option<Instant> {
         let tick = self.may_tick().then(|| self.cadence.due_at());
         let resend = self.claims.pending.as_ref().and_then(|p| p.resend_at);
-        [tick, self.claims.after, resend]
+        [tick, self.claims.after, resend, self.warm.next_due()]
             .into_iter()
             .flatten()
             .min()

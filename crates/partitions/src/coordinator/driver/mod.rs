@@ -32,7 +32,7 @@ use super::batch::{Outcome, Shared};
 use super::loads::LoadReports;
 use super::logs::{EndsLog, TickLog};
 use super::slots::{Ended, Slots};
-use super::warm::{Gate, PrepareFn};
+use super::warm::PrepareFn;
 use crate::config::{GroupConfig, MoveBudget};
 use crate::error::{PartitionsError, STOPPED};
 use crate::keys::GroupKeys;
@@ -134,9 +134,6 @@ struct Terms<F> {
     /// the term's elector starts (it decides what the term is offered of the state the
     /// previous one handed off). A term not here was regranted to its session.
     previous: HashMap<(usize, Fence), Predecessor>,
-    /// Warm moves: terms kept running while their receivers prepare, by when each
-    /// wait is over (an index of deadlines for the loop's timer).
-    gate: Gate,
     /// The running terms, by partition.
     running: Running,
 }
@@ -145,7 +142,6 @@ impl<F> Terms<F> {
     /// Forgets what was known of a term whose elector has ended.
     fn forget(&mut self, term: (usize, Fence)) {
         self.previous.remove(&term);
-        self.gate.forget(term);
     }
 }
 
@@ -229,6 +225,7 @@ where
                 capacity: config.capacity,
                 move_budget: config.move_budget.map(MoveBudget::per_interval),
                 budget_by_weight: matches!(config.move_budget, Some(MoveBudget::Weight(_))),
+                prepare_moves: config.prepare_moves,
             },
             configured,
             RenewGrid::new(epoch, config.renew_interval),
@@ -272,7 +269,6 @@ where
                 template,
                 callback,
                 previous: HashMap::new(),
-                gate: Gate::default(),
                 running,
             },
             background: Background {
@@ -286,14 +282,10 @@ where
         let mut shutting = false;
         let mut notices_open = true;
         loop {
-            let timer = [
-                self.state.wake_at(),
-                self.lanes.release_due,
-                self.terms.gate.next_due(),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
+            let timer = [self.state.wake_at(), self.lanes.release_due]
+                .into_iter()
+                .flatten()
+                .min();
             let done = tokio::select! {
                 biased;
                 (sent, reply) = next_of(&mut self.lanes.tick) => self.on_tick(sent, reply),
@@ -359,11 +351,6 @@ where
 
     fn on_timer(&mut self) -> bool {
         let now = Instant::now();
-        for (i, fence) in self.terms.gate.due(now) {
-            counter!(m::WARM_MOVES, &self.labels.with("outcome", "timed_out")).increment(1);
-            debug!(partition = %self.names.get(i), "the receiver did not prepare in time; handing the partition to anyone");
-            self.let_go(i, fence, false);
-        }
         if self.lanes.release_due.is_some_and(|at| at <= now) {
             self.lanes.release_due = None;
             self.flush_releases();
@@ -390,7 +377,13 @@ where
                     indices,
                     reason,
                     to,
-                } => self.stop(indices, reason, &to),
+                    held,
+                } => self.stop(indices, reason, &to, &held),
+                Action::LetGo {
+                    index,
+                    fence,
+                    ready,
+                } => self.let_go(index, fence, ready),
                 Action::StopAll { .. } => {
                     self.leave.stopped_all = true;
                     self.slots.stop_all();
@@ -657,8 +650,7 @@ where
     }
 
     /// Forgets everything the driver kept of a term whose elector has ended, beside
-    /// its record in the slots (gone with its elector): its predecessor, a warm move's
-    /// wait, its load cell. The one place a term is forgotten.
+    /// its record in the slots (gone with its elector): its predecessor, its load cell. The one place a term is forgotten.
     fn forget(&mut self, term: (usize, Fence)) {
         self.terms.forget(term);
         if let Some(l) = self.loads.as_mut() {

@@ -35,6 +35,7 @@ fn settings() -> Settings {
         capacity: 1,
         move_budget: None,
         budget_by_weight: false,
+        prepare_moves: None,
     }
 }
 
