@@ -248,6 +248,7 @@ impl ReplicaMachine {
                     if let Some(Effect::Start(i, fence, sent)) =
                         self.ledger.grant(i, fence, weight, sent)
                     {
+                        self.load_starts(i, fence, now);
                         actions.push(Action::Start {
                             index: i,
                             fence,

@@ -26,6 +26,7 @@
 //! - [`prefer`]: preferences, taken in from the set's first page.
 //! - [`warm`]: warm moves, the giver's side: hand-overs held while their receivers
 //!   prepare, let go when ready or when the wait is over.
+//! - [`loads`]: weights from load reports: their averages, and when they are written.
 //! - [`view`]: what the state says of itself, for the driver and the view.
 //!
 //! This file holds the state, its construction and `poll`, and routes the driver's
@@ -86,6 +87,7 @@ pub(crate) use self::leave::Leaving;
 use self::ledger::{Effect, Ledger};
 use self::list::{Configured, SetSync};
 pub(crate) use self::list::{SetAnswer, SetOp};
+use self::loads::{Reports, TermKey};
 use self::policy::Policy;
 use self::prefer::Prefs;
 use self::session::Session;
@@ -93,6 +95,7 @@ use self::view::View;
 use self::warm::{Gate, Hold};
 use crate::balance::plan::Plan;
 use crate::balance::weighted::WeightedPlan;
+use crate::config::LoadDamping;
 use crate::store::ops::moves::MoveCause;
 use crate::store::protocol::{MemberInfo, ReplicaState, TickRequest};
 
@@ -119,6 +122,8 @@ pub(crate) struct Settings {
     /// Warm moves: how long a term handed to a named receiver is held while the
     /// receiver prepares (`None`: moves are not warm).
     pub(crate) prepare_moves: Option<Duration>,
+    /// Weights follow the loads the terms report, damped by this (`None`: they do not).
+    pub(crate) load_damping: Option<LoadDamping>,
 }
 
 /// Something for the driver to do.
@@ -175,6 +180,14 @@ pub(crate) enum Action {
     Exit,
     /// Publish the group's notice: every replica ticks at once and plans again.
     Notify,
+    /// Read the last load each running term reported, for [`ReplicaMachine::on_samples`].
+    SampleLoads,
+    /// Write these weights from load reports (term, weight), in one request; its answer
+    /// goes to [`ReplicaMachine::on_reported`].
+    Report(Vec<(TermKey, u64)>),
+    /// Publish the group's load-step notice: a load jumped, every replica ticks at once
+    /// (and holds hand-overs until the step's weights are in).
+    LoadStep,
     /// Partitions handed to this replica by name (`count` of them, held back for it)
     /// that it does not claim now, and why: once the hold ends they go to anyone.
     Decline { count: usize, reason: Decline },
@@ -272,6 +285,8 @@ pub(crate) struct ReplicaMachine {
     prefs: Prefs,
     /// Hand-overs held while their receivers prepare (warm moves).
     warm: Gate,
+    /// Weights from load reports: their averages, and when they are written.
+    loads: Option<Reports>,
 }
 
 impl ReplicaMachine {
@@ -283,7 +298,11 @@ impl ReplicaMachine {
         now: Instant,
         rng: &mut impl Rng,
     ) -> Self {
+        let loads = s
+            .load_damping
+            .map(|d| Reports::new(d, s.renew_interval, s.lease));
         Self {
+            loads,
             session: Session::new(&s.replica, rng),
             cadence: Cadence::new(grid, s.renew_interval, now),
             policy: Policy::new(s.renew_interval),
@@ -367,10 +386,12 @@ impl ReplicaMachine {
     /// The elector of term `fence` of partition `i` has ended (after its release).
     pub(crate) fn on_stopped(&mut self, i: usize, fence: Fence, now: Instant) -> Vec<Action> {
         self.warm.forget((i, fence));
+        self.load_ends(i, fence);
         let mut actions = Vec::new();
         if let Some(Effect::Start(i, fence, sent)) = self.ledger.ended(i, fence) {
             if self.leaving == Leaving::No {
                 let sent = self.renewed_at.map_or(sent, |r| r.max(sent));
+                self.load_starts(i, fence, now);
                 actions.push(Action::Start {
                     index: i,
                     fence,

@@ -29,7 +29,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use super::batch::{Outcome, Shared};
-use super::loads::LoadReports;
 use super::logs::{EndsLog, TickLog};
 use super::slots::{Ended, Slots};
 use super::warm::PrepareFn;
@@ -113,8 +112,6 @@ pub(crate) struct Driver<B, F> {
     rng: StdRng,
     /// The store calls in flight, one per lane, and the chores waiting for theirs.
     lanes: Lanes,
-    /// The load reports of this replica's terms, if it takes them.
-    loads: Option<LoadReports>,
     /// The last store error, for the view (cleared by a successful tick).
     error: Option<StoreError>,
     logs: Logs,
@@ -226,6 +223,7 @@ where
                 move_budget: config.move_budget.map(MoveBudget::per_interval),
                 budget_by_weight: matches!(config.move_budget, Some(MoveBudget::Weight(_))),
                 prepare_moves: config.prepare_moves,
+                load_damping: config.load_damping,
             },
             configured,
             RenewGrid::new(epoch, config.renew_interval),
@@ -233,9 +231,6 @@ where
             &mut rng,
         );
         let keys = Arc::new(GroupKeys::new(&config.key_prefix, &config.group));
-        let loads = config
-            .load_damping
-            .map(|d| LoadReports::new(d, config.renew_interval, config.lease));
         let mut names = Names::default();
         for p in &config.partitions {
             names.intern(p);
@@ -261,7 +256,6 @@ where
             },
             rng,
             lanes: Lanes::default(),
-            loads,
             error: None,
             logs: Logs::default(),
             roster_bytes,
@@ -415,6 +409,23 @@ where
                         "not claiming the partitions handed to this replica by name; \
                          they go to anyone when the giver's hold ends"
                     );
+                }
+                Action::SampleLoads => {
+                    let samples = self.slots.loads();
+                    let actions = self.state.on_samples(&samples, Instant::now());
+                    done |= self.perform(actions);
+                }
+                Action::Report(weights) => self.send_loads(weights),
+                Action::LoadStep => {
+                    let call = self.calls.call(|store, keys| async move {
+                        let Some(step) = GroupNotice::LoadStep.encode(&keys.notice) else {
+                            return Ok(());
+                        };
+                        store.publish(&keys, &step).await
+                    });
+                    self.background.tasks.spawn(async move {
+                        let _ = call.await;
+                    });
                 }
                 chore @ (Action::Reconcile { .. }
                 | Action::Set(_)
@@ -576,9 +587,7 @@ where
         gauge!(m::LIVE_REPLICAS, "group" => self.labels.group.clone())
             .set(self.state.live().len() as f64);
         self.publish(now);
-        let done = self.perform(actions);
-        self.send_loads(now);
-        done
+        self.perform(actions)
     }
 
     fn conflict_error(&self, c: Conflict) -> PartitionsError {
@@ -650,12 +659,10 @@ where
     }
 
     /// Forgets everything the driver kept of a term whose elector has ended, beside
-    /// its record in the slots (gone with its elector): its predecessor, its load cell. The one place a term is forgotten.
+    /// its record in the slots (gone with its elector): its predecessor. The one place
+    /// a term is forgotten.
     fn forget(&mut self, term: (usize, Fence)) {
         self.terms.forget(term);
-        if let Some(l) = self.loads.as_mut() {
-            l.end(term);
-        }
     }
 
     fn on_ended(&mut self, ended: Ended) -> bool {

@@ -11,7 +11,7 @@ use tracing::info_span;
 use super::{Driver, Running};
 use crate::coordinator::batch::BatchedStore;
 use crate::coordinator::handoff;
-use crate::ownership::{Ownership, TermShared};
+use crate::ownership::{LoadCell, Ownership, TermShared};
 use crate::store::GroupStore;
 
 impl<B, F, Fut> Driver<B, F>
@@ -24,11 +24,7 @@ where
     pub(super) fn start(&mut self, i: usize, fence: Fence, sent: Instant) {
         let name = self.names.get(i);
         let config = leasehold_election::ext::with_duty(&self.terms.template, &name);
-        let weight = self.state.ledger().held(i).map_or(1, |h| h.weight);
-        let load = self
-            .loads
-            .as_mut()
-            .map(|l| l.start((i, fence), weight, Instant::now()));
+        let load = self.config.load_damping.is_some().then(LoadCell::new);
         let term = TermShared::new(load);
         let store = BatchedStore {
             store: self.calls.store.clone(),

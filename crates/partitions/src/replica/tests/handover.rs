@@ -331,9 +331,8 @@ fn a_warm_move_holds_its_term_until_the_receiver_is_ready_or_the_wait_is_over() 
     };
     assert_eq!(f1, Fence(100 + first as u64));
     let deadline = sim.now + WARM;
-    assert_eq!(
-        sim.st.wake_at(),
-        Some(deadline),
+    assert!(
+        sim.st.wake_at().is_some_and(|w| w <= deadline),
         "the machine wakes for the wait"
     );
     // Answers for another term, from another replica, are not the receiver's.
