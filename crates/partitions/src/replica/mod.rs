@@ -96,7 +96,7 @@ use self::warm::{Gate, Hold};
 use crate::balance::plan::Plan;
 use crate::balance::weighted::WeightedPlan;
 use crate::config::LoadDamping;
-use crate::store::ops::moves::MoveCause;
+use crate::store::ops::moves::{MoveCause, Predecessor};
 use crate::store::protocol::{MemberInfo, ReplicaState, TickRequest};
 
 /// The settings the rules need.
@@ -134,11 +134,12 @@ pub(crate) enum Action {
     /// Send this claim (or regrant).
     Claim(Claim),
     /// Start the elector of term `fence` of partition `index`, its deadline anchored at
-    /// `sent`.
+    /// `sent`, offered what `previous` handed off (`None`: a regrant, offered nothing).
     Start {
         index: usize,
         fence: Fence,
         sent: Instant,
+        previous: Option<Predecessor>,
     },
     /// Hand these partitions over gracefully (cancel, grace, release), those named in
     /// `to` to that replica (reserved for it for a while: [`crate::balance::receive`]).
@@ -396,6 +397,7 @@ impl ReplicaMachine {
                     index: i,
                     fence,
                     sent,
+                    previous: self.ledger.held(i).and_then(|h| h.previous),
                 });
             } else {
                 self.ledger.discard(i, fence);

@@ -12,7 +12,6 @@
 //! the view and gauges; [`terms`], starting a term's elector; [`names`], partition
 //! names by index.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,7 +40,7 @@ use crate::ownership::Ownership;
 use crate::replica::list::Configured;
 use crate::replica::{Action, Claim, ClaimFailure, Renewal, ReplicaMachine, Settings};
 use crate::store::GroupStore;
-use crate::store::protocol::{ClaimReply, ClaimRequest, Conflict, Predecessor, TickReply};
+use crate::store::protocol::{ClaimReply, ClaimRequest, Conflict, TickReply};
 use crate::view::{GroupView, ListDifference};
 
 mod calls;
@@ -121,25 +120,13 @@ pub(crate) struct Driver<B, F> {
     background: Background,
 }
 
-/// How this replica's terms start, and what the driver knows of a term before its
-/// elector runs or beside its record in the slots ([`Slots`]) while it does.
+/// How this replica's terms start.
 struct Terms<F> {
     /// Every partition elector's configuration but its duty name.
     template: ElectorConfig,
     callback: Arc<F>,
-    /// What the claim that granted a term said of the partition's previous term, until
-    /// the term's elector starts (it decides what the term is offered of the state the
-    /// previous one handed off). A term not here was regranted to its session.
-    previous: HashMap<(usize, Fence), Predecessor>,
     /// The running terms, by partition.
     running: Running,
-}
-
-impl<F> Terms<F> {
-    /// Forgets what was known of a term whose elector has ended.
-    fn forget(&mut self, term: (usize, Fence)) {
-        self.previous.remove(&term);
-    }
 }
 
 /// A graceful leave: asked for, by when, and how far it has gone.
@@ -262,7 +249,6 @@ where
             terms: Terms {
                 template,
                 callback,
-                previous: HashMap::new(),
                 running,
             },
             background: Background {
@@ -366,7 +352,12 @@ where
                     self.lanes.tick = Some(Box::pin(async move { (sent, call.await) }));
                 }
                 Action::Claim(claim) => self.send_claim(claim),
-                Action::Start { index, fence, sent } => self.start(index, fence, sent),
+                Action::Start {
+                    index,
+                    fence,
+                    sent,
+                    previous,
+                } => self.start(index, fence, sent, previous.as_ref()),
                 Action::Stop {
                     indices,
                     reason,
@@ -628,11 +619,6 @@ where
                         .record(d.as_secs_f64());
                 }
             }
-            // A claim of free partitions names the previous term of each, in order (a
-            // regrant names none).
-            for (&(i, fence, _), p) in granted.iter().zip(moves) {
-                self.terms.previous.insert((i, fence), *p);
-            }
         }
         let actions = self
             .state
@@ -658,13 +644,6 @@ where
         self.slots.revoke(terms);
     }
 
-    /// Forgets everything the driver kept of a term whose elector has ended, beside
-    /// its record in the slots (gone with its elector): its predecessor. The one place
-    /// a term is forgotten.
-    fn forget(&mut self, term: (usize, Fence)) {
-        self.terms.forget(term);
-    }
-
     fn on_ended(&mut self, ended: Ended) -> bool {
         let name = self.names.get(ended.index);
         if let Some(panic) = &ended.panic {
@@ -675,7 +654,6 @@ where
             .ended(&name, ended.cause, ended.reason.as_ref());
         let reason = super::logs::end_label(ended.cause, ended.reason.as_ref());
         counter!(m::RELEASES, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "reason" => reason).increment(1);
-        self.forget((ended.index, ended.fence));
         let actions = self
             .state
             .on_stopped(ended.index, ended.fence, Instant::now());

@@ -13,6 +13,7 @@ use crate::coordinator::batch::BatchedStore;
 use crate::coordinator::handoff;
 use crate::ownership::{LoadCell, Ownership, TermShared};
 use crate::store::GroupStore;
+use crate::store::protocol::Predecessor;
 
 impl<B, F, Fut> Driver<B, F>
 where
@@ -21,7 +22,13 @@ where
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
     /// Starts the elector of term `fence` of partition `i`.
-    pub(super) fn start(&mut self, i: usize, fence: Fence, sent: Instant) {
+    pub(super) fn start(
+        &mut self,
+        i: usize,
+        fence: Fence,
+        sent: Instant,
+        previous: Option<&Predecessor>,
+    ) {
         let name = self.names.get(i);
         let config = leasehold_election::ext::with_duty(&self.terms.template, &name);
         let load = self.config.load_damping.is_some().then(LoadCell::new);
@@ -41,7 +48,7 @@ where
             sent,
             token: self.state.token().to_owned(),
         };
-        let inherit = handoff::inherit(self.terms.previous.remove(&(i, fence)).as_ref());
+        let inherit = handoff::inherit(previous);
         let (group_store, keys, limit) = (
             self.calls.store.clone(),
             self.calls.keys.clone(),
