@@ -164,6 +164,12 @@ impl TermShared {
         })
     }
 
+    /// The last load the term reported (`Some(None)`: none yet), if the group takes
+    /// loads.
+    pub(crate) fn load(&self) -> Option<Option<f64>> {
+        self.load.as_ref().map(|c| c.latest())
+    }
+
     /// Refuses every later renewal of the term (the store no longer lists it).
     pub(crate) fn revoke(&self) {
         self.revoked.store(true, Ordering::SeqCst);

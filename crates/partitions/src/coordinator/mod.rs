@@ -7,7 +7,6 @@
 mod batch;
 mod driver;
 mod handoff;
-mod loads;
 mod logs;
 mod slots;
 pub(crate) mod warm;

@@ -136,6 +136,15 @@ impl Slots {
             .and_then(|t| t.cause.clone())
     }
 
+    /// The last load each running term reported (`None`: none yet), if the group takes
+    /// loads.
+    pub(crate) fn loads(&self) -> Vec<((usize, Fence), Option<f64>)> {
+        self.running
+            .iter()
+            .filter_map(|(&i, t)| Some(((i, t.fence), t.shared.load()?)))
+            .collect()
+    }
+
     /// Refuses every later renewal of these terms (those whose electors still run).
     pub(crate) fn revoke(&mut self, terms: &[(usize, Fence)]) {
         for &(index, fence) in terms {

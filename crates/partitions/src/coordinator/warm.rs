@@ -7,17 +7,16 @@
 //! message) costs the move its wait, and the move goes on as a plain one.
 //!
 //! The two messages travel on the group's notice channel (Redis pub/sub: best
-//! effort; their encoding is in `crate::notice`). This module holds the giver's rule
-//! ([`Gate`]), pure; the driver sends, receives and runs the receiver's callback.
+//! effort; their encoding is in `crate::notice`). The giver's rule (which terms are
+//! held, until when) is the replica machine's (`crate::replica::warm`); the driver
+//! sends, receives and runs the receiver's callback.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use leasehold_election::Fence;
-use tokio::time::Instant;
 
 /// What a receiver is asked to prepare for: handed to the callback set with
 /// [`Coordinator::on_prepare`](crate::Coordinator::on_prepare).
@@ -56,95 +55,4 @@ pub(crate) enum Warm {
         to: String,
         fence: Fence,
     },
-}
-
-/// A term held back while its receiver prepares.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Held {
-    fence: Fence,
-    to: String,
-    until: Instant,
-}
-
-/// The giver's side: terms kept running while their receivers prepare, each until its
-/// receiver is ready or its wait is over.
-#[derive(Debug, Default)]
-pub(crate) struct Gate {
-    held: BTreeMap<usize, Held>,
-}
-
-impl Gate {
-    /// Holds term `fence` of partition `index` for `to` until `until`.
-    pub(crate) fn hold(&mut self, index: usize, fence: Fence, to: String, until: Instant) {
-        self.held.insert(index, Held { fence, to, until });
-    }
-
-    /// `to` is ready for term `fence` of `index`: whether that term was held for it
-    /// (it is let go now). Any other answer (a late one, another term's, another
-    /// replica's) changes nothing.
-    pub(crate) fn ready(&mut self, index: usize, fence: Fence, to: &str) -> bool {
-        let ours = self
-            .held
-            .get(&index)
-            .is_some_and(|h| h.fence == fence && h.to == to);
-        if ours {
-            self.held.remove(&index);
-        }
-        ours
-    }
-
-    /// Term `fence` of `index` has ended: nothing waits for its receiver any more.
-    pub(crate) fn forget(&mut self, (index, fence): (usize, Fence)) {
-        if self.held.get(&index).is_some_and(|h| h.fence == fence) {
-            self.held.remove(&index);
-        }
-    }
-
-    /// The terms whose wait is over at `now` (index, fence), let go.
-    pub(crate) fn due(&mut self, now: Instant) -> Vec<(usize, Fence)> {
-        let due: Vec<(usize, Fence)> = self
-            .held
-            .iter()
-            .filter(|(_, h)| h.until <= now)
-            .map(|(&i, h)| (i, h.fence))
-            .collect();
-        for (i, _) in &due {
-            self.held.remove(i);
-        }
-        due
-    }
-
-    /// When the next wait is over.
-    pub(crate) fn next_due(&self) -> Option<Instant> {
-        self.held.values().map(|h| h.until).min()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_held_term_goes_on_when_its_receiver_is_ready_or_its_wait_is_over() {
-        let t0 = Instant::now();
-        let ms = Duration::from_millis;
-        let mut gate = Gate::default();
-        gate.hold(1, Fence(10), "b".into(), t0 + ms(100));
-        gate.hold(2, Fence(20), "c".into(), t0 + ms(50));
-        assert_eq!(gate.next_due(), Some(t0 + ms(50)));
-        assert!(!gate.ready(1, Fence(9), "b"), "another term's answer");
-        assert!(!gate.ready(1, Fence(10), "c"), "another replica's answer");
-        assert!(gate.ready(1, Fence(10), "b"));
-        assert!(!gate.ready(1, Fence(10), "b"), "answered once");
-        assert_eq!(gate.due(t0 + ms(49)), []);
-        assert_eq!(gate.due(t0 + ms(50)), [(2, Fence(20))]);
-        assert!(!gate.ready(2, Fence(20), "c"), "too late: it went on");
-        assert_eq!(gate.next_due(), None);
-        gate.hold(3, Fence(30), "b".into(), t0 + ms(100));
-        gate.forget((3, Fence(29)));
-        assert_eq!(gate.next_due(), Some(t0 + ms(100)), "another term's end");
-        gate.forget((3, Fence(30)));
-        assert_eq!(gate.next_due(), None, "its term ended: nothing waits");
-        assert!(!gate.ready(3, Fence(30), "b"), "an answer after the end");
-    }
 }

@@ -225,7 +225,10 @@ impl ReplicaMachine {
         let regrant = pending.claim.regrant.clone();
         match reply {
             Ok(ClaimReply::Claimed {
-                unowned, fell_back, ..
+                unowned,
+                fell_back,
+                moves,
+                ..
             }) => {
                 self.view.unowned = unowned;
                 // A claim takes what is reserved for it first.
@@ -237,7 +240,9 @@ impl ReplicaMachine {
                     .renewed_at
                     .map_or(pending.sent, |r| r.max(pending.sent));
                 let mut won = false;
-                for &(i, fence, weight) in granted {
+                // A claim of free partitions names the previous term of each, in order
+                // (a regrant names none).
+                for (k, &(i, fence, weight)) in granted.iter().enumerate() {
                     self.highest = self.highest.max(fence);
                     won = true;
                     if self.leaving != Leaving::No {
@@ -246,12 +251,15 @@ impl ReplicaMachine {
                         continue;
                     }
                     if let Some(Effect::Start(i, fence, sent)) =
-                        self.ledger.grant(i, fence, weight, sent)
+                        self.ledger
+                            .grant(i, fence, weight, sent, moves.get(k).copied())
                     {
+                        self.load_starts(i, fence, now);
                         actions.push(Action::Start {
                             index: i,
                             fence,
                             sent,
+                            previous: self.ledger.held(i).and_then(|h| h.previous),
                         });
                     }
                 }

@@ -38,6 +38,7 @@ impl ReplicaMachine {
                     indices: all,
                     reason: MoveCause::Drain,
                     to: BTreeMap::new(),
+                    held: BTreeMap::new(),
                 });
             }
             // Unserved terms are given back by a regrant.
@@ -139,7 +140,7 @@ impl ReplicaMachine {
                     });
                 }
                 Some(_) => {}
-                None => actions.extend(self.hand_over(candidates, usize::MAX)),
+                None => actions.extend(self.hand_over(candidates, usize::MAX, now)),
             }
         }
         actions.extend(self.claim(now));

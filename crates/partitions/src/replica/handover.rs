@@ -26,7 +26,13 @@ pub(super) struct HandOvers {
 impl ReplicaMachine {
     /// Hands over up to `limit` of `candidates` (the first ones still served) to even
     /// out the group.
-    pub(super) fn hand_over(&mut self, candidates: Vec<usize>, limit: usize) -> Option<Action> {
+    /// Those with a receiver are held while it prepares, if moves are warm.
+    pub(super) fn hand_over(
+        &mut self,
+        candidates: Vec<usize>,
+        limit: usize,
+        now: Instant,
+    ) -> Option<Action> {
         let mut chosen = Vec::new();
         for i in candidates {
             if chosen.len() == limit {
@@ -39,10 +45,13 @@ impl ReplicaMachine {
         }
         self.handovers.count += chosen.len() as u64;
         let to = self.receivers(&chosen);
-        (!chosen.is_empty()).then_some(Action::Stop {
-            indices: chosen.into_iter().map(|(i, _)| i).collect(),
+        let indices: Vec<usize> = chosen.into_iter().map(|(i, _)| i).collect();
+        let held = self.hold(&indices, &to, now);
+        (!indices.is_empty()).then_some(Action::Stop {
+            indices,
             reason: MoveCause::HandOff,
             to,
+            held,
         })
     }
 
@@ -114,7 +123,12 @@ impl ReplicaMachine {
     /// whole budget goes alone when it is granted a whole window), the first ones still
     /// served. The rule asks again at a later tick for the rest: the next one if it got
     /// none, else after the hand-over's cooldown.
-    pub(crate) fn on_budget(&mut self, indices: Vec<usize>, granted: usize) -> Vec<Action> {
+    pub(crate) fn on_budget(
+        &mut self,
+        indices: Vec<usize>,
+        granted: usize,
+        now: Instant,
+    ) -> Vec<Action> {
         self.handovers.budgeting = false;
         if self.leaving != Leaving::No || !self.session.member() {
             return Vec::new();
@@ -131,7 +145,7 @@ impl ReplicaMachine {
             self.policy.refund();
             return Vec::new();
         }
-        self.hand_over(indices, granted).into_iter().collect()
+        self.hand_over(indices, granted, now).into_iter().collect()
     }
 
     /// How many of the first of `indices` (those still served) fit into `weight`; the

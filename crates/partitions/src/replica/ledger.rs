@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::store::ops::moves::MoveCause;
+use crate::store::ops::moves::{MoveCause, Predecessor};
 use leasehold_election::Fence;
 use tokio::time::Instant;
 
@@ -35,6 +35,10 @@ pub(crate) struct Held {
     /// When the call that granted it was sent (its elector's deadline is anchored no
     /// earlier).
     pub(crate) sent: Instant,
+    /// What the claim that granted it said of the partition's previous term (it decides
+    /// what the term is offered of the state the previous one handed off); `None`: it
+    /// was regranted to its session.
+    pub(crate) previous: Option<Predecessor>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -101,16 +105,20 @@ impl Ledger {
         self.slots.get(&i).and_then(|s| s.held)
     }
 
-    /// A claim (or a regrant) granted term `fence` of `i`: its elector starts at once,
-    /// or once the partition's earlier elector has ended.
+    /// A claim (or a regrant) granted term `fence` of `i`, the partition's `previous`
+    /// term as the claim named it: its elector starts at once, or once the partition's
+    /// earlier elector has ended. A regrant of the same term keeps what its claim named.
     pub(crate) fn grant(
         &mut self,
         i: usize,
         fence: Fence,
         weight: u64,
         sent: Instant,
+        previous: Option<Predecessor>,
     ) -> Option<Effect> {
         self.edit(i, |s| {
+            let previous =
+                previous.or(s.held.filter(|h| h.fence == fence).and_then(|h| h.previous));
             // An earlier term of ours whose elector still runs (handing over, its release
             // on its way): the store granted the partition again, so that term is over.
             if let Some(h) = s.held.take()
@@ -130,6 +138,7 @@ impl Ledger {
                     Phase::Starting
                 },
                 sent,
+                previous,
             });
             starts.then_some(Effect::Start(i, fence, sent))
         })
@@ -201,6 +210,7 @@ impl Ledger {
                 weight,
                 phase: Phase::Unserved,
                 sent: now,
+                previous: None,
             });
         });
     }
@@ -385,14 +395,14 @@ mod tests {
         let mut l = Ledger::default();
         let t = Instant::now();
         assert_eq!(
-            l.grant(1, Fence(10), 1, t),
+            l.grant(1, Fence(10), 1, t, None),
             Some(Effect::Start(1, Fence(10), t))
         );
         l.session_lost();
         assert!(l.owned(1), "its elector is still ending");
         assert_eq!(l.held(1), None);
         assert_eq!(
-            l.grant(1, Fence(20), 1, t),
+            l.grant(1, Fence(20), 1, t, None),
             None,
             "waits for the old elector"
         );
@@ -408,10 +418,10 @@ mod tests {
     fn a_grant_over_a_term_still_handing_over_waits_for_its_elector() {
         let mut l = Ledger::default();
         let t = Instant::now();
-        l.grant(1, Fence(10), 1, t);
+        l.grant(1, Fence(10), 1, t, None);
         assert!(l.stop(1, MoveCause::HandOff));
         // Released, and claimed again before the old elector was joined.
-        assert_eq!(l.grant(1, Fence(20), 1, t), None);
+        assert_eq!(l.grant(1, Fence(20), 1, t, None), None);
         assert_eq!(l.electors(), 1, "only the old one runs");
         assert_eq!(l.ended(1, Fence(10)), Some(Effect::Start(1, Fence(20), t)));
         assert_eq!(l.held(1).unwrap().fence, Fence(20));
@@ -430,7 +440,7 @@ mod tests {
         l.drop_terms(&[(1, Fence(4))]);
         assert_eq!(l.held_count(), 2);
         assert_eq!(
-            l.grant(1, Fence(9), 3, t),
+            l.grant(1, Fence(9), 3, t, None),
             Some(Effect::Start(1, Fence(9), t))
         );
         l.drop_terms(&[(2, Fence(6))]);
@@ -441,12 +451,44 @@ mod tests {
     #[test]
     fn a_term_the_store_forgot_keeps_its_elector_until_it_ends() {
         let mut l = Ledger::default();
-        l.grant(1, Fence(5), 1, Instant::now());
+        l.grant(1, Fence(5), 1, Instant::now(), None);
         assert!(l.forget(1, Fence(5)), "its renewals must be refused");
         assert!(l.owned(1));
         assert_eq!(l.held(1), None);
         assert_eq!(l.ended(1, Fence(5)), None);
         assert!(!l.owned(1));
         assert!(!l.forget(1, Fence(5)));
+    }
+
+    #[test]
+    fn a_term_keeps_what_its_claim_said_of_its_predecessor_until_it_starts() {
+        let mut l = Ledger::default();
+        let t = Instant::now();
+        let p = Predecessor {
+            cause: MoveCause::HandOff,
+            unowned: None,
+            fence: Some(Fence(9)),
+            state_bytes: Some(3),
+            state_before_server_change: false,
+        };
+        l.grant(1, Fence(10), 1, t, None);
+        l.session_lost();
+        // Granted while the old elector ends: it starts later, still knowing.
+        assert_eq!(l.grant(1, Fence(20), 1, t, Some(p)), None);
+        assert_eq!(l.ended(1, Fence(10)), Some(Effect::Start(1, Fence(20), t)));
+        assert_eq!(l.held(1).unwrap().previous, Some(p));
+        // A term not started (revoked first) and regranted keeps it; a new term does not.
+        l.grant(2, Fence(30), 1, t, Some(p));
+        l.unserved(3, Fence(31), 1, t);
+        assert_eq!(
+            l.held(3).unwrap().previous,
+            None,
+            "a resumed term names none"
+        );
+        l.unstart(2);
+        l.grant(2, Fence(30), 1, t, None);
+        assert_eq!(l.held(2).unwrap().previous, Some(p));
+        l.grant(2, Fence(40), 1, t, None);
+        assert_eq!(l.held(2).unwrap().previous, None);
     }
 }

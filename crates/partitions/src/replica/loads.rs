@@ -1,14 +1,137 @@
-//! Measured load into weights: the damping rule ([`crate::LoadDamping`]). Pure: the
-//! driver feeds it the last load each term reported and the weight each term has, once
-//! per renew interval, and writes what it returns.
+//! Measured load into weights (`GroupConfigBuilder::weights_from_loads`): the damping
+//! rule ([`crate::LoadDamping`], [`Loads`]) and when its weights are written
+//! ([`Reports`]). Pure: after a tick, at most once per renew interval and with no write
+//! in flight, the machine asks the driver for the last load each running term reported
+//! ([`Action::SampleLoads`]), folds them into the averages and returns the weights to
+//! write ([`Action::Report`]); the write's answer may carry a step in load, which the
+//! group is told of at once ([`Action::LoadStep`]).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use leasehold_election::Fence;
 use tokio::time::Instant;
 
+use super::{Action, ReplicaMachine};
 use crate::MAX_WEIGHT;
 use crate::config::LoadDamping;
+
+/// When this replica's weights from load reports are written, and their averages.
+#[derive(Debug)]
+pub(crate) struct Reports {
+    loads: Loads,
+    /// At most one write per this long.
+    every: Duration,
+    /// When the last write was sent.
+    sent: Option<Instant>,
+    /// A write is in flight.
+    in_flight: bool,
+    /// The write in flight carries a step in load.
+    stepped: bool,
+}
+
+impl Reports {
+    /// Weights by `damping`, written at most once per `every`.
+    pub(crate) fn new(damping: LoadDamping, every: Duration, lease: Duration) -> Self {
+        Self {
+            loads: Loads::new(damping, lease),
+            every,
+            sent: None,
+            in_flight: false,
+            stepped: false,
+        }
+    }
+
+    /// Whether a write may be sent at `now`: none in flight, the last one an interval
+    /// ago.
+    fn may_write(&self, now: Instant) -> bool {
+        !self.in_flight && self.sent.is_none_or(|at| now >= at + self.every)
+    }
+}
+
+impl ReplicaMachine {
+    /// A term's elector starts: its average starts at the term's weight.
+    pub(super) fn load_starts(&mut self, i: usize, fence: Fence, now: Instant) {
+        let weight = self.ledger.held(i).map_or(1, |h| h.weight);
+        if let Some(r) = &mut self.loads {
+            r.loads.start((i, fence), weight, now);
+        }
+    }
+
+    /// A term's elector ended: its average goes.
+    pub(super) fn load_ends(&mut self, i: usize, fence: Fence) {
+        if let Some(r) = &mut self.loads {
+            r.loads.end((i, fence));
+        }
+    }
+
+    /// After a tick: whether to sample the running terms' load reports now (a member,
+    /// taking loads, with no write in flight and none within the last interval).
+    pub(super) fn sample_loads(&self, now: Instant) -> Option<Action> {
+        let due = self.session.member() && self.loads.as_ref().is_some_and(|r| r.may_write(now));
+        due.then_some(Action::SampleLoads)
+    }
+
+    /// The last load each running term reported (`None`: none yet), sampled at `now`:
+    /// the weights that moved past the threshold, to write in one request.
+    pub(crate) fn on_samples(
+        &mut self,
+        samples: &[(TermKey, Option<f64>)],
+        now: Instant,
+    ) -> Vec<Action> {
+        let Some(r) = &mut self.loads else {
+            return Vec::new();
+        };
+        if !r.may_write(now) {
+            return Vec::new();
+        }
+        let ledger = &self.ledger;
+        let samples: Vec<Sample> = samples
+            .iter()
+            .filter_map(|&((i, fence), latest)| {
+                let held = ledger.held(i).filter(|h| h.fence == fence)?;
+                Some(((i, fence), latest, held.weight))
+            })
+            .collect();
+        let due = r.loads.due(samples, now);
+        if due.is_empty() {
+            return Vec::new();
+        }
+        r.in_flight = true;
+        r.sent = Some(now);
+        r.stepped = r.loads.stepped();
+        vec![Action::Report(due)]
+    }
+
+    /// The write of `weights` came back: those the store took (`Some(flags)`), or none
+    /// (it failed: tried again after a later tick). A weight the store took that
+    /// carries a step in load is told to the group at once (a rebalance by load waits
+    /// for it), not at the other replicas' next tick.
+    pub(crate) fn on_reported(
+        &mut self,
+        weights: &[(TermKey, u64)],
+        flags: Option<&[bool]>,
+    ) -> Vec<Action> {
+        let Some(r) = &mut self.loads else {
+            return Vec::new();
+        };
+        r.in_flight = false;
+        let stepped = std::mem::take(&mut r.stepped);
+        let mut took = false;
+        for (&((i, fence), w), &ok) in weights.iter().zip(flags.unwrap_or_default()) {
+            if ok {
+                r.loads.written((i, fence), w);
+                self.ledger.weigh(i, fence, w);
+                took = true;
+            }
+        }
+        if stepped && took {
+            vec![Action::LoadStep]
+        } else {
+            Vec::new()
+        }
+    }
+}
 
 /// One term's average.
 #[derive(Debug, Clone, Copy)]

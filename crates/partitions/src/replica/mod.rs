@@ -24,6 +24,9 @@
 //! - [`claim`]: claims, one in flight, their replies, and reconciling with the store.
 //! - [`handover`]: what a replica over its share gives up, to whom, within the budget.
 //! - [`prefer`]: preferences, taken in from the set's first page.
+//! - [`warm`]: warm moves, the giver's side: hand-overs held while their receivers
+//!   prepare, let go when ready or when the wait is over.
+//! - [`loads`]: weights from load reports: their averages, and when they are written.
 //! - [`view`]: what the state says of itself, for the driver and the view.
 //!
 //! This file holds the state, its construction and `poll`, and routes the driver's
@@ -66,6 +69,7 @@ pub(crate) mod session;
 mod tests;
 mod tick;
 mod view;
+pub(crate) mod warm;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -83,13 +87,16 @@ pub(crate) use self::leave::Leaving;
 use self::ledger::{Effect, Ledger};
 use self::list::{Configured, SetSync};
 pub(crate) use self::list::{SetAnswer, SetOp};
+use self::loads::{Reports, TermKey};
 use self::policy::Policy;
 use self::prefer::Prefs;
 use self::session::Session;
 use self::view::View;
+use self::warm::{Gate, Hold};
 use crate::balance::plan::Plan;
 use crate::balance::weighted::WeightedPlan;
-use crate::store::ops::moves::MoveCause;
+use crate::config::LoadDamping;
+use crate::store::ops::moves::{MoveCause, Predecessor};
 use crate::store::protocol::{MemberInfo, ReplicaState, TickRequest};
 
 /// The settings the rules need.
@@ -112,6 +119,11 @@ pub(crate) struct Settings {
     pub(crate) move_budget: Option<u32>,
     /// The budget counts the weights of the partitions handed over, not how many.
     pub(crate) budget_by_weight: bool,
+    /// Warm moves: how long a term handed to a named receiver is held while the
+    /// receiver prepares (`None`: moves are not warm).
+    pub(crate) prepare_moves: Option<Duration>,
+    /// Weights follow the loads the terms report, damped by this (`None`: they do not).
+    pub(crate) load_damping: Option<LoadDamping>,
 }
 
 /// Something for the driver to do.
@@ -122,18 +134,30 @@ pub(crate) enum Action {
     /// Send this claim (or regrant).
     Claim(Claim),
     /// Start the elector of term `fence` of partition `index`, its deadline anchored at
-    /// `sent`.
+    /// `sent`, offered what `previous` handed off (`None`: a regrant, offered nothing).
     Start {
         index: usize,
         fence: Fence,
         sent: Instant,
+        previous: Option<Predecessor>,
     },
     /// Hand these partitions over gracefully (cancel, grace, release), those named in
     /// `to` to that replica (reserved for it for a while: [`crate::balance::receive`]).
+    /// Those in `held` are not stopped yet (a warm move): their receiver is asked to
+    /// prepare, and each is stopped at its [`Action::LetGo`].
     Stop {
         indices: Vec<usize>,
         reason: MoveCause,
         to: BTreeMap<usize, String>,
+        held: BTreeMap<usize, Hold>,
+    },
+    /// Stop term `fence` of partition `index`, held for a warm move, if its elector
+    /// still runs: named for its receiver if it is `ready`, else to anyone (its wait
+    /// is over: a plain move).
+    LetGo {
+        index: usize,
+        fence: Fence,
+        ready: bool,
     },
     /// Stop every elector (leaving; with `keep`, without releasing).
     StopAll { keep: bool },
@@ -157,6 +181,14 @@ pub(crate) enum Action {
     Exit,
     /// Publish the group's notice: every replica ticks at once and plans again.
     Notify,
+    /// Read the last load each running term reported, for [`ReplicaMachine::on_samples`].
+    SampleLoads,
+    /// Write these weights from load reports (term, weight), in one request; its answer
+    /// goes to [`ReplicaMachine::on_reported`].
+    Report(Vec<(TermKey, u64)>),
+    /// Publish the group's load-step notice: a load jumped, every replica ticks at once
+    /// (and holds hand-overs until the step's weights are in).
+    LoadStep,
     /// Partitions handed to this replica by name (`count` of them, held back for it)
     /// that it does not claim now, and why: once the hold ends they go to anyone.
     Decline { count: usize, reason: Decline },
@@ -252,6 +284,10 @@ pub(crate) struct ReplicaMachine {
     last_tick: LastTick,
     /// Preferences, as the set's first page carried them.
     prefs: Prefs,
+    /// Hand-overs held while their receivers prepare (warm moves).
+    warm: Gate,
+    /// Weights from load reports: their averages, and when they are written.
+    loads: Option<Reports>,
 }
 
 impl ReplicaMachine {
@@ -263,7 +299,11 @@ impl ReplicaMachine {
         now: Instant,
         rng: &mut impl Rng,
     ) -> Self {
+        let loads = s
+            .load_damping
+            .map(|d| Reports::new(d, s.renew_interval, s.lease));
         Self {
+            loads,
             session: Session::new(&s.replica, rng),
             cadence: Cadence::new(grid, s.renew_interval, now),
             policy: Policy::new(s.renew_interval),
@@ -284,6 +324,7 @@ impl ReplicaMachine {
             roster: (String::new(), Vec::new()),
             last_tick: LastTick::default(),
             prefs: Prefs::default(),
+            warm: Gate::default(),
         }
     }
 
@@ -291,7 +332,7 @@ impl ReplicaMachine {
 
     /// The clock reached [`ReplicaMachine::wake_at`].
     pub(crate) fn poll(&mut self, now: Instant) -> Vec<Action> {
-        let mut actions = Vec::new();
+        let mut actions: Vec<Action> = self.holds_due(now).collect();
         if let Some(p) = &mut self.claims.pending
             && p.resend_at.is_some_and(|at| at <= now)
         {
@@ -345,14 +386,18 @@ impl ReplicaMachine {
 
     /// The elector of term `fence` of partition `i` has ended (after its release).
     pub(crate) fn on_stopped(&mut self, i: usize, fence: Fence, now: Instant) -> Vec<Action> {
+        self.warm.forget((i, fence));
+        self.load_ends(i, fence);
         let mut actions = Vec::new();
         if let Some(Effect::Start(i, fence, sent)) = self.ledger.ended(i, fence) {
             if self.leaving == Leaving::No {
                 let sent = self.renewed_at.map_or(sent, |r| r.max(sent));
+                self.load_starts(i, fence, now);
                 actions.push(Action::Start {
                     index: i,
                     fence,
                     sent,
+                    previous: self.ledger.held(i).and_then(|h| h.previous),
                 });
             } else {
                 self.ledger.discard(i, fence);

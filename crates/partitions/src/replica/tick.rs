@@ -25,7 +25,22 @@ impl ReplicaMachine {
     /// granting server changed since the last tick (by index, fence and weight): every
     /// other term is revoked (the actions start with it, and the driver applies it
     /// before this tick's renewal reaches the electors).
+    /// The actions end with sampling the load reports, if their weights are due.
     pub(crate) fn on_tick(
+        &mut self,
+        reply: Result<TickReply, StoreError>,
+        revoked: &[usize],
+        holdings: Option<&[(usize, Fence, u64)]>,
+        sent: Instant,
+        now: Instant,
+        rng: &mut impl Rng,
+    ) -> (Renewal, Vec<Action>) {
+        let (renewal, mut actions) = self.take_tick(reply, revoked, holdings, sent, now, rng);
+        actions.extend(self.sample_loads(now));
+        (renewal, actions)
+    }
+
+    fn take_tick(
         &mut self,
         reply: Result<TickReply, StoreError>,
         revoked: &[usize],
@@ -188,6 +203,7 @@ impl ReplicaMachine {
             indices: stop,
             reason: MoveCause::Removal,
             to: BTreeMap::new(),
+            held: BTreeMap::new(),
         }]
     }
 

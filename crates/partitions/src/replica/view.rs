@@ -1,7 +1,6 @@
 //! What the replica's state says of itself, for the driver and the view: its
 //! session's names, its group as seen, its plan, standing and load.
 
-use leasehold_election::Fence;
 use tokio::time::Instant;
 
 use super::ReplicaMachine;
@@ -59,7 +58,7 @@ impl ReplicaMachine {
     pub(crate) fn wake_at(&self) -> Option<Instant> {
         let tick = self.may_tick().then(|| self.cadence.due_at());
         let resend = self.claims.pending.as_ref().and_then(|p| p.resend_at);
-        [tick, self.claims.after, resend]
+        [tick, self.claims.after, resend, self.warm.next_due()]
             .into_iter()
             .flatten()
             .min()
@@ -154,17 +153,6 @@ impl ReplicaMachine {
     /// The ledger (what runs, what the view shows).
     pub(crate) fn ledger(&self) -> &Ledger {
         &self.ledger
-    }
-
-    /// Whether this replica's session is a member of the group (joined, not ended).
-    pub(crate) fn member(&self) -> bool {
-        self.session.member()
-    }
-
-    /// The store has `weight` for term `fence` of `i` (this replica wrote it from the
-    /// loads its callbacks report).
-    pub(crate) fn weighed(&mut self, i: usize, fence: Fence, weight: u64) {
-        self.ledger.weigh(i, fence, weight);
     }
 
     /// The partitions whose "owned" changed since the last call.

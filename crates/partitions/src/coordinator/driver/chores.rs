@@ -251,7 +251,7 @@ where
                 }
                 Vec::new()
             }
-            Chore::Budget { indices, granted } => self.state.on_budget(indices, granted),
+            Chore::Budget { indices, granted } => self.state.on_budget(indices, granted, now),
         };
         let done = self.perform(actions);
         self.next_chore();

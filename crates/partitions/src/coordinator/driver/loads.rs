@@ -1,16 +1,15 @@
-//! Load reports: the weights they move past the threshold, written once per renew
-//! interval, and the step message that tells the group a load jumped.
+//! Load reports: writing the weights the machine says are due, and taking the answer
+//! back to it (when to write and when to tell the group of a step are the machine's:
+//! `crate::replica::loads`).
 
 use std::future::Future;
 
 use leasehold_election::{DutyResult, Fence, StoreError};
 use metrics::counter;
-use tokio::time::Instant;
 use tracing::debug;
 
 use super::Driver;
 use crate::metrics as m;
-use crate::notice::GroupNotice;
 use crate::ownership::Ownership;
 use crate::store::GroupStore;
 
@@ -20,19 +19,8 @@ where
     F: Fn(String, Ownership) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
-    /// Writes the weights the load reports moved past the threshold, at most once per
-    /// renew interval (after a tick), in one request.
-    pub(super) fn send_loads(&mut self, now: Instant) {
-        let Some(loads) = self.loads.as_mut() else {
-            return;
-        };
-        if !self.state.member() {
-            return;
-        }
-        let weights = loads.due(self.state.ledger(), now);
-        if weights.is_empty() {
-            return;
-        }
+    /// Writes these weights from load reports, in one request.
+    pub(super) fn send_loads(&mut self, weights: Vec<((usize, Fence), u64)>) {
         let named: Vec<(String, Fence, u64)> = weights
             .iter()
             .map(|&((i, fence), w)| (self.names.get(i).to_string(), fence, w))
@@ -50,44 +38,25 @@ where
         weights: &[((usize, Fence), u64)],
         reply: Result<Vec<bool>, StoreError>,
     ) -> bool {
-        let Some(loads) = self.loads.as_mut() else {
-            return false;
-        };
-        match &reply {
-            Ok(flags) => {
-                if loads.answered(weights, Some(flags)) {
-                    // A step in load: every replica ticks now, not at its next tick,
-                    // and holds hand-overs until the step's weights are in.
-                    let call = self.calls.call(|store, keys| async move {
-                        let Some(step) = GroupNotice::LoadStep.encode(&keys.notice) else {
-                            return Ok(());
-                        };
-                        store.publish(&keys, &step).await
-                    });
-                    self.background.tasks.spawn(async move {
-                        let _ = call.await;
-                    });
-                }
-                let mut written = 0u64;
-                for (&((i, fence), w), &ok) in weights.iter().zip(flags) {
-                    if ok {
-                        self.state.weighed(i, fence, w);
-                        written += 1;
-                    }
-                }
-                counter!(m::LOAD_WEIGHTS, &self.labels.pair()).increment(written);
-                let load = self.state.load();
-                self.view.send_if_modified(|v| {
-                    let changed = v.load != load;
-                    v.load = load;
-                    v.latch_readiness() || changed
-                });
-            }
+        let flags = match &reply {
+            Ok(flags) => Some(flags.as_slice()),
             Err(e) => {
-                loads.answered(weights, None);
                 debug!(error = %e, "writing weights from load reports failed; tried again at a later tick");
+                None
             }
+        };
+        let actions = self.state.on_reported(weights, flags);
+        let done = self.perform(actions);
+        if let Some(flags) = flags {
+            let written = flags.iter().take(weights.len()).filter(|&&ok| ok).count();
+            counter!(m::LOAD_WEIGHTS, &self.labels.pair()).increment(written as u64);
+            let load = self.state.load();
+            self.view.send_if_modified(|v| {
+                let changed = v.load != load;
+                v.load = load;
+                v.latch_readiness() || changed
+            });
         }
-        false
+        done
     }
 }

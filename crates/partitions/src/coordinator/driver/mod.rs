@@ -12,7 +12,6 @@
 //! the view and gauges; [`terms`], starting a term's elector; [`names`], partition
 //! names by index.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,10 +28,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use super::batch::{Outcome, Shared};
-use super::loads::LoadReports;
 use super::logs::{EndsLog, TickLog};
 use super::slots::{Ended, Slots};
-use super::warm::{Gate, PrepareFn};
+use super::warm::PrepareFn;
 use crate::config::{GroupConfig, MoveBudget};
 use crate::error::{PartitionsError, STOPPED};
 use crate::keys::GroupKeys;
@@ -42,7 +40,7 @@ use crate::ownership::Ownership;
 use crate::replica::list::Configured;
 use crate::replica::{Action, Claim, ClaimFailure, Renewal, ReplicaMachine, Settings};
 use crate::store::GroupStore;
-use crate::store::protocol::{ClaimReply, ClaimRequest, Conflict, Predecessor, TickReply};
+use crate::store::protocol::{ClaimReply, ClaimRequest, Conflict, TickReply};
 use crate::view::{GroupView, ListDifference};
 
 mod calls;
@@ -113,8 +111,6 @@ pub(crate) struct Driver<B, F> {
     rng: StdRng,
     /// The store calls in flight, one per lane, and the chores waiting for theirs.
     lanes: Lanes,
-    /// The load reports of this replica's terms, if it takes them.
-    loads: Option<LoadReports>,
     /// The last store error, for the view (cleared by a successful tick).
     error: Option<StoreError>,
     logs: Logs,
@@ -124,29 +120,13 @@ pub(crate) struct Driver<B, F> {
     background: Background,
 }
 
-/// How this replica's terms start, and what the driver knows of a term before its
-/// elector runs or beside its record in the slots ([`Slots`]) while it does.
+/// How this replica's terms start.
 struct Terms<F> {
     /// The settings of every partition term.
     template: TermConfig,
     callback: Arc<F>,
-    /// What the claim that granted a term said of the partition's previous term, until
-    /// the term's elector starts (it decides what the term is offered of the state the
-    /// previous one handed off). A term not here was regranted to its session.
-    previous: HashMap<(usize, Fence), Predecessor>,
-    /// Warm moves: terms kept running while their receivers prepare, by when each
-    /// wait is over (an index of deadlines for the loop's timer).
-    gate: Gate,
     /// The running terms, by partition.
     running: Running,
-}
-
-impl<F> Terms<F> {
-    /// Forgets what was known of a term whose elector has ended.
-    fn forget(&mut self, term: (usize, Fence)) {
-        self.previous.remove(&term);
-        self.gate.forget(term);
-    }
 }
 
 /// A graceful leave: asked for, by when, and how far it has gone.
@@ -229,6 +209,8 @@ where
                 capacity: config.capacity,
                 move_budget: config.move_budget.map(MoveBudget::per_interval),
                 budget_by_weight: matches!(config.move_budget, Some(MoveBudget::Weight(_))),
+                prepare_moves: config.prepare_moves,
+                load_damping: config.load_damping,
             },
             configured,
             RenewGrid::new(epoch, config.renew_interval),
@@ -236,9 +218,6 @@ where
             &mut rng,
         );
         let keys = Arc::new(GroupKeys::new(&config.key_prefix, &config.group));
-        let loads = config
-            .load_damping
-            .map(|d| LoadReports::new(d, config.renew_interval, config.lease));
         let mut names = Names::default();
         for p in &config.partitions {
             names.intern(p);
@@ -264,15 +243,12 @@ where
             },
             rng,
             lanes: Lanes::default(),
-            loads,
             error: None,
             logs: Logs::default(),
             roster_bytes,
             terms: Terms {
                 template,
                 callback,
-                previous: HashMap::new(),
-                gate: Gate::default(),
                 running,
             },
             background: Background {
@@ -286,14 +262,10 @@ where
         let mut shutting = false;
         let mut notices_open = true;
         loop {
-            let timer = [
-                self.state.wake_at(),
-                self.lanes.release_due,
-                self.terms.gate.next_due(),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
+            let timer = [self.state.wake_at(), self.lanes.release_due]
+                .into_iter()
+                .flatten()
+                .min();
             let done = tokio::select! {
                 biased;
                 (sent, reply) = next_of(&mut self.lanes.tick) => self.on_tick(sent, reply),
@@ -359,11 +331,6 @@ where
 
     fn on_timer(&mut self) -> bool {
         let now = Instant::now();
-        for (i, fence) in self.terms.gate.due(now) {
-            counter!(m::WARM_MOVES, &self.labels.with("outcome", "timed_out")).increment(1);
-            debug!(partition = %self.names.get(i), "the receiver did not prepare in time; handing the partition to anyone");
-            self.let_go(i, fence, false);
-        }
         if self.lanes.release_due.is_some_and(|at| at <= now) {
             self.lanes.release_due = None;
             self.flush_releases();
@@ -385,12 +352,23 @@ where
                     self.lanes.tick = Some(Box::pin(async move { (sent, call.await) }));
                 }
                 Action::Claim(claim) => self.send_claim(claim),
-                Action::Start { index, fence, sent } => self.start(index, fence, sent),
+                Action::Start {
+                    index,
+                    fence,
+                    sent,
+                    previous,
+                } => self.start(index, fence, sent, previous.as_ref()),
                 Action::Stop {
                     indices,
                     reason,
                     to,
-                } => self.stop(indices, reason, &to),
+                    held,
+                } => self.stop(indices, reason, &to, &held),
+                Action::LetGo {
+                    index,
+                    fence,
+                    ready,
+                } => self.let_go(index, fence, ready),
                 Action::StopAll { .. } => {
                     self.leave.stopped_all = true;
                     self.slots.stop_all();
@@ -422,6 +400,23 @@ where
                         "not claiming the partitions handed to this replica by name; \
                          they go to anyone when the giver's hold ends"
                     );
+                }
+                Action::SampleLoads => {
+                    let samples = self.slots.loads();
+                    let actions = self.state.on_samples(&samples, Instant::now());
+                    done |= self.perform(actions);
+                }
+                Action::Report(weights) => self.send_loads(weights),
+                Action::LoadStep => {
+                    let call = self.calls.call(|store, keys| async move {
+                        let Some(step) = GroupNotice::LoadStep.encode(&keys.notice) else {
+                            return Ok(());
+                        };
+                        store.publish(&keys, &step).await
+                    });
+                    self.background.tasks.spawn(async move {
+                        let _ = call.await;
+                    });
                 }
                 chore @ (Action::Reconcile { .. }
                 | Action::Set(_)
@@ -583,9 +578,7 @@ where
         gauge!(m::LIVE_REPLICAS, "group" => self.labels.group.clone())
             .set(self.state.live().len() as f64);
         self.publish(now);
-        let done = self.perform(actions);
-        self.send_loads(now);
-        done
+        self.perform(actions)
     }
 
     fn conflict_error(&self, c: Conflict) -> PartitionsError {
@@ -626,11 +619,6 @@ where
                         .record(d.as_secs_f64());
                 }
             }
-            // A claim of free partitions names the previous term of each, in order (a
-            // regrant names none).
-            for (&(i, fence, _), p) in granted.iter().zip(moves) {
-                self.terms.previous.insert((i, fence), *p);
-            }
         }
         let actions = self
             .state
@@ -656,16 +644,6 @@ where
         self.slots.revoke(terms);
     }
 
-    /// Forgets everything the driver kept of a term whose elector has ended, beside
-    /// its record in the slots (gone with its elector): its predecessor, a warm move's
-    /// wait, its load cell. The one place a term is forgotten.
-    fn forget(&mut self, term: (usize, Fence)) {
-        self.terms.forget(term);
-        if let Some(l) = self.loads.as_mut() {
-            l.end(term);
-        }
-    }
-
     fn on_ended(&mut self, ended: Ended) -> bool {
         let name = self.names.get(ended.index);
         if let Some(panic) = &ended.panic {
@@ -676,7 +654,6 @@ where
             .ended(&name, ended.cause, ended.reason.as_ref());
         let reason = super::logs::end_label(ended.cause, ended.reason.as_ref());
         counter!(m::RELEASES, "group" => self.labels.group.clone(), "replica" => self.labels.replica.clone(), "reason" => reason).increment(1);
-        self.forget((ended.index, ended.fence));
         let actions = self
             .state
             .on_stopped(ended.index, ended.fence, Instant::now());

@@ -51,11 +51,8 @@ where
                 let Some(i) = self.names.find(&partition) else {
                     return;
                 };
-                if self.terms.gate.ready(i, fence, &to) {
-                    counter!(m::WARM_MOVES, &self.labels.with("outcome", "prepared")).increment(1);
-                    debug!(%partition, %to, "the receiver is ready");
-                    self.let_go(i, fence, true);
-                }
+                let actions = self.state.on_ready(i, fence, &to);
+                self.perform(actions);
             }
             Warm::Prepare {
                 partition,

@@ -15,6 +15,7 @@ use crate::coordinator::batch::PendingRelease;
 use crate::coordinator::warm::Warm;
 use crate::metrics as m;
 use crate::ownership::Ownership;
+use crate::replica::warm::Hold;
 use crate::store::protocol::{GivenBack, MoveCause};
 use crate::store::{GroupStore, RELEASE_BATCH, RELEASE_STATE_BYTES};
 
@@ -32,24 +33,18 @@ where
         indices: Vec<usize>,
         cause: MoveCause,
         to: &BTreeMap<usize, String>,
+        held: &BTreeMap<usize, Hold>,
     ) {
         let counted = cause == MoveCause::HandOff;
-        let warm = self
-            .config
-            .prepare_moves
-            .filter(|_| cause == MoveCause::HandOff);
         for i in indices {
             let receiver = to.get(&i);
-            if let (Some(within), Some(r), Some(fence)) = (warm, receiver, self.slots.fence(i)) {
-                // A warm move: the receiver prepares first; the term ends when it is
-                // ready, or when the wait is over.
+            if let (Some(&Hold { fence, within }), Some(r)) = (held.get(&i), receiver) {
+                // A warm move: the receiver prepares first; the term ends at its
+                // `LetGo`, when the receiver is ready or when the wait is over.
                 self.slots.end_for(i, fence, cause, Some(r));
                 counter!(m::HANDOFFS, &self.labels.pair()).increment(1);
                 let partition = self.names.get(i).to_string();
                 debug!(%partition, to = %r, "asking the receiver to prepare");
-                self.terms
-                    .gate
-                    .hold(i, fence, r.clone(), Instant::now() + within);
                 self.send(Warm::Prepare {
                     partition,
                     from: self.config.replica_id.clone(),
@@ -80,6 +75,13 @@ where
     /// Ends a term a warm move held, if it still runs: named for its receiver once it
     /// is `ready`, else to anyone (a plain move).
     pub(super) fn let_go(&mut self, i: usize, fence: Fence, ready: bool) {
+        if ready {
+            counter!(m::WARM_MOVES, &self.labels.with("outcome", "prepared")).increment(1);
+            debug!(partition = %self.names.get(i), "the receiver is ready");
+        } else {
+            counter!(m::WARM_MOVES, &self.labels.with("outcome", "timed_out")).increment(1);
+            debug!(partition = %self.names.get(i), "the receiver did not prepare in time; handing the partition to anyone");
+        }
         if self.slots.fence(i) != Some(fence) {
             return;
         }

@@ -11,8 +11,9 @@ use tracing::info_span;
 use super::{Driver, Running};
 use crate::coordinator::batch::BatchedTerm;
 use crate::coordinator::handoff;
-use crate::ownership::{Ownership, TermShared};
+use crate::ownership::{LoadCell, Ownership, TermShared};
 use crate::store::GroupStore;
+use crate::store::protocol::Predecessor;
 
 impl<B, F, Fut> Driver<B, F>
 where
@@ -21,13 +22,15 @@ where
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
     /// Starts the runner of term `fence` of partition `i`.
-    pub(super) fn start(&mut self, i: usize, fence: Fence, sent: Instant) {
+    pub(super) fn start(
+        &mut self,
+        i: usize,
+        fence: Fence,
+        sent: Instant,
+        previous: Option<&Predecessor>,
+    ) {
         let name = self.names.get(i);
-        let weight = self.state.ledger().held(i).map_or(1, |h| h.weight);
-        let load = self
-            .loads
-            .as_mut()
-            .map(|l| l.start((i, fence), weight, Instant::now()));
+        let load = self.config.load_damping.is_some().then(LoadCell::new);
         let term = TermShared::new(load);
         let calls = BatchedTerm {
             store: self.calls.store.clone(),
@@ -43,7 +46,7 @@ where
             sent,
             token: self.state.token().to_owned(),
         };
-        let inherit = handoff::inherit(self.terms.previous.remove(&(i, fence)).as_ref());
+        let inherit = handoff::inherit(previous);
         let (group_store, keys, limit) = (
             self.calls.store.clone(),
             self.calls.keys.clone(),

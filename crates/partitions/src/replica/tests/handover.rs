@@ -29,6 +29,7 @@ fn hand_overs_need_two_ticks_in_a_row_and_then_wait_out_a_cooldown() {
             indices: chosen,
             reason: MoveCause::HandOff,
             to,
+            held,
         },
     ] = second.as_slice()
     else {
@@ -40,6 +41,7 @@ fn hand_overs_need_two_ticks_in_a_row_and_then_wait_out_a_cooldown() {
         chosen.iter().map(|&i| (i, "c")).collect::<Vec<_>>(),
         "both named for c, the member with room"
     );
+    assert!(held.is_empty(), "moves are not warm");
     assert_eq!(sim.st.handoffs(), 2);
     // Counts lag behind the hand-over: no second one during the cooldown, even with
     // the imbalance seen twice more.
@@ -90,7 +92,7 @@ fn with_a_move_budget_a_hand_over_asks_for_it_first_and_makes_only_what_it_grant
         "nothing handed over before the answer"
     );
     // The budget grants one: one is handed over, the other waits for a later tick.
-    let stops = sim.st.on_budget(indices.clone(), 1);
+    let stops = sim.st.on_budget(indices.clone(), 1, sim.now);
     let [
         Action::Stop {
             indices: chosen,
@@ -105,7 +107,11 @@ fn with_a_move_budget_a_hand_over_asks_for_it_first_and_makes_only_what_it_grant
     assert_eq!(sim.st.handoffs(), 1);
     // A budget used up (or a failed take) hands nothing over, and the rule asks again
     // at the very next tick (the next window), with no cooldown.
-    assert!(sim.st.on_budget(indices[1..].to_vec(), 0).is_empty());
+    assert!(
+        sim.st
+            .on_budget(indices[1..].to_vec(), 0, sim.now)
+            .is_empty()
+    );
     assert_eq!(sim.st.handoffs(), 1);
     let r = sim.reply(SessionReply::Live, view(), 0);
     let (_, next) = sim.tick(r);
@@ -163,18 +169,18 @@ fn a_budget_by_weight_asks_for_the_weights_and_hands_over_what_fits() {
         }
     };
     // 1 + 1 fit into 2, the third does not.
-    assert_eq!(stopped(sim.st.on_budget(vec![1, 2, 3], 2)), [1, 2]);
+    assert_eq!(stopped(sim.st.on_budget(vec![1, 2, 3], 2, sim.now)), [1, 2]);
     // 3 does not fit into 2: nothing moves.
     assert_eq!(
-        stopped(sim.st.on_budget(vec![4, 3], 2)),
+        stopped(sim.st.on_budget(vec![4, 3], 2, sim.now)),
         Vec::<usize>::new()
     );
     // A partition heavier than the whole budget moves alone once granted all of it.
     assert_eq!(
-        stopped(sim.st.on_budget(vec![0, 3], 3)),
+        stopped(sim.st.on_budget(vec![0, 3], 3, sim.now)),
         Vec::<usize>::new()
     );
-    assert_eq!(stopped(sim.st.on_budget(vec![0, 3], 4)), [0]);
+    assert_eq!(stopped(sim.st.on_budget(vec![0, 3], 4, sim.now)), [0]);
     assert_eq!(sim.st.handoffs(), 3);
 }
 
@@ -197,6 +203,7 @@ fn a_removed_partition_is_handed_back_and_a_drained_replica_hands_everything_ove
             indices: vec![1],
             reason: MoveCause::Removal,
             to: BTreeMap::new(),
+            held: BTreeMap::new(),
         }]
     );
     let mut r = sim.reply(SessionReply::Live, view(), 0);
@@ -243,4 +250,133 @@ fn a_drained_replica_that_resumes_regrants_nothing_it_would_keep() {
     assert!(starts(&next).is_empty());
     assert_eq!(sim.st.ledger().held_count(), 0);
     assert!(claims(&next).is_empty(), "a drained replica claims nothing");
+}
+
+/// A replica with warm moves that hands two partitions over to `c`: the stop, and the
+/// terms held (index, fence) in order.
+fn warm_hand_over(sim: &mut Driven) -> (Vec<usize>, Vec<(usize, Fence)>) {
+    sim.settled(&[("b", 6)], 6);
+    sim.claimed(0, 6, 0);
+    let view = || {
+        vec![
+            member("a", ReplicaState::Active, 6),
+            member("b", ReplicaState::Active, 6),
+            member("c", ReplicaState::Active, 0),
+        ]
+    };
+    let r = sim.reply(SessionReply::Live, view(), 0);
+    sim.tick(r);
+    let r = sim.reply(SessionReply::Live, view(), 0);
+    let (_, actions) = sim.tick(r);
+    let [
+        Action::Stop {
+            indices,
+            reason: MoveCause::HandOff,
+            to,
+            held,
+        },
+    ] = actions.as_slice()
+    else {
+        panic!("{actions:?}");
+    };
+    assert!(to.values().all(|r| r == "c"), "{to:?}");
+    let held: Vec<(usize, Fence)> = held
+        .iter()
+        .map(|(&i, h)| {
+            assert_eq!(h.within, WARM, "the receiver is told how long it has");
+            (i, h.fence)
+        })
+        .collect();
+    (indices.clone(), held)
+}
+
+const WARM: Duration = Duration::from_millis(100);
+
+fn warm() -> Driven {
+    Driven::with(
+        12,
+        Settings {
+            prepare_moves: Some(WARM),
+            ..settings()
+        },
+        configured(0),
+    )
+}
+
+fn let_goes(actions: &[Action]) -> Vec<(usize, Fence, bool)> {
+    actions
+        .iter()
+        .filter_map(|a| match *a {
+            Action::LetGo {
+                index,
+                fence,
+                ready,
+            } => Some((index, fence, ready)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_warm_move_holds_its_term_until_the_receiver_is_ready_or_the_wait_is_over() {
+    let mut sim = warm();
+    let (stopped, held) = warm_hand_over(&mut sim);
+    assert_eq!(
+        held.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+        stopped,
+        "every term named for a receiver is held"
+    );
+    let [(first, f1), (second, f2)] = held[..] else {
+        panic!("{held:?}");
+    };
+    assert_eq!(f1, Fence(100 + first as u64));
+    let deadline = sim.now + WARM;
+    assert!(
+        sim.st.wake_at().is_some_and(|w| w <= deadline),
+        "the machine wakes for the wait"
+    );
+    // Answers for another term, from another replica, are not the receiver's.
+    assert!(sim.st.on_ready(first, Fence(1), "c").is_empty());
+    assert!(sim.st.on_ready(first, f1, "b").is_empty());
+    assert_eq!(
+        let_goes(&sim.st.on_ready(first, f1, "c")),
+        [(first, f1, true)],
+        "ready: let go, named for it"
+    );
+    assert!(sim.st.on_ready(first, f1, "c").is_empty(), "answered once");
+    // Before the deadline nothing is let go; at it, the other term goes to anyone.
+    assert!(let_goes(&sim.st.poll(deadline - Duration::from_millis(1))).is_empty());
+    let actions = sim.st.poll(deadline);
+    assert_eq!(
+        actions.first(),
+        Some(&Action::LetGo {
+            index: second,
+            fence: f2,
+            ready: false
+        }),
+        "let go before anything else of the poll: {actions:?}"
+    );
+    assert!(let_goes(&sim.st.poll(deadline)).is_empty(), "once");
+    assert!(sim.st.on_ready(second, f2, "c").is_empty(), "too late");
+    assert_ne!(sim.st.wake_at(), Some(deadline));
+}
+
+#[test]
+fn a_warm_moves_hold_ends_with_its_term() {
+    let mut sim = warm();
+    let (_, held) = warm_hand_over(&mut sim);
+    let deadline = sim.now + WARM;
+    // One term's elector ends before its receiver answers (its session was lost, say):
+    // nothing waits for it any more; the other's wait goes on.
+    let (i, f) = held[0];
+    sim.st.on_stopped(i, Fence(f.0 - 1), sim.now);
+    sim.st.on_stopped(i, f, sim.now);
+    assert!(
+        sim.st.on_ready(i, f, "c").is_empty(),
+        "an answer after the end"
+    );
+    assert_eq!(
+        let_goes(&sim.st.poll(deadline)),
+        [(held[1].0, held[1].1, false)]
+    );
 }

@@ -1,7 +1,8 @@
 //! Scenario tests of the replica state machine: replies fed in by hand, actions checked.
 //! The harness ([`Driven`]) is here; the tests, in a file per part of the machine they
-//! exercise: [`claim`], [`handover`], [`session`], [`leave`] and [`list`] (the ledger,
-//! the policy, the cadence and the loads test themselves in their own files).
+//! exercise: [`claim`], [`handover`], [`session`], [`leave`], [`list`] and [`loads`]
+//! (the ledger, the policy, the cadence, warm moves and the damping rule test themselves
+//! in their own files).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +36,8 @@ fn settings() -> Settings {
         capacity: 1,
         move_budget: None,
         budget_by_weight: false,
+        prepare_moves: None,
+        load_damping: None,
     }
 }
 
@@ -271,4 +274,5 @@ mod claim;
 mod handover;
 mod leave;
 mod list;
+mod loads;
 mod session;
