@@ -12,6 +12,10 @@
 //! process either way; with Redis each has its own connection pool, so they meet only
 //! through the server. `RUST_LOG` (e.g. `RUST_LOG=warn`) shows the library's log lines
 //! on stderr.
+// The demo's backend choice holds a coordinator future on either store: its layout is
+// deeper than the default limit allows once every group operation runs through
+// `Protocol::run`.
+#![recursion_limit = "256"]
 
 mod backend;
 mod plot;

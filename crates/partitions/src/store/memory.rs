@@ -17,7 +17,7 @@ use crate::keys::GroupKeys;
 
 mod group;
 
-pub(crate) use self::group::{Group, Heir, Meta, Now, distinct};
+pub(crate) use self::group::{Budget, Follow, Group, Heir, Meta, Now, distinct};
 
 /// An in-process store for partition groups with the Redis scripts' semantics, on
 /// tokio's clock (so it works under `tokio::time::pause()`). Cheap to clone; clones

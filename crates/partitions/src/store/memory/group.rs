@@ -59,23 +59,37 @@ pub(crate) struct Meta {
     pub(crate) rcount: usize,
     /// This incarnation of the group (`inc` in `meta.lua`).
     pub(crate) inc: String,
-    /// The server lifetime that last wrote the group (`server`).
-    pub(crate) server: u64,
+    /// How the group follows the server's lifetime.
+    pub(crate) follow: Follow,
     /// The checksum of the set's names (`ssum`: `count_names` in `meta.lua`).
     pub(crate) ssum: Option<u64>,
-    /// Nothing is granted before this after the lifetime changed (`server_after`).
-    pub(crate) server_after: u64,
-    /// When a script last read the lifetime and found it `server` (`checked`).
-    pub(crate) checked: Option<u64>,
-    /// The move budget's current window, and the moves taken in it (`bwin`, `bused`).
-    pub(crate) bwin: Option<u64>,
-    pub(crate) bused: usize,
+    /// The move budget.
+    pub(crate) budget: Budget,
     /// An operator changed the group (`amended`).
     pub(crate) amended: bool,
     /// While a replica brings the group to its copy (origin `Adopt`): the copy's life
     /// and set version, and until when operator changes wait (`alife`, `asver`,
     /// `adopting`).
     pub(crate) adopting: Option<(String, u64, u64)>,
+}
+
+/// META's part that follows the server's lifetime (`server.lua`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Follow {
+    /// The server lifetime that last wrote the group (`server`).
+    pub(crate) server: u64,
+    /// Nothing is granted before this after the lifetime changed (`server_after`).
+    pub(crate) after: u64,
+    /// When a script last read the lifetime and found it `server` (`checked`).
+    pub(crate) checked: Option<u64>,
+}
+
+/// META's move budget: the current window, and the moves taken in it (`bwin`,
+/// `bused`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Budget {
+    pub(crate) window: Option<u64>,
+    pub(crate) used: usize,
 }
 
 /// The twin of `server.lua`'s `check_window`.
@@ -86,7 +100,8 @@ pub(crate) fn check_window(lease: u64) -> u64 {
 impl Meta {
     /// The twin of `server.lua`'s `lifetime_fresh`.
     fn lifetime_fresh(&self, now: Now) -> bool {
-        self.checked
+        self.follow
+            .checked
             .is_some_and(|c| c <= now.ms && now.ms < c + check_window(self.lease))
     }
 
@@ -98,25 +113,25 @@ impl Meta {
     pub(crate) fn follow_server(&mut self, now: Now, tick: bool) -> u64 {
         let fresh = self.lifetime_fresh(now);
         if tick && fresh {
-            return self.server;
+            return self.follow.server;
         }
-        if self.server == now.lifetime {
+        if self.follow.server == now.lifetime {
             if !fresh {
-                self.checked = Some(now.ms);
+                self.follow.checked = Some(now.ms);
             }
             return now.lifetime;
         }
         // A failover (the only change of lifetime the twin has): ticks took the old
         // lifetime as read at the latest until now.
-        self.server_after = self.server_after.max(now.ms + self.lease);
-        self.server = now.lifetime;
-        self.checked = Some(now.ms);
+        self.follow.after = self.follow.after.max(now.ms + self.lease);
+        self.follow.server = now.lifetime;
+        self.follow.checked = Some(now.ms);
         now.lifetime
     }
 
     /// The twin of `meta.lua`'s `grants_after`.
     pub(crate) fn grants_after(&self) -> u64 {
-        self.grant_after.max(self.server_after)
+        self.grant_after.max(self.follow.after)
     }
 }
 

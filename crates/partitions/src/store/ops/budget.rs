@@ -49,8 +49,8 @@ impl Group {
         };
         let window = u64::try_from(window.as_millis().max(1)).unwrap_or(u64::MAX);
         let win = now.ms / window;
-        let used = if meta.bwin == Some(win) {
-            meta.bused
+        let used = if meta.budget.window == Some(win) {
+            meta.budget.used
         } else {
             0
         };
@@ -60,8 +60,8 @@ impl Group {
                 .saturating_sub(used),
         );
         if grant > 0 {
-            meta.bwin = Some(win);
-            meta.bused = used + grant;
+            meta.budget.window = Some(win);
+            meta.budget.used = used + grant;
         }
         grant
     }

@@ -12,7 +12,7 @@ use super::read::{SUM_MOD, name_sum};
 use super::{OpReply, count, group_script, keys_with_op, ms};
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
-use crate::store::memory::{Group, Meta, Now, distinct};
+use crate::store::memory::{Budget, Follow, Group, Meta, Now, distinct};
 use crate::store::protocol::Origin;
 
 pub(crate) static ADD: LazyLock<LuaScript> = group_script!("add.lua");
@@ -223,12 +223,13 @@ impl Group {
                     wver: 0,
                     rcount: 0,
                     inc: format!("s:{life}:{}", now.us),
-                    server: now.lifetime,
-                    server_after: 0,
-                    checked: None,
+                    follow: Follow {
+                        server: now.lifetime,
+                        after: 0,
+                        checked: None,
+                    },
                     ssum: Some(0),
-                    bwin: None,
-                    bused: 0,
+                    budget: Budget::default(),
                     amended: false,
                     adopting: None,
                 });

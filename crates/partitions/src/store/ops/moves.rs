@@ -243,7 +243,7 @@ impl Group {
         taken: &[(String, u64)],
         now: u64,
     ) -> Vec<Predecessor> {
-        let server = self.meta.as_ref().map_or(0, |m| m.server);
+        let server = self.meta.as_ref().map_or(0, |m| m.follow.server);
         let mut info = Vec::with_capacity(taken.len());
         for (n, fence) in taken {
             let last = self.ends.ended.remove(n);

@@ -12,7 +12,7 @@ use super::Op;
 use super::group_script;
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
-use crate::store::memory::{Group, Meta, Now};
+use crate::store::memory::{Budget, Follow, Group, Meta, Now};
 use crate::store::protocol::Origin;
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("restore.lua");
@@ -168,8 +168,8 @@ impl Group {
                         (
                             m.grant_after,
                             m.fmax,
-                            followed.server_after,
-                            followed.checked,
+                            followed.follow.after,
+                            followed.follow.checked,
                         )
                     }
                     None => (0, 0, 0, None),
@@ -190,12 +190,13 @@ impl Group {
                     wver: *weights_version,
                     rcount: of.count,
                     inc: format!("r:{}:{}:{}", of.life, of.set_version, now.us),
-                    server: now.lifetime,
-                    server_after,
-                    checked,
+                    follow: Follow {
+                        server: now.lifetime,
+                        after: server_after,
+                        checked,
+                    },
                     ssum: Some(0),
-                    bwin: None,
-                    bused: 0,
+                    budget: Budget::default(),
                     amended: false,
                     adopting: None,
                 });
