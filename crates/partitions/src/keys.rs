@@ -1,5 +1,5 @@
 //! The Redis key layout of a partition group. Every key carries the group's hash tag,
-//! so every script of a group runs on one Redis Cluster slot.
+//! so every script of a group runs on one Redis Cluster hash slot.
 //!
 //! A fixed number of keys per group (twenty-five), whatever the number of partitions: a
 //! partition is a field or a member in them, not a key of its own. An operator's change

@@ -2,7 +2,7 @@
 //! exactly one owner, each replica its fair share.
 //!
 //! Every replica runs a [`Coordinator`]. It heartbeats into the group's Redis sorted
-//! set, runs one elector (from `leasehold-election`: same lease, fence, deadline and
+//! set, runs one term runner (the election crate's own term code: same lease, fence, deadline and
 //! release logic) per partition it claims, inside a `JoinSet`, and renews all its
 //! leases in one round trip per renew interval. A replica never claims beyond
 //! ceil(P/N); while any replica holds fewer than floor(P/N), the most loaded ones

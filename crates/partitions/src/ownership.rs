@@ -134,7 +134,7 @@ impl LoadCell {
 }
 
 /// What one term's [`Ownership`] shares with its coordinator (and with the store its
-/// elector releases through, which takes the state the term leaves).
+/// runner releases through, which takes the state the term leaves).
 #[derive(Debug)]
 pub(crate) struct TermShared {
     /// What the term was offered; set once, before the callback runs.
@@ -145,9 +145,9 @@ pub(crate) struct TermShared {
     load: Option<Arc<LoadCell>>,
     /// The member a planned move hands the partition to, set before `reason`.
     successor: OnceLock<Arc<str>>,
-    /// Why the coordinator ended the term, set before it stops the elector.
+    /// Why the coordinator ended the term, set before it stops the runner.
     reason: OnceLock<MoveCause>,
-    /// The store no longer lists the term under this replica's session: its elector's
+    /// The store no longer lists the term under this replica's session: its runner's
     /// next renewal is refused, whatever the tick says of the session.
     revoked: AtomicBool,
 }
@@ -186,7 +186,7 @@ impl TermShared {
     }
 
     /// The coordinator ends the term: for `cause`, handing it to `to` if named. Call it
-    /// before stopping the term's elector, so the callback knows why when it is
+    /// before stopping the term's runner, so the callback knows why when it is
     /// cancelled.
     pub(crate) fn ending(&self, cause: MoveCause, to: Option<&str>) {
         if let Some(to) = to {
@@ -226,8 +226,8 @@ impl TermShared {
         match leaving.as_mut() {
             None => Err(HandOffError::TooLate),
             Some(_) if lease == LeaseNow::PastDeadline => Err(HandOffError::LeaseLost),
-            Some(slot) => {
-                *slot = Some(state);
+            Some(offered) => {
+                *offered = Some(state);
                 Ok(())
             }
         }
@@ -414,7 +414,7 @@ impl Ownership {
     /// release has been sent. A term ended on purpose (a hand-over, a drain, a
     /// removal, a shutdown) still hands off during its grace.
     pub fn hand_off(&self, state: impl Into<Vec<u8>>) -> Result<(), HandOffError> {
-        // A term this replica ended on purpose lost its lease only if its elector saw
+        // A term this replica ended on purpose lost its lease only if its runner saw
         // it lost (a refused renewal) first; its deadline passing is told apart below.
         let planned = self.term.ended_for().is_some();
         let lost = self.lead.end_reason().is_some_and(|r| {
@@ -529,7 +529,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_term_whose_lease_is_gone_says_so_when_it_hands_off() {
-        // The local deadline passed and the elector has not run since (a pause, a
+        // The local deadline passed and the runner has not run since (a pause, a
         // blocked runtime): no reason yet, nothing cancelled.
         let (o, t) = term(Instant::now() + Duration::from_millis(100), false);
         o.hand_off(b"while it ran".to_vec()).unwrap();

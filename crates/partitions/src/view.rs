@@ -11,7 +11,7 @@ use crate::error::PartitionsError;
 #[non_exhaustive]
 pub struct GroupView {
     /// Partitions this replica holds: from the claim that won each one until its
-    /// elector has stopped the callback and released it. A callback starts a moment
+    /// runner has stopped the callback and released it. A callback starts a moment
     /// after its partition appears here, and has stopped before it disappears.
     pub owned: BTreeSet<String>,
     /// Live replicas in the heartbeat set (this one included once it has joined).

@@ -1,6 +1,6 @@
 //! One log line per group event, with counts, instead of one per partition: what a
 //! replica holding 10,000 partitions writes during a Redis outage must stay readable.
-//! Each partition's detail is logged at debug by its elector.
+//! Each partition's detail is logged at debug by its runner.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,7 +29,7 @@ pub(crate) struct EndsLog {
 }
 
 /// The label of a partition term's end (the `reason` of the releases metric and of the
-/// log lines): why this replica ended it, else the elector's reason.
+/// log lines): why this replica ended it, else the runner's reason.
 pub(crate) fn end_label(cause: Option<MoveCause>, reason: Option<&TermEndReason>) -> &'static str {
     match (cause, reason) {
         (Some(MoveCause::HandOff), _) => "handed_off",
@@ -42,7 +42,7 @@ pub(crate) fn end_label(cause: Option<MoveCause>, reason: Option<&TermEndReason>
 }
 
 impl EndsLog {
-    /// A partition's term ended: as this replica asked (`cause`), or for the elector's
+    /// A partition's term ended: as this replica asked (`cause`), or for the runner's
     /// `reason` (`None` for both: its task panicked, or it never led).
     pub(crate) fn ended(
         &mut self,

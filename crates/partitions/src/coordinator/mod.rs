@@ -1,14 +1,14 @@
 //! The coordinator: the replica's pure decision state machine
 //! ([`ReplicaMachine`](crate::replica::ReplicaMachine)), the driver that performs its
 //! actions ([`driver`]), one granted term's runner per owned partition inside a
-//! `JoinSet` ([`slots`]), the batch between them and the terms ([`batch`]), and one
+//! `JoinSet` ([`runners`]), the batch between them and the terms ([`batch`]), and one
 //! log line per group event ([`logs`]).
 
 mod batch;
 mod driver;
 mod handoff;
 mod logs;
-mod slots;
+mod runners;
 pub(crate) mod warm;
 
 pub use self::warm::Prepare;

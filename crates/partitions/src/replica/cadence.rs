@@ -20,8 +20,8 @@ const NOTICE_SPREAD_PER_MEMBER: Duration = Duration::from_micros(250);
 const NOTICE_GAP_PER_MEMBER: Duration = Duration::from_millis(1);
 
 /// Ticks run a twentieth of a renew interval (5–50 ms) after each grid point, so that
-/// the electors' renewals, due on the grid points, are all waiting for them: waking a
-/// thousand electors takes a few milliseconds, and a renewal that asks after the tick
+/// the runners' renewals, due on the grid points, are all waiting for them: waking a
+/// thousand runners takes a few milliseconds, and a renewal that asks after the tick
 /// was sent must wait for another one.
 fn tick_offset(renew_interval: Duration) -> Duration {
     (renew_interval / 20).clamp(Duration::from_millis(5), Duration::from_millis(50))
@@ -103,7 +103,7 @@ impl Cadence {
         self.in_flight = false;
     }
 
-    /// An elector is waiting for a renewal: if the next tick is far (the renewal asked
+    /// A runner is waiting for a renewal: if the next tick is far (the renewal asked
     /// just after one was sent, or retries after an error), tick one offset from now,
     /// which gathers every straggler into that one extra tick.
     pub(crate) fn renewal_wanted(&mut self, now: Instant) {

@@ -1,6 +1,6 @@
 //! Claims: what to ask for (free partitions up to the plan's allowance, or new
 //! terms for unserved ones), one batch in flight, sent again if its reply is lost;
-//! what came back; reconciling the ledger with what the store says the session holds.
+//! what came back; reconciling the holdings with what the store says the session holds.
 
 use std::collections::BTreeMap;
 
@@ -8,8 +8,8 @@ use leasehold_election::Fence;
 use tokio::time::Instant;
 
 use super::cadence::QUICK;
+use super::holdings::{Effect, Phase};
 use super::leave::Leaving;
-use super::ledger::{Effect, Phase};
 use super::{Action, ClaimFailure, Decline, ReplicaMachine};
 use crate::balance::prefer::leave_to;
 use crate::balance::step::{self, Standing};
@@ -93,7 +93,7 @@ impl ReplicaMachine {
         // Unserved terms first: granted again, or given back by the store (removed,
         // revoked, drained).
         let unserved: Vec<(usize, Fence)> = self
-            .ledger
+            .holdings
             .in_phase(Phase::Unserved)
             .into_iter()
             .take(CLAIM_BATCH)
@@ -111,7 +111,7 @@ impl ReplicaMachine {
             leave_to: Vec::new(),
         };
         if !unserved.is_empty() {
-            self.ledger.mark(&unserved, Phase::Regranting);
+            self.holdings.mark(&unserved, Phase::Regranting);
             claim.regrant = unserved;
         } else {
             if self.settling(now) || self.drained {
@@ -169,7 +169,7 @@ impl ReplicaMachine {
                     .prefs
                     .by_partition
                     .iter()
-                    .filter(|(i, r)| r.as_str() == me && self.ledger.held(**i).is_none())
+                    .filter(|(i, r)| r.as_str() == me && self.holdings.held(**i).is_none())
                     .map(|(i, _)| *i)
                     .take(PREFER_ARGS)
                     .collect();
@@ -251,7 +251,7 @@ impl ReplicaMachine {
                         continue;
                     }
                     if let Some(Effect::Start(i, fence, sent)) =
-                        self.ledger
+                        self.holdings
                             .grant(i, fence, weight, sent, moves.get(k).copied())
                     {
                         self.load_starts(i, fence, now);
@@ -259,7 +259,7 @@ impl ReplicaMachine {
                             index: i,
                             fence,
                             sent,
-                            previous: self.ledger.held(i).and_then(|h| h.previous),
+                            previous: self.holdings.held(i).and_then(|h| h.previous),
                         });
                     }
                 }
@@ -272,7 +272,7 @@ impl ReplicaMachine {
                     .copied()
                     .filter(|(i, _)| !kept.contains(i) || returned.contains(i))
                     .collect();
-                self.ledger.drop_terms(&gone);
+                self.holdings.drop_terms(&gone);
                 if self.leaving != Leaving::No {
                     actions.extend(self.end_if_done(now));
                     return actions;
@@ -303,19 +303,19 @@ impl ReplicaMachine {
                 actions
             }
             Ok(ClaimReply::Wait(d)) => {
-                self.ledger.unsend(&regrant);
+                self.holdings.unsend(&regrant);
                 self.claims.after = Some(now + d);
                 self.end_if_done(now)
             }
             Ok(ClaimReply::Lost) => {
                 // The next tick confirms it and starts a new session.
-                self.ledger.unsend(&regrant);
+                self.holdings.unsend(&regrant);
                 self.cadence.wake(now);
                 self.end_if_done(now)
             }
             Ok(ClaimReply::Stale) => {
                 // Overtaken by a later request of this process: ask what it holds.
-                self.ledger.unsend(&regrant);
+                self.holdings.unsend(&regrant);
                 let mut actions = self.end_if_done(now);
                 if self.leaving == Leaving::No {
                     self.reconcile(false, &mut actions);
@@ -324,7 +324,7 @@ impl ReplicaMachine {
             }
             Err(ClaimFailure::Failed) if self.leaving != Leaving::No => {
                 // Ending the session frees whatever it may have taken.
-                self.ledger.unsend(&regrant);
+                self.holdings.unsend(&regrant);
                 self.end_if_done(now)
             }
             Err(ClaimFailure::Failed) => {
@@ -368,16 +368,16 @@ impl ReplicaMachine {
     }
 
     /// Takes the store's word for which terms this session holds (`held`: index, fence,
-    /// weight): terms the ledger holds that the store does not are revoked (their
-    /// electors refused their next renewal), the store's are weighed, and those no
-    /// elector of ours serves wait for a regrant.
+    /// weight): terms the holdings hold that the store does not are revoked (their
+    /// runners refused their next renewal), the store's are weighed, and those no
+    /// runner of ours serves wait for a regrant.
     pub(super) fn adopt(&mut self, held: &[(usize, Fence, u64)], now: Instant) -> Vec<Action> {
         let store: BTreeMap<usize, (Fence, u64)> =
             held.iter().map(|(i, f, w)| (*i, (*f, *w))).collect();
         let mut revoke = Vec::new();
-        // Terms the ledger holds that the store does not (under this fence).
+        // Terms the holdings holds that the store does not (under this fence).
         let ours: Vec<(usize, Fence, Phase)> = self
-            .ledger
+            .holdings
             .terms()
             .map(|(i, h)| (i, h.fence, h.phase))
             .collect();
@@ -389,16 +389,16 @@ impl ReplicaMachine {
                 // Handing over already; its release finds it gone.
                 continue;
             }
-            if self.ledger.forget(i, fence) {
+            if self.holdings.forget(i, fence) {
                 revoke.push((i, fence));
             }
         }
-        // Terms the store holds: weights, and those no elector of ours runs.
+        // Terms the store holds: weights, and those no runner of ours runs.
         for (&i, &(fence, weight)) in &store {
-            match self.ledger.held(i) {
-                Some(h) if h.fence == fence => self.ledger.weigh(i, fence, weight),
+            match self.holdings.held(i) {
+                Some(h) if h.fence == fence => self.holdings.weigh(i, fence, weight),
                 Some(_) => {}
-                None => self.ledger.unserved(i, fence, weight, now),
+                None => self.holdings.unserved(i, fence, weight, now),
             }
         }
         let mut actions = Vec::new();
@@ -415,7 +415,7 @@ impl ReplicaMachine {
     }
 
     /// Two quiet ticks in a row with the store counting this session's partitions
-    /// otherwise than the ledger: reconcile.
+    /// otherwise than the holdings: reconcile.
     pub(super) fn check_count(&mut self) -> Vec<Action> {
         if self.quiet() && self.view.server_held != self.held() {
             self.claims.mismatch += 1;
@@ -458,7 +458,7 @@ impl ReplicaMachine {
     pub(super) fn standing(&self, now: Instant) -> Standing {
         Standing {
             held: self.held().max(self.view.server_held),
-            load: self.ledger.load().max(self.view.server_load),
+            load: self.holdings.load().max(self.view.server_load),
             unowned: self.view.unowned,
             orphaned: self.orphaned(now),
         }

@@ -9,7 +9,7 @@ use rand::Rng;
 use rand::seq::IndexedRandom;
 use tokio::time::Instant;
 
-use super::ledger::Phase;
+use super::holdings::Phase;
 use super::{Action, ReplicaMachine};
 use crate::balance::plan::plan;
 use crate::balance::step;
@@ -26,12 +26,12 @@ impl ReplicaMachine {
             // counted towards N). Nothing is claimed until undrained.
             self.plan = None;
             self.wplan = None;
-            let all = self.ledger.serving();
+            let all = self.holdings.serving();
             for &i in &all {
-                self.ledger.stop(i, MoveCause::Drain);
+                self.holdings.stop(i, MoveCause::Drain);
             }
-            for (i, _) in self.ledger.in_phase(Phase::Starting) {
-                self.ledger.unstart(i);
+            for (i, _) in self.holdings.in_phase(Phase::Starting) {
+                self.holdings.unstart(i);
             }
             if !all.is_empty() {
                 actions.push(Action::Stop {
@@ -54,7 +54,7 @@ impl ReplicaMachine {
                 .set
                 .clone()
                 .unwrap_or_else(|| SetInfo::plain(0, 0, ""));
-            let mine = self.ledger.serving_weights();
+            let mine = self.holdings.serving_weights();
             let wplan = weighted_plan(
                 &self.s.replica,
                 self.view.server_load,
@@ -91,9 +91,10 @@ impl ReplicaMachine {
         };
         let (wants, named) = self.with_preferences(settling, wants, named);
         // The last hand-over has landed: released, every partition owned again, and the
-        // store counts what the ledger holds.
-        let landed =
-            self.view.unowned == 0 && self.ledger.at_rest() && self.view.server_held == self.held();
+        // store counts what the holdings hold.
+        let landed = self.view.unowned == 0
+            && self.holdings.at_rest()
+            && self.view.server_held == self.held();
         let go = self.policy.hand_over(wants, landed, now);
         if let Some(after) = self.policy.look_again(go, now) {
             self.cadence.wake(now + after);
@@ -105,7 +106,7 @@ impl ReplicaMachine {
                     // The rule says how many; preferences say which: a random order,
                     // those preferred on a member with room first, this replica's own
                     // last.
-                    let mut serving = self.ledger.serving();
+                    let mut serving = self.holdings.serving();
                     rand::seq::SliceRandom::shuffle(serving.as_mut_slice(), rng);
                     let prefs = &self.prefs.by_partition;
                     self.plan.map_or_else(Vec::new, |plan| {
@@ -120,7 +121,7 @@ impl ReplicaMachine {
                 }
                 None => {
                     let n = self.plan.map_or(0, |p| p.shed);
-                    self.ledger.serving().sample(rng, n).copied().collect()
+                    self.holdings.serving().sample(rng, n).copied().collect()
                 }
             };
             match self.s.move_budget {

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use tokio::time::Instant;
 
+use super::holdings::Phase;
 use super::leave::Leaving;
-use super::ledger::Phase;
 use super::{Action, ReplicaMachine};
 use crate::balance::prefer::{count_standings, weighted_standings};
 use crate::balance::receive::receivers;
@@ -39,7 +39,7 @@ impl ReplicaMachine {
                 break;
             }
             let weight = self.weight_of(i);
-            if self.ledger.stop(i, MoveCause::HandOff) {
+            if self.holdings.stop(i, MoveCause::HandOff) {
                 chosen.push((i, weight));
             }
         }
@@ -156,7 +156,7 @@ impl ReplicaMachine {
         let whole = self.s.move_budget.map_or(0, u64::from);
         let (mut n, mut used) = (0, 0);
         for &i in indices {
-            let Some(h) = self.ledger.held(i).filter(|h| h.phase == Phase::Serving) else {
+            let Some(h) = self.holdings.held(i).filter(|h| h.phase == Phase::Serving) else {
                 continue;
             };
             let w = h.weight;
@@ -175,7 +175,7 @@ impl ReplicaMachine {
 
     /// The weight of partition `i` as this replica holds it (1 if it holds none).
     pub(super) fn weight_of(&self, i: usize) -> u64 {
-        self.ledger.held(i).map_or(1, |h| h.weight)
+        self.holdings.held(i).map_or(1, |h| h.weight)
     }
 
     /// How many partitions to claim now beyond what this replica holds.

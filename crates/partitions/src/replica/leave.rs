@@ -1,5 +1,5 @@
-//! Where a graceful leave stands. Plain: tell the group, stop every elector, end the
-//! session once the last one has released. Sticky (a rejoin grace): stop every elector
+//! Where a graceful leave stands. Plain: tell the group, stop every runner, end the
+//! session once the last one has released. Sticky (a rejoin grace): stop every runner
 //! without releasing, then mark the session `away` for the grace and exit.
 
 /// Where a graceful leave stands.
@@ -8,11 +8,11 @@ pub(crate) enum Leaving {
     No,
     /// Waiting for the tick that tells the group this replica is leaving.
     Announcing,
-    /// Electors told to stop; waiting for the last one to end.
+    /// Runners told to stop; waiting for the last one to end.
     Stopping,
     /// The session is being ended.
     Ending,
-    /// Sticky: electors told to stop without releasing; waiting for the last one.
+    /// Sticky: runners told to stop without releasing; waiting for the last one.
     Pausing,
     /// Sticky: the tick that marks the session `away` is due.
     Parking,

@@ -50,15 +50,15 @@ impl Reports {
 }
 
 impl ReplicaMachine {
-    /// A term's elector starts: its average starts at the term's weight.
+    /// A term's runner starts: its average starts at the term's weight.
     pub(super) fn load_starts(&mut self, i: usize, fence: Fence, now: Instant) {
-        let weight = self.ledger.held(i).map_or(1, |h| h.weight);
+        let weight = self.holdings.held(i).map_or(1, |h| h.weight);
         if let Some(r) = &mut self.loads {
             r.loads.start((i, fence), weight, now);
         }
     }
 
-    /// A term's elector ended: its average goes.
+    /// A term's runner ended: its average goes.
     pub(super) fn load_ends(&mut self, i: usize, fence: Fence) {
         if let Some(r) = &mut self.loads {
             r.loads.end((i, fence));
@@ -85,11 +85,11 @@ impl ReplicaMachine {
         if !r.may_write(now) {
             return Vec::new();
         }
-        let ledger = &self.ledger;
+        let holdings = &self.holdings;
         let samples: Vec<Sample> = samples
             .iter()
             .filter_map(|&((i, fence), latest)| {
-                let held = ledger.held(i).filter(|h| h.fence == fence)?;
+                let held = holdings.held(i).filter(|h| h.fence == fence)?;
                 Some(((i, fence), latest, held.weight))
             })
             .collect();
@@ -121,7 +121,7 @@ impl ReplicaMachine {
         for (&((i, fence), w), &ok) in weights.iter().zip(flags.unwrap_or_default()) {
             if ok {
                 r.loads.written((i, fence), w);
-                self.ledger.weigh(i, fence, w);
+                self.holdings.weigh(i, fence, w);
                 took = true;
             }
         }
@@ -153,7 +153,7 @@ struct Damped {
 pub(crate) type TermKey = (usize, Fence);
 
 /// What one term says at a sample: its key, the last load its owner reported (if any),
-/// and the weight the replica's ledger has for it.
+/// and the weight the replica's holdings have for it.
 pub(crate) type Sample = (TermKey, Option<f64>, u64);
 
 /// The averages of this replica's terms.
@@ -204,7 +204,7 @@ impl Loads {
     /// least 1 and by more than the threshold. Both averages jump to the latest report
     /// when the fast one is more than the jump above the stored weight, or below it by
     /// the same ratio (a large step in load).
-    /// A term whose ledger weight changed under it (an operator set it) restarts its
+    /// A term whose holdings weight changed under it (an operator set it) restarts its
     /// averages there. A term nobody reported for keeps its weight.
     pub(crate) fn due(
         &mut self,
@@ -216,14 +216,14 @@ impl Loads {
         let jump = f64::from(self.damping.jump_percent) / 100.0;
         let mut out = Vec::new();
         self.stepped = false;
-        for (key, latest, ledger) in samples {
+        for (key, latest, holdings) in samples {
             let Some(d) = self.terms.get_mut(&key) else {
                 continue;
             };
-            if ledger != d.stored {
-                d.value = ledger as f64;
+            if holdings != d.stored {
+                d.value = holdings as f64;
                 d.fast = d.value;
-                d.stored = ledger;
+                d.stored = holdings;
                 d.at = now;
             }
             let Some(x) = latest else { continue };

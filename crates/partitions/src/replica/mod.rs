@@ -1,17 +1,17 @@
 //! One replica's decisions over time, as a pure state machine: no I/O, no clock, no
 //! random numbers of its own. The driver ([`crate::coordinator`]) feeds it what
-//! happened (a tick's reply, a claim's reply, an elector that ended, a notice, the
+//! happened (a tick's reply, a claim's reply, a runner that ended, a notice, the
 //! clock) and performs the [`Action`]s it returns.
 //!
 //! It is made of named parts, each with its rules and tests:
 //! - [`session`]: how the replica stands in its group. The first tick of a session
 //!   joins with a fresh token; a session the store reports lost is never renewed
-//!   again (a new one starts at once, and every elector of the old one is refused its
+//!   again (a new one starts at once, and every runner of the old one is refused its
 //!   next renewal); a join that finds its replica's session `away` (a sticky restart),
 //!   or whose replica id's old session it was waiting for (a sticky restart after a
 //!   crash), resumes it.
 //! - [`cadence`]: one tick per renew interval, sooner after a change.
-//! - [`ledger`]: the only record of what the replica holds and runs. Every claim,
+//! - [`holdings`]: the only record of what the replica holds and runs. Every claim,
 //!   regrant and release names a term (a partition and its fence), so a late or
 //!   repeated one touches only the term it was meant for.
 //! - [`policy`]: hysteresis and orphans, for both balancing rules.
@@ -44,7 +44,7 @@
 //!   granted again, a batch at a time, before anything new is claimed; the store gives
 //!   back those removed, revoked or of a drained replica.
 //! - **Reconciling.** When the store's count of this session's partitions and the
-//!   ledger's differ on two ticks in a row with nothing in flight, or a weight changed,
+//!   holdings differ on two ticks in a row with nothing in flight, or a weight changed,
 //!   ask the store which terms the session holds (never with a claim or a hand-over in
 //!   flight, whose answer the read could overtake).
 //! - **Removed and drained.** A partition removed from the set is handed back
@@ -58,8 +58,8 @@ pub(crate) mod cadence;
 mod claim;
 mod decide;
 mod handover;
+pub(crate) mod holdings;
 pub(crate) mod leave;
-pub(crate) mod ledger;
 pub(crate) mod list;
 pub(crate) mod loads;
 pub(crate) mod policy;
@@ -83,8 +83,8 @@ use self::cadence::Cadence;
 pub(crate) use self::claim::Claim;
 use self::claim::Claims;
 use self::handover::HandOvers;
+use self::holdings::{Effect, Holdings};
 pub(crate) use self::leave::Leaving;
-use self::ledger::{Effect, Ledger};
 use self::list::{Configured, SetSync};
 pub(crate) use self::list::{SetAnswer, SetOp};
 use self::loads::{Reports, TermKey};
@@ -129,11 +129,11 @@ pub(crate) struct Settings {
 /// Something for the driver to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Action {
-    /// Send this heartbeat (its renewal outcome goes to every waiting elector).
+    /// Send this heartbeat (its renewal outcome goes to every waiting runner).
     Tick(TickRequest),
     /// Send this claim (or regrant).
     Claim(Claim),
-    /// Start the elector of term `fence` of partition `index`, its deadline anchored at
+    /// Start the runner of term `fence` of partition `index`, its deadline anchored at
     /// `sent`, offered what `previous` handed off (`None`: a regrant, offered nothing).
     Start {
         index: usize,
@@ -151,7 +151,7 @@ pub(crate) enum Action {
         to: BTreeMap<usize, String>,
         held: BTreeMap<usize, Hold>,
     },
-    /// Stop term `fence` of partition `index`, held for a warm move, if its elector
+    /// Stop term `fence` of partition `index`, held for a warm move, if its runner
     /// still runs: named for its receiver if it is `ready`, else to anyone (its wait
     /// is over: a plain move).
     LetGo {
@@ -159,7 +159,7 @@ pub(crate) enum Action {
         fence: Fence,
         ready: bool,
     },
-    /// Stop every elector (leaving; with `keep`, without releasing).
+    /// Stop every runner (leaving; with `keep`, without releasing).
     StopAll { keep: bool },
     /// Take up to `want` out of the group's move budget (`budget` per renew interval:
     /// moves, or weight moved), then hand over what it grants of `indices`
@@ -171,7 +171,7 @@ pub(crate) enum Action {
     },
     /// Ask the store which terms this session holds (`resume`: it was just resumed).
     Reconcile { resume: bool },
-    /// These terms' electors no longer hold their partition: refuse their next renewal.
+    /// These terms' runners no longer hold their partition: refuse their next renewal.
     Revoke(Vec<(usize, Fence)>),
     /// A step of changing or reading the partition set.
     Set(SetOp),
@@ -217,10 +217,10 @@ impl Decline {
     }
 }
 
-/// What a tick means for the electors waiting on it.
+/// What a tick means for the runners waiting on it.
 #[derive(Debug, Clone)]
 pub(crate) enum Renewal {
-    /// The session `token` was extended: its electors' renewals succeed.
+    /// The session `token` was extended: its runners' renewals succeed.
     Renewed { token: String },
     /// No session was extended: every waiting renewal is refused.
     Refused,
@@ -252,7 +252,7 @@ pub(crate) struct ReplicaMachine {
     s: Settings,
     session: Session,
     cadence: Cadence,
-    ledger: Ledger,
+    holdings: Holdings,
     policy: Policy,
     leaving: Leaving,
     set: SetSync,
@@ -308,7 +308,7 @@ impl ReplicaMachine {
             cadence: Cadence::new(grid, s.renew_interval, now),
             policy: Policy::new(s.renew_interval),
             s,
-            ledger: Ledger::default(),
+            holdings: Holdings::default(),
             leaving: Leaving::No,
             set: SetSync::new(configured),
             view: View::default(),
@@ -384,12 +384,12 @@ impl ReplicaMachine {
         next.map(Action::Set).into_iter().collect()
     }
 
-    /// The elector of term `fence` of partition `i` has ended (after its release).
+    /// The runner of term `fence` of partition `i` has ended (after its release).
     pub(crate) fn on_stopped(&mut self, i: usize, fence: Fence, now: Instant) -> Vec<Action> {
         self.warm.forget((i, fence));
         self.load_ends(i, fence);
         let mut actions = Vec::new();
-        if let Some(Effect::Start(i, fence, sent)) = self.ledger.ended(i, fence) {
+        if let Some(Effect::Start(i, fence, sent)) = self.holdings.ended(i, fence) {
             if self.leaving == Leaving::No {
                 let sent = self.renewed_at.map_or(sent, |r| r.max(sent));
                 self.load_starts(i, fence, now);
@@ -397,21 +397,21 @@ impl ReplicaMachine {
                     index: i,
                     fence,
                     sent,
-                    previous: self.ledger.held(i).and_then(|h| h.previous),
+                    previous: self.holdings.held(i).and_then(|h| h.previous),
                 });
             } else {
-                self.ledger.discard(i, fence);
+                self.holdings.discard(i, fence);
             }
         }
         actions.extend(self.end_if_done(now));
         actions
     }
 
-    /// Once a leave has stopped every elector and no claim is in flight (one could
+    /// Once a leave has stopped every runner and no claim is in flight (one could
     /// still grant this session partitions nobody would serve): end the session, or
     /// (sticky) mark it away with the next tick.
     fn end_if_done(&mut self, now: Instant) -> Vec<Action> {
-        if self.ledger.electors() > 0 || self.claims.pending.is_some() {
+        if self.holdings.runners() > 0 || self.claims.pending.is_some() {
             return Vec::new();
         }
         match self.leaving {
@@ -433,13 +433,13 @@ impl ReplicaMachine {
         }
     }
 
-    /// Stops every elector; what no elector runs is left to the end of the session
+    /// Stops every runner; what no runner runs is left to the end of the session
     /// (plain) or kept with it (sticky).
     fn stop_everything(&mut self, keep: bool, now: Instant) -> Vec<Action> {
-        for i in self.ledger.serving() {
-            self.ledger.stop(i, MoveCause::Leave);
+        for i in self.holdings.serving() {
+            self.holdings.stop(i, MoveCause::Leave);
         }
-        self.ledger.drop_unstarted();
+        self.holdings.drop_unstarted();
         let mut actions = vec![Action::StopAll { keep }];
         actions.extend(self.end_if_done(now));
         actions
@@ -464,13 +464,13 @@ impl ReplicaMachine {
         self.on_notice(now, rng);
     }
 
-    /// An elector is waiting for a renewal.
+    /// A runner is waiting for a renewal.
     pub(crate) fn on_renew_wanted(&mut self, now: Instant) {
         self.cadence.renewal_wanted(now);
     }
 
-    /// Shut down: announce, stop every elector, end the session. With a rejoin grace:
-    /// stop every elector without releasing, then mark the session away.
+    /// Shut down: announce, stop every runner, end the session. With a rejoin grace:
+    /// stop every runner without releasing, then mark the session away.
     pub(crate) fn on_shutdown(&mut self, now: Instant) -> Vec<Action> {
         if self.leaving != Leaving::No {
             return Vec::new();

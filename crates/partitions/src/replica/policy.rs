@@ -97,7 +97,7 @@ impl Policy {
     /// behind a hand-over (and against noise). Once a rebalance is under way (a
     /// hand-over, then the rule asking on every tick since), a tick whose view has
     /// caught up with the last hand-over (`landed`: its partitions released and claimed
-    /// again, the store counting what the ledger holds) goes on at once: its counts no
+    /// again, the store counting what the holdings hold) goes on at once: its counts no
     /// longer lag, and the first decision already passed the noise filter.
     ///
     /// After a step in load ([`stepped`](Self::stepped)), nothing is handed over until

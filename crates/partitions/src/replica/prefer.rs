@@ -116,7 +116,7 @@ impl ReplicaMachine {
         if wants || self.view.unowned > 0 || anyone_settling {
             return (wants, named);
         }
-        let mine = self.ledger.serving_weights();
+        let mine = self.holdings.serving_weights();
         let prefs = &self.prefs.by_partition;
         match hand_back(
             me,
@@ -138,7 +138,7 @@ impl ReplicaMachine {
         }
         let me = self.s.replica.as_str();
         let mut holds_other = false;
-        for (i, _) in self.ledger.terms() {
+        for (i, _) in self.holdings.terms() {
             if self.prefs.by_partition.get(&i).is_none_or(|r| r != me) {
                 holds_other = true;
                 break;
@@ -148,7 +148,7 @@ impl ReplicaMachine {
             .prefs
             .by_partition
             .iter()
-            .any(|(i, r)| r == me && self.ledger.held(*i).is_none());
+            .any(|(i, r)| r == me && self.holdings.held(*i).is_none());
         swap_claim(
             &plan,
             self.held().max(self.view.server_held),

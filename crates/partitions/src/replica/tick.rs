@@ -10,8 +10,8 @@ use rand::Rng;
 use tokio::time::Instant;
 
 use super::cadence::QUICK;
+use super::holdings::Phase;
 use super::leave::Leaving;
-use super::ledger::Phase;
 use super::session::Admitted;
 use super::{Action, Renewal, ReplicaMachine};
 use crate::balance::plan::Member;
@@ -24,7 +24,7 @@ impl ReplicaMachine {
     /// this session must give up, and `holdings` everything the session holds if the
     /// granting server changed since the last tick (by index, fence and weight): every
     /// other term is revoked (the actions start with it, and the driver applies it
-    /// before this tick's renewal reaches the electors).
+    /// before this tick's renewal reaches the runners).
     /// The actions end with sampling the load reports, if their weights are due.
     pub(crate) fn on_tick(
         &mut self,
@@ -130,7 +130,7 @@ impl ReplicaMachine {
                 }
             }
             SessionReply::Lost => {
-                // Whatever this session held is gone; its electors are refused from now
+                // Whatever this session held is gone; its runners are refused from now
                 // on, also if a join resumes the same session again (a failover may give
                 // back a parked copy of it). Start a new session at once.
                 let gone = self.session_over(now, rng);
@@ -186,13 +186,13 @@ impl ReplicaMachine {
     pub(super) fn revoke(&mut self, revoked: &[usize]) -> Vec<Action> {
         let mut stop = Vec::new();
         for &i in revoked {
-            match self.ledger.held(i).map(|h| h.phase) {
+            match self.holdings.held(i).map(|h| h.phase) {
                 Some(Phase::Serving) => {
-                    self.ledger.stop(i, MoveCause::Removal);
+                    self.holdings.stop(i, MoveCause::Removal);
                     stop.push(i);
                 }
                 // Not started yet: it is given back by the next regrant.
-                Some(Phase::Starting) => self.ledger.unstart(i),
+                Some(Phase::Starting) => self.holdings.unstart(i),
                 _ => {}
             }
         }
@@ -261,9 +261,9 @@ impl ReplicaMachine {
     /// Starts over with a new session (the last one ended).
     /// The session has ended: returns the terms it held (each to be refused).
     pub(super) fn session_over(&mut self, now: Instant, rng: &mut impl Rng) -> Vec<(usize, Fence)> {
-        let gone: Vec<(usize, Fence)> = self.ledger.terms().map(|(i, h)| (i, h.fence)).collect();
+        let gone: Vec<(usize, Fence)> = self.holdings.terms().map(|(i, h)| (i, h.fence)).collect();
         self.session.lost(rng);
-        self.ledger.session_lost();
+        self.holdings.session_lost();
         // A claim or a read in flight was for the old session: its answer is ignored.
         self.claims.pending = None;
         self.claims.reconciling = None;

@@ -4,8 +4,8 @@
 use tokio::time::Instant;
 
 use super::ReplicaMachine;
+use super::holdings::Holdings;
 use super::leave::Leaving;
-use super::ledger::Ledger;
 use crate::balance::plan::{Member, Plan};
 use crate::balance::weighted::Loaded;
 use crate::store::protocol::{Conflict, ReplicaState, SetInfo};
@@ -150,14 +150,14 @@ impl ReplicaMachine {
         self.leaving.keeps_leases()
     }
 
-    /// The ledger (what runs, what the view shows).
-    pub(crate) fn ledger(&self) -> &Ledger {
-        &self.ledger
+    /// The holdings (what runs, what the view shows).
+    pub(crate) fn holdings(&self) -> &Holdings {
+        &self.holdings
     }
 
     /// The partitions whose "owned" changed since the last call.
     pub(crate) fn take_owned_changes(&mut self) -> std::collections::BTreeSet<usize> {
-        self.ledger.take_changes()
+        self.holdings.take_changes()
     }
 
     /// Whether the group balances by weight: a weight was set, or capacities differ.
@@ -173,9 +173,9 @@ impl ReplicaMachine {
     /// This replica's load (the weights it holds, summed; its count unless weighted).
     pub(crate) fn load(&self) -> u64 {
         if self.view.set.as_ref().is_some_and(|s| s.weighted) {
-            self.ledger.load()
+            self.holdings.load()
         } else {
-            self.ledger.held_count() as u64
+            self.holdings.held_count() as u64
         }
     }
 
@@ -215,11 +215,11 @@ impl ReplicaMachine {
     }
 
     pub(super) fn held(&self) -> usize {
-        self.ledger.held_count()
+        self.holdings.held_count()
     }
 
     /// Nothing in flight that a reconcile's answer could miss or overtake.
     pub(super) fn quiet(&self) -> bool {
-        self.claims.pending.is_none() && self.claims.reconciling.is_none() && !self.ledger.busy()
+        self.claims.pending.is_none() && self.claims.reconciling.is_none() && !self.holdings.busy()
     }
 }

@@ -1,8 +1,8 @@
 //! Warm moves, the giver's rule (make before break, opt-in:
 //! `GroupConfigBuilder::prepare_moves`): a term handed over to a named receiver is held
-//! (its elector keeps serving) while the receiver prepares, until the receiver says it
+//! (its runner keeps serving) while the receiver prepares, until the receiver says it
 //! is ready or the wait is over, whichever comes first; then it is let go
-//! ([`Action::LetGo`](super::Action::LetGo)). A hold ends with its term's elector. The
+//! ([`Action::LetGo`](super::Action::LetGo)). A hold ends with its term's runner. The
 //! messages and the receiver's side are the driver's (`crate::coordinator::warm`).
 
 use std::collections::BTreeMap;
@@ -100,7 +100,7 @@ impl ReplicaMachine {
             return held;
         };
         for &i in chosen {
-            if let (Some(r), Some(h)) = (to.get(&i), self.ledger.held(i)) {
+            if let (Some(r), Some(h)) = (to.get(&i), self.holdings.held(i)) {
                 self.warm.hold(i, h.fence, r.clone(), now + within);
                 held.insert(
                     i,

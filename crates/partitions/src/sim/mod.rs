@@ -1,5 +1,5 @@
 //! A deterministic fault simulation of a partition group: real coordinators (the
-//! replica state machine, the driver, one elector per partition) on tokio's paused
+//! replica state machine, the driver, one runner per partition) on tokio's paused
 //! clock against the in-memory store, each replica behind a link of its own whose
 //! faults come from a seed. One seed, one run: the same seed replays the same run.
 //!

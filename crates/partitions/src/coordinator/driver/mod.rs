@@ -1,15 +1,15 @@
 //! The coordinator's driver: performs what [`ReplicaMachine`] decides and feeds it what
 //! happened. It decides nothing itself, and never waits on I/O in its loop: every store
 //! call runs in a lane of its own (tick, claim, release, chores), so a slow claim or a
-//! burst of elector events never delays the tick that carries the renewals, and the
-//! renewal answer is handed to the electors before anything else is done with a tick's
+//! burst of runner events never delays the tick that carries the renewals, and the
+//! renewal answer is handed to the runners before anything else is done with a tick's
 //! reply.
 //!
 //! Laid out by concern: the loop, `perform` and the replies that feed the state machine
 //! here; [`calls`], the one path of its store calls and their lanes; [`chores`], the
 //! calls that run one at a time; [`releases`], hand-overs and release batches;
 //! [`moves`], warm moves on the group's channel; [`loads`], load reports; [`publish`],
-//! the view and gauges; [`terms`], starting a term's elector; [`names`], partition
+//! the view and gauges; [`terms`], starting a term's runner; [`names`], partition
 //! names by index.
 
 use std::future::Future;
@@ -29,7 +29,7 @@ use tracing::{debug, error, info, warn};
 
 use super::batch::{Outcome, Shared};
 use super::logs::{EndsLog, TickLog};
-use super::slots::{Ended, Slots};
+use super::runners::{Ended, Runners};
 use super::warm::PrepareFn;
 use crate::config::{GroupConfig, MoveBudget};
 use crate::error::{PartitionsError, STOPPED};
@@ -101,9 +101,9 @@ pub(crate) struct Driver<B, F> {
     names: Names,
     /// The decisions.
     state: ReplicaMachine,
-    /// What the electors and the driver share: renewals, releases, revocations.
+    /// What the runners and the driver share: renewals, releases, revocations.
     shared: Arc<Shared>,
-    slots: Slots,
+    runners: Runners,
     view: watch::Sender<GroupView>,
     labels: Labels,
     leave: Leave,
@@ -135,7 +135,7 @@ struct Leave {
     /// The instant a shutdown must be over by, if one was given
     /// ([`CoordinatorHandle::shutdown_within`](super::CoordinatorHandle::shutdown_within)).
     by: watch::Receiver<Option<Instant>>,
-    /// Every elector was asked to stop (the coordinator is shutting down): what they
+    /// Every runner was asked to stop (the coordinator is shutting down): what they
     /// give back is given back as a leave.
     stopped_all: bool,
 }
@@ -234,7 +234,7 @@ where
             names,
             state,
             shared: Arc::new(Shared::default()),
-            slots: Slots::default(),
+            runners: Runners::default(),
             view,
             leave: Leave {
                 shutdown,
@@ -277,14 +277,14 @@ where
                 }
                 Ok(()) = self.leave.by.changed(), if self.leave.stopped_all => {
                     let at = self.abort_at();
-                    self.slots.stop_all_by(at);
+                    self.runners.stop_all_by(at);
                     false
                 }
                 (token, reply) = next_of(&mut self.lanes.claim) => self.on_claim(&token, reply),
                 (batch, reply) = next_of(&mut self.lanes.release) => self.on_release(batch, reply),
                 chore = next_of(&mut self.lanes.chore) => self.on_chore(chore),
                 (weights, reply) = next_of(&mut self.lanes.report) => self.on_report(&weights, reply),
-                ended = self.slots.next() => self.on_ended(ended),
+                ended = self.runners.next() => self.on_ended(ended),
                 () = self.shared.wanted.notified() => {
                     self.state.on_renew_wanted(Instant::now());
                     false
@@ -371,9 +371,9 @@ where
                 } => self.let_go(index, fence, ready),
                 Action::StopAll { .. } => {
                     self.leave.stopped_all = true;
-                    self.slots.stop_all();
+                    self.runners.stop_all();
                     let at = self.abort_at();
-                    self.slots.stop_all_by(at);
+                    self.runners.stop_all_by(at);
                 }
                 Action::Revoke(terms) => self.revoke(&terms),
                 Action::Exit => done = true,
@@ -402,7 +402,7 @@ where
                     );
                 }
                 Action::SampleLoads => {
-                    let samples = self.slots.loads();
+                    let samples = self.runners.loads();
                     let actions = self.state.on_samples(&samples, Instant::now());
                     done |= self.perform(actions);
                 }
@@ -519,7 +519,7 @@ where
         );
         let refused = matches!(renewal, Renewal::Refused);
         // Terms the store no longer lists are refused before this tick's renewal
-        // reaches any elector: it must not extend them.
+        // reaches any runner: it must not extend them.
         let (revocations, actions): (Vec<Action>, Vec<Action>) = actions
             .into_iter()
             .partition(|a| matches!(a, Action::Revoke(_)));
@@ -528,7 +528,7 @@ where
                 self.revoke(&terms);
             }
         }
-        // The electors first: nothing else in this reply is urgent.
+        // The runners first: nothing else in this reply is urgent.
         self.shared.answer(Outcome {
             sent,
             result: match renewal {
@@ -641,13 +641,13 @@ where
                 terms.len()
             );
         }
-        self.slots.revoke(terms);
+        self.runners.revoke(terms);
     }
 
     fn on_ended(&mut self, ended: Ended) -> bool {
         let name = self.names.get(ended.index);
         if let Some(panic) = &ended.panic {
-            error!(partition = %name, error = %panic, "a partition elector task failed");
+            error!(partition = %name, error = %panic, "a partition term's runner task failed");
         }
         self.logs
             .ends

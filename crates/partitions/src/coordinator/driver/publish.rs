@@ -73,15 +73,15 @@ where
     F: Fn(String, Ownership) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = DutyResult> + Send + 'static,
 {
-    /// Brings the view's owned partitions and load up to date with the ledger.
+    /// Brings the view's owned partitions and load up to date with the holdings.
     pub(super) fn publish_owned(&mut self) {
         let changed = self.state.take_owned_changes();
         if changed.is_empty() {
             return;
         }
-        let ledger = self.state.ledger();
+        let holdings = self.state.holdings();
         let (add, remove): (Vec<usize>, Vec<usize>) =
-            changed.into_iter().partition(|&i| ledger.owned(i));
+            changed.into_iter().partition(|&i| holdings.owned(i));
         let load = self.state.load();
         let names = &self.names;
         self.view.send_modify(|v| {
@@ -94,7 +94,7 @@ where
             v.load = load;
             v.latch_readiness();
         });
-        gauge!(m::OWNED, &self.labels.pair()).set(self.state.ledger().owned_count() as f64);
+        gauge!(m::OWNED, &self.labels.pair()).set(self.state.holdings().owned_count() as f64);
     }
 
     /// Publishes membership, plan and standing if they changed.

@@ -1,5 +1,5 @@
 //! Ending terms and giving their partitions back: hand-overs (named or warm), and
-//! the releases the electors queue, sent in batches.
+//! the releases the runners queue, sent in batches.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -41,7 +41,7 @@ where
             if let (Some(&Hold { fence, within }), Some(r)) = (held.get(&i), receiver) {
                 // A warm move: the receiver prepares first; the term ends at its
                 // `LetGo`, when the receiver is ready or when the wait is over.
-                self.slots.end_for(i, fence, cause, Some(r));
+                self.runners.end_for(i, fence, cause, Some(r));
                 counter!(m::HANDOFFS, &self.labels.pair()).increment(1);
                 let partition = self.names.get(i).to_string();
                 debug!(%partition, to = %r, "asking the receiver to prepare");
@@ -54,15 +54,15 @@ where
                 });
                 continue;
             }
-            if let Some(fence) = self.slots.fence(i) {
-                self.slots
+            if let Some(fence) = self.runners.fence(i) {
+                self.runners
                     .end_for(i, fence, cause, receiver.map(String::as_str));
             }
             debug!(partition = %self.names.get(i), reason = cause.as_str(), to = receiver.map(String::as_str), "handing a partition over");
             if counted {
                 counter!(m::HANDOFFS, &self.labels.pair()).increment(1);
             }
-            self.slots.stop(i, cause, receiver.map(String::as_str));
+            self.runners.stop(i, cause, receiver.map(String::as_str));
         }
         let handoffs = self.state.handoffs();
         self.view.send_if_modified(|v| {
@@ -82,15 +82,15 @@ where
             counter!(m::WARM_MOVES, &self.labels.with("outcome", "timed_out")).increment(1);
             debug!(partition = %self.names.get(i), "the receiver did not prepare in time; handing the partition to anyone");
         }
-        if self.slots.fence(i) != Some(fence) {
+        if self.runners.fence(i) != Some(fence) {
             return;
         }
         if !ready {
             // A plain move: its release reserves nothing.
-            self.slots.unname(i, fence);
+            self.runners.unname(i, fence);
         }
-        let to = self.slots.cause(i, fence).and_then(|(_, to)| to);
-        self.slots.stop(i, MoveCause::HandOff, to.as_deref());
+        let to = self.runners.cause(i, fence).and_then(|(_, to)| to);
+        self.runners.stop(i, MoveCause::HandOff, to.as_deref());
     }
 
     pub(super) fn flush_releases(&mut self) {
@@ -129,7 +129,7 @@ where
             .iter_mut()
             .map(|p| {
                 let i = self.names.intern(&p.partition);
-                let (cause, to) = self.slots.cause(i, p.fence).unwrap_or((
+                let (cause, to) = self.runners.cause(i, p.fence).unwrap_or((
                     if self.leave.stopped_all {
                         MoveCause::Leave
                     } else {

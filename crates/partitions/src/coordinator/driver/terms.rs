@@ -80,7 +80,7 @@ where
         };
         let (handle, run) =
             GrantedTerm::new(&self.terms.template, &name, grant, calls, duty).pair();
-        self.slots.start(
+        self.runners.start(
             i,
             fence,
             handle,

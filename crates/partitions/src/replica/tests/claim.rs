@@ -86,7 +86,7 @@ fn a_settling_replica_claims_nothing_then_claims_its_share_in_batches() {
     assert_eq!(
         starts(&next).len(),
         CLAIM_BATCH,
-        "an elector per partition won"
+        "a runner per partition won"
     );
     let [c] = claims(&next)[..] else {
         panic!("{next:?}");
@@ -119,7 +119,7 @@ fn a_claim_whose_reply_is_lost_is_sent_again_as_the_same_request() {
     sim.now = at;
     let again = sim.st.poll(sim.now);
     assert_eq!(claims(&again), vec![&first]);
-    // Its answer starts the electors, anchored at the first send.
+    // Its answer starts the runners, anchored at the first send.
     let granted: Vec<_> = (0..4).map(|i| (i, Fence(9), 1)).collect();
     let actions = sim.answer(&granted, &[], 0);
     assert_eq!(starts(&actions), [0, 1, 2, 3]);
@@ -235,7 +235,7 @@ fn a_count_mismatch_seen_twice_with_nothing_in_flight_reconciles_by_term() {
                 leave_to: Vec::new(),
             }),
         ],
-        "refuse the term the store no longer lists; take up again what no elector runs"
+        "refuse the term the store no longer lists; take up again what no runner runs"
     );
 }
 

@@ -248,7 +248,7 @@ fn a_drained_replica_that_resumes_regrants_nothing_it_would_keep() {
     assert_eq!(c.regrant.len(), 2, "sent for the store to give back");
     let next = sim.answer(&[], &[0, 1], 0);
     assert!(starts(&next).is_empty());
-    assert_eq!(sim.st.ledger().held_count(), 0);
+    assert_eq!(sim.st.holdings().held_count(), 0);
     assert!(claims(&next).is_empty(), "a drained replica claims nothing");
 }
 
@@ -366,7 +366,7 @@ fn a_warm_moves_hold_ends_with_its_term() {
     let mut sim = warm();
     let (_, held) = warm_hand_over(&mut sim);
     let deadline = sim.now + WARM;
-    // One term's elector ends before its receiver answers (its session was lost, say):
+    // One term's runner ends before its receiver answers (its session was lost, say):
     // nothing waits for it any more; the other's wait goes on.
     let (i, f) = held[0];
     sim.st.on_stopped(i, Fence(f.0 - 1), sim.now);

@@ -35,7 +35,7 @@ fn a_leave_announces_then_stops_everything_then_ends_the_session() {
 
 #[test]
 fn a_leave_whose_session_is_lost_meanwhile_still_ends() {
-    // Found by the simulation (seed 9351): the last elector had ended when the reply
+    // Found by the simulation (seed 9351): the last runner had ended when the reply
     // saying the session was lost came back.
     let mut sim = Driven::new(4);
     sim.settled(&[], 4);
@@ -70,7 +70,7 @@ fn a_claim_that_comes_back_after_the_leave_began_is_left_to_the_end_of_the_sessi
         .st
         .on_tick(Ok(r), &[], None, sim.now, sim.now, &mut sim.rng);
     assert_eq!(actions, vec![Action::StopAll { keep: false }]);
-    // The claim sent before the shutdown comes back now: no elector starts, and the
+    // The claim sent before the shutdown comes back now: no runner starts, and the
     // leave ends the session (which frees them).
     assert_eq!(sim.claimed(0, 4, 0), vec![Action::End]);
 }
@@ -95,8 +95,8 @@ fn a_sticky_leave_keeps_every_partition_and_parks_the_session_for_the_grace() {
         sim.st.on_shutdown(sim.now),
         vec![Action::StopAll { keep: true }]
     );
-    assert!(sim.st.keeps_leases(), "the electors' releases are refused");
-    // Ticks go on (state active) while the electors finish their grace.
+    assert!(sim.st.keeps_leases(), "the runners' releases are refused");
+    // Ticks go on (state active) while the runners finish their grace.
     let req = sim.next_request();
     assert_eq!((req.state, req.ttl), (ReplicaState::Active, LEASE));
     let r = sim.reply(
@@ -134,7 +134,7 @@ fn a_sticky_leave_keeps_every_partition_and_parks_the_session_for_the_grace() {
 
 #[test]
 fn a_sticky_leave_waits_for_its_own_parking_tick() {
-    // Found by the simulation (seed 940): the reply of a tick sent before the electors
+    // Found by the simulation (seed 940): the reply of a tick sent before the runners
     // had ended was taken for the parking tick's, and the session was never parked.
     let mut sim = sticky();
     sim.settled(&[], 4);
@@ -142,7 +142,7 @@ fn a_sticky_leave_waits_for_its_own_parking_tick() {
     sim.st.on_shutdown(sim.now);
     let before = sim.next_request();
     assert_eq!(before.state, ReplicaState::Active);
-    // The last elector ends with that tick in flight.
+    // The last runner ends with that tick in flight.
     assert!(sim.st.on_stopped(0, Fence(100), sim.now).is_empty());
     let r = sim.reply(
         SessionReply::Live,

@@ -36,7 +36,7 @@ fn load_weights_are_sampled_after_a_tick_once_per_interval_with_one_write_in_fli
     let (t0, t1) = ((0, Fence(100)), (1, Fence(101)));
     sim.advance(RI);
     let written_at = sim.now;
-    // A step: weight 1, reported 50 (a stale term's report and one the ledger does not
+    // A step: weight 1, reported 50 (a stale term's report and one the holdings do not
     // hold are ignored).
     let report = sim.st.on_samples(
         &[
@@ -57,10 +57,10 @@ fn load_weights_are_sampled_after_a_tick_once_per_interval_with_one_write_in_fli
     let (_, actions) = sim.tick(r);
     assert_eq!(samples(&actions), 0, "a write in flight: {actions:?}");
     assert!(sim.st.on_samples(&[(t0, Some(80.0))], sim.now).is_empty());
-    // Written: the ledger has the weight, and the group is told of the step at once.
+    // Written: the holdings have the weight, and the group is told of the step at once.
     let told = sim.st.on_reported(&[(t0, 50)], Some(&[true]));
     assert_eq!(told, [Action::LoadStep]);
-    assert_eq!(sim.st.ledger().held(0).unwrap().weight, 50);
+    assert_eq!(sim.st.holdings().held(0).unwrap().weight, 50);
     // One write per renew interval: the first tick a full interval after the write
     // samples again.
     loop {
@@ -85,13 +85,13 @@ fn a_failed_or_refused_load_write_changes_no_weight_and_tells_nobody() {
     let report = sim.st.on_samples(&[(t0, Some(50.0))], sim.now);
     assert_eq!(report, [Action::Report(vec![(t0, 50)])]);
     assert!(sim.st.on_reported(&[(t0, 50)], None).is_empty(), "failed");
-    assert_eq!(sim.st.ledger().held(0).unwrap().weight, 1);
+    assert_eq!(sim.st.holdings().held(0).unwrap().weight, 1);
     // Tried again an interval later; the store refuses it (not this session's term).
     sim.advance(RI);
     let report = sim.st.on_samples(&[(t0, Some(50.0))], sim.now);
     assert_eq!(report, [Action::Report(vec![(t0, 50)])]);
     assert!(sim.st.on_reported(&[(t0, 50)], Some(&[false])).is_empty());
-    assert_eq!(sim.st.ledger().held(0).unwrap().weight, 1);
+    assert_eq!(sim.st.holdings().held(0).unwrap().weight, 1);
 }
 
 #[test]
@@ -101,7 +101,7 @@ fn a_terms_average_starts_with_its_elector_and_ends_with_it() {
     sim.claimed(0, 1, 3);
     let t0 = (0, Fence(100));
     sim.advance(RI);
-    // Its elector ended: a report still sampled (the ledger has no term) writes nothing.
+    // Its runner ended: a report still sampled (the holdings have no term) writes nothing.
     sim.st.on_stopped(0, Fence(100), sim.now);
     assert!(sim.st.on_samples(&[(t0, Some(50.0))], sim.now).is_empty());
     // Without load reports, nothing is ever sampled.

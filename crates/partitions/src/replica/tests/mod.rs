@@ -1,7 +1,7 @@
 //! Scenario tests of the replica state machine: replies fed in by hand, actions checked.
 //! The harness ([`Driven`]) is here; the tests, in a file per part of the machine they
 //! exercise: [`claim`], [`handover`], [`session`], [`leave`], [`list`] and [`loads`]
-//! (the ledger, the policy, the cadence, warm moves and the damping rule test themselves
+//! (the holdings, the policy, the cadence, warm moves and the damping rule test themselves
 //! in their own files).
 
 use std::sync::Arc;

@@ -35,9 +35,9 @@ fn a_lost_session_refuses_its_electors_and_starts_a_new_one_that_settles_briefly
         !sim.st.settling(sim.now + RI),
         "a rejoin settles one renew interval"
     );
-    // The old electors still run until they are refused, but hold nothing.
-    assert_eq!(sim.st.ledger().electors(), 4);
-    assert_eq!(sim.st.ledger().held_count(), 0);
+    // The old runners still run until they are refused, but hold nothing.
+    assert_eq!(sim.st.holdings().runners(), 4);
+    assert_eq!(sim.st.holdings().held_count(), 0);
 }
 
 #[test]
@@ -87,7 +87,7 @@ fn a_resumed_session_takes_its_token_and_regrants_what_it_holds_by_term() {
         .collect();
     let next = sim.answer(&granted, &[1], 0);
     assert_eq!(starts(&next).len(), CLAIM_BATCH - 1);
-    assert_eq!(sim.st.ledger().held(1), None, "given back");
+    assert_eq!(sim.st.holdings().held(1), None, "given back");
     let [c] = claims(&next)[..] else {
         panic!("{next:?}");
     };

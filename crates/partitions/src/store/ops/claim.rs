@@ -20,7 +20,7 @@ use crate::store::protocol::{Granted, ReplicaState, Term};
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("claim.lua");
 
 /// A batch claim of free partitions, or (with `regrant`) new terms for terms the
-/// session holds with no elector.
+/// session holds with no runner.
 #[derive(Debug, Clone)]
 pub struct ClaimRequest {
     pub replica: String,

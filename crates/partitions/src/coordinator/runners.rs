@@ -1,13 +1,13 @@
-//! The partition electors of one coordinator, supervised in a `JoinSet`: at most one
-//! per partition (the ledger starts a new term's elector only once the last one has
+//! The term runners of one coordinator, supervised in a `JoinSet`: at most one
+//! per partition (the holdings start a new term's runner only once the last one has
 //! ended), a panic named after its partition, every one aborted on drop.
 //!
-//! Each running elector's [`Term`] is the driver's one record of that term: its
-//! fence, its elector's handle, what it shares with its callback and its store (the
+//! Each runner's [`Term`] is the driver's one record of that term: its
+//! fence, its runner's handle, what it shares with its callback and its store (the
 //! state it hands off, its load cell, its revocation, why the coordinator ended it)
 //! and why this replica asked it to end, for the ledger of moves. It is recorded when
-//! the elector starts and forgotten, all of it, when the elector ends
-//! ([`Slots::next`]).
+//! the runner starts and forgotten, all of it, when the runner ends
+//! ([`Runners::next`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -23,7 +23,7 @@ use tracing::Instrument;
 use crate::ownership::TermShared;
 use crate::store::ops::moves::MoveCause;
 
-/// An elector that has ended.
+/// A runner that has ended.
 #[derive(Debug)]
 pub(crate) struct Ended {
     pub(crate) index: usize,
@@ -37,7 +37,7 @@ pub(crate) struct Ended {
     pub(crate) panic: Option<JoinError>,
 }
 
-/// What the driver knows of a running term, from its elector's start to its end.
+/// What the driver knows of a running term, from its runner's start to its end.
 #[derive(Debug)]
 struct Term {
     fence: Fence,
@@ -51,7 +51,7 @@ struct Term {
 }
 
 #[derive(Debug, Default)]
-pub(crate) struct Slots {
+pub(crate) struct Runners {
     tasks: JoinSet<usize>,
     // Ordered maps: a stop of all of them goes in partition order, so a seeded
     // simulation replays exactly.
@@ -59,9 +59,9 @@ pub(crate) struct Slots {
     by_task: HashMap<Id, usize>,
 }
 
-impl Slots {
-    /// Runs the elector of term `fence` of partition `index` (which must have none: the
-    /// ledger starts one only once the last has ended).
+impl Runners {
+    /// Runs the runner of term `fence` of partition `index` (which must have none: the
+    /// holdings start one only once the last has ended).
     pub(crate) fn start(
         &mut self,
         index: usize,
@@ -73,7 +73,7 @@ impl Slots {
     ) {
         debug_assert!(
             !self.running.contains_key(&index),
-            "two electors for partition {index}"
+            "two runners for partition {index}"
         );
         let task = self.tasks.spawn(
             async move {
@@ -94,12 +94,12 @@ impl Slots {
         );
     }
 
-    /// The fence of the term whose elector runs for `index`, if one does.
+    /// The fence of the term whose runner runs for `index`, if one does.
     pub(crate) fn fence(&self, index: usize) -> Option<Fence> {
         self.running.get(&index).map(|t| t.fence)
     }
 
-    /// The running term `fence` of `index`, if its elector still runs.
+    /// The running term `fence` of `index`, if its runner still runs.
     fn term(&mut self, index: usize, fence: Fence) -> Option<&mut Term> {
         self.running.get_mut(&index).filter(|t| t.fence == fence)
     }
@@ -145,7 +145,7 @@ impl Slots {
             .collect()
     }
 
-    /// Refuses every later renewal of these terms (those whose electors still run).
+    /// Refuses every later renewal of these terms (those whose runners still run).
     pub(crate) fn revoke(&mut self, terms: &[(usize, Fence)]) {
         for &(index, fence) in terms {
             if let Some(t) = self.term(index, fence) {
@@ -154,7 +154,7 @@ impl Slots {
         }
     }
 
-    /// Asks the elector of `index` to step down gracefully, the term ending for `cause`
+    /// Asks the runner of `index` to step down gracefully, the term ending for `cause`
     /// (and handing the partition to `to`, if named): the callback knows both before it
     /// is cancelled.
     pub(crate) fn stop(&self, index: usize, cause: MoveCause, to: Option<&str>) {
@@ -164,7 +164,7 @@ impl Slots {
         }
     }
 
-    /// Asks every elector to step down gracefully (the replica leaves).
+    /// Asks every runner to step down gracefully (the replica leaves).
     pub(crate) fn stop_all(&self) {
         for t in self.running.values() {
             t.shared.ending(MoveCause::Leave, None);
@@ -172,7 +172,7 @@ impl Slots {
         }
     }
 
-    /// Aborts the callbacks of every elector still running at `at` at the latest
+    /// Aborts the callbacks of every runner still running at `at` at the latest
     /// (a shutdown with a deadline), if given; they were asked to stop.
     pub(crate) fn stop_all_by(&self, at: Option<Instant>) {
         if let Some(at) = at {
@@ -182,7 +182,7 @@ impl Slots {
         }
     }
 
-    /// The next elector to end; pending forever while none runs.
+    /// The next runner to end; pending forever while none runs.
     pub(crate) async fn next(&mut self) -> Ended {
         loop {
             let Some(joined) = self.tasks.join_next_with_id().await else {

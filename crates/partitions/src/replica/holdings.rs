@@ -1,6 +1,6 @@
 //! The one record of what this replica holds and runs: for every partition, the term
 //! its session holds in the store (with its fence, weight and what is being done with
-//! it), and the elector of an earlier term still ending. The electors the driver runs,
+//! it), and the runner of an earlier term still ending. The runners the driver runs,
 //! the renewals it refuses and the partitions the view shows as owned all derive from
 //! it.
 
@@ -13,13 +13,13 @@ use tokio::time::Instant;
 /// What is being done with a term the session holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
-    /// Granted; its elector starts once the partition's earlier elector has ended.
+    /// Granted; its runner starts once the partition's earlier runner has ended.
     Starting,
-    /// Its elector runs.
+    /// Its runner runs.
     Serving,
-    /// Its elector was told to hand over (and releases the term when done).
+    /// Its runner was told to hand over (and releases the term when done).
     Stopping(MoveCause),
-    /// Held in the store with no elector (a resumed session, a claim whose reply was
+    /// Held in the store with no runner (a resumed session, a claim whose reply was
     /// lost): to be granted again, or given back.
     Unserved,
     /// A regrant of it is in flight.
@@ -32,7 +32,7 @@ pub(crate) struct Held {
     pub(crate) fence: Fence,
     pub(crate) weight: u64,
     pub(crate) phase: Phase,
-    /// When the call that granted it was sent (its elector's deadline is anchored no
+    /// When the call that granted it was sent (its runner's deadline is anchored no
     /// earlier).
     pub(crate) sent: Instant,
     /// What the claim that granted it said of the partition's previous term (it decides
@@ -42,15 +42,15 @@ pub(crate) struct Held {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Slot {
+struct Entry {
     held: Option<Held>,
-    /// The fence of an earlier term whose elector is still ending (it holds nothing in
+    /// The fence of an earlier term whose runner is still ending (it holds nothing in
     /// the store any more: its session ended, or it is releasing).
     ending: Option<Fence>,
 }
 
-impl Slot {
-    /// Whether the view shows the partition as owned: an elector runs or is about to.
+impl Entry {
+    /// Whether the view shows the partition as owned: a runner runs or is about to.
     fn owned(&self) -> bool {
         self.ending.is_some()
             || self.held.is_some_and(|h| {
@@ -61,8 +61,8 @@ impl Slot {
             })
     }
 
-    /// Electors running.
-    fn electors(&self) -> usize {
+    /// Runners running.
+    fn runners(&self) -> usize {
         usize::from(self.ending.is_some())
             + usize::from(
                 self.held
@@ -71,28 +71,28 @@ impl Slot {
     }
 }
 
-/// What the ledger asks the driver to do after a change.
+/// What the holdings ask the driver to do after a change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Effect {
-    /// Start the elector of this term, granted by a call sent at that instant.
+    /// Start the runner of this term, granted by a call sent at that instant.
     Start(usize, Fence, Instant),
 }
 
 #[derive(Debug, Default)]
-pub(crate) struct Ledger {
-    slots: BTreeMap<usize, Slot>,
+pub(crate) struct Holdings {
+    entries: BTreeMap<usize, Entry>,
     /// Partitions whose "owned" changed since the view last looked.
     changed: BTreeSet<usize>,
 }
 
-impl Ledger {
-    fn edit<T>(&mut self, i: usize, f: impl FnOnce(&mut Slot) -> T) -> T {
-        let slot = self.slots.entry(i).or_default();
-        let before = slot.owned();
-        let out = f(slot);
-        let after = slot.owned();
-        if *slot == Slot::default() {
-            self.slots.remove(&i);
+impl Holdings {
+    fn edit<T>(&mut self, i: usize, f: impl FnOnce(&mut Entry) -> T) -> T {
+        let entry = self.entries.entry(i).or_default();
+        let before = entry.owned();
+        let out = f(entry);
+        let after = entry.owned();
+        if *entry == Entry::default() {
+            self.entries.remove(&i);
         }
         if before != after {
             self.changed.insert(i);
@@ -102,12 +102,12 @@ impl Ledger {
 
     /// The term of `i` the session holds, if any.
     pub(crate) fn held(&self, i: usize) -> Option<Held> {
-        self.slots.get(&i).and_then(|s| s.held)
+        self.entries.get(&i).and_then(|s| s.held)
     }
 
     /// A claim (or a regrant) granted term `fence` of `i`, the partition's `previous`
-    /// term as the claim named it: its elector starts at once, or once the partition's
-    /// earlier elector has ended. A regrant of the same term keeps what its claim named.
+    /// term as the claim named it: its runner starts at once, or once the partition's
+    /// earlier runner has ended. A regrant of the same term keeps what its claim named.
     pub(crate) fn grant(
         &mut self,
         i: usize,
@@ -119,13 +119,13 @@ impl Ledger {
         self.edit(i, |s| {
             let previous =
                 previous.or(s.held.filter(|h| h.fence == fence).and_then(|h| h.previous));
-            // An earlier term of ours whose elector still runs (handing over, its release
+            // An earlier term of ours whose runner still runs (handing over, its release
             // on its way): the store granted the partition again, so that term is over.
             if let Some(h) = s.held.take()
                 && h.fence != fence
                 && matches!(h.phase, Phase::Serving | Phase::Stopping(_))
             {
-                debug_assert!(s.ending.is_none(), "one elector per partition");
+                debug_assert!(s.ending.is_none(), "one runner per partition");
                 s.ending = Some(h.fence);
             }
             let starts = s.ending.is_none();
@@ -144,7 +144,7 @@ impl Ledger {
         })
     }
 
-    /// A grant waiting for its elector to start is not to start (its partition was
+    /// A grant waiting for its runner to start is not to start (its partition was
     /// revoked, the replica drained): it is unserved again, for a regrant to give back.
     pub(crate) fn unstart(&mut self, i: usize) {
         self.edit(i, |s| {
@@ -156,7 +156,7 @@ impl Ledger {
         });
     }
 
-    /// Tells the elector of `i` to hand over; false if none serves it.
+    /// Tells the runner of `i` to hand over; false if none serves it.
     pub(crate) fn stop(&mut self, i: usize, reason: MoveCause) -> bool {
         self.edit(i, |s| match &mut s.held {
             Some(h) if h.phase == Phase::Serving => {
@@ -167,7 +167,7 @@ impl Ledger {
         })
     }
 
-    /// The elector of term `fence` of `i` has ended (after its release, if it made one):
+    /// The runner of term `fence` of `i` has ended (after its release, if it made one):
     /// a grant that waited for it starts now.
     pub(crate) fn ended(&mut self, i: usize, fence: Fence) -> Option<Effect> {
         self.edit(i, |s| {
@@ -186,10 +186,10 @@ impl Ledger {
         })
     }
 
-    /// The session is over: every running elector is ending (the store freed its term
+    /// The session is over: every running runner is ending (the store freed its term
     /// with the session); terms without one are gone.
     pub(crate) fn session_lost(&mut self) {
-        let all: Vec<usize> = self.slots.keys().copied().collect();
+        let all: Vec<usize> = self.entries.keys().copied().collect();
         for i in all {
             self.edit(i, |s| {
                 if let Some(h) = s.held.take()
@@ -201,7 +201,7 @@ impl Ledger {
         }
     }
 
-    /// The store says the session holds term `fence` of `i` with no elector of ours
+    /// The store says the session holds term `fence` of `i` with no runner of ours
     /// (a resume, or a claim whose reply was lost).
     pub(crate) fn unserved(&mut self, i: usize, fence: Fence, weight: u64, now: Instant) {
         self.edit(i, |s| {
@@ -217,17 +217,17 @@ impl Ledger {
 
     /// Sets the weight of the term `fence` of `i` (a reconcile read it).
     pub(crate) fn weigh(&mut self, i: usize, fence: Fence, weight: u64) {
-        if let Some(h) = self.slots.get_mut(&i).and_then(|s| s.held.as_mut())
+        if let Some(h) = self.entries.get_mut(&i).and_then(|s| s.held.as_mut())
             && h.fence == fence
         {
             h.weight = weight;
         }
     }
 
-    /// Drops every term that has no elector (leaving: the end of the session frees
+    /// Drops every term that has no runner (leaving: the end of the session frees
     /// them; or a sticky leave: the parked session keeps them).
     pub(crate) fn drop_unstarted(&mut self) {
-        let all: Vec<usize> = self.slots.keys().copied().collect();
+        let all: Vec<usize> = self.entries.keys().copied().collect();
         for i in all {
             self.edit(i, |s| {
                 if s.held
@@ -266,7 +266,7 @@ impl Ledger {
         }
     }
 
-    /// Forgets term `fence` of `i`, whose elector was about to start and will not (the
+    /// Forgets term `fence` of `i`, whose runner was about to start and will not (the
     /// replica is leaving: the end of its session has it).
     pub(crate) fn discard(&mut self, i: usize, fence: Fence) {
         self.edit(i, |s| {
@@ -291,13 +291,13 @@ impl Ledger {
     }
 
     /// The store no longer lists term `fence` of `i` under the session (a reconcile):
-    /// forget it; true if its elector runs (its renewals must be refused).
+    /// forget it; true if its runner runs (its renewals must be refused).
     pub(crate) fn forget(&mut self, i: usize, fence: Fence) -> bool {
         self.edit(i, |s| match s.held {
             Some(h) if h.fence == fence => {
                 s.held = None;
                 if matches!(h.phase, Phase::Serving | Phase::Stopping(_)) {
-                    // Its elector still runs until it hears it is over.
+                    // Its runner still runs until it hears it is over.
                     s.ending = Some(fence);
                     true
                 } else {
@@ -310,12 +310,12 @@ impl Ledger {
 
     /// Every term the session holds: (partition, held).
     pub(crate) fn terms(&self) -> impl Iterator<Item = (usize, Held)> + '_ {
-        self.slots
+        self.entries
             .iter()
             .filter_map(|(i, s)| s.held.map(|h| (*i, h)))
     }
 
-    /// Partitions whose elector serves (not stopping).
+    /// Partitions whose runner serves (not stopping).
     pub(crate) fn serving(&self) -> Vec<usize> {
         self.terms()
             .filter(|(_, h)| h.phase == Phase::Serving)
@@ -323,7 +323,7 @@ impl Ledger {
             .collect()
     }
 
-    /// The partitions whose electors serve, with their weights: what a plan by weight
+    /// The partitions whose runners serve, with their weights: what a plan by weight
     /// counts as this replica's.
     pub(crate) fn serving_weights(&self) -> Vec<(usize, u64)> {
         self.terms()
@@ -340,10 +340,10 @@ impl Ledger {
             .collect()
     }
 
-    /// Whether every term is served and no elector of an earlier term is still ending:
+    /// Whether every term is served and no runner of an earlier term is still ending:
     /// nothing is starting, stopping or being released.
     pub(crate) fn at_rest(&self) -> bool {
-        self.slots
+        self.entries
             .values()
             .all(|s| s.ending.is_none() && s.held.is_none_or(|h| h.phase == Phase::Serving))
     }
@@ -358,9 +358,9 @@ impl Ledger {
         self.terms().map(|(_, h)| h.weight).sum()
     }
 
-    /// Electors running, of any term.
-    pub(crate) fn electors(&self) -> usize {
-        self.slots.values().map(Slot::electors).sum()
+    /// Runners running, of any term.
+    pub(crate) fn runners(&self) -> usize {
+        self.entries.values().map(Entry::runners).sum()
     }
 
     /// Whether a term is on its way out or in: stopping (its release pending), or a
@@ -372,12 +372,12 @@ impl Ledger {
 
     /// Whether partition `i` is shown as owned.
     pub(crate) fn owned(&self, i: usize) -> bool {
-        self.slots.get(&i).is_some_and(Slot::owned)
+        self.entries.get(&i).is_some_and(Entry::owned)
     }
 
     /// How many partitions are shown as owned.
     pub(crate) fn owned_count(&self) -> usize {
-        self.slots.values().filter(|s| s.owned()).count()
+        self.entries.values().filter(|s| s.owned()).count()
     }
 
     /// The partitions whose "owned" changed since the last call.
@@ -392,21 +392,21 @@ mod tests {
 
     #[test]
     fn a_grant_waits_for_the_partitions_ending_elector() {
-        let mut l = Ledger::default();
+        let mut l = Holdings::default();
         let t = Instant::now();
         assert_eq!(
             l.grant(1, Fence(10), 1, t, None),
             Some(Effect::Start(1, Fence(10), t))
         );
         l.session_lost();
-        assert!(l.owned(1), "its elector is still ending");
+        assert!(l.owned(1), "its runner is still ending");
         assert_eq!(l.held(1), None);
         assert_eq!(
             l.grant(1, Fence(20), 1, t, None),
             None,
-            "waits for the old elector"
+            "waits for the old runner"
         );
-        assert_eq!(l.electors(), 1);
+        assert_eq!(l.runners(), 1);
         assert_eq!(l.ended(1, Fence(10)), Some(Effect::Start(1, Fence(20), t)));
         assert_eq!(l.held(1).unwrap().phase, Phase::Serving);
         assert_eq!(l.ended(1, Fence(20)), None);
@@ -416,24 +416,24 @@ mod tests {
 
     #[test]
     fn a_grant_over_a_term_still_handing_over_waits_for_its_elector() {
-        let mut l = Ledger::default();
+        let mut l = Holdings::default();
         let t = Instant::now();
         l.grant(1, Fence(10), 1, t, None);
         assert!(l.stop(1, MoveCause::HandOff));
-        // Released, and claimed again before the old elector was joined.
+        // Released, and claimed again before the old runner was joined.
         assert_eq!(l.grant(1, Fence(20), 1, t, None), None);
-        assert_eq!(l.electors(), 1, "only the old one runs");
+        assert_eq!(l.runners(), 1, "only the old one runs");
         assert_eq!(l.ended(1, Fence(10)), Some(Effect::Start(1, Fence(20), t)));
         assert_eq!(l.held(1).unwrap().fence, Fence(20));
     }
 
     #[test]
     fn unserved_terms_are_regranted_or_dropped_by_fence() {
-        let mut l = Ledger::default();
+        let mut l = Holdings::default();
         let t = Instant::now();
         l.unserved(1, Fence(5), 3, t);
         l.unserved(2, Fence(6), 1, t);
-        assert!(!l.owned(1), "no elector yet");
+        assert!(!l.owned(1), "no runner yet");
         assert_eq!(l.load(), 4);
         l.mark(&[(1, Fence(5)), (2, Fence(6))], Phase::Regranting);
         // A stale answer about an older term changes nothing.
@@ -450,7 +450,7 @@ mod tests {
 
     #[test]
     fn a_term_the_store_forgot_keeps_its_elector_until_it_ends() {
-        let mut l = Ledger::default();
+        let mut l = Holdings::default();
         l.grant(1, Fence(5), 1, Instant::now(), None);
         assert!(l.forget(1, Fence(5)), "its renewals must be refused");
         assert!(l.owned(1));
@@ -462,7 +462,7 @@ mod tests {
 
     #[test]
     fn a_term_keeps_what_its_claim_said_of_its_predecessor_until_it_starts() {
-        let mut l = Ledger::default();
+        let mut l = Holdings::default();
         let t = Instant::now();
         let p = Predecessor {
             cause: MoveCause::HandOff,
@@ -473,7 +473,7 @@ mod tests {
         };
         l.grant(1, Fence(10), 1, t, None);
         l.session_lost();
-        // Granted while the old elector ends: it starts later, still knowing.
+        // Granted while the old runner ends: it starts later, still knowing.
         assert_eq!(l.grant(1, Fence(20), 1, t, Some(p)), None);
         assert_eq!(l.ended(1, Fence(10)), Some(Effect::Start(1, Fence(20), t)));
         assert_eq!(l.held(1).unwrap().previous, Some(p));
