@@ -10,6 +10,7 @@ use rand::RngExt;
 use crate::balance::whatif::{PlannedChange, WhatIf, simulate};
 use crate::error::PartitionsError;
 use crate::keys::GroupKeys;
+use crate::store::ops;
 use crate::store::protocol::{
     AddReply, Change, DrainReply, Move, PreferReply, RemoveReply, WeightReply,
 };
@@ -205,7 +206,11 @@ impl<B: GroupStore> GroupAdmin<B> {
             let change = Change::Strict { op: request_id() };
             let mut tries = 0;
             loop {
-                match self.store.add(&self.keys, &change, chunk).await? {
+                match self
+                    .store
+                    .run(&self.keys, &ops::Add::new(&change, chunk))
+                    .await?
+                {
                     AddReply::Added(n) => added += n,
                     AddReply::Exists(name) => return Err(PartitionsError::AlreadyPresent(name)),
                     AddReply::NoGroup => return Err(self.no_group()),
@@ -247,7 +252,11 @@ impl<B: GroupStore> GroupAdmin<B> {
             let change = Change::Strict { op: request_id() };
             let mut tries = 0;
             loop {
-                match self.store.remove(&self.keys, &change, chunk).await? {
+                match self
+                    .store
+                    .run(&self.keys, &ops::Remove::new(&change, chunk))
+                    .await?
+                {
                     RemoveReply::Removed(n) => removed += n,
                     RemoveReply::Unknown(name) => {
                         return Err(PartitionsError::UnknownPartition(name));
@@ -276,12 +285,20 @@ impl<B: GroupStore> GroupAdmin<B> {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn list(&self) -> Result<Vec<String>, PartitionsError> {
-        if self.store.status_head(&self.keys).await?.is_none() {
+        if self
+            .store
+            .run(&self.keys, &ops::ReadStatusHead)
+            .await?
+            .is_none()
+        {
             return Err(PartitionsError::UnknownGroup(self.keys.group.clone()));
         }
         let mut all = Vec::new();
         loop {
-            let page = self.store.list_page(&self.keys, all.len(), 1_000).await?;
+            let page = self
+                .store
+                .run(&self.keys, &ops::ListPage::new(all.len(), 1_000))
+                .await?;
             if page.is_empty() {
                 return Ok(all);
             }
@@ -338,7 +355,7 @@ impl<B: GroupStore> GroupAdmin<B> {
         for _ in 0..RESTORE_RETRIES {
             match self
                 .store
-                .drain(&self.keys, Some(&op), replica, on, force)
+                .run(&self.keys, &ops::Drain::new(Some(&op), replica, on, force))
                 .await?
             {
                 DrainReply::Done => return Ok(()),
@@ -360,7 +377,7 @@ impl<B: GroupStore> GroupAdmin<B> {
     /// `error`, or [`PartitionsError::UnknownGroup`] if the group does not exist (or a
     /// store error reading that).
     async fn unknown(&self, error: PartitionsError) -> PartitionsError {
-        match self.store.status_head(&self.keys).await {
+        match self.store.run(&self.keys, &ops::ReadStatusHead).await {
             Ok(Some(_)) => error,
             Ok(None) => self.no_group(),
             Err(e) => e.into(),
@@ -375,7 +392,11 @@ impl<B: GroupStore> GroupAdmin<B> {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn exists(&self) -> Result<bool, PartitionsError> {
-        Ok(self.store.status_head(&self.keys).await?.is_some())
+        Ok(self
+            .store
+            .run(&self.keys, &ops::ReadStatusHead)
+            .await?
+            .is_some())
     }
 
     /// Sets a partition's weight (1 ..= [`MAX_WEIGHT`]; every partition starts at 1).
@@ -401,7 +422,10 @@ impl<B: GroupStore> GroupAdmin<B> {
         for _ in 0..RESTORE_RETRIES {
             match self
                 .store
-                .set_weight(&self.keys, Some(&op), partition, weight)
+                .run(
+                    &self.keys,
+                    &ops::SetWeight::new(Some(&op), partition, weight),
+                )
                 .await?
             {
                 WeightReply::Set(old) => return Ok(old),
@@ -478,7 +502,7 @@ impl<B: GroupStore> GroupAdmin<B> {
         for _ in 0..RESTORE_RETRIES {
             match self
                 .store
-                .prefer(&self.keys, Some(&op), partition, replica)
+                .run(&self.keys, &ops::Prefer::new(Some(&op), partition, replica))
                 .await?
             {
                 PreferReply::Set(old) => return Ok(old),
@@ -506,7 +530,11 @@ impl<B: GroupStore> GroupAdmin<B> {
     /// Cancel safe: it only reads.
     pub async fn owner(&self, partition: &str) -> Result<PartitionOwner, PartitionsError> {
         validate_name("partition name", partition)?;
-        match self.store.owner(&self.keys, partition).await? {
+        match self
+            .store
+            .run(&self.keys, &ops::Owner::new(partition))
+            .await?
+        {
             Some(owner) => Ok(owner),
             None => Err(self
                 .unknown(PartitionsError::UnknownPartition(partition.to_owned()))
@@ -567,7 +595,10 @@ impl<B: GroupStore> GroupAdmin<B> {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<Move>, PartitionsError> {
-        Ok(self.store.moves(&self.keys, after, limit).await?)
+        Ok(self
+            .store
+            .run(&self.keys, &ops::Moves::new(after, limit))
+            .await?)
     }
 
     /// The newest `limit` entries of the ledger of moves (or all it keeps, if fewer),
@@ -598,7 +629,10 @@ impl<B: GroupStore> GroupAdmin<B> {
     /// # }
     /// ```
     pub async fn newest_moves(&self, limit: usize) -> Result<Vec<Move>, PartitionsError> {
-        Ok(self.store.newest_moves(&self.keys, limit).await?)
+        Ok(self
+            .store
+            .run(&self.keys, &ops::NewestMoves::new(limit))
+            .await?)
     }
 
     /// What `change` would do to the group, without doing it: the moves the balancing

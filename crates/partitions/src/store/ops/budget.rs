@@ -76,6 +76,17 @@ pub(crate) struct TakeBudget {
     pub(crate) window: Duration,
 }
 
+impl TakeBudget {
+    /// `want` moves out of `budget` per `window`.
+    pub(crate) fn new(want: usize, budget: u32, window: Duration) -> Self {
+        Self {
+            want,
+            budget,
+            window,
+        }
+    }
+}
+
 impl Op for TakeBudget {
     type Reply = usize;
 

@@ -132,6 +132,18 @@ pub(crate) struct Drain {
     pub(crate) force: bool,
 }
 
+impl Drain {
+    /// Drains (`on`) or undrains `replica`, for request `op`.
+    pub(crate) fn new(op: Option<&str>, replica: &str, on: bool, force: bool) -> Self {
+        Self {
+            op: op.map(str::to_owned),
+            replica: replica.to_owned(),
+            on,
+            force,
+        }
+    }
+}
+
 impl Op for Drain {
     type Reply = DrainReply;
 

@@ -95,6 +95,13 @@ impl Group {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TakeHandOffs(pub(crate) Vec<Term>);
 
+impl TakeHandOffs {
+    /// Takes what `terms` left.
+    pub(crate) fn new(terms: &[Term]) -> Self {
+        Self(terms.to_vec())
+    }
+}
+
 impl Op for TakeHandOffs {
     type Reply = Vec<Taken>;
 

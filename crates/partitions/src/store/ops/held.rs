@@ -46,6 +46,13 @@ impl Group {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Held(pub(crate) String);
 
+impl Held {
+    /// The terms `session` holds.
+    pub(crate) fn new(session: &str) -> Self {
+        Self(session.to_owned())
+    }
+}
+
 impl Op for Held {
     type Reply = Vec<Granted>;
 

@@ -64,6 +64,17 @@ pub(crate) struct Leave {
     pub(crate) session: String,
 }
 
+impl Leave {
+    /// Ends `replica`'s `session`, held by `process`.
+    pub(crate) fn new(replica: &str, process: &str, session: &str) -> Self {
+        Self {
+            replica: replica.to_owned(),
+            process: process.to_owned(),
+            session: session.to_owned(),
+        }
+    }
+}
+
 impl Op for Leave {
     type Reply = ();
 

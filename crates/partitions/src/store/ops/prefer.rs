@@ -103,6 +103,17 @@ pub(crate) struct Prefer {
     pub(crate) replica: Option<String>,
 }
 
+impl Prefer {
+    /// Prefers `partition` on `replica`, for request `op`.
+    pub(crate) fn new(op: Option<&str>, partition: &str, replica: Option<&str>) -> Self {
+        Self {
+            op: op.map(str::to_owned),
+            partition: partition.to_owned(),
+            replica: replica.map(str::to_owned),
+        }
+    }
+}
+
 impl Op for Prefer {
     type Reply = PreferReply;
 

@@ -37,6 +37,7 @@ pub struct GivenBack {
 
 impl GivenBack {
     /// A term given back for `cause`, leaving no state.
+    #[cfg(test)]
     pub fn plain(term: Term, cause: MoveCause) -> Self {
         Self {
             term,
@@ -168,6 +169,23 @@ pub(crate) struct Release {
     pub(crate) terms: Vec<GivenBack>,
     pub(crate) state_ttl: Duration,
     pub(crate) hold: Duration,
+}
+
+impl Release {
+    /// Gives back `session`'s `terms`, keeping their state for `state_ttl` and named receivers' holds for `hold`.
+    pub(crate) fn new(
+        session: &str,
+        terms: &[GivenBack],
+        state_ttl: Duration,
+        hold: Duration,
+    ) -> Self {
+        Self {
+            session: session.to_owned(),
+            terms: terms.to_vec(),
+            state_ttl,
+            hold,
+        }
+    }
 }
 
 impl Op for Release {

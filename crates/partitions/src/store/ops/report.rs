@@ -108,6 +108,16 @@ pub(crate) struct Report {
     pub(crate) weights: Vec<Reported>,
 }
 
+impl Report {
+    /// Reports `session`'s `weights`.
+    pub(crate) fn new(session: &str, weights: &[Reported]) -> Self {
+        Self {
+            session: session.to_owned(),
+            weights: weights.to_vec(),
+        }
+    }
+}
+
 impl Op for Report {
     type Reply = Vec<bool>;
 

@@ -157,6 +157,16 @@ pub(crate) struct Routes {
     pub(crate) limit: usize,
 }
 
+impl Routes {
+    /// Owners, or up to `limit` moves after `after`.
+    pub(crate) fn new(after: Option<&str>, limit: usize) -> Self {
+        Self {
+            after: after.map(str::to_owned),
+            limit,
+        }
+    }
+}
+
 impl Op for Routes {
     type Reply = Option<RouteRead>;
 

@@ -151,6 +151,17 @@ pub(crate) struct SetWeight {
     pub(crate) weight: u64,
 }
 
+impl SetWeight {
+    /// Sets `partition`'s `weight`, for request `op`.
+    pub(crate) fn new(op: Option<&str>, partition: &str, weight: u64) -> Self {
+        Self {
+            op: op.map(str::to_owned),
+            partition: partition.to_owned(),
+            weight,
+        }
+    }
+}
+
 impl Op for SetWeight {
     type Reply = WeightReply;
 
