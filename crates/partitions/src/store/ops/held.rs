@@ -15,15 +15,6 @@ use crate::store::protocol::Granted;
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("held.lua");
 
-pub(crate) async fn redis(
-    store: &RedisStore,
-    keys: &GroupKeys,
-    session: &str,
-) -> Result<Vec<Granted>, StoreError> {
-    let reply = store.eval(&SCRIPT, &keys.all(), &[session]).await?;
-    triples(&mut Parse::new("held", Value::Array(vec![reply])))
-}
-
 impl Group {
     /// The twin of `lua/held.lua`.
     pub(crate) fn held_by(&self, session: &str) -> Vec<Granted> {
@@ -61,7 +52,9 @@ impl Op for Held {
         store: &RedisStore,
         keys: &GroupKeys,
     ) -> Result<Vec<Granted>, StoreError> {
-        redis(store, keys, &self.0).await
+        let session = self.0.as_str();
+        let reply = store.eval(&SCRIPT, &keys.all(), &[session]).await?;
+        triples(&mut Parse::new("held", Value::Array(vec![reply])))
     }
 
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<Granted> {

@@ -28,22 +28,6 @@ pub enum PreferReply {
     Restoring(Duration),
 }
 
-pub(crate) async fn redis(
-    store: &RedisStore,
-    keys: &GroupKeys,
-    op: Option<&str>,
-    partition: &str,
-    replica: Option<&str>,
-) -> Result<PreferReply, StoreError> {
-    let args = [
-        partition,
-        replica.unwrap_or(""),
-        &keys.channel,
-        &keys.notice,
-    ];
-    parse(eval_with_op(store, &SCRIPT, keys, op, &args).await?)
-}
-
 /// The reply of `lua/prefer.lua`.
 pub(super) fn parse(reply: Value) -> Result<PreferReply, StoreError> {
     let mut p = Parse::new("prefer", reply);
@@ -118,8 +102,18 @@ impl Op for Prefer {
     type Reply = PreferReply;
 
     async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<PreferReply, StoreError> {
-        let (op, replica) = (self.op.as_deref(), self.replica.as_deref());
-        redis(store, keys, op, &self.partition, replica).await
+        let (op, partition, replica) = (
+            self.op.as_deref(),
+            self.partition.as_str(),
+            self.replica.as_deref(),
+        );
+        let args = [
+            partition,
+            replica.unwrap_or(""),
+            &keys.channel,
+            &keys.notice,
+        ];
+        parse(eval_with_op(store, &SCRIPT, keys, op, &args).await?)
     }
 
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> PreferReply {
