@@ -40,92 +40,45 @@ impl Protocol for RedisStore {
     }
 }
 
-/// Every group script: its name, the script, and its own file (without the libraries).
-/// The one list an operation's script is added to.
+/// Every group script: its name, the script, and its own file (`lua/<name>.lua`,
+/// without the libraries). The one list an operation's script is added to.
 #[cfg(any(test, feature = "testing"))]
 fn scripts() -> [(&'static str, &'static LuaScript, &'static str); 24] {
-    [
-        ("tick", &ops::tick::SCRIPT, include_str!("lua/tick.lua")),
-        (
-            "heartbeat",
-            &ops::tick::HEARTBEAT,
-            include_str!("lua/heartbeat.lua"),
-        ),
-        ("claim", &ops::claim::SCRIPT, include_str!("lua/claim.lua")),
-        (
-            "release",
-            &ops::release::SCRIPT,
-            include_str!("lua/release.lua"),
-        ),
-        (
-            "handoff",
-            &ops::handoff::SCRIPT,
-            include_str!("lua/handoff.lua"),
-        ),
-        ("leave", &ops::leave::SCRIPT, include_str!("lua/leave.lua")),
-        ("add", &ops::change::ADD, include_str!("lua/add.lua")),
-        (
-            "remove",
-            &ops::change::REMOVE,
-            include_str!("lua/remove.lua"),
-        ),
-        (
-            "version",
-            &ops::version::SCRIPT,
-            include_str!("lua/version.lua"),
-        ),
-        ("held", &ops::held::SCRIPT, include_str!("lua/held.lua")),
-        (
-            "set_page",
-            &ops::read::SET_PAGE,
-            include_str!("lua/set_page.lua"),
-        ),
-        (
-            "restore",
-            &ops::restore::SCRIPT,
-            include_str!("lua/restore.lua"),
-        ),
-        ("adopt", &ops::adopt::SCRIPT, include_str!("lua/adopt.lua")),
-        ("drain", &ops::drain::SCRIPT, include_str!("lua/drain.lua")),
-        (
-            "weight",
-            &ops::weight::SCRIPT,
-            include_str!("lua/weight.lua"),
-        ),
-        (
-            "prefer",
-            &ops::prefer::SCRIPT,
-            include_str!("lua/prefer.lua"),
-        ),
-        ("owner", &ops::read::OWNER, include_str!("lua/owner.lua")),
-        ("moves", &ops::moves::SCRIPT, include_str!("lua/moves.lua")),
-        (
-            "budget",
-            &ops::budget::SCRIPT,
-            include_str!("lua/budget.lua"),
-        ),
-        (
-            "report",
-            &ops::report::SCRIPT,
-            include_str!("lua/report.lua"),
-        ),
-        ("list", &ops::read::LIST, include_str!("lua/list.lua")),
-        (
-            "status_head",
-            &ops::read::STATUS_HEAD,
-            include_str!("lua/status_head.lua"),
-        ),
-        (
-            "status_page",
-            &ops::read::STATUS_PAGE,
-            include_str!("lua/status_page.lua"),
-        ),
-        (
-            "routes",
-            &ops::routes::SCRIPT,
-            include_str!("lua/routes.lua"),
-        ),
-    ]
+    macro_rules! scripts {
+        ($($name:ident => $script:path,)*) => {
+            [$((
+                stringify!($name),
+                &$script,
+                include_str!(concat!("lua/", stringify!($name), ".lua")),
+            )),*]
+        };
+    }
+    scripts! {
+        tick => ops::tick::SCRIPT,
+        heartbeat => ops::tick::HEARTBEAT,
+        claim => ops::claim::SCRIPT,
+        release => ops::release::SCRIPT,
+        handoff => ops::handoff::SCRIPT,
+        leave => ops::leave::SCRIPT,
+        add => ops::change::ADD,
+        remove => ops::change::REMOVE,
+        version => ops::version::SCRIPT,
+        held => ops::held::SCRIPT,
+        set_page => ops::read::SET_PAGE,
+        restore => ops::restore::SCRIPT,
+        adopt => ops::adopt::SCRIPT,
+        drain => ops::drain::SCRIPT,
+        weight => ops::weight::SCRIPT,
+        prefer => ops::prefer::SCRIPT,
+        owner => ops::read::OWNER,
+        moves => ops::moves::SCRIPT,
+        budget => ops::budget::SCRIPT,
+        report => ops::report::SCRIPT,
+        list => ops::read::LIST,
+        status_head => ops::read::STATUS_HEAD,
+        status_page => ops::read::STATUS_PAGE,
+        routes => ops::routes::SCRIPT,
+    }
 }
 
 /// Every group script's own file (without the libraries), by name.
