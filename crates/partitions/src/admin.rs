@@ -10,7 +10,7 @@ use rand::RngExt;
 use crate::balance::whatif::{PlannedChange, WhatIf, simulate};
 use crate::error::PartitionsError;
 use crate::keys::GroupKeys;
-use crate::store::ops;
+use crate::store::ops::{self, Op};
 use crate::store::protocol::{
     AddReply, Change, DrainReply, Move, PreferReply, RemoveReply, WeightReply,
 };
@@ -351,24 +351,33 @@ impl<B: GroupStore> GroupAdmin<B> {
 
     async fn set_drain(&self, replica: &str, on: bool, force: bool) -> Result<(), PartitionsError> {
         validate_name("replica id", replica)?;
-        let op = request_id();
+        let drain = ops::Drain::new(Some(&request_id()), replica, on, force);
+        let restoring = |r: &DrainReply| match r {
+            DrainReply::Restoring(wait) => Some(*wait),
+            _ => None,
+        };
+        match self.change(&drain, restoring).await? {
+            DrainReply::Done => Ok(()),
+            DrainReply::Unknown => Err(PartitionsError::UnknownReplica(replica.to_owned())),
+            DrainReply::Last => Err(PartitionsError::LastActiveReplica(replica.to_owned())),
+            DrainReply::NoGroup => Err(self.no_group()),
+            DrainReply::Restoring(_) => Err(never_stale()),
+        }
+    }
+
+    /// Runs an operator's change `op`, again while the group is being created again
+    /// (after the wait `restoring` reads from its reply), [`RESTORE_RETRIES`] times at
+    /// most.
+    async fn change<O: Op>(
+        &self,
+        op: &O,
+        restoring: fn(&O::Reply) -> Option<Duration>,
+    ) -> Result<O::Reply, PartitionsError> {
         for _ in 0..RESTORE_RETRIES {
-            match self
-                .store
-                .run(&self.keys, &ops::Drain::new(Some(&op), replica, on, force))
-                .await?
-            {
-                DrainReply::Done => return Ok(()),
-                DrainReply::Unknown => {
-                    return Err(PartitionsError::UnknownReplica(replica.to_owned()));
-                }
-                DrainReply::Last => {
-                    return Err(PartitionsError::LastActiveReplica(replica.to_owned()));
-                }
-                DrainReply::NoGroup => return Err(self.no_group()),
-                DrainReply::Restoring(wait) => {
-                    tokio::time::sleep(wait + Duration::from_millis(10)).await;
-                }
+            let reply = self.store.run(&self.keys, op).await?;
+            match restoring(&reply) {
+                Some(wait) => tokio::time::sleep(wait + Duration::from_millis(10)).await,
+                None => return Ok(reply),
             }
         }
         Err(never_stale())
@@ -418,27 +427,17 @@ impl<B: GroupStore> GroupAdmin<B> {
         if !(1..=MAX_WEIGHT).contains(&weight) {
             return Err(PartitionsError::InvalidWeight(weight));
         }
-        let op = request_id();
-        for _ in 0..RESTORE_RETRIES {
-            match self
-                .store
-                .run(
-                    &self.keys,
-                    &ops::SetWeight::new(Some(&op), partition, weight),
-                )
-                .await?
-            {
-                WeightReply::Set(old) => return Ok(old),
-                WeightReply::Unknown => {
-                    return Err(PartitionsError::UnknownPartition(partition.to_owned()));
-                }
-                WeightReply::NoGroup => return Err(self.no_group()),
-                WeightReply::Restoring(wait) => {
-                    tokio::time::sleep(wait + Duration::from_millis(10)).await;
-                }
-            }
+        let set = ops::SetWeight::new(Some(&request_id()), partition, weight);
+        let restoring = |r: &WeightReply| match r {
+            WeightReply::Restoring(wait) => Some(*wait),
+            _ => None,
+        };
+        match self.change(&set, restoring).await? {
+            WeightReply::Set(old) => Ok(old),
+            WeightReply::Unknown => Err(PartitionsError::UnknownPartition(partition.to_owned())),
+            WeightReply::NoGroup => Err(self.no_group()),
+            WeightReply::Restoring(_) => Err(never_stale()),
         }
-        Err(never_stale())
     }
 
     /// Prefers `partition` on replica `replica`: while that replica is live, takes part
@@ -498,24 +497,17 @@ impl<B: GroupStore> GroupAdmin<B> {
         replica: Option<&str>,
     ) -> Result<Option<String>, PartitionsError> {
         validate_name("partition name", partition)?;
-        let op = request_id();
-        for _ in 0..RESTORE_RETRIES {
-            match self
-                .store
-                .run(&self.keys, &ops::Prefer::new(Some(&op), partition, replica))
-                .await?
-            {
-                PreferReply::Set(old) => return Ok(old),
-                PreferReply::Unknown => {
-                    return Err(PartitionsError::UnknownPartition(partition.to_owned()));
-                }
-                PreferReply::NoGroup => return Err(self.no_group()),
-                PreferReply::Restoring(wait) => {
-                    tokio::time::sleep(wait + Duration::from_millis(10)).await;
-                }
-            }
+        let prefer = ops::Prefer::new(Some(&request_id()), partition, replica);
+        let restoring = |r: &PreferReply| match r {
+            PreferReply::Restoring(wait) => Some(*wait),
+            _ => None,
+        };
+        match self.change(&prefer, restoring).await? {
+            PreferReply::Set(old) => Ok(old),
+            PreferReply::Unknown => Err(PartitionsError::UnknownPartition(partition.to_owned())),
+            PreferReply::NoGroup => Err(self.no_group()),
+            PreferReply::Restoring(_) => Err(never_stale()),
         }
-        Err(never_stale())
     }
 
     /// One partition's owner: replica, fence, time left on its session, how long it
