@@ -10,6 +10,7 @@ use rand::RngExt;
 use crate::balance::whatif::{PlannedChange, WhatIf, simulate};
 use crate::error::PartitionsError;
 use crate::keys::GroupKeys;
+use crate::store::ops::{self, Op};
 use crate::store::protocol::{
     AddReply, Change, DrainReply, Move, PreferReply, RemoveReply, WeightReply,
 };
@@ -205,7 +206,11 @@ impl<B: GroupStore> GroupAdmin<B> {
             let change = Change::Strict { op: request_id() };
             let mut tries = 0;
             loop {
-                match self.store.add(&self.keys, &change, chunk).await? {
+                match self
+                    .store
+                    .run(&self.keys, &ops::Add::new(&change, chunk))
+                    .await?
+                {
                     AddReply::Added(n) => added += n,
                     AddReply::Exists(name) => return Err(PartitionsError::AlreadyPresent(name)),
                     AddReply::NoGroup => return Err(self.no_group()),
@@ -247,7 +252,11 @@ impl<B: GroupStore> GroupAdmin<B> {
             let change = Change::Strict { op: request_id() };
             let mut tries = 0;
             loop {
-                match self.store.remove(&self.keys, &change, chunk).await? {
+                match self
+                    .store
+                    .run(&self.keys, &ops::Remove::new(&change, chunk))
+                    .await?
+                {
                     RemoveReply::Removed(n) => removed += n,
                     RemoveReply::Unknown(name) => {
                         return Err(PartitionsError::UnknownPartition(name));
@@ -276,12 +285,20 @@ impl<B: GroupStore> GroupAdmin<B> {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn list(&self) -> Result<Vec<String>, PartitionsError> {
-        if self.store.status_head(&self.keys).await?.is_none() {
+        if self
+            .store
+            .run(&self.keys, &ops::ReadStatusHead)
+            .await?
+            .is_none()
+        {
             return Err(PartitionsError::UnknownGroup(self.keys.group.clone()));
         }
         let mut all = Vec::new();
         loop {
-            let page = self.store.list_page(&self.keys, all.len(), 1_000).await?;
+            let page = self
+                .store
+                .run(&self.keys, &ops::ListPage::new(all.len(), 1_000))
+                .await?;
             if page.is_empty() {
                 return Ok(all);
             }
@@ -334,24 +351,33 @@ impl<B: GroupStore> GroupAdmin<B> {
 
     async fn set_drain(&self, replica: &str, on: bool, force: bool) -> Result<(), PartitionsError> {
         validate_name("replica id", replica)?;
-        let op = request_id();
+        let drain = ops::Drain::new(Some(&request_id()), replica, on, force);
+        let restoring = |r: &DrainReply| match r {
+            DrainReply::Restoring(wait) => Some(*wait),
+            _ => None,
+        };
+        match self.change(&drain, restoring).await? {
+            DrainReply::Done => Ok(()),
+            DrainReply::Unknown => Err(PartitionsError::UnknownReplica(replica.to_owned())),
+            DrainReply::Last => Err(PartitionsError::LastActiveReplica(replica.to_owned())),
+            DrainReply::NoGroup => Err(self.no_group()),
+            DrainReply::Restoring(_) => Err(never_stale()),
+        }
+    }
+
+    /// Runs an operator's change `op`, again while the group is being created again
+    /// (after the wait `restoring` reads from its reply), [`RESTORE_RETRIES`] times at
+    /// most.
+    async fn change<O: Op>(
+        &self,
+        op: &O,
+        restoring: fn(&O::Reply) -> Option<Duration>,
+    ) -> Result<O::Reply, PartitionsError> {
         for _ in 0..RESTORE_RETRIES {
-            match self
-                .store
-                .drain(&self.keys, Some(&op), replica, on, force)
-                .await?
-            {
-                DrainReply::Done => return Ok(()),
-                DrainReply::Unknown => {
-                    return Err(PartitionsError::UnknownReplica(replica.to_owned()));
-                }
-                DrainReply::Last => {
-                    return Err(PartitionsError::LastActiveReplica(replica.to_owned()));
-                }
-                DrainReply::NoGroup => return Err(self.no_group()),
-                DrainReply::Restoring(wait) => {
-                    tokio::time::sleep(wait + Duration::from_millis(10)).await;
-                }
+            let reply = self.store.run(&self.keys, op).await?;
+            match restoring(&reply) {
+                Some(wait) => tokio::time::sleep(wait + Duration::from_millis(10)).await,
+                None => return Ok(reply),
             }
         }
         Err(never_stale())
@@ -360,7 +386,7 @@ impl<B: GroupStore> GroupAdmin<B> {
     /// `error`, or [`PartitionsError::UnknownGroup`] if the group does not exist (or a
     /// store error reading that).
     async fn unknown(&self, error: PartitionsError) -> PartitionsError {
-        match self.store.status_head(&self.keys).await {
+        match self.store.run(&self.keys, &ops::ReadStatusHead).await {
             Ok(Some(_)) => error,
             Ok(None) => self.no_group(),
             Err(e) => e.into(),
@@ -375,7 +401,11 @@ impl<B: GroupStore> GroupAdmin<B> {
     /// # Cancel safety
     /// Cancel safe: it only reads.
     pub async fn exists(&self) -> Result<bool, PartitionsError> {
-        Ok(self.store.status_head(&self.keys).await?.is_some())
+        Ok(self
+            .store
+            .run(&self.keys, &ops::ReadStatusHead)
+            .await?
+            .is_some())
     }
 
     /// Sets a partition's weight (1 ..= [`MAX_WEIGHT`]; every partition starts at 1).
@@ -397,24 +427,17 @@ impl<B: GroupStore> GroupAdmin<B> {
         if !(1..=MAX_WEIGHT).contains(&weight) {
             return Err(PartitionsError::InvalidWeight(weight));
         }
-        let op = request_id();
-        for _ in 0..RESTORE_RETRIES {
-            match self
-                .store
-                .set_weight(&self.keys, Some(&op), partition, weight)
-                .await?
-            {
-                WeightReply::Set(old) => return Ok(old),
-                WeightReply::Unknown => {
-                    return Err(PartitionsError::UnknownPartition(partition.to_owned()));
-                }
-                WeightReply::NoGroup => return Err(self.no_group()),
-                WeightReply::Restoring(wait) => {
-                    tokio::time::sleep(wait + Duration::from_millis(10)).await;
-                }
-            }
+        let set = ops::SetWeight::new(Some(&request_id()), partition, weight);
+        let restoring = |r: &WeightReply| match r {
+            WeightReply::Restoring(wait) => Some(*wait),
+            _ => None,
+        };
+        match self.change(&set, restoring).await? {
+            WeightReply::Set(old) => Ok(old),
+            WeightReply::Unknown => Err(PartitionsError::UnknownPartition(partition.to_owned())),
+            WeightReply::NoGroup => Err(self.no_group()),
+            WeightReply::Restoring(_) => Err(never_stale()),
         }
-        Err(never_stale())
     }
 
     /// Prefers `partition` on replica `replica`: while that replica is live, takes part
@@ -474,24 +497,17 @@ impl<B: GroupStore> GroupAdmin<B> {
         replica: Option<&str>,
     ) -> Result<Option<String>, PartitionsError> {
         validate_name("partition name", partition)?;
-        let op = request_id();
-        for _ in 0..RESTORE_RETRIES {
-            match self
-                .store
-                .prefer(&self.keys, Some(&op), partition, replica)
-                .await?
-            {
-                PreferReply::Set(old) => return Ok(old),
-                PreferReply::Unknown => {
-                    return Err(PartitionsError::UnknownPartition(partition.to_owned()));
-                }
-                PreferReply::NoGroup => return Err(self.no_group()),
-                PreferReply::Restoring(wait) => {
-                    tokio::time::sleep(wait + Duration::from_millis(10)).await;
-                }
-            }
+        let prefer = ops::Prefer::new(Some(&request_id()), partition, replica);
+        let restoring = |r: &PreferReply| match r {
+            PreferReply::Restoring(wait) => Some(*wait),
+            _ => None,
+        };
+        match self.change(&prefer, restoring).await? {
+            PreferReply::Set(old) => Ok(old),
+            PreferReply::Unknown => Err(PartitionsError::UnknownPartition(partition.to_owned())),
+            PreferReply::NoGroup => Err(self.no_group()),
+            PreferReply::Restoring(_) => Err(never_stale()),
         }
-        Err(never_stale())
     }
 
     /// One partition's owner: replica, fence, time left on its session, how long it
@@ -506,7 +522,11 @@ impl<B: GroupStore> GroupAdmin<B> {
     /// Cancel safe: it only reads.
     pub async fn owner(&self, partition: &str) -> Result<PartitionOwner, PartitionsError> {
         validate_name("partition name", partition)?;
-        match self.store.owner(&self.keys, partition).await? {
+        match self
+            .store
+            .run(&self.keys, &ops::Owner::new(partition))
+            .await?
+        {
             Some(owner) => Ok(owner),
             None => Err(self
                 .unknown(PartitionsError::UnknownPartition(partition.to_owned()))
@@ -567,7 +587,10 @@ impl<B: GroupStore> GroupAdmin<B> {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<Move>, PartitionsError> {
-        Ok(self.store.moves(&self.keys, after, limit).await?)
+        Ok(self
+            .store
+            .run(&self.keys, &ops::Moves::new(after, limit))
+            .await?)
     }
 
     /// The newest `limit` entries of the ledger of moves (or all it keeps, if fewer),
@@ -598,7 +621,10 @@ impl<B: GroupStore> GroupAdmin<B> {
     /// # }
     /// ```
     pub async fn newest_moves(&self, limit: usize) -> Result<Vec<Move>, PartitionsError> {
-        Ok(self.store.newest_moves(&self.keys, limit).await?)
+        Ok(self
+            .store
+            .run(&self.keys, &ops::NewestMoves::new(limit))
+            .await?)
     }
 
     /// What `change` would do to the group, without doing it: the moves the balancing

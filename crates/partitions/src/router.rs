@@ -30,6 +30,7 @@ use crate::keys::GroupKeys;
 use crate::metrics as m;
 use crate::notice::{GroupNotice, Moved};
 use crate::store::GroupStore;
+use crate::store::ops;
 use crate::store::ops::routes::{RouteBody, RouteRead};
 
 /// How many ledger entries a router reads to close a gap before it reads the whole
@@ -405,7 +406,10 @@ impl<B: GroupStore> Follower<B> {
     }
 
     async fn full_read(&mut self) -> Result<Next, leasehold_election::StoreError> {
-        let read = self.store.routes(&self.keys, None, CATCH_UP_LIMIT).await?;
+        let read = self
+            .store
+            .run(&self.keys, &ops::Routes::new(None, CATCH_UP_LIMIT))
+            .await?;
         self.status.send_modify(|s| s.full_reads += 1);
         let Some(RouteRead {
             life,
@@ -472,7 +476,7 @@ impl<B: GroupStore> Follower<B> {
         };
         let read = self
             .store
-            .routes(&self.keys, Some(&last), CATCH_UP_LIMIT)
+            .run(&self.keys, &ops::Routes::new(Some(&last), CATCH_UP_LIMIT))
             .await?;
         self.status.send_modify(|s| s.catch_ups += 1);
         let Some(read) = read else {

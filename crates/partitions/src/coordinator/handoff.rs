@@ -14,6 +14,7 @@ use tracing::debug;
 use crate::keys::GroupKeys;
 use crate::metrics as m;
 use crate::store::GroupStore;
+use crate::store::ops;
 use crate::store::protocol::{MoveCause, Predecessor, Taken};
 
 /// How a new term learns what it is offered.
@@ -96,7 +97,7 @@ async fn take<B: GroupStore>(
     limit: Duration,
 ) -> Result<Vec<u8>, NoHandOff> {
     let terms = [(partition.to_owned(), fence)];
-    let taken = match timeout(limit, store.take_hand_offs(keys, &terms)).await {
+    let taken = match timeout(limit, store.run(keys, &ops::TakeHandOffs::new(&terms))).await {
         Ok(Ok(mut t)) if t.len() == 1 => Ok(t.remove(0)),
         Ok(Ok(t)) => Err(StoreError::Protocol(format!(
             "handoff: {} replies for one partition",

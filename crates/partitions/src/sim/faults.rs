@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::link::Mode;
 use super::{Ev, FAULTS, LEASE, SHUTDOWN_LIMIT, World, oracle};
+use crate::store::ops;
 use crate::store::protocol::Protocol;
 
 impl World {
@@ -233,7 +234,7 @@ impl World {
     pub(super) async fn wipe(&mut self) {
         let keys = crate::keys::GroupKeys::new("leasehold", "sim");
         let now = Instant::now();
-        let page = Protocol::set_page(&self.store, &keys, 0, 100_000)
+        let page = Protocol::run(&self.store, &keys, &ops::ReadSetPage::new(0, 100_000))
             .await
             .ok()
             .flatten();
@@ -325,7 +326,7 @@ impl World {
     /// The set as the store has it now, sorted (`None`: no group).
     pub(super) async fn stored_set(&self) -> Option<Vec<String>> {
         let keys = crate::keys::GroupKeys::new("leasehold", "sim");
-        let page = Protocol::set_page(&self.store, &keys, 0, 100_000)
+        let page = Protocol::run(&self.store, &keys, &ops::ReadSetPage::new(0, 100_000))
             .await
             .ok()
             .flatten()?;
@@ -337,7 +338,7 @@ impl World {
     /// The stored group's life, if it exists.
     async fn stored_life(&self) -> Option<String> {
         let keys = crate::keys::GroupKeys::new("leasehold", "sim");
-        Protocol::set_page(&self.store, &keys, 0, 1)
+        Protocol::run(&self.store, &keys, &ops::ReadSetPage::new(0, 1))
             .await
             .ok()
             .flatten()

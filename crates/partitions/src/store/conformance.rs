@@ -16,11 +16,15 @@ mod ops;
 use leasehold_election::{Fence, RedisStore};
 use leasehold_testkit::RedisServer;
 
+use super::ops::read::StatusHead;
 use super::ops::restore::Restored;
+use super::ops::{
+    Add, Drain, Held, Leave, ListPage, Moves, Owner, Prefer, ReadSetPage, ReadStatusHead, Release,
+    Remove, Report, SetVersion, SetWeight, StatusPage, TakeBudget, TakeHandOffs,
+};
 use super::protocol::{
     Adopt, AdoptStep, Change, ClaimReply, ClaimRequest, GivenBack, MemberInfo, Move, MoveCause,
-    Protocol, ReplicaState, RestoreStep, StatusHead, Taken, Term, TickReply, TickRequest,
-    VersionStep,
+    Protocol, ReplicaState, RestoreStep, Taken, Term, TickReply, TickRequest, VersionStep,
 };
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
@@ -71,7 +75,7 @@ async fn join_afresh<B: Protocol>(cx: &mut Cx, b: &B, k: &GroupKeys, members: &[
             quiet: false,
             ..tick(cx, r, t, true, ReplicaState::Active)
         };
-        seen(cx, &b.tick(k, &join).await.unwrap());
+        seen(cx, &b.run(k, &join).await.unwrap());
     }
 }
 
@@ -192,16 +196,16 @@ fn claimed(r: &ClaimReply, ranks: &mut Ranks) -> String {
 async fn budget<B: Protocol>(b: &B) -> Vec<String> {
     let k = GroupKeys::new("leasehold", "budgeted");
     let day = Duration::from_secs(86_400);
-    let none = b.take_budget(&k, 1, 2, day).await.unwrap();
+    let none = b.run(&k, &TakeBudget::new(1, 2, day)).await.unwrap();
     let seed = Change::Seed {
         life: "life-b".into(),
         grant_delay: Duration::from_millis(60),
         lease: TTL,
         gather: Duration::from_millis(60),
     };
-    b.add(&k, &seed, &names(&["p0"])).await.unwrap();
-    let first = b.take_budget(&k, 3, 2, day).await.unwrap();
-    let second = b.take_budget(&k, 1, 2, day).await.unwrap();
+    b.run(&k, &Add::new(&seed, &names(&["p0"]))).await.unwrap();
+    let first = b.run(&k, &TakeBudget::new(3, 2, day)).await.unwrap();
+    let second = b.run(&k, &TakeBudget::new(1, 2, day)).await.unwrap();
     vec![
         format!("budget: of a group that does not exist: {none}"),
         format!("budget: 3 moves wanted of a budget of 2: {first}"),
@@ -222,7 +226,7 @@ async fn loads<B: Protocol>(b: &B) -> Vec<String> {
         "c:00000000000000000000000000000002",
     );
     let none = b
-        .report(&k, a, &[("p0".into(), Fence(1), 4)])
+        .run(&k, &Report::new(a, &[("p0".into(), Fence(1), 4)]))
         .await
         .unwrap();
     out.push(format!("report: a group that does not exist: {none:?}"));
@@ -232,7 +236,7 @@ async fn loads<B: Protocol>(b: &B) -> Vec<String> {
         lease: TTL,
         gather: Duration::from_millis(1),
     };
-    b.add(&k, &seed, &names(&["p0", "p1", "p2", "p3"]))
+    b.run(&k, &Add::new(&seed, &names(&["p0", "p1", "p2", "p3"])))
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -242,10 +246,10 @@ async fn loads<B: Protocol>(b: &B) -> Vec<String> {
             quiet: false,
             ..tick(cx, r, t, true, ReplicaState::Active)
         };
-        seen(cx, &b.tick(&k, &join).await.unwrap());
+        seen(cx, &b.run(&k, &join).await.unwrap());
     }
-    let mine = fences_of(&b.claim(&k, &claim(cx, "a", a, 1, 2)).await.unwrap());
-    let theirs = fences_of(&b.claim(&k, &claim(cx, "c", c, 1, 2)).await.unwrap());
+    let mine = fences_of(&b.run(&k, &claim(cx, "a", a, 1, 2)).await.unwrap());
+    let theirs = fences_of(&b.run(&k, &claim(cx, "c", c, 1, 2)).await.unwrap());
     let head = |h: Option<StatusHead>| {
         let h = h.expect("the group exists");
         format!(
@@ -260,7 +264,7 @@ async fn loads<B: Protocol>(b: &B) -> Vec<String> {
         )
     };
     let sver = async || {
-        let page = b.set_page(&k, 0, 1).await.unwrap();
+        let page = b.run(&k, &ReadSetPage::new(0, 1)).await.unwrap();
         page.expect("the group exists").set_version
     };
     let before = sver().await;
@@ -272,7 +276,7 @@ async fn loads<B: Protocol>(b: &B) -> Vec<String> {
         (p.clone(), Fence(f.get() - 1), 3),
         ("zz".to_owned(), f, 3),
     ];
-    let r = b.report(&k, a, &report).await.unwrap();
+    let r = b.run(&k, &Report::new(a, &report)).await.unwrap();
     out.push(format!(
         "report: a's own, another's, a stale fence, an unknown: {r:?} (fence {})",
         ranks.of(f)
@@ -280,39 +284,53 @@ async fn loads<B: Protocol>(b: &B) -> Vec<String> {
     let moved = sver().await != before;
     out.push(format!(
         "report: the first weight makes the group weighted: {} (set version moved: {moved})",
-        head(b.status_head(&k).await.unwrap())
+        head(b.run(&k, &ReadStatusHead).await.unwrap())
     ));
     let before = sver().await;
-    let r = b.report(&k, a, &[(p.clone(), f, 7)]).await.unwrap();
+    let r = b
+        .run(&k, &Report::new(a, &[(p.clone(), f, 7)]))
+        .await
+        .unwrap();
     out.push(format!("report: the same again: {r:?}"));
-    let r = b.report(&k, a, &[(p.clone(), f, 2)]).await.unwrap();
+    let r = b
+        .run(&k, &Report::new(a, &[(p.clone(), f, 2)]))
+        .await
+        .unwrap();
     let moved = sver().await != before;
     out.push(format!(
         "report: lighter, in a weighted group: {r:?} {} (set version moved: {moved})",
-        head(b.status_head(&k).await.unwrap())
+        head(b.run(&k, &ReadStatusHead).await.unwrap())
     ));
-    let r = b.report(&k, c, &[(p.clone(), f, 5)]).await.unwrap();
+    let r = b
+        .run(&k, &Report::new(c, &[(p.clone(), f, 5)]))
+        .await
+        .unwrap();
     out.push(format!("report: c names a's term: {r:?}"));
     let gone = b
-        .release(
+        .run(
             &k,
-            a,
-            &[GivenBack {
-                term: (p.clone(), f),
-                cause: MoveCause::HandOff,
-                state: None,
-                to: None,
-                lifetime: String::new(),
-            }],
-            TTL,
-            HOLD,
+            &Release::new(
+                a,
+                &[GivenBack {
+                    term: (p.clone(), f),
+                    cause: MoveCause::HandOff,
+                    state: None,
+                    to: None,
+                    lifetime: String::new(),
+                }],
+                TTL,
+                HOLD,
+            ),
         )
         .await
         .unwrap();
-    let r = b.report(&k, a, &[(p.clone(), f, 6)]).await.unwrap();
+    let r = b
+        .run(&k, &Report::new(a, &[(p.clone(), f, 6)]))
+        .await
+        .unwrap();
     out.push(format!(
         "report: after the term was given back: released={gone:?} {r:?} {}",
-        head(b.status_head(&k).await.unwrap())
+        head(b.run(&k, &ReadStatusHead).await.unwrap())
     ));
     out
 }
@@ -325,7 +343,10 @@ async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
     let k = GroupKeys::new("leasehold", "preferred");
     let mut out = Vec::new();
     let mut ranks = Ranks::default();
-    let r = b.prefer(&k, Some("pr-0"), "p0", Some("b")).await.unwrap();
+    let r = b
+        .run(&k, &Prefer::new(Some("pr-0"), "p0", Some("b")))
+        .await
+        .unwrap();
     out.push(format!("prefer: a group that does not exist: {r:?}"));
     let seed = Change::Seed {
         life: "life-p".into(),
@@ -333,38 +354,57 @@ async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
         lease: TTL,
         gather: Duration::from_millis(1),
     };
-    b.add(&k, &seed, &names(&["p0", "p1", "p2", "p3", "p4", "p5"]))
-        .await
-        .unwrap();
+    b.run(
+        &k,
+        &Add::new(&seed, &names(&["p0", "p1", "p2", "p3", "p4", "p5"])),
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
     let sver = async || {
-        let page = b.set_page(&k, 0, 1).await.unwrap();
+        let page = b.run(&k, &ReadSetPage::new(0, 1)).await.unwrap();
         page.expect("the group exists").set_version
     };
-    let r = b.prefer(&k, Some("pr-1"), "zz", Some("b")).await.unwrap();
+    let r = b
+        .run(&k, &Prefer::new(Some("pr-1"), "zz", Some("b")))
+        .await
+        .unwrap();
     out.push(format!("prefer: an unknown partition: {r:?}"));
     let before = sver().await;
-    let r = b.prefer(&k, Some("pr-2"), "p3", Some("b")).await.unwrap();
+    let r = b
+        .run(&k, &Prefer::new(Some("pr-2"), "p3", Some("b")))
+        .await
+        .unwrap();
     let moved = sver().await != before;
     out.push(format!(
         "prefer: p3 on b: {r:?} (set version moved: {moved})"
     ));
     let before = sver().await;
-    let again = b.prefer(&k, Some("pr-2"), "p3", Some("b")).await.unwrap();
-    let same = b.prefer(&k, Some("pr-3"), "p3", Some("b")).await.unwrap();
+    let again = b
+        .run(&k, &Prefer::new(Some("pr-2"), "p3", Some("b")))
+        .await
+        .unwrap();
+    let same = b
+        .run(&k, &Prefer::new(Some("pr-3"), "p3", Some("b")))
+        .await
+        .unwrap();
     let moved = sver().await != before;
     out.push(format!(
         "prefer: replayed, then the same anew: {again:?} {same:?} (set version moved: {moved})"
     ));
-    b.prefer(&k, Some("pr-4"), "p4", Some("c")).await.unwrap();
-    b.prefer(&k, Some("pr-5"), "p5", Some("b")).await.unwrap();
-    let page = b.set_page(&k, 0, 2).await.unwrap().unwrap();
-    let later = b.set_page(&k, 2, 2).await.unwrap().unwrap();
+    b.run(&k, &Prefer::new(Some("pr-4"), "p4", Some("c")))
+        .await
+        .unwrap();
+    b.run(&k, &Prefer::new(Some("pr-5"), "p5", Some("b")))
+        .await
+        .unwrap();
+    let page = b.run(&k, &ReadSetPage::new(0, 2)).await.unwrap().unwrap();
+    let later = b.run(&k, &ReadSetPage::new(2, 2)).await.unwrap().unwrap();
     out.push(format!(
         "prefer: the set's first page carries them: {:?}, the next none: {:?}",
         page.preferences, later.preferences
     ));
-    let head = b.status_head(&k).await.unwrap().unwrap();
+    let head = b.run(&k, &ReadStatusHead).await.unwrap().unwrap();
     out.push(format!("prefer: the status: {:?}", head.preferences));
     let (a, bt) = (
         "a:00000000000000000000000000000003",
@@ -375,7 +415,7 @@ async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
         leave_to: vec![("b".into(), 1)],
         ..claim(cx, "a", a, 1, 3)
     };
-    let r = b.claim(&k, &leave).await.unwrap();
+    let r = b.run(&k, &leave).await.unwrap();
     out.push(format!(
         "prefer: a leaves one to b (room 1): {}",
         claimed(&r, &mut ranks)
@@ -384,54 +424,66 @@ async fn prefs<B: Protocol>(b: &B) -> Vec<String> {
         prefer: names(&["p5", "zz", "p0", "p3"]),
         ..claim(cx, "b", bt, 1, 1)
     };
-    let r = b.claim(&k, &first).await.unwrap();
+    let r = b.run(&k, &first).await.unwrap();
     out.push(format!(
         "prefer: b takes its own first, oldest first: {}",
         claimed(&r, &mut ranks)
     ));
-    let r = b.prefer(&k, Some("pr-6"), "p4", None).await.unwrap();
+    let r = b
+        .run(&k, &Prefer::new(Some("pr-6"), "p4", None))
+        .await
+        .unwrap();
     out.push(format!("prefer: p4's removed: {r:?}"));
-    let r = b.prefer(&k, Some("pr-7"), "p2", None).await.unwrap();
+    let r = b
+        .run(&k, &Prefer::new(Some("pr-7"), "p2", None))
+        .await
+        .unwrap();
     out.push(format!("prefer: p2 had none: {r:?}"));
-    b.set_weight(&k, Some("pr-8"), "p4", 3).await.unwrap();
-    b.prefer(&k, Some("pr-9"), "p4", Some("b")).await.unwrap();
+    b.run(&k, &SetWeight::new(Some("pr-8"), "p4", 3))
+        .await
+        .unwrap();
+    b.run(&k, &Prefer::new(Some("pr-9"), "p4", Some("b")))
+        .await
+        .unwrap();
     let weighed = |seq: u64, room: u64| ClaimRequest {
         room: Some(5),
         fallback: false,
         leave_to: vec![("b".into(), room)],
         ..claim(cx, "a", a, seq, 3)
     };
-    let r = b.claim(&k, &weighed(2, 3)).await.unwrap();
+    let r = b.run(&k, &weighed(2, 3)).await.unwrap();
     out.push(format!(
         "prefer: p4 (3) fits b's room of 3: left to it (p5 is not: the room is spent): {}",
         claimed(&r, &mut ranks)
     ));
-    let r = b.claim(&k, &weighed(3, 2)).await.unwrap();
+    let r = b.run(&k, &weighed(3, 2)).await.unwrap();
     out.push(format!(
         "prefer: not into a room of 2: a takes it: {}",
         claimed(&r, &mut ranks)
     ));
-    b.add(&k, &strict("pr-11"), &names(&["p6"])).await.unwrap();
+    b.run(&k, &Add::new(&strict("pr-11"), &names(&["p6"])))
+        .await
+        .unwrap();
     let only = |seq: u64, prefer: &[&str]| ClaimRequest {
         prefer: names(prefer),
         only_preferred: true,
         ..claim(cx, "b", bt, seq, 1)
     };
-    let r = b.claim(&k, &only(2, &["p5"])).await.unwrap();
+    let r = b.run(&k, &only(2, &["p5"])).await.unwrap();
     out.push(format!(
         "prefer: only its own, none free: {}",
         claimed(&r, &mut ranks)
     ));
-    let r = b.claim(&k, &only(3, &["p6"])).await.unwrap();
+    let r = b.run(&k, &only(3, &["p6"])).await.unwrap();
     out.push(format!(
         "prefer: only its own, p6 free: {}",
         claimed(&r, &mut ranks)
     ));
     let r = b
-        .remove(&k, &strict("pr-10"), &names(&["p3"]))
+        .run(&k, &Remove::new(&strict("pr-10"), &names(&["p3"])))
         .await
         .unwrap();
-    let head = b.status_head(&k).await.unwrap().unwrap();
+    let head = b.run(&k, &ReadStatusHead).await.unwrap().unwrap();
     out.push(format!(
         "prefer: p3 removed ({r:?}), its preference with it: {:?}",
         head.preferences
@@ -520,25 +572,34 @@ async fn script_set_and_claims<B: Protocol>(
     };
 
     let r = b
-        .tick(k, &tick(cx, "a", a, true, ReplicaState::Settling))
+        .run(k, &tick(cx, "a", a, true, ReplicaState::Settling))
         .await
         .unwrap();
     log("a joins a group that does not exist", shape(cx, &r, ranks));
-    let r = b.add(k, &strict("op-1"), &names(&["x"])).await.unwrap();
+    let r = b
+        .run(k, &Add::new(&strict("op-1"), &names(&["x"])))
+        .await
+        .unwrap();
     log("an operator's add never creates it", format!("{r:?}"));
-    let r = b.add(k, &seed, &names(&["p0", "p1", "p2"])).await.unwrap();
+    let r = b
+        .run(k, &Add::new(&seed, &names(&["p0", "p1", "p2"])))
+        .await
+        .unwrap();
     log("a seeds it with 3", format!("{r:?}"));
     let r = b
-        .tick(k, &tick(cx, "a", a, true, ReplicaState::Settling))
+        .run(k, &tick(cx, "a", a, true, ReplicaState::Settling))
         .await
         .unwrap();
     log("then a joins it", shape(cx, &r, ranks));
-    let r = b.claim(k, &claim(cx, "a", a, 1, 2)).await.unwrap();
+    let r = b.run(k, &claim(cx, "a", a, 1, 2)).await.unwrap();
     log("a claim before the grant wait", claimed(&r, ranks));
-    let r = b.add(k, &strict("op-2"), &names(&["x"])).await.unwrap();
+    let r = b
+        .run(k, &Add::new(&strict("op-2"), &names(&["x"])))
+        .await
+        .unwrap();
     log("an operator's add waits out the window", format!("{r:?}"));
     let r = b
-        .add(k, &seed, &names(&["p2", "p3", "p4", "p4"]))
+        .run(k, &Add::new(&seed, &names(&["p2", "p3", "p4", "p4"])))
         .await
         .unwrap();
     log("the seed goes on with overlapping names", format!("{r:?}"));
@@ -548,71 +609,86 @@ async fn script_set_and_claims<B: Protocol>(
         lease: TTL,
         gather: Duration::from_millis(60),
     };
-    let r = b.add(k, &other, &names(&["q"])).await.unwrap();
+    let r = b.run(k, &Add::new(&other, &names(&["q"]))).await.unwrap();
     log("another replica's seed", format!("{r:?}"));
     tokio::time::sleep(Duration::from_millis(80)).await;
     let r = b
-        .add(k, &strict("op-3"), &names(&["p9", "p4"]))
+        .run(k, &Add::new(&strict("op-3"), &names(&["p9", "p4"])))
         .await
         .unwrap();
     log("strict add of a present one", format!("{r:?}"));
     let r = b
-        .add(k, &strict("op-3"), &names(&["p9", "p4"]))
+        .run(k, &Add::new(&strict("op-3"), &names(&["p9", "p4"])))
         .await
         .unwrap();
     log("the same request again", format!("{r:?}"));
-    let r = b.set_version(k, 2, VersionStep::Begin).await.unwrap();
+    let r = b
+        .run(k, &SetVersion::new(2, VersionStep::Begin))
+        .await
+        .unwrap();
     log("version 2 begins", format!("{r}"));
-    let r = b.set_version(k, 2, VersionStep::Begin).await.unwrap();
+    let r = b
+        .run(k, &SetVersion::new(2, VersionStep::Begin))
+        .await
+        .unwrap();
     log("and may be continued", format!("{r}"));
     let r = b
-        .add(k, &Change::Versioned(1), &names(&["p9"]))
+        .run(k, &Add::new(&Change::Versioned(1), &names(&["p9"])))
         .await
         .unwrap();
     log("a version 1 addition is stale", format!("{r:?}"));
     let r = b
-        .remove(k, &Change::Versioned(1), &names(&["p0"]))
+        .run(k, &Remove::new(&Change::Versioned(1), &names(&["p0"])))
         .await
         .unwrap();
     log("and so is a removal", format!("{r:?}"));
     let r = b
-        .add(k, &Change::Versioned(2), &names(&["p4"]))
+        .run(k, &Add::new(&Change::Versioned(2), &names(&["p4"])))
         .await
         .unwrap();
     log("a version 2 addition is not", format!("{r:?}"));
-    let r = b.set_version(k, 2, VersionStep::Done("v2")).await.unwrap();
+    let r = b
+        .run(k, &SetVersion::new(2, VersionStep::Done("v2")))
+        .await
+        .unwrap();
     log("version 2 applied", format!("{r}"));
-    let r = b.set_version(k, 2, VersionStep::Begin).await.unwrap();
+    let r = b
+        .run(k, &SetVersion::new(2, VersionStep::Begin))
+        .await
+        .unwrap();
     log("once applied it is not begun again", format!("{r}"));
-    let r = b.set_version(k, 1, VersionStep::Done("v1")).await.unwrap();
+    let r = b
+        .run(k, &SetVersion::new(1, VersionStep::Done("v1")))
+        .await
+        .unwrap();
     log("an older version is not recorded", format!("{r}"));
     let r = b
-        .tick(k, &tick(cx, "a", a, false, ReplicaState::Active))
+        .run(k, &tick(cx, "a", a, false, ReplicaState::Active))
         .await
         .unwrap();
     log("a renews", shape(cx, &r, ranks));
     let r = b
-        .tick(k, &tick(cx, "a", a, false, ReplicaState::Active))
+        .run(k, &tick(cx, "a", a, false, ReplicaState::Active))
         .await
         .unwrap();
     log("a tick sent twice", shape(cx, &r, ranks));
     let r = b
-        .tick(k, &tick(cx, "a", "a:other", true, ReplicaState::Settling))
+        .run(k, &tick(cx, "a", "a:other", true, ReplicaState::Settling))
         .await
         .unwrap();
     log("a second process for a", shape(cx, &r, ranks));
-    let r = b.claim(k, &claim(cx, "a", a, 2, 2)).await.unwrap();
+    let r = b.run(k, &claim(cx, "a", a, 2, 2)).await.unwrap();
     log("a claims 2", claimed(&r, ranks));
     let a_terms = fences_of(&r);
-    let r = b.claim(k, &claim(cx, "a", a, 2, 2)).await.unwrap();
+    let r = b.run(k, &claim(cx, "a", a, 2, 2)).await.unwrap();
     log(
         "the same claim again gets the same answer",
         claimed(&r, ranks),
     );
-    let r = b.claim(k, &claim(cx, "a", a, 1, 2)).await.unwrap();
+    let r = b.run(k, &claim(cx, "a", a, 1, 2)).await.unwrap();
     log("an older one is stale", claimed(&r, ranks));
     let r = b
-        .claim(
+        .run(
             k,
             &ClaimRequest {
                 process: "a:other".into(),
@@ -626,11 +702,11 @@ async fn script_set_and_claims<B: Protocol>(
         claimed(&r, ranks),
     );
     let r = b
-        .tick(k, &tick(cx, "b", b1, true, ReplicaState::Active))
+        .run(k, &tick(cx, "b", b1, true, ReplicaState::Active))
         .await
         .unwrap();
     log("b joins", shape(cx, &r, ranks));
-    let r = b.claim(k, &claim(cx, "b", b1, 1, 10)).await.unwrap();
+    let r = b.run(k, &claim(cx, "b", b1, 1, 10)).await.unwrap();
     log("b claims the rest", claimed(&r, ranks));
     let b_terms = fences_of(&r);
     let p3 = b_terms.iter().find(|(n, _)| n == "p3").unwrap().clone();
@@ -638,7 +714,7 @@ async fn script_set_and_claims<B: Protocol>(
     both.push(p3.clone());
     both.push(a_terms[0].clone());
     let r = b
-        .release(k, a, &handed(cx, &both), TTL, HOLD)
+        .run(k, &Release::new(a, &handed(cx, &both), TTL, HOLD))
         .await
         .unwrap();
     log(
@@ -646,15 +722,15 @@ async fn script_set_and_claims<B: Protocol>(
         format!("{r:?}"),
     );
     let r = b
-        .release(k, a, &handed(cx, &a_terms), TTL, HOLD)
+        .run(k, &Release::new(a, &handed(cx, &a_terms), TTL, HOLD))
         .await
         .unwrap();
     log("a releases them again", format!("{r:?}"));
-    let r = b.held(k, a).await.unwrap();
+    let r = b.run(k, &Held::new(a)).await.unwrap();
     log("a holds", format!("{}", r.len()));
-    let r = b.claim(k, &claim(cx, "a", a, 3, 1)).await.unwrap();
+    let r = b.run(k, &claim(cx, "a", a, 3, 1)).await.unwrap();
     log("a claims one back", claimed(&r, ranks));
-    let r = b.claim(k, &claim(cx, "b", b1, 2, 10)).await.unwrap();
+    let r = b.run(k, &claim(cx, "b", b1, 2, 10)).await.unwrap();
     log("b claims again", claimed(&r, ranks));
     let previous: Vec<Term> = match &r {
         ClaimReply::Claimed {
@@ -680,9 +756,9 @@ async fn script_set_and_claims<B: Protocol>(
             .collect();
         format!("{t:?}")
     };
-    let r = b.take_hand_offs(k, &previous).await.unwrap();
+    let r = b.run(k, &TakeHandOffs::new(&previous)).await.unwrap();
     log("b takes the state a's term left", shown(r));
-    let r = b.take_hand_offs(k, &asked).await.unwrap();
+    let r = b.run(k, &TakeHandOffs::new(&asked)).await.unwrap();
     log(
         "b takes it again (a retry), then as an earlier term's, then a partition with none",
         shown(r),
@@ -691,17 +767,17 @@ async fn script_set_and_claims<B: Protocol>(
         .iter()
         .map(|(n, f)| (n.clone(), Fence(f.0 + 1)))
         .collect();
-    let r = b.take_hand_offs(k, &later).await.unwrap();
+    let r = b.run(k, &TakeHandOffs::new(&later)).await.unwrap();
     log("named as a later term's, it is stale", shown(r));
-    let r = b.take_hand_offs(k, &previous).await.unwrap();
+    let r = b.run(k, &TakeHandOffs::new(&previous)).await.unwrap();
     log("and deleted", shown(r));
-    let r = b.moves(k, None, 100).await.unwrap();
+    let r = b.run(k, &Moves::new(None, 100)).await.unwrap();
     log(
         "the ledger: first owners, then a's hand-offs to b",
         ledger(&r, ranks),
     );
     let after = r.get(r.len().saturating_sub(2)).map(|m| m.id.clone());
-    let r = b.moves(k, after.as_deref(), 100).await.unwrap();
+    let r = b.run(k, &Moves::new(after.as_deref(), 100)).await.unwrap();
     log("the ledger after its last but one entry", ledger(&r, ranks));
     (out, a_terms[0].clone())
 }
@@ -720,41 +796,54 @@ async fn script_drains_and_status<B: Protocol>(
         "a:00000000000000000000000000000001",
         "b:00000000000000000000000000000001",
     );
-    let b_terms = b.held(k, b1).await.unwrap();
+    let b_terms = b.run(k, &Held::new(b1)).await.unwrap();
     // A late release of a's old term of p0 (b holds p0 now) touches nothing.
     let r = b
-        .release(k, b1, &handed(cx, &[a_first]), TTL, HOLD)
+        .run(k, &Release::new(b1, &handed(cx, &[a_first]), TTL, HOLD))
         .await
         .unwrap();
     log("a release of another term", format!("{r:?}"));
-    let owner = b.owner(k, "p0").await.unwrap().expect("p0 is a partition");
+    let owner = b
+        .run(k, &Owner::new("p0"))
+        .await
+        .unwrap()
+        .expect("p0 is a partition");
     log("p0's owner", format!("{:?}", owner.owner));
     log(
         "an unknown partition's owner",
-        format!("{:?}", b.owner(k, "nope").await.unwrap()),
+        format!("{:?}", b.run(k, &Owner::new("nope")).await.unwrap()),
     );
     let r = b
-        .remove(k, &strict("op-4"), &names(&["p2", "zz"]))
+        .run(k, &Remove::new(&strict("op-4"), &names(&["p2", "zz"])))
         .await
         .unwrap();
     log("strict remove of an unknown one", format!("{r:?}"));
     let r = b
-        .remove(k, &strict("op-5"), &names(&["p0", "p1", "p2", "p3", "p4"]))
+        .run(
+            k,
+            &Remove::new(&strict("op-5"), &names(&["p0", "p1", "p2", "p3", "p4"])),
+        )
         .await
         .unwrap();
     log("strict remove of every one", format!("{r:?}"));
-    let r = b.remove(k, &strict("op-6"), &names(&["p2"])).await.unwrap();
+    let r = b
+        .run(k, &Remove::new(&strict("op-6"), &names(&["p2"])))
+        .await
+        .unwrap();
     log("b's p2 removed", format!("{r:?}"));
-    let r = b.remove(k, &strict("op-6"), &names(&["p2"])).await.unwrap();
+    let r = b
+        .run(k, &Remove::new(&strict("op-6"), &names(&["p2"])))
+        .await
+        .unwrap();
     log("the same removal again", format!("{r:?}"));
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
+        .run(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("b is told to give p2 up", shape(cx, &r, ranks));
     let p2 = b_terms.iter().find(|(n, _, _)| n == "p2").unwrap();
     let r = b
-        .claim(
+        .run(
             k,
             &ClaimRequest {
                 regrant: vec![(p2.0.clone(), p2.1)],
@@ -767,19 +856,22 @@ async fn script_drains_and_status<B: Protocol>(
         "a regrant of the removed p2 gives it back",
         claimed(&r, ranks),
     );
-    let r = b.drain(k, None, "a", true, false).await.unwrap();
+    let r = b.run(k, &Drain::new(None, "a", true, false)).await.unwrap();
     log("a drained", format!("{r:?}"));
-    let r = b.drain(k, None, "b", true, false).await.unwrap();
+    let r = b.run(k, &Drain::new(None, "b", true, false)).await.unwrap();
     log("the last one taking part", format!("{r:?}"));
-    let r = b.drain(k, None, "ghost", true, false).await.unwrap();
+    let r = b
+        .run(k, &Drain::new(None, "ghost", true, false))
+        .await
+        .unwrap();
     log("a replica that is not live", format!("{r:?}"));
     let r = b
-        .tick(k, &tick(cx, "a", a, false, ReplicaState::Draining))
+        .run(k, &tick(cx, "a", a, false, ReplicaState::Draining))
         .await
         .unwrap();
     log("a sees it", shape(cx, &r, ranks));
     let r = b
-        .tick(
+        .run(
             k,
             &TickRequest {
                 ttl: Duration::from_secs(30),
@@ -789,7 +881,7 @@ async fn script_drains_and_status<B: Protocol>(
         .await
         .unwrap();
     log("a parks for 30 s", shape(cx, &r, ranks));
-    let head = b.status_head(k).await.unwrap().unwrap();
+    let head = b.run(k, &ReadStatusHead).await.unwrap().unwrap();
     let left = head
         .members
         .iter()
@@ -797,7 +889,7 @@ async fn script_drains_and_status<B: Protocol>(
         .map(|m| m.left.as_secs().div_ceil(10) * 10);
     log("its session's time left, to 10 s", format!("{left:?}"));
     let r = b
-        .tick(k, &tick(cx, "a", a, false, ReplicaState::Active))
+        .run(k, &tick(cx, "a", a, false, ReplicaState::Active))
         .await
         .unwrap();
     log(
@@ -806,26 +898,26 @@ async fn script_drains_and_status<B: Protocol>(
     );
     let back = "a:new-process";
     let r = b
-        .tick(k, &tick(cx, "a", back, true, ReplicaState::Settling))
+        .run(k, &tick(cx, "a", back, true, ReplicaState::Settling))
         .await
         .unwrap();
     log("a comes back and resumes", shape(cx, &r, ranks));
     let r = b
-        .tick(k, &tick(cx, "a", back, true, ReplicaState::Settling))
+        .run(k, &tick(cx, "a", back, true, ReplicaState::Settling))
         .await
         .unwrap();
     log(
         "its resume again (the reply was lost)",
         shape(cx, &r, ranks),
     );
-    let head = b.status_head(k).await.unwrap().unwrap();
+    let head = b.run(k, &ReadStatusHead).await.unwrap().unwrap();
     let left = head
         .members
         .iter()
         .find(|m| m.replica == "a")
         .map(|m| m.left.as_millis().div_ceil(1000));
     log("the resumed session's time left, in s", format!("{left:?}"));
-    let held = b.held(k, a).await.unwrap();
+    let held = b.run(k, &Held::new(a)).await.unwrap();
     let regrant = ClaimRequest {
         process: back.into(),
         // p4 is b's: only what the session holds gets a new term.
@@ -836,18 +928,21 @@ async fn script_drains_and_status<B: Protocol>(
             .collect(),
         ..claim(cx, "a", a, 1, 0)
     };
-    let r = b.claim(k, &regrant).await.unwrap();
+    let r = b.run(k, &regrant).await.unwrap();
     log("a, drained, regrants what it holds", claimed(&r, ranks));
-    let r = b.drain(k, None, "a", false, false).await.unwrap();
+    let r = b
+        .run(k, &Drain::new(None, "a", false, false))
+        .await
+        .unwrap();
     log("a undrained", format!("{r:?}"));
     let r = b
-        .tick(k, &tick(cx, "a", a, false, ReplicaState::Active))
+        .run(k, &tick(cx, "a", a, false, ReplicaState::Active))
         .await
         .unwrap();
     log("the old process's tick", format!("{:?}", r.session));
-    b.leave(k, "a", "a:someone", a).await.unwrap();
+    b.run(k, &Leave::new("a", "a:someone", a)).await.unwrap();
     let r = b
-        .tick(
+        .run(
             k,
             &TickRequest {
                 process: back.into(),
@@ -860,15 +955,19 @@ async fn script_drains_and_status<B: Protocol>(
         "a leave by a process that does not hold it",
         format!("{:?}", r.session),
     );
-    b.leave(k, "a", back, a).await.unwrap();
+    b.run(k, &Leave::new("a", back, a)).await.unwrap();
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
+        .run(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("after a left", shape(cx, &r, ranks));
-    let r = b.claim(k, &claim(cx, "b", b1, 4, 10)).await.unwrap();
+    let r = b.run(k, &claim(cx, "b", b1, 4, 10)).await.unwrap();
     log("b takes a's", claimed(&r, ranks));
-    let head = b.status_head(k).await.unwrap().expect("the group exists");
+    let head = b
+        .run(k, &ReadStatusHead)
+        .await
+        .unwrap()
+        .expect("the group exists");
     log(
         "status head",
         format!(
@@ -882,7 +981,7 @@ async fn script_drains_and_status<B: Protocol>(
             head.drained,
         ),
     );
-    let page = b.status_page(k, 1, 3).await.unwrap();
+    let page = b.run(k, &StatusPage::new(1, 3)).await.unwrap();
     log(
         "status page 1..4",
         format!(
@@ -894,9 +993,9 @@ async fn script_drains_and_status<B: Protocol>(
     );
     log(
         "list",
-        format!("{:?}", b.list_page(k, 0, 100).await.unwrap()),
+        format!("{:?}", b.run(k, &ListPage::new(0, 100)).await.unwrap()),
     );
-    let page = b.set_page(k, 0, 100).await.unwrap().unwrap();
+    let page = b.run(k, &ReadSetPage::new(0, 100)).await.unwrap().unwrap();
     log(
         "set page",
         format!(
@@ -923,9 +1022,9 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
     let short = Duration::from_millis(40);
     let c = "c:00000000000000000000000000000001";
     let many: Vec<String> = (0..300).map(|i| format!("m{i:03}")).collect();
-    let r = b.add(k, &strict("op-7"), &many).await.unwrap();
+    let r = b.run(k, &Add::new(&strict("op-7"), &many)).await.unwrap();
     log("300 more", format!("{r:?}"));
-    b.tick(
+    b.run(
         k,
         &TickRequest {
             ttl: short,
@@ -935,7 +1034,7 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
     .await
     .unwrap();
     let r = b
-        .claim(
+        .run(
             k,
             &ClaimRequest {
                 ttl: short,
@@ -946,34 +1045,43 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
         .unwrap();
     log("c claims them all", format!("{}", fences_of(&r).len()));
     tokio::time::sleep(short * 2).await;
-    let r = b.claim(k, &claim(cx, "c", c, 2, 1)).await.unwrap();
+    let r = b.run(k, &claim(cx, "c", c, 2, 1)).await.unwrap();
     log("c's expired session claims nothing", format!("{r:?}"));
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
+        .run(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("b finds c expired", shape(cx, &r, ranks));
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
+        .run(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("and frees the rest", shape(cx, &r, ranks));
 
     // Weights.
-    let r = b.set_weight(k, Some("op-8"), "zz", 2).await.unwrap();
+    let r = b
+        .run(k, &SetWeight::new(Some("op-8"), "zz", 2))
+        .await
+        .unwrap();
     log("the weight of an unknown partition", format!("{r:?}"));
-    let r = b.set_weight(k, Some("op-9"), "p1", 5).await.unwrap();
+    let r = b
+        .run(k, &SetWeight::new(Some("op-9"), "p1", 5))
+        .await
+        .unwrap();
     log("b's p1 weighs 5", format!("{r:?}"));
-    let r = b.set_weight(k, Some("op-9"), "p1", 5).await.unwrap();
+    let r = b
+        .run(k, &SetWeight::new(Some("op-9"), "p1", 5))
+        .await
+        .unwrap();
     log("the same weight request again", format!("{r:?}"));
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
+        .run(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("b's load counts it", shape(cx, &r, ranks));
     let d = "d:00000000000000000000000000000001";
     let r = b
-        .tick(
+        .run(
             k,
             &TickRequest {
                 capacity: 2,
@@ -988,22 +1096,29 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
         fallback: true,
         ..claim(cx, "d", d, seq, 10)
     };
-    let r = b.set_weight(k, Some("op-10"), "m000", 3).await.unwrap();
+    let r = b
+        .run(k, &SetWeight::new(Some("op-10"), "m000", 3))
+        .await
+        .unwrap();
     log("free m000 weighs 3", format!("{r:?}"));
     let first_only = ClaimRequest {
         count: 1,
         ..with_room(1, 2)
     };
-    let r = b.claim(k, &first_only).await.unwrap();
+    let r = b.run(k, &first_only).await.unwrap();
     log("nothing fits into 2: d takes the first", claimed(&r, ranks));
-    let r = b.claim(k, &with_room(2, 2)).await.unwrap();
+    let r = b.run(k, &with_room(2, 2)).await.unwrap();
     log("two more fit into 2", claimed(&r, ranks));
     let r = b
-        .tick(k, &tick(cx, "d", d, false, ReplicaState::Active))
+        .run(k, &tick(cx, "d", d, false, ReplicaState::Active))
         .await
         .unwrap();
     log("loads after the moves", shape(cx, &r, ranks));
-    let head = b.status_head(k).await.unwrap().expect("the group exists");
+    let head = b
+        .run(k, &ReadStatusHead)
+        .await
+        .unwrap()
+        .expect("the group exists");
     log(
         "weighted status",
         format!(
@@ -1027,9 +1142,9 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
         grace: Some(Duration::from_millis(1)),
         ..tick(cx, "e", t, join, ReplicaState::Active)
     };
-    b.tick(k, &sticky(cx, e1, true)).await.unwrap();
+    b.run(k, &sticky(cx, e1, true)).await.unwrap();
     let r = b
-        .claim(
+        .run(
             k,
             &ClaimRequest {
                 ttl: e_ttl,
@@ -1039,7 +1154,7 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
         .await
         .unwrap();
     log("e claims 2", format!("{}", fences_of(&r).len()));
-    let r = b.tick(k, &sticky(cx, e2, true)).await.unwrap();
+    let r = b.run(k, &sticky(cx, e2, true)).await.unwrap();
     log(
         "e restarted after a crash knocks",
         format!("{:?}", r.session),
@@ -1047,11 +1162,11 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
     // Its old session expires (a ttl after the claim), the knock is good for two.
     tokio::time::sleep(e_ttl * 3 / 2).await;
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
+        .run(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("e's old session expires into away", shape(cx, &r, ranks));
-    let r = b.tick(k, &sticky(cx, e2, true)).await.unwrap();
+    let r = b.run(k, &sticky(cx, e2, true)).await.unwrap();
     log("the knocker resumes it", shape(cx, &r, ranks));
 
     // A sticky replica that crashes and nobody knocks: its session expires into away
@@ -1069,46 +1184,46 @@ async fn script_expiry_weights_and_restarts<B: Protocol>(
         ttl: f_ttl,
         ..claim(cx, "f", t, seq, 1)
     };
-    b.tick(k, &graced(cx, f1, true, f_ttl * 6)).await.unwrap();
-    let r = b.claim(k, &f_claim(cx, f1, 1)).await.unwrap();
+    b.run(k, &graced(cx, f1, true, f_ttl * 6)).await.unwrap();
+    let r = b.run(k, &f_claim(cx, f1, 1)).await.unwrap();
     log("f claims 1", format!("{}", fences_of(&r).len()));
     tokio::time::sleep(f_ttl * 3 / 2).await;
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
+        .run(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log(
         "f's crashed session expires into away",
         shape(cx, &r, ranks),
     );
-    let r = b.claim(k, &f_claim(cx, f1, 2)).await.unwrap();
+    let r = b.run(k, &f_claim(cx, f1, 2)).await.unwrap();
     log("a late claim of the crashed process", claimed(&r, ranks));
-    let r = b.tick(k, &graced(cx, f1, false, f_ttl * 6)).await.unwrap();
+    let r = b.run(k, &graced(cx, f1, false, f_ttl * 6)).await.unwrap();
     log(
         "a late tick of the crashed process",
         format!("{:?}", r.session),
     );
-    let r = b.tick(k, &graced(cx, f2, true, f_ttl * 6)).await.unwrap();
+    let r = b.run(k, &graced(cx, f2, true, f_ttl * 6)).await.unwrap();
     log("a new process of f resumes it", shape(cx, &r, ranks));
     // The same again, and nobody comes back: the session ends at its grace.
     let f3 = "f:00000000000000000000000000000003";
-    let r = b.claim(k, &f_claim(cx, f2, 1)).await.unwrap();
+    let r = b.run(k, &f_claim(cx, f2, 1)).await.unwrap();
     log("f claims again", claimed(&r, ranks));
     // Its grace is the one its join said (6 ttls), whatever later ticks say.
-    b.tick(k, &graced(cx, f2, false, f_ttl * 3)).await.unwrap();
+    b.run(k, &graced(cx, f2, false, f_ttl * 3)).await.unwrap();
     tokio::time::sleep(f_ttl * 3 / 2).await;
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
+        .run(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("f's second crash parks it too", shape(cx, &r, ranks));
     tokio::time::sleep(f_ttl * 5).await;
     let r = b
-        .tick(k, &tick(cx, "b", b1, false, ReplicaState::Active))
+        .run(k, &tick(cx, "b", b1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("f's grace is over", shape(cx, &r, ranks));
-    let r = b.tick(k, &graced(cx, f3, true, f_ttl * 3)).await.unwrap();
+    let r = b.run(k, &graced(cx, f3, true, f_ttl * 3)).await.unwrap();
     log("f after its grace starts afresh", shape(cx, &r, ranks));
 
     out
@@ -1130,11 +1245,13 @@ async fn adopt<B: Protocol>(b: &B) -> Vec<String> {
         lease: TTL,
         gather: Duration::from_millis(1),
     };
-    b.add(&k, &seed, &names(&["p0", "p1", "p2"])).await.unwrap();
+    b.run(&k, &Add::new(&seed, &names(&["p0", "p1", "p2"])))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
     let r1 = "r:00000000000000000000000000000001";
     join_afresh(cx, b, &k, &[("r", r1)]).await;
-    let r = b.claim(&k, &claim(cx, "r", r1, 1, 3)).await.unwrap();
+    let r = b.run(&k, &claim(cx, "r", r1, 1, 3)).await.unwrap();
     log("r claims the seeded set", claimed(&r, ranks));
     let step = |sver: u64, step: AdoptStep| Adopt {
         life: "life-earlier".into(),
@@ -1156,17 +1273,20 @@ async fn adopt<B: Protocol>(b: &B) -> Vec<String> {
     };
     log(
         "begin",
-        format!("{:?}", b.adopt(&k, &begin(7)).await.unwrap()),
+        format!("{:?}", b.run(&k, &begin(7)).await.unwrap()),
     );
     log(
         "begin again",
-        format!("{:?}", b.adopt(&k, &begin(7)).await.unwrap()),
+        format!("{:?}", b.run(&k, &begin(7)).await.unwrap()),
     );
     log(
         "another copy's begin",
-        format!("{:?}", b.adopt(&k, &begin(6)).await.unwrap()),
+        format!("{:?}", b.run(&k, &begin(6)).await.unwrap()),
     );
-    let held = b.add(&k, &strict("op-1"), &names(&["y"])).await.unwrap();
+    let held = b
+        .run(&k, &Add::new(&strict("op-1"), &names(&["y"])))
+        .await
+        .unwrap();
     log(
         "an operator's change meanwhile",
         without_waits(&format!("{held:?}")),
@@ -1176,43 +1296,37 @@ async fn adopt<B: Protocol>(b: &B) -> Vec<String> {
         "names",
         format!(
             "{:?}",
-            b.adopt(&k, &step(7, AdoptStep::Names(ws))).await.unwrap()
+            b.run(&k, &step(7, AdoptStep::Names(ws))).await.unwrap()
         ),
     );
     log(
         "listed",
-        format!("{:?}", b.list_page(&k, 0, 10).await.unwrap()),
+        format!("{:?}", b.run(&k, &ListPage::new(0, 10)).await.unwrap()),
     );
     log(
         "remove",
         format!(
             "{:?}",
-            b.adopt(&k, &step(7, AdoptStep::Remove(names(&["p0"]))))
+            b.run(&k, &step(7, AdoptStep::Remove(names(&["p0"]))))
                 .await
                 .unwrap()
         ),
     );
     let r = b
-        .tick(&k, &tick(cx, "r", r1, false, ReplicaState::Active))
+        .run(&k, &tick(cx, "r", r1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("r is told to give p0 up", shape(cx, &r, ranks));
     log(
         "done",
-        format!(
-            "{:?}",
-            b.adopt(&k, &step(7, AdoptStep::Done)).await.unwrap()
-        ),
+        format!("{:?}", b.run(&k, &step(7, AdoptStep::Done)).await.unwrap()),
     );
     log(
         "done again",
-        format!(
-            "{:?}",
-            b.adopt(&k, &step(7, AdoptStep::Done)).await.unwrap()
-        ),
+        format!("{:?}", b.run(&k, &step(7, AdoptStep::Done)).await.unwrap()),
     );
     let page = b
-        .set_page(&k, 0, 10)
+        .run(&k, &ReadSetPage::new(0, 10))
         .await
         .unwrap()
         .expect("the group exists");
@@ -1224,19 +1338,21 @@ async fn adopt<B: Protocol>(b: &B) -> Vec<String> {
         ),
     );
     let r = b
-        .tick(&k, &tick(cx, "r", r1, false, ReplicaState::Active))
+        .run(&k, &tick(cx, "r", r1, false, ReplicaState::Active))
         .await
         .unwrap();
     log("after it", shape(cx, &r, ranks));
 
     // A seeded group an operator changed keeps its set.
     let k2 = GroupKeys::new("leasehold", "amended");
-    b.add(&k2, &seed, &names(&["p0"])).await.unwrap();
+    b.run(&k2, &Add::new(&seed, &names(&["p0"]))).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    b.add(&k2, &strict("op-2"), &names(&["p9"])).await.unwrap();
+    b.run(&k2, &Add::new(&strict("op-2"), &names(&["p9"])))
+        .await
+        .unwrap();
     log(
         "a begin after an operator's change",
-        format!("{:?}", b.adopt(&k2, &begin(7)).await.unwrap()),
+        format!("{:?}", b.run(&k2, &begin(7)).await.unwrap()),
     );
     out
 }
@@ -1268,36 +1384,32 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         names,
     };
     let r = b
-        .add(
+        .run(
             &k,
-            &Change::Seed {
-                life: "seed".into(),
-                grant_delay: Duration::from_millis(60),
-                lease: TTL,
-                gather: Duration::from_millis(60),
-            },
-            &names(&["s0"]),
+            &Add::new(
+                &Change::Seed {
+                    life: "seed".into(),
+                    grant_delay: Duration::from_millis(60),
+                    lease: TTL,
+                    gather: Duration::from_millis(60),
+                },
+                &names(&["s0"]),
+            ),
         )
         .await
         .unwrap();
     log("a replica without a copy seeds it", format!("{r:?}"));
     let r = b
-        .restore(&k, &begin(7, vec![("p0".into(), 1), ("p1".into(), 4)]))
+        .run(&k, &begin(7, vec![("p0".into(), 1), ("p1".into(), 4)]))
         .await
         .unwrap();
     log("a replica with a copy takes over", format!("{r}"));
-    let r = b
-        .restore(&k, &begin(6, vec![("old".into(), 1)]))
-        .await
-        .unwrap();
+    let r = b.run(&k, &begin(6, vec![("old".into(), 1)])).await.unwrap();
     log("an older copy does not", format!("{r}"));
-    let r = b
-        .restore(&k, &begin(7, vec![("p0".into(), 1)]))
-        .await
-        .unwrap();
+    let r = b.run(&k, &begin(7, vec![("p0".into(), 1)])).await.unwrap();
     log("the same copy again", format!("{r}"));
     let t = b
-        .tick(&k, &tick(cx, "r1", "r1:01", true, ReplicaState::Settling))
+        .run(&k, &tick(cx, "r1", "r1:01", true, ReplicaState::Settling))
         .await
         .unwrap();
     seen(cx, &t);
@@ -1309,7 +1421,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         ),
     );
     let r = b
-        .restore(
+        .run(
             &k,
             &RestoreStep::Add {
                 of: of(7),
@@ -1320,7 +1432,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         .unwrap();
     log("the rest of the copy", format!("{r}"));
     let r = b
-        .restore(
+        .run(
             &k,
             &RestoreStep::Add {
                 of: of(6),
@@ -1330,7 +1442,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         .await
         .unwrap();
     log("nothing of another copy", format!("{r}"));
-    let page = b.set_page(&k, 0, 100).await.unwrap().unwrap();
+    let page = b.run(&k, &ReadSetPage::new(0, 100)).await.unwrap().unwrap();
     log(
         "the group restored",
         format!(
@@ -1346,7 +1458,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         ),
     );
     let t = b
-        .tick(&k, &tick(cx, "r1", "r1:01", false, ReplicaState::Settling))
+        .run(&k, &tick(cx, "r1", "r1:01", false, ReplicaState::Settling))
         .await
         .unwrap();
     log(
@@ -1360,32 +1472,44 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         ),
     );
     let r = b
-        .remove(&k, &strict("op-r"), &names(&["p0"]))
+        .run(&k, &Remove::new(&strict("op-r"), &names(&["p0"])))
         .await
         .unwrap();
     log(
         "an operator's change waits out the window",
         format!("{r:?}"),
     );
-    let c = b.claim(&k, &claim(cx, "r1", "r1:01", 1, 3)).await.unwrap();
+    let c = b.run(&k, &claim(cx, "r1", "r1:01", 1, 3)).await.unwrap();
     log("and so do claims", format!("{c:?}"));
-    let d = b.drain(&k, Some("op-d"), "r1", true, true).await.unwrap();
+    let d = b
+        .run(&k, &Drain::new(Some("op-d"), "r1", true, true))
+        .await
+        .unwrap();
     log("and drains", format!("{d:?}"));
     tokio::time::sleep(Duration::from_millis(80)).await;
     let r = b
-        .remove(&k, &strict("op-r"), &names(&["p0"]))
+        .run(&k, &Remove::new(&strict("op-r"), &names(&["p0"])))
         .await
         .unwrap();
     log("then it goes through", format!("{r:?}"));
     // r2 is drained (the copy said so) and not live.
-    let d = b.drain(&k, Some("op-u"), "r2", false, false).await.unwrap();
+    let d = b
+        .run(&k, &Drain::new(Some("op-u"), "r2", false, false))
+        .await
+        .unwrap();
     log("an undrain of a replica that is not live", format!("{d:?}"));
-    let d = b.drain(&k, Some("op-u"), "r2", false, false).await.unwrap();
+    let d = b
+        .run(&k, &Drain::new(Some("op-u"), "r2", false, false))
+        .await
+        .unwrap();
     log("the same undrain again", format!("{d:?}"));
-    let d = b.drain(&k, Some("op-v"), "r2", false, false).await.unwrap();
+    let d = b
+        .run(&k, &Drain::new(Some("op-v"), "r2", false, false))
+        .await
+        .unwrap();
     log("another undrain of it", format!("{d:?}"));
     let t = b
-        .tick(&k, &tick(cx, "r1", "r1:01", false, ReplicaState::Settling))
+        .run(&k, &tick(cx, "r1", "r1:01", false, ReplicaState::Settling))
         .await
         .unwrap();
     log(
@@ -1395,7 +1519,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
     // A tick naming another server lifetime than the store's (the server changed since
     // the replica's last tick) lists what the session holds.
     let t = b
-        .tick(
+        .run(
             &k,
             &TickRequest {
                 lifetime: "elsewhere".into(),
@@ -1413,7 +1537,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
     // again) is refused, and changes nothing.
     let elsewhere = "s:seed:1".to_owned();
     let t = b
-        .tick(
+        .run(
             &k,
             &TickRequest {
                 incarnation: elsewhere.clone(),
@@ -1424,7 +1548,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         .unwrap();
     log("a tick of another incarnation", format!("{:?}", t.session));
     let c = b
-        .claim(
+        .run(
             &k,
             &ClaimRequest {
                 incarnation: elsewhere,
@@ -1435,7 +1559,7 @@ async fn restore<B: Protocol>(b: &B) -> Vec<String> {
         .unwrap();
     log("a claim of another incarnation", format!("{c:?}"));
     let t = b
-        .tick(&k, &tick(cx, "r1", "r1:01", false, ReplicaState::Active))
+        .run(&k, &tick(cx, "r1", "r1:01", false, ReplicaState::Active))
         .await
         .unwrap();
     log("the session itself lives on", format!("{:?}", t.session));
@@ -1456,9 +1580,12 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         lease: TTL,
         gather: Duration::from_millis(1),
     };
-    b.add(&k, &seed, &names(&["p0", "p1", "p2", "p3", "p4"]))
-        .await
-        .unwrap();
+    b.run(
+        &k,
+        &Add::new(&seed, &names(&["p0", "p1", "p2", "p3", "p4"])),
+    )
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
     let (a, bt, c) = (
         "a:00000000000000000000000000000004",
@@ -1466,7 +1593,7 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         "c:00000000000000000000000000000004",
     );
     join_afresh(cx, b, &k, &[("a", a), ("b", bt), ("c", c)]).await;
-    let r = b.claim(&k, &claim(cx, "a", a, 1, 5)).await.unwrap();
+    let r = b.run(&k, &claim(cx, "a", a, 1, 5)).await.unwrap();
     let terms = fences_of(&r);
     out.push(format!("reserve: a takes all: {}", claimed(&r, &mut ranks)));
     let give = |i: usize, to: Option<&str>| GivenBack {
@@ -1478,25 +1605,27 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
     };
     // p1 to c, p2 to nobody, p3 to b.
     let gone = b
-        .release(
+        .run(
             &k,
-            a,
-            &[give(1, Some("c")), give(2, None), give(3, Some("b"))],
-            TTL,
-            HOLD,
+            &Release::new(
+                a,
+                &[give(1, Some("c")), give(2, None), give(3, Some("b"))],
+                TTL,
+                HOLD,
+            ),
         )
         .await
         .unwrap();
     out.push(format!(
         "reserve: a hands p1 to c, p2 to anyone, p3 to b: {gone:?}"
     ));
-    let r = b.claim(&k, &claim(cx, "b", bt, 1, 3)).await.unwrap();
+    let r = b.run(&k, &claim(cx, "b", bt, 1, 3)).await.unwrap();
     out.push(format!(
         "reserve: b asks for 3: its own p3 first, then p2; never c's p1: {}",
         claimed(&r, &mut ranks)
     ));
     let t = b
-        .tick(&k, &tick(cx, "c", c, false, ReplicaState::Active))
+        .run(&k, &tick(cx, "c", c, false, ReplicaState::Active))
         .await
         .unwrap();
     seen(cx, &t);
@@ -1510,7 +1639,7 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         bound: 0,
         ..claim(cx, "c", c, 1, 2)
     };
-    let r = b.claim(&k, &no_bound).await.unwrap();
+    let r = b.run(&k, &no_bound).await.unwrap();
     out.push(format!(
         "reserve: c (a room of 4, no bound) leaves its p1: {}",
         claimed(&r, &mut ranks)
@@ -1521,13 +1650,13 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
         bound: 1,
         ..claim(cx, "c", c, 2, 2)
     };
-    let r = b.claim(&k, &weighed).await.unwrap();
+    let r = b.run(&k, &weighed).await.unwrap();
     out.push(format!(
         "reserve: c (no room, a bound of 1) takes its p1: {}",
         claimed(&r, &mut ranks)
     ));
     let again = b
-        .release(&k, a, &[give(1, Some("c"))], TTL, HOLD)
+        .run(&k, &Release::new(a, &[give(1, Some("c"))], TTL, HOLD))
         .await
         .unwrap();
     out.push(format!(
@@ -1535,40 +1664,45 @@ async fn reserved<B: Protocol>(b: &B) -> Vec<String> {
     ));
     // p4 to c for a short hold: after it, anyone takes it.
     let short = b
-        .release(&k, a, &[give(4, Some("c"))], TTL, Duration::from_millis(30))
+        .run(
+            &k,
+            &Release::new(a, &[give(4, Some("c"))], TTL, Duration::from_millis(30)),
+        )
         .await
         .unwrap();
-    let r = b.claim(&k, &claim(cx, "b", bt, 2, 1)).await.unwrap();
+    let r = b.run(&k, &claim(cx, "b", bt, 2, 1)).await.unwrap();
     out.push(format!(
         "reserve: p4 to c ({short:?}), b during the hold: {}",
         claimed(&r, &mut ranks)
     ));
     tokio::time::sleep(Duration::from_millis(80)).await;
-    let r = b.claim(&k, &claim(cx, "b", bt, 3, 1)).await.unwrap();
+    let r = b.run(&k, &claim(cx, "b", bt, 3, 1)).await.unwrap();
     out.push(format!(
         "reserve: b after the hold: {}",
         claimed(&r, &mut ranks)
     ));
     // With preferences too: a's p0 to c; b, preferring p0, skips it; c takes it.
-    b.prefer(&k, Some("rs-1"), "p0", Some("b")).await.unwrap();
-    b.release(&k, a, &[give(0, Some("c"))], TTL, HOLD)
+    b.run(&k, &Prefer::new(Some("rs-1"), "p0", Some("b")))
+        .await
+        .unwrap();
+    b.run(&k, &Release::new(a, &[give(0, Some("c"))], TTL, HOLD))
         .await
         .unwrap();
     let pref = ClaimRequest {
         prefer: names(&["p0"]),
         ..claim(cx, "b", bt, 4, 1)
     };
-    let r = b.claim(&k, &pref).await.unwrap();
+    let r = b.run(&k, &pref).await.unwrap();
     out.push(format!(
         "reserve: b prefers p0, reserved for c: {}",
         claimed(&r, &mut ranks)
     ));
-    let r = b.claim(&k, &claim(cx, "c", c, 3, 1)).await.unwrap();
+    let r = b.run(&k, &claim(cx, "c", c, 3, 1)).await.unwrap();
     out.push(format!(
         "reserve: c takes p0 in a group with preferences: {}",
         claimed(&r, &mut ranks)
     ));
-    let moves = b.moves(&k, None, 100).await.unwrap();
+    let moves = b.run(&k, &Moves::new(None, 100)).await.unwrap();
     out.push(format!(
         "reserve: the ledger: {}",
         ledger(&moves, &mut ranks)
@@ -1590,14 +1724,16 @@ async fn lifetimes<B: Protocol>(b: &B) -> Vec<String> {
         lease: TTL,
         gather: Duration::from_millis(1),
     };
-    b.add(&k, &seed, &names(&["p0", "p1"])).await.unwrap();
+    b.run(&k, &Add::new(&seed, &names(&["p0", "p1"])))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
     let (a, bt) = (
         "a:00000000000000000000000000000005",
         "b:00000000000000000000000000000005",
     );
     join_afresh(cx, b, &k, &[("a", a), ("b", bt)]).await;
-    let r = b.claim(&k, &claim(cx, "a", a, 1, 2)).await.unwrap();
+    let r = b.run(&k, &claim(cx, "a", a, 1, 2)).await.unwrap();
     let terms = fences_of(&r);
     out.push(format!(
         "lifetimes: a takes both: {}",
@@ -1613,13 +1749,16 @@ async fn lifetimes<B: Protocol>(b: &B) -> Vec<String> {
         lifetime: lifetime.to_owned(),
     };
     let gone = b
-        .release(&k, a, &[give(0, &now), give(1, "elsewhere")], TTL, HOLD)
+        .run(
+            &k,
+            &Release::new(a, &[give(0, &now), give(1, "elsewhere")], TTL, HOLD),
+        )
         .await
         .unwrap();
     out.push(format!(
         "lifetimes: a releases both with state, p1's naming another lifetime: {gone:?}"
     ));
-    let r = b.claim(&k, &claim(cx, "b", bt, 1, 2)).await.unwrap();
+    let r = b.run(&k, &claim(cx, "b", bt, 1, 2)).await.unwrap();
     out.push(format!(
         "lifetimes: b takes both: {}",
         claimed(&r, &mut ranks)
@@ -1650,14 +1789,14 @@ async fn lifetimes<B: Protocol>(b: &B) -> Vec<String> {
         ttl: TTL * 3,
         ..claim(cx, "b", bt, 2, 1)
     };
-    b.claim(&k, &long).await.unwrap();
+    b.run(&k, &long).await.unwrap();
     let short = ClaimRequest {
         ttl: TTL / 5,
         ..claim(cx, "b", bt, 3, 1)
     };
-    b.claim(&k, &short).await.unwrap();
+    b.run(&k, &short).await.unwrap();
     let r = b
-        .tick(&k, &tick(cx, "a", a, false, ReplicaState::Active))
+        .run(&k, &tick(cx, "a", a, false, ReplicaState::Active))
         .await
         .unwrap();
     out.push(format!(

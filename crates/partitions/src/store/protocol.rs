@@ -10,6 +10,7 @@ use std::time::Duration;
 use leasehold_election::{BackendWarning, Fence, StoreError};
 use tokio::sync::broadcast;
 
+use super::ops::Op;
 pub use super::ops::adopt::{Adopt, AdoptReply, AdoptStep, NotAdopted};
 pub use super::ops::change::{AddReply, Change, RemoveReply};
 pub use super::ops::claim::{ClaimReply, ClaimRequest};
@@ -17,15 +18,12 @@ pub use super::ops::drain::DrainReply;
 pub use super::ops::handoff::Taken;
 pub use super::ops::moves::{Move, MoveCause, Predecessor};
 pub use super::ops::prefer::PreferReply;
-pub use super::ops::read::{SetPage, StatusHead};
+pub use super::ops::read::SetPage;
 pub use super::ops::release::GivenBack;
 pub use super::ops::restore::RestoreStep;
-use super::ops::routes::RouteRead;
 pub use super::ops::tick::{Conflict, RosterUpdate, SessionReply, TickReply, TickRequest};
 pub use super::ops::version::VersionStep;
 pub use super::ops::weight::WeightReply;
-use super::ops::{self, Op};
-use super::status::PartitionOwner;
 use crate::keys::GroupKeys;
 
 /// What a member is doing, as the others see it: the public [`ReplicaState`].
@@ -53,15 +51,6 @@ impl Origin {
             "restore" => Self::Restore,
             "adopt" => Self::Adopt,
             _ => Self::Unknown,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Seed => "seed",
-            Self::Restore => "restore",
-            Self::Adopt => "adopt",
-            Self::Unknown => "",
         }
     }
 }
@@ -153,8 +142,7 @@ pub type Reported = (String, Fence, u64);
 /// The protocol a group store speaks: one entry point for every operation
 /// ([`Protocol::run`], each operation a type in [`super::ops`] that knows its script,
 /// its reply and its in-memory twin), and the three things that are not scripts
-/// (publishing, listening, the server's warnings). The provided methods are the
-/// operations under their old names, kept for the call sites.
+/// (publishing, listening, the server's warnings).
 pub trait Protocol: Sync {
     /// Runs `op`: its script on Redis, its twin in memory, behind the simulation's
     /// faults on a simulated link.
@@ -179,304 +167,4 @@ pub trait Protocol: Sync {
 
     /// Server settings that weaken the guarantees (logged once per store).
     fn warnings(&self) -> impl Future<Output = Result<Vec<BackendWarning>, StoreError>> + Send;
-
-    /// [`TickRequest`].
-    fn tick(
-        &self,
-        keys: &GroupKeys,
-        req: &TickRequest,
-    ) -> impl Future<Output = Result<TickReply, StoreError>> + Send {
-        self.run(keys, req)
-    }
-
-    /// [`ClaimRequest`].
-    fn claim(
-        &self,
-        keys: &GroupKeys,
-        req: &ClaimRequest,
-    ) -> impl Future<Output = Result<ClaimReply, StoreError>> + Send {
-        self.run(keys, req)
-    }
-
-    /// [`ops::release::Release`].
-    fn release(
-        &self,
-        keys: &GroupKeys,
-        session: &str,
-        terms: &[GivenBack],
-        state_ttl: Duration,
-        hold: Duration,
-    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send {
-        let op = ops::release::Release {
-            session: session.to_owned(),
-            terms: terms.to_vec(),
-            state_ttl,
-            hold,
-        };
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::handoff::TakeHandOffs`].
-    fn take_hand_offs(
-        &self,
-        keys: &GroupKeys,
-        terms: &[Term],
-    ) -> impl Future<Output = Result<Vec<Taken>, StoreError>> + Send {
-        let op = ops::handoff::TakeHandOffs(terms.to_vec());
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::leave::Leave`].
-    fn leave(
-        &self,
-        keys: &GroupKeys,
-        replica: &str,
-        process: &str,
-        session: &str,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        let op = ops::leave::Leave {
-            replica: replica.to_owned(),
-            process: process.to_owned(),
-            session: session.to_owned(),
-        };
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::change::Add`].
-    fn add(
-        &self,
-        keys: &GroupKeys,
-        mode: &Change,
-        names: &[String],
-    ) -> impl Future<Output = Result<AddReply, StoreError>> + Send {
-        let op = ops::change::Add {
-            mode: mode.clone(),
-            names: names.to_vec(),
-        };
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::change::Remove`].
-    fn remove(
-        &self,
-        keys: &GroupKeys,
-        mode: &Change,
-        names: &[String],
-    ) -> impl Future<Output = Result<RemoveReply, StoreError>> + Send {
-        let op = ops::change::Remove {
-            mode: mode.clone(),
-            names: names.to_vec(),
-        };
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::read::ListPage`].
-    fn list_page(
-        &self,
-        keys: &GroupKeys,
-        offset: usize,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send {
-        async move { self.run(keys, &ops::read::ListPage { offset, limit }).await }
-    }
-
-    /// [`ops::read::ReadSetPage`].
-    fn set_page(
-        &self,
-        keys: &GroupKeys,
-        offset: usize,
-        limit: usize,
-    ) -> impl Future<Output = Result<Option<SetPage>, StoreError>> + Send {
-        async move {
-            self.run(keys, &ops::read::ReadSetPage { offset, limit })
-                .await
-        }
-    }
-
-    /// [`ops::version::SetVersion`].
-    fn set_version(
-        &self,
-        keys: &GroupKeys,
-        version: u64,
-        step: VersionStep<'_>,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        let op = ops::version::SetVersion::new(version, step);
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`RestoreStep`].
-    fn restore(
-        &self,
-        keys: &GroupKeys,
-        step: &RestoreStep,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        self.run(keys, step)
-    }
-
-    /// [`Adopt`].
-    fn adopt(
-        &self,
-        keys: &GroupKeys,
-        adopt: &Adopt,
-    ) -> impl Future<Output = Result<AdoptReply, StoreError>> + Send {
-        self.run(keys, adopt)
-    }
-
-    /// [`ops::drain::Drain`].
-    fn drain(
-        &self,
-        keys: &GroupKeys,
-        op: Option<&str>,
-        replica: &str,
-        on: bool,
-        force: bool,
-    ) -> impl Future<Output = Result<DrainReply, StoreError>> + Send {
-        let op = ops::drain::Drain {
-            op: op.map(str::to_owned),
-            replica: replica.to_owned(),
-            on,
-            force,
-        };
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::report::Report`].
-    fn report(
-        &self,
-        keys: &GroupKeys,
-        session: &str,
-        weights: &[Reported],
-    ) -> impl Future<Output = Result<Vec<bool>, StoreError>> + Send {
-        let op = ops::report::Report {
-            session: session.to_owned(),
-            weights: weights.to_vec(),
-        };
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::held::Held`].
-    fn held(
-        &self,
-        keys: &GroupKeys,
-        session: &str,
-    ) -> impl Future<Output = Result<Vec<Granted>, StoreError>> + Send {
-        let op = ops::held::Held(session.to_owned());
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::weight::SetWeight`].
-    fn set_weight(
-        &self,
-        keys: &GroupKeys,
-        op: Option<&str>,
-        partition: &str,
-        weight: u64,
-    ) -> impl Future<Output = Result<WeightReply, StoreError>> + Send {
-        let op = ops::weight::SetWeight {
-            op: op.map(str::to_owned),
-            partition: partition.to_owned(),
-            weight,
-        };
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::prefer::Prefer`].
-    fn prefer(
-        &self,
-        keys: &GroupKeys,
-        op: Option<&str>,
-        partition: &str,
-        replica: Option<&str>,
-    ) -> impl Future<Output = Result<PreferReply, StoreError>> + Send {
-        let op = ops::prefer::Prefer {
-            op: op.map(str::to_owned),
-            partition: partition.to_owned(),
-            replica: replica.map(str::to_owned),
-        };
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::read::Owner`].
-    fn owner(
-        &self,
-        keys: &GroupKeys,
-        partition: &str,
-    ) -> impl Future<Output = Result<Option<PartitionOwner>, StoreError>> + Send {
-        let op = ops::read::Owner(partition.to_owned());
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::moves::Moves`].
-    fn moves(
-        &self,
-        keys: &GroupKeys,
-        after: Option<&str>,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<Move>, StoreError>> + Send {
-        let op = ops::moves::Moves {
-            after: after.map(str::to_owned),
-            limit,
-        };
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::moves::NewestMoves`].
-    fn newest_moves(
-        &self,
-        keys: &GroupKeys,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<Move>, StoreError>> + Send {
-        async move { self.run(keys, &ops::moves::NewestMoves { limit }).await }
-    }
-
-    /// [`ops::routes::Routes`].
-    fn routes(
-        &self,
-        keys: &GroupKeys,
-        after: Option<&str>,
-        limit: usize,
-    ) -> impl Future<Output = Result<Option<RouteRead>, StoreError>> + Send {
-        let op = ops::routes::Routes {
-            after: after.map(str::to_owned),
-            limit,
-        };
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::budget::TakeBudget`].
-    fn take_budget(
-        &self,
-        keys: &GroupKeys,
-        want: usize,
-        budget: u32,
-        window: Duration,
-    ) -> impl Future<Output = Result<usize, StoreError>> + Send {
-        let op = ops::budget::TakeBudget {
-            want,
-            budget,
-            window,
-        };
-        async move { self.run(keys, &op).await }
-    }
-
-    /// [`ops::read::ReadStatusHead`].
-    fn status_head(
-        &self,
-        keys: &GroupKeys,
-    ) -> impl Future<Output = Result<Option<StatusHead>, StoreError>> + Send {
-        self.run(keys, &ops::read::ReadStatusHead)
-    }
-
-    /// [`ops::read::StatusPage`].
-    fn status_page(
-        &self,
-        keys: &GroupKeys,
-        offset: usize,
-        limit: usize,
-    ) -> impl Future<Output = Result<Vec<PartitionOwner>, StoreError>> + Send {
-        async move {
-            self.run(keys, &ops::read::StatusPage { offset, limit })
-                .await
-        }
-    }
 }

@@ -40,66 +40,54 @@ impl Protocol for RedisStore {
     }
 }
 
-/// Every group script by name.
+/// Every group script: its name, the script, and its own file (`lua/<name>.lua`,
+/// without the libraries). The one list an operation's script is added to.
 #[cfg(any(test, feature = "testing"))]
-fn scripts() -> [(&'static str, &'static LuaScript); 24] {
-    [
-        ("tick", &ops::tick::SCRIPT),
-        ("heartbeat", &ops::tick::HEARTBEAT),
-        ("claim", &ops::claim::SCRIPT),
-        ("release", &ops::release::SCRIPT),
-        ("handoff", &ops::handoff::SCRIPT),
-        ("leave", &ops::leave::SCRIPT),
-        ("add", &ops::change::ADD),
-        ("remove", &ops::change::REMOVE),
-        ("version", &ops::version::SCRIPT),
-        ("held", &ops::held::SCRIPT),
-        ("set_page", &ops::read::SET_PAGE),
-        ("restore", &ops::restore::SCRIPT),
-        ("adopt", &ops::adopt::SCRIPT),
-        ("drain", &ops::drain::SCRIPT),
-        ("weight", &ops::weight::SCRIPT),
-        ("prefer", &ops::prefer::SCRIPT),
-        ("owner", &ops::read::OWNER),
-        ("moves", &ops::moves::SCRIPT),
-        ("budget", &ops::budget::SCRIPT),
-        ("report", &ops::report::SCRIPT),
-        ("list", &ops::read::LIST),
-        ("status_head", &ops::read::STATUS_HEAD),
-        ("status_page", &ops::read::STATUS_PAGE),
-        ("routes", &ops::routes::SCRIPT),
-    ]
+fn scripts() -> [(&'static str, &'static LuaScript, &'static str); 24] {
+    macro_rules! scripts {
+        ($($name:ident => $script:path,)*) => {
+            [$((
+                stringify!($name),
+                &$script,
+                include_str!(concat!("lua/", stringify!($name), ".lua")),
+            )),*]
+        };
+    }
+    scripts! {
+        tick => ops::tick::SCRIPT,
+        heartbeat => ops::tick::HEARTBEAT,
+        claim => ops::claim::SCRIPT,
+        release => ops::release::SCRIPT,
+        handoff => ops::handoff::SCRIPT,
+        leave => ops::leave::SCRIPT,
+        add => ops::change::ADD,
+        remove => ops::change::REMOVE,
+        version => ops::version::SCRIPT,
+        held => ops::held::SCRIPT,
+        set_page => ops::read::SET_PAGE,
+        restore => ops::restore::SCRIPT,
+        adopt => ops::adopt::SCRIPT,
+        drain => ops::drain::SCRIPT,
+        weight => ops::weight::SCRIPT,
+        prefer => ops::prefer::SCRIPT,
+        owner => ops::read::OWNER,
+        moves => ops::moves::SCRIPT,
+        budget => ops::budget::SCRIPT,
+        report => ops::report::SCRIPT,
+        list => ops::read::LIST,
+        status_head => ops::read::STATUS_HEAD,
+        status_page => ops::read::STATUS_PAGE,
+        routes => ops::routes::SCRIPT,
+    }
 }
 
 /// Every group script's own file (without the libraries), by name.
 #[cfg(test)]
 pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
-    vec![
-        ("tick", include_str!("lua/tick.lua")),
-        ("heartbeat", include_str!("lua/heartbeat.lua")),
-        ("claim", include_str!("lua/claim.lua")),
-        ("release", include_str!("lua/release.lua")),
-        ("handoff", include_str!("lua/handoff.lua")),
-        ("leave", include_str!("lua/leave.lua")),
-        ("add", include_str!("lua/add.lua")),
-        ("remove", include_str!("lua/remove.lua")),
-        ("version", include_str!("lua/version.lua")),
-        ("held", include_str!("lua/held.lua")),
-        ("set_page", include_str!("lua/set_page.lua")),
-        ("restore", include_str!("lua/restore.lua")),
-        ("adopt", include_str!("lua/adopt.lua")),
-        ("drain", include_str!("lua/drain.lua")),
-        ("weight", include_str!("lua/weight.lua")),
-        ("prefer", include_str!("lua/prefer.lua")),
-        ("owner", include_str!("lua/owner.lua")),
-        ("moves", include_str!("lua/moves.lua")),
-        ("budget", include_str!("lua/budget.lua")),
-        ("report", include_str!("lua/report.lua")),
-        ("list", include_str!("lua/list.lua")),
-        ("status_head", include_str!("lua/status_head.lua")),
-        ("status_page", include_str!("lua/status_page.lua")),
-        ("routes", include_str!("lua/routes.lua")),
-    ]
+    scripts()
+        .into_iter()
+        .map(|(name, _, source)| (name, source))
+        .collect()
 }
 
 /// Every group script by name with the SHA1 digest `EVALSHA` names it by, so a
@@ -111,6 +99,6 @@ pub(crate) fn sources() -> Vec<(&'static str, &'static str)> {
 pub fn script_hashes() -> Vec<(&'static str, String)> {
     scripts()
         .into_iter()
-        .map(|(name, script)| (name, script.hash().to_owned()))
+        .map(|(name, script, _)| (name, script.hash().to_owned()))
         .collect()
 }

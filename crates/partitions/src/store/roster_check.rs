@@ -24,6 +24,7 @@ use super::protocol::{
 };
 use crate::MemoryGroupStore;
 use crate::keys::GroupKeys;
+use crate::store::ops;
 
 const TTL: Duration = Duration::from_secs(5);
 const REPLICAS: usize = 4;
@@ -80,7 +81,7 @@ impl<B: Protocol> Run<'_, B> {
     }
 
     async fn tick(&mut self, req: &TickRequest) -> TickReply {
-        let r = self.b.tick(&self.k, req).await.unwrap();
+        let r = self.b.run(&self.k, req).await.unwrap();
         if let Some(set) = &r.set {
             set.incarnation.clone_into(&mut self.inc);
         }
@@ -121,7 +122,12 @@ impl<B: Protocol> Run<'_, B> {
             said(f.roster.members()),
             "after {step}: r{i}'s kept roster differs from a full read"
         );
-        let head = self.b.status_head(&self.k).await.unwrap().unwrap();
+        let head = self
+            .b
+            .run(&self.k, &ops::ReadStatusHead)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             said(&self.kept[i].1),
             said(&head.members),
@@ -170,26 +176,28 @@ impl<B: Protocol> Run<'_, B> {
                 r.seq += 1;
                 let count = self.rng.random_range(1..5);
                 let req = ClaimRequest::of(&name, &token, r.seq, count, TTL, &self.inc);
-                self.b.claim(&self.k, &req).await.unwrap();
+                self.b.run(&self.k, &req).await.unwrap();
                 format!("{name} claims {count}")
             }
             3 => {
                 let Some(token) = self.replicas[i].token.clone() else {
                     return format!("{name} has nothing to release");
                 };
-                let held = self.b.held(&self.k, &token).await.unwrap();
+                let held = self.b.run(&self.k, &ops::Held::new(&token)).await.unwrap();
                 let terms: Vec<_> = held
                     .into_iter()
                     .filter(|_| self.rng.random_bool(0.5))
                     .map(|(p, f, _)| GivenBack::plain((p, f), MoveCause::Released))
                     .collect();
                 self.b
-                    .release(
+                    .run(
                         &self.k,
-                        &token,
-                        &terms,
-                        Duration::from_secs(60),
-                        Duration::from_secs(1),
+                        &ops::Release::new(
+                            &token,
+                            &terms,
+                            Duration::from_secs(60),
+                            Duration::from_secs(1),
+                        ),
                     )
                     .await
                     .unwrap();
@@ -197,7 +205,10 @@ impl<B: Protocol> Run<'_, B> {
             }
             4 if member => {
                 let token = self.replicas[i].token.take().unwrap();
-                self.b.leave(&self.k, &name, &token, &token).await.unwrap();
+                self.b
+                    .run(&self.k, &ops::Leave::new(&name, &token, &token))
+                    .await
+                    .unwrap();
                 self.replicas[i].state = None;
                 format!("{name} leaves")
             }
@@ -219,7 +230,7 @@ impl<B: Protocol> Run<'_, B> {
                 let on = self.rng.random_bool(0.6);
                 let op = format!("drain-{n}");
                 self.b
-                    .drain(&self.k, Some(&op), &name, on, true)
+                    .run(&self.k, &ops::Drain::new(Some(&op), &name, on, true))
                     .await
                     .unwrap();
                 format!("{name} drained: {on}")
@@ -228,7 +239,10 @@ impl<B: Protocol> Run<'_, B> {
                 let p = format!("p{}", self.rng.random_range(0..24));
                 let w = self.rng.random_range(1..5);
                 let op = format!("weight-{n}");
-                self.b.set_weight(&self.k, Some(&op), &p, w).await.unwrap();
+                self.b
+                    .run(&self.k, &ops::SetWeight::new(Some(&op), &p, w))
+                    .await
+                    .unwrap();
                 format!("{p} weighs {w}")
             }
             _ => {
@@ -237,13 +251,13 @@ impl<B: Protocol> Run<'_, B> {
                 let mode = Change::Strict { op };
                 if self.rng.random_bool(0.5) {
                     self.b
-                        .remove(&self.k, &mode, std::slice::from_ref(&p))
+                        .run(&self.k, &ops::Remove::new(&mode, std::slice::from_ref(&p)))
                         .await
                         .unwrap();
                     format!("{p} removed")
                 } else {
                     self.b
-                        .add(&self.k, &mode, std::slice::from_ref(&p))
+                        .run(&self.k, &ops::Add::new(&mode, std::slice::from_ref(&p)))
                         .await
                         .unwrap();
                     format!("{p} added")
@@ -264,7 +278,7 @@ async fn run<B: Protocol>(b: &B, seed: u64) -> (usize, usize) {
         lease: TTL,
         gather: Duration::from_millis(1),
     };
-    b.add(&k, &create, &names).await.unwrap();
+    b.run(&k, &ops::Add::new(&create, &names)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
     let mut run = Run {
         b,

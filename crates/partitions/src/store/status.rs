@@ -8,6 +8,7 @@ use leasehold_election::{Fence, StoreError};
 use super::{GroupStore, STATUS_PAGE};
 use crate::balance::weighted::{Loaded, shares};
 use crate::keys::GroupKeys;
+use crate::store::ops;
 
 /// The whole group as stored, for operators.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -214,13 +215,13 @@ pub(crate) async fn read_status<B: GroupStore>(
     store: &B,
     keys: &GroupKeys,
 ) -> Result<Option<GroupStatus>, StoreError> {
-    let Some(head) = store.status_head(keys).await? else {
+    let Some(head) = store.run(keys, &ops::ReadStatusHead).await? else {
         return Ok(None);
     };
     let mut partitions = Vec::with_capacity(head.set.count);
     while partitions.len() < head.set.count {
         let page = store
-            .status_page(keys, partitions.len(), STATUS_PAGE)
+            .run(keys, &ops::StatusPage::new(partitions.len(), STATUS_PAGE))
             .await?;
         if page.is_empty() {
             break;

@@ -11,6 +11,7 @@ use super::Driver;
 use crate::keys::GroupKeys;
 use crate::ownership::Ownership;
 use crate::replica::{Action, Leaving, SetAnswer, SetOp};
+use crate::store::ops;
 use crate::store::protocol::{
     Adopt, AdoptReply, AdoptStep, Change, Granted, NotAdopted, VersionStep,
 };
@@ -69,7 +70,7 @@ pub(super) async fn set_op<B: GroupStore>(
 ) -> Result<SetAnswer, StoreError> {
     match op {
         SetOp::Read { offset } => store
-            .set_page(keys, *offset, STATUS_PAGE)
+            .run(keys, &ops::ReadSetPage::new(*offset, STATUS_PAGE))
             .await
             .map(SetAnswer::Page),
         SetOp::Seed {
@@ -79,38 +80,43 @@ pub(super) async fn set_op<B: GroupStore>(
             lease,
             gather,
         } => store
-            .add(
+            .run(
                 keys,
-                &Change::Seed {
-                    life: life.clone(),
-                    grant_delay: *grant_delay,
-                    lease: *lease,
-                    gather: *gather,
-                },
-                names,
+                &ops::Add::new(
+                    &Change::Seed {
+                        life: life.clone(),
+                        grant_delay: *grant_delay,
+                        lease: *lease,
+                        gather: *gather,
+                    },
+                    names,
+                ),
             )
             .await
             .map(SetAnswer::Added),
-        SetOp::Restore(step) => store.restore(keys, step).await.map(SetAnswer::Ok),
-        SetOp::Adopt(adopt) => store.adopt(keys, adopt).await.map(SetAnswer::Adopted),
+        SetOp::Restore(step) => store.run(keys, step).await.map(SetAnswer::Ok),
+        SetOp::Adopt(adopt) => store.run(keys, adopt).await.map(SetAnswer::Adopted),
         SetOp::Add { version, names } => store
-            .add(keys, &Change::Versioned(*version), names)
+            .run(keys, &ops::Add::new(&Change::Versioned(*version), names))
             .await
             .map(SetAnswer::Added),
         SetOp::List { offset } => store
-            .list_page(keys, *offset, STATUS_PAGE)
+            .run(keys, &ops::ListPage::new(*offset, STATUS_PAGE))
             .await
             .map(SetAnswer::Listed),
         SetOp::Remove { version, names } => store
-            .remove(keys, &Change::Versioned(*version), names)
+            .run(keys, &ops::Remove::new(&Change::Versioned(*version), names))
             .await
             .map(SetAnswer::Removed),
         SetOp::Begin { version } => store
-            .set_version(keys, *version, VersionStep::Begin)
+            .run(keys, &ops::SetVersion::new(*version, VersionStep::Begin))
             .await
             .map(SetAnswer::Ok),
         SetOp::Done { version, digest } => store
-            .set_version(keys, *version, VersionStep::Done(digest))
+            .run(
+                keys,
+                &ops::SetVersion::new(*version, VersionStep::Done(digest)),
+            )
             .await
             .map(SetAnswer::Ok),
     }
@@ -140,7 +146,9 @@ where
                 let token = self.state.token().to_owned();
                 let call = {
                     let token = token.clone();
-                    calls.call(|store, keys| async move { store.held(&keys, &token).await })
+                    calls.call(|store, keys| async move {
+                        store.run(&keys, &ops::Held::new(&token)).await
+                    })
                 };
                 Box::pin(async move {
                     Chore::Reconciled {
@@ -178,7 +186,9 @@ where
                 let process = self.state.process().to_owned();
                 let token = self.state.token().to_owned();
                 let call = calls.call(|store, keys| async move {
-                    store.leave(&keys, &replica, &process, &token).await
+                    store
+                        .run(&keys, &ops::Leave::new(&replica, &process, &token))
+                        .await
                 });
                 Box::pin(async move {
                     if let Err(e) = call.await {
@@ -194,7 +204,9 @@ where
             } => {
                 let window = self.config.renew_interval;
                 let call = calls.call(|store, keys| async move {
-                    store.take_budget(&keys, want, budget, window).await
+                    store
+                        .run(&keys, &ops::TakeBudget::new(want, budget, window))
+                        .await
                 });
                 Box::pin(async move {
                     let granted = call.await.unwrap_or_else(|e| {

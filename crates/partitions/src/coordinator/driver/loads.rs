@@ -12,6 +12,7 @@ use super::Driver;
 use crate::metrics as m;
 use crate::ownership::Ownership;
 use crate::store::GroupStore;
+use crate::store::ops;
 
 impl<B, F, Fut> Driver<B, F>
 where
@@ -26,9 +27,9 @@ where
             .map(|&((i, fence), w)| (self.names.get(i).to_string(), fence, w))
             .collect();
         let session = self.state.token().to_owned();
-        let call = self
-            .calls
-            .call(|store, keys| async move { store.report(&keys, &session, &named).await });
+        let call = self.calls.call(|store, keys| async move {
+            store.run(&keys, &ops::Report::new(&session, &named)).await
+        });
         self.lanes.report = Some(Box::pin(async move { (weights, call.await) }));
     }
 

@@ -348,7 +348,7 @@ where
                     let sent = Instant::now();
                     let call = self
                         .calls
-                        .call(|store, keys| async move { store.tick(&keys, &req).await });
+                        .call(|store, keys| async move { store.run(&keys, &req).await });
                     self.lanes.tick = Some(Box::pin(async move { (sent, call.await) }));
                 }
                 Action::Claim(claim) => self.send_claim(claim),
@@ -461,7 +461,7 @@ where
         let session = req.session.clone();
         let call = self
             .calls
-            .call(|store, keys| async move { store.claim(&keys, &req).await });
+            .call(|store, keys| async move { store.run(&keys, &req).await });
         self.lanes.claim = Some(Box::pin(async move { (session, call.await) }));
     }
 

@@ -16,6 +16,7 @@ use crate::coordinator::warm::Warm;
 use crate::metrics as m;
 use crate::ownership::Ownership;
 use crate::replica::warm::Hold;
+use crate::store::ops;
 use crate::store::protocol::{GivenBack, MoveCause};
 use crate::store::{GroupStore, RELEASE_BATCH, RELEASE_STATE_BYTES};
 
@@ -148,7 +149,9 @@ where
             .collect();
         let (state_ttl, hold) = (self.config.hand_off_ttl, self.config.renew_interval);
         let call = self.calls.call(|store, keys| async move {
-            store.release(&keys, &token, &terms, state_ttl, hold).await
+            store
+                .run(&keys, &ops::Release::new(&token, &terms, state_ttl, hold))
+                .await
         });
         self.lanes.release = Some(Box::pin(async move { (batch, call.await) }));
     }

@@ -50,7 +50,7 @@ async fn group<B: Protocol>(b: &B, k: &GroupKeys, list: &[&str], held: usize) ->
         lease: TTL,
         gather: Duration::from_millis(1),
     };
-    b.add(k, &seed, &names(list)).await.unwrap();
+    b.run(k, &Add::new(&seed, &names(list))).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
     let mut cx = Cx::default();
     for (r, t) in [("a", A), ("c", C)] {
@@ -58,7 +58,7 @@ async fn group<B: Protocol>(b: &B, k: &GroupKeys, list: &[&str], held: usize) ->
             quiet: false,
             ..tick(&cx, r, t, true, ReplicaState::Active)
         };
-        seen(&mut cx, &b.tick(k, &join).await.unwrap());
+        seen(&mut cx, &b.run(k, &join).await.unwrap());
     }
     let terms = if held == 0 {
         Vec::new()
@@ -424,9 +424,13 @@ async fn op_set_page<B: Protocol>(b: &B) -> Vec<Option<SetPage>> {
     let page = |offset, limit| ReadSetPage { offset, limit };
     let mut out = vec![b.run(&k, &page(0, 10)).await.unwrap()];
     group(b, &k, &["p0", "p1", "p2"], 1).await;
-    b.set_weight(&k, None, "p1", 4).await.unwrap();
-    b.drain(&k, None, "c", true, false).await.unwrap();
-    b.prefer(&k, None, "p2", Some("c")).await.unwrap();
+    b.run(&k, &SetWeight::new(None, "p1", 4)).await.unwrap();
+    b.run(&k, &Drain::new(None, "c", true, false))
+        .await
+        .unwrap();
+    b.run(&k, &Prefer::new(None, "p2", Some("c")))
+        .await
+        .unwrap();
     for p in [page(0, 10), page(1, 1)] {
         out.push(b.run(&k, &p).await.unwrap().normal(ranks));
     }
@@ -617,7 +621,7 @@ async fn op_held<B: Protocol>(b: &B) -> Vec<Vec<Granted>> {
     let ranks = &mut Ranks::default();
     let mut out = vec![b.run(&k, &Held(A.into())).await.unwrap()];
     group(b, &k, &["p0", "p1", "p2"], 2).await;
-    b.set_weight(&k, None, "p1", 3).await.unwrap();
+    b.run(&k, &SetWeight::new(None, "p1", 3)).await.unwrap();
     for s in [A, C, "zz"] {
         out.push(b.run(&k, &Held(s.into())).await.unwrap().normal(ranks));
     }
@@ -809,9 +813,13 @@ async fn op_status_head<B: Protocol>(b: &B) -> Vec<HeadSeen> {
     let mut out = vec![head().await];
     group(b, &k, &["p0", "p1", "p2"], 2).await;
     out.push(head().await);
-    b.set_weight(&k, None, "p0", 4).await.unwrap();
-    b.drain(&k, None, "c", true, false).await.unwrap();
-    b.prefer(&k, None, "p2", Some("c")).await.unwrap();
+    b.run(&k, &SetWeight::new(None, "p0", 4)).await.unwrap();
+    b.run(&k, &Drain::new(None, "c", true, false))
+        .await
+        .unwrap();
+    b.run(&k, &Prefer::new(None, "p2", Some("c")))
+        .await
+        .unwrap();
     out.push(head().await);
     out
 }

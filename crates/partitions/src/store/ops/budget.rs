@@ -16,25 +16,6 @@ use crate::store::memory::{Group, Now};
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("budget.lua");
 
-pub(crate) async fn redis(
-    store: &RedisStore,
-    keys: &GroupKeys,
-    want: usize,
-    budget: u32,
-    window: Duration,
-) -> Result<usize, StoreError> {
-    let (window, budget, want) = (super::millis(window), budget.to_string(), want.to_string());
-    match store
-        .eval(&SCRIPT, &keys.all(), &[&window, &budget, &want])
-        .await?
-    {
-        Value::Int(n) => Ok(usize::try_from(n).unwrap_or(0)),
-        other => Err(StoreError::Protocol(format!(
-            "budget replied {other:?}, not a count"
-        ))),
-    }
-}
-
 impl Group {
     /// The twin of `lua/budget.lua`.
     pub(crate) fn take_budget(
@@ -76,11 +57,32 @@ pub(crate) struct TakeBudget {
     pub(crate) window: Duration,
 }
 
+impl TakeBudget {
+    /// `want` moves out of `budget` per `window`.
+    pub(crate) fn new(want: usize, budget: u32, window: Duration) -> Self {
+        Self {
+            want,
+            budget,
+            window,
+        }
+    }
+}
+
 impl Op for TakeBudget {
     type Reply = usize;
 
     async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<usize, StoreError> {
-        redis(store, keys, self.want, self.budget, self.window).await
+        let window = super::millis(self.window);
+        let (budget, want) = (self.budget.to_string(), self.want.to_string());
+        match store
+            .eval(&SCRIPT, &keys.all(), &[&window, &budget, &want])
+            .await?
+        {
+            Value::Int(n) => Ok(usize::try_from(n).unwrap_or(0)),
+            other => Err(StoreError::Protocol(format!(
+                "budget replied {other:?}, not a count"
+            ))),
+        }
     }
 
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> usize {

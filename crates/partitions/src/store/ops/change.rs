@@ -26,6 +26,7 @@ pub enum Change {
     /// the request's id, under which its reply is kept a minute for a retry.
     Strict { op: String },
     /// Whatever is not done yet (a replica applying its versioned list).
+    #[cfg_attr(not(test), allow(dead_code))]
     Ensure,
     /// As `Ensure`, but only while the group's list version is this one: a newer list
     /// applied meanwhile wins.
@@ -406,6 +407,16 @@ pub(crate) struct Add {
     pub(crate) names: Vec<String>,
 }
 
+impl Add {
+    /// Adds `names` as `mode` says.
+    pub(crate) fn new(mode: &Change, names: &[String]) -> Self {
+        Self {
+            mode: mode.clone(),
+            names: names.to_vec(),
+        }
+    }
+}
+
 impl Op for Add {
     type Reply = AddReply;
 
@@ -423,6 +434,16 @@ impl Op for Add {
 pub(crate) struct Remove {
     pub(crate) mode: Change,
     pub(crate) names: Vec<String>,
+}
+
+impl Remove {
+    /// Removes `names` as `mode` says.
+    pub(crate) fn new(mode: &Change, names: &[String]) -> Self {
+        Self {
+            mode: mode.clone(),
+            names: names.to_vec(),
+        }
+    }
 }
 
 impl Op for Remove {

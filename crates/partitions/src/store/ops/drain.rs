@@ -31,24 +31,6 @@ pub enum DrainReply {
     Restoring(Duration),
 }
 
-pub(crate) async fn redis(
-    store: &RedisStore,
-    keys: &GroupKeys,
-    op: Option<&str>,
-    replica: &str,
-    on: bool,
-    force: bool,
-) -> Result<DrainReply, StoreError> {
-    let args = [
-        replica,
-        if on { "1" } else { "0" },
-        if force { "1" } else { "0" },
-        &keys.channel,
-        &keys.notice,
-    ];
-    parse(eval_with_op(store, &SCRIPT, keys, op, &args).await?)
-}
-
 /// The reply of `lua/drain.lua`.
 pub(super) fn parse(reply: Value) -> Result<DrainReply, StoreError> {
     let mut p = Parse::new("drain", reply);
@@ -132,12 +114,36 @@ pub(crate) struct Drain {
     pub(crate) force: bool,
 }
 
+impl Drain {
+    /// Drains (`on`) or undrains `replica`, for request `op`.
+    pub(crate) fn new(op: Option<&str>, replica: &str, on: bool, force: bool) -> Self {
+        Self {
+            op: op.map(str::to_owned),
+            replica: replica.to_owned(),
+            on,
+            force,
+        }
+    }
+}
+
 impl Op for Drain {
     type Reply = DrainReply;
 
     async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<DrainReply, StoreError> {
-        let op = self.op.as_deref();
-        redis(store, keys, op, &self.replica, self.on, self.force).await
+        let (op, replica, on, force) = (
+            self.op.as_deref(),
+            self.replica.as_str(),
+            self.on,
+            self.force,
+        );
+        let args = [
+            replica,
+            if on { "1" } else { "0" },
+            if force { "1" } else { "0" },
+            &keys.channel,
+            &keys.notice,
+        ];
+        parse(eval_with_op(store, &SCRIPT, keys, op, &args).await?)
     }
 
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> DrainReply {

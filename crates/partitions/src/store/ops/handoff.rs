@@ -31,35 +31,6 @@ pub enum Taken {
     Gone,
 }
 
-pub(crate) async fn redis(
-    store: &RedisStore,
-    keys: &GroupKeys,
-    terms: &[Term],
-) -> Result<Vec<Taken>, StoreError> {
-    if terms.is_empty() {
-        return Ok(Vec::new());
-    }
-    let state_keys: Vec<String> = terms.iter().map(|(n, _)| keys.hand_off(n)).collect();
-    let keep = super::millis(KEEP_TAKEN);
-    let fences: Vec<String> = terms.iter().map(|(_, f)| f.get().to_string()).collect();
-    let mut args = vec![keep.as_str()];
-    args.extend(fences.iter().map(String::as_str));
-    let all: Vec<&str> = state_keys.iter().map(String::as_str).collect();
-    let mut p = Parse::new("handoff", store.eval(&SCRIPT, &all, &args).await?);
-    let mut out = Vec::with_capacity(terms.len());
-    for _ in terms {
-        let mut one = p.next_array()?;
-        out.push(match one.next_string()?.as_str() {
-            "ok" => Taken::State(one.next_bytes()?),
-            "stale" => Taken::Stale,
-            "gone" => Taken::Gone,
-            other => return Err(StoreError::Protocol(format!("handoff replied {other:?}"))),
-        });
-    }
-    p.finish()?;
-    Ok(out)
-}
-
 impl Group {
     /// The twin of `lua/handoff.lua`.
     pub(crate) fn take_hand_offs(&mut self, terms: &[Term], now: Now) -> Vec<Taken> {
@@ -95,11 +66,40 @@ impl Group {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TakeHandOffs(pub(crate) Vec<Term>);
 
+impl TakeHandOffs {
+    /// Takes what `terms` left.
+    pub(crate) fn new(terms: &[Term]) -> Self {
+        Self(terms.to_vec())
+    }
+}
+
 impl Op for TakeHandOffs {
     type Reply = Vec<Taken>;
 
     async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<Vec<Taken>, StoreError> {
-        redis(store, keys, &self.0).await
+        let terms = self.0.as_slice();
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let state_keys: Vec<String> = terms.iter().map(|(n, _)| keys.hand_off(n)).collect();
+        let keep = super::millis(KEEP_TAKEN);
+        let fences: Vec<String> = terms.iter().map(|(_, f)| f.get().to_string()).collect();
+        let mut args = vec![keep.as_str()];
+        args.extend(fences.iter().map(String::as_str));
+        let all: Vec<&str> = state_keys.iter().map(String::as_str).collect();
+        let mut p = Parse::new("handoff", store.eval(&SCRIPT, &all, &args).await?);
+        let mut out = Vec::with_capacity(terms.len());
+        for _ in terms {
+            let mut one = p.next_array()?;
+            out.push(match one.next_string()?.as_str() {
+                "ok" => Taken::State(one.next_bytes()?),
+                "stale" => Taken::Stale,
+                "gone" => Taken::Gone,
+                other => return Err(StoreError::Protocol(format!("handoff replied {other:?}"))),
+            });
+        }
+        p.finish()?;
+        Ok(out)
     }
 
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<Taken> {
@@ -123,7 +123,10 @@ mod tests {
         let key = keys.hand_off("p1");
         server.redis_cli(&["HSET", &key, "f", "v"]);
         let terms = [("p1".to_owned(), Fence(7))];
-        let err = redis(&store, &keys, &terms).await.unwrap_err();
+        let err = TakeHandOffs::new(&terms)
+            .redis(&store, &keys)
+            .await
+            .unwrap_err();
         assert!(matches!(err, StoreError::WrongType(_)), "{err:?}");
         assert_eq!(
             server.redis_cli(&["TYPE", &key]).trim(),
@@ -132,7 +135,10 @@ mod tests {
         );
         // A release's SET replaces whatever the key held.
         server.redis_cli(&["SET", &key, "7:offset=42"]);
-        let taken = redis(&store, &keys, &terms).await.unwrap();
+        let taken = TakeHandOffs::new(&terms)
+            .redis(&store, &keys)
+            .await
+            .unwrap();
         assert_eq!(taken, [Taken::State(b"offset=42".to_vec())]);
         let pttl = server.redis_cli(&["PTTL", &key]);
         let ttl: i64 = pttl.split_whitespace().last().unwrap().parse().unwrap();
@@ -155,7 +161,8 @@ mod tests {
             .query_async(&mut con)
             .await
             .unwrap();
-        let taken = redis(&store, &keys, &[("p1".to_owned(), Fence(8))])
+        let taken = TakeHandOffs::new(&[("p1".to_owned(), Fence(8))])
+            .redis(&store, &keys)
             .await
             .unwrap();
         assert_eq!(taken, [Taken::State(state)]);

@@ -15,15 +15,6 @@ use crate::store::protocol::Granted;
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("held.lua");
 
-pub(crate) async fn redis(
-    store: &RedisStore,
-    keys: &GroupKeys,
-    session: &str,
-) -> Result<Vec<Granted>, StoreError> {
-    let reply = store.eval(&SCRIPT, &keys.all(), &[session]).await?;
-    triples(&mut Parse::new("held", Value::Array(vec![reply])))
-}
-
 impl Group {
     /// The twin of `lua/held.lua`.
     pub(crate) fn held_by(&self, session: &str) -> Vec<Granted> {
@@ -46,6 +37,13 @@ impl Group {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Held(pub(crate) String);
 
+impl Held {
+    /// The terms `session` holds.
+    pub(crate) fn new(session: &str) -> Self {
+        Self(session.to_owned())
+    }
+}
+
 impl Op for Held {
     type Reply = Vec<Granted>;
 
@@ -54,7 +52,9 @@ impl Op for Held {
         store: &RedisStore,
         keys: &GroupKeys,
     ) -> Result<Vec<Granted>, StoreError> {
-        redis(store, keys, &self.0).await
+        let session = self.0.as_str();
+        let reply = store.eval(&SCRIPT, &keys.all(), &[session]).await?;
+        triples(&mut Parse::new("held", Value::Array(vec![reply])))
     }
 
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<Granted> {

@@ -15,25 +15,6 @@ use crate::store::memory::{Group, Now};
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("leave.lua");
 
-pub(crate) async fn redis(
-    store: &RedisStore,
-    keys: &GroupKeys,
-    replica: &str,
-    process: &str,
-    session: &str,
-) -> Result<(), StoreError> {
-    let budget = REAP_BUDGET.to_string();
-    let args = [
-        replica,
-        process,
-        session,
-        &keys.channel,
-        &keys.notice,
-        &budget,
-    ];
-    store.eval(&SCRIPT, &keys.all(), &args).await.map(drop)
-}
-
 impl Group {
     /// The twin of `lua/leave.lua`; whether the session ended (and the notice goes out).
     pub(crate) fn leave(&mut self, replica: &str, process: &str, session: &str, now: Now) -> bool {
@@ -64,11 +45,36 @@ pub(crate) struct Leave {
     pub(crate) session: String,
 }
 
+impl Leave {
+    /// Ends `replica`'s `session`, held by `process`.
+    pub(crate) fn new(replica: &str, process: &str, session: &str) -> Self {
+        Self {
+            replica: replica.to_owned(),
+            process: process.to_owned(),
+            session: session.to_owned(),
+        }
+    }
+}
+
 impl Op for Leave {
     type Reply = ();
 
     async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<(), StoreError> {
-        redis(store, keys, &self.replica, &self.process, &self.session).await
+        let (replica, process, session) = (
+            self.replica.as_str(),
+            self.process.as_str(),
+            self.session.as_str(),
+        );
+        let budget = REAP_BUDGET.to_string();
+        let args = [
+            replica,
+            process,
+            session,
+            &keys.channel,
+            &keys.notice,
+            &budget,
+        ];
+        store.eval(&SCRIPT, &keys.all(), &args).await.map(drop)
     }
 
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) {

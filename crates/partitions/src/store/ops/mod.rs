@@ -14,6 +14,10 @@
 //! (`session.lua`), the server's lifetime as read (`server.lua`), and the fence rule and
 //! the granting server's lifetime the election crate uses too
 //! (`leasehold_election::ext::{FENCE_LUA, LIFETIME_LUA}`).
+//!
+//! Public items here are public only in name: nothing in `store` is reachable from
+//! outside the crate.
+#![allow(unreachable_pub)]
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -44,6 +48,21 @@ pub(crate) mod slots;
 pub(crate) mod tick;
 pub(crate) mod version;
 pub(crate) mod weight;
+
+pub(crate) use self::budget::TakeBudget;
+pub(crate) use self::change::{Add, Remove};
+pub(crate) use self::drain::Drain;
+pub(crate) use self::handoff::TakeHandOffs;
+pub(crate) use self::held::Held;
+pub(crate) use self::leave::Leave;
+pub(crate) use self::moves::{Moves, NewestMoves};
+pub(crate) use self::prefer::Prefer;
+pub(crate) use self::read::{ListPage, Owner, ReadSetPage, ReadStatusHead, StatusPage};
+pub(crate) use self::release::Release;
+pub(crate) use self::report::Report;
+pub(crate) use self::routes::Routes;
+pub(crate) use self::version::SetVersion;
+pub(crate) use self::weight::SetWeight;
 
 /// An operation of the group protocol: its request (the fields of the implementing
 /// type), the script that runs it on Redis with the parser of its reply, and its twin in

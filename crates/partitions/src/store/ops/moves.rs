@@ -331,6 +331,16 @@ pub(crate) struct Moves {
     pub(crate) limit: usize,
 }
 
+impl Moves {
+    /// Up to `limit` moves after `after`.
+    pub(crate) fn new(after: Option<&str>, limit: usize) -> Self {
+        Self {
+            after: after.map(str::to_owned),
+            limit,
+        }
+    }
+}
+
 impl Op for Moves {
     type Reply = Vec<Move>;
 
@@ -351,6 +361,13 @@ impl Op for Moves {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NewestMoves {
     pub(crate) limit: usize,
+}
+
+impl NewestMoves {
+    /// The newest `limit` moves.
+    pub(crate) fn new(limit: usize) -> Self {
+        Self { limit }
+    }
 }
 
 impl Op for NewestMoves {

@@ -28,22 +28,6 @@ pub enum PreferReply {
     Restoring(Duration),
 }
 
-pub(crate) async fn redis(
-    store: &RedisStore,
-    keys: &GroupKeys,
-    op: Option<&str>,
-    partition: &str,
-    replica: Option<&str>,
-) -> Result<PreferReply, StoreError> {
-    let args = [
-        partition,
-        replica.unwrap_or(""),
-        &keys.channel,
-        &keys.notice,
-    ];
-    parse(eval_with_op(store, &SCRIPT, keys, op, &args).await?)
-}
-
 /// The reply of `lua/prefer.lua`.
 pub(super) fn parse(reply: Value) -> Result<PreferReply, StoreError> {
     let mut p = Parse::new("prefer", reply);
@@ -103,12 +87,33 @@ pub(crate) struct Prefer {
     pub(crate) replica: Option<String>,
 }
 
+impl Prefer {
+    /// Prefers `partition` on `replica`, for request `op`.
+    pub(crate) fn new(op: Option<&str>, partition: &str, replica: Option<&str>) -> Self {
+        Self {
+            op: op.map(str::to_owned),
+            partition: partition.to_owned(),
+            replica: replica.map(str::to_owned),
+        }
+    }
+}
+
 impl Op for Prefer {
     type Reply = PreferReply;
 
     async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<PreferReply, StoreError> {
-        let (op, replica) = (self.op.as_deref(), self.replica.as_deref());
-        redis(store, keys, op, &self.partition, replica).await
+        let (op, partition, replica) = (
+            self.op.as_deref(),
+            self.partition.as_str(),
+            self.replica.as_deref(),
+        );
+        let args = [
+            partition,
+            replica.unwrap_or(""),
+            &keys.channel,
+            &keys.notice,
+        ];
+        parse(eval_with_op(store, &SCRIPT, keys, op, &args).await?)
     }
 
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> PreferReply {

@@ -350,6 +350,13 @@ pub(crate) struct ListPage {
     pub(crate) limit: usize,
 }
 
+impl ListPage {
+    /// Up to `limit` names from `offset`.
+    pub(crate) fn new(offset: usize, limit: usize) -> Self {
+        Self { offset, limit }
+    }
+}
+
 impl Op for ListPage {
     type Reply = Vec<String>;
 
@@ -370,6 +377,13 @@ impl Op for ListPage {
 pub(crate) struct ReadSetPage {
     pub(crate) offset: usize,
     pub(crate) limit: usize,
+}
+
+impl ReadSetPage {
+    /// Up to `limit` names from `offset`.
+    pub(crate) fn new(offset: usize, limit: usize) -> Self {
+        Self { offset, limit }
+    }
 }
 
 impl Op for ReadSetPage {
@@ -393,6 +407,13 @@ impl Op for ReadSetPage {
 /// One partition's owner; `None` if it is not in the set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Owner(pub(crate) String);
+
+impl Owner {
+    /// The owner of `partition`.
+    pub(crate) fn new(partition: &str) -> Self {
+        Self(partition.to_owned())
+    }
+}
 
 impl Op for Owner {
     type Reply = Option<PartitionOwner>;
@@ -437,6 +458,13 @@ pub(crate) struct StatusPage {
     pub(crate) limit: usize,
 }
 
+impl StatusPage {
+    /// Up to `limit` owners from `offset`.
+    pub(crate) fn new(offset: usize, limit: usize) -> Self {
+        Self { offset, limit }
+    }
+}
+
 impl Op for StatusPage {
     type Reply = Vec<PartitionOwner>;
 
@@ -461,6 +489,7 @@ mod tests {
 
     use super::*;
     use crate::MemoryGroupStore;
+    use crate::store::ops;
     use crate::store::ops::restore::Restored;
     use crate::store::protocol::{Change, Protocol, RestoreStep};
 
@@ -481,24 +510,37 @@ mod tests {
                 gather: Duration::from_millis(1),
             };
             for chunk in names.chunks(250) {
-                b.add(k, &seed, chunk).await.unwrap();
+                b.run(k, &ops::Add::new(&seed, chunk)).await.unwrap();
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
-            let page = b.set_page(k, 0, 1000).await.unwrap().unwrap();
+            let page = b
+                .run(k, &ops::ReadSetPage::new(0, 1000))
+                .await
+                .unwrap()
+                .unwrap();
             let all = set_checksum(names.iter().map(String::as_str));
             assert_eq!((page.count, page.checksum), (600, Some(all)), "seeded");
             let strict = |op: &str| Change::Strict { op: op.to_owned() };
-            b.add(k, &strict("a"), &["x".to_owned()]).await.unwrap();
-            b.remove(k, &strict("r"), &["p3".to_owned(), "p599".to_owned()])
+            b.run(k, &ops::Add::new(&strict("a"), &["x".to_owned()]))
                 .await
                 .unwrap();
+            b.run(
+                k,
+                &ops::Remove::new(&strict("r"), &["p3".to_owned(), "p599".to_owned()]),
+            )
+            .await
+            .unwrap();
             let now: Vec<&str> = names
                 .iter()
                 .map(String::as_str)
                 .filter(|n| !["p3", "p599"].contains(n))
                 .chain(["x"])
                 .collect();
-            let page = b.set_page(k, 0, 1000).await.unwrap().unwrap();
+            let page = b
+                .run(k, &ops::ReadSetPage::new(0, 1000))
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(
                 (page.count, page.checksum),
                 (599, Some(set_checksum(now.iter().copied()))),
@@ -531,17 +573,25 @@ mod tests {
             preferences: Vec::new(),
             names: vec![("a".to_owned(), 1)],
         };
-        store.restore(&k, &begin).await.unwrap();
+        store.run(&k, &begin).await.unwrap();
         let add = RestoreStep::Add {
             of,
             names: vec![("b".to_owned(), 1)],
         };
-        store.restore(&k, &add).await.unwrap();
-        let page = store.set_page(&k, 0, 1000).await.unwrap().unwrap();
+        store.run(&k, &add).await.unwrap();
+        let page = store
+            .run(&k, &ops::ReadSetPage::new(0, 1000))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(page.checksum, Some(set_checksum(["b", "a"])));
         // A group of an older version keeps none.
         redis.redis_cli(&["HDEL", &k.meta, "ssum"]);
-        let page = store.set_page(&k, 0, 1000).await.unwrap().unwrap();
+        let page = store
+            .run(&k, &ops::ReadSetPage::new(0, 1000))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!((page.count, page.checksum), (2, None));
     }
 }

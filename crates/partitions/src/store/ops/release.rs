@@ -37,6 +37,7 @@ pub struct GivenBack {
 
 impl GivenBack {
     /// A term given back for `cause`, leaving no state.
+    #[cfg(test)]
     pub fn plain(term: Term, cause: MoveCause) -> Self {
         Self {
             term,
@@ -46,68 +47,6 @@ impl GivenBack {
             lifetime: String::new(),
         }
     }
-}
-
-pub(crate) async fn redis(
-    store: &RedisStore,
-    keys: &GroupKeys,
-    session: &str,
-    terms: &[GivenBack],
-    state_ttl: Duration,
-    hold: Duration,
-) -> Result<Vec<bool>, StoreError> {
-    let fences: Vec<String> = terms.iter().map(|t| t.term.1.get().to_string()).collect();
-    let states: Vec<Vec<u8>> = terms
-        .iter()
-        .map(|t| {
-            t.state.as_ref().map_or_else(Vec::new, |s| {
-                let mut v = Vec::with_capacity(s.len() + 1);
-                v.push(b'=');
-                v.extend_from_slice(s);
-                v
-            })
-        })
-        .collect();
-    let ttl = super::millis(state_ttl);
-    let hold = super::millis(hold);
-    let mut args: Vec<&[u8]> = vec![
-        session.as_bytes(),
-        keys.channel.as_bytes(),
-        keys.notice.as_bytes(),
-        ttl.as_bytes(),
-        hold.as_bytes(),
-    ];
-    let mut state_keys: Vec<String> = Vec::new();
-    for ((t, fence), state) in terms.iter().zip(&fences).zip(&states) {
-        args.push(t.term.0.as_bytes());
-        args.push(fence.as_bytes());
-        args.push(t.cause.as_str().as_bytes());
-        args.push(state);
-        args.push(t.to.as_deref().unwrap_or("").as_bytes());
-        // Only a term that leaves state needs its lifetime: the others send nothing (a
-        // release of 250 plain terms would otherwise carry 250 copies of an 81-byte id).
-        if t.state.is_some() {
-            args.push(t.lifetime.as_bytes());
-            state_keys.push(keys.hand_off(&t.term.0));
-        } else {
-            args.push(b"");
-        }
-    }
-    let mut all: Vec<&str> = keys.all().to_vec();
-    all.extend(state_keys.iter().map(String::as_str));
-    let reply = leasehold_election::ext::eval_bytes(store, &SCRIPT, &all, &args).await?;
-    let items = match reply {
-        // An empty table comes back as an empty array (or nil from older servers).
-        Value::Nil => return Ok(Vec::new()),
-        Value::Array(items) => items,
-        other => vec![other],
-    };
-    let mut p = Parse::new("release", Value::Array(items));
-    let mut out = Vec::with_capacity(p.remaining());
-    while p.remaining() > 0 {
-        out.push(p.next_int()? == 1);
-    }
-    Ok(out)
 }
 
 impl Group {
@@ -170,19 +109,85 @@ pub(crate) struct Release {
     pub(crate) hold: Duration,
 }
 
+impl Release {
+    /// Gives back `session`'s `terms`, keeping their state for `state_ttl` and named receivers' holds for `hold`.
+    pub(crate) fn new(
+        session: &str,
+        terms: &[GivenBack],
+        state_ttl: Duration,
+        hold: Duration,
+    ) -> Self {
+        Self {
+            session: session.to_owned(),
+            terms: terms.to_vec(),
+            state_ttl,
+            hold,
+        }
+    }
+}
+
 impl Op for Release {
     type Reply = Vec<bool>;
 
     async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<Vec<bool>, StoreError> {
-        redis(
-            store,
-            keys,
-            &self.session,
-            &self.terms,
-            self.state_ttl,
-            self.hold,
-        )
-        .await
+        let Self {
+            session,
+            terms,
+            state_ttl,
+            hold,
+        } = self;
+        let fences: Vec<String> = terms.iter().map(|t| t.term.1.get().to_string()).collect();
+        let states: Vec<Vec<u8>> = terms
+            .iter()
+            .map(|t| {
+                t.state.as_ref().map_or_else(Vec::new, |s| {
+                    let mut v = Vec::with_capacity(s.len() + 1);
+                    v.push(b'=');
+                    v.extend_from_slice(s);
+                    v
+                })
+            })
+            .collect();
+        let ttl = super::millis(*state_ttl);
+        let hold = super::millis(*hold);
+        let mut args: Vec<&[u8]> = vec![
+            session.as_bytes(),
+            keys.channel.as_bytes(),
+            keys.notice.as_bytes(),
+            ttl.as_bytes(),
+            hold.as_bytes(),
+        ];
+        let mut state_keys: Vec<String> = Vec::new();
+        for ((t, fence), state) in terms.iter().zip(&fences).zip(&states) {
+            args.push(t.term.0.as_bytes());
+            args.push(fence.as_bytes());
+            args.push(t.cause.as_str().as_bytes());
+            args.push(state);
+            args.push(t.to.as_deref().unwrap_or("").as_bytes());
+            // Only a term that leaves state needs its lifetime: the others send nothing (a
+            // release of 250 plain terms would otherwise carry 250 copies of an 81-byte id).
+            if t.state.is_some() {
+                args.push(t.lifetime.as_bytes());
+                state_keys.push(keys.hand_off(&t.term.0));
+            } else {
+                args.push(b"");
+            }
+        }
+        let mut all: Vec<&str> = keys.all().to_vec();
+        all.extend(state_keys.iter().map(String::as_str));
+        let reply = leasehold_election::ext::eval_bytes(store, &SCRIPT, &all, &args).await?;
+        let items = match reply {
+            // An empty table comes back as an empty array (or nil from older servers).
+            Value::Nil => return Ok(Vec::new()),
+            Value::Array(items) => items,
+            other => vec![other],
+        };
+        let mut p = Parse::new("release", Value::Array(items));
+        let mut out = Vec::with_capacity(p.remaining());
+        while p.remaining() > 0 {
+            out.push(p.next_int()? == 1);
+        }
+        Ok(out)
     }
 
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<bool> {

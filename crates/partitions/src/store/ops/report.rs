@@ -15,32 +15,6 @@ use crate::store::protocol::Reported;
 
 pub(crate) static SCRIPT: LazyLock<LuaScript> = group_script!("report.lua");
 
-pub(crate) async fn redis(
-    store: &RedisStore,
-    keys: &GroupKeys,
-    session: &str,
-    weights: &[Reported],
-) -> Result<Vec<bool>, StoreError> {
-    if weights.is_empty() {
-        return Ok(Vec::new());
-    }
-    let numbers: Vec<(String, String)> = weights
-        .iter()
-        .map(|(_, f, w)| (f.get().to_string(), w.to_string()))
-        .collect();
-    let mut args = vec![session, keys.channel.as_str(), keys.notice.as_str()];
-    for ((name, _, _), (fence, weight)) in weights.iter().zip(&numbers) {
-        args.extend([name.as_str(), fence.as_str(), weight.as_str()]);
-    }
-    let mut p = Parse::new("report", store.eval(&SCRIPT, &keys.all(), &args).await?);
-    let flags = weights
-        .iter()
-        .map(|_| p.next_int().map(|f| f == 1))
-        .collect::<Result<Vec<_>, _>>()?;
-    p.finish()?;
-    Ok(flags)
-}
-
 impl Group {
     /// The twin of `lua/report.lua`; whether to publish the notice (the group became
     /// weighted).
@@ -108,11 +82,39 @@ pub(crate) struct Report {
     pub(crate) weights: Vec<Reported>,
 }
 
+impl Report {
+    /// Reports `session`'s `weights`.
+    pub(crate) fn new(session: &str, weights: &[Reported]) -> Self {
+        Self {
+            session: session.to_owned(),
+            weights: weights.to_vec(),
+        }
+    }
+}
+
 impl Op for Report {
     type Reply = Vec<bool>;
 
     async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<Vec<bool>, StoreError> {
-        redis(store, keys, &self.session, &self.weights).await
+        let (session, weights) = (self.session.as_str(), self.weights.as_slice());
+        if weights.is_empty() {
+            return Ok(Vec::new());
+        }
+        let numbers: Vec<(String, String)> = weights
+            .iter()
+            .map(|(_, f, w)| (f.get().to_string(), w.to_string()))
+            .collect();
+        let mut args = vec![session, keys.channel.as_str(), keys.notice.as_str()];
+        for ((name, _, _), (fence, weight)) in weights.iter().zip(&numbers) {
+            args.extend([name.as_str(), fence.as_str(), weight.as_str()]);
+        }
+        let mut p = Parse::new("report", store.eval(&SCRIPT, &keys.all(), &args).await?);
+        let flags = weights
+            .iter()
+            .map(|_| p.next_int().map(|f| f == 1))
+            .collect::<Result<Vec<_>, _>>()?;
+        p.finish()?;
+        Ok(flags)
     }
 
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Vec<bool> {
@@ -136,7 +138,10 @@ mod tests {
         server.redis_cli(&["SET", &weights, "not a sorted set"]);
         server.redis_cli(&["HSET", keys.all()[3], "count", "1"]);
         let report = [("p0".to_owned(), Fence(1), 5)];
-        let err = redis(&store, &keys, "a:1", &report).await.unwrap_err();
+        let err = Report::new("a:1", &report)
+            .redis(&store, &keys)
+            .await
+            .unwrap_err();
         assert!(matches!(err, StoreError::WrongType(_)), "{err:?}");
         assert_eq!(
             server.redis_cli(&["GET", &weights]).trim(),

@@ -48,62 +48,6 @@ pub(crate) fn address_of(info: &str) -> Option<String> {
         .filter(|a| !a.is_empty())
 }
 
-/// Reads the whole table (`after` = `None`) or the moves after `after`, at most
-/// `limit` of them.
-pub(crate) async fn redis(
-    store: &RedisStore,
-    keys: &GroupKeys,
-    after: Option<&str>,
-    limit: usize,
-) -> Result<Option<RouteRead>, StoreError> {
-    let limit = limit.max(1).to_string();
-    let reply = store
-        .eval(&SCRIPT, &keys.all(), &[after.unwrap_or(""), &limit])
-        .await?;
-    if matches!(reply, Value::Nil | Value::Boolean(false)) {
-        return Ok(None);
-    }
-    let mut p = Parse::new("routes", reply);
-    let life = p.next_string()?;
-    let last = p.next_opt_string()?.filter(|s| !s.is_empty());
-    let mut info = p.next_array()?;
-    let mut addresses = Vec::with_capacity(info.remaining() / 2);
-    while info.remaining() > 1 {
-        let replica = info.next_string()?;
-        addresses.push((replica, address_of(&info.next_string()?)));
-    }
-    let body = match p.next_value()? {
-        Value::BulkString(b) if b == b"gap" => RouteBody::Gap,
-        Value::SimpleString(s) if s == "gap" => RouteBody::Gap,
-        rows => {
-            let mut rows = Parse::new("routes", Value::Array(vec![rows])).next_array()?;
-            if after.is_none() {
-                let mut out = Vec::with_capacity(rows.remaining() / 3);
-                while rows.remaining() > 2 {
-                    let (p, r) = (rows.next_string()?, rows.next_string()?);
-                    out.push((p, r, Fence(rows.next_u64()?)));
-                }
-                RouteBody::Table(out)
-            } else {
-                let mut out = Vec::with_capacity(rows.remaining() / 4);
-                while rows.remaining() > 3 {
-                    let (p, r) = (rows.next_string()?, rows.next_string()?);
-                    let f = Fence(rows.next_u64()?);
-                    out.push((p, r, f, rows.next_string()?));
-                }
-                RouteBody::After(out)
-            }
-        }
-    };
-    p.finish()?;
-    Ok(Some(RouteRead {
-        life,
-        last,
-        addresses,
-        body,
-    }))
-}
-
 impl Group {
     /// The twin of `lua/routes.lua`.
     pub(crate) fn routes(&self, after: Option<&str>, limit: usize, now: Now) -> Option<RouteRead> {
@@ -157,6 +101,16 @@ pub(crate) struct Routes {
     pub(crate) limit: usize,
 }
 
+impl Routes {
+    /// Owners, or up to `limit` moves after `after`.
+    pub(crate) fn new(after: Option<&str>, limit: usize) -> Self {
+        Self {
+            after: after.map(str::to_owned),
+            limit,
+        }
+    }
+}
+
 impl Op for Routes {
     type Reply = Option<RouteRead>;
 
@@ -165,7 +119,53 @@ impl Op for Routes {
         store: &RedisStore,
         keys: &GroupKeys,
     ) -> Result<Option<RouteRead>, StoreError> {
-        redis(store, keys, self.after.as_deref(), self.limit).await
+        let (after, limit) = (self.after.as_deref(), self.limit);
+        let limit = limit.max(1).to_string();
+        let reply = store
+            .eval(&SCRIPT, &keys.all(), &[after.unwrap_or(""), &limit])
+            .await?;
+        if matches!(reply, Value::Nil | Value::Boolean(false)) {
+            return Ok(None);
+        }
+        let mut p = Parse::new("routes", reply);
+        let life = p.next_string()?;
+        let last = p.next_opt_string()?.filter(|s| !s.is_empty());
+        let mut info = p.next_array()?;
+        let mut addresses = Vec::with_capacity(info.remaining() / 2);
+        while info.remaining() > 1 {
+            let replica = info.next_string()?;
+            addresses.push((replica, address_of(&info.next_string()?)));
+        }
+        let body = match p.next_value()? {
+            Value::BulkString(b) if b == b"gap" => RouteBody::Gap,
+            Value::SimpleString(s) if s == "gap" => RouteBody::Gap,
+            rows => {
+                let mut rows = Parse::new("routes", Value::Array(vec![rows])).next_array()?;
+                if after.is_none() {
+                    let mut out = Vec::with_capacity(rows.remaining() / 3);
+                    while rows.remaining() > 2 {
+                        let (p, r) = (rows.next_string()?, rows.next_string()?);
+                        out.push((p, r, Fence(rows.next_u64()?)));
+                    }
+                    RouteBody::Table(out)
+                } else {
+                    let mut out = Vec::with_capacity(rows.remaining() / 4);
+                    while rows.remaining() > 3 {
+                        let (p, r) = (rows.next_string()?, rows.next_string()?);
+                        let f = Fence(rows.next_u64()?);
+                        out.push((p, r, f, rows.next_string()?));
+                    }
+                    RouteBody::After(out)
+                }
+            }
+        };
+        p.finish()?;
+        Ok(Some(RouteRead {
+            life,
+            last,
+            addresses,
+            body,
+        }))
     }
 
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> Option<RouteRead> {

@@ -26,20 +26,6 @@ pub enum VersionStep<'a> {
     Done(&'a str),
 }
 
-pub(crate) async fn redis(
-    store: &RedisStore,
-    keys: &GroupKeys,
-    version: u64,
-    step: VersionStep<'_>,
-) -> Result<bool, StoreError> {
-    let v = version.to_string();
-    let args = match step {
-        VersionStep::Begin => [v.as_str(), "begin", ""],
-        VersionStep::Done(digest) => [v.as_str(), "done", digest],
-    };
-    parse(store.eval(&SCRIPT, &keys.all(), &args).await?)
-}
-
 /// The reply of `lua/version.lua`: 1 or 0.
 pub(super) fn parse(reply: Value) -> Result<bool, StoreError> {
     let mut p = Parse::new("version", reply);
@@ -106,7 +92,13 @@ impl Op for SetVersion {
     type Reply = bool;
 
     async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<bool, StoreError> {
-        redis(store, keys, self.version, self.step()).await
+        let (version, step) = (self.version, self.step());
+        let v = version.to_string();
+        let args = match step {
+            VersionStep::Begin => [v.as_str(), "begin", ""],
+            VersionStep::Done(digest) => [v.as_str(), "done", digest],
+        };
+        parse(store.eval(&SCRIPT, &keys.all(), &args).await?)
     }
 
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> bool {

@@ -28,18 +28,6 @@ pub enum WeightReply {
     Restoring(Duration),
 }
 
-pub(crate) async fn redis(
-    store: &RedisStore,
-    keys: &GroupKeys,
-    op: Option<&str>,
-    partition: &str,
-    weight: u64,
-) -> Result<WeightReply, StoreError> {
-    let w = weight.to_string();
-    let args = [partition, w.as_str(), &keys.channel, &keys.notice];
-    parse(eval_with_op(store, &SCRIPT, keys, op, &args).await?)
-}
-
 /// The reply of `lua/weight.lua`.
 pub(super) fn parse(reply: Value) -> Result<WeightReply, StoreError> {
     let mut p = Parse::new("weight", reply);
@@ -151,12 +139,25 @@ pub(crate) struct SetWeight {
     pub(crate) weight: u64,
 }
 
+impl SetWeight {
+    /// Sets `partition`'s `weight`, for request `op`.
+    pub(crate) fn new(op: Option<&str>, partition: &str, weight: u64) -> Self {
+        Self {
+            op: op.map(str::to_owned),
+            partition: partition.to_owned(),
+            weight,
+        }
+    }
+}
+
 impl Op for SetWeight {
     type Reply = WeightReply;
 
     async fn redis(&self, store: &RedisStore, keys: &GroupKeys) -> Result<WeightReply, StoreError> {
-        let op = self.op.as_deref();
-        redis(store, keys, op, &self.partition, self.weight).await
+        let (op, partition, weight) = (self.op.as_deref(), self.partition.as_str(), self.weight);
+        let w = weight.to_string();
+        let args = [partition, w.as_str(), &keys.channel, &keys.notice];
+        parse(eval_with_op(store, &SCRIPT, keys, op, &args).await?)
     }
 
     fn memory(&self, store: &MemoryGroupStore, keys: &GroupKeys) -> WeightReply {

@@ -3,6 +3,7 @@ use std::time::Instant;
 use leasehold_testkit::RedisServer;
 
 use super::*;
+use crate::store::ops;
 use crate::store::protocol::{Change, ClaimReply, ClaimRequest, Protocol};
 
 const TTL: Duration = Duration::from_secs(5);
@@ -61,7 +62,7 @@ async fn seeded(
         lease,
         gather: Duration::from_millis(1),
     };
-    store.add(&k, &seed, &names).await.unwrap();
+    store.run(&k, &ops::Add::new(&seed, &names)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
     (redis, store, k, names)
 }
@@ -84,14 +85,20 @@ async fn a_heartbeat_replies_what_the_whole_tick_does() {
     }
     for case in ["plain", "weighted, drained, unowned"] {
         if case != "plain" {
-            store.set_weight(&k, Some("w"), "p3", 4).await.unwrap();
-            store.drain(&k, Some("d"), "r1", true, true).await.unwrap();
+            store
+                .run(&k, &ops::SetWeight::new(Some("w"), "p3", 4))
+                .await
+                .unwrap();
+            store
+                .run(&k, &ops::Drain::new(Some("d"), "r1", true, true))
+                .await
+                .unwrap();
         }
         // Claims change the roster: every replica reads it again, once.
         for (i, count) in [(0, 3), (1, 2), (2, 1)] {
             let seq = 1 + u64::from(case != "plain");
             let claim = ClaimRequest::of(&format!("r{i}"), &token(i), seq, count, TTL, &inc);
-            store.claim(&k, &claim).await.unwrap();
+            store.run(&k, &claim).await.unwrap();
         }
         for (i, kept) in kept.iter_mut().enumerate() {
             let state = if i == 1 && case != "plain" {
@@ -140,11 +147,14 @@ async fn a_heartbeat_leaves_a_revoked_partition_to_the_whole_tick() {
     let r = run(&store, &k, &join, &SCRIPT).await.unwrap();
     let inc = r.set.as_ref().unwrap().incarnation.clone();
     let claim = ClaimRequest::of("r0", &token(0), 1, 4, TTL, &inc);
-    store.claim(&k, &claim).await.unwrap();
+    store.run(&k, &claim).await.unwrap();
     let strict = Change::Strict {
         op: "op-revoke".into(),
     };
-    store.remove(&k, &strict, &names[..1]).await.unwrap();
+    store
+        .run(&k, &ops::Remove::new(&strict, &names[..1]))
+        .await
+        .unwrap();
     let mut kept = seen(
         &run(
             &store,
@@ -207,7 +217,7 @@ async fn a_tick_takes_the_lifetime_as_read_for_a_window_and_the_hold_counts_from
     let inc = r.set.as_ref().unwrap().incarnation.clone();
     let claim = ClaimRequest::of("r0", &token(0), 1, 2, lease, &inc);
     assert!(matches!(
-        store.claim(&k, &claim).await.unwrap(),
+        store.run(&k, &claim).await.unwrap(),
         ClaimReply::Claimed { .. }
     ));
     let mut kept = seen(&tick(&inc, &Seen::default()).await);
@@ -238,7 +248,7 @@ async fn a_tick_takes_the_lifetime_as_read_for_a_window_and_the_hold_counts_from
     );
 
     let claim = ClaimRequest::of("r0", &token(0), 2, 2, lease, &inc);
-    let ClaimReply::Wait(wait) = store.claim(&k, &claim).await.unwrap() else {
+    let ClaimReply::Wait(wait) = store.run(&k, &claim).await.unwrap() else {
         panic!("a claim in the new lifetime waits");
     };
     assert!(
@@ -269,20 +279,20 @@ async fn the_twin_takes_the_lifetime_as_read_for_a_window() {
         lease,
         gather: Duration::from_millis(1),
     };
-    store.add(&k, &seed, &names).await.unwrap();
+    store.run(&k, &ops::Add::new(&seed, &names)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
     let tick = |i: usize, inc: &str, kept: &Seen| {
         let req = request(i, inc.is_empty(), ReplicaState::Active, inc, kept);
         let store = store.clone();
         let k = k.clone();
-        async move { store.tick(&k, &req).await.unwrap() }
+        async move { store.run(&k, &req).await.unwrap() }
     };
     let r = tick(0, "", &Seen::default()).await;
     let inc = r.set.as_ref().unwrap().incarnation.clone();
     let mut kept = seen(&r);
     let claim = ClaimRequest::of("r0", &token(0), 1, 2, lease, &inc);
     assert!(matches!(
-        store.claim(&k, &claim).await.unwrap(),
+        store.run(&k, &claim).await.unwrap(),
         ClaimReply::Claimed { .. }
     ));
     kept = seen(&tick(0, &inc, &kept).await);
@@ -297,7 +307,7 @@ async fn the_twin_takes_the_lifetime_as_read_for_a_window() {
     );
     let claim = ClaimRequest::of("r0", &token(0), 2, 2, lease, &inc);
     assert_eq!(
-        store.claim(&k, &claim).await.unwrap(),
+        store.run(&k, &claim).await.unwrap(),
         ClaimReply::Wait(lease)
     );
     let r = tick(0, &inc, &kept).await;
@@ -327,40 +337,46 @@ async fn changes_stay_short_and_a_replica_that_missed_them_reads_everything() {
         lease: TTL,
         gather: Duration::from_millis(1),
     };
-    store.add(&k, &seed, &["p0".to_owned()]).await.unwrap();
+    store
+        .run(&k, &ops::Add::new(&seed, &["p0".to_owned()]))
+        .await
+        .unwrap();
     let mut inc = String::new();
     let mut kept: Vec<Seen> = Vec::new();
     for i in 0..2 {
         let join = request(i, true, ReplicaState::Active, "", &Seen::default());
-        let r = store.tick(&k, &join).await.unwrap();
+        let r = store.run(&k, &join).await.unwrap();
         inc = r.set.as_ref().unwrap().incarnation.clone();
         kept.push(seen(&r));
     }
     let tick = |i: usize, state, kept: &Seen| request(i, false, state, &inc, kept);
     let r0 = store
-        .tick(&k, &tick(0, ReplicaState::Active, &kept[0]))
+        .run(&k, &tick(0, ReplicaState::Active, &kept[0]))
         .await
         .unwrap();
     kept[0] = seen(&r0);
     // 150 replicas join and leave; r1 reads the roster before the last one leaves.
     for i in 10..160 {
         let join = request(i, true, ReplicaState::Active, "", &Seen::default());
-        store.tick(&k, &join).await.unwrap();
+        store.run(&k, &join).await.unwrap();
         if i == 159 {
             let r1 = store
-                .tick(&k, &tick(1, ReplicaState::Active, &kept[1]))
+                .run(&k, &tick(1, ReplicaState::Active, &kept[1]))
                 .await
                 .unwrap();
             kept[1] = seen(&r1);
         }
         let (name, token) = (format!("r{i}"), token(i));
-        store.leave(&k, &name, &token, &token).await.unwrap();
+        store
+            .run(&k, &ops::Leave::new(&name, &token, &token))
+            .await
+            .unwrap();
     }
     let card = redis.redis_cli(&["ZCARD", &k.changes]);
     let entries: usize = card.trim_start_matches("(integer) ").parse().unwrap();
     assert!(entries <= 2 + 64 + 1, "CHANGES keeps {entries} entries");
     let r1 = store
-        .tick(&k, &tick(1, ReplicaState::Active, &kept[1]))
+        .run(&k, &tick(1, ReplicaState::Active, &kept[1]))
         .await
         .unwrap();
     assert_eq!(
@@ -372,7 +388,7 @@ async fn changes_stay_short_and_a_replica_that_missed_them_reads_everything() {
         "r1 missed one leave"
     );
     let r0 = store
-        .tick(&k, &tick(0, ReplicaState::Draining, &kept[0]))
+        .run(&k, &tick(0, ReplicaState::Draining, &kept[0]))
         .await
         .unwrap();
     let RosterUpdate::Full(all) = &r0.roster else {
@@ -388,7 +404,7 @@ async fn changes_stay_short_and_a_replica_that_missed_them_reads_everything() {
     // r1 reads r0's new state as a change.
     kept[1] = seen(&r1);
     let r1 = store
-        .tick(&k, &tick(1, ReplicaState::Active, &kept[1]))
+        .run(&k, &tick(1, ReplicaState::Active, &kept[1]))
         .await
         .unwrap();
     let changed: Vec<_> = r1
