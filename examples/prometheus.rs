@@ -28,7 +28,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use clap::Parser;
-use leasehold_election::{Elector, ElectorConfig, Leadership, RedisStore, metrics as m};
+use leasehold_election::{
+    Elector, ElectorConfig, ErrorChain, Leadership, RedisStore, metrics as m,
+};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
 
 /// One replica of a duty, with a Prometheus endpoint.
@@ -118,7 +120,7 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 if changed.is_err() {
                     break;
                 }
-                let now = status.borrow_and_update().last_error.as_ref().map(ToString::to_string);
+                let now = status.borrow_and_update().last_error.as_ref().map(|e| ErrorChain(e).to_string());
                 if now != error {
                     match &now {
                         Some(e) => println!("{replica}: waiting for Redis ({e})"),

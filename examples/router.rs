@@ -65,6 +65,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use leasehold_partitions::ErrorChain;
 use leasehold_partitions::{
     Coordinator, CoordinatorHandle, GroupConfig, Ownership, PartitionsError, RedisStore, Route,
     Router,
@@ -797,8 +798,8 @@ impl Tally {
 /// tick), or a conflict someone has to resolve.
 fn describe(e: &PartitionsError) -> String {
     match e {
-        PartitionsError::Store(e) => format!("waiting for Redis ({e})"),
-        other => format!("not claiming tenants: {other}"),
+        PartitionsError::Store(e) => format!("waiting for Redis ({})", ErrorChain(e)),
+        other => format!("not claiming tenants: {}", ErrorChain(other)),
     }
 }
 

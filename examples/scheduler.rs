@@ -17,7 +17,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use leasehold_election::{Elector, ElectorConfig, Leadership, RedisStore, Role, Status};
+use leasehold_election::{
+    Elector, ElectorConfig, ErrorChain, Leadership, RedisStore, Role, Status,
+};
 
 /// Runs the replica until the first SIGINT or SIGTERM. (Public so that the workspace's
 /// `tests/examples.rs` can run this very code as a child process.)
@@ -93,7 +95,7 @@ struct Shown {
 impl Shown {
     /// Prints what changed in `s`: the Redis error, the role, how a term ended.
     fn show(&mut self, replica: &str, s: &Status) {
-        let error = s.last_error.as_ref().map(ToString::to_string);
+        let error = s.last_error.as_ref().map(|e| ErrorChain(e).to_string());
         if error != self.error {
             match &error {
                 Some(e) => println!("{replica}: waiting for Redis ({e})"),

@@ -43,6 +43,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use clap::{Args, Parser, Subcommand};
+use leasehold_partitions::ErrorChain;
 use leasehold_partitions::redis;
 use leasehold_partitions::{
     Coordinator, CoordinatorHandle, DutyError, DutyResult, FencedWriteError, FencedWriter,
@@ -642,8 +643,8 @@ async fn append(
 /// tick), or a conflict someone has to resolve.
 fn describe(e: &PartitionsError) -> String {
     match e {
-        PartitionsError::Store(e) => format!("waiting for Redis ({e})"),
-        other => format!("not claiming tenants: {other}"),
+        PartitionsError::Store(e) => format!("waiting for Redis ({})", ErrorChain(e)),
+        other => format!("not claiming tenants: {}", ErrorChain(other)),
     }
 }
 

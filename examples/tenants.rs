@@ -23,6 +23,7 @@ use std::collections::BTreeSet;
 use std::future::Future;
 use std::time::Duration;
 
+use leasehold_partitions::ErrorChain;
 use leasehold_partitions::{
     Coordinator, DutyResult, GroupConfig, GroupView, Ownership, PartitionsError, RedisStore,
 };
@@ -147,8 +148,8 @@ async fn serve(tenant: String, lead: Ownership) -> DutyResult {
 /// tick), or a conflict someone has to resolve.
 fn describe(e: &PartitionsError) -> String {
     match e {
-        PartitionsError::Store(e) => format!("waiting for Redis ({e})"),
-        other => format!("not claiming tenants: {other}"),
+        PartitionsError::Store(e) => format!("waiting for Redis ({})", ErrorChain(e)),
+        other => format!("not claiming tenants: {}", ErrorChain(other)),
     }
 }
 

@@ -290,6 +290,9 @@ fn view_dict<'py>(py: Python<'py>, view: &GroupView) -> PyResult<Bound<'py, PyAn
     let dict = to_python(py, view)?;
     let readiness = view.readiness();
     dict.set_item("ready", readiness.is_ok())?;
-    dict.set_item("not_ready", readiness.err().map(|why| why.to_string()))?;
+    dict.set_item(
+        "not_ready",
+        readiness.err().map(|why| crate::errors::chain(&why)),
+    )?;
     Ok(dict)
 }

@@ -216,7 +216,7 @@ impl ElectorCore {
         dict.set_item("highest_fence", status.highest_fence.get())?;
         dict.set_item(
             "last_error",
-            status.last_error.as_ref().map(ToString::to_string),
+            status.last_error.as_ref().map(|e| crate::errors::chain(e)),
         )?;
         let last_term = match &status.last_term {
             Some(end) => {

@@ -118,8 +118,8 @@ impl ErrorOf {
         }
     }
 
-    fn config(err: impl std::fmt::Display) -> Self {
-        Self::new(Kind::Config, err.to_string())
+    fn config(err: impl std::error::Error + 'static) -> Self {
+        Self::new(Kind::Config, chain(&err))
     }
 
     /// A Redis failure: retryable (`StoreUnavailable`) or not (`StoreError`).
@@ -129,7 +129,7 @@ impl ErrorOf {
         } else {
             Kind::Store
         };
-        Self::new(kind, err.to_string())
+        Self::new(kind, chain(err))
     }
 }
 
@@ -159,19 +159,19 @@ impl From<StoreError> for ErrorOf {
 
 impl From<TermOver> for ErrorOf {
     fn from(err: TermOver) -> Self {
-        Self::new(Kind::TermOver, err.to_string())
+        Self::new(Kind::TermOver, chain(&err))
     }
 }
 
 impl From<HandOffError> for ErrorOf {
     fn from(err: HandOffError) -> Self {
-        Self::new(Kind::HandOff, err.to_string())
+        Self::new(Kind::HandOff, chain(&err))
     }
 }
 
 impl From<LoadError> for ErrorOf {
     fn from(err: LoadError) -> Self {
-        Self::new(Kind::Load, err.to_string())
+        Self::new(Kind::Load, chain(&err))
     }
 }
 
@@ -180,10 +180,10 @@ impl From<FencedWriteError> for ErrorOf {
         match &err {
             FencedWriteError::Stale { fence, highest } => Self {
                 fences: Some((fence.get(), highest.get())),
-                ..Self::new(Kind::FenceRejected, err.to_string())
+                ..Self::new(Kind::FenceRejected, chain(&err))
             },
             FencedWriteError::Store(store) => Self {
-                message: err.to_string(),
+                message: chain(&err),
                 ..Self::store(store)
             },
             _ => Self::config(err),
@@ -196,13 +196,19 @@ impl From<PartitionsError> for ErrorOf {
         let kind = match &err {
             PartitionsError::Store(store) => {
                 return Self {
-                    message: err.to_string(),
+                    message: chain(&err),
                     ..Self::store(store)
                 };
             }
             PartitionsError::Config(_) | PartitionsError::InvalidWeight(_) => Kind::Config,
             _ => Kind::Group,
         };
-        Self::new(kind, err.to_string())
+        Self::new(kind, chain(&err))
     }
+}
+
+/// An error's message for its Python exception: its text and its causes' (the Redis
+/// client's message, for one), which the text alone leaves out.
+pub(crate) fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    leasehold_election::ErrorChain(err).to_string()
 }

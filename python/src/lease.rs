@@ -218,7 +218,7 @@ impl PartitionLease {
         Ok(Self::own(slf)?
             .handed_over()
             .err()
-            .map(|why: NoHandOff| why.to_string()))
+            .map(|why: NoHandOff| crate::errors::chain(&why)))
     }
 
     /// Reports this partition's current load (a finite number ≥ 0) for groups that

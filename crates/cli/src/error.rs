@@ -4,7 +4,7 @@
 use std::io;
 
 use leasehold_election::ext::validate_name;
-use leasehold_election::{BuildError, ConfigError, StoreError};
+use leasehold_election::{BuildError, ConfigError, ErrorChain, StoreError};
 use leasehold_partitions::{MAX_WEIGHT, PartitionsError};
 
 use crate::target::Target;
@@ -281,7 +281,7 @@ impl Error {
                         "{cause} (expected redis://[user:password@]host:port[/db], or \
                          rediss:// for TLS)"
                     ),
-                    other => other.to_string(),
+                    other => ErrorChain(other).to_string(),
                 };
                 Failure::new(EXIT_USAGE, format!("invalid --redis-url: {detail}"))
             }
@@ -389,7 +389,10 @@ fn store_failure(e: &StoreError, target: &Target) -> Failure {
             } else {
                 tls_hint(target)
             };
-            Failure::new(EXIT_CONNECTION, format!("cannot reach Redis: {d}{hint}"))
+            Failure::new(
+                EXIT_CONNECTION,
+                format!("cannot reach Redis: {}{hint}", ErrorChain(&**d)),
+            )
         }
         StoreError::Unavailable(cause) => {
             let hint = if refused_connection(e) {
@@ -399,7 +402,7 @@ fn store_failure(e: &StoreError, target: &Target) -> Failure {
             };
             Failure::new(
                 EXIT_CONNECTION,
-                format!("cannot reach Redis: {cause}{hint}"),
+                format!("cannot reach Redis: {}{hint}", ErrorChain(&**cause)),
             )
         }
         // Redis names neither the key nor the type, but the script and its line: useless
@@ -416,7 +419,7 @@ fn store_failure(e: &StoreError, target: &Target) -> Failure {
             EXIT_DATA,
             format!("{e} (is the URL a Redis server? did something else write the keys?)"),
         ),
-        other => Failure::new(EXIT_OTHER, other.to_string()),
+        other => Failure::new(EXIT_OTHER, ErrorChain(other).to_string()),
     }
 }
 
@@ -431,7 +434,7 @@ fn group_failure(group: &str, e: &PartitionsError, target: &Target) -> Failure {
             ),
         ),
         PartitionsError::Store(e) => store_failure(e, target),
-        PartitionsError::Config(e) => Failure::new(EXIT_USAGE, e.to_string()),
+        PartitionsError::Config(e) => Failure::new(EXIT_USAGE, ErrorChain(e).to_string()),
         PartitionsError::DuplicatePartition(p) => Failure::new(
             EXIT_USAGE,
             format!("partition {p:?} is named more than once"),
@@ -469,7 +472,7 @@ fn group_failure(group: &str, e: &PartitionsError, target: &Target) -> Failure {
         PartitionsError::InvalidWeight(_) | PartitionsError::InvalidWhatIf(_) => {
             Failure::new(EXIT_USAGE, e.to_string())
         }
-        other => Failure::new(EXIT_OTHER, other.to_string()),
+        other => Failure::new(EXIT_OTHER, ErrorChain(other).to_string()),
     }
 }
 

@@ -399,7 +399,9 @@ impl<B: GroupStore> Demo<B> {
                     id: id.clone(),
                     owned: v.owned.into_iter().collect(),
                     settling: v.settling,
-                    error: v.error.map(|e| e.to_string()),
+                    error: v
+                        .error
+                        .map(|e| leasehold_election::ErrorChain(&e).to_string()),
                 }
             })
             .collect()

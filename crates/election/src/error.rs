@@ -1,5 +1,7 @@
 //! Errors of the lease store, and of building one.
 
+use std::error::Error as StdError;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +28,52 @@ impl Stopped {
     }
 }
 
+/// An error and its causes, displayed as one line for a person: the error's text, then
+/// each [`source`](StdError::source) in turn, joined by `": "`.
+///
+/// Leasehold's errors follow the Rust API guidelines: an error's `Display` says what
+/// failed at its level and its cause is returned by `source()`, never printed as well.
+/// So `error.to_string()` alone leaves out the cause (the Redis client's own message,
+/// for example); print `ErrorChain(&error)` wherever a person reads the error (a log
+/// line, a command's message, a probe's answer).
+///
+/// A cause whose text the previous one already ends with is skipped, so a wrapper
+/// that prints its own source (the Redis client's errors do) shows it once.
+///
+/// ```
+/// use leasehold_election::{ErrorChain, StoreError};
+/// use std::sync::Arc;
+///
+/// let e = StoreError::Connection(Arc::new(std::io::Error::other("connection reset")));
+/// assert_eq!(e.to_string(), "redis connection failed");
+/// assert_eq!(ErrorChain(&e).to_string(), "redis connection failed: connection reset");
+/// ```
+#[derive(Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn StdError + 'static));
+
+impl fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut last = self.0.to_string();
+        f.write_str(&last)?;
+        let mut cause = self.0.source();
+        while let Some(e) = cause {
+            let text = e.to_string();
+            if !text.is_empty() && !last.ends_with(&text) {
+                write!(f, ": {text}")?;
+            }
+            last = text;
+            cause = e.source();
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 /// A lease-store operation failed.
 ///
 /// [`StoreError::is_retryable`] tells transient faults (timeouts, lost connections,
@@ -45,19 +93,19 @@ pub enum StoreError {
     /// The Redis client could not reach the server or lost the connection, or the
     /// server cannot serve right now (`LOADING`, `MASTERDOWN`, `TRYAGAIN`, `READONLY`
     /// from a demoted primary, `NOREPLICAS`, `CLUSTERDOWN`). Retryable.
-    #[error("redis unavailable: {0}")]
+    #[error("redis unavailable")]
     Unavailable(#[source] Arc<redis::RedisError>),
     /// A connection failure that is not the Redis client's (the connection pool's, or
     /// a store wrapping another one's), kept as the source. Retryable.
-    #[error("redis connection failed: {0}")]
+    #[error("redis connection failed")]
     Connection(#[source] Arc<dyn std::error::Error + Send + Sync>),
     /// A Leasehold key holds a value of another type (someone else wrote it).
-    #[error("a leasehold key holds the wrong type of value: {0}")]
+    #[error("a leasehold key holds the wrong type of value")]
     WrongType(#[source] Arc<redis::RedisError>),
     /// The server refused the command, or a command inside a Leasehold script, for lack
     /// of ACL permission, or refused the credentials. See `docs/topologies.md` for the
     /// minimal ACL rule.
-    #[error("redis refused the command (ACL): {0}")]
+    #[error("redis refused the command (ACL)")]
     NoPermission(#[source] Arc<redis::RedisError>),
     /// The write succeeded on the primary, but fewer replicas than
     /// [`wait_for_replicas`](crate::RedisStoreBuilder::wait_for_replicas) asked
@@ -70,7 +118,7 @@ pub enum StoreError {
         wanted: u64,
     },
     /// Any other server error.
-    #[error("redis error: {0}")]
+    #[error("redis error")]
     Server(#[source] Arc<redis::RedisError>),
     /// The server's reply did not have the expected shape.
     #[error("unexpected reply from redis: {0}")]
@@ -180,7 +228,7 @@ impl From<deadpool::managed::PoolError<redis::RedisError>> for StoreError {
 #[non_exhaustive]
 pub enum BuildError {
     /// A URL is malformed; the Redis client's error says how.
-    #[error("invalid redis url: {0}")]
+    #[error("invalid redis url")]
     Url(#[source] Arc<redis::RedisError>),
     /// A `rediss://` URL, but this build of leasehold-election has no `tls` feature.
     #[error("rediss:// urls need leasehold-election's `tls` feature")]
@@ -208,7 +256,7 @@ pub enum BuildError {
     #[error("invalid client name {0:?}: use printable ASCII without spaces")]
     ClientName(String),
     /// The connection pool refused its settings.
-    #[error("the connection pool refused its settings: {0}")]
+    #[error("the connection pool refused its settings")]
     Pool(#[source] Arc<deadpool::managed::BuildError>),
 }
 
@@ -250,6 +298,25 @@ mod tests {
         let e = StoreError::from(wrong);
         assert!(matches!(e, StoreError::WrongType(_)), "{e:?}");
         assert!(!e.is_retryable() && e.source().is_some());
+    }
+
+    /// The Redis client's error prints its own source (an I/O error) as its text: the
+    /// chain shows it once.
+    #[test]
+    fn a_chain_skips_a_cause_its_wrapper_printed() {
+        let refused = redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "refused by the test",
+        ));
+        let e = StoreError::from(refused);
+        assert_eq!(e.to_string(), "redis unavailable");
+        let text = ErrorChain(&e).to_string();
+        assert_eq!(text, "redis unavailable: refused by the test");
+        let end = crate::TermEndReason::BackendError(e);
+        assert_eq!(
+            end.to_string(),
+            "backend error: redis unavailable: refused by the test"
+        );
     }
 
     #[test]

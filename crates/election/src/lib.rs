@@ -25,7 +25,7 @@ pub use self::config::{
     MIN_LEASE,
 };
 pub use self::elector::{DutyError, DutyResult, Elector, ElectorHandle};
-pub use self::error::{BuildError, Stopped, StoreError};
+pub use self::error::{BuildError, ErrorChain, Stopped, StoreError};
 pub use self::fence::{Fence, FencedBatch, FencedWriteError, FencedWriter};
 pub use self::keys::DutyKeys;
 pub use self::leadership::{Leadership, TermOver};

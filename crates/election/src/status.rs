@@ -32,6 +32,14 @@ pub enum Role {
 }
 
 /// Why a term ended.
+///
+/// A value, not an error: most terms end as someone asked (a shutdown, a step-down,
+/// the duty returning), and the reason is reported in the status, the term's end and
+/// the `reason` metric label. So it does not implement [`std::error::Error`]; its
+/// `Display` is the text a person reads and, for the two reasons that carry an error,
+/// includes that error's whole chain of causes ([`crate::ErrorChain`]). The
+/// [`StoreError`] itself stays in [`BackendError`](Self::BackendError) for code that
+/// matches on it.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum TermEndReason {
@@ -40,12 +48,13 @@ pub enum TermEndReason {
     /// The local validity deadline passed without a successful renewal.
     DeadlinePassed,
     /// A renewal failed with an error that retrying cannot fix (wrong type, ACL).
+    /// Displayed as `backend error: ` and the error's chain of causes.
     BackendError(StoreError),
     /// The elector was shut down.
     Shutdown,
     /// The duty returned `Ok(())`.
     DutyReturned,
-    /// The duty returned an error.
+    /// The duty returned an error: its text and its causes' ([`crate::ErrorChain`]).
     DutyFailed(Arc<str>),
     /// The duty panicked.
     DutyPanicked(Arc<str>),
@@ -101,7 +110,7 @@ impl TermEndReason {
 impl fmt::Display for TermEndReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::BackendError(e) => write!(f, "backend error: {e}"),
+            Self::BackendError(e) => write!(f, "backend error: {}", crate::ErrorChain(e)),
             Self::DutyFailed(e) => write!(f, "duty failed: {e}"),
             Self::DutyPanicked(e) => write!(f, "duty panicked: {e}"),
             other => f.write_str(other.label()),

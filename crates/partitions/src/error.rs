@@ -33,7 +33,7 @@ pub enum PartitionsError {
     Store(#[from] StoreError),
     /// A name or duration broke one of the rules (an empty name, a control character,
     /// a hash-tag brace, a duplicate in one call...).
-    #[error("invalid group configuration: {0}")]
+    #[error("invalid group configuration")]
     Config(#[from] GroupConfigError),
     /// The same partition was named twice in one call.
     #[error("partition {0:?} appears more than once")]
@@ -96,5 +96,54 @@ mod tests {
         let e = PartitionsError::DuplicateReplica("r1".to_owned()).to_string();
         assert!(e.contains("\"r1\""), "{e}");
         assert!(e.contains("within one lease"), "{e}");
+    }
+
+    /// Issue 59: an error's text says what failed at its level and its source the
+    /// cause, so the chain shows the Redis client's message exactly once.
+    #[test]
+    fn a_chain_shows_the_redis_cause_once() {
+        use std::error::Error as _;
+        use std::sync::Arc;
+
+        use leasehold_election::ErrorChain;
+        use leasehold_election::redis::{ErrorKind, RedisError, ServerErrorKind};
+
+        const CAUSE: &str = "the disk is on fire";
+        let redis = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ResponseError),
+            "ERR",
+            CAUSE.to_owned(),
+        ));
+        let store = StoreError::Server(Arc::new(redis));
+        assert!(!store.to_string().contains(CAUSE), "{store}");
+        let e = PartitionsError::from(store);
+        assert!(!e.to_string().contains(CAUSE), "{e}");
+        assert!(e.source().is_some(), "the Redis error is the source");
+        let text = ErrorChain(&e).to_string();
+        assert_eq!(text.matches(CAUSE).count(), 1, "{text}");
+        assert!(text.starts_with("redis error: "), "{text}");
+
+        // Wrapped once more: the readiness probe's text.
+        let refused = crate::NotReady::Refused(e);
+        let text = ErrorChain(&refused).to_string();
+        assert_eq!(text.matches(CAUSE).count(), 1, "{text}");
+        assert!(
+            text.starts_with("kept out of the group: redis error: "),
+            "{text}"
+        );
+    }
+
+    /// A group configuration error is the source of `PartitionsError::Config`, not
+    /// repeated in its text.
+    #[test]
+    fn a_config_error_is_the_source() {
+        let e = PartitionsError::Config(GroupConfigError::EmptyPartitionList);
+        assert_eq!(e.to_string(), "invalid group configuration");
+        let text = leasehold_election::ErrorChain(&e).to_string();
+        assert_eq!(
+            text.matches("the partition list is empty").count(),
+            1,
+            "{text}"
+        );
     }
 }

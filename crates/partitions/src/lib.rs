@@ -61,9 +61,9 @@ pub mod sim;
 // and the errors this crate's own errors wrap (`GroupConfigError::Invalid` holds a
 // `ConfigError`, `PartitionsError::Stopped` a `Stopped`).
 pub use leasehold_election::{
-    BuildError, ConfigError, DutyError, DutyResult, Fence, FencedBatch, FencedWriteError,
-    FencedWriter, Leadership, RedisStore, RedisStoreBuilder, Stopped, StoreError, TermEndReason,
-    TermOver, redis,
+    BuildError, ConfigError, DutyError, DutyResult, ErrorChain, Fence, FencedBatch,
+    FencedWriteError, FencedWriter, Leadership, RedisStore, RedisStoreBuilder, Stopped, StoreError,
+    TermEndReason, TermOver, redis,
 };
 
 pub use self::admin::{GroupAdmin, MAX_WEIGHT};

@@ -86,8 +86,8 @@ pub enum NoHandOff {
     #[error("the state found was left by another term than the previous one: not offered")]
     Stale,
     /// The state could not be read in time; the term runs without it.
-    #[error("the hand-off state could not be read: {0}")]
-    Unavailable(StoreError),
+    #[error("the hand-off state could not be read")]
+    Unavailable(#[source] StoreError),
 }
 
 /// Why [`Ownership::report_load`] refused a load.

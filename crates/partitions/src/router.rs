@@ -320,7 +320,7 @@ impl<B: GroupStore> Follower<B> {
                         continue;
                     }
                     Err(e) => {
-                        debug!(error = %e, "router read failed; trying again");
+                        debug!(error = %crate::ErrorChain(&e), "router read failed; trying again");
                         tokio::select! {
                             () = self.stop.cancelled() => return,
                             () = tokio::time::sleep(retry) => {}

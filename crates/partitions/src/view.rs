@@ -180,8 +180,8 @@ pub enum NotReady {
     #[error("not admitted to the group yet")]
     Joining,
     /// Kept out of the group (a duplicate replica id, an invalid configuration).
-    #[error("kept out of the group: {0}")]
-    Refused(PartitionsError),
+    #[error("kept out of the group")]
+    Refused(#[source] PartitionsError),
     /// Drained by an operator: it claims nothing.
     #[error("drained")]
     Drained,
@@ -265,14 +265,14 @@ impl std::fmt::Display for ListDifference {
     }
 }
 
-/// A view's error as its text.
+/// A view's error as its text, with its causes.
 #[cfg(feature = "serde")]
 fn error_text<S: serde::Serializer>(
     error: &Option<PartitionsError>,
     s: S,
 ) -> Result<S::Ok, S::Error> {
     match error {
-        Some(e) => s.serialize_some(&e.to_string()),
+        Some(e) => s.serialize_some(&crate::ErrorChain(e).to_string()),
         None => s.serialize_none(),
     }
 }

@@ -337,7 +337,9 @@ async fn watch<B: GroupStore>(
             is_ready = Some(now.is_ok());
             PartitionEvent::Ready {
                 ready: now.is_ok(),
-                reason: now.err().map(|e| e.to_string()),
+                reason: now
+                    .err()
+                    .map(|e| leasehold_partitions::ErrorChain(&e).to_string()),
                 at_us: now_us(),
             }
             .emit_as(tag);
@@ -349,7 +351,7 @@ async fn watch<B: GroupStore>(
                 waiting_ready = false;
                 if let Err(e) = r {
                     PartitionEvent::Refused {
-                        error: e.to_string(),
+                        error: leasehold_partitions::ErrorChain(&e).to_string(),
                         at_us: now_us(),
                     }
                     .emit_as(tag);

@@ -297,7 +297,7 @@ pub fn no_hand_off_label(why: &NoHandOff) -> &'static str {
 pub fn no_hand_off_cause(why: &NoHandOff) -> Option<String> {
     match why {
         NoHandOff::NothingLeft { cause } => Some(cause.as_str().to_owned()),
-        NoHandOff::Unavailable(e) => Some(e.to_string()),
+        NoHandOff::Unavailable(e) => Some(leasehold_partitions::ErrorChain(e).to_string()),
         NoHandOff::FirstOwner
         | NoHandOff::Regranted
         | NoHandOff::Crashed

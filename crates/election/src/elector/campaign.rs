@@ -214,7 +214,7 @@ where
         match timeout(limit, self.store.store.abandon(&self.store.keys, token)).await {
             Ok(Ok(())) => true,
             Ok(Err(e)) => {
-                debug!(error = %e, "release after an unanswered acquire not confirmed yet");
+                debug!(error = %crate::ErrorChain(&e), "release after an unanswered acquire not confirmed yet");
                 false
             }
             Err(_) => {

@@ -398,7 +398,7 @@ where
             ("kind", e.kind().to_owned()),
         ];
         counter!(m::REDIS_ERRORS, &labels).increment(1);
-        detail!(self, warn, op, error = %e, "redis call failed");
+        detail!(self, warn, op, error = %crate::ErrorChain(&e), "redis call failed");
         self.status.send_modify(|s| s.last_error = Some(e));
     }
 
@@ -412,7 +412,7 @@ where
                 }
                 self.status.send_modify(|s| s.warnings = warnings);
             }
-            Ok(Err(e)) => debug!(error = %e, "backend self-check unavailable"),
+            Ok(Err(e)) => debug!(error = %crate::ErrorChain(&e), "backend self-check unavailable"),
             Err(_) => debug!("backend self-check timed out"),
         }
     }

@@ -83,7 +83,7 @@ where
                     duty_done = true;
                     break match joined {
                         Ok(Ok(())) => TermEndReason::DutyReturned,
-                        Ok(Err(e)) => TermEndReason::DutyFailed(e.to_string().into()),
+                        Ok(Err(e)) => TermEndReason::DutyFailed(crate::ErrorChain(&*e).to_string().into()),
                         Err(e) => TermEndReason::DutyPanicked(panic_message(e).into()),
                     };
                 }

@@ -130,7 +130,7 @@ pub(crate) async fn offer<B: GroupStore>(
         }
     };
     if let Err(NoHandOff::Unavailable(e)) = &offer {
-        debug!(partition, error = %e, "the state the previous term handed off could not be read");
+        debug!(partition, error = %crate::ErrorChain(e), "the state the previous term handed off could not be read");
     }
     let [a, b] = labels;
     counter!(

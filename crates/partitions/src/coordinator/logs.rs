@@ -60,7 +60,8 @@ impl EndsLog {
             self.sample.push(partition.clone());
         }
         if let Some(TermEndReason::BackendError(e)) = reason {
-            self.error.get_or_insert_with(|| e.to_string());
+            self.error
+                .get_or_insert_with(|| crate::ErrorChain(e).to_string());
         }
     }
 
@@ -124,7 +125,7 @@ impl TickLog {
         match (result, &mut self.failing) {
             (Err(e), None) => {
                 warn!(
-                    error = %e,
+                    error = %crate::ErrorChain(e),
                     "the group's heartbeat to Redis failed; retrying every renew interval \
                      (each partition steps down at its local deadline if Redis stays away)"
                 );

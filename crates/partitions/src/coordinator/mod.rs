@@ -179,7 +179,7 @@ where
                 tokio::spawn(driver.run().instrument(span))
             }
             Err(e) => {
-                warn!(error = %e, "invalid group configuration; not joining");
+                warn!(error = %crate::ErrorChain(&e), "invalid group configuration; not joining");
                 view_tx.send_modify(|v| v.error = Some(PartitionsError::Config(e.into())));
                 tokio::spawn(async move { drop(view_tx) })
             }

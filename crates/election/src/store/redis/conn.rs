@@ -201,7 +201,7 @@ pub(super) async fn set_name(conn: &mut impl ConnectionLike, name: &str) {
     let mut cmd = redis::cmd("CLIENT");
     cmd.arg("SETNAME").arg(name);
     if let Err(e) = cmd.query_async::<Value>(conn).await {
-        tracing::debug!(error = %e, "CLIENT SETNAME refused; the connection stays unnamed");
+        tracing::debug!(error = %crate::ErrorChain(&e), "CLIENT SETNAME refused; the connection stays unnamed");
     }
 }
 

@@ -155,7 +155,7 @@ impl RedisStore {
             Ok(Err(e)) if e.is_connection_dropped() || e.is_io_error() => {
                 // The connection is gone, and with it anything not yet delivered: a
                 // release on a fresh connection now runs after whatever did arrive.
-                debug!(error = %e, "the unanswered acquire's connection is gone");
+                debug!(error = %crate::ErrorChain(&e), "the unanswered acquire's connection is gone");
                 self.unanswered().answered(token);
                 None
             }
@@ -275,7 +275,7 @@ impl LeaseStore for RedisStore {
                 match self.read_settings().await {
                     // An ACL user without `config|get`: the check is optional.
                     Err(StoreError::NoPermission(e)) => {
-                        debug!(error = %e, "self-check skipped: CONFIG GET is not permitted");
+                        debug!(error = %crate::ErrorChain(&e), "self-check skipped: CONFIG GET is not permitted");
                         Ok(Vec::new())
                     }
                     // Logged once per store, however many electors share it.

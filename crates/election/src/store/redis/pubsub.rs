@@ -74,7 +74,7 @@ pub(super) async fn subscriber_loop(
             r = tokio::time::timeout(call_timeout, connected) => match r {
                 Ok(Ok(sub)) => sub,
                 Ok(Err(e)) => {
-                    debug!(error = %e, "release subscription failed; retrying");
+                    debug!(error = %crate::ErrorChain(&e), "release subscription failed; retrying");
                     sleep_or_stop(&stop, &mut backoff).await;
                     continue;
                 }
@@ -160,7 +160,7 @@ impl Subscription {
             match Self::open_named(client, config, name, channels).await {
                 Ok(sub) => return Ok(sub),
                 Err(e) => {
-                    debug!(error = %e, "a named (RESP3) subscription failed; subscribing unnamed")
+                    debug!(error = %crate::ErrorChain(&e), "a named (RESP3) subscription failed; subscribing unnamed")
                 }
             }
         }

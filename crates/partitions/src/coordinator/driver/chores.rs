@@ -172,7 +172,7 @@ where
                     calls.call(|store, keys| async move { set_op(&store, &keys, &op).await });
                 Box::pin(async move {
                     let answer = call.await.unwrap_or_else(|e| {
-                        debug!(error = %e, "a step on the partition set failed");
+                        debug!(error = %crate::ErrorChain(&e), "a step on the partition set failed");
                         SetAnswer::Failed
                     });
                     if begins {
@@ -192,7 +192,7 @@ where
                 });
                 Box::pin(async move {
                     if let Err(e) = call.await {
-                        warn!(error = %e, "could not end the session; it expires within one lease");
+                        warn!(error = %crate::ErrorChain(&e), "could not end the session; it expires within one lease");
                     }
                     Chore::Ended
                 })
@@ -210,7 +210,7 @@ where
                 });
                 Box::pin(async move {
                     let granted = call.await.unwrap_or_else(|e| {
-                        debug!(error = %e, "taking moves from the move budget failed; asking again at a later tick");
+                        debug!(error = %crate::ErrorChain(&e), "taking moves from the move budget failed; asking again at a later tick");
                         0
                     });
                     Chore::Budget { indices, granted }
@@ -233,7 +233,7 @@ where
                     self.state.on_reconciled(Some(held), &token, now)
                 }
                 Err(e) => {
-                    debug!(error = %e, "reconciling failed");
+                    debug!(error = %crate::ErrorChain(&e), "reconciling failed");
                     self.state.on_reconciled(None, &token, now)
                 }
             },

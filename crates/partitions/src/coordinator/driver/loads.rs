@@ -42,7 +42,7 @@ where
         let flags = match &reply {
             Ok(flags) => Some(flags.as_slice()),
             Err(e) => {
-                debug!(error = %e, "writing weights from load reports failed; tried again at a later tick");
+                debug!(error = %crate::ErrorChain(e), "writing weights from load reports failed; tried again at a later tick");
                 None
             }
         };

@@ -470,7 +470,7 @@ where
         self.logs.ends.flush();
         self.logs.ticks.answered(reply.as_ref().map(|_| ()), now);
         if let Err(e) = &reply {
-            debug!(error = %e, "group tick failed");
+            debug!(error = %crate::ErrorChain(e), "group tick failed");
             counter!(m::TICK_ERRORS, &self.labels.pair()).increment(1);
             self.error = Some(e.clone());
         } else {
@@ -546,7 +546,7 @@ where
         }
         if let Some(c) = self.state.conflict() {
             let e = self.conflict_error(c);
-            warn!(error = %e, "not claiming partitions");
+            warn!(error = %crate::ErrorChain(&e), "not claiming partitions");
         }
         let difference = self.state.list_difference().cloned();
         if difference != self.logs.warned_list {
@@ -606,7 +606,7 @@ where
             _ => (Vec::new(), Vec::new()),
         };
         let reply = reply.map_err(|e| {
-            debug!(error = %e, "a claim failed; sending it again");
+            debug!(error = %crate::ErrorChain(&e), "a claim failed; sending it again");
             ClaimFailure::Failed
         });
         if !granted.is_empty() {

@@ -171,10 +171,11 @@ where
                 }
             }
             Err(e) => {
-                warn!(error = %e, "a release batch failed; its partitions free when the session ends");
+                warn!(error = %crate::ErrorChain(&e), "a release batch failed; its partitions free when the session ends");
                 for p in batch {
-                    p.span
-                        .in_scope(|| debug!(error = %e, "release batch failed"));
+                    p.span.in_scope(
+                        || debug!(error = %crate::ErrorChain(&e), "release batch failed"),
+                    );
                     let _ = p.reply.send(Err(e.clone()));
                 }
             }
