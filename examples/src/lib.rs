@@ -28,6 +28,8 @@ pub mod docs {
     pub struct PartitionsReference;
     #[doc = include_str!("../../docs/python.md")]
     pub struct Python;
+    #[doc = include_str!("../../docs/glossary.md")]
+    pub struct Glossary;
     #[doc = include_str!("../../docs/recipes.md")]
     pub struct Recipes;
     #[doc = include_str!("../../docs/topologies.md")]
